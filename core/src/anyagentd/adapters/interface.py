@@ -1,0 +1,285 @@
+"""The adapter plugin interface: what an agent adapter receives from the engine and what it reports back.
+
+An adapter translates one agent protocol (Claude Code's stream-json, Codex's app-server, ACP, the scripted
+``mock``) into the event model; the engine decides everything else (turn boundaries, steer vs queue, which
+requests are open, status). See ``anyagent-semantics.md`` §2 for the contract and the README's
+"Writing an adapter" for a walk-through.
+
+- :class:`AgentProfile` is one catalog entry: how discovery finds the executable.
+- :class:`AgentAdapter` (registered with the ``register_adapters`` hook) probes an installation and connects
+  sessions; ``PLUGIN_NAME`` names it.
+- :class:`AgentConnection` is one live session's agent; the engine calls it with StartTurn, Steer, Answer,
+  Configure, Rollback, Compact, Cancel and Close, each of which must return promptly (send and return; results
+  arrive as reports).
+- :class:`AdapterLink` is how a connection reports: events, TurnAck, TurnEnded, Steered, info changes, auth lost,
+  exited. Its ``await``-able methods apply backpressure (a bounded channel, 64 reports by default).
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
+
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+
+from ..errors import UnsupportedFeature
+from ..model import (
+    AgentDetails,
+    AgentInstallation,
+    Answer,
+    ConfigValue,
+    LoginMethod,
+    PlanUsage,
+    RollbackScope,
+    SessionConfiguration,
+    SessionOptions,
+    StopReason,
+)
+
+# ------------------------------------------------------------------------------------------------ catalog
+
+
+@dataclass(frozen=True)
+class AgentProfile:
+    """One catalog entry: an agent discovery looks for.
+
+    ``executable`` is the file name searched on PATH and in the known directories; ``extra_paths`` are more
+    directories to look in (``~`` expanded), e.g. ``~/.claude/local``; ``acp_args`` are the arguments that put
+    the executable in ACP mode, for agents driven over ACP; ``install_hint`` is shown when it is missing.
+    The environment override is ``ANYAGENTD_<ID>_BIN`` (id upper-cased, ``-`` → ``_``).
+    """
+
+    id: str
+    name: str
+    executable: str
+    install_hint: str
+    extra_paths: tuple[str, ...] = ()
+    acp_args: tuple[str, ...] | None = None
+
+    @property
+    def env_override(self) -> str:
+        return f"ANYAGENTD_{self.id.upper().replace('-', '_')}_BIN"
+
+
+# ------------------------------------------------------------------------------------------------ reports
+
+
+@dataclass(frozen=True, slots=True)
+class EventReport:
+    """An event the agent produced; ``kind`` is an ``EventKind`` value (not an engine-owned kind)."""
+
+    kind: Any
+    parent_tool_id: str | None = None
+    extensions: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnAck:
+    """The agent has taken the last StartTurn: frames before this one belong to the previous turn."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEndedReport:
+    """The agent ended the running turn with ``stop`` (a ``StopReason``)."""
+
+    stop: StopReason
+
+
+@dataclass(frozen=True, slots=True)
+class SteeredReport:
+    """The answer to the last Steer: ``accepted`` into the running turn, or not (the engine queues it)."""
+
+    accepted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class InfoChanged:
+    """Some session facts changed; fields left ``None`` are unchanged. The engine emits ``SessionUpdated``."""
+
+    details: AgentDetails | None = None
+    configuration: SessionConfiguration | None = None
+    resume_token: str | None = None
+    title: str | None = None
+    deterministic_turn_end: bool | None = None
+    deterministic_agent_turn_end: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuthLost:
+    """The agent needs a login mid-session; the engine fails the turn and ends the session with AuthRequired."""
+
+    login: list[LoginMethod] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Exited:
+    """The agent process ended: ``status`` like ``"exit status: 3"`` or ``"signal: 9 (SIGKILL)"``, ``stderr``
+    its last lines."""
+
+    status: str
+    stderr: str = ""
+
+
+Report = EventReport | TurnAck | TurnEndedReport | SteeredReport | InfoChanged | AuthLost | Exited
+
+
+class AdapterLink:
+    """The channel from an :class:`AgentConnection` to its session's engine.
+
+    Every method awaits room in the bounded channel (backpressure: a fast agent waits for the engine, the engine
+    never waits for the app). Reports sent after the session has ended are discarded.
+    """
+
+    def __init__(self, send: MemoryObjectSendStream[Report], start_soon: Callable[..., Any]) -> None:
+        self._send = send
+        self.start_soon = start_soon
+        """Run an adapter task (a reader, a player) in the session's task group: ``start_soon(func, *args)``.
+        Such tasks are cancelled when the session ends, after the connection's ``close``/``kill``."""
+
+    async def report(self, report: Report) -> None:
+        try:
+            await self._send.send(report)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+
+    async def emit(self, kind: Any, *, parent_tool_id: str | None = None,
+                   extensions: dict[str, Any] | None = None) -> None:  # fmt: skip
+        """Report one event of ``kind`` (e.g. ``TextDelta(...)``); ``parent_tool_id`` for subagent events."""
+        await self.report(EventReport(kind, parent_tool_id, extensions))
+
+    async def turn_ack(self) -> None:
+        await self.report(TurnAck())
+
+    async def turn_ended(self, stop: StopReason) -> None:
+        await self.report(TurnEndedReport(stop))
+
+    async def steered(self, accepted: bool) -> None:
+        await self.report(SteeredReport(accepted))
+
+    async def info_changed(self, **changes: Any) -> None:
+        """Report changed session facts (keyword arguments of :class:`InfoChanged`)."""
+        await self.report(InfoChanged(**changes))
+
+    async def auth_lost(self, login: list[LoginMethod] | None = None) -> None:
+        await self.report(AuthLost(list(login or [])))
+
+    async def exited(self, status: str, stderr: str = "") -> None:
+        await self.report(Exited(status, stderr))
+
+
+# ------------------------------------------------------------------------------------------------ session side
+
+
+@dataclass(frozen=True, slots=True)
+class PromptInput:
+    """What a turn runs: the prompt text and attachment paths (or URLs) as the wire's ``prompt`` gave them."""
+
+    text: str
+    attachments: tuple[str, ...] = ()
+
+
+class AgentConnection(ABC):
+    """One session's agent, as an adapter drives it.
+
+    Attributes read by the engine once connected (and updated through :meth:`AdapterLink.info_changed`):
+    ``details`` (capabilities, config options, auth), ``configuration`` (current option values),
+    ``resume_token``, ``title``, and whether turn ends are reported by the protocol
+    (``deterministic_turn_end`` for prompted turns, ``deterministic_agent_turn_end`` for agent-originated ones;
+    when false the engine infers completion after a quiet period).
+
+    Every method must return promptly: send to the agent and return; outcomes arrive as reports. Errors are
+    raised as :mod:`anyagentd.errors` types (e.g. ``UnsupportedFeature``, ``InvalidConfiguration``).
+    """
+
+    details: AgentDetails
+    configuration: SessionConfiguration
+    resume_token: str | None = None
+    title: str | None = None
+    deterministic_turn_end: bool = True
+    deterministic_agent_turn_end: bool = True
+
+    @abstractmethod
+    async def start_turn(self, turn_id: str, prompt: PromptInput) -> None:
+        """StartTurn: run ``prompt``. Report TurnAck once the agent has it, then events, then TurnEnded."""
+
+    async def steer(self, prompt: PromptInput) -> None:
+        """Steer: add ``prompt`` to the running turn; report Steered(accepted). Only with the Steer capability."""
+        raise UnsupportedFeature("this agent cannot be steered")
+
+    @abstractmethod
+    async def answer(self, request_id: str, answer: Answer) -> None:
+        """Answer: send the caller's (already validated) answer to an open request."""
+
+    async def configure(self, option: str, value: ConfigValue) -> None:
+        """Configure a live option; report the applied value with ``info_changed(configuration=...)``."""
+        raise UnsupportedFeature(f"option {option!r} cannot be changed live")
+
+    async def rollback(self, turns: int, scope: RollbackScope) -> None:
+        """Rollback the last ``turns`` turns; raise on refusal. Only with the Rollback capability."""
+        raise UnsupportedFeature("this agent cannot roll back")
+
+    async def compact(self) -> None:
+        """Compact the context; report ContextCompacted then a lower ContextUsage, then TurnEnded."""
+        raise UnsupportedFeature("this agent cannot compact its context")
+
+    @abstractmethod
+    async def cancel(self) -> None:
+        """Cancel the running turn; the agent reports TurnEnded (Cancelled) when it has stopped."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Shut the agent down gracefully. The engine gives it 5 s, then calls :meth:`kill`."""
+
+    async def kill(self) -> None:
+        """Stop the agent at once (SIGKILL to its process group). Default: nothing to kill."""
+
+
+class AgentAdapter(ABC):
+    """An agent protocol adapter, registered through ``register_adapters``.
+
+    Class attributes: ``PLUGIN_NAME`` (unique), ``profiles`` (the catalog entries it drives). The runtime makes
+    one instance per adapter with ``config``: the settings a caller gave for it (e.g. the mock's ``script``).
+    """
+
+    PLUGIN_NAME: ClassVar[str]
+    profiles: ClassVar[tuple[AgentProfile, ...]] = ()
+    acp_ref: ClassVar[bool] = False
+    """True for the adapter that opens ``{"acp": {...}}`` AgentRefs (agents the catalog does not know)."""
+    report_buffer: int | None = None
+    """Size of the adapter→engine report channel for this adapter's sessions; ``None`` = the engine default."""
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        self.config = dict(config or {})
+
+    def pinned_installations(self) -> list[AgentInstallation]:
+        """Installations that need no discovery (source ``Pinned``), listed first by ``discover``."""
+        return []
+
+    @abstractmethod
+    async def probe(self, installation: AgentInstallation) -> AgentDetails:
+        """What the agent is and can do (version, auth, capabilities, options, commands), without a session."""
+
+    async def plan_usage(self, installation: AgentInstallation) -> PlanUsage:
+        """The account's plan quota; raises ``UnsupportedFeature`` or ``AuthRequired`` when there is none."""
+        raise UnsupportedFeature(f"{installation.name} does not report plan usage")
+
+    @abstractmethod
+    async def connect(self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink,
+                      *, no_tools: bool = False) -> AgentConnection:  # fmt: skip
+        """Start the agent for a new session in ``options.dir`` and complete its handshake.
+
+        ``no_tools`` asks for a launch without tools (``generate``) where the agent supports it. Raises
+        ``SpawnFailed``, ``HandshakeTimeout``, ``AuthRequired``, ``ResumeFailed``, ``UnsupportedFeature``.
+        """
+
+
+def spawn_env(installation: AgentInstallation, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment to start an agent with: ours, with the executable's directory first on PATH."""
+    env = dict(os.environ)
+    bindir = os.path.dirname(installation.executable_path)
+    env["PATH"] = bindir + os.pathsep + env.get("PATH", "") if bindir else env.get("PATH", "")
+    env.update(extra or {})
+    return env

@@ -1,0 +1,740 @@
+"""The session engine: one live session between a caller and an agent adapter.
+
+The adapter translates; this module decides (``anyagent-semantics.md`` §2): turn boundaries and ids, TurnAck
+gating of stale frames, prompt delivery (Started / Steered / Queued) and queue promotion, which requests are open
+and whether an answer fits them, AutoApprove, status derivation, inferred completion, cancel, close, and what an
+agent's death or lost login does to the turn and the session.
+
+Concurrency: command methods run in the caller's task, the report pump and the quiet timer in the session's own
+task group. State changes happen between awaits, so each step is atomic on the event loop. Events go to the
+consumer through a bounded stream written with ``send_nowait``: the engine never waits for its consumer, and a
+consumer that leaves more than ``event_bound`` events undrained gets the session closed (``ConsumerLagged``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from ..adapters.interface import (
+    AdapterLink,
+    AgentConnection,
+    AuthLost,
+    EventReport,
+    Exited,
+    InfoChanged,
+    PromptInput,
+    Report,
+    SteeredReport,
+    TurnAck,
+    TurnEndedReport,
+)
+from ..errors import (
+    AnyagentError,
+    ResumeFailed,
+    AuthRequired,
+    ConsumerLagged,
+    HandshakeTimeout,
+    InvalidConfiguration,
+    InvalidRequest,
+    ProcessExited,
+    SessionBusy,
+    SessionClosed,
+    UnsupportedFeature,
+)
+from ..model import (
+    ACTIVE_TOOL_STATUSES,
+    COMPLETED_INFERRED,
+    ENGINE_OWNED_KINDS,
+    AgentInstallation,
+    AnswerPermission,
+    AnswerQuestion,
+    ConfigValue,
+    Delivery,
+    Event,
+    FailedStop,
+    MessageEnded,
+    PermissionMode,
+    PermissionRequested,
+    PromptOrigin,
+    Queued,
+    RequestClosed,
+    RequestOpened,
+    RollbackScope,
+    SessionInfo,
+    SessionStatus,
+    SessionUpdated,
+    Started,
+    StatusChanged,
+    Steered,
+    SystemTime,
+    TurnContext,
+    TurnEnded,
+    TurnStarted,
+    diagnostic,
+    kind_tag,
+)
+from .settings import EngineSettings
+
+if TYPE_CHECKING:
+    from ..model import Answer, StopReason
+
+CONTENT_KINDS = frozenset({"TextDelta", "ReasoningDelta", "UserMessage", "RequestOpened"})
+MESSAGE_KINDS = frozenset({"TextDelta", "ReasoningDelta", "UserMessage"})
+_session_ids = itertools.count(1)
+
+
+def next_session_id() -> str:
+    """A process-global session id, ``s1``, ``s2``…"""
+    return f"s{next(_session_ids)}"
+
+
+@dataclass
+class _Turn:
+    id: str
+    agent_originated: bool
+    acked: bool
+    open_messages: dict[str, None] = field(default_factory=dict)  # insertion-ordered set
+    open_requests: dict[str, Any] = field(default_factory=dict)  # request id -> Request
+    tools: dict[str, str] = field(default_factory=dict)  # tool id -> ToolStatus
+
+    def context(self, parent_tool_id: str | None = None) -> TurnContext:
+        return TurnContext.model_construct(id=self.id, parent_tool_id=parent_tool_id)
+
+
+@dataclass
+class _Prompt:
+    prompt_id: str
+    input: PromptInput
+
+
+@dataclass
+class _PendingSteer:
+    prompt: _Prompt
+    turn_id: str
+    done: anyio.Event = field(default_factory=anyio.Event)
+    delivery: Delivery | None = None
+    error: AnyagentError | None = None
+
+
+def _is_content(tag: str, kind: Any) -> bool:
+    if tag == "ToolUpdated":
+        return kind.value.status in ACTIVE_TOOL_STATUSES
+    return tag in CONTENT_KINDS
+
+
+class Session:
+    """A live session: the Python API's handle and the engine behind the wire's session commands.
+
+    Built by ``Runtime.open``; use :meth:`prompt`, :meth:`answer`, :meth:`cancel`, :meth:`dequeue`,
+    :meth:`configure`, :meth:`rollback`, :meth:`compact`, :meth:`info`, :meth:`close`, and read
+    :meth:`events`. Commands on a closed session raise ``SessionClosed``.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        installation: AgentInstallation,
+        *,
+        permission_mode: PermissionMode | None,
+        settings: EngineSettings,
+        on_closed: Any = None,
+    ) -> None:
+        self.id = session_id
+        self.installation = installation
+        self.permission_mode: PermissionMode = permission_mode or "Ask"
+        self.settings = settings
+        self._on_closed = on_closed
+        self._conn: AgentConnection | None = None
+        self._info: SessionInfo | None = None
+        self._sequence = 0
+        self._turn_ids = itertools.count(1)
+        self._prompt_ids = itertools.count(1)
+        self._turn: _Turn | None = None
+        self._queue: deque[_Prompt] = deque()
+        self._steer: _PendingSteer | None = None
+        self._status: SessionStatus = "Idle"
+        self._out_send, self._out_recv = anyio.create_memory_object_stream[Event](settings.event_bound)
+        self._reports: MemoryObjectReceiveStream[Report] | None = None
+        self._terminal_error: AnyagentError | None = None
+        self._closing = False
+        self._closed = anyio.Event()
+        self._scope: anyio.CancelScope | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._shutdown_started = False
+        self._connected = anyio.Event()
+        self._quiet_deadline: float | None = None
+        self._timer_wake = anyio.Event()
+        self._deterministic = (True, True)  # (prompted, agent-originated)
+
+    # ------------------------------------------------------------------------------------------- lifecycle
+
+    async def connect(self, adapter: Any, options: Any, *, no_tools: bool = False, buffer: int | None = None) -> None:
+        """Connect the adapter (spawn + handshake, bounded by ``handshake_timeout``) and build the info snapshot.
+
+        Raises what the adapter raises (``SpawnFailed``, ``HandshakeTimeout``, ``ResumeFailed``…), and
+        ``InvalidConfiguration`` when ``options.configure`` names an unknown option or a value of the wrong type.
+        """
+        assert self._tg is not None, "start Session.run first"
+        size = buffer or getattr(adapter, "report_buffer", None) or self.settings.adapter_buffer
+        send, self._reports = anyio.create_memory_object_stream[Report](size)
+        link = AdapterLink(send, self._tg.start_soon)
+        try:
+            with anyio.fail_after(self.settings.handshake_timeout):
+                conn = await adapter.connect(self.installation, options, link, no_tools=no_tools)
+        except TimeoutError:
+            self._abandon()
+            raise HandshakeTimeout() from None
+        except BaseException:
+            self._abandon()
+            raise
+        self._conn = conn
+        try:
+            self._check_creation_options(conn, options)
+        except AnyagentError:
+            await self._shutdown_agent()
+            self._abandon()
+            raise
+        self._deterministic = (conn.deterministic_turn_end, conn.deterministic_agent_turn_end)
+        self._info = SessionInfo(
+            id=self.id,
+            agent=self.installation,
+            details=conn.details,
+            configuration=conn.configuration,
+            resume_token=conn.resume_token,
+            title=conn.title,
+            status="Idle",
+        )
+        self._connected.set()
+
+    def _abandon(self) -> None:
+        # connect failed: no session was ever announced, so end quietly.
+        self._shutdown_started = self._closing = True
+        self._out_send.close()
+        if self._scope is not None:
+            self._scope.cancel()
+
+    @staticmethod
+    def _check_creation_options(conn: AgentConnection, options: Any) -> None:
+        caps = conn.details.capabilities
+        if options.resume and not caps.has("Resume"):
+            raise ResumeFailed(f"{conn.details.version or 'this agent'} cannot resume sessions")
+        if (options.fork or options.fork_at) and not caps.has("Fork"):
+            raise UnsupportedFeature("this agent cannot fork sessions")
+        for option_id, value in options.configure.items():
+            option = conn.details.option(option_id)
+            if option is None:
+                raise InvalidConfiguration(f"unknown option {option_id!r}")
+            if not option.accepts(value):
+                raise InvalidConfiguration(f"value {value!r} does not fit option {option_id!r}")
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """The session's own task group (adapter tasks, report pump, quiet timer); returns when the session has
+        ended. Start it with ``await task_group.start(session.run)`` before :meth:`connect`."""
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                task_status.started()
+                await self._connected.wait()
+                tg.start_soon(self._pump)
+                tg.start_soon(self._timer)
+        self._closed.set()
+
+    # ------------------------------------------------------------------------------------------- reading
+
+    def info(self) -> SessionInfo:
+        """The live snapshot (status included). Raises ``SessionClosed`` after close."""
+        self._check_open()
+        return self._snapshot()
+
+    @property
+    def status(self) -> SessionStatus:
+        return self._status
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set() or self._closing
+
+    async def events(self) -> AsyncIterator[Event]:
+        """The session's events in ``sequence`` order; ends after close. If the session ended in failure
+        (``ProcessExited``, ``AuthRequired``, ``ConsumerLagged``) that error is raised once, after the last event.
+        Single consumer."""
+        async for event in self._out_recv:
+            yield event
+        error, self._terminal_error = self._terminal_error, None
+        if error is not None:
+            raise error
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    # ------------------------------------------------------------------------------------------- commands
+
+    async def prompt(self, text: str, attachments: list[str] | tuple[str, ...] = ()) -> Delivery:
+        """Submit a prompt (the wire's ``prompt``): start a turn when idle, steer the running turn when the agent
+        can, else queue it. Returns the ``Delivery``; its ``prompt_id`` is stable across promotion."""
+        self._check_open()
+        prompt = _Prompt(f"p{next(self._prompt_ids)}", PromptInput(text, tuple(attachments)))
+        if self._turn is None and not self._queue:
+            turn_id = await self._start_prompt_turn(prompt)
+            return Delivery(prompt_id=prompt.prompt_id, kind=Started(turn_id=turn_id))
+        if self._turn is not None and self._steer is None and self._details().capabilities.has("Steer"):
+            return await self._try_steer(prompt)
+        self._queue.append(prompt)
+        self._sync_status()
+        return Delivery(prompt_id=prompt.prompt_id, kind=Queued(position=len(self._queue) - 1))
+
+    async def dequeue(self, prompt_id: str) -> None:
+        """Remove a queued prompt; it never starts. ``InvalidRequest`` if it is not queued (any more)."""
+        self._check_open()
+        for queued in self._queue:
+            if queued.prompt_id == prompt_id:
+                self._queue.remove(queued)
+                self._sync_status()
+                return
+        raise InvalidRequest(f"prompt {prompt_id!r} is not queued")
+
+    async def answer(self, request_id: str, answer: Answer) -> None:
+        """Answer an open request of the running turn. The answer must fit it (a Permission choice among its
+        options; for a Question one answer per question, Text only where free text is allowed, Choices non-empty,
+        several only for multi-select, ids among the choices); otherwise ``InvalidRequest`` and it stays open."""
+        self._check_open()
+        turn = self._turn
+        request = turn.open_requests.get(request_id) if turn else None
+        if turn is None or request is None:
+            raise InvalidRequest(f"request {request_id!r} is not open")
+        _validate_answer(request, answer)
+        del turn.open_requests[request_id]
+        try:
+            await self._connection().answer(request_id, answer)
+        except BaseException:
+            if self._turn is turn:
+                turn.open_requests[request_id] = request
+            raise
+        if self._turn is turn:
+            self._emit(RequestClosed(request_id=request_id), turn.context())
+            self._rearm()
+        self._sync_status()
+
+    async def cancel(self, clear_queue: bool = False) -> None:
+        """Cancel the running turn (idempotent when idle); ``clear_queue`` also drops queued prompts. Open
+        requests are closed at once; the turn ends ``Cancelled`` when the agent confirms."""
+        self._check_open()
+        if clear_queue:
+            self._queue.clear()
+        turn = self._turn
+        if turn is None:
+            self._sync_status()
+            return
+        self._close_requests(turn)
+        self._rearm()
+        self._sync_status()
+        await self._connection().cancel()
+
+    async def configure(self, option: str, value: ConfigValue) -> None:
+        """Change a live option. ``InvalidConfiguration`` for an unknown option, a creation-only one, or a value of
+        the wrong type (Select: one of its choice values; Boolean: a bool). Confirmed by ``SessionUpdated``."""
+        self._check_open()
+        spec = self._details().option(option)
+        if spec is None:
+            raise InvalidConfiguration(f"unknown option {option!r}")
+        if not spec.live:
+            raise InvalidConfiguration(f"option {option!r} is creation-only")
+        if not spec.accepts(value):
+            raise InvalidConfiguration(f"value {value!r} does not fit option {option!r}")
+        await self._connection().configure(option, value)
+
+    async def rollback(self, turns: int, scope: RollbackScope = "Conversation") -> None:
+        """Drop the last ``turns`` turns (and, for ``ConversationAndFiles``, their file changes). Needs the
+        Rollback (RollbackFiles) capability and an idle session (``SessionBusy``). Success emits
+        ``SessionUpdated``; a refusal by the agent emits a Warning diagnostic and raises."""
+        self._check_open()
+        if turns < 1:
+            raise InvalidRequest("rollback needs turns >= 1")
+        needed = "RollbackFiles" if scope == "ConversationAndFiles" else "Rollback"
+        if not self._details().capabilities.has(needed):
+            raise UnsupportedFeature(f"this agent does not support {needed}")
+        if self._turn is not None:
+            raise SessionBusy()
+        try:
+            await self._connection().rollback(turns, scope)
+        except AnyagentError as err:
+            self._emit(diagnostic("Warning", f"rollback refused: {err.message}"))
+            raise
+        self._emit(SessionUpdated(value=self._snapshot()))
+
+    async def compact(self) -> None:
+        """Summarize the context on demand; needs Compact and an idle session. Runs as an agent-originated turn
+        confirmed by ``ContextCompacted`` then a lower ``ContextUsage``."""
+        self._check_open()
+        if not self._details().capabilities.has("Compact"):
+            raise UnsupportedFeature("this agent cannot compact its context")
+        if self._turn is not None:
+            raise SessionBusy()
+        turn = self._begin_turn("Agent", acked=True)
+        try:
+            await self._connection().compact()
+        except AnyagentError as err:
+            if self._turn is turn:
+                self._end_turn(FailedStop(message=err.message))
+            raise
+
+    async def close(self) -> None:
+        """Close the session: a pending steer fails with ``SessionClosed``, the running turn ends ``Cancelled``
+        (open messages and requests closed first), the agent gets ``close_grace`` seconds to exit before it is
+        killed, and the event stream ends. Idempotent."""
+        if self._shutdown_started:
+            await self._closed.wait()
+            return
+        await self._shutdown(None, stop="Cancelled")
+
+    # ------------------------------------------------------------------------------------------- internals
+
+    def _check_open(self) -> None:
+        if self._closing or self._closed.is_set():
+            raise SessionClosed()
+
+    def _connection(self) -> AgentConnection:
+        assert self._conn is not None
+        return self._conn
+
+    def _details(self) -> Any:
+        assert self._info is not None
+        return self._info.details
+
+    def _snapshot(self) -> SessionInfo:
+        assert self._info is not None
+        return self._info.model_copy(update={"status": self._status})
+
+    def _emit(self, kind: Any, turn_info: TurnContext | None = None, extensions: dict[str, Any] | None = None) -> None:
+        self._sequence += 1
+        ns = time.time_ns()
+        event = Event.model_construct(
+            sequence=self._sequence,
+            occurred_at=SystemTime.model_construct(secs_since_epoch=ns // 1_000_000_000,
+                                                   nanos_since_epoch=ns % 1_000_000_000),  # fmt: skip
+            session_id=self.id,
+            turn_info=turn_info,
+            kind=kind,
+            extensions=extensions if extensions is not None else {},
+        )
+        try:
+            self._out_send.send_nowait(event)
+        except anyio.WouldBlock:
+            self._lagged()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+
+    def _lagged(self) -> None:
+        # The consumer stalled: stop feeding it, and shut the session down without blocking the caller.
+        if self._terminal_error is None:
+            self._terminal_error = ConsumerLagged(
+                f"more than {self.settings.event_bound} events undrained", f"session {self.id} closed"
+            )
+        self._out_send.close()
+        self._closing = True  # refuse commands from now on
+        if self._tg is not None and not self._shutdown_started:
+            self._tg.start_soon(self._shutdown, None, "Cancelled")
+
+    def _sync_status(self) -> None:
+        turn = self._turn
+        if turn is not None:
+            status: SessionStatus = "NeedsInput" if turn.open_requests else "Working"
+        else:
+            status = "Working" if self._queue else "Idle"
+        if status != self._status:
+            self._status = status
+            self._emit(StatusChanged(value=status))
+
+    def _begin_turn(self, origin: str | _Prompt, *, acked: bool) -> _Turn:
+        agent = not isinstance(origin, _Prompt)
+        turn = _Turn(id=f"t{next(self._turn_ids)}", agent_originated=agent, acked=acked)
+        self._turn = turn
+        turn_origin: Any = "Agent" if agent else PromptOrigin(value=origin.prompt_id)
+        self._emit(TurnStarted(origin=turn_origin), turn.context())
+        self._sync_status()
+        self._rearm()
+        return turn
+
+    async def _start_prompt_turn(self, prompt: _Prompt) -> str:
+        turn = self._begin_turn(prompt, acked=False)
+        try:
+            await self._connection().start_turn(turn.id, prompt.input)
+        except AnyagentError as err:
+            if self._turn is turn:
+                self._end_turn(FailedStop(message=err.message))
+            raise
+        return turn.id
+
+    async def _try_steer(self, prompt: _Prompt) -> Delivery:
+        assert self._turn is not None
+        steer = _PendingSteer(prompt, self._turn.id)
+        self._steer = steer
+        try:
+            await self._connection().steer(prompt.input)
+        except AnyagentError:
+            if self._steer is steer:
+                self._steer = None
+            self._queue.appendleft(prompt)
+            self._sync_status()
+            return Delivery(prompt_id=prompt.prompt_id, kind=Queued(position=0))
+        await steer.done.wait()
+        if steer.error is not None:
+            raise steer.error
+        assert steer.delivery is not None
+        return steer.delivery
+
+    def _resolve_steer(self, accepted: bool) -> None:
+        steer, self._steer = self._steer, None
+        if steer is None:
+            return
+        if accepted and self._turn is not None and self._turn.id == steer.turn_id:
+            steer.delivery = Delivery(prompt_id=steer.prompt.prompt_id, kind=Steered(turn_id=steer.turn_id))
+        else:
+            self._queue.appendleft(steer.prompt)
+            steer.delivery = Delivery(prompt_id=steer.prompt.prompt_id, kind=Queued(position=0))
+        steer.done.set()
+
+    def _close_requests(self, turn: _Turn) -> None:
+        for request_id in list(turn.open_requests):
+            del turn.open_requests[request_id]
+            self._emit(RequestClosed(request_id=request_id), turn.context())
+
+    def _end_turn(self, stop: StopReason) -> None:
+        turn = self._turn
+        assert turn is not None
+        for message_id in list(turn.open_messages):
+            self._emit(MessageEnded(message_id=message_id), turn.context())
+        self._close_requests(turn)
+        background = sorted(t for t, status in turn.tools.items() if status in ACTIVE_TOOL_STATUSES)
+        self._emit(TurnEnded(stop=stop, background=background), turn.context())
+        self._turn = None
+        self._quiet_deadline = None
+        if self._steer is not None:
+            self._resolve_steer(False)
+        self._sync_status()
+
+    async def _promote(self) -> None:
+        # Idle, nothing left from the adapter, a prompt waiting: start it (FIFO).
+        if self._turn is not None or not self._queue or self._closing:
+            return
+        if self._reports is not None and self._reports.statistics().current_buffer_used:
+            return
+        prompt = self._queue.popleft()
+        try:
+            await self._start_prompt_turn(prompt)
+        except AnyagentError:
+            pass  # the turn already ended Failed; the error is in the stream
+
+    # ------------------------------------------------------------------------------------------- reports
+
+    async def _pump(self) -> None:
+        reports = self._reports
+        assert reports is not None
+        while True:
+            try:
+                report = reports.receive_nowait()
+            except anyio.WouldBlock:
+                await self._promote()
+                try:
+                    report = await reports.receive()
+                except anyio.EndOfStream:
+                    return
+            except anyio.EndOfStream:
+                return
+            await self._handle(report)
+
+    async def _handle(self, report: Report) -> None:
+        if isinstance(report, EventReport):
+            await self._on_event(report)
+        elif isinstance(report, TurnAck):
+            if self._turn is not None:
+                self._turn.acked = True
+        elif isinstance(report, TurnEndedReport):
+            self._on_turn_ended(report.stop)
+        elif isinstance(report, SteeredReport):
+            self._resolve_steer(report.accepted)
+        elif isinstance(report, InfoChanged):
+            self._on_info_changed(report)
+        elif isinstance(report, AuthLost):
+            await self._shutdown(AuthRequired(report.login), stop=FailedStop(message="agent needs login"))
+        elif isinstance(report, Exited):
+            if not self._shutdown_started:
+                error = ProcessExited(report.status, report.stderr)
+                await self._shutdown(error, stop=FailedStop(message="agent exited during the turn"))
+
+    async def _on_event(self, report: EventReport) -> None:
+        kind = report.kind
+        tag = kind_tag(kind)
+        if tag in ENGINE_OWNED_KINDS:
+            self._emit(diagnostic("Warning", f"adapter emitted engine-owned {tag}; dropped"))
+            return
+        turn = self._turn
+        content = _is_content(tag, kind)
+        if turn is not None and not turn.acked:
+            if content or tag == "MessageEnded":
+                return  # stale: it belongs to the previous turn
+            self._emit(kind, None, report.extensions)
+            return
+        if turn is None:
+            if not content:
+                self._emit(kind, None, report.extensions)
+                return
+            turn = self._begin_turn("Agent", acked=True)
+        if tag in MESSAGE_KINDS:
+            turn.open_messages[kind.message_id] = None
+        elif tag == "MessageEnded":
+            turn.open_messages.pop(kind.message_id, None)
+        elif tag == "ToolUpdated":
+            turn.tools[kind.value.id] = kind.value.status
+        elif tag == "RequestOpened":
+            request = kind.value
+            if isinstance(request, PermissionRequested) and self.permission_mode == "AutoApprove":
+                await self._auto_approve(request)
+                return
+            turn.open_requests[request.value.id] = request
+        self._emit(kind, turn.context(report.parent_tool_id), report.extensions)
+        if tag == "RequestOpened":
+            self._sync_status()
+        self._rearm()
+
+    async def _auto_approve(self, request: PermissionRequested) -> None:
+        options = request.value.options
+        choice = "AllowOnce" if "AllowOnce" in options or not options else options[0]
+        if choice not in ("AllowOnce", "AllowAlways"):
+            choice = "AllowAlways" if "AllowAlways" in options else "AllowOnce"
+        await self._connection().answer(request.value.id, AnswerPermission(value=choice))
+
+    def _on_turn_ended(self, stop: StopReason) -> None:
+        turn = self._turn
+        if turn is None:
+            self._emit(diagnostic("Warning", "the agent ended a turn while the session was idle"))
+        elif turn.acked:
+            self._end_turn(stop)
+        # else: a stale end of the previous turn, before the new turn was acknowledged
+
+    def _on_info_changed(self, change: InfoChanged) -> None:
+        assert self._info is not None
+        update = {
+            name: getattr(change, name)
+            for name in ("details", "configuration", "resume_token", "title")
+            if getattr(change, name) is not None
+        }
+        if change.deterministic_turn_end is not None or change.deterministic_agent_turn_end is not None:
+            prompted, agent = self._deterministic
+            self._deterministic = (
+                prompted if change.deterministic_turn_end is None else change.deterministic_turn_end,
+                agent if change.deterministic_agent_turn_end is None else change.deterministic_agent_turn_end,
+            )
+        if update:
+            self._info = self._info.model_copy(update=update)
+            self._emit(SessionUpdated(value=self._snapshot()))
+
+    # ------------------------------------------------------------------------------------------- quiet timer
+
+    def _rearm(self) -> None:
+        turn = self._turn
+        if turn is None or self._deterministic[1 if turn.agent_originated else 0]:
+            self._quiet_deadline = None
+            return
+        if turn.open_requests or any(s in ACTIVE_TOOL_STATUSES for s in turn.tools.values()):
+            self._quiet_deadline = None
+            return
+        quiet = self.settings.quiet_agent if turn.agent_originated else self.settings.quiet_prompted
+        was_unarmed = self._quiet_deadline is None
+        self._quiet_deadline = anyio.current_time() + quiet
+        if was_unarmed:
+            self._timer_wake.set()
+
+    async def _timer(self) -> None:
+        while True:
+            self._timer_wake = anyio.Event()
+            deadline = self._quiet_deadline
+            if deadline is None:
+                await self._timer_wake.wait()
+                continue
+            delay = deadline - anyio.current_time()
+            if delay > 0:
+                with anyio.move_on_after(delay):
+                    await self._timer_wake.wait()
+                continue
+            self._quiet_deadline = None
+            if self._turn is not None:
+                self._end_turn(COMPLETED_INFERRED)
+                await self._promote()
+
+    # ------------------------------------------------------------------------------------------- shutdown
+
+    async def _shutdown(self, error: AnyagentError | None, stop: StopReason) -> None:
+        if self._shutdown_started:
+            return
+        self._shutdown_started = True
+        self._closing = True
+        if self._terminal_error is None:
+            self._terminal_error = error
+        if self._steer is not None:
+            steer, self._steer = self._steer, None
+            steer.error = SessionClosed()
+            steer.done.set()
+        if self._turn is not None:
+            self._end_turn(stop)
+        with anyio.CancelScope(shield=True):
+            await self._shutdown_agent()
+        self._out_send.close()
+        if self._scope is not None:
+            self._scope.cancel()
+        else:
+            self._closed.set()
+        if self._on_closed is not None:
+            self._on_closed(self)
+
+    async def _shutdown_agent(self) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        with anyio.move_on_after(self.settings.close_grace) as scope:
+            try:
+                await conn.close()
+            except Exception:  # noqa: BLE001 - a failing close still ends in a kill
+                scope.cancel()
+        if scope.cancelled_caught or scope.cancel_called:
+            await conn.kill()
+
+
+def _validate_answer(request: Any, answer: Any) -> None:
+    if isinstance(request, PermissionRequested):
+        if not isinstance(answer, AnswerPermission):
+            raise InvalidRequest("a permission request needs a Permission answer")
+        if answer.value not in request.value.options:
+            raise InvalidRequest(f"{answer.value} is not among the offered options {request.value.options}")
+        return
+    if not isinstance(answer, AnswerQuestion):
+        raise InvalidRequest("a question needs a Question answer")
+    questions = request.value.questions
+    if len(answer.value) != len(questions):
+        raise InvalidRequest(f"expected {len(questions)} answers, got {len(answer.value)}")
+    for question, reply in zip(questions, answer.value, strict=True):
+        if reply.TAG == "Text":
+            if not question.allows_free_text:
+                raise InvalidRequest(f"question {question.id!r} does not allow free text")
+            continue
+        chosen = reply.value
+        if not chosen:
+            raise InvalidRequest(f"question {question.id!r}: choose at least one choice")
+        if len(chosen) > 1 and not question.multi_select:
+            raise InvalidRequest(f"question {question.id!r} allows one choice")
+        offered = {c.id for c in question.choices}
+        unknown = [c for c in chosen if c not in offered]
+        if unknown:
+            raise InvalidRequest(f"question {question.id!r}: unknown choices {unknown}")
+
+
+__all__ = ["Session", "next_session_id"]

@@ -1,0 +1,37 @@
+"""The engine's tunables, with the defaults of ``anyagent-semantics.md`` §1–§2 and their environment overrides."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Bounds and timers of every session.
+
+    - ``event_bound``: undrained events a session may hold for its consumer before it is closed (events; 1024).
+    - ``quiet_prompted`` / ``quiet_agent``: seconds of silence after which a turn whose end the agent does not
+      report is inferred Completed (prompted turns 120 s, agent-originated turns 20 s).
+    - ``close_grace``: seconds an agent gets to shut down on close before it is killed (5 s).
+    - ``adapter_buffer``: reports the adapter→engine channel holds before the adapter waits (64).
+    - ``handshake_timeout``: seconds an adapter may take to connect (30 s).
+    """
+
+    event_bound: int = 1024
+    quiet_prompted: float = 120.0
+    quiet_agent: float = 20.0
+    close_grace: float = 5.0
+    adapter_buffer: int = 64
+    handshake_timeout: float = 30.0
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> EngineSettings:
+        """Defaults overridden by ``ANYAGENTD_<FIELD>`` variables (e.g. ``ANYAGENTD_QUIET_AGENT=0.5``)."""
+        env = dict(os.environ if env is None else env)
+        values = {}
+        for f in fields(cls):
+            raw = env.get(f"ANYAGENTD_{f.name.upper()}")
+            if raw:
+                values[f.name] = int(raw) if f.type == "int" else float(raw)
+        return cls(**values)

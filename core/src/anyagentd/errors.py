@@ -1,0 +1,147 @@
+"""Typed errors, one class per ``ErrorBody`` kind of the wire schema.
+
+An :class:`AnyagentError` carries ``kind`` (its class name), a human ``message`` and the variant's own fields;
+:meth:`AnyagentError.body` renders the wire's ``ErrorBody`` object (``{"kind", "message", ...fields}``) and
+:func:`error_from_body` turns one back into the matching exception, keeping unknown fields.
+Kinds and fields come from ``anyagent-semantics.md`` §1 (ErrorBody kinds).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class AnyagentError(Exception):
+    """Base of every error the engine, the runtime and the wire report.
+
+    Takes: ``message`` (human text) and the variant's fields as keyword arguments, all JSON-serializable.
+    """
+
+    kind: ClassVar[str] = "Error"
+    registry: ClassVar[dict[str, type[AnyagentError]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.kind = cls.__name__
+        AnyagentError.registry[cls.kind] = cls
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields = fields
+
+    def __getattr__(self, name: str) -> Any:
+        fields = self.__dict__.get("fields", {})
+        if name in fields:
+            return fields[name]
+        raise AttributeError(name)
+
+    def body(self) -> dict[str, Any]:
+        """The wire ``ErrorBody``: ``{"kind": ..., "message": ..., **fields}``."""
+        return {"kind": self.kind, "message": self.message, **self.fields}
+
+    def __repr__(self) -> str:
+        return f"{self.kind}({self.message!r}, {self.fields!r})"
+
+
+class NotInstalled(AnyagentError):
+    """The agent is not installed (or not in the last discovery). Fields: ``agent``."""
+
+    def __init__(self, agent: str, message: str | None = None) -> None:
+        super().__init__(message or f"agent {agent!r} is not installed", agent=agent)
+
+
+class SpawnFailed(AnyagentError):
+    """The agent process could not be started. Fields: ``detail``."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"could not start the agent: {detail}", detail=detail)
+
+
+class AuthRequired(AnyagentError):
+    """The agent needs a login. Fields: ``login`` (list of ``LoginMethod`` JSON objects)."""
+
+    def __init__(self, login: list[Any] | None = None, message: str = "agent needs login") -> None:
+        super().__init__(message, login=list(login or []))
+
+
+class HandshakeTimeout(AnyagentError):
+    """The agent did not complete its handshake in time (30 s by default)."""
+
+    def __init__(self, message: str = "the agent did not complete its handshake in time") -> None:
+        super().__init__(message)
+
+
+class _Detailed(AnyagentError):
+    def __init__(self, detail: str, message: str | None = None) -> None:
+        super().__init__(message or detail, detail=detail)
+
+
+class UnsupportedFeature(_Detailed):
+    """The agent or this installation cannot do what was asked. Fields: ``detail``."""
+
+
+class InvalidConfiguration(_Detailed):
+    """An option, value or configuration is not acceptable. Fields: ``detail``."""
+
+
+class InvalidRequest(_Detailed):
+    """The command does not fit the session's state (unknown request, double answer…). Fields: ``detail``."""
+
+
+class ResumeFailed(_Detailed):
+    """Resume or fork could not be honoured. Fields: ``detail``."""
+
+
+class ProtocolFailed(_Detailed):
+    """The agent broke its protocol, or ``generate`` could not produce plain text. Fields: ``detail``."""
+
+
+class BadFrame(_Detailed):
+    """A wire input line that is not a valid command frame. Fields: ``detail``."""
+
+
+class ConsumerLagged(_Detailed):
+    """The session's consumer left more events undrained than the bound; the session was closed."""
+
+
+class SessionBusy(AnyagentError):
+    """The session is running a turn and the command needs it idle."""
+
+    def __init__(self, message: str = "the session is busy with a turn") -> None:
+        super().__init__(message)
+
+
+class SessionClosed(AnyagentError):
+    """The session is closed; commands on it are refused."""
+
+    def __init__(self, message: str = "the session is closed") -> None:
+        super().__init__(message)
+
+
+class UnknownSession(AnyagentError):
+    """No session with this id was ever opened on this connection. Fields: ``session``."""
+
+    def __init__(self, session: str) -> None:
+        super().__init__(f"unknown session {session!r}", session=session)
+
+
+class ProcessExited(AnyagentError):
+    """The agent process exited. Fields: ``status`` (``"exit status: 3"``, ``"signal: 9 (SIGKILL)"``),
+    ``stderr`` (the last lines it wrote)."""
+
+    def __init__(self, status: str, stderr: str = "", message: str | None = None) -> None:
+        super().__init__(message or f"the agent exited ({status})", status=status, stderr=stderr)
+
+
+def error_from_body(body: dict[str, Any]) -> AnyagentError:
+    """Rebuild the exception for an ``ErrorBody``; unknown kinds give a plain :class:`AnyagentError`."""
+    body = dict(body)
+    kind = str(body.pop("kind", "Error"))
+    message = str(body.pop("message", ""))
+    cls = AnyagentError.registry.get(kind)
+    err = AnyagentError.__new__(cls) if cls else AnyagentError(message)
+    AnyagentError.__init__(err, message, **body)
+    if cls is None:
+        err.kind = kind  # type: ignore[misc]
+    return err

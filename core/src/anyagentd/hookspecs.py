@@ -1,0 +1,59 @@
+"""The hook specifications plugins implement (pluggy project name ``anyagentd``).
+
+Hooks *register* things; nothing on a per-event path goes through pluggy. A plugin is a module (or object) with
+``@hookimpl`` functions, found through the ``anyagentd`` entry-point group. Every hook here is documented in the
+README's "Writing a plugin" section; ``tests/core/test_plugins.py`` fails when one is not.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import pluggy
+
+if TYPE_CHECKING:
+    import click
+
+    from .adapters.interface import AgentAdapter
+
+hookspec = pluggy.HookspecMarker("anyagentd")
+hookimpl = pluggy.HookimplMarker("anyagentd")
+
+
+@hookspec
+def register_adapters(register: Callable[[type[AgentAdapter]], None]) -> None:
+    """Register agent adapters: call ``register(AdapterClass)`` for each ``AgentAdapter`` subclass.
+
+    The class's ``PLUGIN_NAME`` names it and its ``profiles`` are the catalog entries it drives; a profile id
+    registered twice is refused with ``InvalidConfiguration``.
+    """
+
+
+@hookspec
+def register_mcp_transports(register: Callable[[Any], None]) -> None:
+    """Register MCP transports: call ``register(transport)`` for each transport the plugin provides."""
+
+
+@hookspec
+def register_commands(register: Callable[[Any], None]) -> None:
+    """Register A2A command-extension handlers: call ``register(handler)`` for each op handler."""
+
+
+@hookspec
+def register_cli_commands(cli: click.Group) -> None:
+    """Add subcommands to the ``anyagentd`` CLI group (``cli.add_command(...)`` or ``@cli.command()``)."""
+
+
+@hookspec
+def runtime_started(runtime: Any) -> None:
+    """Called once when a ``Runtime`` has started (after plugins loaded), with the runtime."""
+
+
+@hookspec
+def session_opened(info: Any) -> None:
+    """Called once per session after ``open`` succeeded, with its ``SessionInfo``. Not called per event."""
+
+
+@hookspec
+def session_closed(session_id: str) -> None:
+    """Called once per session after its stream ended and the agent was shut down."""

@@ -1,0 +1,153 @@
+"""The scripted agent, catalog id ``mock``: plays a :mod:`~anyagentd.mock.script` with no process and no network.
+
+It is an ordinary adapter (registered through the ``register_adapters`` hook like any plugin), so it drives every
+engine path: TurnAck gating (``stale_before_ack``), steering, questions and permissions (``AwaitAnswer``),
+non-deterministic turn ends (inferred completion), agent death (``Die`` → ``Exited`` status ``"9"``), floods
+(``Repeat``), and live options (``options``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from ..adapters.interface import AdapterLink, AgentAdapter, AgentConnection, PromptInput
+from ..model import (
+    AgentDetails,
+    AgentInstallation,
+    Authenticated,
+    Capabilities,
+    ConfigValue,
+    SessionConfiguration,
+    SessionOptions,
+    TextDelta,
+)
+from .script import Emit, End, Repeat, Script, Sleep, load_script, resolve_script
+
+MOCK_ID = "mock"
+
+
+def _details(script: Script) -> AgentDetails:
+    features = ["Permissions", "Questions"] + (["Steer"] if script.steer else [])
+    return AgentDetails(
+        version="mock",
+        auth=Authenticated(kind="ApiKey"),
+        capabilities=Capabilities(features=features, mcp_transports=[]),
+        config_options=script.options,
+        commands=[],
+    )
+
+
+class MockAdapter(AgentAdapter):
+    """Adapter for the scripted agent. ``config["script"]``: a path, an example name or a dict (default: the
+    ``hello`` example)."""
+
+    PLUGIN_NAME = "mock"
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        super().__init__(config)
+        source = self.config.get("script") or "hello"
+        self.script = load_script(source)
+        self.script_path = None if isinstance(source, dict) else str(resolve_script(source).resolve())
+        self.report_buffer = self.script.buffer
+
+    def pinned_installations(self) -> list[AgentInstallation]:
+        return [
+            AgentInstallation(
+                id=MOCK_ID, name="Scripted agent", executable_path=self.script_path or "mock", source="Pinned"
+            )
+        ]
+
+    async def probe(self, installation: AgentInstallation) -> AgentDetails:
+        return _details(self.script)
+
+    async def connect(self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink,
+                      *, no_tools: bool = False) -> AgentConnection:  # fmt: skip
+        return MockConnection(self.script, options, link)
+
+
+class MockConnection(AgentConnection):
+    """One session of the scripted agent: each StartTurn plays the next turn of the script from its start."""
+
+    def __init__(self, script: Script, options: SessionOptions, link: AdapterLink) -> None:
+        self.script = script
+        self.link = link
+        self.details = _details(script)
+        values: dict[str, ConfigValue] = {o.id: o.current for o in script.options if o.current is not None}
+        values.update(options.configure)
+        self.configuration = SessionConfiguration(options=values)
+        self.deterministic_turn_end = script.deterministic
+        self.deterministic_agent_turn_end = script.deterministic_agent
+        self._turns = iter(script.turns)
+        self._player: anyio.CancelScope | None = None
+        self._ended = True  # whether the playing turn has played its End
+        self._answered = anyio.Event()
+        self._dead = False
+
+    async def start_turn(self, turn_id: str, prompt: PromptInput) -> None:
+        steps = next(self._turns, None)
+        self.link.start_soon(self._play, steps)
+
+    async def _play(self, steps: list[Any] | None) -> None:
+        with anyio.CancelScope() as scope:
+            self._player, self._ended = scope, False
+            if self.script.stale_before_ack:
+                await self.link.emit(TextDelta(message_id="stale", text="(stale frame from the previous turn)"))
+            await self.link.turn_ack()
+            if steps is None:
+                await anyio.sleep_forever()  # an exhausted script hangs
+            await self._steps(steps)
+        if self._player is scope:
+            self._player = None
+
+    async def _steps(self, steps: list[Any]) -> None:
+        for step in steps:
+            if isinstance(step, Emit):
+                await self.link.emit(step.value)
+            elif isinstance(step, End):
+                self._ended = True
+                await self.link.turn_ended(step.value)
+            elif isinstance(step, Sleep):
+                await anyio.sleep(step.value / 1000)
+            elif isinstance(step, Repeat):
+                for _ in range(step.times):
+                    await self._steps(step.steps)
+            elif step == "AwaitAnswer":
+                await self._answered.wait()
+                self._answered = anyio.Event()
+            elif step == "Die":
+                self._dead = True
+                await self.link.exited("9", "the scripted agent died")
+                await anyio.sleep_forever()
+
+    async def steer(self, prompt: PromptInput) -> None:
+        accepted = self.script.steer and not self.script.steer_rejects
+        self.link.start_soon(self.link.steered, accepted)
+
+    async def answer(self, request_id: str, answer: Any) -> None:
+        self._answered.set()
+
+    async def configure(self, option: str, value: ConfigValue) -> None:
+        options = dict(self.configuration.options, **{option: value})
+        self.configuration = SessionConfiguration(options=options)
+        self.link.start_soon(lambda: self.link.info_changed(configuration=self.configuration))
+
+    async def cancel(self) -> None:
+        # Drop the turn's remaining steps and end it Cancelled (reported from a task: never blocks the caller).
+        if self._dead or self._ended:
+            return
+        if self._player is not None:
+            self._player.cancel()
+            self._player = None
+        self._ended = True
+        self.link.start_soon(self.link.turn_ended, "Cancelled")
+
+    async def close(self) -> None:
+        if self._player is not None:
+            self._player.cancel()
+            self._player = None
+
+    async def kill(self) -> None:
+        await self.close()
+

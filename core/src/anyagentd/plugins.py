@@ -1,0 +1,155 @@
+"""Finding and loading plugins, and typed access to what they register.
+
+Plugins come from the ``anyagentd`` entry-point group (``importlib.metadata``); core's own built-ins (the
+``mock`` adapter) are entry points too, so they load exactly like third-party ones. Environment:
+
+- ``ANYAGENTD_LOAD_PLUGINS=a,b`` loads only the named entry points (empty string: none);
+- ``ANYAGENTD_DISABLE_PLUGINS=a,b`` blocks the named entry points;
+- ``ANYAGENTD_TRACE_PLUGINS=1`` traces every hook call and its results to stderr.
+
+Core code never calls ``pm.hook`` directly: it goes through :class:`Plugins`' typed methods. After loading,
+``check_pending()`` makes a hookimpl that matches no hookspec (a typo, a hook from a newer core) fail loudly.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import sys
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+from . import hookspecs
+from .errors import InvalidConfiguration
+
+if TYPE_CHECKING:
+    import click
+
+    from .adapters.interface import AgentAdapter, AgentProfile
+
+ENTRY_POINT_GROUP = "anyagentd"
+
+
+def _names(var: str) -> set[str] | None:
+    value = os.environ.get(var)
+    if value is None:
+        return None
+    return {n.strip() for n in value.split(",") if n.strip()}
+
+
+@dataclass
+class PluginRecord:
+    """One loaded plugin: entry-point name, module, the distribution that ships it, and its version."""
+
+    name: str
+    module: str
+    distribution: str | None = None
+    version: str | None = None
+    hooks: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "module": self.module, "distribution": self.distribution,
+            "version": self.version, "hooks": self.hooks,
+        }  # fmt: skip
+
+
+class Plugins:
+    """The plugin manager and the registries built from its hooks.
+
+    ``Plugins()`` loads the entry points at once; pass ``load_entry_points=False`` and ``register()`` plugin
+    objects yourself for an isolated manager (tests, embedding). Raises ``pluggy.PluginValidationError`` from
+    ``check_pending`` when a loaded plugin implements a hook that does not exist.
+    """
+
+    def __init__(self, *, load_entry_points: bool = True, extra: list[object] | None = None) -> None:
+        self.pm = pluggy.PluginManager("anyagentd")
+        self.pm.add_hookspecs(hookspecs)
+        self.records: list[PluginRecord] = []
+        if os.environ.get("ANYAGENTD_TRACE_PLUGINS"):
+            self.pm.trace.root.setwriter(lambda text: sys.stderr.write(f"anyagentd plugins: {text}"))
+            self.pm.enable_tracing()
+        if load_entry_points:
+            self._load_entry_points()
+        for plugin in extra or []:
+            self.register(plugin)
+        self.pm.check_pending()
+        self._adapters: dict[str, type[AgentAdapter]] | None = None
+
+    def _load_entry_points(self) -> None:
+        only = _names("ANYAGENTD_LOAD_PLUGINS")
+        blocked = _names("ANYAGENTD_DISABLE_PLUGINS") or set()
+        seen: set[str] = set()
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            if ep.name in seen or ep.name in blocked or (only is not None and ep.name not in only):
+                continue
+            seen.add(ep.name)
+            module = ep.load()
+            dist = getattr(ep, "dist", None)
+            self.register(module, name=ep.name, distribution=dist.name if dist else None,
+                          version=dist.version if dist else None)  # fmt: skip
+
+    def register(self, plugin: object, *, name: str | None = None, distribution: str | None = None,
+                 version: str | None = None) -> None:  # fmt: skip
+        """Register a plugin object (usually a module of ``@hookimpl`` functions) under ``name``."""
+        name = name or getattr(plugin, "__name__", None) or type(plugin).__name__
+        self.pm.register(plugin, name=name)
+        hooks = sorted(h.name for h in self.pm.get_hookcallers(plugin) or [])
+        module = plugin.__name__ if isinstance(plugin, ModuleType) else type(plugin).__module__
+        self.records.append(PluginRecord(name, module, distribution, version, hooks))
+        self._adapters = None
+
+    # -- typed wrappers around the hooks ------------------------------------------------------------------
+
+    def adapters(self) -> dict[str, type[AgentAdapter]]:
+        """Adapter classes by ``PLUGIN_NAME``, from ``register_adapters``; cached."""
+        if self._adapters is None:
+            found: dict[str, type[AgentAdapter]] = {}
+
+            def register(adapter: type[AgentAdapter]) -> None:
+                found[adapter.PLUGIN_NAME] = adapter
+
+            self.pm.hook.register_adapters(register=register)
+            self._check_profiles(found)
+            self._adapters = found
+        return self._adapters
+
+    @staticmethod
+    def _check_profiles(adapters: dict[str, type[AgentAdapter]]) -> None:
+        owners: dict[str, str] = {}
+        for name, adapter in adapters.items():
+            for profile in adapter.profiles:
+                if profile.id in owners:
+                    raise InvalidConfiguration(
+                        f"catalog id {profile.id!r} is registered by both {owners[profile.id]!r} and {name!r}"
+                    )
+                owners[profile.id] = name
+
+    def profiles(self) -> list[tuple[AgentProfile, type[AgentAdapter]]]:
+        """Every catalog profile with the adapter class that drives it, in registration order."""
+        return [(p, a) for a in self.adapters().values() for p in a.profiles]
+
+    def mcp_transports(self) -> list[Any]:
+        found: list[Any] = []
+        self.pm.hook.register_mcp_transports(register=found.append)
+        return found
+
+    def commands(self) -> list[Any]:
+        found: list[Any] = []
+        self.pm.hook.register_commands(register=found.append)
+        return found
+
+    def add_cli_commands(self, cli: click.Group) -> None:
+        self.pm.hook.register_cli_commands(cli=cli)
+
+    def runtime_started(self, runtime: Any) -> None:
+        self.pm.hook.runtime_started(runtime=runtime)
+
+    def session_opened(self, info: Any) -> None:
+        self.pm.hook.session_opened(info=info)
+
+    def session_closed(self, session_id: str) -> None:
+        self.pm.hook.session_closed(session_id=session_id)

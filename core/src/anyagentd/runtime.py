@@ -1,0 +1,273 @@
+"""The async Python API: a :class:`Runtime` discovers agents, probes them, opens sessions and generates text.
+
+::
+
+    async with Runtime(mock_script="permission") as runtime:
+        session = await runtime.open("mock", dir=".")
+        await session.prompt("write hello.txt")
+        async for event in session.events():
+            ...
+
+The wire server (``anyagentd serve``) is a thin layer over this same API.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from . import discovery
+from .adapters.interface import AgentAdapter
+from .engine.session import Session, next_session_id
+from .engine.settings import EngineSettings
+from .errors import (
+    AnyagentError,
+    InvalidConfiguration,
+    NotInstalled,
+    ProtocolFailed,
+    SessionClosed,
+    UnknownSession,
+)
+from .model import (
+    AcpRef,
+    AgentDetails,
+    AgentInstallation,
+    AgentRef,
+    AnswerPermission,
+    AnswerQuestion,
+    ConfigValue,
+    DiscoveryReport,
+    McpServer,
+    PermissionMode,
+    PermissionRequested,
+    PlanUsage,
+    SessionOptions,
+    TextAnswer,
+)
+from .plugins import Plugins
+
+
+class Runtime:
+    """Entry point of the Python API; an async context manager that owns every session it opens.
+
+    Takes: ``plugins`` (default: every installed plugin, see :mod:`anyagentd.plugins`), ``settings``
+    (default: :meth:`EngineSettings.from_env`), ``adapter_config`` (per adapter ``PLUGIN_NAME``, e.g.
+    ``{"mock": {"script": "flood"}}``), ``mock_script`` (shorthand for the mock's script: a path, an example name
+    or a dict), ``env`` (the environment discovery reads; default ``os.environ``).
+    Leaving the context closes every open session.
+    """
+
+    def __init__(
+        self,
+        *,
+        plugins: Plugins | None = None,
+        settings: EngineSettings | None = None,
+        adapter_config: dict[str, dict[str, Any]] | None = None,
+        mock_script: str | Path | dict[str, Any] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.plugins = plugins or Plugins()
+        self.settings = settings or EngineSettings.from_env()
+        self.env = env
+        config = {name: dict(value) for name, value in (adapter_config or {}).items()}
+        if mock_script is not None:
+            config.setdefault("mock", {})["script"] = mock_script
+        self.adapters: dict[str, AgentAdapter] = {
+            name: cls(config.get(name)) for name, cls in self.plugins.adapters().items()
+        }
+        self._last_report: DiscoveryReport | None = None
+        self._sessions: dict[str, Session] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._closing = False
+
+    async def __aenter__(self) -> Runtime:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self.plugins.runtime_started(self)
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        try:
+            await self.aclose()
+        finally:
+            assert self._tg is not None
+            return await self._tg.__aexit__(*exc)
+
+    async def aclose(self) -> None:
+        """Close every open session (concurrently); later ``open`` calls close what they open at once."""
+        self._closing = True
+        async with anyio.create_task_group() as tg:
+            for session in list(self._sessions.values()):
+                tg.start_soon(session.close)
+
+    # ----------------------------------------------------------------------------------------- discovery
+
+    def _owners(self) -> dict[str, AgentAdapter]:
+        owners: dict[str, AgentAdapter] = {}
+        for adapter in self.adapters.values():
+            for installation in adapter.pinned_installations():
+                owners[installation.id] = adapter
+            for profile in adapter.profiles:
+                owners.setdefault(profile.id, adapter)
+        return owners
+
+    async def discover(self) -> DiscoveryReport:
+        """Find the installed agents whose adapter plugin is installed; never launches one. The report is kept
+        to resolve catalog ids in later calls."""
+        pinned = [i for a in self.adapters.values() for i in a.pinned_installations()]
+        profiles = [p for a in self.adapters.values() for p in a.profiles]
+        env = dict(self.env if self.env is not None else os.environ)
+        report = await anyio.to_thread.run_sync(lambda: discovery.discover(profiles, env=env, pinned=pinned))
+        self._last_report = report
+        return report
+
+    async def resolve(self, agent: AgentRef | dict[str, Any]) -> tuple[AgentAdapter, AgentInstallation]:
+        """The adapter and installation for an ``AgentRef``: a catalog id (looked up in the last discovery,
+        discovering again when there is none or the id is absent) or ``{"acp": {name, path, args}}``.
+        Raises ``NotInstalled``."""
+        if isinstance(agent, dict):
+            agent = AcpRef.model_validate(agent)
+        if isinstance(agent, AcpRef):
+            adapter = next((a for a in self.adapters.values() if a.acp_ref), None)
+            if adapter is None:
+                raise NotInstalled(agent.acp.name, "opening an ACP agent by path needs the anyagentd-acp plugin")
+            installation = AgentInstallation(
+                id=agent.acp.name, name=agent.acp.name, executable_path=agent.acp.path, source="Pinned",
+                acp_args=list(agent.acp.args),
+            )  # fmt: skip
+            return adapter, installation
+        owner = self._owners().get(agent)
+        if owner is None:
+            raise NotInstalled(agent, f"no installed plugin drives an agent named {agent!r}")
+        report = self._last_report
+        if report is None or report.find(agent) is None:
+            report = await self.discover()
+        installation = report.find(agent)
+        if installation is None:
+            missing = next((m for m in report.missing if m.id == agent), None)
+            hint = f"; install it with: {missing.install_hint}" if missing else ""
+            raise NotInstalled(agent, f"{agent!r} was not found on this machine{hint}")
+        return owner, installation
+
+    async def probe(self, agent: AgentRef | dict[str, Any]) -> AgentDetails:
+        """What the agent is and can do (version, auth, capabilities, options, commands)."""
+        adapter, installation = await self.resolve(agent)
+        return await adapter.probe(installation)
+
+    async def plan_usage(self, agent: AgentRef | dict[str, Any]) -> PlanUsage:
+        """The account's plan quota; ``UnsupportedFeature`` or ``AuthRequired`` where there is none."""
+        adapter, installation = await self.resolve(agent)
+        return await adapter.plan_usage(installation)
+
+    # ----------------------------------------------------------------------------------------- sessions
+
+    async def open(
+        self,
+        agent: AgentRef | dict[str, Any],
+        dir: str | Path,
+        *,
+        resume: str | None = None,
+        fork: str | None = None,
+        fork_at: str | None = None,
+        permission_mode: PermissionMode | None = None,
+        mcp_servers: Iterable[McpServer | dict[str, Any]] = (),
+        configure: dict[str, ConfigValue] | None = None,
+        no_tools: bool = False,
+    ) -> Session:
+        """Open a session with ``agent`` in directory ``dir`` (the wire's ``open``; options as in
+        ``SessionOptions``). Returns the live :class:`Session`. Raises ``NotInstalled``, ``InvalidConfiguration``
+        (``dir`` not a directory, bad options), and the adapter's ``SpawnFailed``, ``HandshakeTimeout``,
+        ``ResumeFailed``, ``UnsupportedFeature``, ``AuthRequired``."""
+        if self._tg is None:
+            raise RuntimeError("use the Runtime as `async with Runtime() as runtime:`")
+        if self._closing:
+            raise SessionClosed("the runtime is shutting down")
+        options = SessionOptions(
+            dir=str(dir), resume=resume, fork=fork, fork_at=fork_at, permission_mode=permission_mode,
+            mcp_servers=[McpServer.model_validate(s) if isinstance(s, dict) else s for s in mcp_servers],
+            configure=dict(configure or {}),
+        )  # fmt: skip
+        if not Path(options.dir).is_dir():
+            raise InvalidConfiguration(f"{options.dir!r} is not a directory")
+        adapter, installation = await self.resolve(agent)
+        session = Session(
+            next_session_id(), installation, permission_mode=permission_mode, settings=self.settings,
+            on_closed=self._forget,
+        )  # fmt: skip
+        await self._tg.start(session.run)
+        await session.connect(adapter, options, no_tools=no_tools)
+        self._sessions[session.id] = session
+        self.plugins.session_opened(session.info())
+        if self._closing:
+            await session.close()
+        return session
+
+    def _forget(self, session: Session) -> None:
+        self.plugins.session_closed(session.id)
+
+    def session(self, session_id: str) -> Session:
+        """The session with this id; ``UnknownSession`` if none was opened here. Closed sessions stay known."""
+        try:
+            return self._sessions[session_id]
+        except KeyError:
+            raise UnknownSession(session_id) from None
+
+    # ----------------------------------------------------------------------------------------- generate
+
+    async def generate(self, agent: AgentRef | dict[str, Any], dir: str | Path, prompt: str, **options: Any) -> str:
+        """One-shot text: a throwaway session (Ask mode, no tools where the agent allows), one prompt, the text of
+        its top-level messages. Permission requests are denied; questions get empty text when every one allows
+        free text. Raises ``InvalidConfiguration`` for resume/fork, ``ProtocolFailed`` when the agent uses a tool,
+        asks what cannot be answered, or the turn does not complete."""
+        if options.get("resume") or options.get("fork") or options.get("fork_at"):
+            raise InvalidConfiguration("generate requires a new session")
+        options["permission_mode"] = "Ask"
+        session = await self.open(agent, dir, no_tools=True, **options)
+        try:
+            return await _collect_text(session, prompt)
+        finally:
+            await session.close()
+
+
+async def _collect_text(session: Session, prompt: str) -> str:
+    parts: list[str] = []
+    await session.prompt(prompt)
+    async for event in session.events():
+        kind = event.kind
+        tag = kind if isinstance(kind, str) else kind.TAG
+        top_level = event.turn_info is not None and event.turn_info.parent_tool_id is None
+        if tag == "TextDelta" and top_level:
+            parts.append(kind.text)
+        elif tag == "ToolUpdated":
+            await session.cancel(clear_queue=True)
+            raise ProtocolFailed("the agent used a tool during generate", "generate must not use tools")
+        elif tag == "RequestOpened":
+            await _refuse(session, kind.value)
+        elif tag == "TurnEnded":
+            stop = kind.stop
+            if getattr(stop, "TAG", None) == "Completed":
+                return "".join(parts)
+            raise ProtocolFailed(f"generate's turn ended {stop if isinstance(stop, str) else stop.TAG}",
+                                 "the turn did not complete")  # fmt: skip
+    raise ProtocolFailed("the session ended before the turn did", "generate got no TurnEnded")
+
+
+async def _refuse(session: Session, request: Any) -> None:
+    if isinstance(request, PermissionRequested):
+        options = request.value.options
+        choice = "DenyAlways" if "DenyOnce" not in options and "DenyAlways" in options else "DenyOnce"
+        await session.answer(request.value.id, AnswerPermission(value=choice))
+        return
+    questions = request.value.questions
+    if all(q.allows_free_text for q in questions):
+        await session.answer(request.value.id, AnswerQuestion(value=[TextAnswer(value="") for _ in questions]))
+        return
+    await session.cancel(clear_queue=True)
+    raise ProtocolFailed("the agent asked a question generate cannot answer", "question without free text")
+
+
+__all__ = ["Runtime", "Session", "AnyagentError"]

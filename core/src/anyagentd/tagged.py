@@ -1,0 +1,85 @@
+"""Externally tagged variants, the JSON shape the wire schema uses for every Rust-style enum.
+
+A struct variant serializes as ``{"Name": {fields}}``, a newtype variant as ``{"Name": value}`` and a unit
+variant as the bare string ``"Name"`` (serde's default enum representation, which
+``anyagent-wire.schema.json`` describes with ``oneOf`` objects of one required key).
+
+Variant classes subclass :class:`Variant` (struct) or :class:`NewtypeVariant` (one field, ``value``); unit
+variants are plain ``Literal`` strings. :func:`tagged_union` joins them into one pydantic type whose
+discriminator is the tag, so validation looks at one key instead of trying every member.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Tag, model_serializer, model_validator
+
+
+class Variant(BaseModel):
+    """A struct variant: ``{"<TAG>": {field: value, ...}}``.
+
+    ``TAG`` defaults to the class name; set it where two enums reuse a name (``Answer::Permission`` vs
+    ``Request::Permission``).
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    TAG: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "TAG" not in cls.__dict__:
+            cls.TAG = cls.__name__
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _untag(cls, data: Any, handler: Any) -> Any:
+        if isinstance(data, dict) and len(data) == 1 and cls.TAG in data:
+            data = cls._wrap_payload(data[cls.TAG])
+        return handler(data)
+
+    @classmethod
+    def _wrap_payload(cls, payload: Any) -> Any:
+        return payload
+
+    @model_serializer(mode="wrap")
+    def _tag(self, handler: Any) -> Any:
+        return {self.TAG: handler(self)}
+
+
+class NewtypeVariant(Variant):
+    """A newtype variant: ``{"<TAG>": value}``; the payload lives in the field ``value``."""
+
+    @classmethod
+    def _wrap_payload(cls, payload: Any) -> Any:
+        return {"value": payload}
+
+    @model_serializer(mode="wrap")
+    def _tag(self, handler: Any) -> Any:
+        return {self.TAG: handler(self)["value"]}
+
+
+def _tag_of(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Variant):
+        return value.TAG
+    if isinstance(value, dict) and len(value) == 1:
+        return next(iter(value))
+    return None
+
+
+def tagged_union(*members: Any) -> Any:
+    """Build ``Annotated[Union[...], Discriminator]`` from variant classes and ``Literal`` unit variants.
+
+    Takes: :class:`Variant` subclasses and ``Literal["A", "B"]`` types. Returns a type usable as a pydantic
+    field annotation or with ``TypeAdapter``. An input whose tag names no member fails validation with
+    pydantic's ``union_tag_invalid`` error.
+    """
+    tagged: list[Any] = []
+    for member in members:
+        if get_origin(member) is Literal:
+            tagged.extend(Annotated[Literal[name], Tag(name)] for name in get_args(member))
+        else:
+            tagged.append(Annotated[member, Tag(member.TAG)])
+    return Annotated[Union[tuple(tagged)], Discriminator(_tag_of)]  # noqa: UP007 - runtime-built union

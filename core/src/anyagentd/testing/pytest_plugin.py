@@ -1,0 +1,68 @@
+"""pytest plugin of anyagentd (entry point ``pytest11: anyagentd``): a scripted model server fixture.
+
+``model_server`` is a factory: ``srv = model_server({"turns": [...]})`` returns a started
+:class:`~anyagentd.testing.model_server.ModelServer` (the script may also be a JSON string or file path;
+keyword arguments go to the constructor), stopped at teardown. When a test fails, the requests each of
+its servers received are summarised in the report under "model server requests".
+
+The plugin is kept import-light: the server module (starlette, uvicorn) is imported only when the
+fixture is used, so loading the plugin costs nothing for projects that do not use it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from .model_server import ModelServer
+
+_SERVERS = pytest.StashKey[list["ModelServer"]]()
+
+
+@pytest.fixture
+def model_server(request: pytest.FixtureRequest) -> Iterator[Callable[..., ModelServer]]:
+    """A factory starting scripted model servers: ``model_server(script=None, **kwargs) -> ModelServer``.
+
+    ``script`` is a dict in the script format, a JSON string, a path or a ``Script``; ``kwargs`` are
+    ``ModelServer``'s (``host``, ``port``, ``log_path``). Every server started is stopped at teardown.
+    """
+    from .model_server import ModelServer
+
+    servers = request.node.stash.setdefault(_SERVERS, [])
+
+    def start(script: Any = None, **kwargs: Any) -> ModelServer:
+        server = ModelServer(script, **kwargs)
+        servers.append(server)
+        return server.start()
+
+    yield start
+    for server in reversed(servers):
+        server.stop()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Attach a summary of the model servers' request logs to the report of a failed test."""
+    report = yield
+    servers = item.stash.get(_SERVERS, None)
+    if servers and report.failed and call.when == "call":
+        report.sections.append(("model server requests", "\n".join(_describe(s) for s in servers)))
+    return report
+
+
+def _describe(server: ModelServer) -> str:
+    lines = [repr(server)]
+    for entry in server.requests:
+        turn = "" if entry["turn"] is None else f" turn={entry['turn']}"
+        reply = json.dumps(entry["reply"], ensure_ascii=False, default=str)
+        if len(reply) > 200:
+            reply = reply[:200] + "…"
+        lines.append(
+            f"  #{entry['seq']} {entry['method']} {entry['path']} {entry['kind']}{turn}"
+            f" ({entry['reason'] or '-'}) model={entry['model']} -> {reply}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,312 @@
+"""The JSON-lines wire (``anyagentd serve``): commands on stdin, lines on stdout, per ``anyagent-wire.schema.json``.
+
+Behaviour from ``anyagent-semantics.md`` §1: the hello line first; commands run concurrently and reply by id; the
+``ok`` reply to ``open`` is written before any event of that session; per-session events keep ``sequence`` order;
+a failed session writes ``{"session", "error"}`` then ``{"closed"}``; every opened session writes ``closed``
+exactly once, last; an unparseable line gets ``BadFrame`` (with its id when readable) and the loop goes on; EOF on
+stdin closes every session, drains the writer and returns. One writer task writes every line, so lines never
+interleave.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, BinaryIO, Literal, Union
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic_core import to_jsonable_python
+
+from . import PROTOCOL, __version__
+from .errors import AnyagentError, BadFrame, SessionClosed, UnknownSession
+from .model import AgentRef, Answer, ConfigValue, McpServer, PermissionMode, RollbackScope
+from .runtime import Runtime
+
+# ------------------------------------------------------------------------------------------------ commands
+
+
+class _Cmd(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: int = Field(ge=0, lt=2**64)
+
+
+class _SessionCmd(_Cmd):
+    session: str
+
+
+class Discover(_Cmd):
+    cmd: Literal["discover"]
+
+
+class Probe(_Cmd):
+    cmd: Literal["probe"]
+    agent: AgentRef
+
+
+class PlanUsageCmd(_Cmd):
+    cmd: Literal["plan_usage"]
+    agent: AgentRef
+
+
+class Open(_Cmd):
+    cmd: Literal["open"]
+    agent: AgentRef
+    dir: str
+    resume: str | None = None
+    fork: str | None = None
+    fork_at: str | None = None
+    permission_mode: PermissionMode | None = None
+    mcp_servers: list[McpServer] = Field(default_factory=list)
+    configure: dict[str, ConfigValue] = Field(default_factory=dict)
+
+    def options(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"id", "cmd", "agent", "dir"})
+
+
+class Generate(Open):
+    cmd: Literal["generate"]  # type: ignore[assignment]
+    prompt: str
+
+    def options(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"id", "cmd", "agent", "dir", "prompt"})
+
+
+class Prompt(_SessionCmd):
+    cmd: Literal["prompt"]
+    text: str
+    attachments: list[str] = Field(default_factory=list)
+
+
+class Dequeue(_SessionCmd):
+    cmd: Literal["dequeue"]
+    prompt: str
+
+
+class AnswerCmd(_SessionCmd):
+    cmd: Literal["answer"]
+    request: str
+    answer: Answer
+
+
+class Configure(_SessionCmd):
+    cmd: Literal["configure"]
+    option: str
+    value: ConfigValue
+
+
+class Rollback(_SessionCmd):
+    cmd: Literal["rollback"]
+    turns: int = Field(ge=1, lt=2**32)
+    scope: RollbackScope
+
+
+class Compact(_SessionCmd):
+    cmd: Literal["compact"]
+
+
+class Cancel(_SessionCmd):
+    cmd: Literal["cancel"]
+    clear_queue: bool = False
+
+
+class Info(_SessionCmd):
+    cmd: Literal["info"]
+
+
+class Close(_SessionCmd):
+    cmd: Literal["close"]
+
+
+Frame = Annotated[
+    Union[Discover, Probe, PlanUsageCmd, Generate, Open, Prompt, Dequeue, AnswerCmd, Configure, Rollback,  # noqa: UP007
+          Compact, Cancel, Info, Close],  # fmt: skip
+    Field(discriminator="cmd"),
+]
+FRAME = TypeAdapter(Frame)
+COMMANDS = ("discover", "probe", "plan_usage", "generate", "open", "prompt", "dequeue", "answer", "configure",
+            "rollback", "compact", "cancel", "info", "close")  # fmt: skip
+
+
+def parse_frame(line: str | bytes) -> Any:
+    """One input line → a command model. Raises :class:`BadFrame` (with ``frame_id`` set to the line's numeric
+    ``id`` when it has one) for bad JSON, a missing or unknown ``cmd``, or fields that do not fit it."""
+    try:
+        data = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise _bad(None, "not a JSON line", str(err)) from None
+    frame_id = data.get("id") if isinstance(data, dict) else None
+    if not (isinstance(frame_id, int) and not isinstance(frame_id, bool) and 0 <= frame_id < 2**64):
+        frame_id = None
+    if not isinstance(data, dict):
+        raise _bad(None, "a frame is a JSON object", f"got {type(data).__name__}")
+    if data.get("cmd") not in COMMANDS:
+        raise _bad(frame_id, "unknown command", f"cmd {data.get('cmd')!r} is not one of {', '.join(COMMANDS)}")
+    try:
+        return FRAME.validate_python(data)
+    except ValidationError as err:
+        detail = "; ".join(f"{'.'.join(map(str, e['loc'][1:])) or e['loc'][0]}: {e['msg']}" for e in err.errors())
+        raise _bad(frame_id, f"invalid {data['cmd']} frame", detail) from None
+
+
+def _bad(frame_id: int | None, message: str, detail: str) -> BadFrame:
+    err = BadFrame(detail, message)
+    err.frame_id = frame_id  # type: ignore[attr-defined]
+    return err
+
+
+# ------------------------------------------------------------------------------------------------ lines
+
+
+def hello_line() -> bytes:
+    return json.dumps({"hello": {"protocol": PROTOCOL, "anyagent": __version__}}).encode() + b"\n"
+
+
+def ok_line(frame_id: int, value: Any) -> bytes:
+    return json.dumps({"id": frame_id, "ok": to_jsonable_python(value)}).encode() + b"\n"
+
+
+def error_line(frame_id: int | None, error: AnyagentError) -> bytes:
+    return json.dumps({"id": frame_id, "error": error.body()}).encode() + b"\n"
+
+
+def event_line(event: Any) -> bytes:
+    return b'{"event":' + event.__pydantic_serializer__.to_json(event) + b"}\n"
+
+
+def session_error_line(session_id: str, error: AnyagentError) -> bytes:
+    return json.dumps({"session": session_id, "error": error.body()}).encode() + b"\n"
+
+
+def closed_line(session_id: str) -> bytes:
+    return json.dumps({"closed": session_id}).encode() + b"\n"
+
+
+# ------------------------------------------------------------------------------------------------ server
+
+
+class WireServer:
+    """Serves one connection: reads frames from ``read_line`` and writes lines with ``write`` (bytes, one or
+    more whole lines; may block, so it runs in a worker thread). Use :func:`serve_stdio` for stdin/stdout."""
+
+    def __init__(self, runtime: Runtime, read_line: Callable[[], Awaitable[bytes]],
+                 write: Callable[[bytes], None]) -> None:  # fmt: skip
+        self.runtime = runtime
+        self._read_line = read_line
+        self._write = write
+        self._send, self._recv = anyio.create_memory_object_stream[bytes](256)
+
+    async def run(self) -> None:
+        """Serve until EOF on the input (or the output breaks); then close every session and drain."""
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(self._writer)
+            await self._send.send(hello_line())
+            async with anyio.create_task_group() as commands:
+                while True:
+                    line = await self._read_line()
+                    if not line:
+                        break
+                    if not line.strip():
+                        continue
+                    try:
+                        frame = parse_frame(line)
+                    except BadFrame as err:
+                        await self._send.send(error_line(err.frame_id, err))  # type: ignore[attr-defined]
+                        continue
+                    commands.start_soon(self._command, frame, commands)
+                await self.runtime.aclose()
+            await self._send.aclose()
+
+    async def _writer(self) -> None:
+        try:
+            async for line in self._recv:
+                chunks = [line]
+                while len(chunks) < 4096:
+                    try:
+                        chunks.append(self._recv.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                await anyio.to_thread.run_sync(self._write, b"".join(chunks))
+        except (BrokenPipeError, OSError):
+            # The app stopped reading: nothing can be delivered any more; end the process like EOF would.
+            os._exit(0)
+
+    async def _command(self, frame: Any, commands: anyio.abc.TaskGroup) -> None:
+        try:
+            if isinstance(frame, Open):
+                session = await self.runtime.open(frame.agent, frame.dir, **frame.options())
+                await self._send.send(ok_line(frame.id, session.info()))
+                commands.start_soon(self._forward, session)
+                return
+            result = await self._dispatch(frame)
+        except AnyagentError as err:
+            await self._send.send(error_line(frame.id, err))
+            return
+        await self._send.send(ok_line(frame.id, result))
+
+    async def _dispatch(self, frame: Any) -> Any:
+        rt = self.runtime
+        if isinstance(frame, Discover):
+            return await rt.discover()
+        if isinstance(frame, Probe):
+            return await rt.probe(frame.agent)
+        if isinstance(frame, PlanUsageCmd):
+            return await rt.plan_usage(frame.agent)
+        if isinstance(frame, Generate):
+            return await rt.generate(frame.agent, frame.dir, frame.prompt, **frame.options())
+        session = rt.session(frame.session)
+        if isinstance(frame, Prompt):
+            return await session.prompt(frame.text, frame.attachments)
+        if isinstance(frame, Dequeue):
+            return await session.dequeue(frame.prompt)
+        if isinstance(frame, AnswerCmd):
+            return await session.answer(frame.request, frame.answer)
+        if isinstance(frame, Configure):
+            return await session.configure(frame.option, frame.value)
+        if isinstance(frame, Rollback):
+            return await session.rollback(frame.turns, frame.scope)
+        if isinstance(frame, Compact):
+            return await session.compact()
+        if isinstance(frame, Cancel):
+            return await session.cancel(frame.clear_queue)
+        if isinstance(frame, Info):
+            return session.info()
+        if isinstance(frame, Close):
+            if session.closed:
+                raise SessionClosed()
+            return await session.close()
+        raise UnknownSession(getattr(frame, "session", "?"))
+
+    async def _forward(self, session: Any) -> None:
+        try:
+            async for event in session.events():
+                await self._send.send(event_line(event))
+        except AnyagentError as err:
+            await self._send.send(session_error_line(session.id, err))
+        await self._send.send(closed_line(session.id))
+
+
+async def serve_stdio(runtime: Runtime) -> None:
+    """Serve the wire on this process's stdin/stdout.
+
+    File descriptor 1 is kept for protocol lines only: the real stdout is duplicated for the writer and fd 1 is
+    pointed at stderr, so stray prints and agents that inherit fd 1 cannot corrupt the protocol.
+    """
+    out: BinaryIO = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    stdin = sys.stdin.buffer
+
+    def write(data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = out.write(view)
+            view = view[written or 0 :]
+
+    async def read_line() -> bytes:
+        return await anyio.to_thread.run_sync(stdin.readline)
+
+    async with runtime:
+        await WireServer(runtime, read_line, write).run()
