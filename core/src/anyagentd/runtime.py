@@ -91,11 +91,16 @@ class Runtime:
         return self
 
     async def __aexit__(self, *exc: Any) -> bool | None:
+        assert self._tg is not None
         try:
-            await self.aclose()
+            with anyio.CancelScope(shield=exc[0] is not None):
+                await self.aclose()
         finally:
-            assert self._tg is not None
-            return await self._tg.__aexit__(*exc)
+            # Let the body's own exception propagate as itself, not wrapped in an ExceptionGroup.
+            if exc[0] is not None:
+                self._tg.cancel_scope.cancel()
+            await self._tg.__aexit__(None, None, None)
+        return None
 
     async def aclose(self) -> None:
         """Close every open session (concurrently); later ``open`` calls close what they open at once."""

@@ -235,9 +235,11 @@ class WireServer:
 
     async def _command(self, frame: Any, commands: anyio.abc.TaskGroup) -> None:
         try:
-            if isinstance(frame, Open):
+            if type(frame) is Open:  # not Generate, which subclasses Open
                 session = await self.runtime.open(frame.agent, frame.dir, **frame.options())
-                await self._send.send(ok_line(frame.id, session.info()))
+                # Not session.info(): an open in flight at EOF returns a session the runtime already closed; it
+                # is still announced (ok, then its events and its closed line), per guarantee (5).
+                await self._send.send(ok_line(frame.id, session._snapshot()))
                 commands.start_soon(self._forward, session)
                 return
             result = await self._dispatch(frame)
@@ -281,8 +283,8 @@ class WireServer:
 
     async def _forward(self, session: Any) -> None:
         try:
-            async for event in session.events():
-                await self._send.send(event_line(event))
+            async for batch in session.event_batches():
+                await self._send.send(b"".join(map(event_line, batch)))
         except AnyagentError as err:
             await self._send.send(session_error_line(session.id, err))
         await self._send.send(closed_line(session.id))

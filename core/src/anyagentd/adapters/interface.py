@@ -140,8 +140,15 @@ class AdapterLink:
         Such tasks are cancelled when the session ends, after the connection's ``close``/``kill``."""
 
     async def report(self, report: Report) -> None:
+        """Send one report, waiting only when the channel is full (so reports sent back to back, like the steps
+        a script plays after ``End``, reach the engine together)."""
         try:
-            await self._send.send(report)
+            self._send.send_nowait(report)
+        except anyio.WouldBlock:
+            try:
+                await self._send.send(report)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
 

@@ -20,7 +20,7 @@ import click
     "script_path",
     required=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="JSON script of model turns ({\"turns\": [...], \"side_reply\": \"...\"}).",
+    help='JSON script of model turns ({"turns": [...], "side_reply": "..."}).',
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535), help="Port (0: a free one).")
@@ -58,7 +58,9 @@ def model_server(script_path: Path, host: str, port: int, log_path: Path | None)
     console.print("\n[bold]Claude Code[/bold] (use a fresh HOME per run):")
     for name, value in claude_env(server.url).items():
         console.print(f"  export {name}={shlex.quote(value)}", markup=False)
-    console.print("  claude -p 'PROMPT' --output-format stream-json --verbose --permission-mode bypassPermissions", markup=False)
+    console.print(
+        "  claude -p 'PROMPT' --output-format stream-json --verbose --permission-mode bypassPermissions", markup=False
+    )
     console.print("\n[bold]Codex[/bold] (use a fresh HOME per run; also for `codex app-server` and `codex-acp`):")
     for name, value in codex_env().items():
         console.print(f"  export {name}={shlex.quote(value)}", markup=False)

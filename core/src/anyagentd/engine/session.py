@@ -273,6 +273,21 @@ class Session:
         if error is not None:
             raise error
 
+    async def event_batches(self, max_events: int = 1024) -> AsyncIterator[list[Event]]:
+        """Like :meth:`events`, but yields every event already waiting (up to ``max_events``) as one list, so a
+        consumer that writes them together keeps up with a fast agent."""
+        async for first in self._out_recv:
+            batch = [first]
+            while len(batch) < max_events:
+                try:
+                    batch.append(self._out_recv.receive_nowait())
+                except (anyio.WouldBlock, anyio.EndOfStream):
+                    break
+            yield batch
+        error, self._terminal_error = self._terminal_error, None
+        if error is not None:
+            raise error
+
     async def wait_closed(self) -> None:
         await self._closed.wait()
 

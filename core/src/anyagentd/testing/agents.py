@@ -3,7 +3,7 @@
 The CLIs are pinned in ``tests/agents/package.json`` (install with ``npm ci`` there); their binaries land in
 ``tests/agents/node_modules/.bin``. :func:`agent_bin` finds one; ``ANYAGENTD_TEST_AGENTS_DIR`` overrides
 the directory. :func:`claude_env`, :func:`codex_args` and :func:`codex_env` give what
-``/work/shared/reference/real-agent-clis.md`` §3 found necessary to run Claude Code and Codex offline
+the reference notes ``real-agent-clis.md`` §3 found necessary to run Claude Code and Codex offline
 against :class:`~anyagentd.testing.model_server.ModelServer`; :func:`clean_environ` builds a child
 environment from the current one without the variables that would send an agent elsewhere.
 """
@@ -68,13 +68,28 @@ def agent_bin(name: str, start: str | Path | None = None) -> Path:
     path = folder / name
     if not (path.is_file() and os.access(path, os.X_OK)):
         how = (
-            f"${AGENTS_DIR_ENV} is {os.environ[AGENTS_DIR_ENV]!r}"
+            f"${AGENTS_DIR_ENV} is {os.environ[AGENTS_DIR_ENV]!r}; unset it to use the CLIs pinned in "
+            f"{AGENTS_PACKAGE_DIR}/package.json (installed with `npm ci` there)"
             if os.environ.get(AGENTS_DIR_ENV)
             else f"install the pinned CLIs with `npm ci --prefix {folder.parent.parent}` "
             f"or set ${AGENTS_DIR_ENV} to a directory holding them"
         )
         raise AgentNotInstalledError(f"agent CLI {name!r} not found at {path}: {how}")
     return path
+
+
+def codex_resources_dir(start: str | Path | None = None) -> Path | None:
+    """The pinned Codex package's ``codex-resources`` directory, which holds its bundled ``bwrap``, or ``None``.
+
+    codex-acp ships no ``bwrap``: with ``sandbox_mode=workspace-write`` every command fails ("bubblewrap is
+    unavailable") unless a ``bwrap`` is on ``PATH`` (reference §5 gotcha 6). Prepend this directory to the
+    agent's ``PATH`` to fix that. ``start`` is as for :func:`agents_dir`.
+    """
+    node_modules = agents_dir(start).parent
+    for candidate in sorted(node_modules.glob("@openai/codex-*/vendor/*/codex-resources")):
+        if (candidate / "bwrap").is_file():
+            return candidate
+    return None
 
 
 def claude_env(server_url: str, home: str | Path | None = None, *, api_key: str = CLAUDE_API_KEY) -> dict[str, str]:
@@ -146,8 +161,6 @@ def clean_environ(extra: Mapping[str, str] | None = None, base: Mapping[str, str
     ``CLAUDECODE`` ...), then ``extra`` on top.
     """
     source = os.environ if base is None else base
-    env = {
-        k: v for k, v in source.items() if not k.startswith(_FOREIGN_PREFIXES) and k not in _FOREIGN_NAMES
-    }
+    env = {k: v for k, v in source.items() if not k.startswith(_FOREIGN_PREFIXES) and k not in _FOREIGN_NAMES}
     env.update(extra or {})
     return env

@@ -9,7 +9,7 @@ Rendering a :class:`~anyagentd.testing.model_script.Turn` as a message: one ``th
 ``signature_delta``), one ``text`` block, then one ``tool_use`` block per tool call, streamed as the
 API's SSE events (``message_start``, ``ping``, ``content_block_start/delta/stop``, ``message_delta``,
 ``message_stop``) or returned whole. Formats follow the public Messages API and what Claude Code 2.1.197
-accepted (``/work/shared/reference/real-agent-clis.md`` §2, §4.1).
+accepted (the reference notes ``real-agent-clis.md`` §2, §4.1).
 """
 
 from __future__ import annotations
@@ -114,18 +114,24 @@ def stream_events(turn: Turn, model: str, usage: Usage) -> Iterator[tuple[dict[s
     """The SSE events of a streamed reply, as ``(event data, is_delta)``; the SSE event name is ``data["type"]``."""
     head = _message_head(model, usage, new_id("msg"))
     start_usage = {**_usage(usage), "output_tokens": 1}
-    yield {"type": "message_start", "message": {**head, "content": [], "stop_reason": None, "usage": start_usage}}, False
+    yield (
+        {"type": "message_start", "message": {**head, "content": [], "stop_reason": None, "usage": start_usage}},
+        False,
+    )
     yield {"type": "ping"}, False
     for index, (block, deltas) in enumerate(_blocks(turn)):
         yield {"type": "content_block_start", "index": index, "content_block": _empty(block)}, False
         for delta in deltas:
             yield {"type": "content_block_delta", "index": index, "delta": delta}, True
         yield {"type": "content_block_stop", "index": index}, False
-    yield {
-        "type": "message_delta",
-        "delta": {"stop_reason": stop_reason(turn), "stop_sequence": None},
-        "usage": {"output_tokens": usage.output_tokens},
-    }, False
+    yield (
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop_reason(turn), "stop_sequence": None},
+            "usage": {"output_tokens": usage.output_tokens},
+        },
+        False,
+    )
     yield {"type": "message_stop"}, False
 
 

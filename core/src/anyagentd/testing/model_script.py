@@ -22,7 +22,9 @@ Each turn is one model reply. Its keys (all optional, but a turn must have at le
 ``tools`` / ``tool``
     Tool calls, sent after the text: ``[{"name": str, "input": {...} | str, "custom": bool}]``;
     ``tool`` is shorthand for a single one. ``custom`` marks a Responses freeform tool (Codex
-    ``apply_patch``); it is also inferred when the request declares the tool with ``type: "custom"``.
+    ``apply_patch``, whose input is the patch text); it is also inferred when the request declares the
+    tool with ``type: "custom"``. (Anthropic tool inputs are objects: a string input is sent as
+    ``{"input": "..."}``.)
 ``error``
     ``{"status": int, "type": str, "message": str, "times": int}``: answer with this HTTP error instead.
     Without ``times`` every request for this turn fails (retries too, since a failed request adds nothing
@@ -45,7 +47,7 @@ directory as found in the request (``.`` when none is found), so scripts carry n
 
 ``side_reply`` (default ``"ok"``) answers side requests (titles, quota probes, ...), which never consume
 a turn. This format follows the scripted endpoint described in
-``/work/shared/reference/real-agent-clis.md`` §2.
+the reference notes ``real-agent-clis.md`` §2.
 """
 
 from __future__ import annotations
@@ -242,8 +244,9 @@ def minimal_instance(schema: Any, filler: str = "ok", _root: Any = None, _depth:
     """The smallest JSON value valid for a JSON ``schema``, with strings set to ``filler``.
 
     Objects get their ``required`` properties (all properties when ``required`` is absent, as structured
-    output schemas list them all), arrays ``minItems`` items, numbers their ``minimum`` or 0. Handles
-    ``const``, ``enum``, ``default``-free ``anyOf``/``oneOf``/``allOf`` (first branch) and local ``$ref``.
+    output schemas list them all), arrays ``minItems`` items, numbers their ``minimum`` or 0, booleans
+    ``False``. Handles ``const``, ``enum`` (first value), ``anyOf``/``oneOf``/``allOf`` (first non-null
+    branch) and local ``$ref``s.
     """
     root = schema if _root is None else _root
     if not isinstance(schema, Mapping) or _depth > 32:
@@ -252,7 +255,9 @@ def minimal_instance(schema: Any, filler: str = "ok", _root: Any = None, _depth:
         target: Any = root
         for part in schema["$ref"].lstrip("#").strip("/").split("/"):
             if part:
-                target = target.get(part.replace("~1", "/").replace("~0", "~"), {}) if isinstance(target, Mapping) else {}
+                target = (
+                    target.get(part.replace("~1", "/").replace("~0", "~"), {}) if isinstance(target, Mapping) else {}
+                )
         return minimal_instance(target, filler, root, _depth + 1)
     if "const" in schema:
         return schema["const"]

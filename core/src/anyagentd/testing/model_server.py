@@ -18,24 +18,24 @@ Every request is logged in :attr:`ModelServer.requests` and, with ``log_path``, 
 
 Uvicorn runs in a background thread with its own event loop, so the server works the same from sync
 tests, async code and a CLI. The design follows the scripted endpoint described in
-``/work/shared/reference/real-agent-clis.md`` §2.
+the reference notes ``real-agent-clis.md`` §2.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -118,6 +118,7 @@ class ModelServer:
         self._log: list[dict[str, Any]] = []
         self._log_cond = threading.Condition()
         self._errors_served: dict[int, int] = {}
+        self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._uvicorn: Any = None
         self._socket: socket.socket | None = None
@@ -131,7 +132,8 @@ class ModelServer:
         """Base URL, ``http://HOST:PORT`` without ``/v1`` (what ``ANTHROPIC_BASE_URL`` wants)."""
         if self._socket is None and self._port == 0:
             raise RuntimeError("the model server has no port yet: call start() first")
-        return f"http://{self._host}:{self._port}"
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"http://{host}:{self._port}"
 
     @property
     def port(self) -> int:
@@ -181,8 +183,13 @@ class ModelServer:
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop serving: open streams get about 1 s to finish, then are cut; waits up to ``timeout`` seconds."""
+        """Stop serving, waiting up to ``timeout`` seconds.
+
+        Replies still waiting out a ``delay`` get a 503 error and open streams are cut short (within about
+        0.05 s), so a stuck client does not hold the shutdown.
+        """
         thread, server = self._thread, self._uvicorn
+        self._stopping.set()
         if server is not None:
             server.should_exit = True
         if thread is not None:
@@ -193,6 +200,7 @@ class ModelServer:
         if self._socket is not None:
             self._socket.close()
         self._thread = self._uvicorn = self._socket = None
+        self._stopping.clear()
 
     def __enter__(self) -> ModelServer:
         return self.start()
@@ -251,7 +259,9 @@ class ModelServer:
         with self._log_cond:
             self._log.clear()
 
-    def wait_for_requests(self, count: int, *, kind: str | None = "main", timeout: float = 10.0) -> list[dict[str, Any]]:
+    def wait_for_requests(
+        self, count: int, *, kind: str | None = "main", timeout: float = 10.0
+    ) -> list[dict[str, Any]]:
         """Block until at least ``count`` requests of ``kind`` (``None``: any) are logged; returns them.
 
         Raises ``TimeoutError`` after ``timeout`` seconds. Useful to wait until an agent is inside a
@@ -308,7 +318,9 @@ class ModelServer:
     async def _models(self, request: Request) -> Response:
         data = [_model_info(m) for m in _MODELS]
         self._record(_entry(request, None, api="models", kind="models", reply={"count": len(data)}))
-        return _Quiet({"object": "list", "data": data, "has_more": False, "first_id": _MODELS[0], "last_id": _MODELS[-1]})
+        return _Quiet(
+            {"object": "list", "data": data, "has_more": False, "first_id": _MODELS[0], "last_id": _MODELS[-1]}
+        )
 
     async def _model(self, request: Request) -> Response:
         model_id = request.path_params["model_id"]
@@ -345,19 +357,38 @@ class ModelServer:
         turn = turn.with_cwd(cwd)
         self._record(
             _entry(
-                request, body, api=wire.api, kind="side" if side else "main", reason=reason, turn=index,
-                model=model, stream=stream, cwd=cwd, reply=_summary(turn),
+                request,
+                body,
+                api=wire.api,
+                kind="side" if side else "main",
+                reason=reason,
+                turn=index,
+                model=model,
+                stream=stream,
+                cwd=cwd,
+                reply=_summary(turn),
             )
         )
-        if turn.delay:
-            await asyncio.sleep(turn.delay)
         ids = {"request-id": new_id("req"), "x-request-id": new_id("req")}
+        if turn.delay and not await self._pause(turn.delay):
+            error = ScriptedError(503, "api_error", "the scripted model server is stopping")
+            return _Quiet(wire.error_body(error), status_code=503, headers=ids)
         if turn.error is not None:
             return _Quiet(wire.error_body(turn.error), status_code=turn.error.status, headers=ids)
         usage = turn.usage_for(wire.input_tokens(raw))
         if stream:
-            return _EventStream(wire.events(turn, model, usage, body), turn.chunk_delay, ids)
+            return _EventStream(wire.events(turn, model, usage, body), turn.chunk_delay, ids, self._pause)
         return _Quiet(wire.whole(turn, model, usage, body), headers=ids)
+
+    async def _pause(self, seconds: float) -> bool:
+        """Sleep ``seconds`` without blocking other requests; ``False`` if cut short because the server stops."""
+        deadline = time.monotonic() + seconds
+        while not self._stopping.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            await asyncio.sleep(min(left, 0.05))
+        return False
 
     def _main_turn(self, index: int) -> tuple[Turn, str]:
         """The turn for a main request at ``index``, with the reason logged (handles ``error.times``)."""
@@ -388,35 +419,37 @@ class _Quiet(JSONResponse):
     """A JSON response that ignores a client which has already gone away."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
+        with contextlib.suppress(OSError, ClientDisconnect):
             await super().__call__(scope, receive, send)
-        except OSError:
-            pass
-        except Exception as exc:  # starlette's ClientDisconnect, without importing a private path
-            if type(exc).__name__ != "ClientDisconnect":
-                raise
 
 
 class _EventStream:
-    """An ASGI response streaming ``(data, is_delta)`` events as server-sent events, sleeping ``chunk_delay``
-    seconds before each delta.
+    """An ASGI response streaming ``(data, is_delta)`` events as server-sent events, pausing ``chunk_delay``
+    seconds before each delta with ``pause`` (which returns ``False`` when the stream must be cut short).
 
     Each event is written as ``event: <data["type"]>`` + ``data: <json>``. A client that disconnects
     mid-stream just ends the stream.
     """
 
-    def __init__(self, events: Iterator[tuple[dict[str, Any], bool]], chunk_delay: float, headers: dict[str, str]):
+    def __init__(
+        self,
+        events: Iterator[tuple[dict[str, Any], bool]],
+        chunk_delay: float,
+        headers: dict[str, str],
+        pause: Callable[[float], Awaitable[bool]],
+    ):
         fields = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", **headers}
         self.raw_headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in fields.items()]
         self._events = events
         self._chunk_delay = chunk_delay
+        self._pause = pause
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             for data, is_delta in self._events:
-                if is_delta and self._chunk_delay:
-                    await asyncio.sleep(self._chunk_delay)
+                if is_delta and self._chunk_delay and not await self._pause(self._chunk_delay):
+                    break
                 line = f"event: {data['type']}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
                 await send({"type": "http.response.body", "body": line.encode(), "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -474,7 +507,9 @@ def _summary(turn: Turn) -> dict[str, Any]:
         if turn.text is not None:
             out["text"] = turn.text
         if turn.tools:
-            out["tools"] = [{"name": t.name, "input": t.input, **({"custom": True} if t.custom else {})} for t in turn.tools]
+            out["tools"] = [
+                {"name": t.name, "input": t.input, **({"custom": True} if t.custom else {})} for t in turn.tools
+            ]
     if turn.delay:
         out["delay"] = turn.delay
     return out

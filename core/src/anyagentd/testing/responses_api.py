@@ -13,7 +13,7 @@ the SSE events Codex 0.171 consumes (``response.created``, ``response.in_progres
 ``response.output_item.added/done``, ``response.content_part.added/done``,
 ``response.output_text.delta/done``, ``response.reasoning_summary_*``,
 ``response.function_call_arguments.delta/done``, ``response.custom_tool_call_input.delta/done``,
-``response.completed`` with ``usage``) or returned whole (``/work/shared/reference/real-agent-clis.md`` §2).
+``response.completed`` with ``usage``) or returned whole (the reference notes ``real-agent-clis.md`` §2).
 """
 
 from __future__ import annotations
@@ -191,7 +191,9 @@ def _items(turn: Turn, body: Mapping[str, Any]) -> Iterator[tuple[dict[str, Any]
         yield _reasoning(turn.thinking)
     if turn.text is not None:
         yield _message(turn.text)
-    custom_names = {t.get("name") for t in body.get("tools") or [] if isinstance(t, Mapping) and t.get("type") == "custom"}
+    custom_names = {
+        t.get("name") for t in body.get("tools") or [] if isinstance(t, Mapping) and t.get("type") == "custom"
+    }
     for tool in turn.tools:
         yield _custom_call(tool) if tool.custom or tool.name in custom_names else _function_call(tool)
 

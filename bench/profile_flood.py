@@ -1,0 +1,83 @@
+"""Profile one 200k-TextDelta flood through the wire server, in-process (no pipe), with cProfile.
+
+Usage: .venv/bin/python bench/profile_flood.py [--events N] [--top 25] [--no-profile]
+
+Runs ``WireServer`` over a ``Runtime(mock_script=<flood script>)`` with an in-memory reader (open, prompt, then
+EOF once the turn has ended) and a counting writer, so what is measured is the engine + wire per-event path.
+Prints wall time, events/s, and the top functions by total (self) time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import sys
+import time
+
+import anyio
+
+from anyagentd.runtime import Runtime
+from anyagentd.wire import WireServer
+
+
+def flood_script(n: int) -> dict:
+    return {"turns": [[
+        {"Repeat": {"times": n, "steps": [{"Emit": {"TextDelta": {"message_id": "m1", "text": "x"}}}]}},
+        {"Emit": {"MessageEnded": {"message_id": "m1"}}},
+        {"End": {"Completed": {"source": "Protocol"}}},
+    ]]}  # fmt: skip
+
+
+async def run_flood(n: int) -> tuple[int, int, float]:
+    opened, ended = anyio.Event(), anyio.Event()
+    stats = {"lines": 0, "bytes": 0, "t0": 0.0, "t1": 0.0}
+    commands = [b'{"id":1,"cmd":"open","agent":"mock","dir":"/tmp"}\n']
+
+    async def read_line() -> bytes:
+        if commands:
+            return commands.pop()
+        if not opened.is_set():
+            await opened.wait()
+            stats["t0"] = time.perf_counter()
+            return b'{"id":2,"cmd":"prompt","session":"s1","text":"go"}\n'
+        await ended.wait()
+        return b""
+
+    def write(data: bytes) -> None:  # runs in a worker thread, like the real stdout writer
+        stats["lines"] += data.count(b"\n")
+        stats["bytes"] += len(data)
+        if not opened.is_set() and b'"ok"' in data:
+            anyio.from_thread.run_sync(opened.set)
+        if b"TurnEnded" in data and not ended.is_set():
+            stats["t1"] = time.perf_counter()
+            anyio.from_thread.run_sync(ended.set)
+
+    async with Runtime(mock_script=flood_script(n)) as runtime:
+        await WireServer(runtime, read_line, write).run()
+    return stats["lines"], stats["bytes"], stats["t1"] - stats["t0"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=200_000)
+    ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--no-profile", action="store_true", help="only time it (no cProfile overhead)")
+    args = ap.parse_args()
+    prof = None if args.no_profile else cProfile.Profile()
+    if prof:
+        prof.enable()
+    lines, nbytes, dt = anyio.run(run_flood, args.events)
+    if prof:
+        prof.disable()
+    print(f"{lines} lines, {nbytes / 1e6:.1f} MB, prompt->TurnEnded {dt:.2f} s = {lines / dt:,.0f} events/s"
+          + (" (under cProfile)" if prof else ""))
+    if prof:
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(args.top)
+        print(out.getvalue())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,401 @@
+"""A child agent process, as every subprocess adapter drives it: line-oriented stdio in its own process group.
+
+:class:`AgentProcess` starts an argv with ``anyio.open_process`` in a new session (``start_new_session=True``,
+so the child leads its own process group), and offers:
+
+- :meth:`AgentProcess.lines`: stdout split on ``\\n``, decoded as UTF-8 (invalid bytes replaced). A line longer
+  than ``max_line_bytes`` (64 MiB by default) is skipped up to its newline and reported as one
+  :class:`OversizedLine` item instead of crashing the reader or growing memory without bound;
+- :meth:`AgentProcess.write_line` / :meth:`AgentProcess.write_json`: one ``\\n``-terminated line on stdin,
+  serialized by one writer lock so concurrent writers never interleave;
+- :meth:`AgentProcess.stderr_tail`: the last lines the child wrote on stderr (at most 40 lines and 8 KiB),
+  collected by a background reader so a chatty child never blocks on a full stderr pipe;
+- :meth:`AgentProcess.wait`: the exit status formatted like Rust's ``ExitStatus`` Display
+  (``"exit status: 3"``, ``"signal: 9 (SIGKILL)"``), which the wire carries in ``ProcessExited.status``;
+- :meth:`AgentProcess.terminate`: close stdin, give the child ``grace`` seconds to exit, SIGTERM the whole
+  process group, wait again, then SIGKILL the group. npm wrappers (``node cli.js`` spawning a native binary)
+  do not forward signals, so signalling the group is what leaves nothing running.
+
+:class:`Background` runs tasks that must outlive the call that started them (a connection's stdout pump is
+started by ``connect`` and stopped by ``close``, possibly from another task); it works on anyio's asyncio and
+trio backends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from ..errors import SpawnFailed
+
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+"""Longest stdout line accepted, in bytes (64 MiB); longer lines are skipped and reported as OversizedLine."""
+
+STDERR_TAIL_LINES = 40
+"""How many of the last stderr lines :meth:`AgentProcess.stderr_tail` keeps."""
+
+STDERR_TAIL_BYTES = 8 * 1024
+"""Upper bound of :meth:`AgentProcess.stderr_tail`'s text, in bytes (8 KiB); older lines are dropped first."""
+
+DEFAULT_GRACE = 5.0
+"""Seconds :meth:`AgentProcess.terminate` waits after each step (stdin closed, SIGTERM) before escalating."""
+
+_READ_CHUNK = 64 * 1024
+
+
+@dataclass(frozen=True)
+class OversizedLine:
+    """A stdout line that exceeded the limit: it was discarded. ``size`` is its length in bytes (at least the
+    limit; counted up to its newline)."""
+
+    size: int
+
+
+def format_exit_status(returncode: int | None) -> str:
+    """Render a ``Popen``-style return code like Rust's ``ExitStatus`` Display.
+
+    ``0`` → ``"exit status: 0"``, ``3`` → ``"exit status: 3"``, ``-9`` (killed by signal 9) →
+    ``"signal: 9 (SIGKILL)"``; ``None`` (still running / unknown) → ``"unknown"``.
+    """
+    if returncode is None:
+        return "unknown"
+    if returncode >= 0:
+        return f"exit status: {returncode}"
+    signum = -returncode
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        return f"signal: {signum}"
+    return f"signal: {signum} ({name})"
+
+
+class _StderrRing:
+    """The last stderr lines, bounded by count and total bytes."""
+
+    def __init__(self, max_lines: int = STDERR_TAIL_LINES, max_bytes: int = STDERR_TAIL_BYTES) -> None:
+        self._lines: deque[str] = deque()
+        self._bytes = 0
+        self._max_lines = max_lines
+        self._max_bytes = max_bytes
+        self._partial = b""
+
+    def feed(self, data: bytes) -> None:
+        data = self._partial + data
+        *complete, self._partial = data.split(b"\n")
+        if len(self._partial) > self._max_bytes:  # a newline-less flood: keep its end only
+            self._partial = self._partial[-self._max_bytes :]
+        for raw in complete:
+            self._push(raw)
+
+    def flush(self) -> None:
+        if self._partial:
+            self._push(self._partial)
+            self._partial = b""
+
+    def _push(self, raw: bytes) -> None:
+        line = raw.decode("utf-8", "replace").rstrip("\r")
+        if len(line.encode()) > self._max_bytes:
+            line = line[-self._max_bytes :]
+        self._lines.append(line)
+        self._bytes += len(line.encode()) + 1
+        while self._lines and (len(self._lines) > self._max_lines or self._bytes > self._max_bytes):
+            self._bytes -= len(self._lines.popleft().encode()) + 1
+
+    def text(self) -> str:
+        lines = list(self._lines)
+        if self._partial:
+            lines.append(self._partial.decode("utf-8", "replace"))
+        return "\n".join(lines)
+
+
+class AgentProcess:
+    """One running agent process. Create with :meth:`start`.
+
+    Attributes: ``argv`` (the command line), ``pid``. The stderr reader runs in a :class:`Background` owned by
+    the process; :meth:`terminate` and :meth:`kill` stop it.
+    """
+
+    def __init__(self, process: anyio.abc.Process, argv: list[str], max_line_bytes: int) -> None:
+        self._process = process
+        self.argv = argv
+        self.pid: int = process.pid
+        self._max_line = max_line_bytes
+        self._write_lock = anyio.Lock()
+        self._stderr = _StderrRing()
+        self._stderr_done = anyio.Event()
+        self._background = Background()
+        self._stdin_closed = False
+        self._status: str | None = None
+        self._wait_lock = anyio.Lock()
+        self._background.spawn(self._read_stderr, name=f"stderr of {os.path.basename(argv[0])}")
+
+    @classmethod
+    async def start(cls, argv: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
+                    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> AgentProcess:  # fmt: skip
+        """Start ``argv`` in ``cwd`` with exactly ``env`` (``None``: ours), pipes on stdin/stdout/stderr, in a new
+        process group. Raises :class:`SpawnFailed` (missing executable, bad cwd, permission denied...)."""
+        if cwd is not None and not os.path.isdir(cwd):
+            raise SpawnFailed(f"working directory {cwd!r} does not exist")
+        try:
+            process = await anyio.open_process(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                cwd=cwd, env=env, start_new_session=True,
+            )  # fmt: skip
+        except (OSError, ValueError) as exc:
+            raise SpawnFailed(f"{argv[0]}: {exc}") from exc
+        return cls(process, list(argv), max_line_bytes)
+
+    # -- stdout ---------------------------------------------------------------------------------------------
+
+    async def lines(self) -> AsyncIterator[str | OversizedLine]:
+        """Yield stdout lines (without the ``\\n``; a trailing ``\\r`` is kept) until EOF.
+
+        A line over the limit is yielded as :class:`OversizedLine` once, after its newline (or EOF). Only one
+        consumer may iterate. A final line without ``\\n`` is yielded at EOF.
+        """
+        stdout = self._process.stdout
+        assert stdout is not None
+        buffer = bytearray()
+        skipping = 0  # > 0: bytes of an oversized line discarded so far
+        while True:
+            try:
+                chunk = await stdout.receive(_READ_CHUNK)
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                break
+            start = 0
+            while True:
+                newline = chunk.find(b"\n", start)
+                if newline < 0:
+                    rest = chunk[start:]
+                    if skipping:
+                        skipping += len(rest)
+                    elif len(buffer) + len(rest) > self._max_line:
+                        skipping = len(buffer) + len(rest)
+                        buffer.clear()
+                    else:
+                        buffer += rest
+                    break
+                piece = chunk[start:newline]
+                start = newline + 1
+                if skipping:
+                    size, skipping = skipping + len(piece), 0
+                    yield OversizedLine(size)
+                elif len(buffer) + len(piece) > self._max_line:
+                    size = len(buffer) + len(piece)
+                    buffer.clear()
+                    yield OversizedLine(size)
+                else:
+                    buffer += piece
+                    line = buffer.decode("utf-8", "replace")
+                    buffer.clear()
+                    yield line
+        if skipping:
+            yield OversizedLine(skipping)
+        elif buffer:
+            yield buffer.decode("utf-8", "replace")
+
+    # -- stdin ----------------------------------------------------------------------------------------------
+
+    async def write_line(self, line: str) -> None:
+        """Write ``line`` plus ``\\n`` to stdin as one unit. Raises ``anyio.BrokenResourceError`` /
+        ``anyio.ClosedResourceError`` when the child's stdin is gone."""
+        if "\n" in line:
+            raise ValueError("a protocol line must not contain a newline")
+        stdin = self._process.stdin
+        assert stdin is not None
+        async with self._write_lock:
+            if self._stdin_closed:
+                raise anyio.ClosedResourceError
+            await stdin.send(line.encode() + b"\n")
+
+    async def write_json(self, obj: Any) -> None:
+        """Write ``obj`` as one compact JSON line (UTF-8, non-ASCII kept)."""
+        await self.write_line(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
+
+    async def close_stdin(self) -> None:
+        """Close the child's stdin (EOF); idempotent, never raises."""
+        async with self._write_lock:
+            if self._stdin_closed:
+                return
+            self._stdin_closed = True
+            stdin = self._process.stdin
+            if stdin is not None:
+                try:
+                    await stdin.aclose()
+                except Exception:  # noqa: BLE001 - already broken is fine
+                    pass
+
+    # -- stderr ---------------------------------------------------------------------------------------------
+
+    async def _read_stderr(self) -> None:
+        stderr = self._process.stderr
+        try:
+            if stderr is None:
+                return
+            while True:
+                try:
+                    chunk = await stderr.receive(_READ_CHUNK)
+                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    break
+                self._stderr.feed(chunk)
+        finally:
+            self._stderr.flush()
+            self._stderr_done.set()
+
+    def stderr_tail(self) -> str:
+        """The last stderr lines (at most 40 lines / 8 KiB), ``\\n``-joined, without a trailing newline."""
+        return self._stderr.text()
+
+    async def stderr_drained(self, timeout: float = 1.0) -> None:
+        """Wait up to ``timeout`` seconds for the stderr reader to reach EOF (so the tail is complete)."""
+        with anyio.move_on_after(timeout):
+            await self._stderr_done.wait()
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+
+    @property
+    def returncode(self) -> int | None:
+        """The ``Popen``-style return code once the child has been reaped, else ``None``."""
+        return self._process.returncode
+
+    async def wait(self) -> str:
+        """Wait for the child to exit; return its status like ``"exit status: 3"`` or ``"signal: 9 (SIGKILL)"``."""
+        async with self._wait_lock:
+            if self._status is None:
+                code = await self._process.wait()
+                self._status = format_exit_status(code)
+        return self._status
+
+    async def _wait_for(self, seconds: float) -> bool:
+        with anyio.move_on_after(seconds):
+            await self.wait()
+            return True
+        return False
+
+    def _signal_group(self, signum: int) -> None:
+        try:
+            os.killpg(self.pid, signum)  # the child leads its group (start_new_session=True)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:  # the leader itself, in case it moved to another group
+            if self._process.returncode is None:
+                os.kill(self.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    async def terminate(self, grace: float = DEFAULT_GRACE) -> str:
+        """Stop the child and its process group; return its exit status.
+
+        Steps: close stdin, wait ``grace`` seconds; SIGTERM the group, wait ``grace`` seconds; SIGKILL the group
+        and reap. After the leader exited, the group still gets SIGTERM then SIGKILL so no helper it started
+        (npm wrappers, MCP servers, shells) is left running. Shielded from cancellation; idempotent.
+        """
+        with anyio.CancelScope(shield=True):
+            await self.close_stdin()
+            exited = await self._wait_for(grace)
+            if not exited:
+                self._signal_group(signal.SIGTERM)
+                exited = await self._wait_for(grace)
+            if not exited:
+                self._signal_group(signal.SIGKILL)
+                await self.wait()
+            self._sweep_group()
+            await self.stderr_drained(0.5)
+            await self._background.aclose()
+            return await self.wait()
+
+    async def kill(self) -> str:
+        """SIGKILL the process group at once and reap the child; return its exit status."""
+        with anyio.CancelScope(shield=True):
+            self._signal_group(signal.SIGKILL)
+            status = await self.wait()
+            await self.close_stdin()
+            await self.stderr_drained(0.5)
+            await self._background.aclose()
+            return status
+
+    def _sweep_group(self) -> None:
+        """SIGKILL whatever is left in the (already leaderless) group: a leader that exited on EOF may have
+        left children behind."""
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+# ------------------------------------------------------------------------------------------------ background
+
+
+class Background:
+    """Tasks not bound to the caller's task group: started by one call (``connect``), stopped by another
+    (``close``). Each task runs in its own cancel scope; :meth:`aclose` cancels them all and waits.
+
+    An exception escaping a task is stored in ``errors`` (never propagated: the owner reports failures itself).
+    """
+
+    def __init__(self) -> None:
+        self._tasks: list[list[Any]] = []  # [cancel scope, done event, task id]
+        self.errors: list[BaseException] = []
+        self._closed = False
+
+    def spawn(self, func: Callable[[], Awaitable[Any]], *, name: str | None = None) -> None:
+        """Start ``func()`` now in the background."""
+        if self._closed:
+            raise RuntimeError("Background is closed")
+        scope = anyio.CancelScope()
+        done = anyio.Event()
+        entry: list[Any] = [scope, done, None]
+        self._tasks.append(entry)
+
+        async def runner() -> None:
+            entry[2] = anyio.get_current_task().id
+            try:
+                with scope:
+                    await func()
+            except Exception as exc:  # noqa: BLE001 - kept for the owner
+                self.errors.append(exc)
+            finally:
+                done.set()
+
+        loop = _asyncio_loop()
+        if loop is not None:
+            task = loop.create_task(runner(), name=name)
+            _STRONG_REFS.add(task)
+            task.add_done_callback(_STRONG_REFS.discard)
+        else:
+            import trio
+
+            trio.lowlevel.spawn_system_task(runner, name=name)
+
+    async def aclose(self) -> None:
+        """Cancel every task and wait until all have finished. Idempotent; callable from one of the tasks
+        (that one is not waited for)."""
+        self._closed = True
+        me = anyio.get_current_task().id
+        for scope, _, _ in self._tasks:
+            scope.cancel()
+        for _, done, task_id in self._tasks:
+            if task_id != me:
+                await done.wait()
+
+
+def _asyncio_loop() -> Any:
+    import asyncio
+
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+_STRONG_REFS: set[Any] = set()
+

@@ -1,0 +1,43 @@
+"""Root fixtures: the anyio backend, the wire schema, and ``wire``, a factory of checked ``anyagentd serve``
+clients (every line they read is validated against the schema and the wire's ordering guarantees)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # wire_schema, wire_client
+
+import wire_schema as _wire_schema  # noqa: E402
+from wire_client import WireClient  # noqa: E402
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def wire_schema() -> Any:
+    """The module :mod:`wire_schema`: ``validate_line(obj)``, ``validate_def(name, obj)``, ``SCHEMA``."""
+    return _wire_schema
+
+
+@pytest.fixture
+def wire() -> Iterator[Callable[..., WireClient]]:
+    """``wire(*serve_args, env=None, cwd=None, timeout=10)`` starts ``anyagentd serve`` and returns its
+    :class:`WireClient`; every server is ended at teardown and its remaining lines validated."""
+    clients: list[WireClient] = []
+
+    def start(*args: str, **kwargs: Any) -> WireClient:
+        client = WireClient(*args, **kwargs)
+        clients.append(client)
+        return client
+
+    yield start
+    for client in clients:
+        client.close()
