@@ -51,14 +51,16 @@ def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
 
 
 class WireClient:
-    """Spawns ``anyagentd serve ARGS`` and talks to it. Use as a context manager or call :meth:`close`."""
+    """Spawns ``anyagentd serve ARGS`` (``python -m anyagentd.cli``; the machine's ``ANYAGENTD_*`` settings are
+    dropped, login-shell discovery is off unless ``env`` turns it on) and talks to it. Use as a context manager
+    or call :meth:`close`. ``lines`` holds every line read so far, validated, in server order."""
 
     def __init__(self, *args: str, env: dict[str, str] | None = None, cwd: str | None = None,
                  timeout: float = DEFAULT_TIMEOUT) -> None:  # fmt: skip
         self.timeout = timeout
         self.proc = subprocess.Popen(
             serve_command(*args), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=child_env(env), cwd=cwd, start_new_session=True,
+            env=child_env({"ANYAGENTD_NO_LOGIN_SHELL": "1", **(env or {})}), cwd=cwd, start_new_session=True,
         )  # fmt: skip
         self.lines: list[dict[str, Any]] = []  # every line read so far, validated, in order
         self.sent: dict[int, dict[str, Any]] = {}  # id -> frame

@@ -46,9 +46,44 @@ def validate_def(name: str, obj: Any) -> None:
     """Raise ``AssertionError`` unless ``obj`` is a valid ``#/definitions/<name>``."""
     errors = def_errors(name, obj)
     if errors:
-        raise AssertionError(f"not a valid {name}: {json.dumps(obj)[:600]}\n  " + "\n  ".join(errors[:10]))
+        best = jsonschema.exceptions.best_match(validator(name).iter_errors(obj))
+        where = "/".join(map(str, best.absolute_path)) or "<root>"
+        raise AssertionError(
+            f"not a valid {name}: {json.dumps(obj)[:600]}\n  most relevant: {where}: {best.message[:300]}\n  "
+            + "\n  ".join(e[:300] for e in errors[:10])
+        )
+
+
+_VALID_LINES: set[str] = set()
+
+
+def _is_u64(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _cache_key(obj: Any) -> str | None:
+    """An event line with ``sequence`` and ``occurred_at`` replaced by fixed values, when those two fields are
+    exactly what the schema allows (a non-negative integer; ``{secs_since_epoch, nanos_since_epoch}`` of
+    non-negative integers): lines equal under this key are equally valid. Floods of identical deltas then cost
+    one full validation. ``None`` for every other line (always validated in full)."""
+    event = obj.get("event") if isinstance(obj, dict) and len(obj) == 1 else None
+    if not isinstance(event, dict):
+        return None
+    at = event.get("occurred_at")
+    if not (_is_u64(event.get("sequence")) and isinstance(at, dict) and set(at) == {"secs_since_epoch",
+            "nanos_since_epoch"} and _is_u64(at["secs_since_epoch"]) and _is_u64(at["nanos_since_epoch"])):  # fmt: skip
+        return None
+    normalized = dict(event, sequence=0, occurred_at=None)
+    return json.dumps(normalized, sort_keys=True)
 
 
 def validate_line(obj: Any) -> None:
     """Raise ``AssertionError`` unless ``obj`` is a valid wire output ``Line``."""
+    key = _cache_key(obj)
+    if key is not None and key in _VALID_LINES:
+        return
     validate_def("Line", obj)
+    if key is not None:
+        if len(_VALID_LINES) > 100_000:
+            _VALID_LINES.clear()
+        _VALID_LINES.add(key)

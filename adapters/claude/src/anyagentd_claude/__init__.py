@@ -1,0 +1,18 @@
+"""anyagentd-claude: the Claude Code adapter for anyagentd.
+
+Claude Code runs as ``claude -p`` with bidirectional stream-json (``--input-format``/``--output-format
+stream-json``) and the control protocol on the same pipes. Modules, one idea each:
+
+- :mod:`.adapter`: the catalog profile, ``probe`` and ``connect``;
+- :mod:`.launch`: command line, environment, and ``AgentDetails`` from the ``initialize`` handshake;
+- :mod:`.connection`: one live session (stdout pump, turns, answers, cancel, configure, compact, rollback, close);
+- :mod:`.control`: the control protocol (our requests, the CLI's permission/question requests and our replies);
+- :mod:`.mapping`: stdout frames → normalized events;
+- :mod:`.tools`: tool calls → ``ToolUpdate`` snapshots;
+- :mod:`.plugin`: the pluggy registration.
+"""
+
+from .adapter import PROFILE, ClaudeAdapter
+
+__version__ = "0.1.0"
+__all__ = ["ClaudeAdapter", "PROFILE", "__version__"]

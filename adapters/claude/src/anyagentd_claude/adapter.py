@@ -1,0 +1,89 @@
+"""The ``claude`` adapter: Claude Code's catalog entry, probe and session connect.
+
+A session runs ``claude -p`` with bidirectional stream-json in the session directory (see :mod:`.launch` for
+the command line and environment, :mod:`.connection` for the session, :mod:`.mapping` for the event mapping).
+The adapter's ``config`` may set ``handshake_timeout`` (seconds, default :data:`HANDSHAKE_TIMEOUT`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile
+from anyagentd.model import AgentDetails, AgentInstallation, SessionOptions
+
+from .connection import HANDSHAKE_TIMEOUT, ClaudeConnection
+
+PROFILE = AgentProfile(
+    id="claude",
+    name="Claude Code",
+    executable="claude",
+    install_hint="npm install -g @anthropic-ai/claude-code",
+    extra_paths=("~/.claude/local", "~/.local/bin"),
+)
+"""Claude Code's catalog entry (environment override ``ANYAGENTD_CLAUDE_BIN``)."""
+
+
+class _ProbeLink:
+    """A link for a probe's short-lived process: reports are dropped, tasks run in the probe's task group."""
+
+    def __init__(self, task_group: anyio.abc.TaskGroup) -> None:
+        self.start_soon = task_group.start_soon
+
+    async def emit(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    async def turn_ack(self) -> None:
+        pass
+
+    async def turn_ended(self, *args: Any) -> None:
+        pass
+
+    async def info_changed(self, **kwargs: Any) -> None:
+        pass
+
+    async def auth_lost(self, *args: Any) -> None:
+        pass
+
+    async def exited(self, *args: Any) -> None:
+        pass
+
+
+class ClaudeAdapter(AgentAdapter):
+    """Drives Claude Code's ``-p`` stream-json mode (``anyagent-semantics.md`` §4, Claude Code)."""
+
+    PLUGIN_NAME = "claude"
+    profiles = (PROFILE,)
+
+    @property
+    def handshake_timeout(self) -> float:
+        return float(self.config.get("handshake_timeout", HANDSHAKE_TIMEOUT))
+
+    async def probe(self, installation: AgentInstallation) -> AgentDetails:
+        """Version, auth, options and slash commands from a short-lived process's ``initialize`` (nothing is
+        persisted: ``--no-session-persistence``); the process is stopped at once. Raises ``SpawnFailed``,
+        ``HandshakeTimeout``. An unauthenticated CLI gives ``Unauthenticated`` with login methods."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="anyagentd-claude-probe-") as scratch:
+            async with anyio.create_task_group() as tg:
+                conn = await ClaudeConnection.open(
+                    installation, SessionOptions(dir=scratch), _ProbeLink(tg), persist=False,
+                    require_auth=False, handshake_timeout=self.handshake_timeout,
+                )  # fmt: skip
+                details = conn.details
+                conn._closing = True
+                await conn.process.terminate(grace=1.0)
+                tg.cancel_scope.cancel()
+        return details
+
+    async def connect(self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink,
+                      *, no_tools: bool = False) -> AgentConnection:  # fmt: skip
+        """Start Claude Code in ``options.dir`` (new session ``--session-id``, ``--resume``, or
+        ``--resume --fork-session``) and complete the handshake; the resume token is known at once."""
+        return await ClaudeConnection.open(installation, options, link, no_tools=no_tools,
+                                           handshake_timeout=self.handshake_timeout)  # fmt: skip
+
+

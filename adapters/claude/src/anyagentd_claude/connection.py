@@ -1,0 +1,396 @@
+"""One Claude Code session: the CLI process, its stdout pump, and the engine's commands as stream-json frames.
+
+:class:`ClaudeConnection` is created by :meth:`ClaudeConnection.open` (spawn + ``initialize`` handshake). Its
+stdout pump (run with ``link.start_soon``) routes every line: ``control_response`` → :class:`ControlChannel`,
+``control_request`` → requests (``can_use_tool`` → Permission or Question; anything else is answered success
+and noted as an Info diagnostic), everything else → :class:`FrameMapper`. When stdout ends it reports
+``exited(status, stderr tail)``.
+
+Commands (each returns promptly):
+
+- StartTurn: one ``user`` frame with a fresh uuid, then TurnAck (the CLI handles its input in order);
+- Answer: the ``can_use_tool`` reply (see :mod:`.control`);
+- Cancel: ``interrupt``, then pending permission requests denied (with ``interrupt: true``);
+- Configure: ``set_permission_mode`` (mode) / ``set_model`` (model); the applied value is reported with
+  ``info_changed(configuration=...)`` once the CLI confirms, a refusal as a Warning diagnostic;
+- Compact: the user message ``/compact`` (the engine runs it as an agent-originated turn); the CLI reports
+  ``compact_boundary`` (→ ContextCompacted) and a ``result``;
+- Rollback: ``rewind_files`` (ConversationAndFiles) then ``rewind_conversation`` to the uuid of the prompt
+  ``turns`` back. Only prompts sent by this process can be targeted, and Claude Code 2.1.197 refuses to rewind
+  past the first prompt ("no preceding assistant");
+- Close: ``interrupt`` if a turn runs (the CLI otherwise waits up to 30 s for it on EOF), then stdin closed,
+  SIGTERM / SIGKILL to the process group after :data:`CLOSE_STEP` seconds each.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import mimetypes
+import os
+import uuid
+from typing import Any
+
+import anyio
+
+from anyagentd.adapters.interface import AgentConnection, PromptInput
+from anyagentd.adapters.process import AgentProcess, OversizedLine
+from anyagentd.errors import (
+    AuthRequired,
+    HandshakeTimeout,
+    InvalidConfiguration,
+    InvalidRequest,
+    ProtocolFailed,
+    ResumeFailed,
+    SpawnFailed,
+)
+from anyagentd.model import (
+    AgentDetails,
+    AgentInstallation,
+    Answer,
+    AnswerPermission,
+    AnswerQuestion,
+    ConfigValue,
+    RequestOpened,
+    RollbackScope,
+    SessionConfiguration,
+    SessionOptions,
+    diagnostic,
+)
+
+from . import control
+from .launch import agent_details, cli_version, is_authenticated, launch_argv, launch_env, login_methods
+from .mapping import RAW, FrameMapper
+from .tools import QUESTION_TOOL, tool_update
+
+HANDSHAKE_TIMEOUT = 30.0
+"""Seconds the CLI gets to answer ``initialize`` before ``HandshakeTimeout``."""
+
+CONTROL_TIMEOUT = 10.0
+"""Seconds to wait for the CLI's answer to a control request (version, configure, rewind)."""
+
+CLOSE_STEP = 2.0
+"""Seconds :meth:`ClaudeConnection.close` waits after closing stdin, and again after SIGTERM, before
+escalating (the engine kills after 5 s in total)."""
+
+MAX_IMAGE_BYTES = 20 * 1024 * 1024
+"""Largest image attachment sent inline (bytes); bigger ones are mentioned by path."""
+
+IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
+
+
+class _Pending:
+    """A ``can_use_tool`` request from the CLI waiting for the caller."""
+
+    __slots__ = ("kind", "request")
+
+    def __init__(self, kind: str, request: dict[str, Any]) -> None:
+        self.kind = kind  # "permission" | "question"
+        self.request = request
+
+
+class ClaudeConnection(AgentConnection):
+    """A live Claude Code session (see the module doc). Build with :meth:`open`."""
+
+    deterministic_turn_end = True
+    deterministic_agent_turn_end = True
+
+    def __init__(self, process: AgentProcess, link: Any, *, installation: AgentInstallation,
+                 options: SessionOptions, session_token: str) -> None:  # fmt: skip
+        self.process = process
+        self.link = link
+        self.installation = installation
+        self.session_options = options
+        self.options: dict[str, Any] = {"mode": "default", "model": "default", **options.configure}
+        self.resume_token = session_token
+        self.title = None
+        self.channel = control.ControlChannel(process.write_json)
+        self.mapper = FrameMapper(link, cwd=options.dir, options=self.options, resume_token=session_token,
+                                  login=login_methods(installation.executable_path))  # fmt: skip
+        self.init_response: dict[str, Any] = {}
+        self.details = AgentDetails()
+        self._requests: dict[str, _Pending] = {}
+        self._prompt_uuids: list[str] = []
+        self._closing = False
+        self._stdout_done = anyio.Event()
+        self.exit_status: str | None = None
+
+    @property  # type: ignore[override]
+    def configuration(self) -> SessionConfiguration:
+        return SessionConfiguration(options=dict(self.options))
+
+    # ------------------------------------------------------------------------------------------- opening
+
+    @classmethod
+    async def open(cls, installation: AgentInstallation, options: SessionOptions, link: Any, *,
+                   no_tools: bool = False, persist: bool = True, require_auth: bool = True,
+                   handshake_timeout: float = HANDSHAKE_TIMEOUT) -> ClaudeConnection:  # fmt: skip
+        """Spawn Claude Code for ``options`` and complete the ``initialize`` handshake.
+
+        ``link.start_soon`` runs the stdout pump. Raises ``SpawnFailed`` (cannot start, or exited before the
+        handshake), ``ResumeFailed`` (a resume/fork the CLI refused), ``HandshakeTimeout``, ``AuthRequired``
+        (``require_auth`` and no credentials), ``InvalidConfiguration`` (bad creation options).
+        """
+        token = options.resume or str(uuid.uuid4())
+        argv = launch_argv(installation.executable_path, options, session_id=token, no_tools=no_tools,
+                           persist=persist)  # fmt: skip
+        process = await AgentProcess.start(argv, cwd=options.dir, env=launch_env(installation))
+        conn = cls(process, link, installation=installation, options=options, session_token=token)
+        link.start_soon(conn._pump)
+        try:
+            await conn._handshake(handshake_timeout, require_auth)
+        except BaseException:
+            conn._closing = True
+            with anyio.CancelScope(shield=True):
+                await process.terminate(grace=1.0)
+            raise
+        return conn
+
+    async def _handshake(self, timeout: float, require_auth: bool) -> None:
+        options = self.session_options
+        try:
+            with anyio.fail_after(timeout):
+                init = await self.channel.request("initialize")
+        except TimeoutError:
+            raise HandshakeTimeout(f"Claude Code did not answer initialize within {timeout:g} s") from None
+        except control.ControlError as err:
+            await self.process.stderr_drained(1.0)
+            detail = self.process.stderr_tail() or err.detail
+            if self._stdout_done.is_set() and (options.resume or options.fork):
+                raise ResumeFailed(detail) from None
+            if self._stdout_done.is_set():
+                raise SpawnFailed(f"Claude Code exited during the handshake ({self.exit_status}): {detail}") from None
+            raise ProtocolFailed(f"initialize failed: {err.detail}") from None
+        self.init_response = init if isinstance(init, dict) else {}
+        version = None
+        try:
+            reply = await self.channel.request("get_binary_version", timeout=CONTROL_TIMEOUT)
+            version = reply.get("version") if isinstance(reply, dict) else None
+        except (control.ControlError, TimeoutError):
+            pass
+        version = version or await cli_version(self.installation.executable_path)
+        if version and " " in version:
+            version = version.split()[0]
+        self.details = agent_details(self.init_response, version=version,
+                                     executable=self.installation.executable_path, current=self.options)  # fmt: skip
+        if require_auth and not is_authenticated(self.details.auth):
+            raise AuthRequired(login_methods(self.installation.executable_path),
+                               "Claude Code is not logged in")  # fmt: skip
+
+    # ------------------------------------------------------------------------------------------- stdout
+
+    async def _pump(self) -> None:
+        try:
+            async for line in self.process.lines():
+                if isinstance(line, OversizedLine):
+                    await self.link.emit(diagnostic("Warning", f"skipped a {line.size}-byte Claude Code line"))
+                    continue
+                if not line.strip():
+                    continue
+                try:
+                    frame = json.loads(line)
+                except ValueError:
+                    await self.link.emit(diagnostic("Info", "Claude Code wrote a line that is not JSON"),
+                                         extensions={RAW: line[:4096]})  # fmt: skip
+                    continue
+                await self._dispatch(frame)
+        finally:
+            with anyio.CancelScope(shield=True):
+                self._stdout_done.set()
+                self.channel.close("Claude Code's output ended")
+                status = await self.process.wait()
+                self.exit_status = status
+                await self.process.stderr_drained(1.0)
+                if not self._closing:
+                    await self.link.exited(status, self.process.stderr_tail())
+
+    async def _dispatch(self, frame: Any) -> None:
+        kind = frame.get("type") if isinstance(frame, dict) else None
+        if kind == "control_response":
+            self.channel.resolve(frame)  # unknown ids: our own replies echoed back by --replay-user-messages
+        elif kind == "control_request":
+            await self._incoming(frame)
+        elif kind == "control_cancel_request":
+            pending = self._requests.pop(str(frame.get("request_id")), None)
+            if pending is not None:
+                await self.link.emit(diagnostic("Info", "Claude Code withdrew a pending request"),
+                                     extensions={RAW: frame})  # fmt: skip
+        else:
+            await self.mapper.handle(frame)
+
+    async def _incoming(self, frame: dict[str, Any]) -> None:
+        request_id = str(frame.get("request_id"))
+        req = frame.get("request") or {}
+        subtype = req.get("subtype")
+        if subtype == "can_use_tool":
+            tool_use_id = str(req.get("tool_use_id") or "")
+            parent = self.mapper.tool_parents.get(tool_use_id)
+            if req.get("tool_name") == QUESTION_TOOL:
+                self._requests[request_id] = _Pending("question", req)
+                await self.link.emit(RequestOpened(value=control.question_request(request_id, req)),
+                                     parent_tool_id=parent)  # fmt: skip
+                return
+            tool = self.mapper.tools.get(tool_use_id) or tool_update(
+                tool_use_id, str(req.get("tool_name") or "tool"), req.get("input"), self.session_options.dir
+            )
+            self._requests[request_id] = _Pending("permission", req)
+            await self.link.emit(RequestOpened(value=control.permission_request(request_id, req, tool)),
+                                 parent_tool_id=parent)  # fmt: skip
+            return
+        reply: Any = {"action": "decline"} if subtype == "elicitation" else {}
+        await self._write(control.success(request_id, reply))
+        await self.link.emit(diagnostic("Info", f"answered Claude Code's {subtype!r} control request with defaults"),
+                             extensions={RAW: frame})  # fmt: skip
+
+    async def _write(self, frame: Any) -> bool:
+        try:
+            await self.process.write_json(frame)
+            return True
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            return False
+
+    # ------------------------------------------------------------------------------------------- commands
+
+    async def start_turn(self, turn_id: str, prompt: PromptInput) -> None:
+        message_uuid = str(uuid.uuid4())
+        frame = {"type": "user", "message": {"role": "user", "content": user_content(prompt)},
+                 "parent_tool_use_id": None, "session_id": "", "uuid": message_uuid}  # fmt: skip
+        self.mapper.turn_active = True
+        self.mapper.cancel_requested = False
+        if not await self._write(frame):
+            raise ProtocolFailed("Claude Code's input is closed")
+        self._prompt_uuids.append(message_uuid)
+        await self.link.turn_ack()
+
+    async def answer(self, request_id: str, answer: Answer) -> None:
+        pending = self._requests.pop(request_id, None)
+        if pending is None:
+            raise InvalidRequest(f"Claude Code has no pending request {request_id!r}")
+        if pending.kind == "question":
+            if not isinstance(answer, AnswerQuestion):
+                self._requests[request_id] = pending
+                raise InvalidRequest("a question needs a Question answer")
+            body = control.question_response(answer, pending.request)
+        else:
+            if not isinstance(answer, AnswerPermission):
+                self._requests[request_id] = pending
+                raise InvalidRequest("a permission request needs a Permission answer")
+            body = control.permission_response(answer, pending.request)
+        if not await self._write(control.success(request_id, body)):
+            raise ProtocolFailed("Claude Code's input is closed")
+
+    async def cancel(self) -> None:
+        self.mapper.cancel_requested = True
+        try:
+            await self.channel.send("interrupt")
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            return
+        await self._deny_pending()
+
+    async def _deny_pending(self) -> None:
+        pending, self._requests = self._requests, {}
+        for request_id, item in pending.items():
+            await self._write(control.success(request_id, control.deny_response(item.request)))
+
+    async def configure(self, option: str, value: ConfigValue) -> None:
+        if option == "mode":
+            request_id = await self._send_control("set_permission_mode", mode=value)
+        elif option == "model":
+            request_id = await self._send_control("set_model", model=value)
+        else:
+            raise InvalidConfiguration(f"option {option!r} cannot be changed live")
+        self.link.start_soon(self._confirm, request_id, option, value)
+
+    async def _send_control(self, subtype: str, **fields: Any) -> str:
+        try:
+            return await self.channel.send(subtype, **fields)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            raise ProtocolFailed("Claude Code's input is closed") from None
+
+    async def _confirm(self, request_id: str, option: str, value: ConfigValue) -> None:
+        try:
+            await self.channel.wait(request_id, timeout=CONTROL_TIMEOUT)
+        except (control.ControlError, TimeoutError) as err:
+            reason = getattr(err, "detail", None) or "no answer"
+            await self.link.emit(diagnostic("Warning", f"Claude Code refused {option}={value!r}: {reason}"))
+            return
+        await self.mapper.set_options(**{option: value})
+
+    async def compact(self) -> None:
+        frame = {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "/compact"}]},
+                 "parent_tool_use_id": None, "session_id": "", "uuid": str(uuid.uuid4())}  # fmt: skip
+        self.mapper.turn_active = True
+        self.mapper.cancel_requested = False
+        if not await self._write(frame):
+            raise ProtocolFailed("Claude Code's input is closed")
+
+    async def rollback(self, turns: int, scope: RollbackScope) -> None:
+        if turns < 1:
+            raise InvalidRequest("rollback needs turns >= 1")
+        if turns > len(self._prompt_uuids):
+            raise InvalidRequest(f"only the {len(self._prompt_uuids)} prompt(s) sent in this session can be rolled back")
+        target = self._prompt_uuids[-turns]
+        if scope == "ConversationAndFiles":
+            try:
+                await self.channel.request("rewind_files", timeout=CONTROL_TIMEOUT, user_message_id=target)
+            except control.ControlError as err:
+                raise InvalidRequest(f"Claude Code could not rewind files: {err.detail}") from None
+            except TimeoutError:
+                raise ProtocolFailed("Claude Code did not answer rewind_files") from None
+        try:
+            reply = await self.channel.request("rewind_conversation", timeout=CONTROL_TIMEOUT,
+                                               target_message_uuid=target)  # fmt: skip
+        except control.ControlError as err:
+            raise InvalidRequest(f"Claude Code could not rewind the conversation: {err.detail}") from None
+        except TimeoutError:
+            raise ProtocolFailed("Claude Code did not answer rewind_conversation") from None
+        if not (isinstance(reply, dict) and reply.get("rewound")):
+            reason = reply.get("error") if isinstance(reply, dict) else None
+            raise InvalidRequest(f"Claude Code refused to rewind: {reason or 'unknown reason'}")
+        del self._prompt_uuids[-turns:]
+
+    async def close(self) -> None:
+        self._closing = True
+        if self.mapper.turn_active and not self._stdout_done.is_set():
+            try:
+                with anyio.move_on_after(0.5):
+                    await self.channel.send("interrupt")
+                    await self._deny_pending()
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                pass
+        await self.process.terminate(grace=CLOSE_STEP)
+
+    async def kill(self) -> None:
+        self._closing = True
+        await self.process.kill()
+
+
+def user_content(prompt: PromptInput) -> list[dict[str, Any]]:
+    """The ``message.content`` of a user frame: the text, then each attachment — images (png/jpeg/gif/webp
+    paths up to :data:`MAX_IMAGE_BYTES`, or image URLs) as image blocks, anything else mentioned by path."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": prompt.text}]
+    mentions = []
+    for item in prompt.attachments:
+        media = mimetypes.guess_type(item.split("?")[0])[0]
+        if item.startswith(("http://", "https://")):
+            if media in IMAGE_TYPES:
+                blocks.append({"type": "image", "source": {"type": "url", "url": item}})
+            else:
+                mentions.append(item)
+            continue
+        if media in IMAGE_TYPES:
+            try:
+                if os.path.getsize(item) <= MAX_IMAGE_BYTES:
+                    with open(item, "rb") as fh:
+                        data = base64.b64encode(fh.read()).decode()
+                    blocks.append({"type": "image", "source": {"type": "base64", "media_type": media, "data": data}})
+                    continue
+            except OSError:
+                pass
+        mentions.append(item)
+    if mentions:
+        blocks.append({"type": "text", "text": "Attached: " + ", ".join(f"@{m}" for m in mentions)})
+    return blocks
+
+
+__all__ = ["ClaudeConnection", "HANDSHAKE_TIMEOUT", "user_content"]

@@ -1,0 +1,412 @@
+"""End to end: the REAL pinned Claude Code (tests/agents/node_modules/.bin/claude) against the scripted model
+server, through the adapter directly and through :class:`anyagentd.runtime.Runtime`.
+
+These fail (never skip) when the CLI is missing: ``agent_bin`` raises. The CLI is found through discovery's
+environment override ``ANYAGENTD_CLAUDE_BIN``; its environment comes from ``claude_env`` (a fresh HOME per test),
+which the adapter passes through from ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from anyagentd.adapters.interface import AdapterLink, EventReport, PromptInput, TurnEndedReport
+from anyagentd.errors import ProcessExited, SessionClosed
+from anyagentd.model import (
+    AgentInstallation,
+    AnswerPermission,
+    AnswerQuestion,
+    Choices,
+    Event,
+    McpServer,
+    SessionOptions,
+    Stdio,
+)
+from anyagentd.runtime import Runtime
+from anyagentd.testing.agents import agent_bin, claude_env, clean_environ
+from anyagentd_claude.adapter import ClaudeAdapter
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+STEP = 25.0
+"""Seconds any single wait on the real CLI may take."""
+
+
+@pytest.fixture
+def claude(model_server: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """``claude(script)`` starts a model server with ``script`` and points this process's environment at it
+    (what the adapter passes through to the CLI), plus ``ANYAGENTD_CLAUDE_BIN``. Returns the server."""
+    binary = str(agent_bin("claude"))  # AgentNotInstalledError: the test fails, it does not skip
+
+    def start(script: Any) -> Any:
+        server = model_server(script)
+        home = tmp_path / "home"
+        home.mkdir(exist_ok=True)
+        env = clean_environ(claude_env(server.url, home))
+        env["ANYAGENTD_CLAUDE_BIN"] = binary
+        for key in list(os.environ):
+            if key not in env:
+                monkeypatch.delenv(key)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        return server
+
+    return start
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+def tag(event: Event) -> str:
+    kind = event.kind
+    return kind if isinstance(kind, str) else kind.TAG
+
+
+class Stream:
+    """One consumer of ``session.events()`` with bounded waits."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self._it: AsyncIterator[Event] = session.events().__aiter__()
+        self.seen: list[Event] = []
+
+    async def next(self, timeout: float = STEP) -> Event:
+        with anyio.fail_after(timeout):
+            event = await self._it.__anext__()
+        self.seen.append(event)
+        return event
+
+    async def until(self, name: str, timeout: float = STEP) -> Event:
+        with anyio.fail_after(timeout):
+            while True:
+                event = await self.next(timeout)
+                if tag(event) == name:
+                    return event
+
+    async def rest(self, timeout: float = STEP) -> list[Event]:
+        """Every remaining event until the stream ends (its terminal error, if any, propagates)."""
+        out = []
+        with anyio.fail_after(timeout):
+            async for event in self._it:
+                self.seen.append(event)
+                out.append(event)
+        return out
+
+    def text(self) -> str:
+        return "".join(e.kind.text for e in self.seen if tag(e) == "TextDelta" and e.turn_info is not None)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def request_text(entry: dict[str, Any]) -> str:
+    return json.dumps(entry["body"].get("messages", []), ensure_ascii=False)
+
+
+WRITE_SCRIPT = {"turns": [
+    {"text": "Writing the file.", "tool": {"name": "Write", "input": {"file_path": "{{cwd}}/out.txt", "content": "hi\n"}}},
+    {"text": "Done."},
+]}  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------ adapter
+
+
+async def test_adapter_turn_and_mcp_server_in_init(claude: Any, work: Path, tmp_path: Path) -> None:
+    """The adapter on its own: handshake details, a turn's reports, the MCP server in system/init, clean close."""
+    claude({"turns": [{"text": "Hello from the script."}]})
+    mcp = tmp_path / "mcp_server.py"
+    mcp.write_text(MCP_SERVER)
+    inst = AgentInstallation(id="claude", name="Claude Code", executable_path=os.environ["ANYAGENTD_CLAUDE_BIN"],
+                             source="EnvOverride")  # fmt: skip
+    options = SessionOptions(dir=str(work), mcp_servers=[
+        McpServer(name="files", connection=Stdio(command=sys.executable, args=[str(mcp)]))])  # fmt: skip
+    send, recv = anyio.create_memory_object_stream[Any](256)
+    async with anyio.create_task_group() as tg:
+        conn = await ClaudeAdapter().connect(inst, options, AdapterLink(send, tg.start_soon))
+        assert conn.details.version == "2.1.197"
+        assert conn.details.auth.kind == "ApiKey"
+        assert conn.resume_token and len(conn.resume_token) == 36
+        await conn.start_turn("t1", PromptInput("hi"))
+        reports = []
+        with anyio.fail_after(STEP):
+            async for report in recv:
+                reports.append(report)
+                if isinstance(report, TurnEndedReport):
+                    break
+        texts = [r.kind.text for r in reports if isinstance(r, EventReport) and getattr(r.kind, "TAG", "") == "TextDelta"]
+        assert "".join(texts) == "Hello from the script."
+        ended = [r for r in reports if isinstance(r, EventReport) and getattr(r.kind, "TAG", "") == "MessageEnded"]
+        assert ended and ended[0].extensions and ended[0].extensions.get("claude/fork_point")
+        init = conn.mapper.last_init
+        assert init is not None and init["session_id"] == conn.resume_token
+        assert {"name": "files", "status": "connected"} in [
+            {"name": s.get("name"), "status": s.get("status")} for s in init["mcp_servers"]]
+        assert "mcp__files__echo" in init["tools"]
+        pid = conn.process.pid
+        started = time.monotonic()
+        await conn.close()
+        assert time.monotonic() - started < 10
+        assert not alive(pid)
+        tg.cancel_scope.cancel()
+
+
+async def test_probe_and_generate(claude: Any, work: Path) -> None:
+    # with --tools "" the request offers no tools, which the scripted server answers as a side request
+    server = claude({"turns": [], "side_reply": "Short generated text."})
+    async with Runtime() as rt:
+        details = await rt.probe("claude")
+        assert details.version == "2.1.197" and details.auth.kind == "ApiKey"
+        assert details.option("model") is not None and details.option("mode").live
+        assert any(c.name == "compact" for c in details.commands)
+        text = await rt.generate("claude", work, "Say something short.")
+    assert text == "Short generated text."
+    asked = [r for r in server.requests if r["kind"] in ("main", "side")]
+    assert asked and not asked[-1]["body"].get("tools")  # generate launched with --tools ""
+    assert "Say something short." in request_text(asked[-1])
+
+
+# ------------------------------------------------------------------------------------------------ runtime
+
+
+async def test_turn_contract_allow_lands_the_file(claude: Any, work: Path) -> None:
+    claude(WRITE_SCRIPT)
+    async with Runtime() as rt:
+        session = await rt.open("claude", dir=work)
+        info = session.info()
+        assert info.resume_token and info.details.version == "2.1.197"
+        stream = Stream(session)
+        delivery = await session.prompt("Write out.txt")
+        started = await stream.until("TurnStarted")
+        assert started.kind.origin.value == delivery.prompt_id
+        opened = await stream.until("RequestOpened")
+        request = opened.kind.value.value
+        assert request.tool.kind == "Edit" and request.tool.diffs[0].new_text == "hi\n"
+        assert session.status == "NeedsInput"
+        await session.answer(request.id, AnswerPermission(value="AllowOnce"))
+        ended = await stream.until("TurnEnded")
+        assert ended.kind.stop.TAG == "Completed" and ended.kind.stop.source == "Protocol"
+        assert (work / "out.txt").read_text() == "hi\n"
+        assert stream.text() == "Writing the file.Done."
+        tags = [tag(e) for e in stream.seen]
+        assert "RequestClosed" in tags and "ContextUsage" in tags
+        tools = [e.kind.value for e in stream.seen if tag(e) == "ToolUpdated"]
+        assert tools[-1].status == "Completed"
+        statuses = [e.kind.value for e in stream.seen if tag(e) == "StatusChanged"]
+        await stream.until("StatusChanged")
+        statuses.append(stream.seen[-1].kind.value)
+        assert statuses == ["Working", "NeedsInput", "Working", "Idle"]
+        pid = session._conn.process.pid  # noqa: SLF001 - the test checks that nothing is left running
+        started_close = time.monotonic()
+        await session.close()
+        assert time.monotonic() - started_close < 10
+        await stream.rest()
+        assert not alive(pid)
+
+
+async def test_deny_leaves_the_file_absent(claude: Any, work: Path) -> None:
+    server = claude(WRITE_SCRIPT)
+    async with Runtime() as rt:
+        session = await rt.open("claude", dir=work)
+        stream = Stream(session)
+        await session.prompt("Write out.txt")
+        request = (await stream.until("RequestOpened")).kind.value.value
+        await session.answer(request.id, AnswerPermission(value="DenyOnce"))
+        ended = await stream.until("TurnEnded")
+        assert ended.kind.stop.TAG == "Completed"
+        assert not (work / "out.txt").exists()
+        failed = [e.kind.value for e in stream.seen if tag(e) == "ToolUpdated" and e.kind.value.status == "Failed"]
+        assert failed and "denied" in (failed[0].output or "")
+        # the model saw the denial as the tool's error result
+        assert "The user denied this tool use." in request_text(server.main_requests()[-1])
+
+
+async def test_question_round_trip(claude: Any, work: Path) -> None:
+    server = claude({"turns": [
+        {"tool": {"name": "AskUserQuestion", "input": {"questions": [{
+            "question": "Which color?", "header": "Color", "multiSelect": False,
+            "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}]}]}}},
+        {"text": "Blue it is."},
+    ]})  # fmt: skip
+    async with Runtime() as rt:
+        session = await rt.open("claude", dir=work)
+        stream = Stream(session)
+        await session.prompt("Ask me a question")
+        opened = await stream.until("RequestOpened")
+        assert opened.kind.value.TAG == "Question"
+        question = opened.kind.value.value
+        assert question.questions[0].text == "Which color?"
+        blue = next(c for c in question.questions[0].choices if c.label == "Blue")
+        await session.answer(question.id, AnswerQuestion(value=[Choices(value=[blue.id])]))
+        ended = await stream.until("TurnEnded")
+        assert ended.kind.stop.TAG == "Completed" and stream.text().endswith("Blue it is.")
+        assert '\\"Which color?\\"=\\"Blue\\"' in request_text(server.main_requests()[-1])
+
+
+async def test_live_mode_switch(claude: Any, work: Path) -> None:
+    claude(WRITE_SCRIPT)
+    async with Runtime() as rt:
+        session = await rt.open("claude", dir=work)
+        stream = Stream(session)
+        await session.configure("mode", "acceptEdits")
+        updated = await stream.until("SessionUpdated")
+        assert updated.kind.value.configuration.options["mode"] == "acceptEdits"
+        assert session.info().configuration.options["mode"] == "acceptEdits"
+        await session.prompt("Write out.txt")
+        ended = await stream.until("TurnEnded")
+        assert ended.kind.stop.TAG == "Completed"
+        assert "RequestOpened" not in [tag(e) for e in stream.seen]  # acceptEdits: no question asked
+        assert (work / "out.txt").read_text() == "hi\n"
+
+
+async def test_cancel_mid_turn_then_next_prompt(claude: Any, work: Path) -> None:
+    server = claude({"turns": [{"text": "too late", "delay": 20}]})
+    async with Runtime() as rt:
+        session = await rt.open("claude", dir=work)
+        stream = Stream(session)
+        await session.prompt("Take your time")
+        await anyio.to_thread.run_sync(lambda: server.wait_for_requests(1, timeout=STEP))
+        started = time.monotonic()
+        await session.cancel()
+        ended = await stream.until("TurnEnded")
+        assert ended.kind.stop == "Cancelled"
+        assert time.monotonic() - started < 5
+        server.set_script({"turns": [{"text": "Fresh answer."}]})
+        await session.prompt("Again")
+        ended = await stream.until("TurnEnded")
+        assert ended.kind.stop.TAG == "Completed"
+        assert stream.text().endswith("Fresh answer.")
+
+
+async def test_resume_recalls_the_conversation(claude: Any, work: Path) -> None:
+    server = claude({"turns": [{"text": "Noted the word."}, {"text": "The word was PAPAYA."}]})
+    async with Runtime() as rt:
+        first = await rt.open("claude", dir=work)
+        stream = Stream(first)
+        await first.prompt("Remember the word PAPAYA.")
+        await stream.until("TurnEnded")
+        token = first.info().resume_token
+        await first.close()
+        await stream.rest()
+
+        second = await rt.open("claude", dir=work, resume=token)
+        assert second.info().resume_token == token
+        stream2 = Stream(second)
+        await second.prompt("Which word did I ask you to remember?")
+        ended = await stream2.until("TurnEnded")
+        assert ended.kind.stop.TAG == "Completed"
+        assert stream2.text() == "The word was PAPAYA."
+    last = server.main_requests()[-1]
+    assert last["turn"] == 1
+    text = request_text(last)
+    assert "Remember the word PAPAYA." in text and "Noted the word." in text
+
+
+async def test_killed_cli_fails_the_turn_then_process_exited(claude: Any, work: Path) -> None:
+    server = claude({"turns": [{"text": "never", "delay": 20}]})
+    async with Runtime() as rt:
+        session = await rt.open("claude", dir=work)
+        stream = Stream(session)
+        await session.prompt("Hang")
+        await anyio.to_thread.run_sync(lambda: server.wait_for_requests(1, timeout=STEP))
+        pid = session._conn.process.pid  # noqa: SLF001
+        os.killpg(pid, signal.SIGKILL)
+        ended = await stream.until("TurnEnded")
+        assert ended.kind.stop.TAG == "Failed"
+        with pytest.raises(ProcessExited) as caught:
+            await stream.rest()
+        assert caught.value.status == "signal: 9 (SIGKILL)"
+        with pytest.raises(SessionClosed):
+            await session.prompt("still there?")
+
+
+async def test_compact_and_rollback(claude: Any, work: Path) -> None:
+    server = claude({"turns": [{"text": "One."}, {"text": "Two."}, {"text": "Three."}, {"text": "Four."}]})
+    async with Runtime() as rt:
+        session = await rt.open("claude", dir=work)
+        stream = Stream(session)
+        for word in ("first", "second", "third"):
+            await session.prompt(f"Say the {word} number")
+            await stream.until("TurnEnded")
+        # rollback the last prompt: the next request no longer carries it
+        await session.rollback(1)
+        updated = await stream.until("SessionUpdated")
+        assert updated.turn_info is None
+        await session.compact()
+        compacted = await stream.until("ContextCompacted")
+        assert compacted.turn_info is not None  # part of the agent-originated compact turn
+        ended = await stream.until("TurnEnded")
+        assert ended.kind.stop.TAG == "Completed"
+        usage = [e.kind for e in stream.seen if tag(e) == "ContextUsage"]
+        assert usage[-1].used_tokens < max(u.used_tokens for u in usage[:-1])
+        await session.prompt("Say the fourth number")
+        await stream.until("TurnEnded")
+    # the compaction request (Claude Code's summarization prompt) carries the history left by the rollback
+    compact_request = next(r for r in server.main_requests() if "Do NOT call any tools" in request_text(r))
+    assert "Say the third number" not in request_text(compact_request)
+    assert "Say the first number" in request_text(compact_request)
+
+
+async def test_fork_at_a_fork_point(claude: Any, work: Path) -> None:
+    server = claude({"turns": [{"text": "Alpha."}, {"text": "Beta."}, {"text": "Gamma."}]})
+    async with Runtime() as rt:
+        session = await rt.open("claude", dir=work)
+        stream = Stream(session)
+        await session.prompt("first")
+        await stream.until("TurnEnded")
+        fork_point = next(e.extensions["claude/fork_point"] for e in stream.seen if tag(e) == "MessageEnded")
+        await session.prompt("second")
+        await stream.until("TurnEnded")
+        token = session.info().resume_token
+        await session.close()
+        await stream.rest()
+
+        fork = await rt.open("claude", dir=work, fork=token, fork_at=fork_point)
+        assert fork.info().resume_token not in (None, token)
+        stream2 = Stream(fork)
+        await fork.prompt("third")
+        await stream2.until("TurnEnded")
+        assert stream2.text() == "Beta."  # history up to "Alpha." only: turn index 1
+    text = request_text(server.main_requests()[-1])
+    assert "first" in text and "Alpha." in text and "second" not in text
+
+
+MCP_SERVER = r'''
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method = msg.get("method")
+    if method == "initialize":
+        result = {"protocolVersion": msg["params"].get("protocolVersion", "2025-06-18"),
+                  "capabilities": {"tools": {}}, "serverInfo": {"name": "files", "version": "0.0.1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "echo", "description": "Echo text",
+                             "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}
+    elif method == "tools/call":
+        result = {"content": [{"type": "text", "text": msg["params"]["arguments"].get("text", "")}]}
+    else:
+        result = {}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n")
+    sys.stdout.flush()
+'''

@@ -1,0 +1,207 @@
+"""The ``anyagentd`` command line, run as a real process: version, ``run`` (rendered turn, terminal permission
+prompts, ``--auto-approve``, ``--json``, a dying agent), ``discover``/``probe`` JSON against the schema, and
+``serve`` keeping stdout for protocol lines only."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from wire_client import child_env
+from wire_schema import validate_def, validate_line
+
+import anyagentd
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def anyagentd_cli(*args: str, stdin: str | None = None, env: dict[str, str] | None = None,
+                  timeout: float = 30) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """Run ``python -m anyagentd.cli ARGS``; stdin is ``stdin`` (or empty)."""
+    base = {"ANYAGENTD_NO_LOGIN_SHELL": "1", "COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}
+    return subprocess.run(
+        [sys.executable, "-m", "anyagentd.cli", *args], input=stdin or "", capture_output=True, text=True,
+        env=child_env({**base, **(env or {})}), timeout=timeout,
+    )  # fmt: skip
+
+
+def test_version() -> None:
+    result = anyagentd_cli("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"anyagentd, version {anyagentd.__version__}"
+
+
+def test_console_script_matches_module() -> None:
+    script = Path(sys.executable).parent / "anyagentd"
+    if not script.exists():
+        pytest.skip("the anyagentd console script is not installed next to this interpreter")
+    result = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0 and anyagentd.__version__ in result.stdout
+
+
+# ------------------------------------------------------------------------------------------------ run
+
+
+def _run_permission(tmp_path: Path, answer: str) -> subprocess.CompletedProcess[str]:
+    return anyagentd_cli("run", "mock", "write hello.txt", "--mock", "permission", "--dir", str(tmp_path),
+                         stdin=answer)  # fmt: skip
+
+
+@pytest.mark.parametrize("answer", ["y\n", "n\n"], ids=["allow", "deny"])
+def test_run_asks_permission_and_completes(tmp_path: Path, answer: str) -> None:
+    result = _run_permission(tmp_path, answer)
+    assert result.returncode == 0, result.stderr
+    err = result.stderr
+    assert "Permission" in err and "Allow?" in err  # asked at the terminal
+    assert "Write hello.txt" in err  # the tool
+    assert "Plan" in err and "Report back" in err  # the plan
+    assert "I'll create hello.txt for you." in err and "Done: hello.txt now says hello." in err
+    assert "Completed" in err
+    assert err.index("Permission") < err.index("Completed")
+    assert "5400/200000 tokens" in err  # the usage line
+    assert result.stdout == ""  # human output goes to stderr
+
+
+def test_run_auto_approve_needs_no_stdin(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "anyagentd.cli", "run", "mock", "write hello.txt", "--mock", "permission",
+         "--dir", str(tmp_path), "--auto-approve"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
+        env=child_env({"ANYAGENTD_NO_LOGIN_SHELL": "1", "NO_COLOR": "1"}),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "Allow?" not in result.stderr
+    assert "Write hello.txt" in result.stderr and "Completed" in result.stderr
+
+
+def test_run_without_an_answer_does_not_hang(tmp_path: Path) -> None:
+    result = _run_permission(tmp_path, "")  # EOF at the permission prompt
+    assert result.returncode != 0
+    assert "Completed" not in result.stderr
+
+
+def test_run_json_prints_schema_valid_events(tmp_path: Path) -> None:
+    result = anyagentd_cli("run", "mock", "write hello.txt", "--mock", "permission", "--dir", str(tmp_path),
+                           "--json", stdin="y\n")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert events
+    for event in events:
+        validate_def("Event", event)
+    sequences = [e["sequence"] for e in events]
+    assert sequences == sorted(set(sequences)) and sequences[0] == 1
+    tags = [e["kind"] if isinstance(e["kind"], str) else next(iter(e["kind"])) for e in events]
+    assert tags[0] == "TurnStarted"
+    assert {"ReasoningDelta", "PlanUpdated", "ToolUpdated", "RequestOpened", "RequestClosed", "ContextUsage"} <= set(
+        tags
+    )
+    ended = [e for e in events if "TurnEnded" in e["kind"] if isinstance(e["kind"], dict)]
+    assert ended[0]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}
+    assert "Completed" in result.stderr  # still rendered for the person
+
+
+def test_run_with_a_dying_agent_fails(tmp_path: Path) -> None:
+    result = anyagentd_cli("run", "mock", "go", "--mock", "dies", "--dir", str(tmp_path))
+    assert result.returncode != 0
+    assert "ProcessExited" in result.stderr
+    assert "agent exited during the turn" in result.stderr  # the failed turn was rendered first
+    assert result.stderr.index("agent exited during the turn") < result.stderr.index("ProcessExited")
+
+
+def test_run_unknown_agent_fails_with_not_installed(tmp_path: Path) -> None:
+    result = anyagentd_cli("run", "nosuchagent", "hi", "--dir", str(tmp_path))
+    assert result.returncode == 1
+    assert "NotInstalled" in result.stderr and "nosuchagent" in result.stderr
+
+
+# ------------------------------------------------------------------------------------------------ reports
+
+
+def test_discover_json_is_a_discovery_report() -> None:
+    result = anyagentd_cli("discover", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    validate_def("DiscoveryReport", report)
+    assert report["agents"][0]["id"] == "mock"
+
+
+def test_probe_json_is_agent_details() -> None:
+    result = anyagentd_cli("probe", "mock", "--json", "--mock", "model-option")
+    assert result.returncode == 0, result.stderr
+    details = json.loads(result.stdout)
+    validate_def("AgentDetails", details)
+    assert details["version"] == "mock"
+    assert [o["id"] for o in details["config_options"]] == ["model", "fast"]
+    human = anyagentd_cli("probe", "mock", "--mock", "model-option")
+    assert human.returncode == 0 and human.stdout == ""
+    assert "creation-only" in human.stderr and "small" in human.stderr
+
+
+def test_probe_unknown_agent_fails_with_not_installed() -> None:
+    result = anyagentd_cli("probe", "nosuchagent")
+    assert result.returncode == 1
+    assert "NotInstalled" in result.stderr
+    assert "agent: nosuchagent" in result.stderr
+    assert result.stdout == ""
+
+
+def test_bad_mock_script_is_reported(tmp_path: Path) -> None:
+    script = tmp_path / "broken.json"
+    script.write_text('{"turns": [[{"Emit": {"NoSuchKind": {}}}]]}')
+    result = anyagentd_cli("probe", "mock", "--mock", str(script))
+    assert result.returncode != 0
+    assert "InvalidConfiguration" in result.stderr or "invalid mock script" in result.stderr
+
+
+# ------------------------------------------------------------------------------------------------ serve
+
+
+def test_serve_stdout_is_protocol_only_even_when_something_prints(tmp_path: Path) -> None:
+    """A noisy runtime (print(), a raw write to fd 1, a child process inheriting fd 1) must not reach stdout."""
+    wrapper = tmp_path / "noisy_serve.py"
+    wrapper.write_text(textwrap.dedent("""
+        import os, subprocess, sys
+        import anyagentd.runtime as runtime
+
+        original = runtime.Runtime.discover
+
+        async def noisy_discover(self):
+            print("NOISE: print() during discover")
+            sys.stdout.flush()
+            os.write(1, b"NOISE: raw write to fd 1\\n")
+            subprocess.run([sys.executable, "-c", "print('NOISE: child process output')"], check=True)
+            return await original(self)
+
+        runtime.Runtime.discover = noisy_discover
+        from anyagentd.cli import main
+        main(["serve", "--mock", "hello"], prog_name="anyagentd")
+    """))
+    frames = [
+        {"id": 1, "cmd": "discover"},
+        {"id": 2, "cmd": "probe", "agent": "mock"},
+        {"id": 3, "cmd": "open", "agent": "mock", "dir": str(tmp_path)},
+    ]
+    result = subprocess.run(
+        [sys.executable, str(wrapper)], input="".join(json.dumps(f) + "\n" for f in frames), capture_output=True,
+        text=True, timeout=30, env=child_env({"ANYAGENTD_TRACE_PLUGINS": "1"}),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines: list[Any] = []
+    for raw in result.stdout.splitlines():
+        line = json.loads(raw)  # every stdout line is JSON...
+        validate_line(line)  # ...and a protocol line
+        lines.append(line)
+    assert "hello" in lines[0]
+    replies = {line["id"]: line for line in lines if "id" in line}
+    assert set(replies) == {1, 2, 3} and all("ok" in r for r in replies.values())
+    session = replies[3]["ok"]["id"]
+    assert lines[-1] == {"closed": session}  # EOF closed the session
+    assert "NOISE" not in result.stdout
+    for noise in ("print() during discover", "raw write to fd 1", "child process output"):
+        assert f"NOISE: {noise}" in result.stderr
+    assert "anyagentd plugins:" in result.stderr

@@ -1,0 +1,288 @@
+"""Plugins (pluggy, entry-point group ``anyagentd``): what is installed, the environment switches, loud failures for
+bad hookimpls, third-party adapters in discovery, lifecycle hooks, and the README documenting every hook."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+import pluggy
+import pytest
+from click.testing import CliRunner
+from wire_client import child_env
+from wire_schema import validate_def
+
+from anyagentd import hookspecs
+from anyagentd.adapters.interface import AgentAdapter, AgentProfile
+from anyagentd.errors import InvalidConfiguration
+from anyagentd.hookspecs import hookimpl
+from anyagentd.mock import plugin as mock_plugin
+from anyagentd.model import AgentDetails, AgentInstallation, Authenticated, Capabilities
+from anyagentd.plugins import Plugins
+from anyagentd.runtime import Runtime
+
+pytestmark = pytest.mark.timeout(60)
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+HOOKS = sorted(name for name, obj in vars(hookspecs).items() if callable(obj) and hasattr(obj, "anyagentd_spec"))
+
+
+def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "anyagentd.cli", *args], capture_output=True, text=True,
+                          env=child_env(env), timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
+
+
+def _plugins_json(env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    result = _cli("plugins", "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.fixture
+def clean_plugin_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for var in ("ANYAGENTD_LOAD_PLUGINS", "ANYAGENTD_DISABLE_PLUGINS", "ANYAGENTD_TRACE_PLUGINS"):
+        monkeypatch.delenv(var, raising=False)
+    return monkeypatch
+
+
+# ------------------------------------------------------------------------------------------------ installed
+
+
+def test_plugins_json_lists_the_builtin_mock() -> None:
+    rows = _plugins_json()
+    mock = next(row for row in rows if row["name"] == "mock")
+    assert mock["distribution"] == "anyagentd"
+    assert mock["module"] == "anyagentd.mock.plugin"
+    assert mock["version"]
+    assert mock["hooks"] == ["register_adapters"]
+    assert mock["adapters"] == [{"name": "mock", "agents": ["mock"]}]
+    assert len({row["name"] for row in rows}) == len(rows)  # each entry point loads once
+
+
+def test_load_plugins_selects_entry_points() -> None:
+    assert [row["name"] for row in _plugins_json({"ANYAGENTD_LOAD_PLUGINS": "mock"})] == ["mock"]
+    assert _plugins_json({"ANYAGENTD_LOAD_PLUGINS": ""}) == []
+    assert _plugins_json({"ANYAGENTD_LOAD_PLUGINS": "nosuchplugin"}) == []
+
+
+def test_disable_plugins_removes_mock_from_discover() -> None:
+    assert "mock" not in [row["name"] for row in _plugins_json({"ANYAGENTD_DISABLE_PLUGINS": "mock"})]
+    result = _cli("discover", "--json", env={"ANYAGENTD_DISABLE_PLUGINS": "mock", "ANYAGENTD_NO_LOGIN_SHELL": "1"})
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    validate_def("DiscoveryReport", report)
+    assert "mock" not in [a["id"] for a in report["agents"]]
+    # and with it enabled, it is there (first: pinned installations come first)
+    result = _cli("discover", "--json", env={"ANYAGENTD_LOAD_PLUGINS": "mock", "ANYAGENTD_NO_LOGIN_SHELL": "1"})
+    assert [a["id"] for a in json.loads(result.stdout)["agents"]] == ["mock"]
+
+
+def test_disable_plugins_in_process(clean_plugin_env: pytest.MonkeyPatch) -> None:
+    clean_plugin_env.setenv("ANYAGENTD_DISABLE_PLUGINS", "other, mock")
+    plugins = Plugins()
+    assert "mock" not in [r.name for r in plugins.records]
+    assert "mock" not in plugins.adapters()
+
+
+def test_trace_plugins_writes_hook_calls_to_stderr() -> None:
+    result = _cli("discover", "--json", env={"ANYAGENTD_TRACE_PLUGINS": "1", "ANYAGENTD_LOAD_PLUGINS": "mock",
+                                             "ANYAGENTD_NO_LOGIN_SHELL": "1"})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "anyagentd plugins:" in result.stderr
+    assert "register_adapters" in result.stderr
+    assert "anyagentd plugins:" not in result.stdout
+    validate_def("DiscoveryReport", json.loads(result.stdout))  # stdout is still just the JSON
+    quiet = _cli("discover", "--json", env={"ANYAGENTD_LOAD_PLUGINS": "mock", "ANYAGENTD_NO_LOGIN_SHELL": "1"})
+    assert "anyagentd plugins:" not in quiet.stderr
+
+
+# ------------------------------------------------------------------------------------------------ bad plugins
+
+
+class _MisspelledHook:
+    @hookimpl
+    def register_adapter(self, register: Any) -> None:  # no such hook: register_adapters
+        raise AssertionError("never called")
+
+
+class _WrongArgument:
+    @hookimpl
+    def register_adapters(self, registrar: Any) -> None:  # the hook's argument is `register`
+        raise AssertionError("never called")
+
+
+@pytest.mark.parametrize("plugin", [_MisspelledHook(), _WrongArgument()], ids=["misspelled-hook", "wrong-argument"])
+def test_bad_hookimpl_fails_loudly(plugin: object, clean_plugin_env: pytest.MonkeyPatch) -> None:
+    with pytest.raises(pluggy.PluginValidationError):
+        Plugins(load_entry_points=False, extra=[plugin])
+
+
+def test_a_plain_object_without_hooks_is_harmless(clean_plugin_env: pytest.MonkeyPatch) -> None:
+    plugins = Plugins(load_entry_points=False, extra=[types.SimpleNamespace()])
+    assert plugins.adapters() == {}
+
+
+# ------------------------------------------------------------------------------------------------ third party
+
+
+def _fake_adapter_module() -> types.ModuleType:
+    """A third-party plugin, as a module object: one adapter with a pinned installation and one catalog profile."""
+
+    class FakeAdapter(AgentAdapter):
+        PLUGIN_NAME = "fake"
+        profiles = (
+            AgentProfile(id="fakecli", name="Fake CLI", executable="fakecli-7f3a", install_hint="pip i fake"),
+            AgentProfile(id="absent", name="Absent CLI", executable="absent-9c1e", install_hint="brew i x"),
+        )
+
+        def pinned_installations(self) -> list[AgentInstallation]:
+            return [AgentInstallation(id="fake-pinned", name="Fake (pinned)", executable_path="/opt/fake",
+                                      source="Pinned")]  # fmt: skip
+
+        async def probe(self, installation: AgentInstallation) -> AgentDetails:
+            return AgentDetails(
+                version=f"fake 1.0 at {installation.executable_path}", auth=Authenticated(kind="ApiKey"),
+                capabilities=Capabilities(features=["Resume"]),
+            )
+
+        async def connect(self, *args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("not opened in these tests")
+
+    module = types.ModuleType("anyagentd_fake.plugin")
+
+    @hookimpl
+    def register_adapters(register: Any) -> None:
+        register(FakeAdapter)
+
+    module.register_adapters = register_adapters  # type: ignore[attr-defined]
+    return module
+
+
+@pytest.mark.anyio
+async def test_third_party_adapter_shows_up_in_discover(tmp_path: Path, clean_plugin_env: pytest.MonkeyPatch) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = bindir / "fakecli-7f3a"
+    exe.write_text("#!/bin/sh\necho fake\n")
+    exe.chmod(0o755)
+    plugins = Plugins(load_entry_points=False, extra=[_fake_adapter_module()])
+    assert [r.name for r in plugins.records] == ["anyagentd_fake.plugin"]
+    assert plugins.records[0].hooks == ["register_adapters"]
+    env = {"PATH": str(bindir), "HOME": str(tmp_path), "ANYAGENTD_NO_LOGIN_SHELL": "1"}
+    async with Runtime(plugins=plugins, env=env) as runtime:
+        report = await runtime.discover()
+        validate_def("DiscoveryReport", report.model_dump(mode="json"))
+        ids = [a.id for a in report.agents]
+        assert ids[0] == "fake-pinned"  # pinned first
+        assert "fakecli" in ids and "mock" not in ids
+        found = report.find("fakecli")
+        assert found is not None and found.source == "Path" and found.executable_path == str(exe)
+        assert [m.id for m in report.missing] == ["absent"]
+        assert report.missing[0].install_hint == "brew i x"
+        details = await runtime.probe("fakecli")
+        assert details.version == f"fake 1.0 at {exe}"
+
+
+def test_two_adapters_claiming_one_catalog_id_are_refused(clean_plugin_env: pytest.MonkeyPatch) -> None:
+    class One(AgentAdapter):
+        PLUGIN_NAME = "one"
+        profiles = (AgentProfile(id="dup", name="Dup", executable="dup", install_hint="-"),)
+
+        async def probe(self, installation: AgentInstallation) -> AgentDetails:
+            return AgentDetails()
+
+        async def connect(self, *args: Any, **kwargs: Any) -> Any:
+            raise AssertionError
+
+    class Two(One):
+        PLUGIN_NAME = "two"
+
+    plugin = types.SimpleNamespace(register_adapters=hookimpl(lambda register: (register(One), register(Two))))
+    with pytest.raises(InvalidConfiguration, match="dup"):
+        Plugins(load_entry_points=False, extra=[plugin]).adapters()
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    @hookimpl
+    def runtime_started(self, runtime: Any) -> None:
+        self.calls.append(("runtime_started", runtime))
+
+    @hookimpl
+    def session_opened(self, info: Any) -> None:
+        self.calls.append(("session_opened", info.id))
+
+    @hookimpl
+    def session_closed(self, session_id: str) -> None:
+        self.calls.append(("session_closed", session_id))
+
+
+@pytest.mark.anyio
+async def test_lifecycle_hooks_are_called_once_each(tmp_path: Path, clean_plugin_env: pytest.MonkeyPatch) -> None:
+    recorder = _Recorder()
+    plugins = Plugins(load_entry_points=False, extra=[mock_plugin, recorder])
+    with anyio.fail_after(20):
+        async with Runtime(plugins=plugins, mock_script="hello") as runtime:
+            assert recorder.calls == [("runtime_started", runtime)]
+            session = await runtime.open("mock", tmp_path)
+            await session.prompt("hi")
+            async for event in session.events():
+                if not isinstance(event.kind, str) and event.kind.TAG == "TurnEnded":
+                    break
+            assert recorder.calls[1:] == [("session_opened", session.id)]
+            await session.close()
+            await session.close()  # idempotent: still one session_closed
+        assert recorder.calls[1:] == [("session_opened", session.id), ("session_closed", session.id)]
+
+
+def test_cli_commands_hook_adds_subcommands(clean_plugin_env: pytest.MonkeyPatch) -> None:
+    @click.command("hello-plugin")
+    def hello_plugin() -> None:
+        click.echo("hello from a plugin")
+
+    plugin = types.SimpleNamespace(register_cli_commands=hookimpl(lambda cli: cli.add_command(hello_plugin)))
+    group = click.Group("anyagentd")
+    Plugins(load_entry_points=False, extra=[plugin]).add_cli_commands(group)
+    result = CliRunner().invoke(group, ["hello-plugin"])
+    assert result.exit_code == 0 and result.output == "hello from a plugin\n"
+
+
+# ------------------------------------------------------------------------------------------------ docs
+
+
+def _plugin_section() -> str:
+    assert README.is_file(), f"{README} does not exist: it must document every hook under '## Writing a plugin'"
+    text = README.read_text(encoding="utf-8")
+    # the section's own text, up to its first subsection (e.g. "### Writing an adapter") or the next section
+    match = re.search(r"^## Writing a plugin[^\n]*\n(.*?)(?=^##+ |\Z)", text, flags=re.M | re.S)
+    assert match, "README.md has no '## Writing a plugin' section"
+    return match.group(1)
+
+
+def test_hookspecs_are_found() -> None:
+    assert "register_adapters" in HOOKS and "session_closed" in HOOKS
+    assert len(HOOKS) >= 7
+
+
+@pytest.mark.parametrize("hook", HOOKS)
+def test_every_hook_is_documented_in_the_readme(hook: str) -> None:
+    section = _plugin_section()
+    assert re.search(rf"`{hook}(\(|`)", section), (
+        f"hook {hook!r} of anyagentd.hookspecs is not documented in README.md's 'Writing a plugin' section "
+        f"(expected `{hook}(...)` or `{hook}` in backticks)"
+    )
+
+
+def test_the_readme_documents_no_hook_that_does_not_exist() -> None:
+    listed = re.findall(r"^\s*[-*] `([a-z_]+)\(", _plugin_section(), flags=re.M)
+    assert listed, "no hook list ('- `hook_name(args)` — ...') in README's 'Writing a plugin' section"
+    assert sorted(set(listed) - set(HOOKS)) == []
