@@ -23,57 +23,10 @@ import time
 
 import anyio
 
+sys.path.insert(0, __import__("os").path.dirname(__file__))
+
 from anyagentd.runtime import Runtime
 from anyagentd.wire import WireServer
-
-
-def install_fast_construct() -> None:
-    """Monkeypatch ``Session._emit`` and ``_Turn.context`` with a fast-construct equivalent (same lines out)."""
-    import time as _time
-
-    import anyio as _anyio
-
-    from anyagentd.engine import session as engine
-    from anyagentd.model import Event, SystemTime, TurnContext
-
-    setattr_ = object.__setattr__
-    event_fields = frozenset(Event.model_fields)
-    time_fields = frozenset(SystemTime.model_fields)
-    ctx_fields = frozenset(TurnContext.model_fields)
-
-    def fast(cls, fields_set, values):  # what model_construct does, minus its per-field Python loop
-        m = cls.__new__(cls)
-        setattr_(m, "__dict__", values)
-        setattr_(m, "__pydantic_fields_set__", fields_set)
-        setattr_(m, "__pydantic_extra__", None)
-        setattr_(m, "__pydantic_private__", None)
-        return m
-
-    def context(self, parent_tool_id=None):
-        cache = self.__dict__.setdefault("_ctx_cache", {})
-        ctx = cache.get(parent_tool_id)
-        if ctx is None:
-            ctx = cache[parent_tool_id] = fast(TurnContext, ctx_fields, {"id": self.id, "parent_tool_id": parent_tool_id})
-        return ctx
-
-    def _emit(self, kind, turn_info=None, extensions=None):
-        self._sequence += 1
-        ns = _time.time_ns()
-        occurred = fast(SystemTime, time_fields,
-                        {"secs_since_epoch": ns // 1_000_000_000, "nanos_since_epoch": ns % 1_000_000_000})
-        event = fast(Event, event_fields, {
-            "sequence": self._sequence, "occurred_at": occurred, "session_id": self.id, "turn_info": turn_info,
-            "kind": kind, "extensions": extensions if extensions is not None else {},
-        })  # fmt: skip
-        try:
-            self._out_send.send_nowait(event)
-        except _anyio.WouldBlock:
-            self._lagged()
-        except (_anyio.BrokenResourceError, _anyio.ClosedResourceError):
-            pass
-
-    engine._Turn.context = context
-    engine.Session._emit = _emit
 
 
 def flood_script(n: int) -> dict:
@@ -86,7 +39,7 @@ def flood_script(n: int) -> dict:
 
 async def run_flood(n: int) -> tuple[int, int, float]:
     opened, ended = anyio.Event(), anyio.Event()
-    stats = {"lines": 0, "bytes": 0, "t0": 0.0, "t1": 0.0}
+    stats = {"lines": 0, "bytes": 0, "t0": 0.0, "t1": 0.0, "lagged": False}
     commands = [b'{"id":1,"cmd":"open","agent":"mock","dir":"/tmp"}\n']
 
     async def read_line() -> bytes:
@@ -104,13 +57,15 @@ async def run_flood(n: int) -> tuple[int, int, float]:
         stats["bytes"] += len(data)
         if not opened.is_set() and b'"ok"' in data:
             anyio.from_thread.run_sync(opened.set)
-        if b"TurnEnded" in data and not ended.is_set():
+        if b"ConsumerLagged" in data:
+            stats["lagged"] = True
+        if (b"TurnEnded" in data or b'{"closed"' in data) and not ended.is_set():
             stats["t1"] = time.perf_counter()
             anyio.from_thread.run_sync(ended.set)
 
     async with Runtime(mock_script=flood_script(n)) as runtime:
         await WireServer(runtime, read_line, write).run()
-    return stats["lines"], stats["bytes"], stats["t1"] - stats["t0"]
+    return stats["lines"], stats["bytes"], stats["t1"] - stats["t0"], stats["lagged"]
 
 
 def main() -> None:
@@ -121,15 +76,18 @@ def main() -> None:
     ap.add_argument("--fast-construct", action="store_true", help="monkeypatch the fix (see the docstring)")
     args = ap.parse_args()
     if args.fast_construct:
+        from fastpatch import install_fast_construct
+
         install_fast_construct()
     prof = None if args.no_profile else cProfile.Profile()
     if prof:
         prof.enable()
-    lines, nbytes, dt = anyio.run(run_flood, args.events)
+    lines, nbytes, dt, lagged = anyio.run(run_flood, args.events)
     if prof:
         prof.disable()
     print(f"{lines} lines, {nbytes / 1e6:.1f} MB, prompt->TurnEnded {dt:.2f} s = {lines / dt:,.0f} events/s"
-          + (" (under cProfile)" if prof else ""))
+          + (" (under cProfile)" if prof else "")
+          + (" -- session closed early with ConsumerLagged (the writer fell behind)" if lagged else ""))
     if prof:
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(args.top)

@@ -409,7 +409,9 @@ def _wait_until_idle(pid: int, *, at_least: float, at_most: float) -> None:
 
 def test_starved_session_is_closed_and_the_server_survives(wire: Any, tmp_path: Path) -> None:
     # flood.json: 200000 TextDeltas as fast as the engine takes them.
-    client = wire("--mock", "flood", env={"ANYAGENTD_EVENT_BOUND": "256"})
+    # A bound that a stalled reader overruns (the flood is 200000 events) but a reading one never reaches within
+    # the 500 events the second session is read for, however slowly this test's validating reader goes.
+    client = wire("--mock", "flood", env={"ANYAGENTD_EVENT_BOUND": "4096"})
     starved = client.ok("open", agent="mock", dir=str(tmp_path))["id"]
     with client.paused():  # nobody reads: the stdout pipe fills, the session's events back up past the bound
         prompt = client.send("prompt", session=starved, text="flood me")

@@ -22,7 +22,7 @@ from pydantic_core import to_jsonable_python
 
 from . import PROTOCOL, __version__
 from .errors import AnyagentError, BadFrame, SessionClosed, UnknownSession
-from .model import AgentRef, Answer, ConfigValue, McpServer, PermissionMode, RollbackScope
+from .model import AgentRef, Answer, ConfigValue, RollbackScope, SessionOptions
 from .runtime import Runtime
 
 # ------------------------------------------------------------------------------------------------ commands
@@ -51,16 +51,11 @@ class PlanUsageCmd(_Cmd):
     agent: AgentRef
 
 
-class Open(_Cmd):
+class Open(_Cmd, SessionOptions):
+    """``open``: the agent plus the ``SessionOptions`` fields, flattened into the frame."""
+
     cmd: Literal["open"]
     agent: AgentRef
-    dir: str
-    resume: str | None = None
-    fork: str | None = None
-    fork_at: str | None = None
-    permission_mode: PermissionMode | None = None
-    mcp_servers: list[McpServer] = Field(default_factory=list)
-    configure: dict[str, ConfigValue] = Field(default_factory=dict)
 
     def options(self) -> dict[str, Any]:
         return self.model_dump(exclude={"id", "cmd", "agent", "dir"})
@@ -186,6 +181,9 @@ def closed_line(session_id: str) -> bytes:
 
 # ------------------------------------------------------------------------------------------------ server
 
+BATCH = 256
+"""Events of one session written together when several are waiting (fewer syscalls on a flood)."""
+
 
 class WireServer:
     """Serves one connection: reads frames from ``read_line`` and writes lines with ``write`` (bytes, one or
@@ -196,7 +194,10 @@ class WireServer:
         self.runtime = runtime
         self._read_line = read_line
         self._write = write
-        self._send, self._recv = anyio.create_memory_object_stream[bytes](256)
+        # Few slots: what a stalled app leaves unread must pile up in the sessions' bounded queues, where the
+        # engine notices it (each slot holds one line or one batch of at most BATCH events).
+        self._send, self._recv = anyio.create_memory_object_stream[bytes](16)
+        self._forwarded: dict[str, anyio.Event] = {}  # session id -> set once its `closed` line is queued
 
     async def run(self) -> None:
         """Serve until EOF on the input (or the output breaks); then close every session and drain."""
@@ -239,6 +240,7 @@ class WireServer:
                 session = await self.runtime.open(frame.agent, frame.dir, **frame.options())
                 # Not session.info(): an open in flight at EOF returns a session the runtime already closed; it
                 # is still announced (ok, then its events and its closed line), per guarantee (5).
+                self._forwarded[session.id] = anyio.Event()
                 await self._send.send(ok_line(frame.id, session._snapshot()))
                 commands.start_soon(self._forward, session)
                 return
@@ -278,16 +280,19 @@ class WireServer:
         if isinstance(frame, Close):
             if session.closed:
                 raise SessionClosed()
-            return await session.close()
+            await session.close()
+            await self._forwarded[session.id].wait()  # the reply comes after the session's `closed` line
+            return None
         raise UnknownSession(getattr(frame, "session", "?"))
 
     async def _forward(self, session: Any) -> None:
         try:
-            async for batch in session.event_batches():
+            async for batch in session.event_batches(BATCH):
                 await self._send.send(b"".join(map(event_line, batch)))
         except AnyagentError as err:
             await self._send.send(session_error_line(session.id, err))
         await self._send.send(closed_line(session.id))
+        self._forwarded[session.id].set()
 
 
 async def serve_stdio(runtime: Runtime) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from ..adapters.interface import AdapterLink, AgentAdapter, AgentConnection, PromptInput
 from ..model import (
@@ -105,6 +106,10 @@ class MockConnection(AgentConnection):
         for step in steps:
             if isinstance(step, Emit):
                 await self.link.emit(step.value)
+                if not self._ended:
+                    # Let the engine and the consumer run between frames, as a real agent's pipe would; steps
+                    # after End play back to back (trailing frames that must reach the engine together).
+                    await anyio.lowlevel.checkpoint()
             elif isinstance(step, End):
                 self._ended = True
                 await self.link.turn_ended(step.value)
