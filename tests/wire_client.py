@@ -123,7 +123,7 @@ class WireClient:
             data += b"\n"
         try:  # remember a readable id, so its reply is recognised
             frame = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             frame = None
         if isinstance(frame, dict) and type(frame.get("id")) is int:
             self.sent.setdefault(frame["id"], frame)

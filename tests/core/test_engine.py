@@ -302,9 +302,15 @@ async def test_10_stalled_consumer_is_disconnected(tmp_path):
 async def test_12_slow_consumer_loses_no_events(tmp_path):
     script = {"turns": [[{"Repeat": {"times": 300, "steps": [text("m", "x")]}}, END]]}
     async with runtime(script, event_bound=1024) as rt:
-        session, ev = await open_mock(rt, tmp_path)
+        session = await rt.open("mock", tmp_path)
+        ev = type("Seen", (), {"all": []})()
         await session.prompt("x")
-        await ev.until(lambda e: (anyio.sleep(0), tag(e) == "TurnEnded")[1], timeout=10)
+        with anyio.fail_after(10):
+            async for event in session.events():  # a slow consumer: it pauses after every event
+                ev.all.append(event)
+                await anyio.sleep(0.001)
+                if tag(event) == "TurnEnded":
+                    break
         assert sum(tag(e) == "TextDelta" for e in ev.all) == 300
         seqs = [e.sequence for e in ev.all]
         assert all(b == a + 1 for a, b in zip(seqs, seqs[1:]))
@@ -588,3 +594,19 @@ async def test_generate_returns_text_and_refuses_resume(tmp_path):
         assert out.startswith("Hello! I am the scripted agent.")
         with pytest.raises(InvalidConfiguration):
             await rt.generate("mock", tmp_path, "x", resume="abc")
+
+
+async def test_one_consumer_at_a_time_and_answers_as_wire_json(tmp_path):
+    script = {"turns": [[permission("r1"), "AwaitAnswer", END]]}
+    async with runtime(script) as rt:
+        session, ev = await open_mock(rt, tmp_path)
+        await session.prompt("x")
+        await ev.until_tag("RequestOpened")
+        with pytest.raises(InvalidRequest):
+            await session.events().__anext__()  # the Events helper already iterates them
+        with pytest.raises(InvalidRequest):
+            await session.answer("r1", "AllowOnce")
+        with pytest.raises(InvalidRequest):
+            await session.prompt(123)  # type: ignore[arg-type]
+        await session.answer("r1", {"Permission": "AllowOnce"})
+        assert (await ev.until_tag("TurnEnded"))[-1].tag == "TurnEnded"

@@ -286,7 +286,10 @@ def test_bad_frames_get_bad_frame_and_the_connection_lives_on(wire: Any, tmp_pat
         ('{"id": "seven", "cmd": "discover"}', None, None),
         ('{"id": -1, "cmd": "discover"}', None, None),
         ('{"id": 41, "cmd": "probe"}', 41, "agent"),  # missing field
-        ('{"id": 42, "cmd": "open", "agent": "mock", "dir": "/tmp", "bogus": 1}', 42, "bogus"),  # extra field
+        ('{"id": 42, "cmd": "open", "agent": "mock"}', 42, "dir"),  # missing field
+        ('{"id": ' + "9" * 5000 + ', "cmd": "discover"}', None, None),  # beyond the JSON parser's digit limit
+        ("[" * 100_000 + "]" * 100_000, None, None),  # nesting beyond the parser's recursion limit
+        ('{"id": true, "cmd": "discover"}', None, None),  # ids are integers, never coerced
         ('{"id": 43, "cmd": "launch_missiles"}', 43, "launch_missiles"),  # unknown command
         ('{"id": 44}', 44, None),  # no cmd
         ('{"id": 45, "cmd": "rollback", "session": "s1", "turns": 0, "scope": "Conversation"}', 45, "turns"),
@@ -328,7 +331,7 @@ def test_closed_session_stays_known(wire: Any, tmp_path: Path) -> None:
 
 
 def test_error_bodies_keep_their_fields(wire: Any, tmp_path: Path) -> None:
-    client = wire("--mock", "hello")
+    client = wire("--mock", "hello", env={"ANYAGENTD_DISABLE_PLUGINS": "acp"})  # no plugin opens {"acp": ...}
     missing = client.error("probe", agent="nosuchagent")
     assert missing["kind"] == "NotInstalled"
     assert missing["agent"] == "nosuchagent"
@@ -439,13 +442,21 @@ def test_starved_session_is_closed_and_the_server_survives(wire: Any, tmp_path: 
         return seen == 500
 
     client.events(fresh, until=enough)
-    assert client.ok("close", session=fresh, timeout=20) is None
+    # The fresh session floods as fast as the engine goes; this reader validates every line against the schema,
+    # so on a loaded machine it can fall behind by the bound. Either way it must end properly: closed by request
+    # (Cancelled) or, having lagged, with ConsumerLagged — and never take the server down.
+    reply = client.request("close", session=fresh, timeout=20)
     run = client.events(fresh, timeout=30)
     assert run[-1] == {"closed": fresh}
-    assert not any("session" in l for l in run), run[-3:]  # closed by request, not lagged
-    ends = [l for l in run if _turn_ended(l)]
-    assert len(ends) == 1 and ends[0]["event"]["kind"]["TurnEnded"]["stop"] == "Cancelled"
-    assert _tags(run)[-3:] == ["MessageEnded", "TurnEnded", "StatusChanged"]
+    if "ok" in reply:
+        assert not any("session" in l for l in run), run[-3:]  # closed by request, not lagged
+        ends = [l for l in run if _turn_ended(l)]
+        assert len(ends) == 1 and ends[0]["event"]["kind"]["TurnEnded"]["stop"] == "Cancelled"
+        assert _tags(run)[-3:] == ["MessageEnded", "TurnEnded", "StatusChanged"]
+    else:
+        assert reply["error"]["kind"] == "SessionClosed"
+        assert run[-2]["error"]["kind"] == "ConsumerLagged"
+    assert client.ok("discover")["agents"][0]["id"] == "mock"
 
 
 def test_serve_stdout_holds_only_protocol_lines(wire: Any, tmp_path: Path, wire_schema: Any) -> None:

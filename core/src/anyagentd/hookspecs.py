@@ -31,7 +31,9 @@ def register_adapters(register: Callable[[type[AgentAdapter]], None]) -> None:
 
 @hookspec
 def register_mcp_transports(register: Callable[[Any], None]) -> None:
-    """Register MCP transports: call ``register(transport)`` for each transport the plugin provides."""
+    """Register MCP transports: call ``register(transport)`` with an ``anyagentd.mcp.McpTransportPlugin`` instance
+    (or class) for each transport (``Stdio``, ``Http``, ``Sse``) the plugin provides; a transport registered twice
+    is refused with ``InvalidConfiguration``. Adapters forward only servers whose transport is registered."""
 
 
 @hookspec

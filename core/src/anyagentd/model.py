@@ -563,6 +563,11 @@ class Event(Model):
     kind: EventKind
     extensions: dict[str, Any] = Field(default_factory=dict)
 
+    @property
+    def tag(self) -> str:
+        """The kind's tag (``"TextDelta"``, ``"ContextCompacted"``…), whether the kind is a struct or a unit."""
+        return kind_tag(self.kind)
+
 
 # --------------------------------------------------------------------------------------------------- delivery
 

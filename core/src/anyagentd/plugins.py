@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import click
 
     from .adapters.interface import AgentAdapter, AgentProfile
+    from .mcp.interface import McpTransportPlugin
 
 ENTRY_POINT_GROUP = "anyagentd"
 
@@ -132,9 +133,25 @@ class Plugins:
         """Every catalog profile with the adapter class that drives it, in registration order."""
         return [(p, a) for a in self.adapters().values() for p in a.profiles]
 
-    def mcp_transports(self) -> list[Any]:
-        found: list[Any] = []
-        self.pm.hook.register_mcp_transports(register=found.append)
+    def mcp_transports(self) -> dict[str, McpTransportPlugin]:
+        """MCP transport plugins by transport tag (``Stdio``, ``Http``, ``Sse``), from
+        ``register_mcp_transports``; a class is instantiated, a transport registered twice is refused with
+        ``InvalidConfiguration``."""
+        found: dict[str, McpTransportPlugin] = {}
+
+        def register(transport: Any) -> None:
+            plugin = transport() if isinstance(transport, type) else transport
+            tag = getattr(plugin, "transport", None)
+            if not isinstance(tag, str):
+                raise InvalidConfiguration(f"MCP transport plugin {plugin!r} has no transport tag")
+            if tag in found:
+                raise InvalidConfiguration(
+                    f"MCP transport {tag} is registered by both {getattr(found[tag], 'PLUGIN_NAME', found[tag])!r}"
+                    f" and {getattr(plugin, 'PLUGIN_NAME', plugin)!r}"
+                )
+            found[tag] = plugin
+
+        self.pm.hook.register_mcp_transports(register=register)
         return found
 
     def commands(self) -> list[Any]:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from pydantic import ValidationError
 
 from . import discovery
 from .adapters.interface import AgentAdapter
@@ -31,6 +32,7 @@ from .errors import (
     ProtocolFailed,
     SessionClosed,
     UnknownSession,
+    UnsupportedFeature,
 )
 from .model import (
     AcpRef,
@@ -48,6 +50,7 @@ from .model import (
     SessionOptions,
     TextAnswer,
 )
+from .mcp.interface import McpToolInfo
 from .plugins import Plugins
 
 
@@ -79,6 +82,9 @@ class Runtime:
         self.adapters: dict[str, AgentAdapter] = {
             name: cls(config.get(name)) for name, cls in self.plugins.adapters().items()
         }
+        self.mcp_transports = self.plugins.mcp_transports()
+        for adapter in self.adapters.values():
+            adapter.mcp_transports = self.mcp_transports
         self._last_report: DiscoveryReport | None = None
         self._sessions: dict[str, Session] = {}
         self._tg: anyio.abc.TaskGroup | None = None
@@ -182,23 +188,34 @@ class Runtime:
         mcp_servers: Iterable[McpServer | dict[str, Any]] = (),
         configure: dict[str, ConfigValue] | None = None,
         no_tools: bool = False,
+        check_mcp: bool = False,
     ) -> Session:
         """Open a session with ``agent`` in directory ``dir`` (the wire's ``open``; options as in
         ``SessionOptions``). Returns the live :class:`Session`. Raises ``NotInstalled``, ``InvalidConfiguration``
         (``dir`` not a directory, bad options), and the adapter's ``SpawnFailed``, ``HandshakeTimeout``,
-        ``ResumeFailed``, ``UnsupportedFeature``, ``AuthRequired``."""
+        ``ResumeFailed``, ``UnsupportedFeature``, ``AuthRequired``.
+
+        ``check_mcp`` (Python API only, not on the wire): before the agent is started, connect to each MCP server
+        with its transport plugin (``initialize`` + ``tools/list``, 10 s each); a failure raises the plugin's
+        ``SpawnFailed``/``ProtocolFailed``/``InvalidConfiguration``, a transport without a plugin
+        ``UnsupportedFeature``."""
         if self._tg is None:
             raise RuntimeError("use the Runtime as `async with Runtime() as runtime:`")
         if self._closing:
             raise SessionClosed("the runtime is shutting down")
-        options = SessionOptions(
-            dir=str(dir), resume=resume, fork=fork, fork_at=fork_at, permission_mode=permission_mode,
-            mcp_servers=[McpServer.model_validate(s) if isinstance(s, dict) else s for s in mcp_servers],
-            configure=dict(configure or {}),
-        )  # fmt: skip
-        if not Path(options.dir).is_dir():
+        try:
+            options = SessionOptions(
+                dir=str(dir), resume=resume, fork=fork, fork_at=fork_at, permission_mode=permission_mode,
+                mcp_servers=[McpServer.model_validate(s) if isinstance(s, dict) else s for s in mcp_servers],
+                configure=dict(configure or {}),
+            )  # fmt: skip
+        except (ValidationError, TypeError, ValueError) as err:
+            raise InvalidConfiguration(f"invalid open options: {err}") from None
+        if not str(dir) or not Path(options.dir).is_dir():
             raise InvalidConfiguration(f"{options.dir!r} is not a directory")
         adapter, installation = await self.resolve(agent)
+        if check_mcp:
+            await self.check_mcp(options.mcp_servers)
         session = Session(
             next_session_id(), installation, permission_mode=permission_mode, settings=self.settings,
             on_closed=self._forget,
@@ -210,6 +227,23 @@ class Runtime:
         if self._closing:
             await session.close()
         return session
+
+    async def check_mcp(self, servers: Iterable[McpServer | dict[str, Any]], *,
+                        timeout: float = 10.0) -> dict[str, list[McpToolInfo]]:  # fmt: skip
+        """Check each MCP server with its installed transport plugin; returns the tools by server name. Raises
+        ``UnsupportedFeature`` (no plugin for its transport) or the plugin's error for the first that fails."""
+        from .mcp.forwarding import install_hint
+
+        found: dict[str, list[McpToolInfo]] = {}
+        for server in servers:
+            server = McpServer.model_validate(server) if isinstance(server, dict) else server
+            tag = server.connection.TAG
+            plugin = self.mcp_transports.get(tag)
+            if plugin is None:
+                raise UnsupportedFeature(f"MCP transport {tag} is not installed ({install_hint(tag)}); "
+                                         f"needed by server {server.name!r}")  # fmt: skip
+            found[server.name] = await plugin.check(server, timeout=timeout)
+        return found
 
     def _forget(self, session: Session) -> None:
         self.plugins.session_closed(session.id)

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, BinaryIO, Literal, Union
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
 from . import PROTOCOL, __version__
@@ -29,8 +29,10 @@ from .runtime import Runtime
 
 
 class _Cmd(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    id: int = Field(ge=0, lt=2**64)
+    # Unknown fields are ignored, as the reference sidecar's flattened serde frames do: a client that sends a
+    # newer optional field still works. The id must be a JSON integer (no "6" or true coerced into one).
+    model_config = ConfigDict(extra="ignore")
+    id: StrictInt = Field(ge=0, lt=2**64)
 
 
 class _SessionCmd(_Cmd):
@@ -130,8 +132,8 @@ def parse_frame(line: str | bytes) -> Any:
     ``id`` when it has one) for bad JSON, a missing or unknown ``cmd``, or fields that do not fit it."""
     try:
         data = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise _bad(None, "not a JSON line", str(err)) from None
+    except (ValueError, RecursionError) as err:  # bad JSON or UTF-8, a 5000-digit number, absurd nesting
+        raise _bad(None, "not a JSON line", str(err) or type(err).__name__) from None
     frame_id = data.get("id") if isinstance(data, dict) else None
     if not (isinstance(frame_id, int) and not isinstance(frame_id, bool) and 0 <= frame_id < 2**64):
         frame_id = None

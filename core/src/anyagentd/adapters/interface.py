@@ -20,7 +20,8 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -32,12 +33,16 @@ from ..model import (
     Answer,
     ConfigValue,
     LoginMethod,
+    McpServer,
     PlanUsage,
     RollbackScope,
     SessionConfiguration,
     SessionOptions,
     StopReason,
 )
+
+if TYPE_CHECKING:
+    from ..mcp.forwarding import Renderers
 
 # ------------------------------------------------------------------------------------------------ catalog
 
@@ -258,8 +263,25 @@ class AgentAdapter(ABC):
     report_buffer: int | None = None
     """Size of the adapter→engine report channel for this adapter's sessions; ``None`` = the engine default."""
 
+    mcp_transports: dict[str, Any] = {}
+    """The installed MCP transport plugins by transport tag; the runtime sets it on each instance."""
+
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         self.config = dict(config or {})
+
+    def render_mcp(self, servers: Sequence[McpServer], renderers: Renderers) -> list[tuple[McpServer, Any]]:
+        """The ``mcp_servers`` of ``open`` in this agent's format (see :func:`anyagentd.mcp.render_mcp_servers`):
+        ``UnsupportedFeature`` for a transport not installed or not renderable, ``InvalidConfiguration`` for a
+        bad server."""
+        from ..mcp.forwarding import render_mcp_servers
+
+        return render_mcp_servers(servers, renderers, self.mcp_transports, agent=self.PLUGIN_NAME)
+
+    def effective_mcp_transports(self, supported: Iterable[str]) -> list[str]:
+        """The transports this agent ``supported`` that have an installed plugin (for ``Capabilities``)."""
+        from ..mcp.forwarding import effective_transports
+
+        return effective_transports(supported, self.mcp_transports)
 
     def pinned_installations(self) -> list[AgentInstallation]:
         """Installations that need no discovery (source ``Pinned``), listed first by ``discover``."""

@@ -8,6 +8,7 @@ Human output goes to stderr; JSON goes to stdout. Plugins add subcommands throug
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ def _print_json(value: Any) -> None:
 def _fail(err: AnyagentError) -> None:
     err_console.print(f"[bold red]{err.kind}[/]: {err.message}")
     for key, value in err.fields.items():
-        if value not in ("", [], None):
+        if value not in ("", [], None, err.message):
             err_console.print(f"  {key}: {value}")
     sys.exit(1)
 
@@ -76,7 +77,10 @@ def discover(mock_script: str | None, as_json: bool) -> None:
         async with _runtime(mock_script) as rt:
             return await rt.discover()
 
-    report = anyio.run(go)
+    try:
+        report = anyio.run(go)
+    except AnyagentError as err:
+        _fail(err)
     if as_json:
         _print_json(report)
         return
@@ -166,10 +170,22 @@ def run(agent: str, prompt: str, directory: Path, auto_approve: bool, as_json: b
         ok = anyio.run(run_turn, _runtime(mock_script), agent, prompt, directory, auto_approve, as_json)
     except AnyagentError as err:
         _fail(err)
+    except KeyboardInterrupt:
+        # A prompt may be blocked reading the terminal in a worker thread: leave at once, as a shell expects.
+        err_console.print("[yellow]interrupted[/]")
+        sys.stderr.flush()
+        os._exit(130)
+    except EOFError:
+        err_console.print("[red]no answer: standard input ended[/] (answer at a terminal, pipe answers, or use --auto-approve)")
+        sys.stderr.flush()
+        os._exit(1)
     sys.exit(0 if ok else 1)
 
 
 def _add_builtin_commands() -> None:
+    from .mcp import mcp
+
+    main.add_command(mcp)
     try:
         from .model_server import model_server
     except ImportError:  # the testing extras are optional

@@ -105,7 +105,7 @@ def _ask_permission(request: Any) -> Any:
 
 def _ask_question(request: Any) -> Any:
     answers: list[Any] = []
-    for question in request.value.questions:
+    for question in request.value.questions:  # an empty reply or a number out of range is asked again
         console.print(f"[bold yellow]Question[/] {question.header or ''} {question.text}")
         for number, choice in enumerate(question.choices, 1):
             console.print(f"  {number}. {choice.label}" + (f" [dim]{choice.description}[/]" if choice.description else ""))
@@ -118,7 +118,9 @@ def _ask_question(request: Any) -> Any:
                 if len(picks) == 1 or question.multi_select:
                     answers.append(Choices(value=[question.choices[int(p) - 1].id for p in picks]))
                     break
-            elif question.allows_free_text or not question.choices:
+            elif reply and not reply.replace(",", "").strip().isdigit() and (
+                question.allows_free_text or not question.choices
+            ):
                 answers.append(TextAnswer(value=reply))
                 break
             console.print("  [red]not an answer to this question[/]")
@@ -130,10 +132,13 @@ async def run_turn(runtime: Any, agent: str, prompt: str, directory: Path, auto_
     renderer = TurnRenderer()
     async with runtime:
         session = await runtime.open(agent, directory.resolve(), permission_mode="AutoApprove" if auto_approve else None)
-        console.print(f"[dim]session {session.id} with {session.installation.name} in {directory.resolve()}[/]")
+        mode = ", permissions allowed automatically" if auto_approve else ""
+        console.print(f"[dim]session {session.id} with {session.installation.name} in {directory.resolve()}{mode}[/]")
         delivery = await session.prompt(prompt)
-        completed = False
+        completed = finished = False
         async for event in session.events():
+            if finished:
+                continue  # what the agent says after our turn is not this command's output
             if as_json:
                 click.echo(json.dumps(event.model_dump(mode="json")))
             renderer.show(event)
@@ -141,10 +146,11 @@ async def run_turn(runtime: Any, agent: str, prompt: str, directory: Path, auto_
             tag = kind if isinstance(kind, str) else kind.TAG
             if tag == "RequestOpened":
                 ask = _ask_permission if isinstance(kind.value, PermissionRequested) else _ask_question
-                answer = await anyio.to_thread.run_sync(ask, kind.value)
+                answer = await anyio.to_thread.run_sync(ask, kind.value, abandon_on_cancel=True)
                 await session.answer(kind.value.value.id, answer)
             elif tag == "TurnEnded" and event.turn_info and event.turn_info.id == getattr(delivery.kind, "turn_id", None):
                 completed = not isinstance(kind.stop, str) and kind.stop.TAG == "Completed"
+                finished = True
                 await session.close()
         sys.stderr.flush()
         return completed

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
+from pydantic import ValidationError
 
 from ..adapters.interface import (
     AdapterLink,
@@ -51,6 +52,7 @@ from ..errors import (
 )
 from ..model import (
     ACTIVE_TOOL_STATUSES,
+    ANSWER,
     COMPLETED_INFERRED,
     ENGINE_OWNED_KINDS,
     AgentInstallation,
@@ -170,6 +172,7 @@ class Session:
         self._tg: anyio.abc.TaskGroup | None = None
         self._shutdown_started = False
         self._connected = anyio.Event()
+        self._consumed = False  # an events() iterator is active
         self._quiet_deadline: float | None = None
         self._timer_wake = anyio.Event()
         self._deterministic = (True, True)  # (prompted, agent-originated)
@@ -266,16 +269,23 @@ class Session:
     async def events(self) -> AsyncIterator[Event]:
         """The session's events in ``sequence`` order; ends after close. If the session ended in failure
         (``ProcessExited``, ``AuthRequired``, ``ConsumerLagged``) that error is raised once, after the last event.
-        Single consumer."""
-        async for event in self._out_recv:
-            yield event
-        error, self._terminal_error = self._terminal_error, None
-        if error is not None:
-            raise error
+        Single consumer: a second iterator while one is active raises ``InvalidRequest``."""
+        async for batch in self.event_batches(1):
+            yield batch[0]
 
     async def event_batches(self, max_events: int = 1024) -> AsyncIterator[list[Event]]:
         """Like :meth:`events`, but yields every event already waiting (up to ``max_events``) as one list, so a
         consumer that writes them together keeps up with a fast agent."""
+        if self._consumed:
+            raise InvalidRequest("this session's events already have a consumer")
+        self._consumed = True
+        try:
+            async for batch in self._batches(max_events):
+                yield batch
+        finally:
+            self._consumed = False
+
+    async def _batches(self, max_events: int) -> AsyncIterator[list[Event]]:
         async for first in self._out_recv:
             batch = [first]
             while len(batch) < max_events:
@@ -297,6 +307,8 @@ class Session:
         """Submit a prompt (the wire's ``prompt``): start a turn when idle, steer the running turn when the agent
         can, else queue it. Returns the ``Delivery``; its ``prompt_id`` is stable across promotion."""
         self._check_open()
+        if not isinstance(text, str) or not all(isinstance(a, str) for a in attachments):
+            raise InvalidRequest("a prompt is text plus attachment paths, all strings")
         prompt = _Prompt(f"p{next(self._prompt_ids)}", PromptInput(text, tuple(attachments)))
         if self._turn is None and not self._queue:
             turn_id = await self._start_prompt_turn(prompt)
@@ -322,6 +334,14 @@ class Session:
         options; for a Question one answer per question, Text only where free text is allowed, Choices non-empty,
         several only for multi-select, ids among the choices); otherwise ``InvalidRequest`` and it stays open."""
         self._check_open()
+        if not isinstance(answer, (AnswerPermission, AnswerQuestion)):
+            try:
+                answer = ANSWER.validate_python(answer)
+            except ValidationError as err:
+                raise InvalidRequest(
+                    f"not an Answer: {answer!r} (expected AnswerPermission, AnswerQuestion or their JSON)",
+                    "answers are {\"Permission\": choice} or {\"Question\": [...]}",
+                ) from err
         turn = self._turn
         request = turn.open_requests.get(request_id) if turn else None
         if turn is None or request is None:
