@@ -32,6 +32,7 @@ from anyagentd.model import (
     SessionOptions,
     Stdio,
 )
+from anyagentd.plugins import Plugins
 from anyagentd.runtime import Runtime
 from anyagentd.testing.agents import agent_bin, claude_env, clean_environ
 from anyagentd_claude.adapter import ClaudeAdapter
@@ -142,7 +143,10 @@ async def test_adapter_turn_and_mcp_server_in_init(claude: Any, work: Path, tmp_
         McpServer(name="files", connection=Stdio(command=sys.executable, args=[str(mcp)]))])  # fmt: skip
     send, recv = anyio.create_memory_object_stream[Any](256)
     async with anyio.create_task_group() as tg:
-        conn = await ClaudeAdapter().connect(inst, options, AdapterLink(send, tg.start_soon))
+        adapter = ClaudeAdapter()
+        adapter.mcp_transports = Plugins().mcp_transports()  # forwarding Stdio needs anyagentd-mcp-stdio
+        assert "Stdio" in adapter.mcp_transports
+        conn = await adapter.connect(inst, options, AdapterLink(send, tg.start_soon))
         assert conn.details.version == "2.1.197"
         assert conn.details.auth.kind == "ApiKey"
         assert conn.resume_token and len(conn.resume_token) == 36

@@ -472,8 +472,10 @@ def test_launch_argv_variants() -> None:
         McpServer(name="b", connection=Http(url="http://h", headers={"H": "1"})),
         McpServer(name="c", connection=Sse(url="http://s")),
     ]
+    rendered = [(s, launch.MCP_RENDERERS[s.connection.TAG](s)) for s in servers]
     full = launch.launch_argv("claude", SessionOptions(dir="/w", mcp_servers=servers, configure={
-        "mode": "plan", "model": "sonnet", "effort": "low"}), session_id="S", no_tools=True, persist=False)
+        "mode": "plan", "model": "sonnet", "effort": "low"}), session_id="S", no_tools=True, persist=False,
+        mcp=rendered)  # fmt: skip
     config = json.loads(full[full.index("--mcp-config") + 1])
     assert config == {"mcpServers": {
         "a": {"type": "stdio", "command": "srv", "args": ["-x"], "env": {"K": "V"}},
@@ -482,6 +484,11 @@ def test_launch_argv_variants() -> None:
     assert full[full.index("--permission-mode") + 1] == "plan"
     assert full[full.index("--model") + 1] == "sonnet" and full[full.index("--effort") + 1] == "low"
     assert full[full.index("--tools") + 1] == "" and full[-1] == "--no-session-persistence"
+    with pytest.raises(InvalidConfiguration, match="render_mcp"):  # servers never bypass the transport plugins
+        launch.launch_argv("claude", SessionOptions(dir="/w", mcp_servers=servers), session_id="S")
+    with pytest.raises(InvalidConfiguration, match="given twice"):
+        launch.launch_argv("claude", SessionOptions(dir="/w", mcp_servers=servers), session_id="S",
+                           mcp=rendered + rendered[:1])  # fmt: skip
     for bad in ({"mode": "yolo"}, {"effort": "huge"}, {"colour": "red"}):
         with pytest.raises(InvalidConfiguration):
             launch.launch_argv("claude", SessionOptions(dir="/w", configure=bad), session_id="S")

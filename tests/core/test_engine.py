@@ -610,3 +610,11 @@ async def test_one_consumer_at_a_time_and_answers_as_wire_json(tmp_path):
             await session.prompt(123)  # type: ignore[arg-type]
         await session.answer("r1", {"Permission": "AllowOnce"})
         assert (await ev.until_tag("TurnEnded"))[-1].tag == "TurnEnded"
+
+
+async def test_mcp_servers_the_agent_cannot_take_are_refused(tmp_path):
+    server = {"name": "files", "connection": {"Stdio": {"command": "python", "args": [], "env": {}}}}
+    async with Runtime(mock_script="hello") as rt:
+        with pytest.raises(UnsupportedFeature) as info:
+            await rt.open("mock", tmp_path, mcp_servers=[server])
+        assert "Stdio" in info.value.message

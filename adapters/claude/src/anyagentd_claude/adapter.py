@@ -15,6 +15,7 @@ from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnect
 from anyagentd.model import AgentDetails, AgentInstallation, SessionOptions
 
 from .connection import HANDSHAKE_TIMEOUT, ClaudeConnection
+from .launch import MCP_RENDERERS, MCP_TRANSPORTS
 
 PROFILE = AgentProfile(
     id="claude",
@@ -72,6 +73,7 @@ class ClaudeAdapter(AgentAdapter):
                 conn = await ClaudeConnection.open(
                     installation, SessionOptions(dir=scratch), _ProbeLink(tg), persist=False,
                     require_auth=False, handshake_timeout=self.handshake_timeout,
+                    mcp_transports=self.effective_mcp_transports(MCP_TRANSPORTS),
                 )  # fmt: skip
                 details = conn.details
                 conn._closing = True
@@ -82,8 +84,14 @@ class ClaudeAdapter(AgentAdapter):
     async def connect(self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink,
                       *, no_tools: bool = False) -> AgentConnection:  # fmt: skip
         """Start Claude Code in ``options.dir`` (new session ``--session-id``, ``--resume``, or
-        ``--resume --fork-session``) and complete the handshake; the resume token is known at once."""
-        return await ClaudeConnection.open(installation, options, link, no_tools=no_tools,
-                                           handshake_timeout=self.handshake_timeout)  # fmt: skip
+        ``--resume --fork-session``) and complete the handshake; the resume token is known at once.
+
+        ``options.mcp_servers`` go to ``--mcp-config`` through :meth:`render_mcp`: a transport without an installed
+        plugin (``anyagentd-mcp-stdio``/``-http``/``-sse``) is refused with ``UnsupportedFeature`` before anything
+        is spawned."""
+        mcp = self.render_mcp(options.mcp_servers, MCP_RENDERERS)
+        return await ClaudeConnection.open(installation, options, link, no_tools=no_tools, mcp=mcp,
+                                           handshake_timeout=self.handshake_timeout,
+                                           mcp_transports=self.effective_mcp_transports(MCP_TRANSPORTS))  # fmt: skip
 
 

@@ -29,6 +29,7 @@ import json
 import mimetypes
 import os
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -51,6 +52,7 @@ from anyagentd.model import (
     AnswerPermission,
     AnswerQuestion,
     ConfigValue,
+    McpServer,
     RequestOpened,
     RollbackScope,
     SessionConfiguration,
@@ -59,7 +61,7 @@ from anyagentd.model import (
 )
 
 from . import control
-from .launch import agent_details, cli_version, is_authenticated, launch_argv, launch_env, login_methods
+from .launch import MCP_TRANSPORTS, agent_details, cli_version, is_authenticated, launch_argv, launch_env, login_methods
 from .mapping import RAW, FrameMapper
 from .tools import QUESTION_TOOL, tool_update
 
@@ -114,6 +116,7 @@ class ClaudeConnection(AgentConnection):
         self._closing = False
         self._stdout_done = anyio.Event()
         self.exit_status: str | None = None
+        self.mcp_transports: list[str] = list(MCP_TRANSPORTS)
 
     @property  # type: ignore[override]
     def configuration(self) -> SessionConfiguration:
@@ -124,18 +127,21 @@ class ClaudeConnection(AgentConnection):
     @classmethod
     async def open(cls, installation: AgentInstallation, options: SessionOptions, link: Any, *,
                    no_tools: bool = False, persist: bool = True, require_auth: bool = True,
-                   handshake_timeout: float = HANDSHAKE_TIMEOUT) -> ClaudeConnection:  # fmt: skip
+                   handshake_timeout: float = HANDSHAKE_TIMEOUT, mcp: Sequence[tuple[McpServer, Any]] | None = None,
+                   mcp_transports: Sequence[str] = MCP_TRANSPORTS) -> ClaudeConnection:  # fmt: skip
         """Spawn Claude Code for ``options`` and complete the ``initialize`` handshake.
 
         ``link.start_soon`` runs the stdout pump. Raises ``SpawnFailed`` (cannot start, or exited before the
         handshake), ``ResumeFailed`` (a resume/fork the CLI refused), ``HandshakeTimeout``, ``AuthRequired``
-        (``require_auth`` and no credentials), ``InvalidConfiguration`` (bad creation options).
+        (``require_auth`` and no credentials), ``InvalidConfiguration`` (bad creation options). ``mcp``: the
+        servers as ``AgentAdapter.render_mcp`` rendered them; ``mcp_transports``: what ``details`` advertises.
         """
         token = options.resume or str(uuid.uuid4())
         argv = launch_argv(installation.executable_path, options, session_id=token, no_tools=no_tools,
-                           persist=persist)  # fmt: skip
+                           persist=persist, mcp=mcp)  # fmt: skip
         process = await AgentProcess.start(argv, cwd=options.dir, env=launch_env(installation))
         conn = cls(process, link, installation=installation, options=options, session_token=token)
+        conn.mcp_transports = list(mcp_transports)
         link.start_soon(conn._pump)
         try:
             await conn._handshake(handshake_timeout, require_auth)
@@ -172,7 +178,8 @@ class ClaudeConnection(AgentConnection):
         if version and " " in version:
             version = version.split()[0]
         self.details = agent_details(self.init_response, version=version,
-                                     executable=self.installation.executable_path, current=self.options)  # fmt: skip
+                                     executable=self.installation.executable_path, current=self.options,
+                                     mcp_transports=self.mcp_transports)  # fmt: skip
         if require_auth and not is_authenticated(self.details.auth):
             raise AuthRequired(login_methods(self.installation.executable_path),
                                "Claude Code is not logged in")  # fmt: skip

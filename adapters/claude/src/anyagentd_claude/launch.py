@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -30,13 +31,11 @@ from anyagentd.model import (
     ConfigChoice,
     ConfigOption,
     EnvVar,
-    Http,
+    McpServer,
     OtherAuth,
     Select,
     SessionOptions,
     SlashCommand,
-    Sse,
-    Stdio,
     Terminal,
     Unauthenticated,
 )
@@ -86,6 +85,7 @@ CAPABILITIES = (
 as the next turn, not merged) and PlanUsage (not implemented)."""
 
 MCP_TRANSPORTS = ("Stdio", "Http", "Sse")
+"""The MCP transports Claude Code can take in ``--mcp-config``; a session offers those with an installed plugin."""
 
 _VERSION_CACHE: dict[tuple[str, float], str | None] = {}
 
@@ -98,30 +98,48 @@ def login_methods(executable: str) -> list[Any]:
     ]
 
 
-def mcp_config(servers: list[Any]) -> str:
-    """``--mcp-config`` JSON: ``{"mcpServers": {name: {type: stdio|http|sse, ...}}}``."""
+def render_stdio(server: McpServer) -> dict[str, Any]:
+    """One ``Stdio`` server in ``--mcp-config``: ``{"type": "stdio", "command", "args", "env"}``."""
+    conn: Any = server.connection
+    return {"type": "stdio", "command": conn.command, "args": list(conn.args), "env": dict(conn.env)}
+
+
+def render_http(server: McpServer) -> dict[str, Any]:
+    """One ``Http`` (streamable HTTP) server: ``{"type": "http", "url", "headers"}``."""
+    conn: Any = server.connection
+    return {"type": "http", "url": conn.url, "headers": dict(conn.headers)}
+
+
+def render_sse(server: McpServer) -> dict[str, Any]:
+    """One ``Sse`` server: ``{"type": "sse", "url", "headers"}``."""
+    conn: Any = server.connection
+    return {"type": "sse", "url": conn.url, "headers": dict(conn.headers)}
+
+
+MCP_RENDERERS = {"Stdio": render_stdio, "Http": render_http, "Sse": render_sse}
+"""Claude Code's format for each MCP transport it can forward (``AgentAdapter.render_mcp`` takes it)."""
+
+
+def mcp_config(rendered: Sequence[tuple[McpServer, Any]]) -> str:
+    """``--mcp-config`` JSON: ``{"mcpServers": {name: {type: stdio|http|sse, ...}}}`` from
+    ``AgentAdapter.render_mcp`` output. A name given twice is refused with ``InvalidConfiguration``."""
     config: dict[str, Any] = {}
-    for server in servers:
-        conn = server.connection
-        if isinstance(conn, Stdio):
-            config[server.name] = {"type": "stdio", "command": conn.command, "args": list(conn.args),
-                                   "env": dict(conn.env)}  # fmt: skip
-        elif isinstance(conn, Http):
-            config[server.name] = {"type": "http", "url": conn.url, "headers": dict(conn.headers)}
-        elif isinstance(conn, Sse):
-            config[server.name] = {"type": "sse", "url": conn.url, "headers": dict(conn.headers)}
-        else:  # pragma: no cover - the model has no other transport
-            raise InvalidConfiguration(f"MCP server {server.name!r}: unsupported transport")
+    for server, entry in rendered:
+        if server.name in config:
+            raise InvalidConfiguration(f"MCP server name {server.name!r} is given twice")
+        config[server.name] = entry
     return json.dumps({"mcpServers": config}, separators=(",", ":"))
 
 
 def launch_argv(executable: str, options: SessionOptions, *, session_id: str, no_tools: bool = False,
-                persist: bool = True) -> list[str]:  # fmt: skip
+                persist: bool = True, mcp: Sequence[tuple[McpServer, Any]] | None = None) -> list[str]:  # fmt: skip
     """The command line for a session.
 
     New: ``--session-id <session_id>``; resume: ``--resume T``; fork: ``--resume T --fork-session
     --session-id <session_id>`` (+ ``--resume-session-at <fork_at>``, an assistant line uuid). Then
-    ``--mcp-config``, ``--permission-mode``/``--model``/``--effort`` from ``options.configure``, ``--tools ""``
+    ``--mcp-config`` (from ``mcp``, the servers of ``options.mcp_servers`` as ``AgentAdapter.render_mcp`` rendered
+    them with :data:`MCP_RENDERERS`), ``--permission-mode``/``--model``/``--effort`` from ``options.configure``,
+    ``--tools ""``
     for ``no_tools``, ``--no-session-persistence`` unless ``persist``. Raises ``InvalidConfiguration`` for values
     the CLI would refuse.
     """
@@ -138,8 +156,10 @@ def launch_argv(executable: str, options: SessionOptions, *, session_id: str, no
             argv += ["--resume-session-at", options.fork_at]
     else:
         argv += ["--session-id", session_id]
-    if options.mcp_servers:
-        argv += ["--mcp-config", mcp_config(options.mcp_servers)]
+    if options.mcp_servers and mcp is None:
+        raise InvalidConfiguration("MCP servers must be rendered through the adapter (AgentAdapter.render_mcp)")
+    if mcp:
+        argv += ["--mcp-config", mcp_config(mcp)]
     configure = dict(options.configure)
     mode = configure.pop("mode", None)
     if mode is not None:
@@ -242,13 +262,14 @@ def slash_commands(init: dict[str, Any]) -> list[SlashCommand]:
     return commands
 
 
-def agent_details(init: dict[str, Any], *, version: str | None, executable: str,
-                  current: dict[str, Any]) -> AgentDetails:  # fmt: skip
-    """``AgentDetails`` from an ``initialize`` response."""
+def agent_details(init: dict[str, Any], *, version: str | None, executable: str, current: dict[str, Any],
+                  mcp_transports: Sequence[str] = MCP_TRANSPORTS) -> AgentDetails:  # fmt: skip
+    """``AgentDetails`` from an ``initialize`` response; ``mcp_transports``: the forwardable transports that have an
+    installed plugin (``AgentAdapter.effective_mcp_transports(MCP_TRANSPORTS)``)."""
     return AgentDetails(
         version=version,
         auth=auth_status(init.get("account"), executable),
-        capabilities=Capabilities(features=list(CAPABILITIES), mcp_transports=list(MCP_TRANSPORTS)),
+        capabilities=Capabilities(features=list(CAPABILITIES), mcp_transports=list(mcp_transports)),
         config_options=config_options(init, current),
         commands=slash_commands(init),
     )

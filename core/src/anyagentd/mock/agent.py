@@ -65,6 +65,7 @@ class MockAdapter(AgentAdapter):
 
     async def connect(self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink,
                       *, no_tools: bool = False) -> AgentConnection:  # fmt: skip
+        self.render_mcp(options.mcp_servers, {})  # the scripted agent takes no MCP server: refuse them clearly
         return MockConnection(self.script, options, link)
 
 

@@ -1,0 +1,14 @@
+"""Entry point of ``anyagentd-mcp-stdio``: registers the transport with ``register_mcp_transports``."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from anyagentd.hookspecs import hookimpl
+
+
+@hookimpl
+def register_mcp_transports(register: Callable[[Any], None]) -> None:
+    from .transport import TRANSPORT
+
+    register(TRANSPORT)

@@ -1,0 +1,121 @@
+"""Fixtures of the MCP tests: the real marker MCP server (``marker_server.py``, built with the official SDK) over
+stdio, streamable HTTP and SSE, server-description helpers, and ``claude``: the pinned real Claude Code pointed at
+a scripted model server (as in ``tests/claude/test_claude_live.py``)."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from anyagentd.model import McpServer
+from anyagentd.testing.agents import agent_bin, claude_env, clean_environ
+
+HERE = Path(__file__).parent
+MARKER_SERVER = HERE / "marker_server.py"
+STARTUP = 30.0
+"""Seconds an HTTP/SSE marker server may take to print READY (importing the SDK alone takes seconds)."""
+
+
+def stdio_marker(name: str = "marker") -> McpServer:
+    """The marker server over stdio: ``python marker_server.py stdio``."""
+    return McpServer.model_validate({"name": name, "connection": {"Stdio": {
+        "command": sys.executable, "args": [str(MARKER_SERVER), "stdio"]}}})  # fmt: skip
+
+
+def url_server(name: str, transport: str, url: str, headers: dict[str, str] | None = None) -> McpServer:
+    return McpServer.model_validate({"name": name, "connection": {transport: {"url": url, "headers": headers or {}}}})
+
+
+class ServedMarker:
+    """A marker server subprocess serving over HTTP or SSE at ``url``."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.stderr = tempfile.TemporaryFile("w+")  # a file, not a pipe: the server logs every request
+        self.proc = subprocess.Popen(
+            [sys.executable, str(MARKER_SERVER), kind], stdout=subprocess.PIPE, stderr=self.stderr, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        self.url = self._wait_ready()
+
+    def _wait_ready(self) -> str:
+        assert self.proc.stdout is not None
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        if not sel.select(STARTUP):
+            self.stop()
+            raise RuntimeError(f"marker server ({self.kind}) printed nothing within {STARTUP} s")
+        line = self.proc.stdout.readline().strip()
+        if not line.startswith("READY "):
+            self.stderr.seek(0)
+            err = self.stderr.read()
+            self.stop()
+            raise RuntimeError(f"marker server ({self.kind}) did not start: {line!r} {err[-2000:]}")
+        return line.split(" ", 1)[1]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, 15)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait(5)
+        self.stderr.close()
+
+
+@pytest.fixture(scope="session")
+def http_marker() -> Iterator[ServedMarker]:
+    """The marker server over streamable HTTP on 127.0.0.1 (a free port), ready when yielded."""
+    served = ServedMarker("http")
+    yield served
+    served.stop()
+
+
+@pytest.fixture(scope="session")
+def sse_marker() -> Iterator[ServedMarker]:
+    """The marker server over the legacy HTTP+SSE transport on 127.0.0.1, ready when yielded."""
+    served = ServedMarker("sse")
+    yield served
+    served.stop()
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def claude(model_server: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """``claude(script)`` starts a model server with ``script`` and points this process's environment (what the
+    adapter passes to the CLI) at it, with ``ANYAGENTD_CLAUDE_BIN`` set to the pinned CLI. Returns the server.
+    Fails (never skips) when the CLI is missing."""
+    binary = str(agent_bin("claude"))
+
+    def start(script: Any) -> Any:
+        server = model_server(script)
+        home = tmp_path / "home"
+        home.mkdir(exist_ok=True)
+        env = clean_environ(claude_env(server.url, home))
+        env["ANYAGENTD_CLAUDE_BIN"] = binary
+        for key in list(os.environ):
+            if key not in env:
+                monkeypatch.delenv(key)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        return server
+
+    return start

@@ -1,0 +1,153 @@
+"""MCP servers forwarded at ``open`` to the REAL Claude Code (pinned in tests/agents) against the scripted model:
+the model calls ``mcp__<server>__write_marker``, Claude Code calls the real marker server (over stdio, streamable
+HTTP or SSE), the session reports the call as an ``Mcp`` tool with the server's own result, and the file lands.
+Also: a transport without its plugin is refused before Claude Code starts, and the probe's
+``capabilities.mcp_transports`` is what is installed. These fail (never skip) when the CLI is missing."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from conftest import stdio_marker, url_server
+from marker_server import marker_value
+
+from anyagentd.errors import UnsupportedFeature
+from anyagentd.model import AnswerPermission, Event
+from anyagentd.plugins import Plugins
+from anyagentd.runtime import Runtime
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+
+STEP = 60.0
+"""Seconds any single wait on the real CLI may take (it starts the MCP server, which imports the SDK)."""
+
+
+def tag(event: Event) -> str:
+    kind = event.kind
+    return kind if isinstance(kind, str) else kind.TAG
+
+
+async def run_turn(session: Any, prompt: str) -> list[Event]:
+    """Prompt, allow every permission request once, and collect the events up to TurnEnded."""
+    seen: list[Event] = []
+    await session.prompt(prompt)
+    events: AsyncIterator[Event] = session.events().__aiter__()
+    with anyio.fail_after(STEP):
+        while True:
+            event = await events.__anext__()
+            seen.append(event)
+            if tag(event) == "RequestOpened":
+                await session.answer(event.kind.value.value.id, AnswerPermission(value="AllowOnce"))
+            elif tag(event) == "TurnEnded":
+                return seen
+
+
+def launch_log(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Point ``ANYAGENTD_CLAUDE_BIN`` at a wrapper that appends one line per launch to the returned file, then
+    runs the real CLI (call after ``claude(...)``)."""
+    import os
+
+    log = tmp_path / "launches.log"
+    log.write_text("")
+    wrapper = tmp_path / "bin" / "claude"
+    wrapper.parent.mkdir(exist_ok=True)
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {os.environ["ANYAGENTD_CLAUDE_BIN"]} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("ANYAGENTD_CLAUDE_BIN", str(wrapper))
+    return log
+
+
+def launches(log: Path) -> int:
+    return len([line for line in log.read_text().splitlines() if "--session-id" in line or "--resume" in line])
+
+
+def marker_script(server: str, path: str, text: str) -> dict[str, Any]:
+    return {"turns": [
+        {"text": "Calling the marker tool.",
+         "tool": {"name": f"mcp__{server}__write_marker", "input": {"path": path, "text": text}}},
+        {"text": "The marker is written."},
+    ]}  # fmt: skip
+
+
+@pytest.mark.parametrize("transport", ["Stdio", "Http", "Sse"])
+async def test_forwarded_mcp_server_is_called_by_claude(claude: Any, work: Path, transport: str,
+                                                        request: pytest.FixtureRequest) -> None:  # fmt: skip
+    if transport == "Stdio":
+        server = stdio_marker("marker")
+    else:
+        served = request.getfixturevalue("http_marker" if transport == "Http" else "sse_marker")
+        server = url_server("marker", transport, served.url)
+    text = f"hello over {transport}"
+    model = claude(marker_script("marker", "{{cwd}}/marker.txt", text))
+    async with Runtime() as rt:
+        session = await rt.open("claude", dir=work, mcp_servers=[server])
+        events = await run_turn(session, "Write the marker through MCP")
+        await session.close()
+    ended = events[-1]
+    assert ended.kind.stop.TAG == "Completed"
+    tools = [e.kind.value for e in events if tag(e) == "ToolUpdated"]
+    mcp_updates = [t for t in tools if getattr(t.kind, "TAG", None) == "Mcp"]
+    assert mcp_updates, [t.kind for t in tools]
+    assert mcp_updates[0].kind.model_dump() == {"Mcp": {"server": "marker", "tool": "write_marker"}}
+    final = mcp_updates[-1]
+    assert final.status == "Completed", final
+    assert marker_value(text) in (final.output or "")  # the real server's return value reached the session
+    assert (work / "marker.txt").read_text() == text
+    # and the model was given that same result in the next request
+    assert marker_value(text) in str(model.main_requests()[-1]["body"]["messages"])
+
+
+async def test_a_transport_without_plugin_is_refused_before_claude_starts(
+        claude: Any, work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    claude({"turns": []})
+    log = launch_log(monkeypatch, tmp_path)
+    from anyagentd.mock import plugin as mock_plugin
+    from anyagentd_claude import plugin as claude_plugin
+    from anyagentd_mcp_stdio import plugin as stdio_plugin
+
+    plugins = Plugins(load_entry_points=False, extra=[mock_plugin, claude_plugin, stdio_plugin])
+    async with Runtime(plugins=plugins) as rt:
+        details = await rt.probe("claude")
+        assert details.capabilities.mcp_transports == ["Stdio"]
+        before = launches(log)
+        assert before == 1  # the probe went through the wrapper
+        with pytest.raises(UnsupportedFeature) as caught:
+            await rt.open("claude", dir=work,
+                          mcp_servers=[stdio_marker("ok"), url_server("web", "Sse", "http://h/sse")])
+        assert "MCP transport Sse is not installed (pip install anyagentd-mcp-sse)" in caught.value.message
+        with pytest.raises(UnsupportedFeature, match="MCP transport Http is not installed"):
+            await rt.open("claude", dir=work, mcp_servers=[url_server("web", "Http", "http://h/mcp")])
+        assert launches(log) == before  # Claude Code was never started for these
+        session = await rt.open("claude", dir=work, mcp_servers=[stdio_marker("ok")])  # Stdio is installed
+        assert launches(log) == before + 1 and "--mcp-config" in log.read_text().splitlines()[-1]
+        await session.close()
+
+
+async def test_probe_reports_the_installed_transports(claude: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    claude({"turns": []})
+    async with Runtime() as rt:
+        assert (await rt.probe("claude")).capabilities.mcp_transports == ["Stdio", "Http", "Sse"]
+    monkeypatch.setenv("ANYAGENTD_DISABLE_PLUGINS", "mcp-http")
+    async with Runtime() as rt:
+        assert (await rt.probe("claude")).capabilities.mcp_transports == ["Stdio", "Sse"]
+
+
+async def test_an_invalid_server_is_refused_before_claude_starts(
+        claude: Any, work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    from anyagentd.errors import InvalidConfiguration
+    from anyagentd.model import Http, McpServer
+
+    claude({"turns": []})
+    log = launch_log(monkeypatch, tmp_path)
+    bad = McpServer.model_construct(name="web", connection=Http(url="ftp://nowhere/mcp"))
+    async with Runtime() as rt:
+        with pytest.raises(InvalidConfiguration, match="'web': url"):
+            await rt.open("claude", dir=work, mcp_servers=[bad])
+        assert launches(log) == 0
+        session = await rt.open("claude", dir=work, mcp_servers=[url_server("web", "Http", "http://127.0.0.1:9/mcp")])
+        assert launches(log) == 1
+        await session.close()
