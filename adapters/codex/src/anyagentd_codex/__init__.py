@@ -1,0 +1,19 @@
+"""anyagentd-codex: the Codex CLI adapter for anyagentd.
+
+Codex runs as ``codex app-server`` (JSON-RPC 2.0 over stdio, protocol v2). Modules, one idea each:
+
+- :mod:`.adapter`: the catalog profile, ``probe``, ``plan_usage`` and ``connect``;
+- :mod:`.launch`: command line (headless ``-c`` overrides, extra args, MCP servers), environment, options and
+  ``AgentDetails``;
+- :mod:`.connection`: one live session (stdout pump, turns, steer, answers, cancel, configure, compact, close);
+- :mod:`.rpc`: JSON-RPC framing with request ids tracked per direction;
+- :mod:`.mapping`: notifications → normalized events, thread items → ``ToolUpdate`` snapshots;
+- :mod:`.protocol`: typed messages (pydantic) for the subset used, and the bundled JSON schema generated from the
+  pinned CLI (``schema/``);
+- :mod:`.plugin`: the pluggy registration.
+"""
+
+from .adapter import PROFILE, CodexAdapter
+
+__version__ = "0.1.0"
+__all__ = ["PROFILE", "CodexAdapter", "__version__"]

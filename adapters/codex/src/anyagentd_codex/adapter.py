@@ -1,0 +1,160 @@
+"""The ``codex`` adapter: the Codex CLI's catalog entry, probe, plan usage and session connect.
+
+A session runs ``codex app-server`` in the session directory (see :mod:`.launch` for the command line and
+environment, :mod:`.connection` for the session, :mod:`.mapping` for the event mapping).
+
+Adapter ``config`` (``Runtime(adapter_config={"codex": {...}})``):
+
+- ``args``: extra ``codex app-server`` arguments (a list, or a shell string), e.g. ``-c`` provider overrides;
+  ``$ANYAGENTD_CODEX_ARGS`` (shell-split) is appended too;
+- ``codex_home``: ``"per-session"`` for a fresh ``CODEX_HOME`` per session (removed at close: such sessions cannot
+  be resumed later, and a ``codex login`` is not visible there), or a directory to use as ``CODEX_HOME``;
+  ``$ANYAGENTD_CODEX_HOME`` is the fallback; unset, Codex uses its own default (``~/.codex``);
+- ``handshake_timeout``: seconds (default :data:`HANDSHAKE_TIMEOUT`).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any
+
+import anyio
+from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile
+from anyagentd.errors import AuthRequired, UnsupportedFeature
+from anyagentd.model import AgentDetails, AgentInstallation, PlanUsage, SessionOptions, Unauthenticated
+
+from . import protocol as p
+from .connection import HANDSHAKE_TIMEOUT, CodexConnection
+from .launch import MCP_TRANSPORTS, extra_args, login_methods, mcp_args
+from .mapping import plan_usage
+from .rpc import RpcError
+
+PROFILE = AgentProfile(
+    id="codex",
+    name="Codex",
+    executable="codex",
+    install_hint="npm install -g @openai/codex",
+)
+"""Codex's catalog entry (environment override ``ANYAGENTD_CODEX_BIN``)."""
+
+HOME_ENV = "ANYAGENTD_CODEX_HOME"
+
+
+class _ProbeLink:
+    """A link for a short-lived process: reports are dropped, tasks run in the caller's task group."""
+
+    def __init__(self, task_group: anyio.abc.TaskGroup) -> None:
+        self.start_soon = task_group.start_soon
+
+    async def emit(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    async def turn_ack(self) -> None:
+        pass
+
+    async def turn_ended(self, *args: Any) -> None:
+        pass
+
+    async def steered(self, *args: Any) -> None:
+        pass
+
+    async def info_changed(self, **kwargs: Any) -> None:
+        pass
+
+    async def auth_lost(self, *args: Any) -> None:
+        pass
+
+    async def exited(self, *args: Any) -> None:
+        pass
+
+
+class CodexAdapter(AgentAdapter):
+    """Drives ``codex app-server`` (``anyagent-semantics.md`` §4, Codex)."""
+
+    PLUGIN_NAME = "codex"
+    profiles = (PROFILE,)
+
+    @property
+    def handshake_timeout(self) -> float:
+        return float(self.config.get("handshake_timeout", HANDSHAKE_TIMEOUT))
+
+    @property
+    def codex_home(self) -> str | None:
+        return self.config.get("codex_home") or os.environ.get(HOME_ENV) or None
+
+    def _transports(self) -> list[str]:
+        if getattr(self, "mcp_transports", None) and hasattr(self, "effective_mcp_transports"):
+            return self.effective_mcp_transports(MCP_TRANSPORTS)
+        return list(MCP_TRANSPORTS)
+
+    async def _short_lived(self, installation: AgentInstallation, body: Any) -> Any:
+        """Run ``body(conn)`` against a short-lived app-server (no thread); errors are raised as themselves, not
+        wrapped in the task group's ExceptionGroup."""
+        outcome: list[Any] = []
+        failure: list[BaseException] = []
+        with tempfile.TemporaryDirectory(prefix="anyagentd-codex-probe-") as scratch:
+            async with anyio.create_task_group() as tg:
+                try:
+                    conn = await CodexConnection.open(
+                        installation, SessionOptions(dir=scratch), _ProbeLink(tg),
+                        extra_args=extra_args(self.config), codex_home=self.codex_home, start_thread=False,
+                        require_auth=False, handshake_timeout=self.handshake_timeout,
+                        mcp_transports=self._transports(),
+                    )  # fmt: skip
+                except Exception as exc:  # noqa: BLE001 - re-raised below, outside the task group
+                    failure.append(exc)
+                else:
+                    try:
+                        outcome.append(await body(conn))
+                    except Exception as exc:  # noqa: BLE001 - re-raised below
+                        failure.append(exc)
+                    finally:
+                        conn._closing = True
+                        await conn.process.terminate(grace=1.0)
+                        conn._remove_home()
+                tg.cancel_scope.cancel()
+        if failure:
+            raise failure[0]
+        return outcome[0]
+
+    async def probe(self, installation: AgentInstallation) -> AgentDetails:
+        """Version, account, models/efforts, skills (as slash commands) and capabilities from a short-lived
+        ``codex app-server`` handshake (no thread is created). Raises ``SpawnFailed``, ``HandshakeTimeout``; a
+        logged-out CLI gives ``Unauthenticated`` with ``codex login``."""
+
+        async def details(conn: CodexConnection) -> AgentDetails:
+            return conn.details
+
+        return await self._short_lived(installation, details)
+
+    async def plan_usage(self, installation: AgentInstallation) -> PlanUsage:
+        """``account/rateLimits/read`` of a short-lived app-server. ``AuthRequired`` when logged out,
+        ``UnsupportedFeature`` when the account has no plan quota (an API key, a custom provider)."""
+
+        async def read(conn: CodexConnection) -> PlanUsage:
+            if isinstance(conn.details.auth, Unauthenticated):
+                raise AuthRequired(login_methods(installation.executable_path), "Codex is not logged in")
+            try:
+                result = await conn.channel.request(p.M_RATE_LIMITS_READ, None, timeout=self.handshake_timeout)
+            except RpcError as err:
+                raise UnsupportedFeature(f"Codex reports no plan usage: {err.message}") from None
+            snapshot = p.RateLimitSnapshot.model_validate((result or {}).get("rateLimits") or {})
+            usage = plan_usage(snapshot)
+            if usage is None:
+                raise UnsupportedFeature("Codex reports no plan usage windows for this account")
+            return usage
+
+        return await self._short_lived(installation, read)
+
+    async def connect(self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink,
+                      *, no_tools: bool = False) -> AgentConnection:  # fmt: skip
+        """Start ``codex app-server`` in ``options.dir`` and open its thread (``thread/start``, ``thread/resume``
+        with the resume token = thread id, or ``thread/fork`` with ``fork_at`` = a Codex turn id as
+        ``lastTurnId``). ``no_tools`` cannot be honoured by the app-server (generate relies on the engine's
+        refusal of tools)."""
+        mcp = mcp_args(list(options.mcp_servers), self)
+        return await CodexConnection.open(
+            installation, options, link, extra_args=extra_args(self.config), mcp=mcp, codex_home=self.codex_home,
+            handshake_timeout=self.handshake_timeout, mcp_transports=self._transports(),
+        )  # fmt: skip

@@ -1,0 +1,653 @@
+"""One Codex session: the ``codex app-server`` process, its stdout pump, and the engine's commands as JSON-RPC.
+
+:class:`CodexConnection` is created by :meth:`CodexConnection.open` (spawn, handshake ``initialize`` →
+``initialized`` → ``account/read`` → ``model/list`` → ``config/read`` → ``skills/list``, then ``thread/start`` | ``thread/resume`` |
+``thread/fork``; the resume token is the thread id, known at open). Its stdout pump (run with
+``link.start_soon``) routes every line by shape (:func:`.rpc.classify`): responses to our requests →
+:class:`.rpc.RpcChannel`, server requests → Permission / Question requests, notifications →
+:class:`.mapping.NotificationMapper`. When stdout ends it reports ``exited(status, stderr tail)``.
+
+Commands (each returns promptly; outcomes arrive through the pump):
+
+- StartTurn: ``turn/start`` with the live settings (model, effort, approval policy); its result → TurnAck, an error
+  → TurnAck + TurnEnded(Failed);
+- Steer: ``turn/steer`` with ``expectedTurnId`` — only once the turn's ``turn/started`` arrived; a steer that
+  comes earlier is held and sent then. Result → Steered(true), error or turn end first → Steered(false);
+- Answer: the reply to the server request (``accept`` / ``acceptForSession`` / ``decline``; answers by question id);
+- Cancel: open approvals answered ``cancel``, then ``turn/interrupt`` (sent once the turn id is known);
+- Configure: ``model``, ``effort``, ``mode`` apply from the next ``turn/start``; reported at once;
+- Compact: ``thread/compact/start`` (Codex runs it as a turn: ``contextCompaction`` item, ``turn/completed``);
+- Close: ``turn/interrupt`` if a turn runs, stdin closed, SIGTERM / SIGKILL to the process group.
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import os
+import shutil
+import tempfile
+from typing import Any
+
+import anyio
+from anyagentd.adapters.interface import AgentConnection, PromptInput
+from anyagentd.adapters.process import AgentProcess, OversizedLine
+from anyagentd.errors import (
+    AuthRequired,
+    HandshakeTimeout,
+    InvalidConfiguration,
+    InvalidRequest,
+    ProtocolFailed,
+    ResumeFailed,
+    SpawnFailed,
+)
+from anyagentd.model import (
+    AgentDetails,
+    AgentInstallation,
+    Answer,
+    AnswerPermission,
+    AnswerQuestion,
+    Choice,
+    Choices,
+    ConfigValue,
+    FailedStop,
+    PermissionRequest,
+    PermissionRequested,
+    Question,
+    QuestionAsked,
+    QuestionRequest,
+    RequestOpened,
+    SessionConfiguration,
+    SessionOptions,
+    TextAnswer,
+    ToolUpdate,
+    Unauthenticated,
+    diagnostic,
+)
+
+from . import protocol as p
+from .launch import (
+    DEFAULT_MODE,
+    DEFAULT_SANDBOX,
+    agent_details,
+    cli_version,
+    creation_settings,
+    launch_argv,
+    launch_env,
+    login_methods,
+    skill_commands,
+    version_from_user_agent,
+)
+from .mapping import RAW, NotificationMapper, tool_update
+from .rpc import RpcChannel, RpcError, classify
+
+HANDSHAKE_TIMEOUT = 30.0
+"""Seconds the app-server gets for the whole handshake (up to the thread) before ``HandshakeTimeout``."""
+
+CLOSE_STEP = 2.0
+"""Seconds :meth:`CodexConnection.close` waits after closing stdin, and again after SIGTERM."""
+
+CLIENT_INFO = p.ClientInfo(name="anyagentd", title="anyagentd", version="0.1.0")
+
+IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
+
+
+class _Pending:
+    """A server request waiting for the caller: ``kind`` is ``command`` | ``file`` | ``question`` | ``legacy``."""
+
+    __slots__ = ("kind", "params", "rpc_id")
+
+    def __init__(self, kind: str, rpc_id: Any, params: dict[str, Any]) -> None:
+        self.kind = kind
+        self.rpc_id = rpc_id
+        self.params = params
+
+
+class CodexConnection(AgentConnection):
+    """A live Codex app-server session (see the module doc). Build with :meth:`open`."""
+
+    deterministic_turn_end = True
+    deterministic_agent_turn_end = True
+
+    def __init__(self, process: AgentProcess, link: Any, *, installation: AgentInstallation,
+                 options: SessionOptions, settings: dict[str, Any], codex_home: str | None = None,
+                 owned_home: bool = False) -> None:  # fmt: skip
+        self.process = process
+        self.link = link
+        self.installation = installation
+        self.session_options = options
+        self.options: dict[str, Any] = {"mode": DEFAULT_MODE, "sandbox": DEFAULT_SANDBOX, **settings}
+        self.channel = RpcChannel(process.write_json)
+        self.mapper = NotificationMapper(link, cwd=options.dir, options=self.options,
+                                         login=login_methods(installation.executable_path))  # fmt: skip
+        self.details = AgentDetails()
+        self.resume_token = None
+        self.title = None
+        self.codex_home = codex_home
+        self._owned_home = owned_home
+        self._requests: dict[str, _Pending] = {}
+        self._skills: dict[str, str] = {}
+        self._held_steer: PromptInput | None = None
+        self._turn_requested = False  # a turn/start (or compact) is in flight or running
+        self._cancel_requested = False
+        self._closing = False
+        self._stdout_done = anyio.Event()
+        self.exit_status: str | None = None
+        self.init_response: dict[str, Any] = {}
+        self._mcp_transports: list[str] | None = None
+        self._models: p.ModelListResponse | None = None
+        self._account: p.GetAccountResponse | None = None
+        self._skills_raw: Any = None
+        self._version: str | None = None
+
+    @property  # type: ignore[override]
+    def configuration(self) -> SessionConfiguration:
+        return SessionConfiguration(options={k: v for k, v in self.options.items() if v is not None})
+
+    @property
+    def thread_id(self) -> str:
+        return self.mapper.thread_id
+
+    # ------------------------------------------------------------------------------------------- opening
+
+    @classmethod
+    async def open(cls, installation: AgentInstallation, options: SessionOptions, link: Any, *,
+                   extra_args: list[str] | None = None, mcp: list[str] | None = None,
+                   codex_home: str | None = None, start_thread: bool = True, require_auth: bool = True,
+                   handshake_timeout: float = HANDSHAKE_TIMEOUT,
+                   mcp_transports: list[str] | None = None) -> CodexConnection:  # fmt: skip
+        """Spawn ``codex app-server`` and complete the handshake (and the thread unless ``start_thread`` is
+        false, as for ``probe``). ``codex_home``: ``"per-session"`` (a fresh directory, removed at close) or a
+        path for ``CODEX_HOME``; ``None`` leaves Codex's own default.
+
+        Raises ``SpawnFailed``, ``HandshakeTimeout``, ``AuthRequired``, ``ResumeFailed`` (resume or fork refused),
+        ``InvalidConfiguration``.
+        """
+        if options.resume and options.fork:
+            raise InvalidConfiguration("resume and fork are exclusive")
+        if options.fork_at and not options.fork:
+            raise InvalidConfiguration("fork_at needs fork")
+        settings = creation_settings(options)
+        owned = codex_home == "per-session"
+        home = tempfile.mkdtemp(prefix="anyagentd-codex-home-") if owned else codex_home
+        argv = launch_argv(installation.executable_path, extra=extra_args, mcp=mcp)
+        try:
+            process = await AgentProcess.start(argv, cwd=options.dir, env=launch_env(installation, home))
+        except BaseException:
+            if owned and home:
+                shutil.rmtree(home, ignore_errors=True)
+            raise
+        conn = cls(process, link, installation=installation, options=options, settings=settings,
+                   codex_home=home, owned_home=owned)  # fmt: skip
+        conn._mcp_transports = mcp_transports
+        link.start_soon(conn._pump)
+        try:
+            try:
+                with anyio.fail_after(handshake_timeout):
+                    await conn._handshake(require_auth)
+                    if start_thread:
+                        await conn._open_thread()
+            except TimeoutError:
+                raise HandshakeTimeout(f"Codex did not complete its handshake within {handshake_timeout:g} s") from None
+        except BaseException:
+            conn._closing = True
+            with anyio.CancelScope(shield=True):
+                await process.terminate(grace=1.0)
+                conn._remove_home()
+            raise
+        return conn
+
+    async def _call(self, method: str, params: Any) -> Any:
+        try:
+            return await self.channel.request(method, params)
+        except RpcError as err:
+            if self._stdout_done.is_set() or err.code is None:
+                await self.process.stderr_drained(1.0)
+                detail = self.process.stderr_tail() or err.message
+                raise SpawnFailed(f"Codex exited during the handshake ({self.exit_status}): {detail}") from None
+            raise
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await self.process.stderr_drained(1.0)
+            raise SpawnFailed(f"Codex's input closed during the handshake: {self.process.stderr_tail()}") from None
+
+    async def _handshake(self, require_auth: bool) -> None:
+        try:
+            init = await self._call(p.M_INITIALIZE, p.InitializeParams(clientInfo=CLIENT_INFO).params())
+        except RpcError as err:
+            raise ProtocolFailed(f"initialize failed: {err.message}") from None
+        self.init_response = init if isinstance(init, dict) else {}
+        await self.channel.notify(p.M_INITIALIZED)
+        account = None
+        try:
+            account = p.GetAccountResponse.model_validate(
+                await self._call(p.M_ACCOUNT_READ, p.GetAccountParams().params()))
+        except (RpcError, ValueError):
+            account = None
+        models = None
+        try:
+            models = p.ModelListResponse.model_validate(await self._call(p.M_MODEL_LIST, p.ModelListParams().params()))
+        except (RpcError, ValueError):
+            models = None
+        try:
+            config = p.ConfigReadResponse.model_validate(
+                await self._call(p.M_CONFIG_READ, p.ConfigReadParams(cwd=self.session_options.dir).params())).config
+            if config.model and not self.options.get("model"):
+                self.options["model"] = config.model
+            if config.model_reasoning_effort and not self.options.get("effort"):
+                self.options["effort"] = config.model_reasoning_effort
+        except (RpcError, ValueError):
+            pass
+        skills = None
+        try:
+            skills = await self._call(p.M_SKILLS_LIST, p.SkillsListParams(cwds=[self.session_options.dir]).params())
+        except RpcError:
+            skills = None
+        _, self._skills = skill_commands(skills)
+        self._models, self._account, self._skills_raw = models, account, skills
+        version = version_from_user_agent(self.init_response.get("userAgent"))
+        version = version or await cli_version(self.installation.executable_path)
+        self._version = version
+        self._refresh_details()
+        if require_auth and isinstance(self.details.auth, Unauthenticated):
+            raise AuthRequired(login_methods(self.installation.executable_path), "Codex is not logged in")
+
+    def _refresh_details(self) -> None:
+        self.details = agent_details(version=self._version, account=self._account, models=self._models,
+                                     skills=self._skills_raw, executable=self.installation.executable_path,
+                                     current=self.options, mcp_transports=self._mcp_transports)  # fmt: skip
+
+    async def _open_thread(self) -> None:
+        options = self.session_options
+        common = {"cwd": options.dir, "model": self.options.get("model"), "approvalPolicy": self.options["mode"],
+                  "sandbox": self.options["sandbox"]}  # fmt: skip
+        if options.resume:
+            method, params = p.M_THREAD_RESUME, p.ThreadResumeParams(threadId=options.resume, **common)
+        elif options.fork:
+            method, params = p.M_THREAD_FORK, p.ThreadForkParams(threadId=options.fork, lastTurnId=options.fork_at,
+                                                                 **common)  # fmt: skip
+        else:
+            method, params = p.M_THREAD_START, p.ThreadStartParams(**common)
+        try:
+            result = await self._call(method, params.params())
+        except RpcError as err:
+            if options.resume or options.fork:
+                raise ResumeFailed(f"Codex refused {method}: {err.message}") from None
+            raise ProtocolFailed(f"{method} failed: {err.message}") from None
+        opened = p.ThreadOpened.model_validate(result)
+        self.mapper.thread_id = opened.thread.id
+        self.resume_token = opened.thread.id
+        self.title = opened.thread.name
+        if opened.model:
+            self.options["model"] = opened.model
+        if opened.reasoningEffort and not self.options.get("effort"):
+            self.options["effort"] = opened.reasoningEffort
+        self._refresh_details()
+
+    # ------------------------------------------------------------------------------------------- stdout
+
+    async def _pump(self) -> None:
+        try:
+            async for line in self.process.lines():
+                if isinstance(line, OversizedLine):
+                    await self.link.emit(diagnostic("Warning", f"skipped a {line.size}-byte Codex line"))
+                    continue
+                if not line.strip():
+                    continue
+                try:
+                    frame = json.loads(line)
+                except ValueError:
+                    await self.link.emit(diagnostic("Info", "Codex wrote a line that is not JSON"),
+                                         extensions={RAW: line[:4096]})  # fmt: skip
+                    continue
+                try:
+                    await self._dispatch(frame)
+                except Exception as exc:  # noqa: BLE001 - never crash on a frame
+                    await self.link.emit(diagnostic("Info", f"could not handle a Codex frame ({type(exc).__name__}: "
+                                                            f"{exc})"), extensions={RAW: frame})  # fmt: skip
+        finally:
+            with anyio.CancelScope(shield=True):
+                self._stdout_done.set()
+                await self.channel.close("Codex's output ended")
+                status = await self.process.wait()
+                self.exit_status = status
+                await self.process.stderr_drained(1.0)
+                if not self._closing:
+                    await self.link.exited(status, self.process.stderr_tail())
+
+    async def _dispatch(self, frame: Any) -> None:
+        shape = classify(frame)
+        if shape == "response":
+            if not await self.channel.resolve(frame):
+                await self.link.emit(diagnostic("Info", "Codex answered a request we did not send"),
+                                     extensions={RAW: frame})  # fmt: skip
+        elif shape == "request":
+            await self._incoming(frame)
+        elif shape == "notification":
+            method = frame["method"]
+            params = frame.get("params")
+            if method == p.N_TURN_COMPLETED and self._is_session_turn(params):
+                await self._before_turn_end()
+            await self.mapper.handle(method, params, frame)
+            if method == p.N_TURN_STARTED and self._is_session_turn(params) and self._held_steer is not None:
+                held, self._held_steer = self._held_steer, None
+                await self._send_steer(held)
+            if method == p.N_TURN_STARTED and self._is_session_turn(params) and self._cancel_requested:
+                await self._interrupt()
+        else:
+            await self.link.emit(diagnostic("Info", "Codex wrote a frame that is not JSON-RPC"),
+                                 extensions={RAW: frame})  # fmt: skip
+
+    def _is_session_turn(self, params: Any) -> bool:
+        return isinstance(params, dict) and params.get("threadId") == self.thread_id
+
+    async def _before_turn_end(self) -> None:
+        if self._held_steer is not None:
+            self._held_steer = None
+            await self.link.steered(False)
+        self._requests.clear()
+        self._turn_requested = False
+        self._cancel_requested = False
+
+    # ------------------------------------------------------------------------------------------- requests
+
+    async def _incoming(self, frame: dict[str, Any]) -> None:
+        method, rpc_id = frame["method"], frame["id"]
+        params = frame.get("params") if isinstance(frame.get("params"), dict) else {}
+        request_id = str(rpc_id)
+        parent = self.mapper.parent_of(params.get("threadId") or params.get("conversationId"))
+        if method == p.M_COMMAND_APPROVAL:
+            req = p.CommandApprovalParams.model_validate(params)
+            tool = self.mapper.tools.get(req.itemId) or tool_update(
+                {"type": "commandExecution", "id": req.itemId, "command": req.command or "", "cwd": req.cwd,
+                 "commandActions": params.get("commandActions"), "status": "inProgress"}, self.session_options.dir)  # fmt: skip
+            tool = tool.model_copy(update={"status": "Pending"})
+            decisions = params.get("availableDecisions")
+            options = ["AllowOnce"]
+            if decisions is None or "acceptForSession" in decisions or _amendment(decisions) or req.proposedExecpolicyAmendment:
+                options.append("AllowAlways")
+            options.append("DenyOnce")
+            await self._open_permission("command", rpc_id, params, tool, options, req.reason, parent)
+        elif method == p.M_FILE_APPROVAL:
+            req = p.FileChangeApprovalParams.model_validate(params)
+            tool = self.mapper.tools.get(req.itemId) or ToolUpdate(id=req.itemId, kind="Edit", title="Edit files")
+            tool = tool.model_copy(update={"status": "Pending"})
+            await self._open_permission("file", rpc_id, params, tool, ["AllowOnce", "AllowAlways", "DenyOnce"],
+                                        req.reason, parent)  # fmt: skip
+        elif method in (p.M_LEGACY_EXEC_APPROVAL, p.M_LEGACY_PATCH_APPROVAL):
+            call_id = str(params.get("callId") or params.get("approvalId") or request_id)
+            if method == p.M_LEGACY_EXEC_APPROVAL:
+                command = params.get("command")
+                text = " ".join(command) if isinstance(command, list) else str(command or "")
+                tool = tool_update({"type": "commandExecution", "id": call_id, "command": text,
+                                    "cwd": params.get("cwd")}, self.session_options.dir)  # fmt: skip
+            else:
+                changes = params.get("fileChanges") if isinstance(params.get("fileChanges"), dict) else {}
+                tool = ToolUpdate(id=call_id, kind="Edit", title="Edit " + ", ".join(changes), locations=list(changes))
+            tool = tool.model_copy(update={"status": "Pending"})
+            await self._open_permission("legacy", rpc_id, params, tool, ["AllowOnce", "AllowAlways", "DenyOnce"],
+                                        params.get("reason"), parent)  # fmt: skip
+        elif method == p.M_USER_INPUT:
+            req = p.UserInputParams.model_validate(params)
+            questions = []
+            for q in req.questions:
+                choices = [Choice(id=o.label, label=o.label, description=o.description or None) for o in q.options or []]
+                questions.append(Question(id=q.id, text=q.question, header=q.header or None, choices=choices,
+                                          allows_free_text=q.isOther or not choices))  # fmt: skip
+            self._requests[request_id] = _Pending("question", rpc_id, params)
+            await self.link.emit(RequestOpened(value=QuestionAsked(value=QuestionRequest(id=request_id,
+                                                                                         questions=questions))),
+                                 parent_tool_id=parent)  # fmt: skip
+        elif method == p.M_ELICITATION:
+            await self._reply(rpc_id, {"action": "decline", "content": None})
+            await self.link.emit(diagnostic("Info", "declined an MCP elicitation request (not supported)"),
+                                 extensions={RAW: frame})  # fmt: skip
+        else:
+            try:
+                await self.channel.reply_error(rpc_id, -32601, f"anyagentd does not handle {method}")
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                pass
+            await self.link.emit(diagnostic("Info", f"refused Codex's {method!r} request (not supported)"),
+                                 extensions={RAW: frame})  # fmt: skip
+
+    async def _open_permission(self, kind: str, rpc_id: Any, params: dict[str, Any], tool: ToolUpdate,
+                               options: list[str], detail: str | None, parent: str | None) -> None:  # fmt: skip
+        request_id = str(rpc_id)
+        self._requests[request_id] = _Pending(kind, rpc_id, params)
+        request = PermissionRequest(id=request_id, tool=tool, options=options, detail=detail)  # type: ignore[arg-type]
+        await self.link.emit(RequestOpened(value=PermissionRequested(value=request)), parent_tool_id=parent)
+
+    async def _reply(self, rpc_id: Any, result: Any) -> bool:
+        try:
+            await self.channel.reply(rpc_id, result)
+            return True
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            return False
+
+    # ------------------------------------------------------------------------------------------- commands
+
+    def turn_input(self, prompt: PromptInput) -> list[dict[str, Any]]:
+        """``UserInput`` items for a prompt: a ``skill`` item when it starts with ``/<skill>``, the text, then
+        attachments (image files → ``localImage``, image URLs → ``image``, anything else mentioned by path)."""
+        items: list[dict[str, Any]] = []
+        text = prompt.text
+        if text.startswith("/"):
+            name = text[1:].split(maxsplit=1)[0] if len(text) > 1 else ""
+            if name in self._skills:
+                items.append({"type": "skill", "name": name, "path": self._skills[name]})
+                text = "$" + text[1:]
+        mentions = []
+        images = []
+        for item in prompt.attachments:
+            media = mimetypes.guess_type(item.split("?")[0])[0]
+            if item.startswith(("http://", "https://")):
+                if media in IMAGE_TYPES:
+                    images.append({"type": "image", "url": item})
+                else:
+                    mentions.append(item)
+            elif media in IMAGE_TYPES and os.path.isfile(item):
+                images.append({"type": "localImage", "path": os.path.abspath(item)})
+            else:
+                mentions.append(item)
+        if mentions:
+            text += "\n\nAttached: " + ", ".join(mentions)
+        items.append(p.TextInput(text=text).params())
+        return items + images
+
+    def _turn_params(self, prompt: PromptInput) -> dict[str, Any]:
+        return p.TurnStartParams(threadId=self.thread_id, input=self.turn_input(prompt), model=self.options.get("model"),
+                                 effort=self.options.get("effort"), approvalPolicy=self.options.get("mode")).params()  # fmt: skip
+
+    async def start_turn(self, turn_id: str, prompt: PromptInput) -> None:
+        self._turn_requested = True
+        self._cancel_requested = False
+        try:
+            await self.channel.send(p.M_TURN_START, self._turn_params(prompt), callback=self._on_turn_start)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            self._turn_requested = False
+            raise ProtocolFailed("Codex's input is closed") from None
+
+    async def _on_turn_start(self, result: Any, error: RpcError | None) -> None:
+        if error is not None:
+            self._turn_requested = False
+            await self.link.turn_ack()
+            if self._held_steer is not None:
+                self._held_steer = None
+                await self.link.steered(False)
+            await self.link.turn_ended(_failed(f"Codex refused the turn: {error.message}"))
+            return
+        turn = result.get("turn") if isinstance(result, dict) else None
+        if isinstance(turn, dict) and isinstance(turn.get("id"), str) and self.mapper.turn_id is None:
+            self.mapper.turn_id = turn["id"]
+        await self.link.turn_ack()
+        if self._cancel_requested:
+            await self._interrupt()
+
+    async def steer(self, prompt: PromptInput) -> None:
+        if self.mapper.turn_started and self.mapper.turn_id:
+            await self._send_steer(prompt)
+        elif self._turn_requested:
+            self._held_steer = prompt  # sent when turn/started arrives
+        else:
+            await self.link.steered(False)
+
+    async def _send_steer(self, prompt: PromptInput) -> None:
+        params = p.TurnSteerParams(threadId=self.thread_id, expectedTurnId=str(self.mapper.turn_id),
+                                   input=self.turn_input(prompt)).params()  # fmt: skip
+
+        async def done(result: Any, error: RpcError | None) -> None:
+            await self.link.steered(error is None)
+            if error is not None:
+                await self.link.emit(diagnostic("Info", f"Codex refused the steer: {error.message}"))
+
+        try:
+            await self.channel.send(p.M_TURN_STEER, params, callback=done)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await self.link.steered(False)
+
+    async def answer(self, request_id: str, answer: Answer) -> None:
+        pending = self._requests.get(request_id)
+        if pending is None:
+            raise InvalidRequest(f"Codex has no pending request {request_id!r}")
+        if pending.kind == "question":
+            if not isinstance(answer, AnswerQuestion):
+                raise InvalidRequest("a question needs a Question answer")
+            result = question_response(answer, pending.params)
+        else:
+            if not isinstance(answer, AnswerPermission):
+                raise InvalidRequest("a permission request needs a Permission answer")
+            result = {"decision": permission_decision(pending.kind, answer.value, pending.params)}
+        del self._requests[request_id]
+        if not await self._reply(pending.rpc_id, result):
+            raise ProtocolFailed("Codex's input is closed")
+
+    async def cancel(self) -> None:
+        self._cancel_requested = True
+        self.mapper.cancelling = True
+        self._held_steer = None
+        pending, self._requests = self._requests, {}
+        for item in pending.values():
+            if item.kind == "question":
+                await self._reply(item.rpc_id, {"answers": {}})
+            else:
+                await self._reply(item.rpc_id, {"decision": permission_decision(item.kind, "Cancel", item.params)})
+        if self.mapper.turn_id:
+            await self._interrupt()
+        # else: interrupted once turn/start's result (or turn/started) names the turn
+
+    async def _interrupt(self) -> None:
+        turn_id = self.mapper.turn_id
+        if not turn_id:
+            return
+        params = p.TurnInterruptParams(threadId=self.thread_id, turnId=turn_id).params()
+
+        async def done(result: Any, error: RpcError | None) -> None:
+            if error is not None and not self._closing:
+                await self.link.emit(diagnostic("Info", f"Codex refused turn/interrupt: {error.message}"))
+
+        try:
+            await self.channel.send(p.M_TURN_INTERRUPT, params, callback=done)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass
+
+    async def configure(self, option: str, value: ConfigValue) -> None:
+        if option not in ("model", "effort", "mode"):
+            raise InvalidConfiguration(f"option {option!r} cannot be changed live")
+        if not isinstance(value, str) or not value:
+            raise InvalidConfiguration(f"{option} must be a non-empty string")
+        await self.mapper.set_options(**{option: value})
+        self._refresh_details()
+
+    async def compact(self) -> None:
+        self._turn_requested = True
+        self._cancel_requested = False
+
+        async def done(result: Any, error: RpcError | None) -> None:
+            if error is not None:
+                self._turn_requested = False
+                await self.link.turn_ended(_failed(f"Codex refused to compact: {error.message}"))
+
+        try:
+            await self.channel.send(p.M_COMPACT, p.ThreadCompactStartParams(threadId=self.thread_id).params(),
+                                    callback=done)  # fmt: skip
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            raise ProtocolFailed("Codex's input is closed") from None
+
+    async def close(self) -> None:
+        self._closing = True
+        if self.mapper.turn_id and not self._stdout_done.is_set():
+            with anyio.move_on_after(0.5):
+                await self._interrupt()
+        try:
+            await self.process.terminate(grace=CLOSE_STEP)
+        finally:
+            self._remove_home()
+
+    async def kill(self) -> None:
+        self._closing = True
+        try:
+            await self.process.kill()
+        finally:
+            self._remove_home()
+
+    def _remove_home(self) -> None:
+        if self._owned_home and self.codex_home:
+            shutil.rmtree(self.codex_home, ignore_errors=True)
+            self._owned_home = False
+
+
+# ------------------------------------------------------------------------------------------------ replies
+
+
+def _amendment(decisions: Any) -> Any:
+    for d in decisions or []:
+        if isinstance(d, dict) and "acceptWithExecpolicyAmendment" in d:
+            return d["acceptWithExecpolicyAmendment"]
+    return None
+
+
+def permission_decision(kind: str, choice: str, params: dict[str, Any]) -> Any:
+    """The ``decision`` for a permission answer.
+
+    v2 approvals: AllowOnce → ``accept``; AllowAlways → ``acceptForSession`` (for a command whose
+    ``availableDecisions`` does not offer it, ``acceptWithExecpolicyAmendment`` with the proposed amendment);
+    DenyOnce/DenyAlways → ``decline`` (the turn goes on); ``Cancel`` (our cancel) → ``cancel``. Legacy
+    ``execCommandApproval``/``applyPatchApproval``: ``approved`` / ``approved_for_session`` / ``denied`` /
+    ``abort``.
+    """
+    if kind == "legacy":
+        return {"AllowOnce": "approved", "AllowAlways": "approved_for_session", "Cancel": "abort"}.get(choice, "denied")
+    if choice == "AllowOnce":
+        return "accept"
+    if choice == "AllowAlways":
+        decisions = params.get("availableDecisions")
+        if kind == "command" and decisions is not None and "acceptForSession" not in decisions:
+            amendment = _amendment(decisions)
+            proposed = params.get("proposedExecpolicyAmendment")
+            if amendment is None and isinstance(proposed, list):
+                amendment = {"execpolicy_amendment": proposed}
+            if amendment is not None:
+                return {"acceptWithExecpolicyAmendment": amendment}
+        return "acceptForSession"
+    if choice == "Cancel":
+        return "cancel"
+    return "decline"
+
+
+def question_response(answer: AnswerQuestion, params: dict[str, Any]) -> dict[str, Any]:
+    """``{"answers": {question id: {"answers": [labels or text]}}}`` — answers in question order."""
+    questions = params.get("questions") if isinstance(params.get("questions"), list) else []
+    answers: dict[str, Any] = {}
+    for question, value in zip(questions, answer.value):
+        qid = str(question.get("id")) if isinstance(question, dict) else ""
+        if isinstance(value, Choices):
+            answers[qid] = {"answers": list(value.value)}
+        elif isinstance(value, TextAnswer):
+            answers[qid] = {"answers": [value.value]}
+    return {"answers": answers}
+
+
+def _failed(message: str) -> Any:
+    return FailedStop(message=message)
+
+
+__all__ = ["HANDSHAKE_TIMEOUT", "CodexConnection", "permission_decision", "question_response"]

@@ -1,0 +1,527 @@
+"""End to end: the REAL pinned Codex CLI (tests/agents/node_modules/.bin/codex) in ``app-server`` mode against the
+scripted model server, through :class:`anyagentd.runtime.Runtime` and over the wire (``anyagentd serve``).
+
+These fail (never skip) when the CLI is missing: ``agent_bin`` raises. The CLI is found through discovery's
+environment override ``ANYAGENTD_CODEX_BIN``; the provider flags come from ``ANYAGENTD_CODEX_ARGS``
+(``codex_args``) and its key and a fresh HOME from ``codex_env``, all passed through the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyagentd.errors import (
+    AuthRequired,
+    ProcessExited,
+    ResumeFailed,
+    SessionClosed,
+    SpawnFailed,
+    UnsupportedFeature,
+)
+from anyagentd.model import AnswerPermission, Event, McpServer, Stdio
+from anyagentd.runtime import Runtime
+from anyagentd.testing.agents import agent_bin, clean_environ, codex_args, codex_env
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(45)]
+
+STEP = 25.0
+"""Seconds any single wait on the real CLI may take."""
+
+
+def codex_environment(server_url: str, home: Path) -> dict[str, str]:
+    """The whole child environment: no foreign OPENAI_/CODEX_ variables, the provider key, a fresh HOME, the
+    provider flags in ``ANYAGENTD_CODEX_ARGS`` and the pinned binary in ``ANYAGENTD_CODEX_BIN``."""
+    env = clean_environ(codex_env(home))
+    env["ANYAGENTD_CODEX_ARGS"] = shlex.join(codex_args(server_url))
+    env["ANYAGENTD_CODEX_BIN"] = str(agent_bin("codex", start=__file__))
+    return env
+
+
+@pytest.fixture
+def codex(model_server: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """``codex(script)`` starts a model server with ``script`` and points this process's environment at it (what
+    the adapter passes through to the CLI). Returns the server."""
+    agent_bin("codex", start=__file__)  # AgentNotInstalledError: the test fails, it does not skip
+
+    def start(script: Any) -> Any:
+        server = model_server(script)
+        home = tmp_path / "home"
+        home.mkdir(exist_ok=True)
+        env = codex_environment(server.url, home)
+        for key in list(os.environ):
+            if key not in env:
+                monkeypatch.delenv(key)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        return server
+
+    return start
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+def tag(event: Event) -> str:
+    kind = event.kind
+    return kind if isinstance(kind, str) else kind.TAG
+
+
+class Stream:
+    """One consumer of ``session.events()`` with bounded waits."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self._it: AsyncIterator[Event] = session.events().__aiter__()
+        self.seen: list[Event] = []
+
+    async def next(self, timeout: float = STEP) -> Event:
+        with anyio.fail_after(timeout):
+            event = await self._it.__anext__()
+        self.seen.append(event)
+        return event
+
+    async def until(self, name: str, timeout: float = STEP) -> Event:
+        with anyio.fail_after(timeout):
+            while True:
+                event = await self.next(timeout)
+                if tag(event) == name:
+                    return event
+
+    async def rest(self, timeout: float = STEP) -> list[Event]:
+        out = []
+        with anyio.fail_after(timeout):
+            async for event in self._it:
+                self.seen.append(event)
+                out.append(event)
+        return out
+
+    def text(self) -> str:
+        return "".join(e.kind.text for e in self.seen if tag(e) == "TextDelta" and e.turn_info is not None)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def request_text(entry: dict[str, Any]) -> str:
+    return json.dumps(entry["body"].get("input", []), ensure_ascii=False)
+
+
+async def wait_requests(server: Any, count: int) -> None:
+    await anyio.to_thread.run_sync(lambda: server.wait_for_requests(count, timeout=STEP))
+
+
+COMMAND_SCRIPT = {"turns": [
+    {"text": "Running a command.",
+     "tool": {"name": "exec_command", "input": {"cmd": "printf 'made by codex\\n' > made.txt && echo command-output"}}},
+    {"text": "Done."},
+]}  # fmt: skip
+
+PATCH_SCRIPT = {"turns": [
+    {"tool": {"name": "apply_patch", "custom": True,
+              "input": "*** Begin Patch\n*** Add File: patched.txt\n+patched by apply_patch\n*** End Patch\n"}},
+    {"text": "The patch was declined."},
+]}  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------ probe
+
+
+async def test_probe_reports_version_account_options_skills_and_capabilities(codex: Any) -> None:
+    codex({"turns": []})
+    async with Runtime() as rt:
+        details = await rt.probe("codex")
+    assert details.version == "0.171.0"
+    assert details.auth.TAG == "Authenticated" and details.auth.kind == "ApiKey"  # a custom provider's key
+    model = details.option("model")
+    assert model is not None and model.live and model.current == "gpt-5.5" and len(model.kind.choices) >= 2
+    effort = details.option("effort")
+    assert effort is not None and effort.live and {"low", "medium", "high"} <= {c.value for c in effort.kind.choices}
+    assert details.option("sandbox") is not None and not details.option("sandbox").live
+    features = set(details.capabilities.features)
+    assert {"Steer", "Permissions", "Resume", "Fork", "Compact", "Subagents", "ContextUsage"} <= features
+    assert not {"Rollback", "Questions", "Plan"} & features  # not reachable with this version (see launch.py)
+    assert details.commands and "SlashCommands" in features  # the bundled system skills
+    assert details.capabilities.mcp_transports and "Sse" not in details.capabilities.mcp_transports
+
+
+# ------------------------------------------------------------------------------------------------ turns
+
+
+async def test_turn_contract_an_approved_command_really_runs(codex: Any, work: Path) -> None:
+    server = codex(COMMAND_SCRIPT)
+    async with Runtime() as rt:
+        session = await rt.open("codex", dir=work)
+        info = session.info()
+        assert info.resume_token and info.details.version == "0.171.0"
+        stream = Stream(session)
+        delivery = await session.prompt("Create made.txt")
+        started = await stream.until("TurnStarted")
+        assert started.kind.origin.value == delivery.prompt_id
+        opened = await stream.until("RequestOpened")
+        request = opened.kind.value.value
+        assert request.tool.kind == "Execute" and "made.txt" in request.tool.input.command
+        assert session.status == "NeedsInput"
+        await session.answer(request.id, AnswerPermission(value="AllowOnce"))
+        ended = await stream.until("TurnEnded")
+        assert ended.kind.stop.TAG == "Completed" and ended.kind.stop.source == "Protocol"
+        assert (work / "made.txt").read_text() == "made by codex\n"
+        assert stream.text() == "Running a command.Done."
+        tools = [e.kind.value for e in stream.seen if tag(e) == "ToolUpdated"]
+        assert tools[-1].status == "Completed"
+        output = "".join(e.kind.text for e in stream.seen if tag(e) == "ToolOutputDelta") + (tools[-1].output or "")
+        assert "command-output" in output
+        tags = [tag(e) for e in stream.seen]
+        assert "RequestClosed" in tags and "ContextUsage" in tags and "MessageEnded" in tags
+        statuses = [e.kind.value for e in stream.seen if tag(e) == "StatusChanged"]
+        statuses.append((await stream.until("StatusChanged")).kind.value)
+        assert statuses == ["Working", "NeedsInput", "Working", "Idle"]
+        pid = session._conn.process.pid
+        started_close = time.monotonic()
+        await session.close()
+        assert time.monotonic() - started_close < 10
+        await stream.rest()
+        assert not alive(pid)
+    # the command's output reached the model
+    assert "command-output" in request_text(server.main_requests()[-1])
+
+
+async def test_declined_file_change_leaves_the_file_absent_and_the_turn_continues(codex: Any, work: Path) -> None:
+    server = codex(PATCH_SCRIPT)
+    async with Runtime() as rt:
+        session = await rt.open("codex", dir=work)
+        stream = Stream(session)
+        await session.prompt("Patch it")
+        request = (await stream.until("RequestOpened")).kind.value.value
+        assert request.tool.kind == "Edit" and request.tool.diffs[0].new_text == "patched by apply_patch\n"
+        await session.answer(request.id, AnswerPermission(value="DenyOnce"))
+        ended = await stream.until("TurnEnded")
+        assert ended.kind.stop.TAG == "Completed"
+        assert stream.text().endswith("The patch was declined.")
+        assert not (work / "patched.txt").exists()
+        tools = [e.kind.value for e in stream.seen if tag(e) == "ToolUpdated"]
+        assert tools[-1].status == "Failed"
+    assert [r["turn"] for r in server.main_requests()] == [0, 1]
+
+
+async def test_steer_mid_turn_is_accepted_into_the_same_turn(codex: Any, work: Path) -> None:
+    # Codex 0.171 takes a steer by dropping the model call in flight and sampling again with the steer appended
+    # to the same turn's input (so the scripted turn 0 answers twice; only the second reply is streamed).
+    server = codex({"turns": [{"text": "Working slowly.", "delay": 2}]})
+    async with Runtime() as rt:
+        session = await rt.open("codex", dir=work)
+        stream = Stream(session)
+        first = await session.prompt("Start something slow")
+        await wait_requests(server, 1)
+        steer = await session.prompt("Also mention bananas")
+        assert steer.kind.TAG == "Steered" and steer.kind.turn_id == first.kind.turn_id
+        ended = await stream.until("TurnEnded")
+        assert ended.kind.stop.TAG == "Completed" and ended.turn_info.id == first.kind.turn_id
+        assert stream.text() == "Working slowly."
+        assert len([e for e in stream.seen if tag(e) == "TurnStarted"]) == 1
+    requests = server.main_requests()
+    assert len(requests) == 2 and "Also mention bananas" not in request_text(requests[0])
+    last = request_text(requests[-1])
+    assert "Start something slow" in last and "Also mention bananas" in last
+
+
+async def test_cancel_mid_turn_then_the_session_lives(codex: Any, work: Path) -> None:
+    server = codex({"turns": [{"text": "too late", "delay": 20}]})
+    async with Runtime() as rt:
+        session = await rt.open("codex", dir=work)
+        stream = Stream(session)
+        await session.prompt("Take your time")
+        await wait_requests(server, 1)
+        started = time.monotonic()
+        await session.cancel()
+        ended = await stream.until("TurnEnded")
+        assert ended.kind.stop == "Cancelled"
+        assert time.monotonic() - started < 8
+        server.set_script({"turns": [{"text": "Fresh answer."}]})
+        await session.prompt("Again")
+        ended = await stream.until("TurnEnded")
+        assert ended.kind.stop.TAG == "Completed"
+        assert stream.text().endswith("Fresh answer.")
+
+
+async def test_cancel_during_a_running_command_cancels_the_tool(codex: Any, work: Path) -> None:
+    codex({"turns": [{"tool": {"name": "exec_command", "input": {"cmd": "sleep 20; echo never > late.txt"}}}]})
+    async with Runtime() as rt:
+        session = await rt.open("codex", dir=work, permission_mode="AutoApprove")
+        stream = Stream(session)
+        await session.prompt("Run the slow command")
+        while True:
+            event = await stream.until("ToolUpdated")
+            if event.kind.value.kind == "Execute" and event.kind.value.status == "Running":
+                break
+        await anyio.sleep(0.5)
+        started = time.monotonic()
+        await session.cancel()
+        ended = await stream.until("TurnEnded")
+        assert ended.kind.stop == "Cancelled" and time.monotonic() - started < 8
+        tools = [e.kind.value for e in stream.seen if tag(e) == "ToolUpdated"]
+        assert tools[-1].status == "Cancelled" and not ended.kind.background
+        assert not (work / "late.txt").exists()
+
+
+async def test_live_model_switch_is_used_by_the_next_request(codex: Any, work: Path) -> None:
+    server = codex({"turns": [{"text": "One."}, {"text": "Two."}]})
+    async with Runtime() as rt:
+        session = await rt.open("codex", dir=work)
+        stream = Stream(session)
+        await session.prompt("first")
+        await stream.until("TurnEnded")
+        before = len(server.requests)
+        other = next(c.value for c in session.info().details.option("model").kind.choices if c.value != "gpt-5.5")
+        await session.configure("model", other)
+        updated = await stream.until("SessionUpdated")
+        assert updated.kind.value.configuration.options["model"] == other
+        await session.prompt("second")
+        ended = await stream.until("TurnEnded")
+        assert ended.kind.stop.TAG == "Completed"
+    assert server.main_requests()[0]["model"] == "gpt-5.5"
+    # Codex may first compact the history with the old model (a switch to a smaller window); the turn's own
+    # request uses the new one
+    after = [r for r in server.requests[before:] if "compaction" not in (r["reason"] or "")]
+    assert after and all(r["model"] == other for r in after)
+    assert "second" in request_text(after[-1])
+
+
+async def test_resume_recalls_the_conversation(codex: Any, work: Path) -> None:
+    server = codex({"turns": [{"text": "Noted the word."}, {"text": "The word was PAPAYA."}]})
+    async with Runtime() as rt:
+        first = await rt.open("codex", dir=work)
+        stream = Stream(first)
+        await first.prompt("Remember the word PAPAYA.")
+        await stream.until("TurnEnded")
+        token = first.info().resume_token
+        await first.close()
+        await stream.rest()
+
+        second = await rt.open("codex", dir=work, resume=token)
+        assert second.info().resume_token == token
+        stream2 = Stream(second)
+        await second.prompt("Which word did I ask you to remember?")
+        ended = await stream2.until("TurnEnded")
+        assert ended.kind.stop.TAG == "Completed"
+        assert stream2.text() == "The word was PAPAYA."
+    last = server.main_requests()[-1]
+    assert last["turn"] == 1
+    text = request_text(last)
+    assert "Remember the word PAPAYA." in text and "Noted the word." in text
+
+
+async def test_compact_runs_as_a_turn(codex: Any, work: Path) -> None:
+    codex({"turns": [{"text": "One."}]})
+    async with Runtime() as rt:
+        session = await rt.open("codex", dir=work)
+        stream = Stream(session)
+        await session.prompt("first")
+        await stream.until("TurnEnded")
+        await session.compact()
+        compacted = await stream.until("ContextCompacted")
+        assert compacted.turn_info is not None
+        usage = await stream.until("ContextUsage")
+        ended = await stream.until("TurnEnded")
+        assert ended.kind.stop.TAG == "Completed"
+        before = [e.kind.used_tokens for e in stream.seen[: stream.seen.index(compacted)] if tag(e) == "ContextUsage"]
+        assert usage.kind.used_tokens < max(before)
+
+
+async def test_killed_cli_fails_the_turn_then_process_exited(codex: Any, work: Path) -> None:
+    server = codex({"turns": [{"text": "never", "delay": 20}]})
+    async with Runtime() as rt:
+        session = await rt.open("codex", dir=work)
+        stream = Stream(session)
+        await session.prompt("Hang")
+        await wait_requests(server, 1)
+        pid = session._conn.process.pid
+        os.killpg(pid, signal.SIGKILL)
+        ended = await stream.until("TurnEnded")
+        assert ended.kind.stop.TAG == "Failed"
+        with pytest.raises(ProcessExited) as caught:
+            await stream.rest()
+        assert caught.value.status == "signal: 9 (SIGKILL)"
+        with pytest.raises(SessionClosed):
+            await session.prompt("still there?")
+        with anyio.fail_after(5):
+            while alive(pid):
+                await anyio.sleep(0.05)
+
+
+async def test_generate_returns_the_text(codex: Any, work: Path) -> None:
+    codex({"turns": [{"text": "Short generated text."}]})
+    async with Runtime() as rt:
+        text = await rt.generate("codex", work, "Say something short.")
+    assert text == "Short generated text."
+
+
+async def test_fork_at_a_fork_point(codex: Any, work: Path) -> None:
+    server = codex({"turns": [{"text": "Alpha."}, {"text": "Beta."}, {"text": "Gamma."}]})
+    async with Runtime() as rt:
+        session = await rt.open("codex", dir=work)
+        stream = Stream(session)
+        await session.prompt("say kiwi")
+        await stream.until("TurnEnded")
+        fork_point = next(e.extensions["codex/fork_point"] for e in stream.seen if tag(e) == "MessageEnded")
+        await session.prompt("say mango")
+        await stream.until("TurnEnded")
+        token = session.info().resume_token
+        await session.close()
+        await stream.rest()
+
+        fork = await rt.open("codex", dir=work, fork=token, fork_at=fork_point)
+        assert fork.info().resume_token not in (None, token)
+        stream2 = Stream(fork)
+        await fork.prompt("say lychee")
+        await stream2.until("TurnEnded")
+        assert stream2.text() == "Beta."  # history up to "Alpha." only: turn index 1
+    text = request_text(server.main_requests()[-1])
+    assert "say kiwi" in text and "Alpha." in text and "mango" not in text and "say lychee" in text
+
+
+async def test_stdio_mcp_server_is_forwarded(codex: Any, work: Path, tmp_path: Path) -> None:
+    server = codex({"turns": [{"text": "Hello."}]})
+    script = tmp_path / "mcp_server.py"
+    script.write_text(MCP_SERVER)
+    marker = tmp_path / "mcp-started"
+    async with Runtime() as rt:
+        session = await rt.open("codex", dir=work, mcp_servers=[McpServer(name="files", connection=Stdio(
+            command=sys.executable, args=[str(script)], env={"MARKER": str(marker)}))])  # fmt: skip
+        stream = Stream(session)
+        await session.prompt("hi")
+        await stream.until("TurnEnded")
+    assert marker.read_text() == "initialize"  # Codex started the server with its env and initialized it
+    tools = [t.get("name") for t in server.main_requests()[0]["body"].get("tools", [])]
+    assert "list_mcp_resources" in tools  # offered only when an MCP server is configured
+
+
+async def test_per_session_codex_home_is_fresh_and_removed(codex: Any, work: Path, tmp_path: Path) -> None:
+    codex({"turns": [{"text": "Hello."}]})
+    async with Runtime(adapter_config={"codex": {"codex_home": "per-session"}}) as rt:
+        session = await rt.open("codex", dir=work)
+        home = session._conn.codex_home  # noqa: SLF001 - where the adapter pointed CODEX_HOME
+        assert home and Path(home).is_dir() and not str(home).startswith(str(tmp_path / "home"))
+        stream = Stream(session)
+        await session.prompt("hi")
+        assert (await stream.until("TurnEnded")).kind.stop.TAG == "Completed"
+        assert list(Path(home).glob("sessions/**/rollout-*.jsonl"))  # Codex wrote its session there
+        await session.close()
+        await stream.rest()
+    assert not Path(home).exists()
+    assert not (tmp_path / "home" / ".codex" / "sessions").exists()
+
+
+async def test_logged_out_codex_is_unauthenticated(codex: Any, work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    codex({"turns": []})
+    monkeypatch.delenv("ANYAGENTD_CODEX_ARGS")  # the default OpenAI provider, and no login in the fresh HOME
+    async with Runtime() as rt:
+        details = await rt.probe("codex")
+        assert details.auth.TAG == "Unauthenticated"
+        assert details.auth.login[0].command == [os.environ["ANYAGENTD_CODEX_BIN"], "login"]
+        with pytest.raises(AuthRequired):
+            await rt.open("codex", dir=work)
+
+
+async def test_a_401_mid_session_is_auth_lost(codex: Any, work: Path) -> None:
+    codex({"turns": [{"error": {"status": 401, "type": "authentication_error", "message": "bad key"}}]})
+    async with Runtime() as rt:
+        session = await rt.open("codex", dir=work)
+        stream = Stream(session)
+        await session.prompt("hi")
+        ended = await stream.until("TurnEnded")
+        assert ended.kind.stop.TAG == "Failed"
+        with pytest.raises(AuthRequired):
+            await stream.rest()
+        errors = [e.kind.value.message for e in stream.seen if tag(e) == "Diagnostic" and e.kind.value.level == "Error"]
+        assert any("401" in m for m in errors)
+
+
+async def test_a_cli_that_exits_during_the_handshake_is_spawn_failed(
+    codex: Any, work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    codex({"turns": []})
+    monkeypatch.setenv("ANYAGENTD_CODEX_ARGS", "--no-such-flag")
+    async with Runtime() as rt:
+        with pytest.raises(SpawnFailed, match="no-such-flag"):
+            await rt.open("codex", dir=work)
+
+
+async def test_resume_of_an_unknown_thread_fails(codex: Any, work: Path) -> None:
+    codex({"turns": []})
+    async with Runtime() as rt:
+        with pytest.raises(ResumeFailed):
+            await rt.open("codex", dir=work, resume="01a228bb-0000-7000-8000-000000000000")
+
+
+async def test_plan_usage_needs_a_chatgpt_login(codex: Any) -> None:
+    codex({"turns": []})
+    async with Runtime() as rt:
+        with pytest.raises(UnsupportedFeature, match="authentication required"):
+            await rt.plan_usage("codex")
+
+
+# ------------------------------------------------------------------------------------------------ wire
+
+
+@pytest.mark.timeout(60)
+def test_over_the_wire_an_approved_command_runs(model_server: Callable[..., Any], wire: Any, tmp_path: Path) -> None:
+    server = model_server(COMMAND_SCRIPT)
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    client = wire(env={**codex_environment(server.url, home), "ANYAGENTD_NO_LOGIN_SHELL": "1"}, timeout=STEP)
+    opened = client.ok("open", agent="codex", dir=str(work))
+    sid = opened["id"]
+    assert opened["agent"]["id"] == "codex" and opened["resume_token"]
+    client.ok("prompt", session=sid, text="Create made.txt")
+    events = client.events(sid, until=lambda line: "RequestOpened" in line.get("event", {}).get("kind", ""))
+    request = events[-1]["event"]["kind"]["RequestOpened"]["Permission"]
+    assert request["tool"]["kind"] == "Execute"
+    client.ok("answer", session=sid, request=request["id"], answer={"Permission": "AllowOnce"})
+    events = client.events(sid, until=lambda line: "TurnEnded" in line.get("event", {}).get("kind", ""))
+    assert events[-1]["event"]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}
+    assert (work / "made.txt").read_text() == "made by codex\n"
+    client.ok("close", session=sid)
+
+
+MCP_SERVER = r'''
+import json, os, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method = msg.get("method")
+    if method == "initialize":
+        with open(os.environ["MARKER"], "w") as fh:
+            fh.write("initialize")
+        result = {"protocolVersion": msg["params"].get("protocolVersion", "2025-06-18"),
+                  "capabilities": {"tools": {}}, "serverInfo": {"name": "files", "version": "0.0.1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "echo", "description": "Echo text",
+                             "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}
+    elif method == "tools/call":
+        result = {"content": [{"type": "text", "text": msg["params"]["arguments"].get("text", "")}]}
+    else:
+        result = {}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n")
+    sys.stdout.flush()
+'''
