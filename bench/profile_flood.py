@@ -1,15 +1,11 @@
 """Profile one 200k-TextDelta flood through the wire server, in-process (no pipe), with cProfile.
 
-Usage: .venv/bin/python bench/profile_flood.py [--events N] [--top 25] [--no-profile] [--fast-construct]
+Usage: .venv/bin/python bench/profile_flood.py [--events N] [--top 25] [--no-profile]
 
 Runs ``WireServer`` over a ``Runtime(mock_script=<flood script>)`` with an in-memory reader (open, prompt, then
 EOF once the turn has ended) and a counting writer, so what is measured is the engine + wire per-event path.
-Prints wall time, events/s, and the top functions by total (self) time.
-
-``--fast-construct`` monkeypatches (in this process only; no core file is changed) the engine's per-event
-construction to show the effect of the fix described in bench/README.md: ``Event``/``SystemTime``/``TurnContext``
-built by setting ``__dict__`` directly instead of through pydantic's pure-Python ``model_construct``, and the
-turn's ``TurnContext`` built once per (turn, parent_tool_id) instead of once per event.
+Prints wall time, events/s, and the top functions by total (self) time. Set ``ANYAGENTD_EVENT_BOUND=1000000``
+so the session is not closed with ConsumerLagged mid-profile.
 """
 
 from __future__ import annotations
@@ -23,8 +19,6 @@ import time
 
 import anyio
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
-
 from anyagentd.runtime import Runtime
 from anyagentd.wire import WireServer
 
@@ -37,7 +31,7 @@ def flood_script(n: int) -> dict:
     ]]}  # fmt: skip
 
 
-async def run_flood(n: int) -> tuple[int, int, float]:
+async def run_flood(n: int) -> tuple[int, int, float, bool]:
     opened, ended = anyio.Event(), anyio.Event()
     stats = {"lines": 0, "bytes": 0, "t0": 0.0, "t1": 0.0, "lagged": False}
     commands = [b'{"id":1,"cmd":"open","agent":"mock","dir":"/tmp"}\n']
@@ -52,16 +46,16 @@ async def run_flood(n: int) -> tuple[int, int, float]:
         await ended.wait()
         return b""
 
-    def write(data: bytes) -> None:  # runs in a worker thread, like the real stdout writer
+    async def write(data: bytes) -> None:  # awaited from the event loop, like the real stdout writer
         stats["lines"] += data.count(b"\n")
         stats["bytes"] += len(data)
         if not opened.is_set() and b'"ok"' in data:
-            anyio.from_thread.run_sync(opened.set)
+            opened.set()
         if b"ConsumerLagged" in data:
             stats["lagged"] = True
         if (b"TurnEnded" in data or b'{"closed"' in data) and not ended.is_set():
             stats["t1"] = time.perf_counter()
-            anyio.from_thread.run_sync(ended.set)
+            ended.set()
 
     async with Runtime(mock_script=flood_script(n)) as runtime:
         await WireServer(runtime, read_line, write).run()
@@ -73,12 +67,7 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=200_000)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--no-profile", action="store_true", help="only time it (no cProfile overhead)")
-    ap.add_argument("--fast-construct", action="store_true", help="monkeypatch the fix (see the docstring)")
     args = ap.parse_args()
-    if args.fast_construct:
-        from fastpatch import install_fast_construct
-
-        install_fast_construct()
     prof = None if args.no_profile else cProfile.Profile()
     if prof:
         prof.enable()

@@ -200,7 +200,9 @@ def test_serve_stdout_is_protocol_only_even_when_something_prints(tmp_path: Path
     replies = {line["id"]: line for line in lines if "id" in line}
     assert set(replies) == {1, 2, 3} and all("ok" in r for r in replies.values())
     session = replies[3]["ok"]["id"]
-    assert lines[-1] == {"closed": session}  # EOF closed the session
+    # EOF closed the session: its closed line is its last (replies to other commands may still follow it)
+    session_lines = [line for line in lines if "event" in line or "closed" in line]
+    assert session_lines[-1] == {"closed": session}
     assert "NOISE" not in result.stdout
     for noise in ("print() during discover", "raw write to fd 1", "child process output"):
         assert f"NOISE: {noise}" in result.stderr

@@ -14,7 +14,7 @@ import json
 import os
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, BinaryIO, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
@@ -188,11 +188,11 @@ BATCH = 256
 
 
 class WireServer:
-    """Serves one connection: reads frames from ``read_line`` and writes lines with ``write`` (bytes, one or
-    more whole lines; may block, so it runs in a worker thread). Use :func:`serve_stdio` for stdin/stdout."""
+    """Serves one connection: reads frames from ``read_line`` and writes lines with ``write`` (an async callable
+    taking bytes, one or more whole lines). Use :func:`serve_stdio` for stdin/stdout."""
 
     def __init__(self, runtime: Runtime, read_line: Callable[[], Awaitable[bytes]],
-                 write: Callable[[bytes], None]) -> None:  # fmt: skip
+                 write: Callable[[bytes], Awaitable[None]]) -> None:  # fmt: skip
         self.runtime = runtime
         self._read_line = read_line
         self._write = write
@@ -231,7 +231,7 @@ class WireServer:
                         chunks.append(self._recv.receive_nowait())
                     except (anyio.WouldBlock, anyio.EndOfStream):
                         break
-                await anyio.to_thread.run_sync(self._write, b"".join(chunks))
+                await self._write(b"".join(chunks))
         except (BrokenPipeError, OSError):
             # The app stopped reading: nothing can be delivered any more; end the process like EOF would.
             os._exit(0)
@@ -303,16 +303,21 @@ async def serve_stdio(runtime: Runtime) -> None:
     File descriptor 1 is kept for protocol lines only: the real stdout is duplicated for the writer and fd 1 is
     pointed at stderr, so stray prints and agents that inherit fd 1 cannot corrupt the protocol.
     """
-    out: BinaryIO = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
     sys.stdout.flush()
+    out = os.dup(sys.stdout.fileno())
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    # Written from the event loop on a non-blocking descriptor: a worker thread would have to win the GIL back
+    # from a busy loop before each write, stalling the writer long enough for a fast agent to overrun the bound.
+    os.set_blocking(out, False)
     stdin = sys.stdin.buffer
 
-    def write(data: bytes) -> None:
+    async def write(data: bytes) -> None:
         view = memoryview(data)
         while view:
-            written = out.write(view)
-            view = view[written or 0 :]
+            try:
+                view = view[os.write(out, view) :]
+            except BlockingIOError:
+                await anyio.wait_writable(out)
 
     async def read_line() -> bytes:
         return await anyio.to_thread.run_sync(stdin.readline)

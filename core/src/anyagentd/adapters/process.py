@@ -311,7 +311,9 @@ class AgentProcess:
             self._sweep_group()
             await self.stderr_drained(0.5)
             await self._background.aclose()
-            return await self.wait()
+            status = await self.wait()
+            await self._release()
+            return status
 
     async def kill(self) -> str:
         """SIGKILL the process group at once and reap the child; return its exit status."""
@@ -321,7 +323,16 @@ class AgentProcess:
             await self.close_stdin()
             await self.stderr_drained(0.5)
             await self._background.aclose()
+            await self._release()
             return status
+
+    async def _release(self) -> None:
+        # Close the process's pipes now, inside the event loop: left to the garbage collector they would be
+        # closed after the loop ("Event loop is closed" at exit).
+        try:
+            await self._process.aclose()
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
 
     def _sweep_group(self) -> None:
         """SIGKILL whatever is left in the (already leaderless) group: a leader that exited on EOF may have

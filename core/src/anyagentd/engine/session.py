@@ -107,8 +107,14 @@ class _Turn:
     open_requests: dict[str, Any] = field(default_factory=dict)  # request id -> Request
     tools: dict[str, str] = field(default_factory=dict)  # tool id -> ToolStatus
 
+    contexts: dict[str | None, TurnContext] = field(default_factory=dict)
+
     def context(self, parent_tool_id: str | None = None) -> TurnContext:
-        return TurnContext.model_construct(id=self.id, parent_tool_id=parent_tool_id)
+        """The turn_info for this turn's events (one instance per parent tool id; events share it)."""
+        context = self.contexts.get(parent_tool_id)
+        if context is None:
+            context = self.contexts[parent_tool_id] = TurnContext(id=self.id, parent_tool_id=parent_tool_id)
+        return context
 
 
 @dataclass

@@ -27,6 +27,8 @@ from ..model import (
 from .script import Emit, End, Repeat, Script, Sleep, load_script, resolve_script
 
 MOCK_ID = "mock"
+FRAMES_PER_READ = 16
+"""Frames the scripted agent emits between yields to the event loop (a pipe read's worth)."""
 
 
 def _details(script: Script) -> AgentDetails:
@@ -86,6 +88,7 @@ class MockConnection(AgentConnection):
         self._ended = True  # whether the playing turn has played its End
         self._answered = anyio.Event()
         self._dead = False
+        self._emitted = 0
 
     async def start_turn(self, turn_id: str, prompt: PromptInput) -> None:
         steps = next(self._turns, None)
@@ -107,9 +110,11 @@ class MockConnection(AgentConnection):
         for step in steps:
             if isinstance(step, Emit):
                 await self.link.emit(step.value)
-                if not self._ended:
-                    # Let the engine and the consumer run between frames, as a real agent's pipe would; steps
-                    # after End play back to back (trailing frames that must reach the engine together).
+                self._emitted += 1
+                if not self._ended and self._emitted % FRAMES_PER_READ == 0:
+                    # Let the engine and the consumer run now and then, as a real agent's pipe delivers a few
+                    # frames per read; steps after End play back to back (trailing frames reach the engine
+                    # together, so they beat a queued prompt).
                     await anyio.lowlevel.checkpoint()
             elif isinstance(step, End):
                 self._ended = True

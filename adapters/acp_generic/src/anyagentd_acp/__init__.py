@@ -1,0 +1,19 @@
+"""anyagentd-acp: drives any agent speaking the Agent Client Protocol (ACP) over stdio.
+
+Built on the official ``agent-client-protocol`` library (JSON-RPC correlation, typed requests, schema models);
+the bytes travel through anyagentd's :class:`~anyagentd.adapters.process.AgentProcess` (own process group,
+bounded lines, stderr tail). Modules, one idea each:
+
+- :mod:`.adapter`: the catalog profiles (``codex-acp``, ``claude-acp``, ``gemini``), ``probe``, ``connect``;
+- :mod:`.launch`: command line and environment (``ANYAGENTD_ACP_ARGS`` / ``ANYAGENTD_<ID>_ARGS``, config);
+- :mod:`.transport`: the message transport the library's connection runs on (oversized / non-JSON lines →
+  diagnostics; ``session/update`` handled in order, inline);
+- :mod:`.connection`: one live session (handshake, prompts, permissions, cancel, configure, close);
+- :mod:`.mapping`: ACP updates → normalized events, options, details;
+- :mod:`.plugin`: the pluggy registration.
+"""
+
+from .adapter import PROFILES, AcpAdapter
+
+__version__ = "0.1.0"
+__all__ = ["PROFILES", "AcpAdapter", "__version__"]

@@ -1,0 +1,79 @@
+"""The ``acp`` adapter: catalog profiles of ACP agents, ``probe``, ``connect``, and ``{"acp": {...}}`` AgentRefs.
+
+The adapter's ``config`` (``Runtime(adapter_config={"acp": {...}})``) may set ``handshake_timeout`` (seconds,
+default :data:`~.connection.HANDSHAKE_TIMEOUT`), ``max_line_bytes`` (default 64 MiB), and per agent id
+``args`` / ``env`` (see :mod:`.launch`).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from typing import Any
+
+from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile
+from anyagentd.model import AgentDetails, AgentInstallation, SessionOptions
+
+# The ACP library takes most of a second to import: it loads only when a session or probe needs it, so
+# `anyagentd serve` and discovery start fast whether or not this plugin is installed.
+HANDSHAKE_TIMEOUT = 30.0
+
+PROFILES = (
+    AgentProfile(id="codex-acp", name="Codex (ACP)", executable="codex-acp",
+                 install_hint="npm install -g @zed-industries/codex-acp", acp_args=()),
+    AgentProfile(id="claude-acp", name="Claude Code (ACP)", executable="claude-agent-acp",
+                 install_hint="npm install -g @zed-industries/claude-agent-acp", acp_args=()),
+    AgentProfile(id="gemini", name="Gemini CLI", executable="gemini",
+                 install_hint="npm install -g @google/gemini-cli", acp_args=("--experimental-acp",)),
+)  # fmt: skip
+"""The ACP agents the catalog knows (environment overrides ``ANYAGENTD_CODEX_ACP_BIN``,
+``ANYAGENTD_CLAUDE_ACP_BIN``, ``ANYAGENTD_GEMINI_BIN``)."""
+
+
+class _ProbeLink:
+    """A link for a probe's short-lived process: reports are dropped."""
+
+    def start_soon(self, *args: Any) -> None:  # pragma: no cover - a probe starts no turn
+        raise RuntimeError("a probe runs no tasks")
+
+    async def emit(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    async def info_changed(self, **kwargs: Any) -> None:
+        pass
+
+    async def exited(self, *args: Any) -> None:
+        pass
+
+
+class AcpAdapter(AgentAdapter):
+    """Drives any Agent Client Protocol agent over stdio (``anyagent-semantics.md`` §4, ACP)."""
+
+    PLUGIN_NAME = "acp"
+    profiles = PROFILES
+    acp_ref = True
+
+    @property
+    def handshake_timeout(self) -> float:
+        return float(self.config.get("handshake_timeout", HANDSHAKE_TIMEOUT))
+
+    async def probe(self, installation: AgentInstallation) -> AgentDetails:
+        """Version and capabilities from ``initialize`` alone (no session is created, so options, modes and
+        commands are unknown and auth is ``Unknown``); the process is stopped at once."""
+        with tempfile.TemporaryDirectory(prefix="anyagentd-acp-probe-") as scratch:
+            from .connection import AcpConnection
+
+            conn = await AcpConnection.open(installation, SessionOptions(dir=scratch), _ProbeLink(),
+                                            config=self.config, adapter=self, session=False,
+                                            handshake_timeout=self.handshake_timeout)  # fmt: skip
+            details = conn.details
+            await conn._abort()
+        return details
+
+    async def connect(self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink,
+                      *, no_tools: bool = False) -> AgentConnection:  # fmt: skip
+        """Start the agent in ``options.dir`` and open its session (``session/new``, ``session/load`` for
+        resume, ``session/fork`` when offered). ``no_tools`` has no ACP equivalent and is ignored."""
+        from .connection import AcpConnection
+
+        return await AcpConnection.open(installation, options, link, config=self.config, adapter=self,
+                                        handshake_timeout=self.handshake_timeout)  # fmt: skip

@@ -1,0 +1,563 @@
+"""One ACP agent session: the process, the ``acp`` library's client connection over it, and the engine's commands.
+
+:meth:`AcpConnection.open` spawns the agent (own process group), runs ``initialize`` then ``session/new`` (or
+``session/load`` / ``session/fork`` for resume / fork) and returns the live connection.
+
+- Client capabilities sent: no ``fs``, no ``terminal`` (the agents write files themselves; we serve neither),
+  ``auth.terminal`` (so agents list their terminal login methods, which AuthRequired carries).
+- StartTurn: TurnAck, then ``session/prompt`` in a task; its ``stopReason`` ends the turn (end_turn → Completed
+  Protocol, cancelled → Cancelled, refusal → Refused, else Failed). Prompted turn ends are deterministic;
+  content between turns opens agent-originated turns that end by inferred completion.
+- ``session/request_permission`` → a Permission request (ACP option kinds → choices); the answer selects the
+  exact option offered for that kind. Cancel = ``session/cancel`` notification, then every pending permission
+  is answered ``cancelled``; an agent that has not ended the prompt :data:`CANCEL_GRACE` seconds later gets the
+  turn ended Cancelled anyway (Warning diagnostic), and its late answer is ignored.
+- Configure: ``mode`` (from ``modes``) → ``session/set_mode``; config options → ``session/set_config_option``;
+  the applied value is reported with ``info_changed`` (a refusal is a Warning diagnostic).
+- Close: cancel a running turn, stop the library connection, then stdin closed / SIGTERM / SIGKILL to the whole
+  process group, :data:`CLOSE_STEP` seconds apart (ACP agents ignore EOF; npm wrappers don't forward signals).
+"""
+
+from __future__ import annotations
+
+import itertools
+import mimetypes
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+from acp import PROTOCOL_VERSION, RequestError
+from acp import schema as acp
+from acp.client.connection import ClientSideConnection
+from anyagentd.adapters.interface import AgentConnection, PromptInput
+from anyagentd.adapters.process import AgentProcess
+from anyagentd.errors import (
+    AnyagentError,
+    AuthRequired,
+    HandshakeTimeout,
+    InvalidConfiguration,
+    InvalidRequest,
+    ProtocolFailed,
+    ResumeFailed,
+    SpawnFailed,
+    UnsupportedFeature,
+)
+from anyagentd.model import (
+    AgentDetails,
+    AgentInstallation,
+    Answer,
+    AnswerPermission,
+    ConfigValue,
+    EnvVar,
+    FailedStop,
+    Http,
+    PermissionRequest,
+    PermissionRequested,
+    RequestOpened,
+    SessionConfiguration,
+    SessionOptions,
+    Sse,
+    Stdio,
+    Terminal,
+    diagnostic,
+)
+
+from .launch import launch_argv, launch_env
+from .mapping import PERMISSION_KINDS, SessionState, UpdateMapper, stop_reason
+from .transport import ProcessTransport
+
+from .adapter import HANDSHAKE_TIMEOUT  # seconds initialize + session/new may take before HandshakeTimeout
+
+REQUEST_TIMEOUT = 10.0
+"""Seconds to wait for the answer to ``session/set_mode`` / ``session/set_config_option``."""
+
+CANCEL_GRACE = 5.0
+"""Seconds an agent gets to answer ``session/cancel`` (by ending the prompt) before the turn is ended Cancelled
+anyway, with a Warning diagnostic (adapter config ``cancel_grace``); its late answer is then ignored."""
+
+CLOSE_STEP = 1.5
+"""Seconds :meth:`AcpConnection.close` waits after closing stdin, and again after SIGTERM, before escalating."""
+
+MAX_LINE_BYTES = 64 * 1024 * 1024
+"""Longest agent line accepted (64 MiB; adapter config ``max_line_bytes``); longer ones become diagnostics."""
+
+MAX_IMAGE_BYTES = 20 * 1024 * 1024
+IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
+AUTH_REQUIRED = -32000
+RAW_LINE = "acp/raw_line"
+"""Extension key of a line from the agent that is not a JSON-RPC message (first 4 KiB)."""
+
+
+class _Pending:
+    __slots__ = ("choice", "done", "options")
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options  # choice -> ACP optionId
+        self.done = anyio.Event()
+        self.choice: str | None = None  # optionId, or None = cancelled
+
+
+class _Client:
+    """The ``acp`` Client the library dispatches agent→client requests to."""
+
+    def __init__(self, conn: AcpConnection) -> None:
+        self._conn = conn
+
+    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any],
+                                 **kwargs: Any) -> acp.RequestPermissionResponse:  # fmt: skip
+        return await self._conn._permission(tool_call, options)
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        await self._conn.mapper.apply(update)  # not reached: updates are intercepted by the transport
+
+    async def write_text_file(self, *args: Any, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("fs/write_text_file")  # fs is not advertised
+
+    async def read_text_file(self, *args: Any, **kwargs: Any) -> Any:
+        raise RequestError.method_not_found("fs/read_text_file")
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(f"_{method}")
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        await self._conn.link.emit(
+            diagnostic("Info", f"ACP extension notification _{method}"),
+            extensions={"acp/raw_notification": {"method": method, "params": params}},
+        )
+
+
+def login_methods(executable: str, init: acp.InitializeResponse | None) -> list[Any]:
+    """``LoginMethod``s from ``initialize.authMethods``: terminal methods (run the agent with their args) and
+    environment-variable methods. Agent-handled methods have no client-side form and are left out."""
+    out: list[Any] = []
+    for method in (init.auth_methods if init else None) or []:
+        if isinstance(method, acp.TerminalAuthMethod):
+            out.append(Terminal(command=[executable, *(method.args or [])], env=dict(method.env or {}),
+                                description=method.description or method.name))  # fmt: skip
+        elif isinstance(method, acp.EnvVarAuthMethod):
+            out += [EnvVar(name=v.name) for v in method.vars if not v.optional]
+    return out
+
+
+def mcp_renderers(caps: acp.McpCapabilities | None) -> dict[str, Any]:
+    """Renderers of ``McpServer`` → ACP's ``McpServer`` shape: stdio always, http / sse when the agent's
+    ``mcpCapabilities`` offer them."""
+
+    def stdio(server: Any) -> Any:
+        c: Stdio = server.connection
+        return acp.McpServerStdio(name=server.name, command=c.command, args=list(c.args),
+                                  env=[acp.EnvVariable(name=k, value=v) for k, v in c.env.items()])  # fmt: skip
+
+    def http(server: Any) -> Any:
+        c: Http = server.connection
+        return acp.HttpMcpServer(type="http", name=server.name, url=c.url,
+                                 headers=[acp.HttpHeader(name=k, value=v) for k, v in c.headers.items()])  # fmt: skip
+
+    def sse(server: Any) -> Any:
+        c: Sse = server.connection
+        return acp.SseMcpServer(type="sse", name=server.name, url=c.url,
+                                headers=[acp.HttpHeader(name=k, value=v) for k, v in c.headers.items()])  # fmt: skip
+
+    renderers: dict[str, Any] = {"Stdio": stdio}
+    if caps is not None and caps.http:
+        renderers["Http"] = http
+    if caps is not None and caps.sse:
+        renderers["Sse"] = sse
+    return renderers
+
+
+def prompt_blocks(prompt: PromptInput, caps: acp.PromptCapabilities | None) -> list[Any]:
+    """The ``session/prompt`` content: the text, then each attachment — an image (png/jpeg/gif/webp file up to
+    :data:`MAX_IMAGE_BYTES`) inline when the agent takes images, anything else as a resource link."""
+    import base64
+
+    blocks: list[Any] = [acp.TextContentBlock(type="text", text=prompt.text)]
+    images = bool(caps and caps.image)
+    for item in prompt.attachments:
+        is_url = item.startswith(("http://", "https://", "file://"))
+        media = mimetypes.guess_type(item.split("?")[0])[0]
+        if images and not is_url and media in IMAGE_TYPES:
+            try:
+                if os.path.getsize(item) <= MAX_IMAGE_BYTES:
+                    data = base64.b64encode(Path(item).read_bytes()).decode()
+                    blocks.append(acp.ImageContentBlock(type="image", data=data, mime_type=media,
+                                                        uri=Path(item).resolve().as_uri()))  # fmt: skip
+                    continue
+            except OSError:
+                pass
+        uri = item if is_url else Path(item).resolve().as_uri()
+        name = os.path.basename(item.split("?")[0].rstrip("/")) or item
+        blocks.append(acp.ResourceContentBlock(type="resource_link", uri=uri, name=name, mime_type=media))
+    return blocks
+
+
+class AcpConnection(AgentConnection):
+    """A live ACP session (see the module doc). Build with :meth:`open`."""
+
+    deterministic_turn_end = True
+    deterministic_agent_turn_end = False
+
+    def __init__(self, process: AgentProcess, link: Any, installation: AgentInstallation,
+                 options: SessionOptions) -> None:  # fmt: skip
+        self.process = process
+        self.link = link
+        self.installation = installation
+        self.session_options = options
+        self.state = SessionState()
+        self.mapper = UpdateMapper(link, self.state)
+        self.details = AgentDetails()
+        self.resume_token: str | None = None
+        self.title = None
+        self.init: acp.InitializeResponse | None = None
+        self.session_id: str | None = None
+        self._pending: dict[str, _Pending] = {}
+        self._request_ids = itertools.count(1)
+        self._closing = False
+        self._opened = False
+        self._running: int | None = None  # token of the running prompt
+        self._turn_tokens = itertools.count(1)
+        self._cancel_requested = False
+        self.cancel_grace = CANCEL_GRACE
+        self._eof = anyio.Event()
+        self.exit_status: str | None = None
+        self.transport = ProcessTransport(process, intercept=self._intercept, diagnose=self._diagnose,
+                                          on_eof=self._on_eof)  # fmt: skip
+        self.rpc = ClientSideConnection(_Client(self), self.transport)
+
+    @property  # type: ignore[override]
+    def configuration(self) -> SessionConfiguration:
+        return self.state.configuration()
+
+    # ------------------------------------------------------------------------------------------- opening
+
+    @classmethod
+    async def open(cls, installation: AgentInstallation, options: SessionOptions, link: Any, *, config: dict[str, Any],
+                   adapter: Any, handshake_timeout: float = HANDSHAKE_TIMEOUT,
+                   session: bool = True) -> AcpConnection:  # fmt: skip
+        """Spawn the agent in ``options.dir``, ``initialize``, and (with ``session``) create, load or fork the
+        session. Raises ``SpawnFailed``, ``HandshakeTimeout``, ``AuthRequired``, ``ResumeFailed``,
+        ``UnsupportedFeature``, ``InvalidConfiguration``, ``ProtocolFailed``."""
+        argv = launch_argv(installation, config)
+        max_line = int(config.get("max_line_bytes", MAX_LINE_BYTES))
+        process = await AgentProcess.start(argv, cwd=options.dir, env=launch_env(installation, config),
+                                           max_line_bytes=max_line)  # fmt: skip
+        conn = cls(process, link, installation, options)
+        conn.cancel_grace = float(config.get("cancel_grace", CANCEL_GRACE))
+        try:
+            with anyio.fail_after(handshake_timeout):
+                await conn._handshake(adapter, session)
+        except TimeoutError:
+            await conn._abort()
+            raise HandshakeTimeout(f"{installation.name} did not complete the ACP handshake within "
+                                   f"{handshake_timeout:g} s") from None  # fmt: skip
+        except BaseException:
+            await conn._abort()
+            raise
+        conn._opened = True
+        return conn
+
+    async def _abort(self) -> None:
+        self._closing = True
+        with anyio.CancelScope(shield=True):
+            await self.rpc.close()
+            await self.process.terminate(grace=0.5)
+            await self._release_pipes()
+
+    async def _release_pipes(self) -> None:
+        """Close the reaped child's pipe transports now (``AgentProcess`` leaves them to the garbage collector,
+        which complains when that runs after the event loop has closed)."""
+        inner = getattr(self.process, "_process", None)
+        if inner is not None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+                try:
+                    await inner.aclose()
+                except Exception:  # noqa: BLE001, S110 - best effort
+                    pass
+
+    async def _exited_detail(self) -> str:
+        with anyio.move_on_after(2.0):
+            await self._eof.wait()
+        await self.process.stderr_drained(1.0)
+        return self.process.stderr_tail() or f"exited ({self.exit_status or 'unknown'})"
+
+    async def _call(self, what: str, coro: Any, *, resume: bool = False) -> Any:
+        """Await an ACP request of the handshake, turning failures into typed errors."""
+        try:
+            return await coro
+        except ConnectionError:
+            detail = await self._exited_detail()
+            if resume:
+                raise ResumeFailed(detail) from None
+            raise SpawnFailed(f"{self.installation.name} exited during {what}: {detail}") from None
+        except RequestError as err:
+            if err.code == AUTH_REQUIRED:
+                raise AuthRequired(login_methods(self.installation.executable_path, self.init),
+                                   f"{self.installation.name} needs login: {err}") from None  # fmt: skip
+            detail = f"{err}" + (f" ({err.data})" if err.data else "")
+            if resume:
+                raise ResumeFailed(f"{what} failed: {detail}") from None
+            raise ProtocolFailed(f"{what} failed: {detail}") from None
+
+    async def _handshake(self, adapter: Any, session: bool) -> None:
+        from . import __version__
+
+        init = await self._call("initialize", self.rpc.initialize(
+            protocol_version=PROTOCOL_VERSION,
+            client_capabilities=acp.ClientCapabilities(
+                fs=acp.FileSystemCapabilities(read_text_file=False, write_text_file=False), terminal=False,
+                auth=acp.AuthCapabilities(terminal=True)),
+            client_info=acp.Implementation(name="anyagentd", title="anyagentd", version=__version__),
+        ))  # fmt: skip
+        self.init = init
+        caps = init.agent_capabilities or acp.AgentCapabilities()
+        session_caps = caps.session_capabilities or acp.SessionCapabilities()
+        state = self.state
+        state.version = init.agent_info.version if init.agent_info else None
+        features = ["Permissions", "Plan", "ContextUsage"]
+        if caps.prompt_capabilities and caps.prompt_capabilities.image:
+            features.append("Images")
+        if caps.load_session:
+            features.append("Resume")
+        if session_caps.fork is not None:
+            features.append("Fork")
+        state.features = features
+        supported = ["Stdio", *(["Http"] if caps.mcp_capabilities and caps.mcp_capabilities.http else []),
+                     *(["Sse"] if caps.mcp_capabilities and caps.mcp_capabilities.sse else [])]  # fmt: skip
+        state.mcp_transports = adapter.effective_mcp_transports(supported)
+        self.details = state.details()
+        if not session:
+            return
+        options = self.session_options
+        if options.resume and (options.fork or options.fork_at):
+            raise InvalidConfiguration("resume and fork are exclusive")
+        if options.fork_at:
+            raise UnsupportedFeature("ACP cannot fork at a message")
+        if options.fork and session_caps.fork is None:
+            raise UnsupportedFeature(f"{self.installation.name} cannot fork sessions")
+        if options.resume and not caps.load_session:
+            raise ResumeFailed(f"{self.installation.name} cannot load sessions (no loadSession capability)")
+        servers = [r for _, r in adapter.render_mcp(options.mcp_servers, mcp_renderers(caps.mcp_capabilities))]
+        cwd = os.path.abspath(options.dir)
+        if options.resume:
+            self.mapper.suppress_content = True  # session/load replays the conversation: not re-emitted
+            try:
+                loaded = await self._call("session/load", self.rpc.load_session(
+                    cwd=cwd, session_id=options.resume, mcp_servers=servers), resume=True)  # fmt: skip
+            finally:
+                self.mapper.suppress_content = False
+            self.session_id = options.resume
+            modes, config = (loaded.modes, loaded.config_options) if loaded is not None else (None, None)
+        elif options.fork:
+            forked = await self._call("session/fork", self.rpc.fork_session(
+                session_id=options.fork, cwd=cwd, mcp_servers=servers), resume=True)  # fmt: skip
+            self.session_id = forked.session_id
+            modes, config = forked.modes, forked.config_options
+        else:
+            created = await self._call("session/new", self.rpc.new_session(cwd=cwd, mcp_servers=servers))
+            self.session_id = created.session_id
+            modes, config = created.modes, created.config_options
+        self.resume_token = self.session_id
+        if modes is not None:
+            state.modes = modes
+        if config is not None:
+            state.config = list(config)
+        self.details = state.details()
+        for option_id, value in options.configure.items():
+            await self._apply_option(option_id, value, during_open=True)
+
+    # ------------------------------------------------------------------------------------------- incoming
+
+    async def _intercept(self, message: dict[str, Any]) -> bool:
+        if message.get("method") == "session/update" and "id" not in message:
+            params = message.get("params")
+            other = params.get("sessionId") if isinstance(params, dict) else None
+            if isinstance(other, str) and self.session_id is not None and other != self.session_id:
+                return True  # another session's update (agents may host several)
+            await self.mapper.handle(params)
+            return True
+        return False
+
+    async def _diagnose(self, level: str, message: str, raw: Any) -> None:
+        await self.link.emit(diagnostic(level, message), extensions=None if raw is None else {RAW_LINE: raw})
+
+    async def _on_eof(self) -> None:
+        with anyio.CancelScope(shield=True):
+            self.exit_status = await self.process.wait()
+            await self.process.stderr_drained(1.0)
+            self._eof.set()
+            self._release_pending()
+            if self._opened and not self._closing:
+                await self.link.exited(self.exit_status, self.process.stderr_tail())
+
+    async def _permission(self, tool_call: Any, options: list[Any]) -> acp.RequestPermissionResponse:
+        cancelled = acp.RequestPermissionResponse(outcome=acp.DeniedOutcome(outcome="cancelled"))
+        if self._closing or self._cancel_requested:
+            return cancelled
+        choices: dict[str, str] = {}
+        for option in options:
+            choice = PERMISSION_KINDS.get(option.kind)
+            if choice is not None and choice not in choices:
+                choices[choice] = option.option_id
+        if not choices:
+            await self.link.emit(diagnostic("Warning", "the ACP agent asked permission without usable options"))
+            return cancelled
+        request_id = f"acp-perm-{next(self._request_ids)}"
+        pending = _Pending(choices)
+        self._pending[request_id] = pending
+        tool = self.mapper.permission_tool(tool_call)
+        await self.mapper.end_message()
+        detail = "; ".join(f"{o.name} ({o.kind})" for o in options)
+        request = PermissionRequest(id=request_id, tool=tool, options=list(choices), detail=detail)
+        await self.link.emit(RequestOpened(value=PermissionRequested(value=request)))
+        await pending.done.wait()
+        self._pending.pop(request_id, None)
+        if pending.choice is None:
+            return cancelled
+        return acp.RequestPermissionResponse(outcome=acp.AllowedOutcome(outcome="selected", option_id=pending.choice))
+
+    def _release_pending(self) -> None:
+        pending, self._pending = self._pending, {}
+        for item in pending.values():
+            item.choice = None
+            item.done.set()
+
+    # ------------------------------------------------------------------------------------------- commands
+
+    async def start_turn(self, turn_id: str, prompt: PromptInput) -> None:
+        if self._eof.is_set():
+            raise ProtocolFailed("the ACP agent has exited")
+        caps = self.init.agent_capabilities if self.init else None
+        blocks = prompt_blocks(prompt, caps.prompt_capabilities if caps else None)
+        self._cancel_requested = False
+        token = next(self._turn_tokens)
+        self._running = token
+        await self.mapper.new_turn()
+        await self.link.turn_ack()
+        self.link.start_soon(self._run_prompt, blocks, token)
+
+    @property
+    def _turn_running(self) -> bool:
+        return self._running is not None
+
+    def _finish(self, token: int) -> bool:
+        """Mark the turn ``token`` ended; False when it already was (ended by the cancel watchdog)."""
+        if self._running != token:
+            return False
+        self._running = None
+        return True
+
+    async def _run_prompt(self, blocks: list[Any], token: int) -> None:
+        try:
+            response = await self.rpc.prompt(session_id=self.session_id, prompt=blocks)
+        except ConnectionError:
+            return  # the agent exited: Exited ends the turn
+        except RequestError as err:
+            if not self._finish(token):
+                return
+            if self._cancel_requested:
+                await self.link.turn_ended("Cancelled")
+            elif err.code == AUTH_REQUIRED:
+                await self.link.auth_lost(login_methods(self.installation.executable_path, self.init))
+            else:
+                detail = f"{err}" + (f" ({err.data})" if err.data else "")
+                await self.link.turn_ended(FailedStop(message=f"session/prompt failed: {detail}"))
+            return
+        except Exception as err:  # noqa: BLE001 - e.g. a response the schema refuses
+            if self._finish(token):
+                await self.link.turn_ended(FailedStop(message=f"session/prompt failed: {err}"))
+            return
+        if not self._finish(token):
+            return
+        await self.mapper.new_turn()
+        await self.link.turn_ended(stop_reason(response.stop_reason))
+
+    async def _cancel_watchdog(self, token: int, grace: float) -> None:
+        await anyio.sleep(grace)
+        if self._finish(token):
+            await self.mapper.new_turn()
+            await self.link.emit(diagnostic("Warning", f"the ACP agent did not answer session/cancel within "
+                                                       f"{grace:g} s; the turn is ended as cancelled"))  # fmt: skip
+            await self.link.turn_ended("Cancelled")
+
+    async def answer(self, request_id: str, answer: Answer) -> None:
+        pending = self._pending.get(request_id)
+        if pending is None:
+            raise InvalidRequest(f"the ACP agent has no pending request {request_id!r}")
+        if not isinstance(answer, AnswerPermission) or answer.value not in pending.options:
+            raise InvalidRequest(f"answer must be one of {list(pending.options)}")
+        pending.choice = pending.options[answer.value]
+        pending.done.set()
+        self._pending.pop(request_id, None)
+
+    async def cancel(self) -> None:
+        self._cancel_requested = True
+        if self._running is not None and not self._closing:
+            self.link.start_soon(self._cancel_watchdog, self._running, self.cancel_grace)
+        if self.session_id is not None and not self._eof.is_set():
+            try:
+                await self.rpc.cancel(session_id=self.session_id)
+            except (ConnectionError, OSError):
+                pass
+        self._release_pending()
+
+    async def configure(self, option: str, value: ConfigValue) -> None:
+        kind = self.state.option_kind(option)
+        if kind is None:
+            raise InvalidConfiguration(f"option {option!r} cannot be changed live")
+        self.link.start_soon(self._configure, option, value)
+
+    async def _configure(self, option: str, value: ConfigValue) -> None:
+        try:
+            with anyio.fail_after(REQUEST_TIMEOUT):
+                await self._apply_option(option, value)
+        except (AnyagentError, TimeoutError, ConnectionError, RequestError) as err:
+            reason = getattr(err, "message", None) or str(err) or "no answer"
+            await self.link.emit(diagnostic("Warning", f"the ACP agent refused {option}={value!r}: {reason}"))
+            return
+        await self.link.info_changed(details=self.state.details(), configuration=self.state.configuration())
+
+    async def _apply_option(self, option: str, value: ConfigValue, *, during_open: bool = False) -> None:
+        kind = self.state.option_kind(option)
+        if kind is None:
+            raise InvalidConfiguration(f"unknown option {option!r}")
+        spec = self.state.details().option(option)
+        if spec is not None and not spec.accepts(value):
+            raise InvalidConfiguration(f"value {value!r} does not fit option {option!r}")
+        try:
+            if kind == "mode":
+                await self.rpc.set_session_mode(session_id=self.session_id, mode_id=str(value))
+                self.state.set_mode(str(value))
+            else:
+                reply = await self.rpc.set_config_option(config_id=option, session_id=self.session_id, value=value)
+                if reply is not None and reply.config_options:
+                    self.state.config = list(reply.config_options)
+                else:
+                    self.state.config = [o.model_copy(update={"current_value": value}) if o.id == option else o
+                                         for o in self.state.config]  # fmt: skip
+        except RequestError as err:
+            if during_open:
+                raise InvalidConfiguration(f"the agent refused {option}={value!r}: {err}") from None
+            raise
+        self.details = self.state.details()
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._turn_running and not self._eof.is_set():
+            with anyio.move_on_after(0.5):
+                await self.cancel()
+        self._release_pending()
+        await self.rpc.close()
+        await self.process.terminate(grace=CLOSE_STEP)
+        await self._release_pipes()
+
+    async def kill(self) -> None:
+        self._closing = True
+        self._release_pending()
+        await self.process.kill()
+        with anyio.move_on_after(1.0):
+            await self.rpc.close()
+        await self._release_pipes()
+
+
+__all__ = ["HANDSHAKE_TIMEOUT", "AcpConnection", "login_methods", "mcp_renderers", "prompt_blocks"]

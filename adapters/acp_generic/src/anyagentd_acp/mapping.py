@@ -1,0 +1,358 @@
+"""ACP ``session/update`` notifications and session state → anyagentd's event model.
+
+- :class:`UpdateMapper` turns each ``session/update`` (validated with the ``acp`` schema) into events:
+  ``agent_message_chunk`` → TextDelta, ``agent_thought_chunk`` → ReasoningDelta, ``user_message_chunk`` →
+  UserMessage, ``tool_call`` / ``tool_call_update`` → one cumulative ToolUpdated per update, ``plan`` →
+  PlanUpdated, ``usage_update`` → ContextUsage (with ``cost_usd`` for a USD cost); ``available_commands_update``,
+  ``current_mode_update``, ``config_option_update`` and ``session_info_update`` change the session's facts
+  (reported with ``info_changed``). An update the schema refuses becomes an Info diagnostic carrying the raw
+  update in extensions under :data:`RAW_UPDATE`.
+- :class:`SessionState` holds the agent's modes, config options, commands and capabilities, and builds
+  ``AgentDetails`` / ``SessionConfiguration`` from them (modes → the live ``mode`` option, set with
+  ``session/set_mode``; config options → live options, set with ``session/set_config_option``).
+- Permission options: :data:`PERMISSION_KINDS` maps ACP option kinds to ``PermissionChoice``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from acp import schema as acp
+from anyagentd.model import (
+    AgentDetails,
+    Capabilities,
+    Command,
+    ConfigChoice,
+    ConfigOption,
+    ContextUsage,
+    FileDiff,
+    MessageEnded,
+    PathInput,
+    PatternInput,
+    PlanEntry,
+    PlanUpdated,
+    QueryInput,
+    RawTool,
+    ReasoningDelta,
+    Select,
+    SessionConfiguration,
+    SlashCommand,
+    TextDelta,
+    ToolUpdate,
+    ToolUpdated,
+    UrlInput,
+    UserMessage,
+    diagnostic,
+)
+from pydantic import ValidationError
+
+RAW_UPDATE = "acp/raw_update"
+"""Extension key of an unparseable (or unmapped) update's raw JSON."""
+
+TOOL_KINDS = {
+    "read": "Read", "edit": "Edit", "delete": "Delete", "move": "Move", "search": "Search",
+    "execute": "Execute", "think": "Think", "fetch": "Fetch", "switch_mode": "Other", "other": "Other",
+}  # fmt: skip
+TOOL_STATUSES = {"pending": "Pending", "in_progress": "Running", "completed": "Completed", "failed": "Failed"}
+PLAN_STATUSES = {"pending": "Pending", "in_progress": "InProgress", "completed": "Completed"}
+PERMISSION_KINDS = {
+    "allow_once": "AllowOnce", "allow_always": "AllowAlways", "reject_once": "DenyOnce", "reject_always": "DenyAlways",
+}  # fmt: skip
+"""ACP ``PermissionOptionKind`` → anyagentd ``PermissionChoice``."""
+
+STOP_REASONS = {"end_turn": "Completed", "cancelled": "Cancelled", "refusal": "Refused"}
+"""ACP ``stopReason`` → stop (anything else: Failed with the reason as message)."""
+
+_NOTIFICATION = acp.SessionNotification
+
+
+def stop_reason(reason: str | None) -> Any:
+    """The ``StopReason`` for an ACP prompt response's ``stopReason``."""
+    from anyagentd.model import COMPLETED_PROTOCOL, FailedStop
+
+    mapped = STOP_REASONS.get(reason or "")
+    if mapped == "Completed":
+        return COMPLETED_PROTOCOL
+    if mapped is not None:
+        return mapped
+    return FailedStop(message=f"the agent stopped: {reason or 'no stop reason'}")
+
+
+# ------------------------------------------------------------------------------------------------ tools
+
+
+def _dump(value: Any) -> Any:
+    return value.model_dump(mode="json", by_alias=True, exclude_none=True) if hasattr(value, "model_dump") else value
+
+
+def tool_input(kind: str, raw: Any, locations: list[str]) -> Any:
+    """A ``ToolInput`` guessed from the ACP tool kind and its ``rawInput`` (``"None"`` when nothing fits)."""
+    raw = raw if isinstance(raw, dict) else {}
+    if kind == "Execute":
+        command = raw.get("command") or raw.get("cmd")
+        if isinstance(command, list):
+            command = " ".join(str(part) for part in command)
+        if isinstance(command, str) and command:
+            cwd = raw.get("cwd")
+            return Command(command=command, cwd=cwd if isinstance(cwd, str) else None)
+    if kind == "Fetch" and isinstance(raw.get("url"), str):
+        return UrlInput(value=raw["url"])
+    if kind == "Search":
+        if isinstance(raw.get("query"), str):
+            return QueryInput(value=raw["query"])
+        if isinstance(raw.get("pattern"), str):
+            return PatternInput(value=raw["pattern"])
+    for key in ("file_path", "path", "abs_path"):
+        if isinstance(raw.get(key), str):
+            return PathInput(value=raw[key])
+    if locations and kind in ("Read", "Edit", "Delete", "Move"):
+        return PathInput(value=locations[0])
+    return "None"
+
+
+def merge_tool(previous: ToolUpdate | None, call: Any) -> ToolUpdate:
+    """Merge an ACP ``ToolCall`` / ``ToolCallUpdate`` (start, progress, or a permission's tool) into the
+    cumulative snapshot: fields present in the update replace the previous ones (ACP "replace" semantics for
+    locations); text content (else a textual ``rawOutput``) becomes ``output`` and diff content ``diffs`` — both
+    kept from earlier updates when a later one carries none, so the snapshot stays cumulative; ``rawInput``
+    becomes ``raw``."""
+    base = previous or ToolUpdate(id=call.tool_call_id, status="Pending")
+    update: dict[str, Any] = {}
+    if getattr(call, "kind", None):
+        update["kind"] = TOOL_KINDS.get(call.kind, "Other")
+    if getattr(call, "title", None):
+        update["title"] = call.title
+    if getattr(call, "status", None):
+        update["status"] = TOOL_STATUSES.get(call.status, base.status)
+    content = getattr(call, "content", None)
+    if content is not None:
+        texts, diffs = [], []
+        for item in content:
+            if isinstance(item, acp.FileEditToolCallContent):
+                diffs.append(FileDiff(path=item.path, old_text=item.old_text, new_text=item.new_text))
+            elif isinstance(item, acp.ContentToolCallContent):
+                block = item.content
+                if isinstance(block, acp.TextContentBlock):
+                    texts.append(block.text)
+                elif isinstance(block, acp.ResourceContentBlock):
+                    texts.append(block.uri)
+        if texts:
+            update["output"] = "\n".join(texts)
+        if diffs:
+            update["diffs"] = diffs
+    raw_output = getattr(call, "raw_output", None)
+    if raw_output is not None and "output" not in update:
+        text = raw_output if isinstance(raw_output, str) else None
+        if isinstance(raw_output, dict):
+            text = next((raw_output[k] for k in ("aggregated_output", "formatted_output", "output", "stdout")
+                         if isinstance(raw_output.get(k), str)), None)  # fmt: skip
+        if text is not None:
+            update["output"] = text
+    locations = getattr(call, "locations", None)
+    if locations is not None:
+        update["locations"] = [loc.path if loc.line is None else f"{loc.path}:{loc.line}" for loc in locations]
+    raw_input = getattr(call, "raw_input", None)
+    merged = base.model_copy(update=update)
+    if raw_input is not None:
+        merged = merged.model_copy(update={"raw": RawTool(name=merged.title or merged.kind, input=raw_input)})
+    if raw_input is not None or "kind" in update or "locations" in update:
+        paths = [p.rsplit(":", 1)[0] if p.rsplit(":", 1)[-1].isdigit() else p for p in merged.locations]
+        guessed = tool_input(merged.kind if isinstance(merged.kind, str) else "Other",
+                             merged.raw.input if merged.raw else None, paths)  # fmt: skip
+        if guessed != "None" or merged.input == "None":
+            merged = merged.model_copy(update={"input": guessed})
+    return merged
+
+
+# ------------------------------------------------------------------------------------------------ session state
+
+
+@dataclass
+class SessionState:
+    """What the agent said about itself and its session; builds ``AgentDetails`` and ``SessionConfiguration``."""
+
+    version: str | None = None
+    auth: Any = "Unknown"
+    features: list[str] = field(default_factory=list)
+    mcp_transports: list[str] = field(default_factory=list)
+    modes: acp.SessionModeState | None = None
+    config: list[Any] = field(default_factory=list)  # SessionConfigOptionSelect | SessionConfigOptionBoolean
+    commands: list[SlashCommand] = field(default_factory=list)
+
+    def option_kind(self, option_id: str) -> str | None:
+        """``"config"`` (session/set_config_option), ``"mode"`` (session/set_mode) or ``None``."""
+        if any(o.id == option_id for o in self.config):
+            return "config"
+        if option_id == "mode" and self.modes is not None:
+            return "mode"
+        return None
+
+    def options(self) -> list[ConfigOption]:
+        out = []
+        for opt in self.config:
+            if isinstance(opt, acp.SessionConfigOptionBoolean):
+                kind: Any = "Boolean"
+            else:
+                choices = []
+                for item in opt.options:
+                    group = item.options if isinstance(item, acp.SessionConfigSelectGroup) else [item]
+                    choices += [ConfigChoice(value=c.value, label=c.name, description=c.description) for c in group]
+                kind = Select(choices=choices)
+            category = opt.category if isinstance(opt.category, str) else None
+            out.append(ConfigOption(id=opt.id, name=opt.name, category=category, kind=kind, current=opt.current_value,
+                                    live=True))  # fmt: skip
+        if self.modes is not None and not any(o.id == "mode" for o in out):
+            choices = [ConfigChoice(value=m.id, label=m.name, description=m.description)
+                       for m in self.modes.available_modes]  # fmt: skip
+            out.insert(0, ConfigOption(id="mode", name="Mode", category="mode", kind=Select(choices=choices),
+                                       current=self.modes.current_mode_id, live=True))  # fmt: skip
+        return out
+
+    def configuration(self) -> SessionConfiguration:
+        return SessionConfiguration(options={o.id: o.current for o in self.options() if o.current is not None})
+
+    def details(self) -> AgentDetails:
+        features = list(self.features)
+        if self.commands and "SlashCommands" not in features:
+            features.append("SlashCommands")
+        return AgentDetails(version=self.version, auth=self.auth,
+                            capabilities=Capabilities(features=features, mcp_transports=list(self.mcp_transports)),
+                            config_options=self.options(), commands=list(self.commands))  # fmt: skip
+
+    def set_commands(self, commands: list[Any]) -> None:
+        self.commands = []
+        for c in commands:
+            hint = getattr(getattr(c, "input", None), "root", None)
+            self.commands.append(SlashCommand(name=c.name, description=c.description or "",
+                                              input_hint=getattr(hint, "hint", None)))  # fmt: skip
+
+    def set_mode(self, mode_id: str) -> None:
+        if self.modes is not None:
+            self.modes = self.modes.model_copy(update={"current_mode_id": mode_id})
+        for i, opt in enumerate(self.config):
+            if opt.id == "mode" and isinstance(opt, acp.SessionConfigOptionSelect):
+                self.config[i] = opt.model_copy(update={"current_value": mode_id})
+
+
+# ------------------------------------------------------------------------------------------------ updates
+
+
+class UpdateMapper:
+    """Maps one session's ``session/update`` notifications to reports on ``link`` (see the module doc).
+
+    ``suppress_content`` drops conversation content (chunks, tools, plans, usage) while set: ``session/load``
+    replays the history, and a resumed session starts without replay. Facts (commands, modes, options, title)
+    are always applied.
+    """
+
+    def __init__(self, link: Any, state: SessionState) -> None:
+        self.link = link
+        self.state = state
+        self.tools: dict[str, ToolUpdate] = {}
+        self.suppress_content = False
+        self._message_ids = itertools.count(1)
+        self._segment: tuple[str, str] | None = None  # (update kind, message id) of the open message
+
+    async def new_turn(self) -> None:
+        """A prompt starts: the next chunk opens a new message."""
+        await self._end_segment()
+
+    async def _end_segment(self) -> None:
+        segment, self._segment = self._segment, None
+        if segment is not None:
+            await self.link.emit(MessageEnded(message_id=segment[1]))
+
+    async def _message_id(self, kind: str, given: str | None) -> str:
+        if self._segment is not None and self._segment[0] == kind and (given is None or given == self._segment[1]):
+            return self._segment[1]
+        await self._end_segment()
+        message_id = given or f"acp-m{next(self._message_ids)}"
+        self._segment = (kind, message_id)
+        return message_id
+
+    async def handle(self, params: Any) -> None:
+        """Handle one ``session/update``'s params (raw JSON)."""
+        try:
+            note = _NOTIFICATION.model_validate(params)
+        except ValidationError as err:
+            kind = params.get("update", {}).get("sessionUpdate") if isinstance(params, dict) else None
+            first = err.errors()[0]["msg"] if err.errors() else str(err)
+            await self.link.emit(diagnostic("Info", f"unparseable ACP session/update {kind or ''}: {first}".strip()),
+                                 extensions={RAW_UPDATE: params})  # fmt: skip
+            return
+        await self.apply(note.update, params)
+
+    async def apply(self, update: Any, raw: Any = None) -> None:
+        link = self.link
+        if isinstance(update, (acp.AgentMessageChunk, acp.AgentThoughtChunk, acp.UserMessageChunk)):
+            if self.suppress_content:
+                return
+            block = update.content
+            if not isinstance(block, acp.TextContentBlock):
+                text = f"[{block.type}: {getattr(block, 'uri', '') or getattr(block, 'mime_type', '')}]"
+            else:
+                text = block.text
+            if not text:
+                return
+            kind = update.session_update
+            message_id = await self._message_id(kind, update.message_id)
+            if isinstance(update, acp.AgentMessageChunk):
+                await link.emit(TextDelta(message_id=message_id, text=text))
+            elif isinstance(update, acp.AgentThoughtChunk):
+                await link.emit(ReasoningDelta(message_id=message_id, text=text))
+            else:
+                await link.emit(UserMessage(message_id=message_id, text=text))
+        elif isinstance(update, (acp.ToolCallStart, acp.ToolCallProgress)):
+            if self.suppress_content:
+                return
+            await self._end_segment()
+            tool = merge_tool(self.tools.get(update.tool_call_id), update)
+            if isinstance(update, acp.ToolCallStart) and update.status is None:
+                tool = tool.model_copy(update={"status": "Pending"})
+            self.tools[tool.id] = tool
+            await link.emit(ToolUpdated(value=tool))
+        elif isinstance(update, acp.AgentPlanUpdate):
+            if self.suppress_content:
+                return
+            entries = [PlanEntry(text=e.content, status=PLAN_STATUSES.get(e.status, "Pending")) for e in update.entries]
+            await link.emit(PlanUpdated(entries=entries))
+        elif isinstance(update, acp.AgentPlanRemovedUpdate):
+            if not self.suppress_content:
+                await link.emit(PlanUpdated(entries=[]))
+        elif isinstance(update, acp.UsageUpdate):
+            if self.suppress_content:
+                return
+            cost = update.cost.amount if update.cost is not None and update.cost.currency.upper() == "USD" else None
+            await link.emit(ContextUsage(used_tokens=update.used, window_tokens=update.size, cost_usd=cost))
+        elif isinstance(update, acp.AvailableCommandsUpdate):
+            self.state.set_commands(update.available_commands)
+            await link.info_changed(details=self.state.details())
+        elif isinstance(update, acp.CurrentModeUpdate):
+            self.state.set_mode(update.current_mode_id)
+            await link.info_changed(details=self.state.details(), configuration=self.state.configuration())
+        elif isinstance(update, acp.ConfigOptionUpdate):
+            self.state.config = list(update.config_options)
+            await link.info_changed(details=self.state.details(), configuration=self.state.configuration())
+        elif isinstance(update, acp.SessionInfoUpdate):
+            if update.title:
+                await link.info_changed(title=update.title)
+        else:
+            await link.emit(diagnostic("Info", f"unmapped ACP session/update {getattr(update, 'session_update', '?')}"),
+                            extensions={RAW_UPDATE: raw if raw is not None else _dump(update)})  # fmt: skip
+
+    def permission_tool(self, call: Any) -> ToolUpdate:
+        """The tool snapshot a permission request is about (merged into, and kept with, the session's tools)."""
+        previous = self.tools.get(call.tool_call_id)
+        self.tools[call.tool_call_id] = merge_tool(previous, call.model_copy(update={"content": None}))
+        return merge_tool(previous, call)
+
+    async def end_message(self) -> None:
+        """End the open message (a permission request interrupts it)."""
+        await self._end_segment()
+
+
+__all__ = [
+    "PERMISSION_KINDS", "RAW_UPDATE", "SessionState", "UpdateMapper", "merge_tool", "stop_reason", "tool_input",
+]  # fmt: skip

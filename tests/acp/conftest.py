@@ -1,0 +1,73 @@
+"""Fixtures of the ACP adapter tests: a work directory, and the environments that run the real pinned ACP agents
+against a scripted model server (helpers are in ``acp_support``)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp_support import CODEX_ACP_FLAGS
+from anyagentd.testing.agents import agent_bin, claude_env, clean_environ, codex_args, codex_env, codex_resources_dir
+
+
+def _apply_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    for key in list(os.environ):
+        if key not in env:
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def codex_acp(model_server: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """``codex_acp(script)``: a model server playing ``script``, and this process's environment set so the
+    ``codex-acp`` catalog agent runs against it: ``ANYAGENTD_CODEX_ACP_BIN``, the provider ``-c`` flags plus
+    ``approval_policy=untrusted`` / ``sandbox_mode=workspace-write`` in ``ANYAGENTD_CODEX_ACP_ARGS``, Codex's
+    bundled ``bwrap`` on PATH, a fresh HOME. Returns the server."""
+    binary = str(agent_bin("codex-acp"))
+    resources = codex_resources_dir()
+    assert resources is not None, "Codex's bundled bwrap (codex-resources) is missing: npm ci in tests/agents"
+
+    def start(script: Any) -> Any:
+        server = model_server(script)
+        home = tmp_path / "home"
+        home.mkdir(exist_ok=True)
+        env = clean_environ(codex_env(home))
+        env["PATH"] = f"{resources}{os.pathsep}{env.get('PATH', '')}"
+        env["ANYAGENTD_CODEX_ACP_BIN"] = binary
+        env["ANYAGENTD_CODEX_ACP_ARGS"] = shlex.join([*codex_args(server.url), *CODEX_ACP_FLAGS])
+        env["ANYAGENTD_NO_LOGIN_SHELL"] = "1"
+        _apply_env(monkeypatch, env)
+        return server
+
+    return start
+
+
+@pytest.fixture
+def claude_acp(model_server: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """``claude_acp(script)``: a model server playing ``script`` and the Claude environment (``claude_env``,
+    IS_SANDBOX=1, a fresh HOME) plus ``ANYAGENTD_CLAUDE_ACP_BIN``. Returns the server."""
+    binary = str(agent_bin("claude-agent-acp"))
+
+    def start(script: Any) -> Any:
+        server = model_server(script)
+        home = tmp_path / "home"
+        home.mkdir(exist_ok=True)
+        env = clean_environ(claude_env(server.url, home))
+        env["ANYAGENTD_CLAUDE_ACP_BIN"] = binary
+        env["ANYAGENTD_NO_LOGIN_SHELL"] = "1"
+        _apply_env(monkeypatch, env)
+        return server
+
+    return start

@@ -1,0 +1,158 @@
+"""Unit tests of the ACP mapping: recorded transcripts of the real agents, tool merging, options, launch args."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp import schema as s
+from anyagentd.adapters.interface import EventReport, InfoChanged, PromptInput
+from anyagentd.errors import InvalidConfiguration
+from anyagentd.model import AgentInstallation
+from anyagentd_acp.connection import login_methods, mcp_renderers, prompt_blocks
+from anyagentd_acp.launch import extra_args, launch_argv
+from anyagentd_acp.mapping import RAW_UPDATE, SessionState, UpdateMapper, merge_tool, stop_reason
+
+FIXTURES = Path(__file__).with_name("fixtures")
+pytestmark = pytest.mark.anyio
+
+
+class RecordingLink:
+    def __init__(self) -> None:
+        self.reports: list[Any] = []
+
+    async def emit(self, kind: Any, *, parent_tool_id: Any = None, extensions: Any = None) -> None:
+        self.reports.append(EventReport(kind, parent_tool_id, extensions))
+
+    async def info_changed(self, **changes: Any) -> None:
+        self.reports.append(InfoChanged(**changes))
+
+    def events(self, name: str) -> list[Any]:
+        return [r.kind for r in self.reports if isinstance(r, EventReport) and getattr(r.kind, "TAG", r.kind) == name]
+
+
+async def replay(name: str) -> RecordingLink:
+    link = RecordingLink()
+    mapper = UpdateMapper(link, SessionState())
+    for line in (FIXTURES / name).read_text().splitlines():
+        message = json.loads(line)
+        if message.get("method") == "session/update":
+            await mapper.handle(message["params"])
+    return link
+
+
+async def test_codex_acp_transcript() -> None:
+    link = await replay("codex-acp.stdout.jsonl")
+    assert "".join(e.text for e in link.events("TextDelta")) == "Running the first command."
+    tools = link.events("ToolUpdated")
+    assert [t.value.status for t in tools] == ["Running", "Completed"]
+    assert tools[0].value.kind == "Execute" and tools[0].value.input.command.endswith("echo allowed > allowed.txt")
+    usage = link.events("ContextUsage")
+    assert usage[0].used_tokens == 1772 and usage[0].window_tokens == 258400 and usage[0].cost_usd is None
+    infos = [r for r in link.reports if isinstance(r, InfoChanged)]
+    assert infos and any(c.name == "review" for c in infos[0].details.commands)
+    assert not link.events("Diagnostic")
+
+
+async def test_claude_agent_acp_transcript() -> None:
+    link = await replay("claude-agent-acp.stdout.jsonl")
+    tools = link.events("ToolUpdated")
+    assert tools and {t.value.kind for t in tools} <= {"Execute", "Edit", "Other", "Read"}
+    last = {t.value.id: t.value for t in tools}
+    assert any(t.status == "Completed" for t in last.values())
+    usage = link.events("ContextUsage")
+    assert usage and usage[-1].cost_usd is not None and usage[-1].cost_usd > 0
+    assert not link.events("Diagnostic")
+
+
+async def test_unparseable_update_is_an_info_diagnostic() -> None:
+    link = RecordingLink()
+    mapper = UpdateMapper(link, SessionState())
+    raw = {"sessionId": "x", "update": {"sessionUpdate": "nope"}}
+    await mapper.handle(raw)
+    (report,) = link.reports
+    assert report.kind.value.level == "Info" and report.extensions == {RAW_UPDATE: raw}
+
+
+async def test_message_ids_and_suppressed_replay() -> None:
+    link = RecordingLink()
+    mapper = UpdateMapper(link, SessionState())
+    chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "a"}}
+    thought = {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "t"}}
+    for update in (chunk, chunk, thought, chunk):
+        await mapper.handle({"sessionId": "x", "update": update})
+    ids = [getattr(r.kind, "message_id", None) for r in link.reports]
+    tags = [r.kind.TAG for r in link.reports]
+    assert tags == ["TextDelta", "TextDelta", "MessageEnded", "ReasoningDelta", "MessageEnded", "TextDelta"]
+    assert ids[0] == ids[1] == ids[2] != ids[3] and ids[5] not in ids[:5]
+    mapper.suppress_content = True
+    await mapper.handle({"sessionId": "x", "update": chunk})
+    assert len(link.reports) == 6
+
+
+def test_merge_tool_is_cumulative() -> None:
+    start = s.ToolCallStart(session_update="tool_call", tool_call_id="t", title="Edit", kind="edit",
+                            locations=[s.ToolCallLocation(path="/a")], raw_input={"file_path": "/a"})  # fmt: skip
+    tool = merge_tool(None, start)
+    assert tool.status == "Pending" and tool.input.value == "/a" and tool.raw.input == {"file_path": "/a"}
+    diff = s.ToolCallProgress(
+        session_update="tool_call_update",
+        tool_call_id="t",
+        status="in_progress",
+        content=[s.FileEditToolCallContent(type="diff", path="/a", old_text="x", new_text="y")],
+    )
+    tool = merge_tool(tool, diff)
+    assert tool.status == "Running" and tool.diffs[0].new_text == "y"
+    done = s.ToolCallProgress(session_update="tool_call_update", tool_call_id="t", status="failed",
+                              raw_output={"aggregated_output": "boom"})  # fmt: skip
+    tool = merge_tool(tool, done)
+    assert tool.status == "Failed" and tool.output == "boom" and tool.diffs and tool.title == "Edit"
+
+
+def test_stop_reasons() -> None:
+    assert stop_reason("end_turn").source == "Protocol"
+    assert stop_reason("cancelled") == "Cancelled" and stop_reason("refusal") == "Refused"
+    assert stop_reason("max_tokens").TAG == "Failed" and "max_tokens" in stop_reason("max_tokens").message
+
+
+def test_options_from_modes_and_config() -> None:
+    state = SessionState(
+        modes=s.SessionModeState(current_mode_id="a", available_modes=[s.SessionMode(id="a", name="A"),
+                                                                         s.SessionMode(id="b", name="B")]),
+        config=[s.SessionConfigOptionBoolean(type="boolean", id="fast", name="Fast", current_value=True)],
+    )  # fmt: skip
+    options = {o.id: o for o in state.options()}
+    assert options["mode"].live and [c.value for c in options["mode"].kind.choices] == ["a", "b"]
+    assert options["fast"].kind == "Boolean" and options["fast"].current is True
+    assert state.configuration().options == {"mode": "a", "fast": True}
+    assert state.option_kind("mode") == "mode" and state.option_kind("fast") == "config"
+    state.set_mode("b")
+    assert state.configuration().options["mode"] == "b"
+
+
+def test_launch_args_from_config_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    inst = AgentInstallation(id="codex-acp", name="c", executable_path="/bin/codex-acp", source="Path",
+                             acp_args=["--acp"])  # fmt: skip
+    monkeypatch.setenv("ANYAGENTD_CODEX_ACP_ARGS", "-c 'model=gpt 5'")
+    monkeypatch.delenv("ANYAGENTD_ACP_ARGS", raising=False)
+    assert launch_argv(inst, {"args": {"codex-acp": ["-x"]}}) == ["/bin/codex-acp", "--acp", "-x", "-c", "model=gpt 5"]
+    with pytest.raises(InvalidConfiguration):
+        extra_args("codex-acp", {}, {"ANYAGENTD_CODEX_ACP_ARGS": "'unclosed"})
+
+
+def test_prompt_blocks_and_renderers(tmp_path: Path) -> None:
+    image = tmp_path / "a.png"
+    image.write_bytes(b"\x89PNG")
+    doc = tmp_path / "notes.md"
+    doc.write_text("x")
+    blocks = prompt_blocks(PromptInput("hi", (str(image), str(doc))), s.PromptCapabilities(image=True))
+    assert [b.type for b in blocks] == ["text", "image", "resource_link"]
+    blocks = prompt_blocks(PromptInput("hi", (str(image),)), s.PromptCapabilities(image=False))
+    assert [b.type for b in blocks] == ["text", "resource_link"]
+    assert set(mcp_renderers(s.McpCapabilities(http=True))) == {"Stdio", "Http"}
+    init = s.InitializeResponse(protocol_version=1, auth_methods=[
+        s.TerminalAuthMethod(type="terminal", id="l", name="Login", args=["login"])])  # fmt: skip
+    (method,) = login_methods("/bin/agent", init)
+    assert method.command == ["/bin/agent", "login"]
