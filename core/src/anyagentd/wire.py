@@ -232,8 +232,11 @@ class WireServer:
                     except (anyio.WouldBlock, anyio.EndOfStream):
                         break
                 await self._write(b"".join(chunks))
-        except (BrokenPipeError, OSError):
-            # The app stopped reading: nothing can be delivered any more; end the process like EOF would.
+        except OSError:
+            # The app is gone (stdout broken): nothing can be delivered any more. Shut every agent down as EOF
+            # would (agents run in their own process groups and would outlive us), then leave.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(self.runtime.settings.close_grace + 5):
+                await self.runtime.aclose()
             os._exit(0)
 
     async def _command(self, frame: Any, commands: anyio.abc.TaskGroup) -> None:
