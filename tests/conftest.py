@@ -41,3 +41,12 @@ def wire() -> Iterator[Callable[..., WireClient]]:
     yield start
     for client in clients:
         client.close()
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    """An empty directory ``tmp_path / "work"``: a session's working directory, apart from anything else the test
+    keeps in ``tmp_path`` (a fresh HOME, logs)."""
+    path = tmp_path / "work"
+    path.mkdir()
+    return path

@@ -1,5 +1,5 @@
-"""Fixtures of the ACP adapter tests: a work directory, and the environments that run the real pinned ACP agents
-against a scripted model server (helpers are in ``acp_support``)."""
+"""Fixtures of the ACP adapter tests: the environments that run the real pinned ACP agents
+against a scripted model server (helpers are in ``acp_support``; ``work`` comes from the anyagentd pytest plugin)."""
 
 from __future__ import annotations
 
@@ -11,22 +11,15 @@ from typing import Any
 
 import pytest
 from acp_support import CODEX_ACP_FLAGS
-from anyagentd.testing.agents import agent_bin, claude_env, clean_environ, codex_args, codex_env, codex_resources_dir
-
-
-def _apply_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
-    for key in list(os.environ):
-        if key not in env:
-            monkeypatch.delenv(key)
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-
-
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    path = tmp_path / "work"
-    path.mkdir()
-    return path
+from anyagentd.testing.agents import (
+    agent_bin,
+    claude_env,
+    clean_environ,
+    codex_args,
+    codex_env,
+    codex_resources_dir,
+    set_environ,
+)
 
 
 @pytest.fixture
@@ -48,7 +41,7 @@ def codex_acp(model_server: Callable[..., Any], tmp_path: Path, monkeypatch: pyt
         env["ANYAGENTD_CODEX_ACP_BIN"] = binary
         env["ANYAGENTD_CODEX_ACP_ARGS"] = shlex.join([*codex_args(server.url), *CODEX_ACP_FLAGS])
         env["ANYAGENTD_NO_LOGIN_SHELL"] = "1"
-        _apply_env(monkeypatch, env)
+        set_environ(monkeypatch, env)
         return server
 
     return start
@@ -67,7 +60,7 @@ def claude_acp(model_server: Callable[..., Any], tmp_path: Path, monkeypatch: py
         env = clean_environ(claude_env(server.url, home))
         env["ANYAGENTD_CLAUDE_ACP_BIN"] = binary
         env["ANYAGENTD_NO_LOGIN_SHELL"] = "1"
-        _apply_env(monkeypatch, env)
+        set_environ(monkeypatch, env)
         return server
 
     return start

@@ -17,10 +17,11 @@ from typing import Any
 
 import anyio
 import pytest
-from acp_support import STEP, Stream, gone, tag
+from acp_support import STEP
 from anyagentd.errors import ProcessExited, SessionClosed, UnsupportedFeature
 from anyagentd.model import AnswerPermission
 from anyagentd.runtime import Runtime
+from anyagentd.testing.events import EventStream, event_tag, wait_process_group_gone
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -56,7 +57,7 @@ async def test_turn_contract_allow_lands_the_file(agent: Any, work: Path, reques
         info = session.info()
         assert info.resume_token and info.details.version in ("0.16.0", "0.23.1")
         assert "Resume" in info.details.capabilities.features
-        stream = Stream(session)
+        stream = EventStream(session)
         delivery = await session.prompt("Write out.txt")
         started = await stream.until("TurnStarted")
         assert started.kind.origin.value == delivery.prompt_id
@@ -72,20 +73,20 @@ async def test_turn_contract_allow_lands_the_file(agent: Any, work: Path, reques
         assert stream.text() == "Writing the file.Done."
         tools = [e.kind.value for e in stream.of("ToolUpdated")]
         assert tools and tools[-1].status == "Completed"
-        assert stream.of("ContextUsage") and "RequestClosed" in [tag(e) for e in stream.seen]
+        assert stream.of("ContextUsage") and "RequestClosed" in [event_tag(e) for e in stream.seen]
         pid = session._conn.process.pid
         started_close = time.monotonic()
         await session.close()
         await stream.rest()
         assert time.monotonic() - started_close < 10
-        await gone(pid)
+        await wait_process_group_gone(pid)
 
 
 async def test_codex_acp_reject_aborts_the_turn(codex_acp: Any, work: Path) -> None:
     server = codex_acp(write_script("codex-acp"))
     async with Runtime() as rt:
         session = await rt.open("codex-acp", dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("Write out.txt")
         permission = (await stream.until("RequestOpened")).kind.value.value
         await session.answer(permission.id, AnswerPermission(value="DenyOnce"))  # codex-acp's "abort"
@@ -99,7 +100,7 @@ async def test_claude_acp_reject_is_an_error_result_and_the_turn_goes_on(claude_
     server = claude_acp(write_script("claude-acp"))
     async with Runtime() as rt:
         session = await rt.open("claude-acp", dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("Write out.txt")
         permission = (await stream.until("RequestOpened")).kind.value.value
         await session.answer(permission.id, AnswerPermission(value="DenyOnce"))
@@ -118,7 +119,7 @@ async def test_cancel_mid_turn_then_the_session_lives(agent: Any, work: Path, re
     server = agent({"turns": [{"text": "too late", "delay": 20}]})
     async with Runtime() as rt:
         session = await rt.open(name, dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("Take your time")
         await anyio.to_thread.run_sync(lambda: server.wait_for_requests(1, timeout=STEP))
         started = time.monotonic()
@@ -145,7 +146,7 @@ async def test_codex_acp_config_option_switch(codex_acp: Any, work: Path) -> Non
         session = await rt.open("codex-acp", dir=work)
         effort = session.info().details.option("reasoning_effort")
         assert effort is not None and effort.live
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.configure("reasoning_effort", "high")
         updated = await stream.until("SessionUpdated")
         assert updated.kind.value.configuration.options["reasoning_effort"] == "high"
@@ -159,7 +160,7 @@ async def test_claude_acp_mode_switch(claude_acp: Any, work: Path) -> None:
     async with Runtime() as rt:
         session = await rt.open("claude-acp", dir=work)
         assert session.info().configuration.options["mode"] == "default"
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.configure("mode", "acceptEdits")
         updated = await stream.until("SessionUpdated")
         while updated.kind.value.configuration.options.get("mode") != "acceptEdits":
@@ -168,7 +169,7 @@ async def test_claude_acp_mode_switch(claude_acp: Any, work: Path) -> None:
         await session.prompt("Write out.txt")
         ended = await stream.until("TurnEnded")
         assert ended.kind.stop.TAG == "Completed"
-        assert "RequestOpened" not in [tag(e) for e in stream.seen]  # acceptEdits: no permission asked
+        assert "RequestOpened" not in [event_tag(e) for e in stream.seen]  # acceptEdits: no permission asked
         assert (work / "out.txt").read_text() == "hi\n"
 
 
@@ -178,7 +179,7 @@ async def test_resume_through_session_load(agent: Any, work: Path, request: pyte
     server = agent({"turns": [{"text": "Noted the word."}, {"text": "The word was PAPAYA."}]})
     async with Runtime() as rt:
         first = await rt.open(name, dir=work)
-        stream = Stream(first)
+        stream = EventStream(first)
         await first.prompt("Remember the word PAPAYA.")
         await stream.until("TurnEnded")
         token = first.info().resume_token
@@ -187,7 +188,7 @@ async def test_resume_through_session_load(agent: Any, work: Path, request: pyte
 
         second = await rt.open(name, dir=work, resume=token)
         assert second.info().resume_token == token
-        stream2 = Stream(second)
+        stream2 = EventStream(second)
         await second.prompt("Which word did I ask you to remember?")
         ended = await stream2.until("TurnEnded")
         assert ended.kind.stop.TAG == "Completed"
@@ -203,7 +204,7 @@ async def test_killed_agent_fails_the_turn_then_process_exited(agent: Any, work:
     server = agent({"turns": [{"text": "never", "delay": 20}]})
     async with Runtime() as rt:
         session = await rt.open(name, dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("Hang")
         await anyio.to_thread.run_sync(lambda: server.wait_for_requests(1, timeout=STEP))
         pid = session._conn.process.pid
@@ -222,13 +223,13 @@ async def test_claude_acp_fork_offered(claude_acp: Any, work: Path) -> None:
     async with Runtime() as rt:
         session = await rt.open("claude-acp", dir=work)
         assert "Fork" in session.info().details.capabilities.features
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("first")
         await stream.until("TurnEnded")
         token = session.info().resume_token
         fork = await rt.open("claude-acp", dir=work, fork=token)
         assert fork.info().resume_token not in (None, token)
-        stream2 = Stream(fork)
+        stream2 = EventStream(fork)
         await fork.prompt("second")
         ended = await stream2.until("TurnEnded")
         assert ended.kind.stop.TAG == "Completed" and stream2.text() == "Beta."  # the fork carries "first"

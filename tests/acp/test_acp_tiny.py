@@ -16,19 +16,20 @@ from typing import Any
 
 import anyio
 import pytest
-from acp_support import Stream, gone, tag, tiny_ref
+from acp_support import tiny_ref
 
 from anyagentd.engine.settings import EngineSettings
 from anyagentd.errors import AuthRequired, ProcessExited, ResumeFailed, SessionClosed, UnsupportedFeature
 from anyagentd.model import AnswerPermission, Http, McpServer, Sse, Stdio
 from anyagentd.runtime import Runtime
+from anyagentd.testing.events import EventStream, event_tag, wait_process_group_gone
 from anyagentd_acp.connection import RAW_LINE
 from anyagentd_acp.mapping import RAW_UPDATE
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 
-async def run_turn(session: Any, stream: Stream, text: str) -> Any:
+async def run_turn(session: Any, stream: EventStream, text: str) -> Any:
     await session.prompt(text)
     return await stream.until("TurnEnded")
 
@@ -43,7 +44,7 @@ async def test_turn_contract_without_discovery(work: Path) -> None:
         assert {"Permissions", "Images", "Resume"} <= set(info.details.capabilities.features)
         assert info.details.capabilities.mcp_transports == ["Stdio", "Http"]
         assert info.configuration.options == {"mode": "ask", "model": "tiny-small", "fast": False}
-        stream = Stream(session)
+        stream = EventStream(session)
         delivery = await session.prompt("hello")
         started = await stream.until("TurnStarted")
         assert started.kind.origin.value == delivery.prompt_id
@@ -60,13 +61,13 @@ async def test_turn_contract_without_discovery(work: Path) -> None:
         pid = session._conn.process.pid
         await session.close()
         await stream.rest()
-        await gone(pid)
+        await wait_process_group_gone(pid)
 
 
 async def test_tools_and_plan(work: Path) -> None:
     async with Runtime() as rt:
         session = await rt.open(tiny_ref(), dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await run_turn(session, stream, "tools")
         plan = stream.of("PlanUpdated")[0].kind
         assert [(e.text, e.status) for e in plan.entries] == [("edit the file", "InProgress"), ("check", "Pending")]
@@ -84,7 +85,7 @@ async def test_permission_answers_pick_the_exact_option(work: Path, choice: str)
               "DenyAlways": "reject_always"}[choice]  # fmt: skip
     async with Runtime() as rt:
         session = await rt.open(tiny_ref(), dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("permission")
         request = (await stream.until("RequestOpened")).kind.value.value
         assert request.options == ["AllowOnce", "AllowAlways", "DenyOnce", "DenyAlways"]
@@ -101,20 +102,20 @@ async def test_permission_answers_pick_the_exact_option(work: Path, choice: str)
 async def test_cancel_answers_pending_permission_cancelled(work: Path) -> None:
     async with Runtime() as rt:
         session = await rt.open(tiny_ref(), dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("permission")
         await stream.until("RequestOpened")
         await session.cancel()
         ended = await stream.until("TurnEnded")
         assert ended.kind.stop == "Cancelled"
-        assert "RequestClosed" in [tag(e) for e in stream.seen]
+        assert "RequestClosed" in [event_tag(e) for e in stream.seen]
         assert (await run_turn(session, stream, "hello")).kind.stop.TAG == "Completed"
 
 
 async def test_cancel_mid_turn_within_a_second(work: Path) -> None:
     async with Runtime() as rt:
         session = await rt.open(tiny_ref(), dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("slow")
         await stream.until("TextDelta")
         started = time.monotonic()
@@ -128,7 +129,7 @@ async def test_cancel_ignored_by_the_agent_ends_after_the_grace(work: Path) -> N
     settings = EngineSettings(quiet_agent=0.3)
     async with Runtime(settings=settings, adapter_config={"acp": {"cancel_grace": 0.5}}) as rt:
         session = await rt.open(tiny_ref(), dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("deaf 2")
         await stream.until("TextDelta")
         started = time.monotonic()
@@ -151,7 +152,7 @@ async def test_cancel_ignored_by_the_agent_ends_after_the_grace(work: Path) -> N
 async def test_agent_originated_turn_ends_by_inferred_completion(work: Path) -> None:
     async with Runtime(settings=EngineSettings(quiet_agent=0.5, quiet_prompted=5.0)) as rt:
         session = await rt.open(tiny_ref(), dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         first = await run_turn(session, stream, "later")
         assert first.kind.stop.TAG == "Completed" and first.kind.stop.source == "Protocol"
         started = await stream.until("TurnStarted")
@@ -165,7 +166,7 @@ async def test_agent_originated_turn_ends_by_inferred_completion(work: Path) -> 
 async def test_malformed_updates_and_non_json_lines_are_diagnostics(work: Path) -> None:
     async with Runtime() as rt:
         session = await rt.open(tiny_ref(), dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         ended = await run_turn(session, stream, "malformed")
         assert ended.kind.stop.TAG == "Completed" and stream.text() == "after"
         diagnostics = stream.of("Diagnostic")
@@ -178,7 +179,7 @@ async def test_malformed_updates_and_non_json_lines_are_diagnostics(work: Path) 
 async def test_oversized_line_is_a_diagnostic_and_the_session_lives(work: Path) -> None:
     async with Runtime(adapter_config={"acp": {"max_line_bytes": 65536}}) as rt:
         session = await rt.open(tiny_ref(), dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         ended = await run_turn(session, stream, "oversized 300000")
         assert ended.kind.stop.TAG == "Completed" and stream.text() == "survived"
         (warning,) = [e.kind.value for e in stream.of("Diagnostic") if e.kind.value.level == "Warning"]
@@ -189,7 +190,7 @@ async def test_oversized_line_is_a_diagnostic_and_the_session_lives(work: Path) 
 async def test_default_line_limit_is_generous(work: Path) -> None:
     async with Runtime() as rt:
         session = await rt.open(tiny_ref(), dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         ended = await run_turn(session, stream, "oversized 3000000")  # 3 MB: far past asyncio's 64 KiB default
         assert ended.kind.stop.TAG == "Completed" and stream.text() == "survived"
         assert [e.kind.value.level for e in stream.of("Diagnostic")] == ["Info"]  # parsed: an unparseable update
@@ -198,7 +199,7 @@ async def test_default_line_limit_is_generous(work: Path) -> None:
 async def test_crash_mid_turn_fails_then_process_exited(work: Path) -> None:
     async with Runtime() as rt:
         session = await rt.open(tiny_ref(), dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("crash")
         ended = await stream.until("TurnEnded")
         assert ended.kind.stop.TAG == "Failed"
@@ -212,7 +213,7 @@ async def test_crash_mid_turn_fails_then_process_exited(work: Path) -> None:
 async def test_refusal_and_other_stop_reasons(work: Path) -> None:
     async with Runtime() as rt:
         session = await rt.open(tiny_ref(), dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         assert (await run_turn(session, stream, "refuse")).kind.stop == "Refused"
         failed = (await run_turn(session, stream, "limit")).kind.stop
         assert failed.TAG == "Failed" and "max_tokens" in failed.message
@@ -222,7 +223,7 @@ async def test_modes_and_config_options_switch_live(work: Path) -> None:
     async with Runtime() as rt:
         session = await rt.open(tiny_ref(), dir=work, configure={"model": "tiny-large"})
         assert session.info().configuration.options["model"] == "tiny-large"
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.configure("mode", "code")
         updated = await stream.until("SessionUpdated")
         while updated.kind.value.configuration.options["mode"] != "code":
@@ -241,7 +242,7 @@ async def test_resume_through_session_load_without_replay(work: Path, monkeypatc
         await first.close()
         second = await rt.open(tiny_ref(), dir=work, resume=token)
         assert second.info().resume_token == token
-        stream = Stream(second)
+        stream = EventStream(second)
         ended = await run_turn(second, stream, "hello")
         assert ended.kind.stop.TAG == "Completed" and stream.text() == "Hello world."  # "old answer" not replayed
         assert not stream.of("UserMessage")
@@ -268,7 +269,7 @@ async def test_mcp_servers_in_acp_shape(work: Path) -> None:
                McpServer(name="web", connection=Http(url="http://127.0.0.1:9/mcp", headers={"A": "b"}))]  # fmt: skip
     async with Runtime() as rt:
         session = await rt.open(tiny_ref(), dir=work, mcp_servers=servers)
-        stream = Stream(session)
+        stream = EventStream(session)
         await run_turn(session, stream, "mcp")
         assert stream.text() == "McpServerStdio:files,HttpMcpServer:web"
         with pytest.raises(UnsupportedFeature):
@@ -284,7 +285,7 @@ async def test_attachments_images_inline_others_as_links(work: Path) -> None:
     notes.write_text("n")
     async with Runtime() as rt:
         session = await rt.open(tiny_ref(), dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("echo", [str(image), str(notes)])
         await stream.until("TurnEnded")
         assert stream.text() == f"text: image:{image.as_uri()} resource_link:{notes.as_uri()}"
@@ -299,7 +300,7 @@ async def test_probe(work: Path) -> None:
 async def test_close_during_a_turn_is_quick(work: Path) -> None:
     async with Runtime() as rt:
         session = await rt.open(tiny_ref(), dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("slow")
         await stream.until("TextDelta")
         pid = session._conn.process.pid
@@ -307,8 +308,8 @@ async def test_close_during_a_turn_is_quick(work: Path) -> None:
         await session.close()
         events = await stream.rest()
         assert time.monotonic() - started < 5
-        assert [tag(e) for e in events if tag(e) == "TurnEnded"] == ["TurnEnded"]
-        await gone(pid)
+        assert [event_tag(e) for e in events if event_tag(e) == "TurnEnded"] == ["TurnEnded"]
+        await wait_process_group_gone(pid)
 
 
 def test_wire_open_with_acp_ref(wire: Any, work: Path) -> None:

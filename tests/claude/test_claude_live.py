@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +27,14 @@ from anyagentd.model import (
     AnswerPermission,
     AnswerQuestion,
     Choices,
-    Event,
     McpServer,
     SessionOptions,
     Stdio,
 )
 from anyagentd.plugins import Plugins
 from anyagentd.runtime import Runtime
-from anyagentd.testing.agents import agent_bin, claude_env, clean_environ
+from anyagentd.testing.agents import agent_bin, claude_env, clean_environ, set_environ
+from anyagentd.testing.events import EventStream, event_tag, process_group_alive
 from anyagentd_claude.adapter import ClaudeAdapter
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -55,68 +55,10 @@ def claude(model_server: Callable[..., Any], tmp_path: Path, monkeypatch: pytest
         home.mkdir(exist_ok=True)
         env = clean_environ(claude_env(server.url, home))
         env["ANYAGENTD_CLAUDE_BIN"] = binary
-        for key in list(os.environ):
-            if key not in env:
-                monkeypatch.delenv(key)
-        for key, value in env.items():
-            monkeypatch.setenv(key, value)
+        set_environ(monkeypatch, env)
         return server
 
     return start
-
-
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    path = tmp_path / "work"
-    path.mkdir()
-    return path
-
-
-def tag(event: Event) -> str:
-    kind = event.kind
-    return kind if isinstance(kind, str) else kind.TAG
-
-
-class Stream:
-    """One consumer of ``session.events()`` with bounded waits."""
-
-    def __init__(self, session: Any) -> None:
-        self.session = session
-        self._it: AsyncIterator[Event] = session.events().__aiter__()
-        self.seen: list[Event] = []
-
-    async def next(self, timeout: float = STEP) -> Event:
-        with anyio.fail_after(timeout):
-            event = await self._it.__anext__()
-        self.seen.append(event)
-        return event
-
-    async def until(self, name: str, timeout: float = STEP) -> Event:
-        with anyio.fail_after(timeout):
-            while True:
-                event = await self.next(timeout)
-                if tag(event) == name:
-                    return event
-
-    async def rest(self, timeout: float = STEP) -> list[Event]:
-        """Every remaining event until the stream ends (its terminal error, if any, propagates)."""
-        out = []
-        with anyio.fail_after(timeout):
-            async for event in self._it:
-                self.seen.append(event)
-                out.append(event)
-        return out
-
-    def text(self) -> str:
-        return "".join(e.kind.text for e in self.seen if tag(e) == "TextDelta" and e.turn_info is not None)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.killpg(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def request_text(entry: dict[str, Any]) -> str:
@@ -170,7 +112,7 @@ async def test_adapter_turn_and_mcp_server_in_init(claude: Any, work: Path, tmp_
         started = time.monotonic()
         await conn.close()
         assert time.monotonic() - started < 10
-        assert not alive(pid)
+        assert not process_group_alive(pid)
         tg.cancel_scope.cancel()
 
 
@@ -198,7 +140,7 @@ async def test_turn_contract_allow_lands_the_file(claude: Any, work: Path) -> No
         session = await rt.open("claude", dir=work)
         info = session.info()
         assert info.resume_token and info.details.version == "2.1.197"
-        stream = Stream(session)
+        stream = EventStream(session)
         delivery = await session.prompt("Write out.txt")
         started = await stream.until("TurnStarted")
         assert started.kind.origin.value == delivery.prompt_id
@@ -211,11 +153,11 @@ async def test_turn_contract_allow_lands_the_file(claude: Any, work: Path) -> No
         assert ended.kind.stop.TAG == "Completed" and ended.kind.stop.source == "Protocol"
         assert (work / "out.txt").read_text() == "hi\n"
         assert stream.text() == "Writing the file.Done."
-        tags = [tag(e) for e in stream.seen]
+        tags = [event_tag(e) for e in stream.seen]
         assert "RequestClosed" in tags and "ContextUsage" in tags
-        tools = [e.kind.value for e in stream.seen if tag(e) == "ToolUpdated"]
+        tools = [e.kind.value for e in stream.seen if event_tag(e) == "ToolUpdated"]
         assert tools[-1].status == "Completed"
-        statuses = [e.kind.value for e in stream.seen if tag(e) == "StatusChanged"]
+        statuses = [e.kind.value for e in stream.seen if event_tag(e) == "StatusChanged"]
         await stream.until("StatusChanged")
         statuses.append(stream.seen[-1].kind.value)
         assert statuses == ["Working", "NeedsInput", "Working", "Idle"]
@@ -224,21 +166,21 @@ async def test_turn_contract_allow_lands_the_file(claude: Any, work: Path) -> No
         await session.close()
         assert time.monotonic() - started_close < 10
         await stream.rest()
-        assert not alive(pid)
+        assert not process_group_alive(pid)
 
 
 async def test_deny_leaves_the_file_absent(claude: Any, work: Path) -> None:
     server = claude(WRITE_SCRIPT)
     async with Runtime() as rt:
         session = await rt.open("claude", dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("Write out.txt")
         request = (await stream.until("RequestOpened")).kind.value.value
         await session.answer(request.id, AnswerPermission(value="DenyOnce"))
         ended = await stream.until("TurnEnded")
         assert ended.kind.stop.TAG == "Completed"
         assert not (work / "out.txt").exists()
-        failed = [e.kind.value for e in stream.seen if tag(e) == "ToolUpdated" and e.kind.value.status == "Failed"]
+        failed = [e.kind.value for e in stream.seen if event_tag(e) == "ToolUpdated" and e.kind.value.status == "Failed"]
         assert failed and "denied" in (failed[0].output or "")
         # the model saw the denial as the tool's error result
         assert "The user denied this tool use." in request_text(server.main_requests()[-1])
@@ -253,7 +195,7 @@ async def test_question_round_trip(claude: Any, work: Path) -> None:
     ]})  # fmt: skip
     async with Runtime() as rt:
         session = await rt.open("claude", dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("Ask me a question")
         opened = await stream.until("RequestOpened")
         assert opened.kind.value.TAG == "Question"
@@ -270,7 +212,7 @@ async def test_live_mode_switch(claude: Any, work: Path) -> None:
     claude(WRITE_SCRIPT)
     async with Runtime() as rt:
         session = await rt.open("claude", dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.configure("mode", "acceptEdits")
         updated = await stream.until("SessionUpdated")
         assert updated.kind.value.configuration.options["mode"] == "acceptEdits"
@@ -278,7 +220,7 @@ async def test_live_mode_switch(claude: Any, work: Path) -> None:
         await session.prompt("Write out.txt")
         ended = await stream.until("TurnEnded")
         assert ended.kind.stop.TAG == "Completed"
-        assert "RequestOpened" not in [tag(e) for e in stream.seen]  # acceptEdits: no question asked
+        assert "RequestOpened" not in [event_tag(e) for e in stream.seen]  # acceptEdits: no question asked
         assert (work / "out.txt").read_text() == "hi\n"
 
 
@@ -286,7 +228,7 @@ async def test_cancel_mid_turn_then_next_prompt(claude: Any, work: Path) -> None
     server = claude({"turns": [{"text": "too late", "delay": 20}]})
     async with Runtime() as rt:
         session = await rt.open("claude", dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("Take your time")
         await anyio.to_thread.run_sync(lambda: server.wait_for_requests(1, timeout=STEP))
         started = time.monotonic()
@@ -305,7 +247,7 @@ async def test_resume_recalls_the_conversation(claude: Any, work: Path) -> None:
     server = claude({"turns": [{"text": "Noted the word."}, {"text": "The word was PAPAYA."}]})
     async with Runtime() as rt:
         first = await rt.open("claude", dir=work)
-        stream = Stream(first)
+        stream = EventStream(first)
         await first.prompt("Remember the word PAPAYA.")
         await stream.until("TurnEnded")
         token = first.info().resume_token
@@ -314,7 +256,7 @@ async def test_resume_recalls_the_conversation(claude: Any, work: Path) -> None:
 
         second = await rt.open("claude", dir=work, resume=token)
         assert second.info().resume_token == token
-        stream2 = Stream(second)
+        stream2 = EventStream(second)
         await second.prompt("Which word did I ask you to remember?")
         ended = await stream2.until("TurnEnded")
         assert ended.kind.stop.TAG == "Completed"
@@ -329,7 +271,7 @@ async def test_killed_cli_fails_the_turn_then_process_exited(claude: Any, work: 
     server = claude({"turns": [{"text": "never", "delay": 20}]})
     async with Runtime() as rt:
         session = await rt.open("claude", dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("Hang")
         await anyio.to_thread.run_sync(lambda: server.wait_for_requests(1, timeout=STEP))
         pid = session._conn.process.pid  # noqa: SLF001
@@ -347,7 +289,7 @@ async def test_compact_and_rollback(claude: Any, work: Path) -> None:
     server = claude({"turns": [{"text": "One."}, {"text": "Two."}, {"text": "Three."}, {"text": "Four."}]})
     async with Runtime() as rt:
         session = await rt.open("claude", dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         for word in ("first", "second", "third"):
             await session.prompt(f"Say the {word} number")
             await stream.until("TurnEnded")
@@ -360,7 +302,7 @@ async def test_compact_and_rollback(claude: Any, work: Path) -> None:
         assert compacted.turn_info is not None  # part of the agent-originated compact turn
         ended = await stream.until("TurnEnded")
         assert ended.kind.stop.TAG == "Completed"
-        usage = [e.kind for e in stream.seen if tag(e) == "ContextUsage"]
+        usage = [e.kind for e in stream.seen if event_tag(e) == "ContextUsage"]
         assert usage[-1].used_tokens < max(u.used_tokens for u in usage[:-1])
         await session.prompt("Say the fourth number")
         await stream.until("TurnEnded")
@@ -374,10 +316,10 @@ async def test_fork_at_a_fork_point(claude: Any, work: Path) -> None:
     server = claude({"turns": [{"text": "Alpha."}, {"text": "Beta."}, {"text": "Gamma."}]})
     async with Runtime() as rt:
         session = await rt.open("claude", dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("first")
         await stream.until("TurnEnded")
-        fork_point = next(e.extensions["claude/fork_point"] for e in stream.seen if tag(e) == "MessageEnded")
+        fork_point = next(e.extensions["claude/fork_point"] for e in stream.seen if event_tag(e) == "MessageEnded")
         await session.prompt("second")
         await stream.until("TurnEnded")
         token = session.info().resume_token
@@ -386,7 +328,7 @@ async def test_fork_at_a_fork_point(claude: Any, work: Path) -> None:
 
         fork = await rt.open("claude", dir=work, fork=token, fork_at=fork_point)
         assert fork.info().resume_token not in (None, token)
-        stream2 = Stream(fork)
+        stream2 = EventStream(fork)
         await fork.prompt("third")
         await stream2.until("TurnEnded")
         assert stream2.text() == "Beta."  # history up to "Alpha." only: turn index 1

@@ -14,7 +14,7 @@ import shlex
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +28,10 @@ from anyagentd.errors import (
     SpawnFailed,
     UnsupportedFeature,
 )
-from anyagentd.model import AnswerPermission, Event, McpServer, Stdio
+from anyagentd.model import AnswerPermission, McpServer, Stdio
 from anyagentd.runtime import Runtime
-from anyagentd.testing.agents import agent_bin, clean_environ, codex_args, codex_env
+from anyagentd.testing.agents import agent_bin, clean_environ, codex_args, codex_env, set_environ
+from anyagentd.testing.events import EventStream, event_tag, process_group_alive
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(45)]
 
@@ -58,67 +59,10 @@ def codex(model_server: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.
         home = tmp_path / "home"
         home.mkdir(exist_ok=True)
         env = codex_environment(server.url, home)
-        for key in list(os.environ):
-            if key not in env:
-                monkeypatch.delenv(key)
-        for key, value in env.items():
-            monkeypatch.setenv(key, value)
+        set_environ(monkeypatch, env)
         return server
 
     return start
-
-
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    path = tmp_path / "work"
-    path.mkdir()
-    return path
-
-
-def tag(event: Event) -> str:
-    kind = event.kind
-    return kind if isinstance(kind, str) else kind.TAG
-
-
-class Stream:
-    """One consumer of ``session.events()`` with bounded waits."""
-
-    def __init__(self, session: Any) -> None:
-        self.session = session
-        self._it: AsyncIterator[Event] = session.events().__aiter__()
-        self.seen: list[Event] = []
-
-    async def next(self, timeout: float = STEP) -> Event:
-        with anyio.fail_after(timeout):
-            event = await self._it.__anext__()
-        self.seen.append(event)
-        return event
-
-    async def until(self, name: str, timeout: float = STEP) -> Event:
-        with anyio.fail_after(timeout):
-            while True:
-                event = await self.next(timeout)
-                if tag(event) == name:
-                    return event
-
-    async def rest(self, timeout: float = STEP) -> list[Event]:
-        out = []
-        with anyio.fail_after(timeout):
-            async for event in self._it:
-                self.seen.append(event)
-                out.append(event)
-        return out
-
-    def text(self) -> str:
-        return "".join(e.kind.text for e in self.seen if tag(e) == "TextDelta" and e.turn_info is not None)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.killpg(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def request_text(entry: dict[str, Any]) -> str:
@@ -172,7 +116,7 @@ async def test_turn_contract_an_approved_command_really_runs(codex: Any, work: P
         session = await rt.open("codex", dir=work)
         info = session.info()
         assert info.resume_token and info.details.version == "0.171.0"
-        stream = Stream(session)
+        stream = EventStream(session)
         delivery = await session.prompt("Create made.txt")
         started = await stream.until("TurnStarted")
         assert started.kind.origin.value == delivery.prompt_id
@@ -185,13 +129,13 @@ async def test_turn_contract_an_approved_command_really_runs(codex: Any, work: P
         assert ended.kind.stop.TAG == "Completed" and ended.kind.stop.source == "Protocol"
         assert (work / "made.txt").read_text() == "made by codex\n"
         assert stream.text() == "Running a command.Done."
-        tools = [e.kind.value for e in stream.seen if tag(e) == "ToolUpdated"]
+        tools = [e.kind.value for e in stream.seen if event_tag(e) == "ToolUpdated"]
         assert tools[-1].status == "Completed"
-        output = "".join(e.kind.text for e in stream.seen if tag(e) == "ToolOutputDelta") + (tools[-1].output or "")
+        output = "".join(e.kind.text for e in stream.seen if event_tag(e) == "ToolOutputDelta") + (tools[-1].output or "")
         assert "command-output" in output
-        tags = [tag(e) for e in stream.seen]
+        tags = [event_tag(e) for e in stream.seen]
         assert "RequestClosed" in tags and "ContextUsage" in tags and "MessageEnded" in tags
-        statuses = [e.kind.value for e in stream.seen if tag(e) == "StatusChanged"]
+        statuses = [e.kind.value for e in stream.seen if event_tag(e) == "StatusChanged"]
         statuses.append((await stream.until("StatusChanged")).kind.value)
         assert statuses == ["Working", "NeedsInput", "Working", "Idle"]
         pid = session._conn.process.pid
@@ -199,7 +143,7 @@ async def test_turn_contract_an_approved_command_really_runs(codex: Any, work: P
         await session.close()
         assert time.monotonic() - started_close < 10
         await stream.rest()
-        assert not alive(pid)
+        assert not process_group_alive(pid)
     # the command's output reached the model
     assert "command-output" in request_text(server.main_requests()[-1])
 
@@ -208,7 +152,7 @@ async def test_declined_file_change_leaves_the_file_absent_and_the_turn_continue
     server = codex(PATCH_SCRIPT)
     async with Runtime() as rt:
         session = await rt.open("codex", dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("Patch it")
         request = (await stream.until("RequestOpened")).kind.value.value
         assert request.tool.kind == "Edit" and request.tool.diffs[0].new_text == "patched by apply_patch\n"
@@ -217,7 +161,7 @@ async def test_declined_file_change_leaves_the_file_absent_and_the_turn_continue
         assert ended.kind.stop.TAG == "Completed"
         assert stream.text().endswith("The patch was declined.")
         assert not (work / "patched.txt").exists()
-        tools = [e.kind.value for e in stream.seen if tag(e) == "ToolUpdated"]
+        tools = [e.kind.value for e in stream.seen if event_tag(e) == "ToolUpdated"]
         assert tools[-1].status == "Failed"
     assert [r["turn"] for r in server.main_requests()] == [0, 1]
 
@@ -228,7 +172,7 @@ async def test_steer_mid_turn_is_accepted_into_the_same_turn(codex: Any, work: P
     server = codex({"turns": [{"text": "Working slowly.", "delay": 2}]})
     async with Runtime() as rt:
         session = await rt.open("codex", dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         first = await session.prompt("Start something slow")
         await wait_requests(server, 1)
         steer = await session.prompt("Also mention bananas")
@@ -236,7 +180,7 @@ async def test_steer_mid_turn_is_accepted_into_the_same_turn(codex: Any, work: P
         ended = await stream.until("TurnEnded")
         assert ended.kind.stop.TAG == "Completed" and ended.turn_info.id == first.kind.turn_id
         assert stream.text() == "Working slowly."
-        assert len([e for e in stream.seen if tag(e) == "TurnStarted"]) == 1
+        assert len([e for e in stream.seen if event_tag(e) == "TurnStarted"]) == 1
     requests = server.main_requests()
     assert len(requests) == 2 and "Also mention bananas" not in request_text(requests[0])
     last = request_text(requests[-1])
@@ -247,7 +191,7 @@ async def test_cancel_mid_turn_then_the_session_lives(codex: Any, work: Path) ->
     server = codex({"turns": [{"text": "too late", "delay": 20}]})
     async with Runtime() as rt:
         session = await rt.open("codex", dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("Take your time")
         await wait_requests(server, 1)
         started = time.monotonic()
@@ -266,7 +210,7 @@ async def test_cancel_during_a_running_command_cancels_the_tool(codex: Any, work
     codex({"turns": [{"tool": {"name": "exec_command", "input": {"cmd": "sleep 20; echo never > late.txt"}}}]})
     async with Runtime() as rt:
         session = await rt.open("codex", dir=work, permission_mode="AutoApprove")
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("Run the slow command")
         while True:
             event = await stream.until("ToolUpdated")
@@ -277,7 +221,7 @@ async def test_cancel_during_a_running_command_cancels_the_tool(codex: Any, work
         await session.cancel()
         ended = await stream.until("TurnEnded")
         assert ended.kind.stop == "Cancelled" and time.monotonic() - started < 8
-        tools = [e.kind.value for e in stream.seen if tag(e) == "ToolUpdated"]
+        tools = [e.kind.value for e in stream.seen if event_tag(e) == "ToolUpdated"]
         assert tools[-1].status == "Cancelled" and not ended.kind.background
         assert not (work / "late.txt").exists()
 
@@ -286,7 +230,7 @@ async def test_live_model_switch_is_used_by_the_next_request(codex: Any, work: P
     server = codex({"turns": [{"text": "One."}, {"text": "Two."}]})
     async with Runtime() as rt:
         session = await rt.open("codex", dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("first")
         await stream.until("TurnEnded")
         before = len(server.requests)
@@ -309,7 +253,7 @@ async def test_resume_recalls_the_conversation(codex: Any, work: Path) -> None:
     server = codex({"turns": [{"text": "Noted the word."}, {"text": "The word was PAPAYA."}]})
     async with Runtime() as rt:
         first = await rt.open("codex", dir=work)
-        stream = Stream(first)
+        stream = EventStream(first)
         await first.prompt("Remember the word PAPAYA.")
         await stream.until("TurnEnded")
         token = first.info().resume_token
@@ -318,7 +262,7 @@ async def test_resume_recalls_the_conversation(codex: Any, work: Path) -> None:
 
         second = await rt.open("codex", dir=work, resume=token)
         assert second.info().resume_token == token
-        stream2 = Stream(second)
+        stream2 = EventStream(second)
         await second.prompt("Which word did I ask you to remember?")
         ended = await stream2.until("TurnEnded")
         assert ended.kind.stop.TAG == "Completed"
@@ -333,7 +277,7 @@ async def test_compact_runs_as_a_turn(codex: Any, work: Path) -> None:
     codex({"turns": [{"text": "One."}]})
     async with Runtime() as rt:
         session = await rt.open("codex", dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("first")
         await stream.until("TurnEnded")
         await session.compact()
@@ -342,7 +286,7 @@ async def test_compact_runs_as_a_turn(codex: Any, work: Path) -> None:
         usage = await stream.until("ContextUsage")
         ended = await stream.until("TurnEnded")
         assert ended.kind.stop.TAG == "Completed"
-        before = [e.kind.used_tokens for e in stream.seen[: stream.seen.index(compacted)] if tag(e) == "ContextUsage"]
+        before = [e.kind.used_tokens for e in stream.seen[: stream.seen.index(compacted)] if event_tag(e) == "ContextUsage"]
         assert usage.kind.used_tokens < max(before)
 
 
@@ -350,7 +294,7 @@ async def test_killed_cli_fails_the_turn_then_process_exited(codex: Any, work: P
     server = codex({"turns": [{"text": "never", "delay": 20}]})
     async with Runtime() as rt:
         session = await rt.open("codex", dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("Hang")
         await wait_requests(server, 1)
         pid = session._conn.process.pid
@@ -363,7 +307,7 @@ async def test_killed_cli_fails_the_turn_then_process_exited(codex: Any, work: P
         with pytest.raises(SessionClosed):
             await session.prompt("still there?")
         with anyio.fail_after(5):
-            while alive(pid):
+            while process_group_alive(pid):
                 await anyio.sleep(0.05)
 
 
@@ -378,10 +322,10 @@ async def test_fork_at_a_fork_point(codex: Any, work: Path) -> None:
     server = codex({"turns": [{"text": "Alpha."}, {"text": "Beta."}, {"text": "Gamma."}]})
     async with Runtime() as rt:
         session = await rt.open("codex", dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("say kiwi")
         await stream.until("TurnEnded")
-        fork_point = next(e.extensions["codex/fork_point"] for e in stream.seen if tag(e) == "MessageEnded")
+        fork_point = next(e.extensions["codex/fork_point"] for e in stream.seen if event_tag(e) == "MessageEnded")
         await session.prompt("say mango")
         await stream.until("TurnEnded")
         token = session.info().resume_token
@@ -390,7 +334,7 @@ async def test_fork_at_a_fork_point(codex: Any, work: Path) -> None:
 
         fork = await rt.open("codex", dir=work, fork=token, fork_at=fork_point)
         assert fork.info().resume_token not in (None, token)
-        stream2 = Stream(fork)
+        stream2 = EventStream(fork)
         await fork.prompt("say lychee")
         await stream2.until("TurnEnded")
         assert stream2.text() == "Beta."  # history up to "Alpha." only: turn index 1
@@ -406,7 +350,7 @@ async def test_stdio_mcp_server_is_forwarded(codex: Any, work: Path, tmp_path: P
     async with Runtime() as rt:
         session = await rt.open("codex", dir=work, mcp_servers=[McpServer(name="files", connection=Stdio(
             command=sys.executable, args=[str(script)], env={"MARKER": str(marker)}))])  # fmt: skip
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("hi")
         await stream.until("TurnEnded")
     assert marker.read_text() == "initialize"  # Codex started the server with its env and initialized it
@@ -420,7 +364,7 @@ async def test_per_session_codex_home_is_fresh_and_removed(codex: Any, work: Pat
         session = await rt.open("codex", dir=work)
         home = session._conn.codex_home  # noqa: SLF001 - where the adapter pointed CODEX_HOME
         assert home and Path(home).is_dir() and not str(home).startswith(str(tmp_path / "home"))
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("hi")
         assert (await stream.until("TurnEnded")).kind.stop.TAG == "Completed"
         assert list(Path(home).glob("sessions/**/rollout-*.jsonl"))  # Codex wrote its session there
@@ -445,13 +389,13 @@ async def test_a_401_mid_session_is_auth_lost(codex: Any, work: Path) -> None:
     codex({"turns": [{"error": {"status": 401, "type": "authentication_error", "message": "bad key"}}]})
     async with Runtime() as rt:
         session = await rt.open("codex", dir=work)
-        stream = Stream(session)
+        stream = EventStream(session)
         await session.prompt("hi")
         ended = await stream.until("TurnEnded")
         assert ended.kind.stop.TAG == "Failed"
         with pytest.raises(AuthRequired):
             await stream.rest()
-        errors = [e.kind.value.message for e in stream.seen if tag(e) == "Diagnostic" and e.kind.value.level == "Error"]
+        errors = [e.kind.value.message for e in stream.seen if event_tag(e) == "Diagnostic" and e.kind.value.level == "Error"]
         assert any("401" in m for m in errors)
 
 

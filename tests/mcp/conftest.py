@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from anyagentd.model import McpServer
-from anyagentd.testing.agents import agent_bin, claude_env, clean_environ
+from anyagentd.testing.agents import agent_bin, claude_env, clean_environ, set_environ
 
 HERE = Path(__file__).parent
 MARKER_SERVER = HERE / "marker_server.py"
@@ -92,13 +92,6 @@ def sse_marker() -> Iterator[ServedMarker]:
 
 
 @pytest.fixture
-def work(tmp_path: Path) -> Path:
-    path = tmp_path / "work"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def claude(model_server: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
     """``claude(script)`` starts a model server with ``script`` and points this process's environment (what the
     adapter passes to the CLI) at it, with ``ANYAGENTD_CLAUDE_BIN`` set to the pinned CLI. Returns the server.
@@ -111,11 +104,7 @@ def claude(model_server: Callable[..., Any], tmp_path: Path, monkeypatch: pytest
         home.mkdir(exist_ok=True)
         env = clean_environ(claude_env(server.url, home))
         env["ANYAGENTD_CLAUDE_BIN"] = binary
-        for key in list(os.environ):
-            if key not in env:
-                monkeypatch.delenv(key)
-        for key, value in env.items():
-            monkeypatch.setenv(key, value)
+        set_environ(monkeypatch, env)
         return server
 
     return start

@@ -19,16 +19,12 @@ from anyagentd.errors import UnsupportedFeature
 from anyagentd.model import AnswerPermission, Event
 from anyagentd.plugins import Plugins
 from anyagentd.runtime import Runtime
+from anyagentd.testing.events import event_tag
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 STEP = 60.0
 """Seconds any single wait on the real CLI may take (it starts the MCP server, which imports the SDK)."""
-
-
-def tag(event: Event) -> str:
-    kind = event.kind
-    return kind if isinstance(kind, str) else kind.TAG
 
 
 async def run_turn(session: Any, prompt: str) -> list[Event]:
@@ -40,9 +36,9 @@ async def run_turn(session: Any, prompt: str) -> list[Event]:
         while True:
             event = await events.__anext__()
             seen.append(event)
-            if tag(event) == "RequestOpened":
+            if event_tag(event) == "RequestOpened":
                 await session.answer(event.kind.value.value.id, AnswerPermission(value="AllowOnce"))
-            elif tag(event) == "TurnEnded":
+            elif event_tag(event) == "TurnEnded":
                 return seen
 
 
@@ -89,7 +85,7 @@ async def test_forwarded_mcp_server_is_called_by_claude(claude: Any, work: Path,
         await session.close()
     ended = events[-1]
     assert ended.kind.stop.TAG == "Completed"
-    tools = [e.kind.value for e in events if tag(e) == "ToolUpdated"]
+    tools = [e.kind.value for e in events if event_tag(e) == "ToolUpdated"]
     mcp_updates = [t for t in tools if getattr(t.kind, "TAG", None) == "Mcp"]
     assert mcp_updates, [t.kind for t in tools]
     assert mcp_updates[0].kind.model_dump() == {"Mcp": {"server": "marker", "tool": "write_marker"}}

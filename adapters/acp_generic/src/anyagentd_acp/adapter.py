@@ -8,9 +8,8 @@ default :data:`~.connection.HANDSHAKE_TIMEOUT`), ``max_line_bytes`` (default 64 
 from __future__ import annotations
 
 import tempfile
-from typing import Any
 
-from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile
+from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile, DiscardingLink
 from anyagentd.model import AgentDetails, AgentInstallation, SessionOptions
 
 # The ACP library takes most of a second to import: it loads only when a session or probe needs it, so
@@ -27,22 +26,6 @@ PROFILES = (
 )  # fmt: skip
 """The ACP agents the catalog knows (environment overrides ``ANYAGENTD_CODEX_ACP_BIN``,
 ``ANYAGENTD_CLAUDE_ACP_BIN``, ``ANYAGENTD_GEMINI_BIN``)."""
-
-
-class _ProbeLink:
-    """A link for a probe's short-lived process: reports are dropped."""
-
-    def start_soon(self, *args: Any) -> None:  # pragma: no cover - a probe starts no turn
-        raise RuntimeError("a probe runs no tasks")
-
-    async def emit(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    async def info_changed(self, **kwargs: Any) -> None:
-        pass
-
-    async def exited(self, *args: Any) -> None:
-        pass
 
 
 class AcpAdapter(AgentAdapter):
@@ -62,7 +45,7 @@ class AcpAdapter(AgentAdapter):
         with tempfile.TemporaryDirectory(prefix="anyagentd-acp-probe-") as scratch:
             from .connection import AcpConnection
 
-            conn = await AcpConnection.open(installation, SessionOptions(dir=scratch), _ProbeLink(),
+            conn = await AcpConnection.open(installation, SessionOptions(dir=scratch), DiscardingLink(),
                                             config=self.config, adapter=self, session=False,
                                             handshake_timeout=self.handshake_timeout)  # fmt: skip
             details = conn.details

@@ -7,11 +7,9 @@ The adapter's ``config`` may set ``handshake_timeout`` (seconds, default :data:`
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 
-from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile
+from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile, DiscardingLink
 from anyagentd.model import AgentDetails, AgentInstallation, SessionOptions
 
 from .connection import HANDSHAKE_TIMEOUT, ClaudeConnection
@@ -25,31 +23,6 @@ PROFILE = AgentProfile(
     extra_paths=("~/.claude/local", "~/.local/bin"),
 )
 """Claude Code's catalog entry (environment override ``ANYAGENTD_CLAUDE_BIN``)."""
-
-
-class _ProbeLink:
-    """A link for a probe's short-lived process: reports are dropped, tasks run in the probe's task group."""
-
-    def __init__(self, task_group: anyio.abc.TaskGroup) -> None:
-        self.start_soon = task_group.start_soon
-
-    async def emit(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    async def turn_ack(self) -> None:
-        pass
-
-    async def turn_ended(self, *args: Any) -> None:
-        pass
-
-    async def info_changed(self, **kwargs: Any) -> None:
-        pass
-
-    async def auth_lost(self, *args: Any) -> None:
-        pass
-
-    async def exited(self, *args: Any) -> None:
-        pass
 
 
 class ClaudeAdapter(AgentAdapter):
@@ -71,7 +44,7 @@ class ClaudeAdapter(AgentAdapter):
         with tempfile.TemporaryDirectory(prefix="anyagentd-claude-probe-") as scratch:
             async with anyio.create_task_group() as tg:
                 conn = await ClaudeConnection.open(
-                    installation, SessionOptions(dir=scratch), _ProbeLink(tg), persist=False,
+                    installation, SessionOptions(dir=scratch), DiscardingLink(tg.start_soon), persist=False,
                     require_auth=False, handshake_timeout=self.handshake_timeout,
                     mcp_transports=self.effective_mcp_transports(MCP_TRANSPORTS),
                 )  # fmt: skip

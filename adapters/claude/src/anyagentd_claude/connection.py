@@ -25,7 +25,6 @@ Commands (each returns promptly):
 from __future__ import annotations
 
 import base64
-import json
 import mimetypes
 import os
 import uuid
@@ -35,7 +34,7 @@ from typing import Any
 import anyio
 
 from anyagentd.adapters.interface import AgentConnection, PromptInput
-from anyagentd.adapters.process import AgentProcess, OversizedLine
+from anyagentd.adapters.process import AgentProcess, cli_version, json_frames
 from anyagentd.errors import (
     AuthRequired,
     HandshakeTimeout,
@@ -61,7 +60,7 @@ from anyagentd.model import (
 )
 
 from . import control
-from .launch import MCP_TRANSPORTS, agent_details, cli_version, is_authenticated, launch_argv, launch_env, login_methods
+from .launch import MCP_TRANSPORTS, agent_details, is_authenticated, launch_argv, launch_env, login_methods
 from .mapping import RAW, FrameMapper
 from .tools import QUESTION_TOOL, tool_update
 
@@ -188,18 +187,7 @@ class ClaudeConnection(AgentConnection):
 
     async def _pump(self) -> None:
         try:
-            async for line in self.process.lines():
-                if isinstance(line, OversizedLine):
-                    await self.link.emit(diagnostic("Warning", f"skipped a {line.size}-byte Claude Code line"))
-                    continue
-                if not line.strip():
-                    continue
-                try:
-                    frame = json.loads(line)
-                except ValueError:
-                    await self.link.emit(diagnostic("Info", "Claude Code wrote a line that is not JSON"),
-                                         extensions={RAW: line[:4096]})  # fmt: skip
-                    continue
+            async for frame in json_frames(self.process, self.link, agent="Claude Code", raw_key=RAW):
                 await self._dispatch(frame)
         finally:
             with anyio.CancelScope(shield=True):

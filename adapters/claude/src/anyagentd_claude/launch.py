@@ -7,18 +7,14 @@
   defaults of :data:`HEADLESS_ENV` where not already set);
 - :func:`agent_details`: ``AgentDetails`` from the ``initialize`` response (auth, capabilities, options,
   slash commands);
-- :func:`cli_version`: ``claude --version``, cached per executable path.
+- the CLI's version comes from :func:`anyagentd.adapters.process.cli_version` (``claude --version``).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
 from collections.abc import Sequence
 from typing import Any
-
-import anyio
 
 from anyagentd.adapters.interface import spawn_env
 from anyagentd.errors import InvalidConfiguration
@@ -86,8 +82,6 @@ as the next turn, not merged) and PlanUsage (not implemented)."""
 
 MCP_TRANSPORTS = ("Stdio", "Http", "Sse")
 """The MCP transports Claude Code can take in ``--mcp-config``; a session offers those with an installed plugin."""
-
-_VERSION_CACHE: dict[tuple[str, float], str | None] = {}
 
 
 def login_methods(executable: str) -> list[Any]:
@@ -273,24 +267,3 @@ def agent_details(init: dict[str, Any], *, version: str | None, executable: str,
         config_options=config_options(init, current),
         commands=slash_commands(init),
     )
-
-
-async def cli_version(executable: str, timeout: float = 15.0) -> str | None:
-    """``claude --version`` (``"2.1.197 (Claude Code)"`` → ``"2.1.197"``), cached per path and mtime;
-    ``None`` when it cannot be run within ``timeout`` seconds."""
-    try:
-        key = (executable, os.stat(executable).st_mtime)
-    except OSError:
-        return None
-    if key in _VERSION_CACHE:
-        return _VERSION_CACHE[key]
-    version = None
-    try:
-        with anyio.fail_after(timeout):
-            result = await anyio.run_process([executable, "--version"], check=False)
-        match = re.search(r"\d+\.\d+\.\d+\S*", result.stdout.decode(errors="replace"))
-        version = match.group(0) if match else None
-    except (OSError, TimeoutError):
-        version = None
-    _VERSION_CACHE[key] = version
-    return version

@@ -20,7 +20,7 @@ import tempfile
 from typing import Any
 
 import anyio
-from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile
+from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile, DiscardingLink
 from anyagentd.errors import AuthRequired, UnsupportedFeature
 from anyagentd.model import AgentDetails, AgentInstallation, PlanUsage, SessionOptions, Unauthenticated
 
@@ -39,34 +39,6 @@ PROFILE = AgentProfile(
 """Codex's catalog entry (environment override ``ANYAGENTD_CODEX_BIN``)."""
 
 HOME_ENV = "ANYAGENTD_CODEX_HOME"
-
-
-class _ProbeLink:
-    """A link for a short-lived process: reports are dropped, tasks run in the caller's task group."""
-
-    def __init__(self, task_group: anyio.abc.TaskGroup) -> None:
-        self.start_soon = task_group.start_soon
-
-    async def emit(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    async def turn_ack(self) -> None:
-        pass
-
-    async def turn_ended(self, *args: Any) -> None:
-        pass
-
-    async def steered(self, *args: Any) -> None:
-        pass
-
-    async def info_changed(self, **kwargs: Any) -> None:
-        pass
-
-    async def auth_lost(self, *args: Any) -> None:
-        pass
-
-    async def exited(self, *args: Any) -> None:
-        pass
 
 
 class CodexAdapter(AgentAdapter):
@@ -97,7 +69,7 @@ class CodexAdapter(AgentAdapter):
             async with anyio.create_task_group() as tg:
                 try:
                     conn = await CodexConnection.open(
-                        installation, SessionOptions(dir=scratch), _ProbeLink(tg),
+                        installation, SessionOptions(dir=scratch), DiscardingLink(tg.start_soon),
                         extra_args=extra_args(self.config), codex_home=self.codex_home, start_thread=False,
                         require_auth=False, handshake_timeout=self.handshake_timeout,
                         mcp_transports=self._transports(),

@@ -22,7 +22,6 @@ Commands (each returns promptly; outcomes arrive through the pump):
 
 from __future__ import annotations
 
-import json
 import mimetypes
 import os
 import shutil
@@ -31,7 +30,7 @@ from typing import Any
 
 import anyio
 from anyagentd.adapters.interface import AgentConnection, PromptInput
-from anyagentd.adapters.process import AgentProcess, OversizedLine
+from anyagentd.adapters.process import AgentProcess, cli_version, json_frames
 from anyagentd.errors import (
     AuthRequired,
     HandshakeTimeout,
@@ -70,7 +69,6 @@ from .launch import (
     DEFAULT_MODE,
     DEFAULT_SANDBOX,
     agent_details,
-    cli_version,
     creation_settings,
     launch_argv,
     launch_env,
@@ -287,18 +285,7 @@ class CodexConnection(AgentConnection):
 
     async def _pump(self) -> None:
         try:
-            async for line in self.process.lines():
-                if isinstance(line, OversizedLine):
-                    await self.link.emit(diagnostic("Warning", f"skipped a {line.size}-byte Codex line"))
-                    continue
-                if not line.strip():
-                    continue
-                try:
-                    frame = json.loads(line)
-                except ValueError:
-                    await self.link.emit(diagnostic("Info", "Codex wrote a line that is not JSON"),
-                                         extensions={RAW: line[:4096]})  # fmt: skip
-                    continue
+            async for frame in json_frames(self.process, self.link, agent="Codex", raw_key=RAW):
                 try:
                     await self._dispatch(frame)
                 except Exception as exc:  # noqa: BLE001 - never crash on a frame

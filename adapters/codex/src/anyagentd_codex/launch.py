@@ -6,7 +6,7 @@
 - :func:`launch_env`: ours (executable directory first on PATH), ``CODEX_HOME`` only when asked;
 - :func:`creation_settings`: ``configure`` values of ``open`` → thread/start fields and per-turn settings;
 - :func:`agent_details`: ``AgentDetails`` from ``account/read``, ``model/list`` and ``skills/list``;
-- :func:`cli_version`: ``codex --version``, cached per executable path.
+- the CLI's version comes from :func:`anyagentd.adapters.process.cli_version` (``codex --version``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import re
 import shlex
 from typing import Any
 
-import anyio
 from anyagentd.adapters.interface import spawn_env
 from anyagentd.errors import InvalidConfiguration, UnsupportedFeature
 from anyagentd.model import (
@@ -88,7 +87,6 @@ MCP_TRANSPORTS = ("Stdio", "Http")
 """Codex takes stdio and streamable-HTTP MCP servers; SSE is refused with ``UnsupportedFeature``."""
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-_VERSION_CACHE: dict[tuple[str, float], str | None] = {}
 
 
 def login_methods(executable: str) -> list[Any]:
@@ -323,26 +321,6 @@ def agent_details(*, version: str | None, account: GetAccountResponse | None, mo
         config_options=config_options(models, current),
         commands=commands,
     )  # fmt: skip
-
-
-async def cli_version(executable: str, timeout: float = 15.0) -> str | None:
-    """``codex --version`` (``"codex-cli 0.171.0"`` → ``"0.171.0"``), cached per path and mtime."""
-    try:
-        key = (executable, os.stat(executable).st_mtime)
-    except OSError:
-        return None
-    if key in _VERSION_CACHE:
-        return _VERSION_CACHE[key]
-    version = None
-    try:
-        with anyio.fail_after(timeout):
-            result = await anyio.run_process([executable, "--version"], check=False)
-        match = re.search(r"\d+\.\d+\.\d+\S*", result.stdout.decode(errors="replace"))
-        version = match.group(0) if match else None
-    except (OSError, TimeoutError):
-        version = None
-    _VERSION_CACHE[key] = version
-    return version
 
 
 def version_from_user_agent(user_agent: Any) -> str | None:

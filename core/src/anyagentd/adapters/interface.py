@@ -182,6 +182,26 @@ class AdapterLink:
         await self.report(Exited(status, stderr))
 
 
+def _no_tasks(*args: Any) -> None:
+    raise RuntimeError("this link runs no tasks")
+
+
+class DiscardingLink(AdapterLink):
+    """An :class:`AdapterLink` that drops every report: for a short-lived process no session owns (an adapter's
+    ``probe`` or ``plan_usage`` handshake), where nobody consumes events, TurnEnded, info changes or exits.
+
+    The connection code can then be the same one a session uses, with nothing to special-case. ``start_soon``
+    runs the connection's tasks (e.g. its stdout reader) in the caller's task group, so they end with it; without
+    one, starting a task raises ``RuntimeError``.
+    """
+
+    def __init__(self, start_soon: Callable[..., Any] | None = None) -> None:
+        self.start_soon = start_soon if start_soon is not None else _no_tasks
+
+    async def report(self, report: Report) -> None:
+        """Drop ``report``."""
+
+
 # ------------------------------------------------------------------------------------------------ session side
 
 

@@ -19,12 +19,17 @@ so the child leads its own process group), and offers:
 :class:`Background` runs tasks that must outlive the call that started them (a connection's stdout pump is
 started by ``connect`` and stopped by ``close``, possibly from another task); it works on anyio's asyncio and
 trio backends.
+
+:func:`json_frames` reads a line-delimited JSON protocol from :meth:`AgentProcess.lines` (oversized and non-JSON
+lines become diagnostics); :func:`cli_version` runs ``<executable> --version`` once per executable path and
+modification time.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 from collections import deque
@@ -36,6 +41,7 @@ import anyio
 import anyio.abc
 
 from ..errors import SpawnFailed
+from ..model import diagnostic
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 """Longest stdout line accepted, in bytes (64 MiB); longer lines are skipped and reported as OversizedLine."""
@@ -410,3 +416,52 @@ def _asyncio_loop() -> Any:
 
 _STRONG_REFS: set[Any] = set()
 
+
+async def json_frames(process: AgentProcess, link: Any, *, agent: str, raw_key: str) -> AsyncIterator[Any]:
+    """The JSON values of ``process``'s stdout lines, for an agent speaking line-delimited JSON; ``agent`` names it
+    in diagnostics, reported through ``link`` (an :class:`~anyagentd.adapters.interface.AdapterLink`).
+
+    Blank lines are skipped; a line over the size limit is reported as a ``Warning`` diagnostic, a line that is
+    not JSON as an ``Info`` diagnostic carrying its first 4096 characters in ``extensions[raw_key]``, and reading
+    goes on. Ends at EOF."""
+    async for line in process.lines():
+        if isinstance(line, OversizedLine):
+            await link.emit(diagnostic("Warning", f"skipped a {line.size}-byte {agent} line"))
+            continue
+        if not line.strip():
+            continue
+        try:
+            frame = json.loads(line)
+        except ValueError:
+            await link.emit(diagnostic("Info", f"{agent} wrote a line that is not JSON"),
+                            extensions={raw_key: line[:4096]})  # fmt: skip
+            continue
+        yield frame
+
+
+_VERSION_CACHE: dict[tuple[str, float], str | None] = {}
+
+
+async def cli_version(executable: str, *, timeout: float = 15.0) -> str | None:
+    """The first semver-looking token (``\\d+.\\d+.\\d+`` and what follows up to whitespace) of
+    ``executable --version``: ``"2.1.197 (Claude Code)"`` → ``"2.1.197"``, ``"codex-cli 0.171.0"`` → ``"0.171.0"``.
+
+    Cached per executable path and modification time (an upgrade in place is seen, a probe per session costs
+    nothing); ``None`` when the file is missing, cannot be run, prints no version, or takes over ``timeout``
+    seconds (the ``None`` is cached too)."""
+    try:
+        key = (executable, os.stat(executable).st_mtime)
+    except OSError:
+        return None
+    if key in _VERSION_CACHE:
+        return _VERSION_CACHE[key]
+    version = None
+    try:
+        with anyio.fail_after(timeout):
+            result = await anyio.run_process([executable, "--version"], check=False)
+        match = re.search(r"\d+\.\d+\.\d+\S*", result.stdout.decode(errors="replace"))
+        version = match.group(0) if match else None
+    except (OSError, TimeoutError):
+        version = None
+    _VERSION_CACHE[key] = version
+    return version

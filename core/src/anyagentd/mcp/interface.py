@@ -10,14 +10,15 @@ A transport plugin (``anyagentd-mcp-stdio``, ``anyagentd-mcp-http``, ``anyagentd
 ``transport`` is the connection's tag it handles (``"Stdio"``, ``"Http"``, ``"Sse"``); only servers whose
 transport has an installed plugin are forwarded to agents. ``validate`` checks a server's connection without
 touching the network or spawning anything; ``check`` connects with the official MCP SDK, initializes and lists
-the tools, bounded by a timeout.
+the tools, bounded by a timeout. :class:`UrlTransport` is the base of the URL transports (``Http``, ``Sse``),
+which validate alike and differ only in the SDK client ``check`` connects with.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
 
 from ..errors import InvalidConfiguration
@@ -103,3 +104,15 @@ class McpTransportPlugin(ABC):
                 raise cls.invalid(server, field, f"has a key that is not a non-empty string ({key!r})")
             if not isinstance(value, str):
                 raise cls.invalid(server, f"{field}.{key}", f"must be a string, not {type(value).__name__}")
+
+
+class UrlTransport(McpTransportPlugin):
+    """A transport whose connection is ``{"url", "headers"}`` (``Http``, ``Sse``): ``validate`` requires ``url`` an
+    http(s) URL with a host and ``headers`` string to string; subclasses set ``PLUGIN_NAME`` and ``transport`` and
+    implement ``check`` with their SDK client (call ``validate`` first)."""
+
+    def validate(self, server: McpServer) -> None:
+        self.validate_name(server)
+        conn: Any = self._connection(server)
+        self.validate_url(server, conn.url)
+        self.validate_str_map(server, conn.headers, "headers")

@@ -5,7 +5,9 @@ The CLIs are pinned in ``tests/agents/package.json`` (install with ``npm ci`` th
 the directory. :func:`claude_env`, :func:`codex_args` and :func:`codex_env` give what
 the reference notes ``real-agent-clis.md`` §3 found necessary to run Claude Code and Codex offline
 against :class:`~anyagentd.testing.model_server.ModelServer`; :func:`clean_environ` builds a child
-environment from the current one without the variables that would send an agent elsewhere.
+environment from the current one without the variables that would send an agent elsewhere, and
+:func:`set_environ` makes a test's ``os.environ`` exactly such an environment (what an adapter passes through to
+the agent it starts).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 AGENTS_DIR_ENV = "ANYAGENTD_TEST_AGENTS_DIR"
 """Environment variable naming the directory that holds the agent binaries (``claude``, ``codex``, ...)."""
@@ -164,3 +167,14 @@ def clean_environ(extra: Mapping[str, str] | None = None, base: Mapping[str, str
     env = {k: v for k, v in source.items() if not k.startswith(_FOREIGN_PREFIXES) and k not in _FOREIGN_NAMES}
     env.update(extra or {})
     return env
+
+
+def set_environ(monkeypatch: Any, env: Mapping[str, str]) -> None:
+    """Make ``os.environ`` exactly ``env`` for the rest of the test, through ``monkeypatch`` (a
+    ``pytest.MonkeyPatch``), which restores it at teardown: variables not in ``env`` are removed, the others set.
+    E.g. ``set_environ(monkeypatch, clean_environ(claude_env(server.url, home)))``."""
+    for key in list(os.environ):
+        if key not in env:
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)

@@ -1,9 +1,12 @@
-"""pytest plugin of anyagentd (entry point ``pytest11: anyagentd``): a scripted model server fixture.
+"""pytest plugin of anyagentd (entry point ``pytest11: anyagentd``): a scripted model server fixture, and ``work``.
 
 ``model_server`` is a factory: ``srv = model_server({"turns": [...]})`` returns a started
 :class:`~anyagentd.testing.model_server.ModelServer` (the script may also be a JSON string or file path;
 keyword arguments go to the constructor), stopped at teardown. When a test fails, the requests each of
 its servers received are summarised in the report under "model server requests".
+
+``work`` is an empty directory (``tmp_path / "work"``) to open a session in, apart from the ``home`` a test may
+make beside it. A project's own ``work`` fixture takes precedence over this one.
 
 The plugin is kept import-light: the server module (starlette, uvicorn) is imported only when the
 fixture is used, so loading the plugin costs nothing for projects that do not use it.

@@ -5,23 +5,17 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from anyagentd.mcp.interface import McpToolInfo, McpTransportPlugin
+from anyagentd.mcp.interface import McpToolInfo, UrlTransport
 from anyagentd.mcp.sdk import list_tools
 from anyagentd.model import McpServer
 
 
-class SseTransport(McpTransportPlugin):
+class SseTransport(UrlTransport):
     """``{"Sse": {"url", "headers"}}``: ``url`` an http(s) URL with a host, ``headers`` string to string.
     ``check`` connects with the SDK's ``sse_client``, sending ``headers``."""
 
     PLUGIN_NAME: ClassVar[str] = "mcp-sse"
     transport: ClassVar[Any] = "Sse"
-
-    def validate(self, server: McpServer) -> None:
-        self.validate_name(server)
-        conn: Any = self._connection(server)
-        self.validate_url(server, conn.url)
-        self.validate_str_map(server, conn.headers, "headers")
 
     async def check(self, server: McpServer, *, timeout: float = 10.0) -> list[McpToolInfo]:
         self.validate(server)
