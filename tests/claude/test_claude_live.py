@@ -21,7 +21,7 @@ import anyio
 import pytest
 
 from anyagentd.adapters.interface import AdapterLink, EventReport, PromptInput, TurnEndedReport
-from anyagentd.errors import ProcessExited, SessionClosed
+from anyagentd.errors import ProcessExited, SessionClosed, SpawnFailed
 from anyagentd.model import (
     AgentInstallation,
     AnswerPermission,
@@ -356,3 +356,17 @@ for line in sys.stdin:
     sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n")
     sys.stdout.flush()
 '''
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("attempt", range(3))  # the CLI's exit races our initialize write: try it a few times
+async def test_a_cli_that_exits_at_once_is_spawn_failed(work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        attempt: int) -> None:  # fmt: skip
+    fake = tmp_path / "claude"
+    fake.write_text("#!/bin/sh\necho 'boom: cannot start' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("ANYAGENTD_CLAUDE_BIN", str(fake))
+    async with Runtime() as rt:
+        with pytest.raises(SpawnFailed) as info:
+            await rt.open("claude", work)
+    assert "boom: cannot start" in info.value.message

@@ -207,3 +207,105 @@ def test_serve_stdout_is_protocol_only_even_when_something_prints(tmp_path: Path
     for noise in ("print() during discover", "raw write to fd 1", "child process output"):
         assert f"NOISE: {noise}" in result.stderr
     assert "anyagentd plugins:" in result.stderr
+
+
+# ------------------------------------------------------------------------------------------------ signals
+
+_SLOW = {"turns": [[{"Emit": {"TextDelta": {"message_id": "m", "text": "working"}}}, {"Sleep": 30000},
+                    {"End": {"Completed": {"source": "Protocol"}}}]]}  # fmt: skip
+
+
+def _signal_env() -> dict[str, str]:
+    # pytest-cov measures subprocesses by starting coverage in them, which installs its own SIGTERM handler;
+    # these tests are about our handler, so the child runs unmeasured.
+    return {k: v for k, v in child_env().items() if not k.startswith("COV_CORE")}
+
+
+def _wait_for(stream: Any, needle: bytes, timeout: float = 20) -> bytes:
+    """Read ``stream`` (a pipe) until ``needle`` appears; what was read."""
+    import time
+
+    import os
+    import select
+
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while needle not in seen:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, seen[-300:]
+        ready, _, _ = select.select([stream], [], [], remaining)
+        if ready:
+            chunk = os.read(stream.fileno(), 65536)  # not readline: rendered text may have no newline yet
+            assert chunk, seen[-300:]
+            seen += chunk
+    return seen
+
+
+def test_sigterm_stops_run_after_closing_its_session(tmp_path: Path) -> None:
+    import signal
+
+    script = tmp_path / "slow.json"
+    script.write_text(json.dumps(_SLOW))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "anyagentd.cli", "run", "mock", "go", "--mock", str(script), "--dir", str(tmp_path)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_signal_env(),
+    )  # fmt: skip
+    try:
+        _wait_for(proc.stderr, b"working")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 128 + signal.SIGTERM
+        assert b"session was closed" in proc.stderr.read()
+    finally:
+        proc.kill()
+
+
+def test_sigterm_stops_serve_like_eof(tmp_path: Path) -> None:
+    import signal
+
+    script = tmp_path / "slow.json"
+    script.write_text(json.dumps(_SLOW))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "anyagentd.cli", "serve", "--mock", str(script)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_signal_env(),
+    )  # fmt: skip
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps({"id": 1, "cmd": "open", "agent": "mock", "dir": str(tmp_path)}).encode() + b"\n")
+        proc.stdin.flush()
+        seen = _wait_for(proc.stdout, b'"ok": {"id": "s1"')  # the session exists before it is prompted
+        proc.stdin.write(json.dumps({"id": 2, "cmd": "prompt", "session": "s1", "text": "go"}).encode() + b"\n")
+        proc.stdin.flush()
+        seen += _wait_for(proc.stdout, b"working")
+        proc.send_signal(signal.SIGTERM)
+        lines = [json.loads(line) for line in (seen + proc.stdout.read()).splitlines()]
+        assert proc.wait(timeout=15) == 128 + signal.SIGTERM
+        for line in lines:
+            validate_line(line)
+        assert lines[-1] == {"closed": "s1"}  # the running turn was ended and the session closed first
+        ended = [l for l in lines if "event" in l and "TurnEnded" in l["event"]["kind"]]
+        assert ended and ended[-1]["event"]["kind"]["TurnEnded"]["stop"] == "Cancelled"
+    finally:
+        proc.kill()
+
+
+def test_serve_when_stdin_and_stdout_are_one_socket(tmp_path: Path) -> None:
+    """A client may hand both ends of one socket (or one terminal) to the server: reading must still block."""
+    import socket
+
+    ours, theirs = socket.socketpair()
+    proc = subprocess.Popen([sys.executable, "-m", "anyagentd.cli", "serve", "--mock", "hello"],
+                            stdin=theirs.fileno(), stdout=theirs.fileno(), env=child_env())  # fmt: skip
+    theirs.close()
+    try:
+        ours.settimeout(20)
+        reader = ours.makefile("rb")
+        assert "hello" in json.loads(reader.readline())
+        ours.sendall(json.dumps({"id": 1, "cmd": "discover"}).encode() + b"\n")
+        reply = json.loads(reader.readline())
+        validate_line(reply)
+        assert reply["id"] == 1 and reply["ok"]["agents"][0]["id"] == "mock"
+        ours.shutdown(socket.SHUT_WR)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        proc.kill()
+        ours.close()

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import stat
 import sys
+import traceback
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, Union
 
@@ -21,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, Valid
 from pydantic_core import to_jsonable_python
 
 from . import PROTOCOL, __version__
-from .errors import AnyagentError, BadFrame, SessionClosed, UnknownSession
+from .errors import AnyagentError, BadFrame, ProtocolFailed, SessionClosed, UnknownSession
 from .model import AgentRef, Answer, ConfigValue, RollbackScope, SessionOptions
 from .runtime import Runtime
 
@@ -166,7 +169,7 @@ def ok_line(frame_id: int, value: Any) -> bytes:
 
 
 def error_line(frame_id: int | None, error: AnyagentError) -> bytes:
-    return json.dumps({"id": frame_id, "error": error.body()}).encode() + b"\n"
+    return json.dumps({"id": frame_id, "error": to_jsonable_python(error.body())}).encode() + b"\n"
 
 
 def event_line(event: Any) -> bytes:
@@ -174,7 +177,7 @@ def event_line(event: Any) -> bytes:
 
 
 def session_error_line(session_id: str, error: AnyagentError) -> bytes:
-    return json.dumps({"session": session_id, "error": error.body()}).encode() + b"\n"
+    return json.dumps({"session": session_id, "error": to_jsonable_python(error.body())}).encode() + b"\n"
 
 
 def closed_line(session_id: str) -> bytes:
@@ -199,7 +202,9 @@ class WireServer:
         # Few slots: what a stalled app leaves unread must pile up in the sessions' bounded queues, where the
         # engine notices it (each slot holds one line or one batch of at most BATCH events).
         self._send, self._recv = anyio.create_memory_object_stream[bytes](16)
-        self._forwarded: dict[str, anyio.Event] = {}  # session id -> set once its `closed` line is queued
+        self._forwarded: dict[str, anyio.Event] = {}
+        self._reading = anyio.CancelScope()
+        self.signal: int | None = None  # the signal that stopped the server, if one did  # session id -> set once its `closed` line is queued
 
     async def run(self) -> None:
         """Serve until EOF on the input (or the output breaks); then close every session and drain."""
@@ -207,20 +212,25 @@ class WireServer:
             outer.start_soon(self._writer)
             await self._send.send(hello_line())
             async with anyio.create_task_group() as commands:
-                while True:
-                    line = await self._read_line()
-                    if not line:
-                        break
-                    if not line.strip():
-                        continue
-                    try:
-                        frame = parse_frame(line)
-                    except BadFrame as err:
-                        await self._send.send(error_line(err.frame_id, err))  # type: ignore[attr-defined]
-                        continue
-                    commands.start_soon(self._command, frame, commands)
+                with self._reading:
+                    await self._read_frames(commands)
                 await self.runtime.aclose()
             await self._send.aclose()
+
+    def stop(self) -> None:
+        """Stop reading (as if the input ended): every session is closed, the writer drains, :meth:`run` returns."""
+        self._reading.cancel()
+
+    async def _read_frames(self, commands: anyio.abc.TaskGroup) -> None:
+        while line := await self._read_line():
+            if not line.strip():
+                continue
+            try:
+                frame = parse_frame(line)
+            except BadFrame as err:
+                await self._send.send(error_line(err.frame_id, err))  # type: ignore[attr-defined]
+                continue
+            commands.start_soon(self._command, frame, commands)
 
     async def _writer(self) -> None:
         try:
@@ -252,6 +262,11 @@ class WireServer:
             result = await self._dispatch(frame)
         except AnyagentError as err:
             await self._send.send(error_line(frame.id, err))
+            return
+        except Exception as err:  # a bug (ours or a plugin's) fails this command, never the connection
+            traceback.print_exc(file=sys.stderr)
+            failure = ProtocolFailed(f"{type(err).__name__}: {err}", f"{frame.cmd} failed unexpectedly")
+            await self._send.send(error_line(frame.id, failure))
             return
         await self._send.send(ok_line(frame.id, result))
 
@@ -300,30 +315,69 @@ class WireServer:
         self._forwarded[session.id].set()
 
 
-async def serve_stdio(runtime: Runtime) -> None:
+async def serve_stdio(runtime: Runtime) -> int | None:
     """Serve the wire on this process's stdin/stdout.
 
     File descriptor 1 is kept for protocol lines only: the real stdout is duplicated for the writer and fd 1 is
-    pointed at stderr, so stray prints and agents that inherit fd 1 cannot corrupt the protocol.
+    pointed at stderr, so stray prints and agents that inherit fd 1 cannot corrupt the protocol. SIGTERM, SIGINT
+    and SIGHUP stop it like EOF (every agent is shut down). Returns the signal number that stopped it, if any.
     """
     sys.stdout.flush()
-    out = os.dup(sys.stdout.fileno())
+    out, nonblocking = _protocol_fd()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    # Written from the event loop on a non-blocking descriptor: a worker thread would have to win the GIL back
-    # from a busy loop before each write, stalling the writer long enough for a fast agent to overrun the bound.
-    os.set_blocking(out, False)
     stdin = sys.stdin.buffer
 
     async def write(data: bytes) -> None:
         view = memoryview(data)
         while view:
+            if not nonblocking:
+                view = view[await anyio.to_thread.run_sync(os.write, out, view) :]
+                continue
             try:
                 view = view[os.write(out, view) :]
             except BlockingIOError:
                 await anyio.wait_writable(out)
 
     async def read_line() -> bytes:
-        return await anyio.to_thread.run_sync(stdin.readline)
+        # abandon_on_cancel: a stop (SIGTERM) must not wait for a line that may never come
+        return await anyio.to_thread.run_sync(stdin.readline, abandon_on_cancel=True)
 
-    async with runtime:
-        await WireServer(runtime, read_line, write).run()
+    server = WireServer(runtime, read_line, write)
+
+    async def stop_on_signal() -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async for signum in signals:
+                server.signal = signum
+                server.stop()  # like EOF: every session closes (its agent is shut down), then we leave
+                return
+
+    async with runtime, anyio.create_task_group() as tg:
+        tg.start_soon(stop_on_signal)
+        await server.run()
+        tg.cancel_scope.cancel()
+    return server.signal
+
+
+def _protocol_fd() -> tuple[int, bool]:
+    """A descriptor for protocol output, and whether it is non-blocking.
+
+    Written from the event loop on a non-blocking descriptor where possible: a worker thread would have to win the
+    GIL back from a busy loop before each write, stalling the writer long enough for a fast agent to overrun the
+    bound. O_NONBLOCK belongs to the open file description, which stdin may share (a terminal, a socketpair), so
+    a pipe or terminal is reopened as a description of its own; a socket shared with stdin, or a regular file,
+    is written with blocking writes in a worker thread instead.
+    """
+    fd = os.dup(sys.stdout.fileno())
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+        try:
+            fresh = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NOCTTY)
+        except OSError:
+            return fd, False
+        os.close(fd)
+        os.set_blocking(fresh, False)
+        return fresh, True
+    if stat.S_ISSOCK(mode) and not os.path.sameopenfile(sys.stdin.fileno(), fd):
+        os.set_blocking(fd, False)
+        return fd, True
+    return fd, False

@@ -158,8 +158,16 @@ class ClaudeConnection(AgentConnection):
                 init = await self.channel.request("initialize")
         except TimeoutError:
             raise HandshakeTimeout(f"Claude Code did not answer initialize within {timeout:g} s") from None
-        except control.ControlError as err:
+        except (control.ControlError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as err:
+            # ControlError: it answered with an error or its stdout ended; the others: it was already gone when
+            # initialize was written (a binary that exits at once).
             await self.process.stderr_drained(1.0)
+            if not isinstance(err, control.ControlError):
+                status = await self.process.wait()
+                detail = self.process.stderr_tail() or "no output"
+                if options.resume or options.fork:
+                    raise ResumeFailed(detail) from None
+                raise SpawnFailed(f"Claude Code exited during the handshake ({status}): {detail}") from None
             detail = self.process.stderr_tail() or err.detail
             if self._stdout_done.is_set() and (options.resume or options.fork):
                 raise ResumeFailed(detail) from None

@@ -45,7 +45,8 @@ def _fail(err: AnyagentError) -> None:
     err_console.print(f"[bold red]{err.kind}[/]: {err.message}")
     for key, value in err.fields.items():
         if value not in ("", [], None, err.message):
-            err_console.print(f"  {key}: {value}")
+            shown = value if isinstance(value, str) else json.dumps(to_jsonable_python(value))
+            err_console.print(f"  {key}: {shown}", markup=False)
     sys.exit(1)
 
 
@@ -62,9 +63,12 @@ def serve(mock_script: str | None) -> None:
     from ..wire import serve_stdio
 
     try:
-        anyio.run(serve_stdio, _runtime(mock_script))
+        signum = anyio.run(serve_stdio, _runtime(mock_script))
     except AnyagentError as err:
         _fail(err)
+    sys.stderr.flush()
+    # os._exit: a worker thread may still be blocked reading stdin, and nothing is left to flush.
+    os._exit(128 + signum if signum else 0)
 
 
 @main.command()
@@ -164,12 +168,16 @@ def plugins(as_json: bool) -> None:
 @_mock_option
 def run(agent: str, prompt: str, directory: Path, auto_approve: bool, as_json: bool, mock_script: str | None) -> None:
     """Run one turn of PROMPT with AGENT, rendered live; permission questions are asked at the terminal."""
-    from .render import run_turn
+    from .render import Terminated, run_turn
 
     try:
         ok = anyio.run(run_turn, _runtime(mock_script), agent, prompt, directory, auto_approve, as_json)
     except AnyagentError as err:
         _fail(err)
+    except Terminated as stop:
+        err_console.print("\n[yellow]terminated[/]: the session was closed")
+        sys.stderr.flush()
+        os._exit(128 + stop.signum)
     except KeyboardInterrupt:
         # A prompt may be blocked reading the terminal in a worker thread: leave at once, as a shell expects.
         err_console.print("[yellow]interrupted[/]")

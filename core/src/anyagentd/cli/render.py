@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -127,30 +128,58 @@ def _ask_question(request: Any) -> Any:
     return AnswerQuestion(value=answers)
 
 
+class Terminated(Exception):
+    """``run`` was stopped by SIGTERM or SIGHUP; its session was closed (the agent shut down) first."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 async def run_turn(runtime: Any, agent: str, prompt: str, directory: Path, auto_approve: bool, as_json: bool) -> bool:
-    """Open a session, run ``prompt``, render until the turn ends, close. Returns True when it Completed."""
+    """Open a session, run ``prompt``, render until the turn ends, close. Returns True when it Completed.
+
+    Raises :class:`Terminated` on SIGTERM/SIGHUP, after closing the session (so the agent is not left running)."""
+    stopped_by: list[int] = []
+    async with runtime, anyio.create_task_group() as tg:
+
+        async def watch_signals() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+                async for signum in signals:
+                    stopped_by.append(signum)
+                    tg.cancel_scope.cancel()  # leaving `async with runtime` closes the session
+                    return
+
+        tg.start_soon(watch_signals)
+        completed = await _run_turn(runtime, agent, prompt, directory, auto_approve, as_json)
+        tg.cancel_scope.cancel()
+    if stopped_by:
+        raise Terminated(stopped_by[0])
+    return completed
+
+
+async def _run_turn(runtime: Any, agent: str, prompt: str, directory: Path, auto_approve: bool, as_json: bool) -> bool:
     renderer = TurnRenderer()
-    async with runtime:
-        session = await runtime.open(agent, directory.resolve(), permission_mode="AutoApprove" if auto_approve else None)
-        mode = ", permissions allowed automatically" if auto_approve else ""
-        console.print(f"[dim]session {session.id} with {session.installation.name} in {directory.resolve()}{mode}[/]")
-        delivery = await session.prompt(prompt)
-        completed = finished = False
-        async for event in session.events():
-            if finished:
-                continue  # what the agent says after our turn is not this command's output
-            if as_json:
-                click.echo(json.dumps(event.model_dump(mode="json")))
-            renderer.show(event)
-            kind = event.kind
-            tag = kind if isinstance(kind, str) else kind.TAG
-            if tag == "RequestOpened":
-                ask = _ask_permission if isinstance(kind.value, PermissionRequested) else _ask_question
-                answer = await anyio.to_thread.run_sync(ask, kind.value, abandon_on_cancel=True)
-                await session.answer(kind.value.value.id, answer)
-            elif tag == "TurnEnded" and event.turn_info and event.turn_info.id == getattr(delivery.kind, "turn_id", None):
-                completed = not isinstance(kind.stop, str) and kind.stop.TAG == "Completed"
-                finished = True
-                await session.close()
-        sys.stderr.flush()
-        return completed
+    session = await runtime.open(agent, directory.resolve(), permission_mode="AutoApprove" if auto_approve else None)
+    mode = ", permissions allowed automatically" if auto_approve else ""
+    console.print(f"[dim]session {session.id} with {session.installation.name} in {directory.resolve()}{mode}[/]")
+    delivery = await session.prompt(prompt)
+    completed = finished = False
+    async for event in session.events():
+        if finished:
+            continue  # what the agent says after our turn is not this command's output
+        if as_json:
+            click.echo(json.dumps(event.model_dump(mode="json")))
+        renderer.show(event)
+        kind = event.kind
+        tag = kind if isinstance(kind, str) else kind.TAG
+        if tag == "RequestOpened":
+            ask = _ask_permission if isinstance(kind.value, PermissionRequested) else _ask_question
+            answer = await anyio.to_thread.run_sync(ask, kind.value, abandon_on_cancel=True)
+            await session.answer(kind.value.value.id, answer)
+        elif tag == "TurnEnded" and event.turn_info and event.turn_info.id == getattr(delivery.kind, "turn_id", None):
+            completed = not isinstance(kind.stop, str) and kind.stop.TAG == "Completed"
+            finished = True
+            await session.close()
+    sys.stderr.flush()
+    return completed

@@ -46,6 +46,7 @@ from ..errors import (
     InvalidConfiguration,
     InvalidRequest,
     ProcessExited,
+    ProtocolFailed,
     SessionBusy,
     SessionClosed,
     UnsupportedFeature,
@@ -201,6 +202,12 @@ class Session:
         except TimeoutError:
             self._abandon()
             raise HandshakeTimeout() from None
+        except AnyagentError:
+            self._abandon()
+            raise
+        except Exception as err:  # an adapter bug must not take the caller (or the wire) down
+            self._abandon()
+            raise ProtocolFailed(f"{type(err).__name__}: {err}", "the adapter failed to connect") from err
         except BaseException:
             self._abandon()
             raise
@@ -657,7 +664,8 @@ class Session:
     def _on_turn_ended(self, stop: StopReason) -> None:
         turn = self._turn
         if turn is None:
-            self._emit(diagnostic("Warning", "the agent ended a turn while the session was idle"))
+            if not self._closing:  # on close the engine ended the turn itself; the agent's own end comes late
+                self._emit(diagnostic("Warning", "the agent ended a turn while the session was idle"))
         elif turn.acked:
             self._end_turn(stop)
         # else: a stale end of the previous turn, before the new turn was acknowledged
