@@ -111,6 +111,15 @@ def test_merge_tool_is_cumulative() -> None:
     assert tool.status == "Failed" and tool.output == "boom" and tool.diffs and tool.title == "Edit"
 
 
+def test_mcp_tool_titles_give_the_mcp_kind() -> None:
+    start = s.ToolCallStart(session_update="tool_call", tool_call_id="m", title="mcp__greeter__greet", kind="other",
+                            raw_input={"name": "world"})  # fmt: skip
+    tool = merge_tool(None, start)
+    assert tool.kind.TAG == "Mcp" and (tool.kind.server, tool.kind.tool) == ("greeter", "greet")
+    assert merge_tool(None, s.ToolCallStart(session_update="tool_call", tool_call_id="o", title="Read a.txt",
+                                            kind="read")).kind == "Read"  # fmt: skip
+
+
 def test_stop_reasons() -> None:
     assert stop_reason("end_turn").source == "Protocol"
     assert stop_reason("cancelled") == "Cancelled" and stop_reason("refusal") == "Refused"

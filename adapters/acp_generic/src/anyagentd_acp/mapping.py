@@ -21,6 +21,7 @@ from typing import Any
 
 from acp import schema as acp
 from anyagentd.model import (
+    Mcp,
     AgentDetails,
     Capabilities,
     Command,
@@ -46,6 +47,7 @@ from anyagentd.model import (
     UserMessage,
     diagnostic,
 )
+from anyagentd.mcp.names import split_mcp_tool_name
 from pydantic import ValidationError
 
 RAW_UPDATE = "acp/raw_update"
@@ -124,6 +126,9 @@ def merge_tool(previous: ToolUpdate | None, call: Any) -> ToolUpdate:
         update["kind"] = TOOL_KINDS.get(call.kind, "Other")
     if getattr(call, "title", None):
         update["title"] = call.title
+    mcp_tool = split_mcp_tool_name(update.get("title", base.title))  # claude-agent-acp titles MCP calls so
+    if mcp_tool is not None:
+        update["kind"] = Mcp(server=mcp_tool[0], tool=mcp_tool[1])
     if getattr(call, "status", None):
         update["status"] = TOOL_STATUSES.get(call.status, base.status)
     content = getattr(call, "content", None)

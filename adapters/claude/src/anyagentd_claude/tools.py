@@ -32,6 +32,7 @@ from anyagentd.model import (
     ToolUpdate,
     UrlInput,
 )
+from anyagentd.mcp.names import split_mcp_tool_name
 
 PLAN_TOOL = "TodoWrite"
 """The tool whose calls become ``PlanUpdated`` instead of ``ToolUpdated``."""
@@ -69,22 +70,12 @@ def _read_existing(path: str, cwd: str | None) -> str | None:
         return None
 
 
-def split_mcp_name(name: str) -> tuple[str, str] | None:
-    """``mcp__server__tool`` → ``("server", "tool")``; other names → ``None``."""
-    if not name.startswith("mcp__"):
-        return None
-    server, sep, tool = name[5:].partition("__")
-    if not sep or not server:
-        return None
-    return server, tool
-
-
 def tool_update(tool_id: str, name: str, raw_input: Any, cwd: str | None = None) -> ToolUpdate:
     """The ``Running`` snapshot of a ``tool_use`` block ``{id, name, input}``; ``cwd`` is the session dir (the
     Bash cwd, the base for relative paths and the prefix stripped from titles)."""
     inp: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
     fields: dict[str, Any] = {"id": tool_id, "status": "Running", "title": name}
-    mcp = split_mcp_name(name)
+    mcp = split_mcp_tool_name(name)
     if mcp is not None:
         fields.update(kind=Mcp(server=mcp[0], tool=mcp[1]), title=f"{mcp[0]}: {mcp[1]}",
                       raw=RawTool(name=name, input=raw_input))  # fmt: skip
