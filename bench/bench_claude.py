@@ -20,7 +20,6 @@ import subprocess
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 
 from anyagentd.testing.agents import agent_bin, claude_env, clean_environ

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 PY = sys.executable
 N_EVENTS = 200_000  # TextDeltas in the shipped flood.json

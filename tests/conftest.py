@@ -50,3 +50,24 @@ def work(tmp_path: Path) -> Path:
     path = tmp_path / "work"
     path.mkdir()
     return path
+
+
+@pytest.fixture
+def claude(model_server: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """``claude(script)`` starts a model server with ``script`` and points this process's environment (what the
+    adapter passes to the CLI) at it, with ``ANYAGENTD_CLAUDE_BIN`` set to the pinned CLI. Returns the server.
+    Fails (never skips) when the CLI is missing."""
+    from anyagentd.testing.agents import agent_bin, claude_env, clean_environ, set_environ
+
+    binary = str(agent_bin("claude"))
+
+    def start(script: Any) -> Any:
+        server = model_server(script)
+        home = tmp_path / "home"
+        home.mkdir(exist_ok=True)
+        env = clean_environ(claude_env(server.url, home))
+        env["ANYAGENTD_CLAUDE_BIN"] = binary
+        set_environ(monkeypatch, env)
+        return server
+
+    return start

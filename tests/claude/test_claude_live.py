@@ -13,7 +13,6 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,6 @@ from anyagentd.model import (
 )
 from anyagentd.plugins import Plugins
 from anyagentd.runtime import Runtime
-from anyagentd.testing.agents import agent_bin, claude_env, clean_environ, set_environ
 from anyagentd.testing.events import EventStream, event_tag, process_group_alive
 from anyagentd_claude.adapter import ClaudeAdapter
 
@@ -41,24 +39,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 STEP = 25.0
 """Seconds any single wait on the real CLI may take."""
-
-
-@pytest.fixture
-def claude(model_server: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
-    """``claude(script)`` starts a model server with ``script`` and points this process's environment at it
-    (what the adapter passes through to the CLI), plus ``ANYAGENTD_CLAUDE_BIN``. Returns the server."""
-    binary = str(agent_bin("claude"))  # AgentNotInstalledError: the test fails, it does not skip
-
-    def start(script: Any) -> Any:
-        server = model_server(script)
-        home = tmp_path / "home"
-        home.mkdir(exist_ok=True)
-        env = clean_environ(claude_env(server.url, home))
-        env["ANYAGENTD_CLAUDE_BIN"] = binary
-        set_environ(monkeypatch, env)
-        return server
-
-    return start
 
 
 def request_text(entry: dict[str, Any]) -> str:

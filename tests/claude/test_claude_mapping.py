@@ -37,7 +37,6 @@ from anyagentd.model import (
     Stdio,
     TextAnswer,
     TextDelta,
-    ToolUpdated,
     Unauthenticated,
 )
 from anyagentd_claude import control, launch

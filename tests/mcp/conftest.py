@@ -9,14 +9,12 @@ import selectors
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from anyagentd.model import McpServer
-from anyagentd.testing.agents import agent_bin, claude_env, clean_environ, set_environ
 
 HERE = Path(__file__).parent
 MARKER_SERVER = HERE / "marker_server.py"
@@ -91,20 +89,3 @@ def sse_marker() -> Iterator[ServedMarker]:
     served.stop()
 
 
-@pytest.fixture
-def claude(model_server: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
-    """``claude(script)`` starts a model server with ``script`` and points this process's environment (what the
-    adapter passes to the CLI) at it, with ``ANYAGENTD_CLAUDE_BIN`` set to the pinned CLI. Returns the server.
-    Fails (never skips) when the CLI is missing."""
-    binary = str(agent_bin("claude"))
-
-    def start(script: Any) -> Any:
-        server = model_server(script)
-        home = tmp_path / "home"
-        home.mkdir(exist_ok=True)
-        env = clean_environ(claude_env(server.url, home))
-        env["ANYAGENTD_CLAUDE_BIN"] = binary
-        set_environ(monkeypatch, env)
-        return server
-
-    return start

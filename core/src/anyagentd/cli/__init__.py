@@ -31,10 +31,21 @@ _mock_option = click.option(
 )  # fmt: skip
 
 
-def _runtime(mock_script: str | None, plugins: Plugins | None = None) -> Any:
+_plugins: Plugins | None = None
+
+
+def _loaded_plugins() -> Plugins:
+    """The process's plugin manager, loaded once (the CLI group needs it at import for plugin subcommands)."""
+    global _plugins
+    if _plugins is None:
+        _plugins = Plugins()
+    return _plugins
+
+
+def _runtime(mock_script: str | None) -> Any:
     from ..runtime import Runtime
 
-    return Runtime(mock_script=mock_script, plugins=plugins)
+    return Runtime(mock_script=mock_script, plugins=_loaded_plugins())
 
 
 def _print_json(value: Any) -> None:
@@ -136,7 +147,7 @@ def probe(agent: str, mock_script: str | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the plugins as JSON.")
 def plugins(as_json: bool) -> None:
     """List the installed plugins, the hooks they implement and the agents they drive."""
-    manager = Plugins()
+    manager = _loaded_plugins()
     adapters = manager.adapters()
     if as_json:
         rows = []
@@ -203,6 +214,6 @@ def _add_builtin_commands() -> None:
 
 _add_builtin_commands()
 try:
-    Plugins().add_cli_commands(main)
+    _loaded_plugins().add_cli_commands(main)
 except Exception as exc:  # noqa: BLE001 - a broken plugin must not take the CLI down
     err_console.print(f"[yellow]warning[/]: plugin CLI commands not loaded: {exc}")

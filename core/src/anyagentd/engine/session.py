@@ -69,7 +69,6 @@ from ..model import (
     PromptOrigin,
     Queued,
     RequestClosed,
-    RequestOpened,
     RollbackScope,
     SessionInfo,
     SessionStatus,
