@@ -22,8 +22,8 @@ import time
 import traceback
 from pathlib import Path
 
-from anyagentd.testing.agents import agent_bin, claude_env, clean_environ
-from anyagentd.testing.model_server import ModelServer
+from anyagentd_testing.agents import agent_bin, claude_env, clean_environ
+from anyagentd_testing.model_server import ModelServer
 
 PROMPT = "hi"
 SCRIPT = {"turns": [{"text": "Hello from the scripted model."}]}

@@ -57,7 +57,7 @@ def claude(model_server: Callable[..., Any], tmp_path: Path, monkeypatch: pytest
     """``claude(script)`` starts a model server with ``script`` and points this process's environment (what the
     adapter passes to the CLI) at it, with ``ANYAGENTD_CLAUDE_BIN`` set to the pinned CLI. Returns the server.
     Fails (never skips) when the CLI is missing."""
-    from anyagentd.testing.agents import agent_bin, claude_env, clean_environ, set_environ
+    from anyagentd_testing.agents import agent_bin, claude_env, clean_environ, set_environ
 
     binary = str(agent_bin("claude"))
 

@@ -2,7 +2,7 @@
 
 The real agents are the pinned ``codex-acp`` and ``claude-agent-acp`` (``tests/agents``); they fail the tests
 (never skip) when missing: ``agent_bin`` raises. ``tiny_agent.py`` beside this file is a small ACP agent on the
-same library, for what the real ones do not show. Reading events: :mod:`anyagentd.testing.events`.
+same library, for what the real ones do not show. Reading events: :mod:`anyagentd_testing.events`.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from acp_support import CODEX_ACP_FLAGS
-from anyagentd.testing.agents import (
+from anyagentd_testing.agents import (
     agent_bin,
     claude_env,
     clean_environ,

@@ -21,7 +21,7 @@ from acp_support import STEP
 from anyagentd.errors import ProcessExited, SessionClosed, UnsupportedFeature
 from anyagentd.model import AnswerPermission
 from anyagentd.runtime import Runtime
-from anyagentd.testing.events import EventStream, event_tag, wait_process_group_gone
+from anyagentd_testing.events import EventStream, event_tag, wait_process_group_gone
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

@@ -32,7 +32,7 @@ from anyagentd.model import (
 )
 from anyagentd.plugins import Plugins
 from anyagentd.runtime import Runtime
-from anyagentd.testing.events import EventStream, event_tag, process_group_alive
+from anyagentd_testing.events import EventStream, event_tag, process_group_alive
 from anyagentd_claude.adapter import ClaudeAdapter
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]

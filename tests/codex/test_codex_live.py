@@ -30,8 +30,8 @@ from anyagentd.errors import (
 )
 from anyagentd.model import AnswerPermission, McpServer, Stdio
 from anyagentd.runtime import Runtime
-from anyagentd.testing.agents import agent_bin, clean_environ, codex_args, codex_env, set_environ
-from anyagentd.testing.events import EventStream, event_tag, process_group_alive
+from anyagentd_testing.agents import agent_bin, clean_environ, codex_args, codex_env, set_environ
+from anyagentd_testing.events import EventStream, event_tag, process_group_alive
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(45)]
 

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from anyagentd.testing.agents import agent_bin
+from anyagentd_testing.agents import agent_bin
 from anyagentd_codex import protocol as p
 
 SCHEMA_DIR = Path(p.__file__).parent / "schema"

@@ -19,7 +19,7 @@ from anyagentd.errors import UnsupportedFeature
 from anyagentd.model import AnswerPermission, Event
 from anyagentd.plugins import Plugins
 from anyagentd.runtime import Runtime
-from anyagentd.testing.events import event_tag
+from anyagentd_testing.events import event_tag
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 

@@ -16,8 +16,8 @@ import anthropic
 import httpx
 import openai
 import pytest
-from anyagentd.testing.model_script import EXHAUSTED_TEXT, Script, minimal_instance
-from anyagentd.testing.model_server import ModelServer
+from anyagentd_testing.model_script import EXHAUSTED_TEXT, Script, minimal_instance
+from anyagentd_testing.model_server import ModelServer
 
 pytest_plugins = ("pytester",)
 
@@ -456,7 +456,7 @@ def test_cli_serves_until_interrupted(tmp_path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"turns": [{"text": "from the cli"}]}))
     log = tmp_path / "log.jsonl"
-    code = "from anyagentd.cli.model_server import model_server; model_server()"
+    code = "from anyagentd_testing.cli import model_server; model_server()"
     proc = subprocess.Popen(
         [sys.executable, "-c", code, "--script", str(script), "--log", str(log)],
         stderr=subprocess.PIPE,
@@ -485,7 +485,7 @@ def test_cli_serves_until_interrupted(tmp_path):
 
 
 def test_cli_rejects_a_bad_script(tmp_path):
-    from anyagentd.cli.model_server import model_server
+    from anyagentd_testing.cli import model_server
     from click.testing import CliRunner
 
     script = tmp_path / "bad.json"

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from anyagentd.testing.agents import (
+from anyagentd_testing.agents import (
     AgentNotInstalledError,
     agent_bin,
     agents_dir,

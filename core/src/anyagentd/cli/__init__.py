@@ -205,11 +205,6 @@ def _add_builtin_commands() -> None:
     from .mcp import mcp
 
     main.add_command(mcp)
-    try:
-        from .model_server import model_server
-    except ImportError:  # the testing extras are optional
-        return
-    main.add_command(model_server)
 
 
 _add_builtin_commands()

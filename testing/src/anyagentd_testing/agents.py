@@ -4,7 +4,7 @@ The CLIs are pinned in ``tests/agents/package.json`` (install with ``npm ci`` th
 ``tests/agents/node_modules/.bin``. :func:`agent_bin` finds one; ``ANYAGENTD_TEST_AGENTS_DIR`` overrides
 the directory. :func:`claude_env`, :func:`codex_args` and :func:`codex_env` give what
 the reference notes ``real-agent-clis.md`` §3 found necessary to run Claude Code and Codex offline
-against :class:`~anyagentd.testing.model_server.ModelServer`; :func:`clean_environ` builds a child
+against :class:`~anyagentd_testing.model_server.ModelServer`; :func:`clean_environ` builds a child
 environment from the current one without the variables that would send an agent elsewhere, and
 :func:`set_environ` makes a test's ``os.environ`` exactly such an environment (what an adapter passes through to
 the agent it starts).

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 if TYPE_CHECKING:
-    from ..model import Event
+    from anyagentd.model import Event
 
 DEFAULT_TIMEOUT = 25.0
 """Seconds a single wait may take by default (a real agent CLI on a loaded machine can be slow)."""

@@ -5,7 +5,7 @@ messages already in ``messages``; Claude Code also puts ``role: "system"`` messa
 count), whether it is a side request, and the agent's working directory (Claude Code's system prompt says
 ``Primary working directory: X``).
 
-Rendering a :class:`~anyagentd.testing.model_script.Turn` as a message: one ``thinking`` block (with a
+Rendering a :class:`~anyagentd_testing.model_script.Turn` as a message: one ``thinking`` block (with a
 ``signature_delta``), one ``text`` block, then one ``tool_use`` block per tool call, streamed as the
 API's SSE events (``message_start``, ``ping``, ``content_block_start/delta/stop``, ``message_delta``,
 ``message_stop``) or returned whole. Formats follow the public Messages API and what Claude Code 2.1.197

@@ -6,7 +6,7 @@ with ``store: false``, so the index is the number of runs of consecutive model o
 ``*_call`` items), whether it is a side request, and the agent's working directory (Codex's environment
 context says ``<cwd>X</cwd>``; the last one wins).
 
-Rendering a :class:`~anyagentd.testing.model_script.Turn` as a response whose output is a ``reasoning``
+Rendering a :class:`~anyagentd_testing.model_script.Turn` as a response whose output is a ``reasoning``
 item (summary = the turn's thinking), an assistant ``message`` (the text), then one ``function_call``
 per tool call, or a ``custom_tool_call`` for freeform tools such as Codex's ``apply_patch``. Streamed as
 the SSE events Codex 0.171 consumes (``response.created``, ``response.in_progress``,

@@ -1,10 +1,10 @@
 """A scripted model endpoint on loopback that real agent CLIs (Claude Code, Codex, ACP agents) talk to.
 
-:class:`ModelServer` serves a :class:`~anyagentd.testing.model_script.Script` over HTTP, speaking:
+:class:`ModelServer` serves a :class:`~anyagentd_testing.model_script.Script` over HTTP, speaking:
 
 - the Anthropic Messages API: ``POST /v1/messages`` (also ``?beta=true``), SSE or JSON, and
-  ``POST /v1/messages/count_tokens`` (rendering in :mod:`anyagentd.testing.anthropic_api`);
-- the OpenAI Responses API: ``POST /v1/responses``, SSE or JSON (:mod:`anyagentd.testing.responses_api`);
+  ``POST /v1/messages/count_tokens`` (rendering in :mod:`anyagentd_testing.anthropic_api`);
+- the OpenAI Responses API: ``POST /v1/responses``, SSE or JSON (:mod:`anyagentd_testing.responses_api`);
 - ``GET /v1/models`` and ``GET /v1/models/{id}``: a harmless list.
 
 Which turn answers a request is decided by the request itself, never by a cursor: the turn index is the

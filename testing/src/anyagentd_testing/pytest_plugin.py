@@ -1,7 +1,7 @@
 """pytest plugin of anyagentd (entry point ``pytest11: anyagentd``): a scripted model server fixture, and ``work``.
 
 ``model_server`` is a factory: ``srv = model_server({"turns": [...]})`` returns a started
-:class:`~anyagentd.testing.model_server.ModelServer` (the script may also be a JSON string or file path;
+:class:`~anyagentd_testing.model_server.ModelServer` (the script may also be a JSON string or file path;
 keyword arguments go to the constructor), stopped at teardown. When a test fails, the requests each of
 its servers received are summarised in the report under "model server requests".
 

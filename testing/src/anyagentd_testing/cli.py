@@ -1,7 +1,7 @@
 """``anyagentd model-server``: serve a script of model turns on loopback for real agent CLIs to talk to.
 
-Starts :class:`anyagentd.testing.model_server.ModelServer`, prints its URL and the environment variables
-and flags that point Claude Code and Codex at it (from :mod:`anyagentd.testing.agents`) to stderr, then
+Starts :class:`anyagentd_testing.model_server.ModelServer`, prints its URL and the environment variables
+and flags that point Claude Code and Codex at it (from :mod:`anyagentd_testing.agents`) to stderr, then
 serves until Ctrl-C. Handy to reproduce by hand what the end-to-end tests do.
 """
 
@@ -35,8 +35,8 @@ def model_server(script_path: Path, host: str, port: int, log_path: Path | None)
     """Serve a scripted model endpoint (Anthropic Messages + OpenAI Responses) until Ctrl-C."""
     from rich.console import Console
 
-    from anyagentd.testing.agents import claude_env, codex_args, codex_env
-    from anyagentd.testing.model_server import ModelServer
+    from anyagentd_testing.agents import claude_env, codex_args, codex_env
+    from anyagentd_testing.model_server import ModelServer
 
     try:
         server = ModelServer(script_path, host=host, port=port, log_path=log_path)
