@@ -2,12 +2,14 @@
 
 Hooks *register* things; nothing on a per-event path goes through pluggy. A plugin is a module (or object) with
 ``@hookimpl`` functions, found through the ``anyagentd`` entry-point group. Every hook here is documented in the
-README's "Writing a plugin" section; ``tests/core/test_plugins.py`` fails when one is not.
+README's "Writing a plugin" section; ``tests/core/test_plugins.py`` fails when one is not. Every parameter is
+typed (the types are imported only for type checkers, so loading this module stays cheap).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pluggy
 
@@ -15,6 +17,10 @@ if TYPE_CHECKING:
     import click
 
     from .adapters.interface import AgentAdapter
+    from .mcp.interface import McpTransportPlugin
+    from .model import SessionInfo
+    from .ops.interface import Op
+    from .runtime import Runtime
 
 hookspec = pluggy.HookspecMarker("anyagentd")
 hookimpl = pluggy.HookimplMarker("anyagentd")
@@ -30,15 +36,19 @@ def register_adapters(register: Callable[[type[AgentAdapter]], None]) -> None:
 
 
 @hookspec
-def register_mcp_transports(register: Callable[[Any], None]) -> None:
+def register_mcp_transports(register: Callable[[McpTransportPlugin | type[McpTransportPlugin]], None]) -> None:
     """Register MCP transports: call ``register(transport)`` with an ``anyagentd.mcp.McpTransportPlugin`` instance
     (or class) for each transport (``Stdio``, ``Http``, ``Sse``) the plugin provides; a transport registered twice
     is refused with ``InvalidConfiguration``. Adapters forward only servers whose transport is registered."""
 
 
 @hookspec
-def register_commands(register: Callable[[Any], None]) -> None:
-    """Register A2A command-extension handlers: call ``register(handler)`` for each op handler."""
+def register_ops(register: Callable[[type[Op]], None]) -> None:
+    """Register command-extension ops: call ``register(OpClass)`` for each ``anyagentd.ops.Op`` subclass.
+
+    The class's ``name`` is the op (``status``, ``admin.set``); an op name registered twice is refused with
+    ``InvalidConfiguration``, and an op the seed schema defines must match it (``anyagentd.ops.OpTable``).
+    """
 
 
 @hookspec
@@ -47,12 +57,12 @@ def register_cli_commands(cli: click.Group) -> None:
 
 
 @hookspec
-def runtime_started(runtime: Any) -> None:
+def runtime_started(runtime: Runtime) -> None:
     """Called once when a ``Runtime`` has started (after plugins loaded), with the runtime."""
 
 
 @hookspec
-def session_opened(info: Any) -> None:
+def session_opened(info: SessionInfo) -> None:
     """Called once per session after ``open`` succeeded, with its ``SessionInfo``. Not called per event."""
 
 

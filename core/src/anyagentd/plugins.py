@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
     from .adapters.interface import AgentAdapter, AgentProfile
     from .mcp.interface import McpTransportPlugin
+    from .model import SessionInfo
+    from .ops.interface import Op
+    from .ops.registry import OpTable
+    from .runtime import Runtime
 
 ENTRY_POINT_GROUP = "anyagentd"
 
@@ -79,6 +83,8 @@ class Plugins:
             self.register(plugin)
         self.pm.check_pending()
         self._adapters: dict[str, type[AgentAdapter]] | None = None
+        self._ops: dict[str, type[Op]] | None = None
+        self._op_origins: dict[str, str] = {}
 
     def _load_entry_points(self) -> None:
         only = _names("ANYAGENTD_LOAD_PLUGINS")
@@ -102,6 +108,7 @@ class Plugins:
         module = plugin.__name__ if isinstance(plugin, ModuleType) else type(plugin).__module__
         self.records.append(PluginRecord(name, module, distribution, version, hooks))
         self._adapters = None
+        self._ops = None
 
     # -- typed wrappers around the hooks ------------------------------------------------------------------
 
@@ -139,7 +146,7 @@ class Plugins:
         ``InvalidConfiguration``."""
         found: dict[str, McpTransportPlugin] = {}
 
-        def register(transport: Any) -> None:
+        def register(transport: McpTransportPlugin | type[McpTransportPlugin]) -> None:
             plugin = transport() if isinstance(transport, type) else transport
             tag = getattr(plugin, "transport", None)
             if not isinstance(tag, str):
@@ -154,18 +161,49 @@ class Plugins:
         self.pm.hook.register_mcp_transports(register=register)
         return found
 
-    def commands(self) -> list[Any]:
-        found: list[Any] = []
-        self.pm.hook.register_commands(register=found.append)
-        return found
+    def ops(self) -> dict[str, type[Op]]:
+        """Op classes by ``name``, from ``register_ops``, in registration order; cached. An op name registered
+        twice (by one plugin or two) is refused with ``InvalidConfiguration`` naming both plugins."""
+        if self._ops is None:
+            found: dict[str, type[Op]] = {}
+            origins: dict[str, str] = {}
+            # Each hookimpl is called on its own so every op is attributed to the plugin that registered it.
+            for impl in self.pm.hook.register_ops.get_hookimpls():
+
+                def register(op: type[Op], plugin: str = impl.plugin_name) -> None:
+                    name = getattr(op, "name", None)
+                    if not isinstance(name, str) or not name:
+                        raise InvalidConfiguration(f"op class {op!r} of plugin {plugin!r} has no name")
+                    if name in found:
+                        raise InvalidConfiguration(
+                            f"op {name!r} is registered by both {origins[name]!r} and {plugin!r}"
+                        )
+                    found[name] = op
+                    origins[name] = plugin
+
+                impl.function(register=register)
+            self._ops, self._op_origins = found, origins
+        return self._ops
+
+    def op_origins(self) -> dict[str, str]:
+        """Which plugin registered each op (op name → plugin name)."""
+        self.ops()
+        return dict(self._op_origins)
+
+    def op_table(self) -> OpTable:
+        """The start-up :class:`~anyagentd.ops.OpTable` of every installed op (checked against the seed
+        schema; raises ``InvalidConfiguration`` on a mismatch)."""
+        from .ops.registry import OpTable
+
+        return OpTable(self.ops(), self.op_origins())
 
     def add_cli_commands(self, cli: click.Group) -> None:
         self.pm.hook.register_cli_commands(cli=cli)
 
-    def runtime_started(self, runtime: Any) -> None:
+    def runtime_started(self, runtime: Runtime) -> None:
         self.pm.hook.runtime_started(runtime=runtime)
 
-    def session_opened(self, info: Any) -> None:
+    def session_opened(self, info: SessionInfo) -> None:
         self.pm.hook.session_opened(info=info)
 
     def session_closed(self, session_id: str) -> None:

@@ -149,6 +149,9 @@ def plugins(as_json: bool) -> None:
     """List the installed plugins, the hooks they implement and the agents they drive."""
     manager = _loaded_plugins()
     adapters = manager.adapters()
+    ops_by_plugin: dict[str, list[str]] = {}
+    for op_name, plugin_name in manager.op_origins().items():
+        ops_by_plugin.setdefault(plugin_name, []).append(op_name)
     if as_json:
         rows = []
         for record in manager.records:
@@ -157,6 +160,7 @@ def plugins(as_json: bool) -> None:
                 {"name": name, "agents": [p.id for p in cls.profiles] or [name]}
                 for name, cls in adapters.items() if cls.__module__.startswith(record.module.rsplit(".", 1)[0])
             ]  # fmt: skip
+            row["ops"] = sorted(ops_by_plugin.get(record.name, []))
             rows.append(row)
         _print_json(rows)
         return
@@ -167,6 +171,8 @@ def plugins(as_json: bool) -> None:
     for name, cls in adapters.items():
         agents = ", ".join(p.id for p in cls.profiles) or name
         err_console.print(f"adapter [bold]{name}[/] drives: {agents}")
+    for plugin_name, op_names in ops_by_plugin.items():
+        err_console.print(f"plugin [bold]{plugin_name}[/] serves ops: {', '.join(sorted(op_names))}")
 
 
 @main.command()

@@ -1,0 +1,152 @@
+"""The op table: every installed op resolved once at start-up, checked against the seed schema, dispatched by name.
+
+The face builds one :class:`OpTable` from ``Plugins.ops()`` when it starts; a request looks its op up with a dict
+lookup (nothing per request goes through pluggy). :func:`permits` is the authorization rule of the command
+reference §2, pure: operator-floor and reserved ops are decided before any grant is looked at, so a user holding
+``["*"]`` reaches none of them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from fnmatch import fnmatchcase
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from ..errors import InvalidConfiguration
+from .interface import Op, Principal, Reply
+
+SCHEMA_FILE = "agentd-command.schema.json"
+
+
+@cache
+def command_schema() -> dict[str, Any]:
+    """The vendored seed schema of the command extension (``anyagentd/schema/agentd-command.schema.json``)."""
+    text = (resources.files("anyagentd") / "schema" / SCHEMA_FILE).read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def grant_matches(grant: str, op: str, target: str | None = None) -> bool:
+    """Whether one grant pattern admits ``op`` (on ``target``, e.g. the workflow of ``workflow.run``).
+
+    Patterns: ``*`` (every op a grant can reach), ``workflow.*`` (a family), ``plan.get`` (one op), and
+    ``workflow.run:<glob>`` (one op on matching targets). A target-scoped grant admits the op when no target is
+    given yet (the floor check before arguments are known); the op then checks its own target with it.
+    """
+    pattern, _, target_glob = grant.partition(":")
+    if not fnmatchcase(op, pattern):
+        return False
+    return not target_glob or target is None or fnmatchcase(target, target_glob)
+
+
+def permits(op: Op | type[Op], principal: Principal | None, target: str | None = None) -> bool:
+    """Whether ``principal`` may run ``op`` (on ``target``) under the op's floor and the principal's grants.
+
+    The operator may run everything; reserved and operator-floor ops nobody else; ``named`` ops every named
+    principal; ``user_or_agent`` / ``user`` ops those roles; otherwise a matching grant decides. ``None``
+    (anonymous) may run nothing.
+    """
+    if principal is None:
+        return False
+    if principal.is_operator:
+        return True
+    if op.reserved or op.floor == "operator":
+        return False
+    if op.floor == "named":
+        return True
+    if op.floor == "user_or_agent" and principal.role in ("user", "agent"):
+        return True
+    if op.floor == "user" and principal.role == "user":
+        return True
+    return any(grant_matches(grant, op.name, target) for grant in principal.grants)
+
+
+def seed_mismatches(op: type[Op], schema: Mapping[str, Any] | None = None) -> list[str]:
+    """How ``op`` differs from its definition in the seed schema (empty when it matches, or when the schema does
+    not define it: a third-party op brings its own). Compared: the reply kind and reserved flag
+    (``$defs/ops`` / ``$defs/reserved``), the argument property names and required set (from ``args``, or the
+    envelope without ``op`` for ops defined only by their envelope), and the result's property names (a result
+    of ``false`` means ``result = None``)."""
+    defs = (schema or command_schema())["$defs"]
+    entry = defs["ops"].get(op.name) or defs["reserved"].get(op.name)
+    envelope = defs["envelopes"]["$defs"].get(op.name)
+    if entry is None and envelope is None:
+        return []
+    problems: list[str] = []
+    if entry is not None:
+        if entry.get("reply") != op.reply:
+            problems.append(f"reply is {op.reply!r}, the schema says {entry.get('reply')!r}")
+        if (op.name in defs["reserved"]) != op.reserved:
+            problems.append(f"reserved is {op.reserved}, the schema says {op.name in defs['reserved']}")
+        args = entry.get("args", {})
+        expected_props, expected_required = set(args.get("properties", {})), set(args.get("required", []))
+    else:
+        expected_props = set(envelope.get("properties", {})) - {"op"}
+        expected_required = set(envelope.get("required", [])) - {"op"}
+    args_schema = op.args.model_json_schema(by_alias=True)
+    props, required = set(args_schema.get("properties", {})), set(args_schema.get("required", []))
+    if props != expected_props:
+        problems.append(_diff("arguments", props, expected_props))
+    if required != expected_required:
+        problems.append(_diff("required arguments", required, expected_required))
+    if entry is not None and "result" in entry:
+        result = entry["result"]
+        if result is False:
+            if op.result is not None:
+                problems.append("the schema's result is false: the op must have result = None")
+        elif op.result is None:
+            problems.append("the schema defines a result: the op must declare its result model")
+        elif isinstance(result, dict) and "properties" in result:
+            got = set(op.result.model_json_schema(by_alias=True).get("properties", {}))
+            if got != set(result["properties"]):
+                problems.append(_diff("result properties", got, set(result["properties"])))
+    return problems
+
+
+def _diff(what: str, got: set[str], expected: set[str]) -> str:
+    extra, missing = sorted(got - expected), sorted(expected - got)
+    parts = ([f"extra {extra}"] if extra else []) + ([f"missing {missing}"] if missing else [])
+    return f"{what}: {', '.join(parts)}"
+
+
+class OpTable(Mapping[str, Op]):
+    """Every installed op by name, one instance each; built once when a face starts.
+
+    Takes ``ops`` (name → class, as ``Plugins.ops()`` returns) and ``origins`` (name → the plugin that
+    registered it, for messages and listings). Raises ``InvalidConfiguration`` naming the op and its plugin when
+    an op in the seed schema does not match it (:func:`seed_mismatches`).
+    """
+
+    def __init__(self, ops: Mapping[str, type[Op]], origins: Mapping[str, str] | None = None) -> None:
+        self.origins = dict(origins or {})
+        for name, cls in ops.items():
+            problems = seed_mismatches(cls)
+            if problems:
+                where = f" (plugin {self.origins[name]!r})" if name in self.origins else ""
+                raise InvalidConfiguration(
+                    f"op {name!r}{where} does not match the command schema: {'; '.join(problems)}"
+                )
+        self._ops: dict[str, Op] = {name: cls() for name, cls in ops.items()}
+
+    def __getitem__(self, name: str) -> Op:
+        return self._ops[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ops)
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def listed(self, switches: Mapping[str, bool], principal: Principal | None = None) -> list[tuple[str, Reply]]:
+        """``[(op, reply)]`` for a card: the ops served under ``switches``, reserved ones never; with a
+        ``principal`` (the extended card) only those it may run. Sorted by name."""
+        return [
+            (name, op.reply)
+            for name, op in sorted(self._ops.items())
+            if not op.reserved and op.served(switches) and (principal is None or permits(op, principal))
+        ]
+
+
+__all__ = ["OpTable", "command_schema", "grant_matches", "permits", "seed_mismatches"]
