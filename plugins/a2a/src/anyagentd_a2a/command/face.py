@@ -1,0 +1,90 @@
+"""What the built-in op families need from the A2A daemon (``OpContext.face``), as one typed protocol.
+
+The ops stay free of HTTP and of the daemon's internals: they read the instance's state and act on it only
+through :class:`CommandFace`. The daemon (:mod:`anyagentd_a2a.daemon`) implements it; a test can serve a real
+daemon and drive the ops over A2A.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from anyagentd.engine.session import Session
+    from anyagentd.ops import Principal
+
+    from ..logring import LogRing
+
+
+@dataclass(frozen=True)
+class ConversationView:
+    """One conversation as the ops see it: ``id`` (the contextId as its principal named it), ``principal`` (its
+    owner's id), ``session`` (the engine session behind it, live or retained; ``None`` before the first turn or
+    after it was retired), ``task_id`` (the newest task), ``turns`` (prompts run), ``version`` (bumped per
+    turn), ``updated_ms`` (epoch ms of the last activity), ``turn_started_ms`` (epoch ms the running turn
+    started; ``None`` when idle)."""
+
+    id: str
+    principal: str
+    session: Session | None
+    task_id: str | None
+    turns: int
+    version: int
+    updated_ms: int
+    turn_started_ms: int | None = None
+    kind: str = "conversation"
+
+
+class CommandFace(Protocol):
+    """The daemon as the built-in ops use it. Times are epoch milliseconds unless said otherwise."""
+
+    instance: str
+    """This instance's id (stable for the process)."""
+    version: str
+    started_ms: int
+    log: LogRing
+
+    @property
+    def agent_name(self) -> str:
+        """The conversation agent's name (``status.model``)."""
+
+    @property
+    def skills(self) -> list[str]:
+        """The skill ids on the card."""
+
+    @property
+    def draining(self) -> bool: ...
+
+    @property
+    def paused(self) -> bool: ...
+
+    def conversations(self, principal: Principal) -> list[ConversationView]:
+        """The conversations ``principal`` owns (every one for the operator), newest first."""
+
+    def conversation(self, principal: Principal, conversation_id: str | None) -> ConversationView | None:
+        """The conversation ``principal`` names ``conversation_id`` (its newest without one), or ``None`` when it
+        has none by that name — the same whether it does not exist or is another principal's. The operator
+        may also name another principal's conversation as ``<principal>/<contextId>``."""
+
+    def redacted_config(self) -> dict[str, Any]:
+        """The effective configuration as JSON, every credential shown as its ``{{secret:…}}`` reference."""
+
+    def settable(self) -> list[str]:
+        """The paths ``admin.set`` accepts."""
+
+    def set_setting(self, path: str, value: Any) -> Any:
+        """Set ``path`` to ``value`` parsed with the configuration file's own types, until the next reload;
+        returns the value as parsed. Raises ``anyagentd.ops.InvalidOpArguments`` naming ``value``."""
+
+    def begin_drain(self, reason: str) -> None:
+        """Latch the drain (as SIGTERM does) and return at once; idempotent."""
+
+    def pause(self, reason: str) -> None:
+        """Hold the instance: nothing new starts; turns in flight finish."""
+
+    def resume(self) -> None:
+        """Clear the instance's pause; what waits starts."""
+
+
+__all__ = ["CommandFace", "ConversationView"]

@@ -1,0 +1,68 @@
+"""The ``status`` op family: liveness and a snapshot of the instance as the caller may see it.
+
+``status`` (message, any named caller): instance, uptime, drain and pause state, the agent, version, skills,
+workflows, runs, conversations and live activity; a non-operator sees only what it owns
+(``agentd-command.schema.json`` ``$defs/ops/status``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from anyagentd.hookspecs import hookimpl
+from anyagentd.ops import NoArgs, Op, OpContext, ResultModel
+
+from ..command.face import CommandFace
+from . import _views
+
+
+class StatusResult(ResultModel):
+    instance: str
+    uptime_ms: int
+    draining: bool
+    paused: bool
+    model: str
+    version: str
+    skills: list[str]
+    skill_prefix: str
+    values: dict[str, Any]
+    workflows: list[dict[str, Any]]
+    runs: list[dict[str, Any]]
+    conversations: list[dict[str, Any]]
+    activity: list[dict[str, Any]]
+
+
+class Status(Op):
+    name = "status"
+    reply = "message"
+    floor = "named"
+    args = NoArgs
+    result = StatusResult
+    description = "Liveness and a snapshot of this instance, as the caller may see it"
+
+    async def run(self, context: OpContext, args: NoArgs) -> StatusResult:
+        face: CommandFace = context.face
+        conversations, activity = [], []
+        for view in face.conversations(context.principal):
+            messages = _views.transcript(view)
+            _, progress = _views.plan_and_progress(view)
+            conversations.append({
+                "id": view.id, "contextId": view.id, "kind": view.kind, "version": view.version,
+                "messages": len(messages), "est_tokens": _views.est_tokens(messages), "turns": view.turns,
+                "principal": view.principal, "skills": face.skills, "plan": progress, "updated": view.updated_ms,
+            })  # fmt: skip
+            row = _views.activity(view)
+            if row is not None:
+                activity.append(row)
+        return StatusResult(
+            instance=face.instance, uptime_ms=max(0, int(time.time() * 1000) - face.started_ms),
+            draining=face.draining, paused=face.paused, model=face.agent_name, version=face.version,
+            skills=face.skills, skill_prefix="", values={}, workflows=[], runs=[],
+            conversations=conversations, activity=activity,
+        )  # fmt: skip
+
+
+@hookimpl
+def register_ops(register):  # type: ignore[no-untyped-def]
+    register(Status)
