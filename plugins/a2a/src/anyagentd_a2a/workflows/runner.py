@@ -1,0 +1,519 @@
+"""The workflow runner: starts runs, drives their steps on engine sessions, and survives restarts.
+
+One task per live run computes what may start (:func:`.state.ready`), one task per started step does it: an
+``agent`` step opens a session on its agent in the run's working directory, sends the rendered prompt, collects
+the top-level text (or JSON) of the turn and closes the session; a ``wait`` step suspends until
+:meth:`WorkflowRunner.signal` names its signal or its timeout passes; a ``finish`` step renders the run's output.
+Every transition is committed to the :class:`~.store.RunStore` before it takes effect, and reported to the
+``listener`` (the A2A face turns it into task updates). At start-up :meth:`WorkflowRunner.recover` picks up every
+run that had not ended (:func:`.state.recover`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+from ulid import ULID
+
+from anyagentd.errors import AnyagentError
+from anyagentd.model import AnswerPermission, AnswerQuestion
+
+from .definition import Step, Workflow
+from .state import (
+    RunFlags,
+    StepState,
+    after_failure,
+    move,
+    ready,
+    recover,
+    run_status,
+    to_skip,
+    waiting,
+)
+from .store import RunRecord, RunStore
+from .template import references, render
+
+Listener = Callable[[RunRecord, dict[str, Any]], Awaitable[None]]
+"""Called after each committed change with the run and ``{"type": "status" | "step" | "text" | "input", ...}``."""
+
+
+_ONE_REF = re.compile(r"\s*\{\{[^{}]*\}\}\s*")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class RunNotFound(LookupError):
+    """No run of that id (for this caller)."""
+
+
+class RunStateRefused(ValueError):
+    """A request the run's state refuses (pausing a terminal run, resuming one not paused)."""
+
+
+@dataclass
+class _Live:
+    record: RunRecord
+    workflow: Workflow
+    wake: anyio.Event = field(default_factory=anyio.Event)
+    scopes: dict[str, anyio.CancelScope] = field(default_factory=dict)
+    signals: dict[str, tuple[anyio.Event, list[Any]]] = field(default_factory=dict)
+    asks: dict[str, tuple[Any, str]] = field(default_factory=dict)  # step -> (session, request id)
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+
+class WorkflowRunner:
+    """Runs workflows on a :class:`~anyagentd.runtime.Runtime`.
+
+    Takes ``runtime``, ``store`` (opened), ``workflows`` (by name), ``work_root`` (per-run working directories
+    are ``work_root/<run id>`` unless a step names ``dir``), ``default_agent`` (the ``[agent].name`` of the
+    configuration), ``listener`` (see :data:`Listener`) and ``held`` (whether the instance is paused: nothing
+    new starts). Call :meth:`serve` in a task group before anything else.
+    """
+
+    def __init__(self, runtime: Any, store: RunStore, workflows: dict[str, Workflow], *, work_root: Path,
+                 default_agent: Any = "mock", listener: Listener | None = None,
+                 held: Callable[[], bool] = lambda: False) -> None:  # fmt: skip
+        self.runtime = runtime
+        self.store = store
+        self.workflows = workflows
+        self.work_root = Path(work_root)
+        self.default_agent = default_agent
+        self.listener = listener
+        self.held = held
+        self._live: dict[str, _Live] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._draining = False
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Own the runs' tasks until cancelled; recovers stored runs first."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            await self.recover()
+            task_status.started()
+            await anyio.sleep_forever()
+
+    async def recover(self) -> list[str]:
+        """Resume every stored run that had not ended; returns their ids."""
+        resumed = []
+        for record in await self.store.list(non_terminal=True):
+            workflow = self.workflows.get(record.workflow)
+            if workflow is None:
+                record.status, record.error, record.finished = "failed", "workflow no longer defined", now_ms()
+                await self.store.save(record, {})
+                continue
+            recovery = recover(workflow, record.steps, now_ms())
+            record.steps = recovery.steps
+            record.status = run_status(record.steps, record.flags)
+            await self.store.save(record)
+            self._launch(record, workflow)
+            resumed.append(record.id)
+        return resumed
+
+    def wake_all(self) -> None:
+        """Re-evaluate every live run (after the instance is resumed)."""
+        for live in self._live.values():
+            live.wake.set()
+
+    async def drain(self, timeout: float) -> None:
+        """Checkpoint for a restart: stop starting steps, cancel running agent steps (their stored state goes
+        back to pending with the attempt not counted, so the next start runs them again), leave waits waiting."""
+        self._draining = True
+        for live in list(self._live.values()):
+            for step_id, scope in list(live.scopes.items()):
+                if live.workflow.steps[step_id].kind == "agent":
+                    scope.cancel()
+        with anyio.move_on_after(timeout):
+            while any(
+                live.workflow.steps[s].kind == "agent" for live in self._live.values() for s in live.scopes
+            ):
+                await anyio.sleep(0.02)
+
+    # ------------------------------------------------------------------------------------------ requests
+
+    async def start(self, workflow_name: str, inputs: dict[str, Any], principal: str | None,
+                    task_id: str | None = None) -> RunRecord:  # fmt: skip
+        """Create and launch a run (committed first). The caller has checked permission and inputs."""
+        workflow = self.workflows[workflow_name]
+        at = now_ms()
+        record = RunRecord(
+            id=f"{workflow.name}-{ULID()}", workflow=workflow.name, principal=principal, task_id=task_id,
+            status="pending", inputs=dict(inputs), output=None, error=None, flags=RunFlags(), tokens=0,
+            created=at, updated=at, finished=None, steps={step_id: StepState() for step_id in workflow.steps},
+        )  # fmt: skip
+        await self.store.create(record)
+        self._launch(record, workflow)
+        return record
+
+    async def get(self, run_id: str) -> RunRecord | None:
+        live = self._live.get(run_id)
+        return live.record if live is not None else await self.store.get(run_id)
+
+    async def cancel(self, run_id: str, reason: str | None = None) -> RunRecord:
+        """Cancel a run: running steps are cancelled (their sessions closed), pending ones never start."""
+        live = self._live.get(run_id)
+        if live is None:
+            record = await self.store.get(run_id)
+            if record is None:
+                raise RunNotFound(run_id)
+            return record  # already ended
+        record = live.record
+        record.flags = replace(record.flags, cancelled=True)
+        record.error = reason or record.error
+        await self._commit(live, {}, {"type": "status"})
+        for scope in list(live.scopes.values()):
+            scope.cancel()
+        live.wake.set()
+        await live.done.wait()
+        return live.record
+
+    async def pause(self, run_id: str) -> RunRecord:
+        live = await self._need_live(run_id, "pause")
+        live.record.flags = replace(live.record.flags, paused=True)
+        await self._commit(live, {}, {"type": "status"})
+        return live.record
+
+    async def resume(self, run_id: str) -> RunRecord:
+        live = self._live.get(run_id)
+        if live is None or not live.record.flags.paused:
+            if live is None and await self.store.get(run_id) is None:
+                raise RunNotFound(run_id)
+            raise RunStateRefused(f"run {run_id} is not paused")
+        live.record.flags = replace(live.record.flags, paused=False)
+        await self._commit(live, {}, {"type": "status"})
+        live.wake.set()
+        return live.record
+
+    async def signal(self, name: str, payload: Any, sender: str, *, owner: str | None,
+                     run_id: str | None = None) -> int:  # fmt: skip
+        """Resolve every wait step suspended on signal ``name`` in ``owner``'s runs (every run for ``None``), or
+        in ``run_id`` only; each finishes with ``{signal, payload, from}``. Returns how many were resolved."""
+        delivered = 0
+        for live in list(self._live.values()):
+            record = live.record
+            if run_id is not None and record.id != run_id:
+                continue
+            if owner is not None and record.principal != owner:
+                continue
+            for step_id, (event, box) in list(live.signals.items()):
+                state = record.steps[step_id]
+                if state.status != "suspended" or (state.wait or {}).get("signal") != name:
+                    continue
+                at = now_ms()
+                await self.store.add_signal(record.id, step_id, name, payload, sender, at)
+                box.append({"signal": name, "payload": payload, "from": sender})
+                event.set()
+                delivered += 1
+        return delivered
+
+    async def answer(self, run_id: str, answer: AnswerPermission | AnswerQuestion) -> bool:
+        """Answer the open request of the run's ``ask`` step; ``False`` when nothing waits for one."""
+        live = self._live.get(run_id)
+        if live is None or not live.asks:
+            return False
+        step_id, (session, request_id) = next(iter(live.asks.items()))
+        await session.answer(request_id, answer)
+        return True
+
+    def awaiting_input(self, run_id: str) -> dict[str, Any] | None:
+        """The request an ``ask`` step of the run waits on (``{"step", "request"}``), or ``None``."""
+        live = self._live.get(run_id)
+        if live is None:
+            return None
+        for step_id in live.asks:
+            wait = live.record.steps[step_id].wait or {}
+            return {"step": step_id, "request": wait.get("request")}
+        return None
+
+    async def wait(self, run_id: str) -> RunRecord:
+        """Wait until the run ends (or the runner stops driving it, e.g. on drain); returns its record."""
+        live = self._live.get(run_id)
+        if live is not None:
+            await live.done.wait()
+            return live.record
+        record = await self.store.get(run_id)
+        if record is None:
+            raise RunNotFound(run_id)
+        return record
+
+    # ------------------------------------------------------------------------------------------ driving
+
+    async def _need_live(self, run_id: str, what: str) -> _Live:
+        live = self._live.get(run_id)
+        if live is None:
+            if await self.store.get(run_id) is None:
+                raise RunNotFound(run_id)
+            raise RunStateRefused(f"cannot {what} a run that has ended")
+        return live
+
+    def _launch(self, record: RunRecord, workflow: Workflow) -> None:
+        assert self._tg is not None, "start WorkflowRunner.serve first"
+        live = _Live(record, workflow)
+        self._live[record.id] = live
+        self._tg.start_soon(self._drive, live)
+
+    async def _commit(self, live: _Live, steps: dict[str, StepState], change: dict[str, Any]) -> None:
+        record = live.record
+        record.steps.update(steps)
+        status = run_status(record.steps, record.flags)
+        status_changed = status != record.status
+        record.status = status
+        record.updated = now_ms()
+        if record.terminal and record.finished is None:
+            record.finished = record.updated
+        await self.store.save(record, steps)
+        if self.listener is not None:
+            await self.listener(record, change)
+            if status_changed and change.get("type") != "status":
+                await self.listener(record, {"type": "status"})
+
+    async def _drive(self, live: _Live) -> None:
+        record, workflow = live.record, live.workflow
+        try:
+            async with anyio.create_task_group() as steps_tg:
+                while True:
+                    live.wake = anyio.Event()
+                    skipped = {s: move(record.steps[s], "skipped", finished=now_ms()) for s in to_skip(workflow,
+                                                                                                      record.steps)}
+                    if record.flags.cancelled:
+                        for step_id, state in record.steps.items():
+                            if state.status == "pending":
+                                skipped[step_id] = move(state, "cancelled", finished=now_ms())
+                    if skipped:
+                        await self._commit(live, skipped, {"type": "step", "steps": sorted(skipped)})
+                    if record.terminal and not live.scopes:
+                        break
+                    if not self._draining:
+                        for step_id in waiting(workflow, record.steps):  # recovered waits wait on
+                            if step_id not in live.scopes:
+                                scope = anyio.CancelScope()
+                                live.scopes[step_id] = scope
+                                live.signals[step_id] = (anyio.Event(), [])  # deliverable from now on
+                                steps_tg.start_soon(self._step, live, step_id, scope)
+                    if not self._draining and not self.held():
+                        for step_id in ready(workflow, record.steps, record.flags):
+                            scope = anyio.CancelScope()
+                            live.scopes[step_id] = scope
+                            steps_tg.start_soon(self._step, live, step_id, scope)
+                    if (not live.scopes and not record.terminal
+                            and not any(s.status == "pending" for s in record.steps.values())):  # fmt: skip
+                        await self._commit(live, {}, {"type": "status"})
+                        if record.terminal:
+                            break
+                    await live.wake.wait()
+                    if self._draining and not live.scopes:
+                        return  # checkpointed: the next start goes on from the store
+        finally:
+            if record.terminal:
+                self._live.pop(record.id, None)
+                if record.output is None:
+                    record.output = self._run_output(live)
+                    await self.store.save(record, {})
+            live.done.set()
+
+    def _run_output(self, live: _Live) -> Any:
+        finish = [s for s in live.workflow.order() if live.workflow.steps[s].kind == "finish"]
+        last = finish[-1] if finish else live.workflow.order()[-1]
+        return live.record.steps[last].output
+
+    async def _step(self, live: _Live, step_id: str, scope: anyio.CancelScope) -> None:
+        step = live.workflow.steps[step_id]
+        try:
+            with scope:
+                await self._attempts(live, step_id, step)
+            if scope.cancelled_caught:
+                await self._cancelled(live, step_id)
+        finally:
+            live.scopes.pop(step_id, None)
+            live.asks.pop(step_id, None)
+            live.signals.pop(step_id, None)
+            live.wake.set()
+
+    async def _cancelled(self, live: _Live, step_id: str) -> None:
+        state = live.record.steps[step_id]
+        if state.status not in ("running", "suspended"):
+            return
+        with anyio.CancelScope(shield=True):
+            if self._draining and not live.record.flags.cancelled:
+                if live.workflow.steps[step_id].kind == "agent":  # checkpoint: run it again next start
+                    back = replace(state, status="pending", attempt=max(0, state.attempt - 1), wait=None)
+                    await self.store.save(live.record, {step_id: back})
+                return
+            await self._commit(live, {step_id: move(state, "cancelled", finished=now_ms(), wait=None)},
+                               {"type": "step", "steps": [step_id]})  # fmt: skip
+
+    async def _attempts(self, live: _Live, step_id: str, step: Step) -> None:
+        while True:
+            state = live.record.steps[step_id]
+            if state.status == "suspended" and step.kind == "wait":
+                started = state.started or now_ms()  # recovered: keep waiting from when it began
+            else:
+                started = now_ms()
+                state = move(state, "running", attempt=state.attempt + 1, started=started, finished=None,
+                             error=None, wait=None)  # fmt: skip
+                await self._commit(live, {step_id: state}, {"type": "step", "steps": [step_id]})
+            timeout = math.inf if step.timeout is None else max(0.0, step.timeout - (now_ms() - started) / 1000)
+            outcome: tuple[str, Any, str | None]
+            with anyio.move_on_after(timeout) as deadline:
+                try:
+                    outcome = await self._do(live, step_id, step)
+                except (AnyagentError, KeyError, ValueError, OSError) as err:
+                    message = getattr(err, "message", None) or str(err)
+                    outcome = ("failed", None, f"{type(err).__name__}: {message}")
+            if deadline.cancelled_caught:
+                outcome = ("timeout", None, f"timed out after {step.timeout:g} s")
+            status, output, error = outcome
+            state = live.record.steps[step_id]
+            if status == "done":
+                await self._commit(live, {step_id: move(state, "done", output=output, finished=now_ms(),
+                                                        wait=None)}, {"type": "step", "steps": [step_id]})
+                return
+            if status == "refused":
+                live.record.flags = replace(live.record.flags, refused=True)
+                live.record.error = error
+                await self._commit(live, {step_id: move(state, "failed", error=error, finished=now_ms(),
+                                                        wait=None)}, {"type": "step", "steps": [step_id]})
+                return
+            if status == "cancelled":
+                await self._commit(live, {step_id: move(state, "cancelled", error=error, finished=now_ms(),
+                                                        wait=None)}, {"type": "step", "steps": [step_id]})
+                return
+            after = after_failure(state, step.retry.max, status, error or status, now_ms())  # type: ignore[arg-type]
+            if after.status != "pending":
+                live.record.error = f"step {step_id}: {error}"
+            await self._commit(live, {step_id: after}, {"type": "step", "steps": [step_id]})
+            if after.status != "pending":
+                return
+            await anyio.sleep(step.retry.backoff)
+
+    def _scope(self, live: _Live) -> dict[str, Any]:
+        record = live.record
+        return {
+            "inputs": record.inputs,
+            "run": {"id": record.id, "workflow": record.workflow},
+            "steps": {s: {"output": st.output, "status": st.status, "error": st.error}
+                      for s, st in record.steps.items()},
+        }  # fmt: skip
+
+    async def _do(self, live: _Live, step_id: str, step: Step) -> tuple[str, Any, str | None]:
+        if step.kind == "finish":
+            return "done", _render_value(step.output or "", self._scope(live)), None
+        if step.kind == "wait":
+            return await self._wait(live, step_id, step)
+        return await self._agent(live, step_id, step)
+
+    async def _wait(self, live: _Live, step_id: str, step: Step) -> tuple[str, Any, str | None]:
+        event, box = live.signals.setdefault(step_id, (anyio.Event(), []))
+        state = live.record.steps[step_id]
+        if state.status != "suspended":
+            wait = {"on": "signal", "signal": step.signal, "timeout_ms": None if step.timeout is None
+                    else int(step.timeout * 1000)}  # fmt: skip
+            await self._commit(live, {step_id: move(state, "suspended", wait=wait)},
+                               {"type": "step", "steps": [step_id]})  # fmt: skip
+        await event.wait()
+        return "done", box[0], None
+
+    async def _agent(self, live: _Live, step_id: str, step: Step) -> tuple[str, Any, str | None]:
+        record = live.record
+        prompt = render(step.prompt or "", self._scope(live))
+        directory = Path(step.dir) if step.dir else self.work_root / record.id
+        directory.mkdir(parents=True, exist_ok=True)
+        mode = "AutoApprove" if step.approval == "auto" else "Ask"
+        agent = step.agent if step.agent is not None else self.default_agent
+        if hasattr(agent, "model_dump"):
+            agent = agent.model_dump()
+        session = await self.runtime.open(agent, directory, permission_mode=mode)
+        parts: list[str] = []
+        try:
+            await session.prompt(prompt)
+            async for event in session.events():
+                tag = event.tag
+                top = event.turn_info is not None and event.turn_info.parent_tool_id is None
+                if tag == "TextDelta" and top:
+                    parts.append(event.kind.text)
+                    if self.listener is not None:
+                        await self.listener(record, {"type": "text", "step": step_id, "text": event.kind.text})
+                elif tag == "RequestOpened":
+                    request = event.kind.value
+                    live.asks[step_id] = (session, request.value.id)
+                    state = record.steps[step_id]
+                    wait = {"on": "input", "request": request.model_dump(mode="json")}
+                    await self._commit(live, {step_id: move(state, "suspended", wait=wait)},
+                                       {"type": "input", "step": step_id})  # fmt: skip
+                elif tag == "RequestClosed" and step_id in live.asks:
+                    live.asks.pop(step_id, None)
+                    state = record.steps[step_id]
+                    if state.status == "suspended":
+                        await self._commit(live, {step_id: move(state, "running", wait=None)},
+                                           {"type": "step", "steps": [step_id]})  # fmt: skip
+                elif tag == "TurnEnded":
+                    return self._outcome(event.kind.stop, "".join(parts), step)
+            return "failed", None, "the agent's session ended before its turn did"
+        finally:
+            with anyio.CancelScope(shield=True):
+                await session.close()
+
+    @staticmethod
+    def _outcome(stop: Any, text: str, step: Step) -> tuple[str, Any, str | None]:
+        tag = stop if isinstance(stop, str) else stop.TAG
+        if tag == "Completed":
+            if step.output == "json":
+                try:
+                    value = _json_output(text)
+                except ValueError as err:
+                    return "failed", None, f"the output is not JSON: {err}"
+                if step.output_schema is not None:
+                    problem = _schema_problem(value, step.output_schema)
+                    if problem:
+                        return "failed", None, f"the output does not fit output_schema: {problem}"
+                return "done", value, None
+            return "done", text, None
+        if tag == "Refused":
+            return "refused", None, "the agent refused the prompt"
+        if tag == "Cancelled":
+            return "cancelled", None, "the agent's turn was cancelled"
+        message = getattr(stop, "message", None) if not isinstance(stop, str) else None
+        return "failed", None, f"the agent's turn ended {tag}" + (f": {message}" if message else "")
+
+
+def _render_value(text: str, scope: dict[str, Any]) -> Any:
+    """A template that is exactly one reference keeps its value's type (a JSON output stays JSON)."""
+    refs = references(text)
+    if len(refs) == 1 and _ONE_REF.fullmatch(text):
+        node: Any = scope
+        for key in refs[0]:
+            node = node[key]
+        return node
+    return render(text, scope)
+
+
+def _json_output(text: str) -> Any:
+    body = text.strip()
+    if body.startswith("```"):
+        body = body.split("\n", 1)[1] if "\n" in body else ""
+        body = body.rsplit("```", 1)[0]
+    return json.loads(body)
+
+
+def _schema_problem(value: Any, schema: dict[str, Any]) -> str | None:
+    import jsonschema
+
+    try:
+        jsonschema.validate(value, schema)
+    except jsonschema.ValidationError as err:
+        return err.message
+    return None
+
+
+__all__ = ["Listener", "RunNotFound", "RunStateRefused", "WorkflowRunner"]

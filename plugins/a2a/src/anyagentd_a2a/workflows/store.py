@@ -1,0 +1,228 @@
+"""The durable store of runs, their steps and the signals delivered to them (SQLAlchemy 2, async).
+
+SQLite by default (a file in the state dir; WAL journal and a busy timeout so the runner and a reader never trip
+over each other), PostgreSQL by URL (``postgresql+asyncpg://…``). The runner commits every transition here before
+it acts on it, so a daemon killed at any moment finds on restart exactly what had happened.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Integer, String, Text, event, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from .state import RUN_TERMINAL, RunFlags, StepState
+
+BUSY_TIMEOUT_MS = 5000
+
+
+class _Base(DeclarativeBase):
+    pass
+
+
+class RunRow(_Base):
+    __tablename__ = "agentd_runs"
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    workflow: Mapped[str] = mapped_column(String(64), index=True)
+    principal: Mapped[str | None] = mapped_column(String(128), index=True)
+    task_id: Mapped[str | None] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    inputs: Mapped[Any] = mapped_column(JSON)
+    output: Mapped[Any] = mapped_column(JSON, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    cancelled: Mapped[bool] = mapped_column(Boolean, default=False)
+    paused: Mapped[bool] = mapped_column(Boolean, default=False)
+    refused: Mapped[bool] = mapped_column(Boolean, default=False)
+    tokens: Mapped[int] = mapped_column(Integer, default=0)
+    created: Mapped[int] = mapped_column(BigInteger)
+    updated: Mapped[int] = mapped_column(BigInteger)
+    finished: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+
+
+class StepRow(_Base):
+    __tablename__ = "agentd_steps"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("agentd_runs.id", ondelete="CASCADE"), primary_key=True)
+    step_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16))
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    started: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    finished: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    wait: Mapped[Any] = mapped_column(JSON, nullable=True)
+    output: Mapped[Any] = mapped_column(JSON, nullable=True)
+
+
+class SignalRow(_Base):
+    __tablename__ = "agentd_signals"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("agentd_runs.id", ondelete="CASCADE"), index=True)
+    step_id: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(128))
+    payload: Mapped[Any] = mapped_column(JSON, nullable=True)
+    sender: Mapped[str] = mapped_column(String(128))
+    at: Mapped[int] = mapped_column(BigInteger)
+
+
+@dataclass
+class RunRecord:
+    """A run as stored: its fields and its steps (``{step_id: StepState}``)."""
+
+    id: str
+    workflow: str
+    principal: str | None
+    task_id: str | None
+    status: str
+    inputs: dict[str, Any]
+    output: Any
+    error: str | None
+    flags: RunFlags
+    tokens: int
+    created: int
+    updated: int
+    finished: int | None
+    steps: dict[str, StepState] = field(default_factory=dict)
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in RUN_TERMINAL
+
+
+class RunStore:
+    """Runs, steps and signals behind one async engine. Use :meth:`open` (creates the tables), then the methods;
+    :meth:`close` disposes the engine. ``url`` is an SQLAlchemy async URL (``sqlite+aiosqlite:///path``)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine: AsyncEngine = create_async_engine(url)
+        if self.engine.dialect.name == "sqlite":
+            event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
+        self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+
+    async def open(self) -> RunStore:
+        async with self.engine.begin() as conn:
+            await conn.run_sync(_Base.metadata.create_all)
+        return self
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[AsyncSession]:
+        async with self._sessions() as session, session.begin():
+            yield session
+
+    # -- writes (each one transaction, committed before the caller acts) ---------------------------------------
+
+    async def create(self, record: RunRecord) -> None:
+        async with self._tx() as tx:
+            tx.add(_run_row(record))
+            for step_id, state in record.steps.items():
+                tx.add(_step_row(record.id, step_id, state))
+
+    async def save(self, record: RunRecord, changed_steps: dict[str, StepState] | None = None) -> None:
+        """Write the run's fields and the ``changed_steps`` (default: every step) in one transaction."""
+        steps = record.steps if changed_steps is None else changed_steps
+        async with self._tx() as tx:
+            await tx.execute(update(RunRow).where(RunRow.id == record.id).values(**_run_values(record)))
+            for step_id, state in steps.items():
+                await tx.merge(_step_row(record.id, step_id, state))
+
+    async def add_signal(self, run_id: str, step_id: str, name: str, payload: Any, sender: str, at: int) -> None:
+        async with self._tx() as tx:
+            tx.add(SignalRow(run_id=run_id, step_id=step_id, name=name, payload=payload, sender=sender, at=at))
+
+    # -- reads ------------------------------------------------------------------------------------------------
+
+    async def get(self, run_id: str) -> RunRecord | None:
+        async with self._sessions() as session:
+            row = await session.get(RunRow, run_id)
+            if row is None:
+                return None
+            steps = (await session.execute(select(StepRow).where(StepRow.run_id == run_id))).scalars().all()
+            return _record(row, steps)
+
+    async def list(self, *, principal: str | None = None, non_terminal: bool = False) -> list[RunRecord]:
+        """Runs, oldest first; only ``principal``'s when given; only those not ended with ``non_terminal``."""
+        async with self._sessions() as session:
+            query = select(RunRow).order_by(RunRow.created, RunRow.id)
+            if principal is not None:
+                query = query.where(RunRow.principal == principal)
+            if non_terminal:
+                query = query.where(RunRow.status.not_in(sorted(RUN_TERMINAL)))
+            rows = (await session.execute(query)).scalars().all()
+            if not rows:
+                return []
+            ids = [r.id for r in rows]
+            steps = (await session.execute(select(StepRow).where(StepRow.run_id.in_(ids)))).scalars().all()
+            by_run: dict[str, list[StepRow]] = {}
+            for step in steps:
+                by_run.setdefault(step.run_id, []).append(step)
+            return [_record(r, by_run.get(r.id, [])) for r in rows]
+
+    async def signals(self, run_id: str) -> list[dict[str, Any]]:
+        async with self._sessions() as session:
+            rows = (await session.execute(select(SignalRow).where(SignalRow.run_id == run_id)
+                                          .order_by(SignalRow.id))).scalars().all()  # fmt: skip
+            return [{"step": r.step_id, "signal": r.name, "payload": r.payload, "from": r.sender, "at": r.at}
+                    for r in rows]  # fmt: skip
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _run_values(record: RunRecord) -> dict[str, Any]:
+    return {
+        "workflow": record.workflow, "principal": record.principal, "task_id": record.task_id,
+        "status": record.status, "inputs": record.inputs, "output": _json_safe(record.output),
+        "error": record.error, "cancelled": record.flags.cancelled, "paused": record.flags.paused,
+        "refused": record.flags.refused, "tokens": record.tokens, "created": record.created,
+        "updated": record.updated, "finished": record.finished,
+    }  # fmt: skip
+
+
+def _run_row(record: RunRecord) -> RunRow:
+    return RunRow(id=record.id, **_run_values(record))
+
+
+def _step_row(run_id: str, step_id: str, state: StepState) -> StepRow:
+    return StepRow(run_id=run_id, step_id=step_id, status=state.status, attempt=state.attempt,
+                   started=state.started, finished=state.finished, error=state.error, wait=state.wait,
+                   output=_json_safe(state.output))  # fmt: skip
+
+
+def _record(row: RunRow, steps: Any) -> RunRecord:
+    return RunRecord(
+        id=row.id, workflow=row.workflow, principal=row.principal, task_id=row.task_id, status=row.status,
+        inputs=row.inputs or {}, output=row.output, error=row.error,
+        flags=RunFlags(cancelled=row.cancelled, paused=row.paused, refused=row.refused), tokens=row.tokens,
+        created=row.created, updated=row.updated, finished=row.finished,
+        steps={s.step_id: StepState(status=s.status, attempt=s.attempt, started=s.started,  # type: ignore[arg-type]
+                                    finished=s.finished, error=s.error, wait=s.wait, output=s.output)
+               for s in steps},
+    )  # fmt: skip
+
+
+def _json_safe(value: Any) -> Any:
+    # JSON columns take what json.dumps takes; anything else is stored as its text.
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return str(value)
+
+
+__all__ = ["RunRecord", "RunStore"]
