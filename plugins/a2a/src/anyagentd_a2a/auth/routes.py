@@ -1,0 +1,90 @@
+"""The OAuth endpoints of the device grant, as Starlette routes the daemon mounts beside its JSON-RPC route.
+
+``POST /oauth2/device_authorization`` (RFC 8628 §3.1), ``POST /oauth2/token`` (§3.4), ``POST /oauth2/revoke``
+(RFC 7009) and ``GET /.well-known/oauth-authorization-server`` (RFC 8414). Requests are form-encoded
+(``application/x-www-form-urlencoded``); answers are JSON with ``Cache-Control: no-store``. Codes and tokens never
+reach the log: the daemon's ``on_event`` callback receives only event names and non-secret fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .device import DeviceGrant, OAuthError, metadata
+from .sessions import AuthSessions
+
+NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+FORM = "application/x-www-form-urlencoded"
+
+
+def _json(body: dict[str, Any], status: int = 200) -> JSONResponse:
+    return JSONResponse(body, status_code=status, headers=NO_STORE)
+
+
+async def _form(request: Request) -> dict[str, str]:
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != FORM:
+        raise OAuthError("invalid_request", f"the body must be {FORM}")
+    form = await request.form()
+    values: dict[str, str] = {}
+    for key in set(form.keys()):
+        items = form.getlist(key)
+        if len(items) != 1 or not isinstance(items[0], str):
+            raise OAuthError("invalid_request", f"{key} must be given once")
+        values[key] = items[0]
+    return values
+
+
+def device_routes(grant: DeviceGrant, sessions: AuthSessions, *, issuer: Callable[[], str],
+                  on_event: Callable[..., None] = lambda *a, **k: None) -> list[Route]:  # fmt: skip
+    """The four routes; ``issuer`` gives the public base URL (the card's URL), ``on_event(name, **fields)`` logs."""
+
+    async def device_authorization(request: Request) -> Response:
+        peer = request.client.host if request.client else None
+        try:
+            form = await _form(request)
+            body = grant.authorize(form.get("client_id"), form.get("scope"), peer)
+        except OAuthError as err:
+            on_event("auth.device.refused", error=err.error, peer=peer)
+            return _json(err.body(), err.status)
+        on_event("auth.device.requested", client_id=form.get("client_id"), peer=peer)
+        return _json(body)
+
+    async def token(request: Request) -> Response:
+        try:
+            form = await _form(request)
+            body = await grant.poll(form.get("grant_type"), form.get("device_code"), form.get("client_id"))
+        except OAuthError as err:
+            if err.error not in ("authorization_pending", "slow_down"):
+                on_event("auth.token.refused", error=err.error)
+            return _json(err.body(), err.status)
+        on_event("auth.token.issued", scope=body.get("scope"))
+        return _json(body)
+
+    async def revoke(request: Request) -> Response:
+        try:
+            form = await _form(request)
+        except OAuthError as err:
+            return _json(err.body(), err.status)
+        if not form.get("token"):
+            return _json(OAuthError("invalid_request", "token is required").body(), 400)
+        if await sessions.revoke_token(form["token"]):
+            on_event("auth.session.revoked", via="oauth2/revoke")
+        return Response(status_code=200, headers=NO_STORE)  # RFC 7009 §2.2: 200 whether or not it was ours
+
+    async def server_metadata(request: Request) -> Response:
+        return JSONResponse(metadata(issuer()), headers={"Cache-Control": "max-age=60"})
+
+    return [
+        Route("/oauth2/device_authorization", device_authorization, methods=["POST"]),
+        Route("/oauth2/token", token, methods=["POST"]),
+        Route("/oauth2/revoke", revoke, methods=["POST"]),
+        Route("/.well-known/oauth-authorization-server", server_metadata, methods=["GET"]),
+    ]
+
+
+__all__ = ["device_routes"]
