@@ -1,0 +1,322 @@
+"""Subagents: agent sessions one requester (a conversation, a workflow run, another subagent) delegates to.
+
+A subagent has a ``handle`` (``sa-<ulid>``), a ``mode``, an ``owner`` (the principal of whoever asked), a depth (0
+for one asked by a conversation or run; a subagent's own subagents are one deeper), an ``instruction``, attempts,
+tokens, a ``result`` and an ``error``. Modes (the command reference §4):
+
+- ``sync``: the requester waits for the first result (:meth:`SubagentManager.spawn` with ``wait=True``);
+- ``async``: the requester gets the handle and asks later (:meth:`SubagentManager.result`);
+- ``detached``: runs on, nobody waits;
+- ``warm``: stays alive after its first result and takes more messages (:meth:`SubagentManager.send`).
+
+Limits (:class:`SubagentLimits`) refuse with :class:`SubagentRefused` before anything starts: which agents may be
+spawned, how many may run at once per owner, how deep, and how long one turn may take. Records are kept in the
+daemon's database (:mod:`.store`); after a restart a subagent that was running reads ``failed`` "interrupted",
+and a warm one is re-opened with its agent's resume token on its next message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+from ulid import ULID
+
+from anyagentd.errors import AnyagentError
+
+Mode = Literal["sync", "async", "detached", "warm"]
+MODES: tuple[str, ...] = ("sync", "async", "detached", "warm")
+Status = Literal["pending", "running", "idle", "completed", "failed", "cancelled"]
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class SubagentRefused(ValueError):
+    """A spawn or message the limits or the subagent's state refuse; the message says which."""
+
+
+class SubagentNotFound(LookupError):
+    """No subagent by that handle for this caller (the same whether it does not exist or is someone else's)."""
+
+
+@dataclass(frozen=True)
+class SubagentLimits:
+    """``agents``: patterns of agent names that may be spawned (``["*"]`` any); ``per_owner``: subagents running
+    at once per owner; ``depth``: how deep subagents may nest (1: a conversation's subagents may not spawn
+    their own); ``timeout``: seconds one turn may take."""
+
+    agents: tuple[str, ...] = ("*",)
+    per_owner: int = 4
+    depth: int = 1
+    timeout: float = 600.0
+
+    def allows(self, agent: str) -> bool:
+        return any(fnmatchcase(agent, pattern) for pattern in self.agents)
+
+
+@dataclass
+class Subagent:
+    """One subagent's record (``subagent.get``); ``session`` is its live engine session, if any."""
+
+    handle: str
+    mode: Mode
+    owner: str
+    agent: Any
+    instruction: str
+    depth: int = 0
+    parent: str | None = None
+    status: Status = "pending"
+    attempts: int = 0
+    tokens: int = 0
+    result: Any = None
+    error: str | None = None
+    created: int = field(default_factory=now_ms)
+    updated: int = field(default_factory=now_ms)
+    resume_token: str | None = None
+    session: Any = field(default=None, repr=False)
+    done: anyio.Event = field(default_factory=anyio.Event, repr=False)
+    events: list[dict[str, Any]] = field(default_factory=list, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as ``subagent.get`` shows it (``$defs/ops/subagent.get``): ``requested_by`` is the
+        requesting subagent's handle or the owner, ``node`` the nesting depth."""
+        return {"handle": self.handle, "mode": self.mode, "status": self.status, "attempt": self.attempts,
+                "tokens": self.tokens, "instruction": self.instruction, "result": self.result, "error": self.error,
+                "requested_by": self.parent or self.owner, "created": self.created, "updated": self.updated,
+                "node": self.depth}  # fmt: skip
+
+    def status_json(self) -> dict[str, Any]:
+        """``subagent.status``: ``{handle, status, mode, result?, error?}``."""
+        out: dict[str, Any] = {"handle": self.handle, "status": self.status, "mode": self.mode}
+        if self.result is not None:
+            out["result"] = self.result
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+Saver = Callable[[Subagent], Awaitable[None]]
+
+
+class SubagentManager:
+    """Spawns and drives subagents on a :class:`~anyagentd.runtime.Runtime`.
+
+    Takes ``runtime``, ``limits``, ``work_root`` (each subagent works in ``work_root/<handle>`` unless given a
+    ``dir``), ``save`` (persists a record after each change; the store's :meth:`~.store.SubagentStore.save`) and
+    ``events_kept`` (the newest events of each subagent kept for its owner). Call :meth:`serve` in a task group.
+    """
+
+    def __init__(self, runtime: Any, limits: SubagentLimits, *, work_root: Path, save: Saver | None = None,
+                 events_kept: int = 200) -> None:  # fmt: skip
+        self.runtime = runtime
+        self.limits = limits
+        self.work_root = Path(work_root)
+        self.save = save
+        self.events_kept = events_kept
+        self._all: dict[str, Subagent] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._scopes: dict[str, anyio.CancelScope] = {}
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            task_status.started()
+            await anyio.sleep_forever()
+
+    def adopt(self, records: list[Subagent]) -> None:
+        """Records loaded at start-up (already marked interrupted where they were running)."""
+        for record in records:
+            if record.status in TERMINAL:
+                record.done.set()
+            self._all[record.handle] = record
+
+    # ------------------------------------------------------------------------------------------ requests
+
+    async def spawn(self, owner: str, agent: Any, instruction: str, mode: str = "sync", *, depth: int = 0,
+                    parent: str | None = None, dir: Path | None = None) -> Subagent:  # fmt: skip
+        """Start a subagent; with mode ``sync`` or ``warm`` wait for its first result. Raises :class:`SubagentRefused` (bad
+        mode, an agent not allowed, too deep, too many running for ``owner``)."""
+        if mode not in MODES:
+            raise SubagentRefused(f"mode must be one of {', '.join(MODES)}")
+        name = agent if isinstance(agent, str) else (agent.get("acp", {}).get("name") if isinstance(agent, dict)
+                                                      else str(agent))  # fmt: skip
+        if not name or not self.limits.allows(name):
+            raise SubagentRefused(f"agent {name!r} may not be spawned here")
+        if depth >= self.limits.depth:
+            raise SubagentRefused(f"subagents may nest {self.limits.depth} deep at most")
+        running = sum(1 for s in self._all.values() if s.owner == owner and s.status in ("pending", "running"))
+        if running >= self.limits.per_owner:
+            raise SubagentRefused(f"{owner} already has {running} subagents running (limit {self.limits.per_owner})")
+        if not instruction.strip():
+            raise SubagentRefused("an instruction is required")
+        record = Subagent(handle=f"sa-{ULID()}", mode=mode, owner=owner, agent=agent,  # type: ignore[arg-type]
+                          instruction=instruction, depth=depth, parent=parent)  # fmt: skip
+        self._all[record.handle] = record
+        await self._save(record)
+        assert self._tg is not None, "start SubagentManager.serve first"
+        self._tg.start_soon(self._first_turn, record, dir)
+        if mode in ("sync", "warm"):
+            await record.done.wait()
+        return record
+
+    def get(self, handle: str, owner: str | None) -> Subagent:
+        """The subagent ``handle`` if ``owner`` owns it (``None``: the operator, any). Raises
+        :class:`SubagentNotFound`."""
+        record = self._all.get(handle)
+        if record is None or (owner is not None and record.owner != owner):
+            raise SubagentNotFound(handle)
+        return record
+
+    def owned(self, owner: str | None) -> list[Subagent]:
+        return [s for s in self._all.values() if owner is None or s.owner == owner]
+
+    async def result(self, handle: str, owner: str | None, *, wait: bool = False,
+                     timeout: float | None = None) -> Subagent:  # fmt: skip
+        """The subagent's record; with ``wait``, after its current turn ends (bounded by ``timeout`` s)."""
+        record = self.get(handle, owner)
+        if wait:
+            with anyio.move_on_after(timeout if timeout is not None else self.limits.timeout):
+                await record.done.wait()
+        return record
+
+    async def send(self, handle: str, owner: str | None, message: str, *, wait: bool = True) -> Subagent:
+        """Another message to a warm subagent; waits for its answer unless ``wait`` is false. Raises
+        :class:`SubagentRefused` for a subagent that is not warm, not idle, or ended."""
+        record = self.get(handle, owner)
+        if record.mode != "warm":
+            raise SubagentRefused(f"subagent {handle} is {record.mode}; only a warm subagent takes messages")
+        if record.status in TERMINAL or record.status not in ("idle",):
+            raise SubagentRefused(f"subagent {handle} is {record.status}; it takes a message when idle")
+        record.done = anyio.Event()
+        record.status = "running"
+        await self._save(record)
+        assert self._tg is not None
+        self._tg.start_soon(self._turn, record, message)
+        if wait:
+            await record.done.wait()
+        return record
+
+    async def kill(self, handle: str, owner: str | None, reason: str | None = None) -> Subagent:
+        """Cancel the subagent: its turn is cancelled, its session closed (the agent process gone), status
+        ``cancelled`` with ``error = reason``."""
+        record = self.get(handle, owner)
+        scope = self._scopes.get(handle)
+        if scope is not None:
+            scope.cancel()
+        session, record.session = record.session, None
+        if session is not None:
+            with anyio.CancelScope(shield=True):
+                await session.close()
+        if record.status not in ("completed", "failed") or record.mode == "warm":
+            record.status = "cancelled"
+            record.error = reason or "killed"
+        record.done.set()
+        await self._save(record)
+        return record
+
+    async def close(self) -> None:
+        """Close every live subagent session (drain); records stay as they are."""
+        async with anyio.create_task_group() as tg:
+            for record in self._all.values():
+                if record.session is not None:
+                    tg.start_soon(record.session.close)
+
+    # ------------------------------------------------------------------------------------------ driving
+
+    async def _save(self, record: Subagent) -> None:
+        record.updated = now_ms()
+        if self.save is not None:
+            await self.save(record)
+
+    async def _first_turn(self, record: Subagent, directory: Path | None) -> None:
+        directory = directory or self.work_root / record.handle
+        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            record.session = await self.runtime.open(record.agent, directory, permission_mode="AutoApprove")
+            record.resume_token = record.session.info().resume_token
+        except AnyagentError as err:
+            record.status, record.error = "failed", f"{err.kind}: {err.message}"
+            record.done.set()
+            await self._save(record)
+            return
+        await self._turn(record, record.instruction)
+
+    async def reopen(self, record: Subagent) -> None:
+        """Re-open a warm subagent's session after a restart, resuming its agent's conversation."""
+        directory = self.work_root / record.handle
+        directory.mkdir(parents=True, exist_ok=True)
+        record.session = await self.runtime.open(record.agent, directory, permission_mode="AutoApprove",
+                                                 resume=record.resume_token)  # fmt: skip
+        record.status = "idle"
+        await self._save(record)
+
+    async def _turn(self, record: Subagent, message: str) -> None:
+        if record.session is None and record.mode == "warm" and record.resume_token:
+            try:
+                await self.reopen(record)
+            except AnyagentError as err:
+                record.status, record.error = "failed", f"cannot resume: {err.message}"
+                record.done.set()
+                await self._save(record)
+                return
+        session = record.session
+        assert session is not None
+        record.status = "running"
+        record.attempts += 1
+        await self._save(record)
+        parts: list[str] = []
+        scope = anyio.CancelScope()
+        self._scopes[record.handle] = scope
+        outcome: tuple[Status, Any, str | None] = ("failed", None, "the session ended before its turn did")
+        try:
+            with scope, anyio.move_on_after(self.limits.timeout) as deadline:
+                await session.prompt(message)
+                async for event in session.events():
+                    self._keep(record, event)
+                    tag = event.tag
+                    if tag == "TextDelta" and event.turn_info is not None and event.turn_info.parent_tool_id is None:
+                        parts.append(event.kind.text)
+                    elif tag == "ContextUsage":
+                        record.tokens = max(record.tokens, int(event.kind.used_tokens or 0))
+                    elif tag == "TurnEnded":
+                        stop = event.kind.stop
+                        stop_tag = stop if isinstance(stop, str) else stop.TAG
+                        if stop_tag == "Completed":
+                            outcome = ("completed", "".join(parts), None)
+                        else:
+                            outcome = ("failed", None, f"the subagent's turn ended {stop_tag}")
+                        break
+            if deadline.cancelled_caught:
+                outcome = ("failed", None, f"timed out after {self.limits.timeout:g} s")
+        except AnyagentError as err:
+            outcome = ("failed", None, f"{err.kind}: {err.message}")
+        finally:
+            self._scopes.pop(record.handle, None)
+        if scope.cancelled_caught:
+            return  # killed: kill() recorded it
+        status, result, error = outcome
+        record.result, record.error = (result, None) if status == "completed" else (record.result, error)
+        keep = record.mode == "warm" and status == "completed"
+        record.status = "idle" if keep else status
+        if not keep:
+            record.session = None
+            with anyio.CancelScope(shield=True):
+                await session.close()
+        record.done.set()
+        await self._save(record)
+
+    def _keep(self, record: Subagent, event: Any) -> None:
+        record.events.append({"sequence": event.sequence, "tag": event.tag})
+        if len(record.events) > self.events_kept:
+            del record.events[: len(record.events) - self.events_kept]
+
+
+__all__ = ["MODES", "Subagent", "SubagentLimits", "SubagentManager", "SubagentNotFound", "SubagentRefused"]

@@ -1,0 +1,170 @@
+"""The MCP server anyagentd gives the agents it drives, so that one agent can delegate to another.
+
+Built on the official ``mcp`` SDK (``MCPServer``) and served over streamable HTTP on 127.0.0.1 by its own uvicorn;
+a session that may spawn subagents gets it at ``open`` as an ``Http`` MCP server (forwarded by the agent's adapter
+through the MCP transport plugins) with a bearer that identifies the caller: every caller's token maps to its
+owner, its depth and its own handle (for a subagent that spawns). Tools:
+
+- ``spawn_subagent(agent, instruction, mode="sync")`` → for ``sync`` the subagent's answer; for ``warm`` its
+  handle and first answer (``{handle, status, mode, result}``); for ``async``/``detached`` its handle;
+- ``subagent_send(handle, message)`` → a warm subagent's answer to one more message;
+- ``subagent_status(handle)``, ``subagent_result(handle, wait=False)``, ``subagent_kill(handle, reason="")``.
+
+A refusal (a limit, another owner's handle, a bad mode) is a tool error with a clear message, which the agent
+sees as the tool's failed result.
+"""
+
+import json
+import secrets
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from .manager import SubagentManager, SubagentNotFound, SubagentRefused
+
+SERVER_NAME = "anyagentd"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a bearer speaks for: the ``owner`` principal, the ``depth`` its subagents get, and ``handle`` when
+    the caller is itself a subagent."""
+
+    owner: str
+    depth: int = 0
+    handle: str | None = None
+
+
+class SubagentMcpServer:
+    """The subagent tools over streamable HTTP. :meth:`start` binds 127.0.0.1 (a free port unless given) and
+    serves until :meth:`stop`; :meth:`server_for` mints a caller's bearer and returns the ``McpServer`` JSON to
+    pass at ``open``."""
+
+    def __init__(self, manager: SubagentManager, *, port: int = 0) -> None:
+        self.manager = manager
+        self.port = port
+        self.url = ""
+        self._callers: dict[str, Caller] = {}
+        self._server: Any = None
+        self._scope: anyio.CancelScope | None = None
+        self.mcp = self._build()
+
+    def server_for(self, caller: Caller) -> dict[str, Any]:
+        """A new bearer for ``caller`` and the ``open`` ``mcp_servers`` entry that carries it."""
+        token = secrets.token_urlsafe(24)
+        self._callers[token] = caller
+        return {"name": SERVER_NAME,
+                "connection": {"Http": {"url": self.url, "headers": {"Authorization": f"Bearer {token}"}}}}
+
+    def forget(self, server: dict[str, Any]) -> None:
+        """Withdraw the bearer of a ``server_for`` entry (its session closed)."""
+        header = server["connection"]["Http"]["headers"]["Authorization"]
+        self._callers.pop(header.removeprefix("Bearer "), None)
+
+    def _caller(self, headers: Any) -> Caller:
+        value = (headers or {}).get("authorization", "") if headers is not None else ""
+        caller = self._callers.get(value.removeprefix("Bearer ").strip())
+        if caller is None:
+            raise ToolError("this MCP server needs the bearer anyagentd gave the session")
+        return caller
+
+    def _build(self) -> MCPServer:
+        mcp = MCPServer(SERVER_NAME, instructions="Delegate work to other coding agents driven by anyagentd.")
+        manager = self.manager
+
+        @mcp.tool()
+        async def spawn_subagent(agent: str, instruction: str, mode: str = "sync", ctx: Context = None) -> str:  # type: ignore[assignment]
+            """Hand `instruction` to another coding agent (`agent`: e.g. claude, codex, mock). Modes: sync (wait for
+            its answer), async (get a handle, ask later with subagent_result), detached (runs on), warm (answers,
+            then takes more messages with subagent_send)."""
+            caller = self._caller(ctx.headers)
+            try:
+                record = await manager.spawn(caller.owner, agent, instruction, mode, depth=caller.depth,
+                                             parent=caller.handle)  # fmt: skip
+            except SubagentRefused as err:
+                raise ToolError(f"refused: {err}") from None
+            if mode in ("sync", "warm") and record.status not in ("completed", "idle"):
+                raise ToolError(f"subagent {record.handle} {record.status}: {record.error}")
+            if mode == "sync":
+                return str(record.result)
+            return json.dumps(record.status_json())
+
+        @mcp.tool()
+        async def subagent_send(handle: str, message: str, ctx: Context = None) -> str:  # type: ignore[assignment]
+            """Send one more message to a warm subagent and return its answer."""
+            caller = self._caller(ctx.headers)
+            try:
+                record = await manager.send(handle, caller.owner, message)
+            except (SubagentRefused, SubagentNotFound) as err:
+                raise ToolError(_say(err)) from None
+            if record.error and record.status == "failed":
+                raise ToolError(f"subagent {handle} failed: {record.error}")
+            return str(record.result)
+
+        @mcp.tool()
+        async def subagent_status(handle: str, ctx: Context = None) -> str:  # type: ignore[assignment]
+            """A subagent's status (and result once it has one), as JSON."""
+            caller = self._caller(ctx.headers)
+            try:
+                return json.dumps(manager.get(handle, caller.owner).status_json())
+            except SubagentNotFound as err:
+                raise ToolError(_say(err)) from None
+
+        @mcp.tool()
+        async def subagent_result(handle: str, wait: bool = False, ctx: Context = None) -> str:  # type: ignore[assignment]
+            """A subagent's result; with wait=true, after its current turn ends."""
+            caller = self._caller(ctx.headers)
+            try:
+                record = await manager.result(handle, caller.owner, wait=wait)
+            except SubagentNotFound as err:
+                raise ToolError(_say(err)) from None
+            return json.dumps(record.status_json())
+
+        @mcp.tool()
+        async def subagent_kill(handle: str, reason: str = "", ctx: Context = None) -> str:  # type: ignore[assignment]
+            """Stop a subagent (its agent process is ended)."""
+            caller = self._caller(ctx.headers)
+            try:
+                record = await manager.kill(handle, caller.owner, reason or None)
+            except SubagentNotFound as err:
+                raise ToolError(_say(err)) from None
+            return json.dumps(record.status_json())
+
+        return mcp
+
+    async def serve(self, *, task_status: "anyio.abc.TaskStatus[None]" = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve on 127.0.0.1 until cancelled; ``task_status.started()`` once it accepts connections."""
+        import uvicorn
+
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", self.port))
+        sock.listen(128)
+        self.port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        app = self.mcp.streamable_http_app()
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        server.config.setup_event_loop = lambda: None  # type: ignore[method-assign]
+        self._server = server
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.serve, [sock])
+            while not server.started:
+                await anyio.sleep(0.01)
+            task_status.started()
+            try:
+                await anyio.sleep_forever()
+            finally:
+                server.should_exit = True
+
+
+def _say(err: Exception) -> str:
+    if isinstance(err, SubagentNotFound):
+        return f"no such subagent: {err.args[0]}"
+    return f"refused: {err}"
+
+
+__all__ = ["Caller", "SubagentMcpServer"]

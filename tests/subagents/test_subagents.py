@@ -1,0 +1,127 @@
+"""Subagents on real engine sessions (the scripted ``mock`` agent), driven through the real MCP server with the
+official MCP client over streamable HTTP on 127.0.0.1: sync answers as tool results, async handles, warm
+subagents taking more messages, kill, limits refused as tool errors, ownership."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from anyagentd.runtime import Runtime
+from anyagentd_a2a.subagents.manager import SubagentLimits, SubagentManager, SubagentNotFound, SubagentRefused
+from anyagentd_a2a.subagents.mcp_server import Caller, SubagentMcpServer
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+HELLO = "Hello! I am the scripted agent. I play a JSON script, so this turn needs no account and no network."
+TURN = [{"Emit": {"TextDelta": {"message_id": "m1", "text": HELLO}}}, {"Emit": {"MessageEnded": {"message_id": "m1"}}},
+        {"End": {"Completed": {"source": "Protocol"}}}]  # fmt: skip
+THREE_TURNS = {"turns": [TURN, TURN, TURN]}
+
+
+@asynccontextmanager
+async def served(tmp: Path, limits: SubagentLimits = SubagentLimits()) -> AsyncIterator[tuple[SubagentManager,
+                                                                                              SubagentMcpServer]]:
+    async with Runtime(mock_script=THREE_TURNS) as runtime, anyio.create_task_group() as tg:
+        manager = SubagentManager(runtime, limits, work_root=tmp / "subagents")
+        await tg.start(manager.serve)
+        server = SubagentMcpServer(manager)
+        await tg.start(server.serve)
+        yield manager, server
+        tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def client(entry: dict[str, Any]) -> AsyncIterator[Any]:
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    http = entry["connection"]["Http"]
+    async with create_mcp_http_client(headers=http["headers"], timeout=httpx2.Timeout(30)) as transport_client:
+        async with streamable_http_client(http["url"], http_client=transport_client) as (read, write, *_):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                yield session
+
+
+def text_of(result: Any) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+async def test_tools_are_listed_and_sync_returns_the_answer(tmp_path: Path) -> None:
+    async with served(tmp_path) as (manager, server):
+        async with client(server.server_for(Caller("user:alice"))) as mcp:
+            tools = {tool.name for tool in (await mcp.list_tools()).tools}
+            assert tools == {"spawn_subagent", "subagent_send", "subagent_status", "subagent_result", "subagent_kill"}
+            result = await mcp.call_tool("spawn_subagent", {"agent": "mock", "instruction": "say hello"})
+            assert not result.is_error and text_of(result) == HELLO
+        [record] = manager.owned("user:alice")
+        assert record.status == "completed" and record.result == HELLO and record.session is None
+        assert record.to_json()["requested_by"] == "user:alice" and record.attempts == 1
+
+
+async def test_async_warm_send_and_kill(tmp_path: Path) -> None:
+    async with served(tmp_path) as (manager, server):
+        async with client(server.server_for(Caller("user:alice"))) as mcp:
+            handle = json.loads(text_of(await mcp.call_tool("spawn_subagent", {
+                "agent": "mock", "instruction": "first", "mode": "async"})))["handle"]  # fmt: skip
+            status = json.loads(text_of(await mcp.call_tool("subagent_result", {"handle": handle, "wait": True})))
+            assert status == {"handle": handle, "status": "completed", "mode": "async", "result": HELLO}
+            refused = await mcp.call_tool("subagent_send", {"handle": handle, "message": "more"})
+            assert refused.is_error and "only a warm subagent takes messages" in text_of(refused)
+
+            warm = await mcp.call_tool("spawn_subagent", {"agent": "mock", "instruction": "one", "mode": "warm"})
+            assert json.loads(text_of(warm))["result"] == HELLO
+            [live] = [s for s in manager.owned("user:alice") if s.mode == "warm"]
+            assert live.status == "idle" and live.session is not None
+            for _ in range(2):
+                answer = await mcp.call_tool("subagent_send", {"handle": live.handle, "message": "again"})
+                assert not answer.is_error
+            assert live.attempts == 3
+            session = live.session
+            killed = json.loads(text_of(await mcp.call_tool("subagent_kill", {"handle": live.handle,
+                                                                               "reason": "done"})))  # fmt: skip
+            assert killed["status"] == "cancelled" and killed["error"] == "done"
+            assert session.closed and live.session is None
+
+
+async def test_limits_and_ownership_are_tool_errors(tmp_path: Path) -> None:
+    limits = SubagentLimits(agents=("mock",), per_owner=1, depth=1)
+    async with served(tmp_path, limits) as (manager, server):
+        async with client(server.server_for(Caller("user:alice"))) as alice:
+            denied = await alice.call_tool("spawn_subagent", {"agent": "codex", "instruction": "x"})
+            assert denied.is_error and "agent 'codex' may not be spawned here" in text_of(denied)
+            bad_mode = await alice.call_tool("spawn_subagent", {"agent": "mock", "instruction": "x", "mode": "now"})
+            assert bad_mode.is_error and "mode must be one of" in text_of(bad_mode)
+            handle = json.loads(text_of(await alice.call_tool("spawn_subagent", {
+                "agent": "mock", "instruction": "x", "mode": "warm"})))  # fmt: skip
+        async with client(server.server_for(Caller("user:bob"))) as bob:
+            [record] = manager.owned("user:alice")
+            foreign = await bob.call_tool("subagent_status", {"handle": record.handle})
+            assert foreign.is_error and "no such subagent" in text_of(foreign)
+        async with client(server.server_for(Caller("user:carol", depth=1, handle="sa-parent"))) as deep:
+            too_deep = await deep.call_tool("spawn_subagent", {"agent": "mock", "instruction": "x"})
+            assert too_deep.is_error and "nest 1 deep at most" in text_of(too_deep)
+        assert handle  # the warm one's first answer
+        with pytest.raises(SubagentNotFound):
+            manager.get(record.handle, "user:bob")
+        record.status = "running"  # a running subagent counts against the owner's limit
+        with pytest.raises(SubagentRefused, match="already has 1 subagents running"):
+            await manager.spawn("user:alice", "mock", "y")
+
+
+async def test_a_bearer_is_needed(tmp_path: Path) -> None:
+    async with served(tmp_path) as (manager, server):
+        entry = server.server_for(Caller("user:alice"))
+        server.forget(entry)
+        async with client(entry) as mcp:
+            result = await mcp.call_tool("subagent_status", {"handle": "sa-x"})
+            assert result.is_error and "needs the bearer" in text_of(result)
