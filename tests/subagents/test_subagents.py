@@ -125,3 +125,33 @@ async def test_a_bearer_is_needed(tmp_path: Path) -> None:
         async with client(entry) as mcp:
             result = await mcp.call_tool("subagent_status", {"handle": "sa-x"})
             assert result.is_error and "needs the bearer" in text_of(result)
+
+
+async def test_records_survive_a_restart(tmp_path: Path) -> None:
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from anyagentd_a2a.subagents.store import SubagentStore
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 'state.db'}"
+    slow = {"turns": [[{"Sleep": 10000}]]}
+    engine = create_async_engine(url)
+    store = await SubagentStore(engine).open()
+    async with Runtime(mock_script=THREE_TURNS) as runtime, anyio.create_task_group() as tg:
+        manager = SubagentManager(runtime, SubagentLimits(), work_root=tmp_path / "s", save=store.save)
+        await tg.start(manager.serve)
+        warm = await manager.spawn("user:alice", "mock", "one", "warm")
+        done = await manager.spawn("user:alice", "mock", "two", "sync")
+        tg.cancel_scope.cancel()
+    async with Runtime(mock_script=slow) as runtime, anyio.create_task_group() as tg:
+        manager = SubagentManager(runtime, SubagentLimits(), work_root=tmp_path / "s", save=store.save)
+        await tg.start(manager.serve)
+        running = await manager.spawn("user:alice", "mock", "three", "async")
+        with anyio.fail_after(5):
+            while running.status != "running":
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    await engine.dispose()
+    loaded = {r.handle: r for r in await SubagentStore(create_async_engine(url)).load()}
+    assert loaded[done.handle].status == "completed", loaded[done.handle]
+    assert loaded[warm.handle].status == "idle" and loaded[warm.handle].session is None
+    assert (loaded[running.handle].status, loaded[running.handle].error) == ("failed", "interrupted")

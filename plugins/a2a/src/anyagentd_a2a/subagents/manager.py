@@ -218,8 +218,8 @@ class SubagentManager:
         if record.status not in ("completed", "failed") or record.mode == "warm":
             record.status = "cancelled"
             record.error = reason or "killed"
+        await self._save(record)  # committed before anyone waiting is told
         record.done.set()
-        await self._save(record)
         return record
 
     async def close(self) -> None:
@@ -244,8 +244,8 @@ class SubagentManager:
             record.resume_token = record.session.info().resume_token
         except AnyagentError as err:
             record.status, record.error = "failed", f"{err.kind}: {err.message}"
+            await self._save(record)  # committed before anyone waiting is told
             record.done.set()
-            await self._save(record)
             return
         await self._turn(record, record.instruction)
 
@@ -264,8 +264,8 @@ class SubagentManager:
                 await self.reopen(record)
             except AnyagentError as err:
                 record.status, record.error = "failed", f"cannot resume: {err.message}"
+                await self._save(record)  # committed before anyone waiting is told
                 record.done.set()
-                await self._save(record)
                 return
         session = record.session
         assert session is not None
@@ -310,8 +310,8 @@ class SubagentManager:
             record.session = None
             with anyio.CancelScope(shield=True):
                 await session.close()
+        await self._save(record)  # committed before anyone waiting is told
         record.done.set()
-        await self._save(record)
 
     def _keep(self, record: Subagent, event: Any) -> None:
         record.events.append({"sequence": event.sequence, "tag": event.tag})
