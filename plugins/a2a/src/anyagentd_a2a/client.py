@@ -1,0 +1,184 @@
+"""The client side for people: sign in to a remote daemon with the device grant, then talk to it.
+
+``anyagentd a2a login URL`` runs RFC 8628 from a terminal: it asks the daemon for a code pair, prints the user
+code and the verification URI, polls the token endpoint at the interval (adding 5 s on ``slow_down``), and stores
+the token in the user's config dir (``$XDG_CONFIG_HOME/anyagentd/credentials.json``, mode 0600, keyed by the
+daemon's URL). ``anyagentd a2a send URL TEXT`` and ``anyagentd a2a status URL`` use that token (or ``--token`` /
+``$ANYAGENTD_A2A_TOKEN``) with the official a2a-sdk client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from .auth.device import GRANT_TYPE
+from .command.envelope import COMMAND_URI
+
+CLIENT_ID = "anyagentd-cli"
+
+
+class ClientError(Exception):
+    """What the client tells a person in one line (no traceback)."""
+
+
+def credentials_path(env: dict[str, str] | None = None) -> Path:
+    """Where tokens are kept: ``$XDG_CONFIG_HOME/anyagentd/credentials.json`` (``~/.config`` by default)."""
+    env = dict(os.environ if env is None else env)
+    base = Path(env.get("XDG_CONFIG_HOME") or Path(env.get("HOME", str(Path.home()))) / ".config")
+    return base / "anyagentd" / "credentials.json"
+
+
+def _key(url: str) -> str:
+    return url.rstrip("/")
+
+
+def load_token(url: str, path: Path | None = None) -> str | None:
+    path = path or credentials_path()
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get(_key(url), {}).get("access_token")
+    except (OSError, ValueError):
+        return None
+
+
+def store_token(url: str, body: dict[str, Any], path: Path | None = None) -> Path:
+    """Keep ``body``'s token for ``url`` in a file only the user can read (0600, in a 0700 directory)."""
+    path = path or credentials_path()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        current = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        current = {}
+    current[_key(url)] = {"access_token": body["access_token"], "scope": body.get("scope"),
+                          "obtained_at": int(time.time())}  # fmt: skip
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat.S_IRUSR | stat.S_IWUSR)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(current, handle)
+    os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
+    return path
+
+
+def login(url: str, *, scope: str = "user", say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
+          sleep: Callable[[float], None] = time.sleep, timeout: float = 900) -> dict[str, Any]:  # fmt: skip
+    """Run the device grant against ``url``; returns the token response. Raises :class:`ClientError`."""
+    base = _key(url)
+    with httpx.Client(timeout=30) as http:
+        try:
+            answer = http.post(f"{base}/oauth2/device_authorization", data={"client_id": CLIENT_ID, "scope": scope})
+        except httpx.HTTPError as err:
+            raise ClientError(f"cannot reach {base}: {err}") from None
+        if answer.status_code != 200:
+            raise ClientError(f"{base} refused the sign-in: {_oauth_error(answer)}")
+        pair = answer.json()
+        say(f"To sign in, have an operator approve the code {pair['user_code']} "
+            f"(verification URI: {pair['verification_uri']}).")  # fmt: skip
+        say(f"Waiting for approval (the code expires in {pair['expires_in']} s)...")
+        interval = float(pair.get("interval", 5))
+        deadline = time.monotonic() + min(timeout, float(pair["expires_in"]))
+        while time.monotonic() < deadline:
+            sleep(interval)
+            polled = http.post(f"{base}/oauth2/token", data={"grant_type": GRANT_TYPE, "client_id": CLIENT_ID,
+                                                             "device_code": pair["device_code"]})  # fmt: skip
+            if polled.status_code == 200:
+                return polled.json()
+            error = _oauth_code(polled)
+            if error == "authorization_pending":
+                continue
+            if error == "slow_down":
+                interval += 5
+                continue
+            raise ClientError(f"sign-in failed: {_oauth_error(polled)}")
+    raise ClientError("sign-in timed out: nobody approved the code")
+
+
+def _oauth_code(response: httpx.Response) -> str:
+    try:
+        return str(response.json().get("error", ""))
+    except ValueError:
+        return ""
+
+
+def _oauth_error(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+        return f"{body.get('error')}: {body.get('error_description', '')}".strip(": ")
+    except ValueError:
+        return f"HTTP {response.status_code}"
+
+
+def _headers(token: str | None, *, command: bool = False) -> dict[str, str]:
+    headers = {"A2A-Version": "1.0"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    if command:
+        headers["A2A-Extensions"] = COMMAND_URI
+    return headers
+
+
+async def send(url: str, text: str, token: str | None, *, context_id: str | None = None) -> tuple[str, dict[str, Any]]:
+    """Send ``text`` as a message with the a2a-sdk client (unary); returns ``(state, task_json)`` of the task it
+    ran as. Raises :class:`ClientError`."""
+    from a2a.client import ClientConfig, ClientFactory
+    from a2a.types import Message, Part, Role, SendMessageRequest
+    from google.protobuf.json_format import MessageToDict
+
+    async with httpx.AsyncClient(headers=_headers(token), timeout=httpx.Timeout(600, connect=10)) as http:
+        try:
+            client = await ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create_from_url(url)
+        except Exception as err:  # noqa: BLE001 - the SDK raises many kinds; the person needs one line
+            raise ClientError(f"cannot reach an A2A agent at {url}: {err}") from None
+        message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
+        if context_id:
+            message.context_id = context_id
+        try:
+            responses = [r async for r in client.send_message(SendMessageRequest(message=message))]
+        except Exception as err:  # noqa: BLE001
+            raise ClientError(f"{url} refused the message: {err}") from None
+    for response in reversed(responses):
+        payload = MessageToDict(response)
+        task = payload.get("task")
+        if task:
+            return task.get("status", {}).get("state", ""), task
+    raise ClientError("the agent answered no task")
+
+
+def task_text(task: dict[str, Any]) -> str:
+    """The text a person reads of a task: its artifacts' text parts, else its status message's."""
+    texts = [p.get("text", "") for a in task.get("artifacts", []) for p in a.get("parts", []) if "text" in p]
+    if not texts:
+        message = task.get("status", {}).get("message", {})
+        texts = [p.get("text", "") for p in message.get("parts", []) if "text" in p]
+    return "".join(texts)
+
+
+def command(url: str, op: str, token: str | None, **args: Any) -> dict[str, Any]:
+    """Run a ``message`` op of the command extension (e.g. ``status``) over raw JSON-RPC; returns its result."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+        "messageId": str(uuid.uuid4()), "role": "ROLE_USER", "extensions": [COMMAND_URI],
+        "parts": [{"data": {"agentd": {"op": op, **args}}, "mediaType": "application/json"}]}}}  # fmt: skip
+    headers = {"Content-Type": "application/json", **_headers(token, command=True)}
+    try:
+        response = httpx.post(_key(url) + "/", json=body, headers=headers, timeout=60)
+    except httpx.HTTPError as err:
+        raise ClientError(f"cannot reach {url}: {err}") from None
+    try:
+        reply = response.json()
+    except ValueError:
+        raise ClientError(f"{url} answered HTTP {response.status_code} without JSON") from None
+    if "error" in reply:
+        error = reply["error"]
+        raise ClientError(f"{op} refused: {error.get('message')} ({error.get('code')})")
+    parts = reply["result"]["message"]["parts"]
+    return next(p["data"] for p in parts if "data" in p)
+
+
+__all__ = ["ClientError", "command", "credentials_path", "load_token", "login", "send", "store_token", "task_text"]
