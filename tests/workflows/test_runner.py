@@ -197,3 +197,20 @@ async def test_an_ask_step_waits_for_its_answer(tmp_path: Path) -> None:
         ended = await runner.wait(record.id)
         assert ended.status == "completed" and ended.steps["a"].output
         assert runner.awaiting_input(record.id) is None
+
+
+async def test_a_follower_sees_every_step_then_the_end(tmp_path: Path) -> None:
+    flow = {"name": "f", "steps": {"a": {"kind": "agent", "agent": "mock", "prompt": "x"},
+                                   "b": {"kind": "finish", "depends_on": ["a"], "output": "{{steps.a.output}}"}}}
+    harness = Harness(tmp_path, [flow])
+    async with daemon(tmp_path, harness) as (runtime, store, runner):
+        record = await runner.start("f", {}, None)
+        seen = []
+        async with runner.follow(record.id) as changes:
+            async for rec, change in changes:
+                seen.append((rec.status, change["type"], tuple(change.get("steps", ()))))
+        assert seen[-1][:2] == ("completed", "status")
+        assert ("running", "step", ("a",)) in seen and any(kind == "text" for _, kind, _ in seen)
+        assert (await runner.get(record.id)).output == HELLO
+        async with runner.follow(record.id) as after:  # an ended run: the stream ends at once
+            assert [c async for c in after] == []

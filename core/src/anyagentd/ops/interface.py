@@ -16,7 +16,7 @@ HTTP and no JSON-RPC: the face (``anyagentd-a2a``) parses the envelope, checks t
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -108,6 +108,27 @@ class OpNotPermitted(OpError):
     reason = "PERMISSION_DENIED"
 
 
+# ------------------------------------------------------------------------------------------------ progress
+
+ProgressState = Literal["working", "input_required", "completed", "failed", "cancelled", "rejected"]
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One step of a long-running ``task`` op (``workflow.run``): the face shows ``state`` as the task's state
+    (``working``/``input_required`` keep it open; the other four end it), ``text`` as a status message for a
+    person, ``data`` as a DataPart for a program, and ``result`` (with ``completed``) as the result artifact."""
+
+    state: ProgressState
+    text: str | None = None
+    data: dict[str, Any] | None = None
+    result: BaseModel | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in ("completed", "failed", "cancelled", "rejected")
+
+
 # ------------------------------------------------------------------------------------------------ context
 
 
@@ -196,10 +217,11 @@ class Op(ABC):
             raise InvalidOpArguments(f"invalid arguments for {self.name}", violations) from None
 
     @abstractmethod
-    async def run(self, context: OpContext, args: Any) -> BaseModel | None:
+    async def run(self, context: OpContext, args: Any) -> BaseModel | None | AsyncIterator[Progress]:
         """Do the op for ``context.principal`` and return its result (an instance of :attr:`result`, or
-        ``None`` when :attr:`result` is ``None``). Raises an :class:`OpError` to refuse or fail; a refusal
-        must leave everything as it was."""
+        ``None`` when :attr:`result` is ``None``). A long-running ``task`` op returns an async iterator of
+        :class:`Progress` instead, ending with a terminal one; the face keeps the task open until then. Raises
+        an :class:`OpError` to refuse or fail; a refusal must leave everything as it was."""
 
 
 def _describe(error: Any) -> str:
@@ -223,6 +245,8 @@ __all__ = [
     "OpError",
     "OpNotPermitted",
     "Principal",
+    "Progress",
+    "ProgressState",
     "Reply",
     "ResultModel",
     "Role",

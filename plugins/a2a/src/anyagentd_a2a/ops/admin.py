@@ -4,8 +4,9 @@
 ``admin.drain {reason?}`` latches the same drain as SIGTERM and answers ``{ok, state: "draining", reason}`` at once;
 ``admin.pause {reason?}`` / ``admin.resume`` hold and release the instance (the engine's admission states);
 ``admin.set {path, value}`` changes a settable path until the next reload, parsing ``value`` with the
-configuration file's own types. The per-run forms of pause/resume and ``admin.cancel`` come with workflows: a
-``run`` argument is refused as "no such run" until then.
+configuration file's own types. With ``run``, pause and resume act on one workflow run (``{ok, paused: run}`` /
+``{ok, resumed: run}``): a terminal run, or resuming one not paused, is refused (``InvalidOpState``), an unknown
+one is "no such run"; ``admin.cancel`` lives with the workflow family.
 """
 
 from __future__ import annotations
@@ -15,11 +16,25 @@ from typing import Any, Literal
 from pydantic import RootModel
 
 from anyagentd.hookspecs import hookimpl
-from anyagentd.ops import ArgsModel, Op, OpContext, ResultModel, TargetNotFound
+from anyagentd.ops import ArgsModel, InvalidOpState, Op, OpContext, ResultModel, TargetNotFound
 
 from ..command.face import CommandFace
 
 DEFAULT_REASON = "operator request"
+
+
+async def _on_run(context: OpContext, action: str, run_id: str) -> None:
+    from ..workflows.runner import RunNotFound, RunStateRefused
+
+    runner = getattr(context.face, "runner", None)
+    if runner is None:
+        raise TargetNotFound("no such run")
+    try:
+        await getattr(runner, action)(run_id)
+    except RunNotFound:
+        raise TargetNotFound("no such run") from None
+    except RunStateRefused as err:
+        raise InvalidOpState(str(err)) from None
 
 
 class DrainArgs(ArgsModel):
@@ -65,7 +80,8 @@ class Pause(Op):
 
     async def run(self, context: OpContext, args: PauseArgs) -> PauseResult:
         if args.run is not None:
-            raise TargetNotFound("no such run")
+            await _on_run(context, "pause", args.run)
+            return PauseResult({"ok": True, "paused": args.run})
         reason = args.reason or DEFAULT_REASON
         context.face.pause(reason)
         return PauseResult({"ok": True, "state": "paused", "reason": reason})
@@ -89,7 +105,8 @@ class Resume(Op):
 
     async def run(self, context: OpContext, args: ResumeArgs) -> ResumeResult:
         if args.run is not None:
-            raise TargetNotFound("no such run")
+            await _on_run(context, "resume", args.run)
+            return ResumeResult({"ok": True, "resumed": args.run})
         context.face.resume()
         return ResumeResult({"ok": True, "state": "running"})
 

@@ -222,6 +222,26 @@ class SubagentManager:
         record.done.set()
         return record
 
+    async def child_result(self, handle: str, status: str | None, output: Any) -> Subagent:
+        """A child instance's first result (``_instance.result``), recorded on the parent's handle: the subagent
+        reads ``completed`` (or the child's ``status``: failed/cancelled) with ``output`` as its result."""
+        record = self.get(handle, None)
+        mapped = {"completed": "completed", "failed": "failed", "cancelled": "cancelled"}.get(status or "completed")
+        record.status = mapped or "completed"  # type: ignore[assignment]
+        record.result = output
+        if record.status != "completed":
+            record.error = f"the child instance reported {status}"
+        await self._save(record)  # committed before anyone waiting is told
+        record.done.set()
+        return record
+
+    def child_event(self, handle: str, stream: str, event: dict[str, Any]) -> None:
+        """A child instance's stream event (``_instance.emit``), appended to the parent's stream ``stream``."""
+        record = self.get(handle, None)
+        record.events.append({"stream": stream, "event": event})
+        if len(record.events) > self.events_kept:
+            del record.events[: len(record.events) - self.events_kept]
+
     async def close(self) -> None:
         """Close every live subagent session (drain); records stay as they are."""
         async with anyio.create_task_group() as tg:

@@ -15,12 +15,14 @@ import json
 import math
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from ulid import ULID
 
 from anyagentd.errors import AnyagentError
@@ -91,6 +93,7 @@ class WorkflowRunner:
         self.listener = listener
         self.held = held
         self._live: dict[str, _Live] = {}
+        self._followers: dict[str, list[MemoryObjectSendStream[tuple[RunRecord, dict[str, Any]]]]] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._draining = False
 
@@ -236,6 +239,35 @@ class WorkflowRunner:
             return {"step": step_id, "request": wait.get("request")}
         return None
 
+    @asynccontextmanager
+    async def follow(self, run_id: str) -> AsyncIterator[MemoryObjectReceiveStream[tuple[RunRecord, dict[str, Any]]]]:
+        """Every change of run ``run_id`` from now on, as ``(record, change)``; the stream ends with the run (or
+        when the runner stops driving it). A follower that falls 1000 changes behind loses the oldest."""
+        send, receive = anyio.create_memory_object_stream[tuple[RunRecord, dict[str, Any]]](1000)
+        self._followers.setdefault(run_id, []).append(send)
+        live = self._live.get(run_id)
+        if live is None or live.done.is_set():
+            send.close()
+        try:
+            yield receive
+        finally:
+            followers = self._followers.get(run_id, [])
+            if send in followers:
+                followers.remove(send)
+            send.close()
+            receive.close()
+
+    async def _tell(self, record: RunRecord, change: dict[str, Any]) -> None:
+        if self.listener is not None:
+            await self.listener(record, change)
+        for send in list(self._followers.get(record.id, [])):
+            try:
+                send.send_nowait((record, change))
+            except anyio.WouldBlock:
+                pass  # a stalled follower misses changes; the run never waits for it
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                self._followers[record.id].remove(send)
+
     async def wait(self, run_id: str) -> RunRecord:
         """Wait until the run ends (or the runner stops driving it, e.g. on drain); returns its record."""
         live = self._live.get(run_id)
@@ -272,11 +304,12 @@ class WorkflowRunner:
         record.updated = now_ms()
         if record.terminal and record.finished is None:
             record.finished = record.updated
+            if record.status == "completed" and record.output is None:
+                record.output = self._run_output(live)
         await self.store.save(record, steps)
-        if self.listener is not None:
-            await self.listener(record, change)
-            if status_changed and change.get("type") != "status":
-                await self.listener(record, {"type": "status"})
+        await self._tell(record, change)
+        if status_changed and change.get("type") != "status":
+            await self._tell(record, {"type": "status"})
 
     async def _drive(self, live: _Live) -> None:
         record, workflow = live.record, live.workflow
@@ -317,10 +350,9 @@ class WorkflowRunner:
         finally:
             if record.terminal:
                 self._live.pop(record.id, None)
-                if record.output is None:
-                    record.output = self._run_output(live)
-                    await self.store.save(record, {})
             live.done.set()
+            for send in self._followers.pop(record.id, []):
+                send.close()
 
     def _run_output(self, live: _Live) -> Any:
         finish = [s for s in live.workflow.order() if live.workflow.steps[s].kind == "finish"]
@@ -442,8 +474,7 @@ class WorkflowRunner:
                 top = event.turn_info is not None and event.turn_info.parent_tool_id is None
                 if tag == "TextDelta" and top:
                     parts.append(event.kind.text)
-                    if self.listener is not None:
-                        await self.listener(record, {"type": "text", "step": step_id, "text": event.kind.text})
+                    await self._tell(record, {"type": "text", "step": step_id, "text": event.kind.text})
                 elif tag == "RequestOpened":
                     request = event.kind.value
                     live.asks[step_id] = (session, request.value.id)

@@ -1,0 +1,174 @@
+"""The subagent op family: message a warm subagent, kill one, read its status, and ``subagent.get``
+(introspection); plus the reserved ``_instance.result`` / ``_instance.emit`` a child instance reports with
+(``$defs/ops/subagent.*``, ``$defs/reserved``). Another principal's handle is "no such subagent"; the reserved ops
+are the operator's alone and never listed on a card."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from anyagentd.hookspecs import hookimpl
+from anyagentd.ops import ArgsModel, InvalidOpState, Op, OpContext, ResultModel, TargetNotFound
+
+from ..subagents.manager import SubagentNotFound, SubagentRefused
+
+
+def _owner(context: OpContext) -> str | None:
+    return None if context.principal.is_operator else context.principal.id
+
+
+class HandleArgs(ArgsModel):
+    handle: str
+
+
+class Ack(ResultModel):
+    ok: bool
+    handle: str | None = None
+
+
+class SendArgs(ArgsModel):
+    handle: str
+    message: str
+
+
+class SubagentSend(Op):
+    name = "subagent.send"
+    reply = "task"
+    floor = "user"
+    args = SendArgs
+    result = Ack
+    description = "Send a message to a warm subagent"
+
+    async def run(self, context: OpContext, args: SendArgs) -> Ack:
+        try:
+            await context.face.subagents.send(args.handle, _owner(context), args.message, wait=False)
+        except SubagentNotFound:
+            raise TargetNotFound("no such subagent") from None
+        except SubagentRefused as err:
+            raise InvalidOpState(str(err)) from None
+        return Ack(ok=True, handle=args.handle)
+
+
+class KillArgs(ArgsModel):
+    handle: str
+    reason: str | None = None
+
+
+class SubagentKill(Op):
+    name = "subagent.kill"
+    reply = "task"
+    floor = "grant"
+    args = KillArgs
+    result = Ack
+    description = "Stop a subagent"
+
+    async def run(self, context: OpContext, args: KillArgs) -> Ack:
+        try:
+            await context.face.subagents.kill(args.handle, _owner(context), args.reason)
+        except SubagentNotFound:
+            raise TargetNotFound("no such subagent") from None
+        return Ack(ok=True, handle=args.handle)
+
+
+class StatusResult(ResultModel):
+    handle: str
+    status: str
+    mode: str | None = None
+    result: Any = None
+    error: str | None = None
+
+
+class SubagentStatus(Op):
+    name = "subagent.status"
+    reply = "message"
+    floor = "user"
+    args = HandleArgs
+    result = StatusResult
+    description = "The status of one subagent, and its result once it has one"
+
+    async def run(self, context: OpContext, args: HandleArgs) -> StatusResult:
+        try:
+            record = context.face.subagents.get(args.handle, _owner(context))
+        except SubagentNotFound:
+            raise TargetNotFound("no such subagent") from None
+        return StatusResult(**record.status_json())
+
+
+class GetArgs(ArgsModel):
+    handle: Annotated[str, Field(min_length=1)]
+
+
+class GetResult(ResultModel):
+    subagent: dict[str, Any]
+
+
+class SubagentGet(Op):
+    name = "subagent.get"
+    reply = "message"
+    floor = "user"
+    switch = "introspection"
+    introspection = True
+    args = GetArgs
+    result = GetResult
+    description = "One subagent's instruction, attempts, result and error"
+
+    async def run(self, context: OpContext, args: GetArgs) -> GetResult:
+        try:
+            record = context.face.subagents.get(args.handle, _owner(context))
+        except SubagentNotFound:
+            raise TargetNotFound("no such subagent") from None
+        return GetResult(subagent=record.to_json())
+
+
+class ChildResultArgs(ArgsModel):
+    handle: Annotated[str, Field(min_length=1)]
+    status: Any = None
+    output: Any = None
+
+
+class InstanceResult(Op):
+    name = "_instance.result"
+    reply = "task"
+    floor = "operator"
+    reserved = True
+    args = ChildResultArgs
+    result = None
+    description = "A sync child's first result, recorded on the parent's handle"
+
+    async def run(self, context: OpContext, args: ChildResultArgs) -> None:
+        try:
+            await context.face.subagents.child_result(args.handle, args.status, args.output)
+        except SubagentNotFound:
+            raise TargetNotFound("no such subagent") from None
+        return None
+
+
+class EmitArgs(ArgsModel):
+    handle: Annotated[str, Field(min_length=1)]
+    stream: Annotated[str, Field(min_length=1)]
+    event: dict[str, Any]
+
+
+class InstanceEmit(Op):
+    name = "_instance.emit"
+    reply = "task"
+    floor = "operator"
+    reserved = True
+    args = EmitArgs
+    result = None
+    description = "One event of a child's stream, mirrored onto the parent's"
+
+    async def run(self, context: OpContext, args: EmitArgs) -> None:
+        try:
+            context.face.subagents.child_event(args.handle, args.stream, args.event)
+        except SubagentNotFound:
+            raise TargetNotFound("no such subagent") from None
+        return None
+
+
+@hookimpl
+def register_ops(register):  # type: ignore[no-untyped-def]
+    for op in (SubagentSend, SubagentKill, SubagentStatus, SubagentGet, InstanceResult, InstanceEmit):
+        register(op)

@@ -1,0 +1,256 @@
+"""The workflow op family: start, watch, signal and cancel runs; ``run.get`` (introspection); and the operator's
+``admin.cancel`` (``$defs/ops/workflow.*``, ``run.get``, ``admin.cancel``).
+
+``workflow.run {workflow, inputs?}`` is a long-running task op: its task follows the run (pending, running,
+suspended and paused read WORKING; completed COMPLETED; refused REJECTED; cancelled CANCELED; failed and stalled
+FAILED; INPUT_REQUIRED while an ``ask`` step waits), step transitions and agent text stream as status updates, and
+the run's output is the result artifact. Whether the caller may run a workflow (a grant ``workflow.run:<name>``
+or a role the workflow lists) is checked before anything exists, and a workflow the caller may not run is
+PERMISSION_DENIED whether or not it exists. Ownership as everywhere: another principal's run is "no such run".
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from pydantic import Field, RootModel
+
+from anyagentd.hookspecs import hookimpl
+from anyagentd.ops import (
+    ArgsModel,
+    InvalidOpArguments,
+    Op,
+    OpContext,
+    OpNotPermitted,
+    Principal,
+    Progress,
+    ResultModel,
+    TargetNotFound,
+    grant_matches,
+)
+
+from ..workflows.runner import RunNotFound
+from ..workflows.state import RUN_TERMINAL
+from ..workflows.store import RunRecord
+from ._views import truncate
+
+RUN_TRUNCATE_BYTES = 2048
+PROGRESS_OF = {"completed": "completed", "refused": "rejected", "cancelled": "cancelled", "failed": "failed",
+               "stalled": "failed"}  # fmt: skip
+
+
+def may_run(principal: Principal, workflow: Any) -> bool:
+    """A workflow's own rule: the operator, a role the workflow lists, or a grant for ``workflow.run`` on it."""
+    if principal.is_operator or principal.role in workflow.roles:
+        return True
+    return any(grant_matches(grant, "workflow.run", workflow.name) for grant in principal.grants)
+
+
+def owner_filter(principal: Principal) -> str | None:
+    return None if principal.is_operator else principal.id
+
+
+async def owned_run(context: OpContext, run_id: str) -> RunRecord:
+    """The run if the caller owns it (the operator: any); else "no such run"."""
+    record = await context.face.runner.get(run_id)
+    owner = owner_filter(context.principal)
+    if record is None or (owner is not None and record.principal != owner):
+        raise TargetNotFound("no such run")
+    return record
+
+
+def summary(record: RunRecord) -> dict[str, Any]:
+    return {"run": record.id, "workflow": record.workflow, "status": record.status, "output": record.output,
+            "error": record.error}  # fmt: skip
+
+
+def run_json(record: RunRecord) -> dict[str, Any]:
+    """A run as ``run.get`` and ``status.runs`` show it, strings truncated at 2048 bytes."""
+    return truncate({
+        "id": record.id, "workflow": record.workflow, "status": record.status, "start": "workflow.run",
+        "steps": {step_id: state.to_json() for step_id, state in record.steps.items()}, "tokens": record.tokens,
+        "created": record.created, "updated": record.updated, "finished": record.finished,
+        "output": record.output, "error": record.error, "task": record.task_id, "principal": record.principal,
+        "vars": record.inputs,
+    }, RUN_TRUNCATE_BYTES)  # fmt: skip
+
+
+class RunArgs(ArgsModel):
+    workflow: Annotated[str, Field(min_length=1)]
+    inputs: dict[str, Any] | None = None
+
+
+class RunOutput(RootModel[Any]):
+    """The run's output (any JSON)."""
+
+
+class WorkflowRun(Op):
+    name = "workflow.run"
+    reply = "task"
+    floor = "user_or_agent"
+    args = RunArgs
+    result = RunOutput
+    description = "Start a workflow; the reply is the task it runs under"
+
+    async def run(self, context: OpContext, args: RunArgs) -> AsyncIterator[Progress]:
+        face = context.face
+        workflow = face.workflows.get(args.workflow)
+        if workflow is None or not may_run(context.principal, workflow):
+            raise OpNotPermitted(f"not permitted to run workflow {args.workflow!r}")
+        inputs = dict(args.inputs or {})
+        problems = _input_problems(workflow.inputs_schema(), inputs)
+        if problems:
+            raise InvalidOpArguments(f"invalid inputs for {workflow.name}", problems)
+        record = await face.runner.start(workflow.name, inputs, context.principal.id, task_id=context.task_id)
+        return _follow(face.runner, record)
+
+
+async def _follow(runner: Any, record: RunRecord) -> AsyncIterator[Progress]:
+    async with runner.follow(record.id) as changes:
+        yield Progress("working", text=f"run {record.id} started", data={"run": record.id, "status": record.status})
+        async for current, change in changes:
+            kind = change.get("type")
+            if kind == "text":
+                yield Progress("working", text=change["text"], data={"run": current.id, "step": change["step"]})
+            elif kind == "input":
+                pending = runner.awaiting_input(current.id)
+                yield Progress("input_required", text=f"step {change['step']} waits for an answer",
+                               data={"run": current.id, **(pending or {})})  # fmt: skip
+            elif kind == "step":
+                steps = {s: current.steps[s].status for s in change.get("steps", ())}
+                yield Progress("working", text=", ".join(f"{s}: {v}" for s, v in steps.items()),
+                               data={"run": current.id, "status": current.status, "steps": steps})  # fmt: skip
+            if current.status in RUN_TERMINAL:
+                break
+    final = await runner.get(record.id)
+    state = PROGRESS_OF.get(final.status, "failed") if final.status in RUN_TERMINAL else "working"
+    text = f"run {final.id} {final.status}" + (f": {final.error}" if final.error else "")
+    yield Progress(state, text=text, data=summary(final),  # type: ignore[arg-type]
+                   result=RunOutput(final.output) if state == "completed" else None)
+
+
+def _input_problems(schema: dict[str, Any], inputs: dict[str, Any]) -> list[tuple[str, str]]:
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    return [(".".join(["inputs", *map(str, e.absolute_path)]) if e.absolute_path else "inputs", e.message)
+            for e in validator.iter_errors(inputs)]  # fmt: skip
+
+
+class StatusArgs(ArgsModel):
+    run: Annotated[str, Field(min_length=1)] | None = None
+
+
+class StatusResult(ResultModel):
+    runs: list[dict[str, Any]]
+
+
+class WorkflowStatus(Op):
+    name = "workflow.status"
+    reply = "message"
+    floor = "user_or_agent"
+    args = StatusArgs
+    result = StatusResult
+    description = "One run, or every run the caller may see"
+
+    async def run(self, context: OpContext, args: StatusArgs) -> StatusResult:
+        if args.run is not None:
+            return StatusResult(runs=[summary(await owned_run(context, args.run))])
+        records = await context.face.runner.store.list(principal=owner_filter(context.principal))
+        return StatusResult(runs=[summary(r) for r in records])
+
+
+class RunIdArgs(ArgsModel):
+    run: Annotated[str, Field(min_length=1)]
+
+
+class WorkflowCancel(Op):
+    name = "workflow.cancel"
+    reply = "task"
+    floor = "user"
+    args = RunIdArgs
+    result = None
+    description = "Cancel a run the caller owns"
+
+    async def run(self, context: OpContext, args: RunIdArgs) -> None:
+        await owned_run(context, args.run)
+        await context.face.runner.cancel(args.run, f"cancelled by {context.principal.id}")
+        return None
+
+
+class SignalArgs(ArgsModel):
+    name: Annotated[str, Field(min_length=1)]
+    payload: Any = None
+    run: Annotated[str, Field(min_length=1)] | None = None
+
+
+class SignalResult(ResultModel):
+    signal: str
+    delivered: int
+
+
+class WorkflowSignal(Op):
+    name = "workflow.signal"
+    reply = "task"
+    floor = "grant"
+    args = SignalArgs
+    result = SignalResult
+    description = "Resolve the steps waiting on a signal"
+
+    async def run(self, context: OpContext, args: SignalArgs) -> SignalResult:
+        if args.run is not None:
+            await owned_run(context, args.run)
+        delivered = await context.face.runner.signal(args.name, args.payload, context.principal.id,
+                                                     owner=owner_filter(context.principal), run_id=args.run)  # fmt: skip
+        return SignalResult(signal=args.name, delivered=delivered)
+
+
+class RunGetResult(ResultModel):
+    run: dict[str, Any]
+
+
+class RunGet(Op):
+    name = "run.get"
+    reply = "message"
+    floor = "user"
+    switch = "introspection"
+    introspection = True
+    args = RunIdArgs
+    result = RunGetResult
+    description = "One run with its steps"
+
+    async def run(self, context: OpContext, args: RunIdArgs) -> RunGetResult:
+        return RunGetResult(run=run_json(await owned_run(context, args.run)))
+
+
+class CancelArgs(ArgsModel):
+    run: Annotated[str, Field(min_length=1)]
+    reason: str | None = None
+
+
+class CancelResult(ResultModel):
+    ok: bool
+    cancelled: str
+
+
+class AdminCancel(Op):
+    name = "admin.cancel"
+    reply = "task"
+    floor = "operator"
+    args = CancelArgs
+    result = CancelResult
+    description = "Cancel any run"
+
+    async def run(self, context: OpContext, args: CancelArgs) -> CancelResult:
+        try:
+            await context.face.runner.cancel(args.run, args.reason or "cancelled by the operator")
+        except RunNotFound:
+            raise TargetNotFound("no such run") from None
+        return CancelResult(ok=True, cancelled=args.run)
+
+
+@hookimpl
+def register_ops(register):  # type: ignore[no-untyped-def]
+    for op in (WorkflowRun, WorkflowStatus, WorkflowCancel, WorkflowSignal, RunGet, AdminCancel):
+        register(op)
