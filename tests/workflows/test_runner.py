@@ -67,10 +67,12 @@ async def daemon(tmp: Path, harness: Harness) -> AsyncIterator[tuple[Runtime, Ru
 
 
 async def wait_status(runner: WorkflowRunner, run_id: str, status: str, timeout: float = 20) -> Any:
+    """The run once both the runner and its store say ``status`` (a restart test kills right after)."""
     with anyio.fail_after(timeout):
         while True:
             record = await runner.get(run_id)
-            if record is not None and record.status == status:
+            stored = await runner.store.get(run_id)
+            if record is not None and record.status == status and stored is not None and stored.status == status:
                 return record
             await anyio.sleep(0.02)
 

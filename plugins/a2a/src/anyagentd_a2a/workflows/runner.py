@@ -71,6 +71,7 @@ class _Live:
     signals: dict[str, tuple[anyio.Event, list[Any]]] = field(default_factory=dict)
     asks: dict[str, tuple[Any, str]] = field(default_factory=dict)  # step -> (session, request id)
     done: anyio.Event = field(default_factory=anyio.Event)
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
 
 
 class WorkflowRunner:
@@ -297,16 +298,19 @@ class WorkflowRunner:
 
     async def _commit(self, live: _Live, steps: dict[str, StepState], change: dict[str, Any]) -> None:
         record = live.record
-        record.steps.update(steps)
-        status = run_status(record.steps, record.flags)
-        status_changed = status != record.status
-        record.status = status
-        record.updated = now_ms()
-        if record.terminal and record.finished is None:
-            record.finished = record.updated
-            if record.status == "completed" and record.output is None:
-                record.output = self._run_output(live)
-        await self.store.save(record, steps)
+        # One transition at a time per run: the store sees them in the order they happened, so a slow earlier
+        # save can never land after a later one.
+        async with live.lock:
+            record.steps.update(steps)
+            status = run_status(record.steps, record.flags)
+            status_changed = status != record.status
+            record.status = status
+            record.updated = now_ms()
+            if record.terminal and record.finished is None:
+                record.finished = record.updated
+                if record.status == "completed" and record.output is None:
+                    record.output = self._run_output(live)
+            await self.store.save(record, steps)
         await self._tell(record, change)
         if status_changed and change.get("type") != "status":
             await self._tell(record, {"type": "status"})
