@@ -10,8 +10,7 @@
   content between turns opens agent-originated turns that end by inferred completion.
 - ``session/request_permission`` → a Permission request (ACP option kinds → choices); the answer selects the
   exact option offered for that kind. Cancel = ``session/cancel`` notification, then every pending permission
-  is answered ``cancelled``; an agent that has not ended the prompt :data:`CANCEL_GRACE` seconds later gets the
-  turn ended Cancelled anyway (Warning diagnostic), and its late answer is ignored.
+  is answered ``cancelled`` (the engine ends a turn the agent does not end within its ``cancel_grace``).
 - Configure: ``mode`` (from ``modes``) → ``session/set_mode``; config options → ``session/set_config_option``;
   the applied value is reported with ``info_changed`` (a refusal is a Warning diagnostic).
 - Close: cancel a running turn, stop the library connection, then stdin closed / SIGTERM / SIGKILL to the whole
@@ -71,10 +70,6 @@ from .adapter import HANDSHAKE_TIMEOUT  # seconds initialize + session/new may t
 
 REQUEST_TIMEOUT = 10.0
 """Seconds to wait for the answer to ``session/set_mode`` / ``session/set_config_option``."""
-
-CANCEL_GRACE = 5.0
-"""Seconds an agent gets to answer ``session/cancel`` (by ending the prompt) before the turn is ended Cancelled
-anyway, with a Warning diagnostic (adapter config ``cancel_grace``); its late answer is then ignored."""
 
 CLOSE_STEP = 1.5
 """Seconds :meth:`AcpConnection.close` waits after closing stdin, and again after SIGTERM, before escalating."""
@@ -218,7 +213,6 @@ class AcpConnection(AgentConnection):
         self._running: int | None = None  # token of the running prompt
         self._turn_tokens = itertools.count(1)
         self._cancel_requested = False
-        self.cancel_grace = CANCEL_GRACE
         self._eof = anyio.Event()
         self.exit_status: str | None = None
         self.transport = ProcessTransport(process, intercept=self._intercept, diagnose=self._diagnose,
@@ -243,7 +237,6 @@ class AcpConnection(AgentConnection):
         process = await AgentProcess.start(argv, cwd=options.dir, env=launch_env(installation, config),
                                            max_line_bytes=max_line)  # fmt: skip
         conn = cls(process, link, installation, options)
-        conn.cancel_grace = float(config.get("cancel_grace", CANCEL_GRACE))
         try:
             with anyio.fail_after(handshake_timeout):
                 await conn._handshake(adapter, session)
@@ -455,9 +448,7 @@ class AcpConnection(AgentConnection):
         except RequestError as err:
             if not self._finish(token):
                 return
-            if self._cancel_requested:
-                await self.link.turn_ended("Cancelled")
-            elif err.code == AUTH_REQUIRED:
+            if err.code == AUTH_REQUIRED and not self._cancel_requested:
                 await self.link.auth_lost(login_methods(self.installation.executable_path, self.init))
             else:
                 detail = f"{err}" + (f" ({err.data})" if err.data else "")
@@ -472,14 +463,6 @@ class AcpConnection(AgentConnection):
         await self.mapper.new_turn()
         await self.link.turn_ended(stop_reason(response.stop_reason))
 
-    async def _cancel_watchdog(self, token: int, grace: float) -> None:
-        await anyio.sleep(grace)
-        if self._finish(token):
-            await self.mapper.new_turn()
-            await self.link.emit(diagnostic("Warning", f"the ACP agent did not answer session/cancel within "
-                                                       f"{grace:g} s; the turn is ended as cancelled"))  # fmt: skip
-            await self.link.turn_ended("Cancelled")
-
     async def answer(self, request_id: str, answer: Answer) -> None:
         pending = self._pending.get(request_id)
         if pending is None:
@@ -492,8 +475,6 @@ class AcpConnection(AgentConnection):
 
     async def cancel(self) -> None:
         self._cancel_requested = True
-        if self._running is not None and not self._closing:
-            self.link.start_soon(self._cancel_watchdog, self._running, self.cancel_grace)
         if self.session_id is not None and not self._eof.is_set():
             try:
                 await self.rpc.cancel(session_id=self.session_id)

@@ -259,7 +259,6 @@ class ClaudeConnection(AgentConnection):
         frame = {"type": "user", "message": {"role": "user", "content": user_content(prompt)},
                  "parent_tool_use_id": None, "session_id": "", "uuid": message_uuid}  # fmt: skip
         self.mapper.turn_active = True
-        self.mapper.cancel_requested = False
         if not await self._write(frame):
             raise ProtocolFailed("Claude Code's input is closed")
         self._prompt_uuids.append(message_uuid)
@@ -283,7 +282,6 @@ class ClaudeConnection(AgentConnection):
             raise ProtocolFailed("Claude Code's input is closed")
 
     async def cancel(self) -> None:
-        self.mapper.cancel_requested = True
         try:
             await self.channel.send("interrupt")
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
@@ -323,7 +321,6 @@ class ClaudeConnection(AgentConnection):
         frame = {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "/compact"}]},
                  "parent_tool_use_id": None, "session_id": "", "uuid": str(uuid.uuid4())}  # fmt: skip
         self.mapper.turn_active = True
-        self.mapper.cancel_requested = False
         if not await self._write(frame):
             raise ProtocolFailed("Claude Code's input is closed")
 

@@ -509,7 +509,6 @@ class CodexConnection(AgentConnection):
 
     async def cancel(self) -> None:
         self._cancel_requested = True
-        self.mapper.cancelling = True
         self._held_steer = None
         pending, self._requests = self._requests, {}
         for item in pending.values():

@@ -271,7 +271,6 @@ class NotificationMapper:
         self.turn_id: str | None = None  # the session thread's running Codex turn
         self.turn_started = False
         self.last_turn_id: str | None = None
-        self.cancelling = False  # set by the connection on cancel: tools failing from now on were cancelled
 
     # ------------------------------------------------------------------------------------------ dispatch
 
@@ -411,8 +410,6 @@ class NotificationMapper:
             return
         if completed and update.status == "Running" and itype != "subAgentActivity":
             update = update.model_copy(update={"status": "Completed"})
-        if self.cancelling and update.status == "Failed" and item.get("status") != "declined":
-            update = update.model_copy(update={"status": "Cancelled"})
         if itype == "collabAgentToolCall":
             for child in item.get("receiverThreadIds") or []:
                 self.child_threads[str(child)] = item_id
@@ -465,7 +462,6 @@ class NotificationMapper:
         self.last_turn_id = turn.id
         self.turn_id = None
         self.turn_started = False
-        self.cancelling = False
         await self.link.turn_ended(stop_reason(turn))
 
     async def set_options(self, **changes: Any) -> None:
