@@ -1,0 +1,113 @@
+"""Agent lineage (``anyagentd.adapters.lineage`` through ``AgentProcess``): an agent dies with anyagentd, and what
+it started outside its process group is gone after terminate/kill, zombies reaped. Real processes (Linux)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import anyio
+import pytest
+
+from anyagentd.adapters import lineage
+from anyagentd.adapters.process import AgentProcess
+from anyagentd_testing.events import marked_processes, process_running
+
+pytestmark = [pytest.mark.timeout(60),
+              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal and /proc: Linux")]  # fmt: skip
+
+# An "agent" that starts a job in a session of its own (as Claude Code's Bash tool does), prints its pid, and
+# exits when its stdin closes: the job is orphaned.
+ESCAPING_AGENT = (
+    "import subprocess, sys\n"
+    "job = subprocess.Popen(['sleep', '312'], start_new_session=True)\n"
+    "print(job.pid, flush=True)\n"
+    "sys.stdin.read()\n"
+)
+
+
+async def first_line(proc: AgentProcess) -> str:
+    with anyio.fail_after(10):
+        async for line in proc.lines():
+            return str(line)
+    raise AssertionError("no line")
+
+
+def gone(pid: int) -> bool:
+    """Not running and not a zombie of ours either: reaped."""
+    return not os.path.exists(f"/proc/{pid}")
+
+
+@pytest.mark.anyio
+async def test_a_job_in_its_own_session_dies_and_is_reaped_at_terminate() -> None:
+    proc = await AgentProcess.start([sys.executable, "-c", ESCAPING_AGENT])
+    job = int(await first_line(proc))
+    assert process_running(job) and os.getsid(job) == job  # outside the agent's group and session
+    assert job in marked_processes(proc.mark)
+    await proc.terminate(grace=2.0)
+    assert gone(job)
+    assert marked_processes(proc.mark) == []
+
+
+@pytest.mark.anyio
+async def test_the_job_of_a_crashed_agent_is_swept() -> None:
+    proc = await AgentProcess.start([sys.executable, "-c", ESCAPING_AGENT])
+    job = int(await first_line(proc))
+    os.kill(proc.pid, signal.SIGKILL)  # the agent crashes: its job is orphaned...
+    await proc.wait()
+    with anyio.fail_after(5):
+        while lineage.processes().get(job, ("", 0, 0))[1] != os.getpid():
+            await anyio.sleep(0.02)  # ...and re-parents to us (a subreaper), not to PID 1
+    await proc.kill()
+    assert gone(job)
+
+
+@pytest.mark.anyio
+async def test_orphans_that_died_on_their_own_are_reaped() -> None:
+    # A shell in its own session backgrounds a short job and exits (a Bash tool's `sleep 0.3 &`): the job
+    # re-parents to us at once, ends by itself, and would stay our zombie.
+    code = (
+        "import subprocess, sys\n"
+        "out = subprocess.run(['sh', '-c', 'sleep 0.3 >/dev/null 2>&1 & echo $!'], start_new_session=True,\n"
+        "                     capture_output=True, text=True).stdout\n"
+        "print(out.strip(), flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    proc = await AgentProcess.start([sys.executable, "-c", code])
+    job = int(await first_line(proc))
+    await anyio.sleep(0.8)
+    assert not process_running(job) and not gone(job)  # a zombie of ours
+    await proc.terminate(grace=2.0)
+    assert gone(job)
+
+
+def test_an_agent_dies_with_its_server_even_on_sigkill(tmp_path) -> None:
+    runner = (
+        "import anyio\n"
+        "from anyagentd.adapters.process import AgentProcess\n"
+        "async def main():\n"
+        "    proc = await AgentProcess.start(['sleep', '311'])\n"
+        "    print(proc.pid, flush=True)\n"
+        "    await anyio.sleep(60)\n"
+        "anyio.run(main)\n"
+    )
+    server = subprocess.Popen([sys.executable, "-c", runner], stdout=subprocess.PIPE, text=True)
+    try:
+        agent = int(server.stdout.readline())
+        assert process_running(agent)
+        server.kill()  # SIGKILL: no cleanup code of the server runs
+        server.wait()
+        deadline = time.monotonic() + 5
+        while process_running(agent) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not process_running(agent)
+    finally:
+        server.kill()
+        server.wait()
+        try:
+            os.waitpid(agent, os.WNOHANG)  # re-parented to this (subreaper) test process
+        except (ChildProcessError, UnboundLocalError):
+            pass
