@@ -111,3 +111,28 @@ def test_an_agent_dies_with_its_server_even_on_sigkill(tmp_path) -> None:
             os.waitpid(agent, os.WNOHANG)  # re-parented to this (subreaper) test process
         except (ChildProcessError, UnboundLocalError):
             pass
+
+
+@pytest.mark.anyio
+async def test_stop_command_kills_that_command_tree_and_spares_the_agent() -> None:
+    # As Codex runs a command: in a wrapper of its own process group (its sandbox), the shell below it.
+    code = (
+        "import subprocess, sys\n"
+        "job = subprocess.Popen(['sh', '-c', 'sleep 309; echo late'], start_new_session=True)\n"
+        "print(job.pid, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    proc = await AgentProcess.start([sys.executable, "-c", code])
+    shell = int(await first_line(proc))
+    with anyio.fail_after(5):
+        while not [p for p in lineage.lineage(proc.pid, None) if lineage.cmdline(p)[:2] == ["sleep", "309"]]:
+            await anyio.sleep(0.02)
+    assert lineage.stop_command(proc.pid, "echo nothing like it") is None
+    killed = lineage.stop_command(proc.pid, "sleep 309; echo late")
+    assert killed and shell in killed and len(killed) == 2  # the shell and its sleep
+    await lineage.reap(killed)
+    with anyio.fail_after(5):
+        while lineage.lineage(proc.pid, None):
+            await anyio.sleep(0.02)  # the agent reaps its shell; the sleep re-parented here and was reaped
+    assert process_running(proc.pid)
+    await proc.terminate(grace=2.0)

@@ -20,8 +20,9 @@ Mapping:
 - ``turn/plan/updated`` → PlanUpdated; a ``plan`` item → text;
 - ``thread/tokenUsage/updated`` → ContextUsage (``last.totalTokens`` of the window ``modelContextWindow``);
 - ``account/rateLimits/updated`` → PlanUsageUpdated (when a window is reported);
-- ``turn/completed`` → items still active become Cancelled (interrupted) or Failed, then TurnEnded:
-  ``completed`` → Completed(Protocol), ``interrupted`` → Cancelled, ``failed`` → Failed(error message);
+- ``turn/completed`` → items still active become Cancelled (interrupted) or Failed — except commands the
+  connection could not stop (``survivors``), which stay Running and so are listed in TurnEnded.background — then
+  TurnEnded: ``completed`` → Completed(Protocol), ``interrupted`` → Cancelled, ``failed`` → Failed(error message);
 - ``error`` → Warning (``willRetry``) or Error diagnostic; ``codexErrorInfo: unauthorized`` or an HTTP 401 →
   auth lost; ``warning``/``configWarning``/``deprecationNotice``/``guardianWarning`` → Warning;
   ``thread/name/updated`` → title; ``model/rerouted`` → Info + the ``model`` option.
@@ -271,6 +272,7 @@ class NotificationMapper:
         self.turn_id: str | None = None  # the session thread's running Codex turn
         self.turn_started = False
         self.last_turn_id: str | None = None
+        self.survivors: set[str] = set()  # set by the connection: tool ids still running after an interrupt
 
     # ------------------------------------------------------------------------------------------ dispatch
 
@@ -444,13 +446,15 @@ class NotificationMapper:
     # ------------------------------------------------------------------------------------------ turn end
 
     async def turn_completed(self, turn: p.Turn) -> None:
-        """End the session's turn: active tools → Cancelled (interrupted) / Failed (failed) / Completed, open
-        messages ended, then TurnEnded with the stop reason of ``turn.status``."""
+        """End the session's turn: active tools → Cancelled (interrupted) / Failed (failed) / Completed (but the
+        ``survivors``, still running, stay Running), open messages ended, then TurnEnded with the stop reason of
+        ``turn.status``."""
         status = turn.status
         leftover = "Cancelled" if status == "interrupted" else "Failed" if status == "failed" else None
+        survivors, self.survivors = self.survivors, set()
         if leftover is not None:
             for tool_id, update in list(self.tools.items()):
-                if update.status in ("Pending", "Running"):
+                if update.status in ("Pending", "Running") and tool_id not in survivors:
                     done = update.model_copy(update={"status": leftover})
                     self.tools[tool_id] = done
                     await self.link.emit(ToolUpdated(value=done), parent_tool_id=self.tool_parents.get(tool_id))

@@ -11,6 +11,8 @@ What :class:`~anyagentd.adapters.process.AgentProcess` does with this module, on
 - :data:`LINEAGE_ENV`: a per-agent marker put in the agent's environment, which its descendants inherit (agents
   pass their environment to the commands they run); :func:`lineage` finds the living processes carrying it, or
   descending from the agent, or from one of those, by reading ``/proc``;
+- :func:`stop_command` kills the process tree of one command an agent runs (a tool call it left running when its
+  turn was interrupted), found by its command line;
 - :func:`kill_lineage` SIGKILLs them and :func:`reap` collects those that became anyagentd's children — only those
   pids, with ``waitpid`` on each, never a blanket ``wait``: asyncio watches its own children by pid and must keep
   finding them.
@@ -127,7 +129,52 @@ def lineage(root: int, mark: str | None, table: dict[int, tuple[str, int, int]] 
                 found.add(child)
                 todo.append(child)
     found.discard(root)
-    return found
+    return {pid for pid in found if table.get(pid, ("Z",))[0] != "Z"}  # a zombie is dead already
+
+
+def cmdline(pid: int) -> list[str]:
+    """The argv of ``pid`` (empty when it is gone, a zombie, or unreadable)."""
+    try:
+        with open(f"{_PROC}/{pid}/cmdline", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0")[:-1]]
+
+
+def stop_command(agent: int, command: str) -> list[int] | None:
+    """SIGKILL a command the agent ``agent`` (its pid, which leads its process group) runs for a tool call.
+
+    The command is found among the agent's living descendants by its command line: ``command`` as one argument
+    (``bash -c COMMAND``, ``bash -lc COMMAND``) or as the whole space-joined command line. What is killed is the
+    tree from its highest ancestor outside the agent's process group (a sandbox wrapper, e.g. Codex's
+    ``codex-linux-sandbox`` / ``bwrap``) down: the agent's own processes are never touched. Returns the pids
+    signalled (empty when it could not be), or ``None`` when no such command runs. Linux (``/proc``) only."""
+    table = processes()
+    inside = lineage(agent, None, table)
+    match = next((pid for pid in sorted(inside)
+                  if table[pid][0] != "Z" and _runs(cmdline(pid), command)), None)  # fmt: skip
+    if match is None:
+        return None
+    top = match
+    while True:
+        parent = table.get(top, ("", 0, 0))[1]
+        if parent not in inside or table[parent][2] == agent:
+            break
+        top = parent
+    tree = {top}
+    todo = [top]
+    while todo:
+        pid = todo.pop()
+        for child, (_, ppid, _) in table.items():
+            if ppid == pid and child not in tree:
+                tree.add(child)
+                todo.append(child)
+    return kill_lineage(sorted(tree))
+
+
+def _runs(argv: list[str], command: str) -> bool:
+    return bool(argv) and (command in argv[1:] or " ".join(argv) == command)
 
 
 def kill_lineage(pids: Iterable[int]) -> list[int]:
@@ -190,5 +237,5 @@ def orphaned_zombies(exclude: Iterable[int] = ()) -> list[int]:
     return out
 
 
-__all__ = ["LINEAGE_ENV", "become_subreaper", "die_with_parent", "kill_lineage", "lineage", "new_mark",
-           "orphaned_zombies", "processes", "reap"]  # fmt: skip
+__all__ = ["LINEAGE_ENV", "become_subreaper", "cmdline", "die_with_parent", "kill_lineage", "lineage", "new_mark",
+           "orphaned_zombies", "processes", "reap", "stop_command"]  # fmt: skip
