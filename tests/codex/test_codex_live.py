@@ -496,3 +496,17 @@ for line in sys.stdin:
     sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n")
     sys.stdout.flush()
 '''
+
+
+async def test_without_node_the_handshake_error_says_what_happened(
+    codex: Any, work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The npm ``codex`` is a node script: with no ``node`` on PATH it exits at once (127)."""
+    codex({"turns": []})
+    monkeypatch.setenv("PATH", str(work))  # nothing to run there, node included
+    async with Runtime() as rt:
+        with pytest.raises(SpawnFailed) as caught:
+            await rt.open("codex", dir=work)
+    message = caught.value.message
+    assert "None" not in message
+    assert "exit status: 127" in message and "node" in message

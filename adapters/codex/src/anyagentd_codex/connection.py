@@ -206,13 +206,22 @@ class CodexConnection(AgentConnection):
             return await self.channel.request(method, params)
         except RpcError as err:
             if self._stdout_done.is_set() or err.code is None:
-                await self.process.stderr_drained(1.0)
-                detail = self.process.stderr_tail() or err.message
-                raise SpawnFailed(f"Codex exited during the handshake ({self.exit_status}): {detail}") from None
+                raise await self._gone(err.message) from None
             raise
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            await self.process.stderr_drained(1.0)
-            raise SpawnFailed(f"Codex's input closed during the handshake: {self.process.stderr_tail()}") from None
+            raise await self._gone("its input closed") from None
+
+    async def _gone(self, fallback: str) -> SpawnFailed:
+        """The error for an app-server that went away during the handshake: its exit status (waited for, up to
+        2 s: the output can end before the exit is reaped) and its last stderr lines, e.g.
+        ``exit status: 127`` and ``/usr/bin/env: 'node': No such file or directory``."""
+        with anyio.move_on_after(2.0):
+            self.exit_status = await self.process.wait()
+        await self.process.stderr_drained(1.0)
+        detail = self.process.stderr_tail() or fallback
+        if self.exit_status is None:
+            return SpawnFailed(f"Codex stopped answering during the handshake: {detail}")
+        return SpawnFailed(f"Codex exited during the handshake ({self.exit_status}): {detail}")
 
     async def _handshake(self, require_auth: bool) -> None:
         try:
