@@ -167,6 +167,10 @@ async def test_active_items_are_cancelled_at_an_interrupt() -> None:
         "id": "T", "items": [], "status": "interrupted", "error": None}}})  # fmt: skip
     tools = [r.kind.value for r in link.events("ToolUpdated")]
     assert [t.status for t in tools] == ["Running", "Cancelled"] and tools[0].input.command == "sleep 10"
+    # the interrupted command's own end, reported afterwards (failed: it was killed), changes nothing
+    await conn._dispatch({"method": "item/completed", "params": {"threadId": THREAD, "turnId": "T",
+                          "item": {**item, "status": "failed", "exitCode": -1}}})  # fmt: skip
+    assert len(link.events("ToolUpdated")) == 2
     assert [r.kind.message_id for r in link.events("MessageEnded")] == ["m1"]
     assert isinstance(link.reports[-1], TurnEndedReport) and link.reports[-1].stop == "Cancelled"
 

@@ -20,8 +20,9 @@ Mapping:
 - ``turn/plan/updated`` → PlanUpdated; a ``plan`` item → text;
 - ``thread/tokenUsage/updated`` → ContextUsage (``last.totalTokens`` of the window ``modelContextWindow``);
 - ``account/rateLimits/updated`` → PlanUsageUpdated (when a window is reported);
-- ``turn/completed`` → items still active become Cancelled (interrupted) or Failed — except commands the
-  connection could not stop (``survivors``), which stay Running and so are listed in TurnEnded.background — then
+- ``turn/completed`` → items still active become Cancelled (interrupted; their late ``item/completed`` is
+  dropped) or Failed — except commands the connection could not stop (``survivors``), which stay Running and so
+  are listed in TurnEnded.background — then
   TurnEnded: ``completed`` → Completed(Protocol), ``interrupted`` → Cancelled, ``failed`` → Failed(error message);
 - ``error`` → Warning (``willRetry``) or Error diagnostic; ``codexErrorInfo: unauthorized`` or an HTTP 401 →
   auth lost; ``warning``/``configWarning``/``deprecationNotice``/``guardianWarning`` → Warning;
@@ -273,6 +274,7 @@ class NotificationMapper:
         self.turn_started = False
         self.last_turn_id: str | None = None
         self.survivors: set[str] = set()  # set by the connection: tool ids still running after an interrupt
+        self._interrupted: set[str] = set()  # tools ended Cancelled at an interrupt: their late completion is moot
 
     # ------------------------------------------------------------------------------------------ dispatch
 
@@ -405,6 +407,8 @@ class NotificationMapper:
             return
         if itype in QUIET_ITEMS:
             return
+        if item_id in self._interrupted:
+            return  # e.g. the command we killed at the interrupt, reported failed afterwards
         update = tool_update(item, self.cwd, self.tools.get(item_id))
         if update is None:
             await self._unknown({"method": "item", "params": note.model_dump(mode="json")},
@@ -455,6 +459,8 @@ class NotificationMapper:
         if leftover is not None:
             for tool_id, update in list(self.tools.items()):
                 if update.status in ("Pending", "Running") and tool_id not in survivors:
+                    if leftover == "Cancelled":
+                        self._interrupted.add(tool_id)
                     done = update.model_copy(update={"status": leftover})
                     self.tools[tool_id] = done
                     await self.link.emit(ToolUpdated(value=done), parent_tool_id=self.tool_parents.get(tool_id))
