@@ -524,3 +524,23 @@ def test_details_from_initialize() -> None:
     sub = launch.auth_status({"tokenSource": "claude.ai", "email": "a@b.c", "subscriptionType": "max"}, "c")
     assert sub.kind == "Subscription" and sub.account.email == "a@b.c" and sub.account.plan == "max"
     assert launch.auth_status({"apiProvider": "bedrock"}, "c").kind == "CloudProvider"
+
+
+@pytest.mark.anyio
+async def test_a_turn_started_before_the_last_result_is_acked_after_it() -> None:
+    """The engine ended a cancelled turn the CLI never confirmed and starts the next: the CLI answers its input in
+    order, so the old turn's late result comes first; the new turn's TurnAck waits for it (the engine then drops
+    the late result as the previous turn's)."""
+    conn, link, proc = make_conn()
+    await conn.start_turn("t1", PromptInput("one"))
+    assert link.reports == [TurnAck()]
+    await conn.cancel()  # the interrupt the CLI does not confirm
+    await conn.start_turn("t2", PromptInput("two"))
+    assert link.reports == [TurnAck()] and len(proc.written) == 3  # sent, not acknowledged yet
+    result = {"type": "result", "subtype": "success", "is_error": False, "usage": {}}
+    await conn._dispatch(result)  # t1's late end
+    assert isinstance(link.reports[-2], TurnEndedReport) and link.reports[-1] == TurnAck()
+    await conn._dispatch(result)  # t2's own end
+    assert isinstance(link.reports[-1], TurnEndedReport) and link.reports.count(TurnAck()) == 2
+    await conn.start_turn("t3", PromptInput("three"))  # nothing owed any more: acknowledged at once
+    assert link.reports[-1] == TurnAck()
