@@ -448,3 +448,32 @@ def _mark_of(pid: int) -> str | None:
     except OSError:
         pass
     return None
+
+
+@pytest.mark.timeout(60)
+def test_sigkill_of_serve_takes_the_bash_tools_job_along(model_server: Any, wire: Any, tmp_path: Path) -> None:
+    """The job left outside the CLI's process group (`sleep 312 &`) dies with serve too: the guardian sees serve's
+    end and kills every process carrying the agent's lineage mark."""
+    from anyagentd_testing.agents import agent_bin, claude_env
+
+    server = model_server({"turns": [
+        {"tool": {"name": "Bash", "input": {"command": "sleep 312 &", "description": "Sleep"}}}, {"text": "Started."}]})  # fmt: skip
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    client = wire(env={**claude_env(server.url, home), "ANYAGENTD_CLAUDE_BIN": str(agent_bin("claude"))},
+                  timeout=STEP)  # fmt: skip
+    sid = client.ok("open", agent="claude", dir=str(work), permission_mode="AutoApprove")["id"]
+    client.ok("prompt", session=sid, text="Start a sleeper")
+    client.events(sid, until=lambda line: "TurnEnded" in line.get("event", {}).get("kind", ""))
+    agents = [pid for pid, (_, ppid, _) in lineage.processes().items() if ppid == client.proc.pid]
+    marks = {m for m in map(_mark_of, agents) if m}
+    jobs = [p for m in marks for p in marked_processes(m) if _cmdline(p).startswith("sleep 312")]
+    assert jobs, "the scripted job is not running"
+    client.proc.kill()
+    client.proc.wait(5)
+    deadline = time.monotonic() + 2.0
+    while any(marked_processes(m) for m in marks) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(marked_processes(m) == [] for m in marks)
+    assert not any(process_running(job) for job in jobs)

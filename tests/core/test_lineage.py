@@ -136,3 +136,32 @@ async def test_stop_command_kills_that_command_tree_and_spares_the_agent() -> No
             await anyio.sleep(0.02)  # the agent reaps its shell; the sleep re-parented here and was reaped
     assert process_running(proc.pid)
     await proc.terminate(grace=2.0)
+
+
+def test_what_an_agent_left_outside_its_group_dies_with_the_server_too() -> None:
+    """The parent-death signal reaches the agent only; the guardian kills its job in a session of its own."""
+    runner = (
+        "import sys, anyio\n"
+        "from anyagentd.adapters.process import AgentProcess\n"
+        "async def main():\n"
+        "    proc = await AgentProcess.start([sys.executable, '-c', sys.argv[1]])\n"
+        "    async for line in proc.lines():\n"
+        "        print(proc.pid, line, proc.mark, flush=True)\n"
+        "        break\n"
+        "    await anyio.sleep(60)\n"
+        "anyio.run(main)\n"
+    )
+    server = subprocess.Popen([sys.executable, "-c", runner, ESCAPING_AGENT], stdout=subprocess.PIPE, text=True)
+    try:
+        agent, job, mark = server.stdout.readline().split()
+        assert process_running(int(job)) and marked_processes(mark)
+        server.kill()
+        server.wait()
+        deadline = time.monotonic() + 5
+        while marked_processes(mark) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not process_running(int(agent)) and not process_running(int(job))
+        assert marked_processes(mark) == []
+    finally:
+        server.kill()
+        server.wait()

@@ -13,13 +13,18 @@ What :class:`~anyagentd.adapters.process.AgentProcess` does with this module, on
   descending from the agent, or from one of those, by reading ``/proc``;
 - :func:`stop_command` kills the process tree of one command an agent runs (a tool call it left running when its
   turn was interrupted), found by its command line;
+- :func:`guard` registers an agent's mark with a guardian: a small process of its own (started once, in a session
+  of its own) reading a pipe from anyagentd; when anyagentd dies, however it dies, the pipe reaches EOF and the
+  guardian SIGKILLs every process still carrying a registered mark — the jobs the agent left outside its group,
+  which the parent-death signal does not reach;
 - :func:`kill_lineage` SIGKILLs them and :func:`reap` collects those that became anyagentd's children — only those
   pids, with ``waitpid`` on each, never a blanket ``wait``: asyncio watches its own children by pid and must keep
   finding them.
 
 Elsewhere (macOS, BSD) there is neither a parent-death signal nor ``/proc``: :func:`die_with_parent` is a no-op,
-:func:`lineage` finds nothing, and what is left is the process-group sweep of ``AgentProcess.terminate``; a
-process that left the agent's group, or an agent outliving a ``kill -9`` of anyagentd, is not caught there.
+:func:`lineage` finds nothing, no guardian runs, and what is left is the process-group sweep of
+``AgentProcess.terminate``; a process that left the agent's group, or an agent outliving a ``kill -9`` of
+anyagentd, is not caught there (a guardian could kill the registered process groups instead; not done).
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import anyio
 
@@ -73,6 +80,57 @@ def become_subreaper() -> bool:
     if not _subreaper and _libc is not None:
         _subreaper = _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     return _subreaper
+
+
+GUARDIAN = r"""
+import os, signal, sys, time
+marks = set()
+for line in sys.stdin.buffer:
+    line = line.strip()
+    if line[:1] == b"+":
+        marks.add(b"ANYAGENTD_AGENT_LINEAGE=" + line[1:])
+    elif line[:1] == b"-":
+        marks.discard(b"ANYAGENTD_AGENT_LINEAGE=" + line[1:])
+for _ in range(3 if marks else 0):
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != os.getpid():
+            try:
+                with open("/proc/" + name + "/environ", "rb") as fh:
+                    if marks.intersection(fh.read().split(b"\0")):
+                        os.kill(int(name), signal.SIGKILL)
+            except OSError:
+                pass
+    time.sleep(0.2)
+"""
+"""The guardian's program (``python -S -c``): reads ``+mark`` / ``-mark`` lines until EOF, then SIGKILLs the
+processes carrying a registered mark, three passes 0.2 s apart (a dying tree may still fork)."""
+
+_guardian: Any = None
+
+
+def guard(mark: str, *, register: bool = True) -> None:
+    """Register (or, ``register=False``, release) ``mark`` with the guardian, starting it on first use (Linux
+    only; a guardian that cannot be started or has died is not replaced: the other mechanisms remain)."""
+    global _guardian
+    if not _LINUX:
+        return
+    if _guardian is None:
+        if not register:
+            return
+        try:
+            _guardian = subprocess.Popen([sys.executable, "-S", "-c", GUARDIAN], stdin=subprocess.PIPE,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                         start_new_session=True)  # fmt: skip
+        except OSError:
+            _guardian = False
+            return
+    if not _guardian:
+        return
+    try:
+        _guardian.stdin.write(f"{'+' if register else '-'}{mark}\n".encode())
+        _guardian.stdin.flush()
+    except (OSError, ValueError):
+        _guardian = False
 
 
 def _stat(pid: int) -> tuple[str, int, int] | None:
@@ -237,5 +295,5 @@ def orphaned_zombies(exclude: Iterable[int] = ()) -> list[int]:
     return out
 
 
-__all__ = ["LINEAGE_ENV", "become_subreaper", "cmdline", "die_with_parent", "kill_lineage", "lineage", "new_mark",
-           "orphaned_zombies", "processes", "reap", "stop_command"]  # fmt: skip
+__all__ = ["LINEAGE_ENV", "become_subreaper", "cmdline", "die_with_parent", "guard", "kill_lineage", "lineage",
+           "new_mark", "orphaned_zombies", "processes", "reap", "stop_command"]  # fmt: skip

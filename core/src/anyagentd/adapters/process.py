@@ -17,8 +17,9 @@ so the child leads its own process group), and offers:
   do not forward signals, so signalling the group is what leaves nothing running. Then (and after
   :meth:`AgentProcess.kill`) the rest of the agent's lineage is swept: what left the group (commands run in a
   session of their own, orphans of a crashed agent) is found through :mod:`.lineage` and SIGKILLed;
-- on Linux the agent gets SIGKILL when anyagentd dies, however it dies (a parent-death signal), and anyagentd is
-  a child subreaper, so the agent's orphans stay its children until reaped (see :mod:`.lineage`).
+- on Linux the agent gets SIGKILL when anyagentd dies, however it dies (a parent-death signal), a guardian process
+  kills what the agent left outside its group then, and anyagentd is a child subreaper, so the agent's orphans
+  stay its children until reaped (see :mod:`.lineage`).
 
 :class:`Background` runs tasks that must outlive the call that started them (a connection's stdout pump is
 started by ``connect`` and stopped by ``close``, possibly from another task); it works on anyio's asyncio and
@@ -168,6 +169,7 @@ class AgentProcess:
             process = await _open_process(argv, cwd=cwd, env=env)
         except (OSError, ValueError) as exc:
             raise SpawnFailed(f"{argv[0]}: {exc}") from exc
+        lineage.guard(mark)
         return cls(process, list(argv), max_line_bytes, mark)
 
     # -- stdout ---------------------------------------------------------------------------------------------
@@ -362,6 +364,8 @@ class AgentProcess:
         killed = lineage.kill_lineage(found)
         await lineage.reap([*killed, *lineage.orphaned_zombies(_LEADERS)], exclude=_LEADERS)
         _LEADERS.discard(self.pid)
+        if self.mark:
+            lineage.guard(self.mark, register=False)
 
     def _sweep_group(self) -> None:
         """SIGKILL whatever is left in the (already leaderless) group: a leader that exited on EOF may have
