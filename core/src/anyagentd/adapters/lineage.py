@@ -6,8 +6,9 @@ What :class:`~anyagentd.adapters.process.AgentProcess` does with this module, on
 
 - :func:`die_with_parent` (a ``preexec_fn``): ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` in the child before it runs the
   agent, so the agent dies with the thread that spawned it, however anyagentd dies (``kill -9`` included);
-- :func:`become_subreaper`: ``prctl(PR_SET_CHILD_SUBREAPER)`` on anyagentd itself, so processes orphaned inside
-  an agent's tree re-parent to anyagentd instead of PID 1 and stay reachable (and are reaped here);
+- :func:`become_subreaper`: ``prctl(PR_SET_CHILD_SUBREAPER)`` on anyagentd itself (the process that starts the
+  first agent; ``ANYAGENTD_SUBREAPER=0`` opts out), so processes orphaned inside an agent's tree re-parent to
+  anyagentd instead of PID 1 and stay reachable (and are reaped here, at the next sweep);
 - :data:`LINEAGE_ENV`: a per-agent marker put in the agent's environment, which its descendants inherit (agents
   pass their environment to the commands they run); :func:`lineage` finds the living processes carrying it, or
   descending from the agent, or from one of those, by reading ``/proc``;
@@ -75,9 +76,11 @@ def die_with_parent() -> Callable[[], None] | None:
 
 
 def become_subreaper() -> bool:
-    """Make this process a child subreaper (once); True when it is one."""
+    """Make this process a child subreaper (once); True when it is one. ``ANYAGENTD_SUBREAPER=0`` opts out (an
+    application embedding anyagentd that does not want the orphans of its other children re-parented to it; what
+    agents orphan then escapes to PID 1 unless it carries the lineage mark)."""
     global _subreaper
-    if not _subreaper and _libc is not None:
+    if not _subreaper and _libc is not None and os.environ.get("ANYAGENTD_SUBREAPER", "1") != "0":
         _subreaper = _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     return _subreaper
 
