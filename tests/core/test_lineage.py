@@ -165,3 +165,13 @@ def test_what_an_agent_left_outside_its_group_dies_with_the_server_too() -> None
     finally:
         server.kill()
         server.wait()
+
+
+@pytest.mark.parametrize(("setting", "expected"), [(None, "True"), ("0", "False")])
+def test_the_subreaper_can_be_declined(setting: str | None, expected: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ANYAGENTD_SUBREAPER"}
+    if setting is not None:
+        env["ANYAGENTD_SUBREAPER"] = setting
+    code = "from anyagentd.adapters import lineage; print(lineage.become_subreaper())"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == expected
