@@ -18,9 +18,9 @@ What :class:`~anyagentd.adapters.process.AgentProcess` does with this module, on
   of its own) reading a pipe from anyagentd; when anyagentd dies, however it dies, the pipe reaches EOF and the
   guardian SIGKILLs every process still carrying a registered mark — the jobs the agent left outside its group,
   which the parent-death signal does not reach;
-- :func:`kill_lineage` SIGKILLs them and :func:`reap` collects those that became anyagentd's children — only those
-  pids, with ``waitpid`` on each, never a blanket ``wait``: asyncio watches its own children by pid and must keep
-  finding them.
+- :func:`kill_lineage` SIGKILLs what :func:`lineage` found, and :func:`reap` collects those of them that became
+  anyagentd's children — only those pids, with ``waitpid`` on each, never a blanket ``wait``: asyncio watches its
+  own children by pid and must keep finding them.
 
 Elsewhere (macOS, BSD) there is neither a parent-death signal nor ``/proc``: :func:`die_with_parent` is a no-op,
 :func:`lineage` finds nothing, no guardian runs, and what is left is the process-group sweep of
