@@ -457,7 +457,9 @@ def test_sigkill_of_serve_takes_the_bash_tools_job_along(model_server: Any, wire
     from anyagentd_testing.agents import agent_bin, claude_env
 
     server = model_server({"turns": [
-        {"tool": {"name": "Bash", "input": {"command": "sleep 312 &", "description": "Sleep"}}}, {"text": "Started."}]})  # fmt: skip
+        {"tool": {"name": "Bash", "input": {"command": "sleep 312 &", "description": "Sleep"}}},
+        {"text": "Started."},
+    ]})  # fmt: skip
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir()
     work.mkdir()

@@ -16,8 +16,10 @@ from anyagentd.adapters import lineage
 from anyagentd.adapters.process import AgentProcess
 from anyagentd_testing.events import marked_processes, process_running
 
-pytestmark = [pytest.mark.timeout(60),
-              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal and /proc: Linux")]  # fmt: skip
+pytestmark = [
+    pytest.mark.timeout(60),
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal and /proc: Linux"),
+]
 
 # An "agent" that starts a job in a session of its own (as Claude Code's Bash tool does), prints its pid, and
 # exits when its stdin closes: the job is orphaned.
