@@ -18,8 +18,7 @@ Mapping, by frame:
   ``result`` carries the failure), and ``error: "authentication_failed"`` reports auth lost.
 - ``user``: ``tool_result`` blocks → ToolUpdated Completed/Failed with the output text (a background Bash stays
   Running until its ``task_notification``; the engine reads a failure after a cancel as Cancelled); a subagent's
-  prompt →
-  UserMessage; replays of our own prompts are dropped; ``<local-command-stdout>`` output during a turn → text.
+  prompt → UserMessage; replays of our own prompts are dropped; ``<local-command-stdout>`` output during a turn → text.
 - ``system``: ``init`` → resume token (``session_id``) and the ``mode`` option; ``status`` → the ``mode``
   option, a failed compaction → Warning; ``compact_boundary`` → ``ContextCompacted`` then ContextUsage
   (``post_tokens``); ``api_retry`` → Warning; ``task_notification`` → the background tool's end.
