@@ -43,6 +43,13 @@ def agent(request: pytest.FixtureRequest) -> Any:
     return request.getfixturevalue(request.param.replace("-", "_"))
 
 
+def after_cancel(agent: str, *turns: dict[str, Any]) -> list[dict[str, Any]]:
+    """The script turns for the prompts after a cancelled one. The cancelled prompt got no reply, so codex-acp's
+    next request is turn 0 again; claude-acp's session is reloaded after a cancel, and Claude Code's resume
+    records the interrupted turn with a synthetic assistant reply ("No response requested."): turn 1."""
+    return [{"text": "(the cancelled turn)"}, *turns] if agent == "claude-acp" else list(turns)
+
+
 def request_text(entry: dict[str, Any]) -> str:
     body = entry["body"]
     return json.dumps(body.get("messages") or body.get("input") or [], ensure_ascii=False)
@@ -127,17 +134,39 @@ async def test_cancel_mid_turn_then_the_session_lives(agent: Any, work: Path, re
         ended = await stream.until("TurnEnded")
         assert ended.kind.stop == "Cancelled"
         assert time.monotonic() - started < 1.0
-        server.set_script({"turns": [{"text": "Fresh answer."}]})
+        server.set_script({"turns": after_cancel(name, {"text": "Fresh answer."})})
         await session.prompt("Again")
         ended = await stream.until("TurnEnded")
         assert ended.kind.stop.TAG == "Completed"
-        if name == "claude-acp" and not stream.text():
-            # claude-agent-acp 0.23.1 quirk: the prompt after a cancel ends at once (end_turn, no content; the
-            # interrupted query's result), and the answer comes with the next prompt.
-            await session.prompt("Again, please")
+        assert stream.text() == "Fresh answer."
+
+
+@pytest.mark.parametrize("agent", AGENTS, indirect=True)
+async def test_after_a_cancel_every_prompt_gets_its_own_answer(agent: Any, work: Path,
+                                                              request: pytest.FixtureRequest) -> None:  # fmt: skip
+    """claude-agent-acp 0.23.1 keeps the interrupted query's end: unhandled, the prompt after a cancel ended at once
+    and empty, and every later prompt carried the previous one's answer (the slow reply streaming in late)."""
+    name = request.node.callspec.params["agent"]
+    answers = after_cancel(name, {"text": "Answer one."}, {"text": "Answer two."}, {"text": "Answer three."})
+    answers[0] = {**answers[0], "delay": 3}  # the cancelled prompt's request gets this turn, slowly
+    server = agent({"turns": answers})
+    async with Runtime() as rt:
+        session = await rt.open(name, dir=work)
+        stream = EventStream(session)
+        await session.prompt("Take your time")
+        await anyio.to_thread.run_sync(lambda: server.wait_for_requests(1, timeout=STEP))
+        await session.cancel()
+        assert (await stream.until("TurnEnded")).kind.stop == "Cancelled"
+        for word in ("one", "two", "three"):
+            seen = len(stream.seen)
+            await session.prompt(f"Say answer {word}")
             ended = await stream.until("TurnEnded")
             assert ended.kind.stop.TAG == "Completed"
-        assert stream.text().startswith("Fresh answer.")
+            texts = [e.kind.text for e in stream.seen[seen:] if event_tag(e) == "TextDelta"]
+            assert "".join(texts) == f"Answer {word}."
+        await anyio.sleep(3.5)  # past the cancelled request's delay: its reply streams into nothing
+        assert not [e for e in stream.seen if event_tag(e) == "TurnStarted"][4:]
+        assert [e for e in stream.of("TextDelta")][-1].kind.text.endswith("three.")
 
 
 async def test_codex_acp_config_option_switch(codex_acp: Any, work: Path) -> None:
@@ -241,3 +270,26 @@ async def test_codex_acp_fork_not_offered(codex_acp: Any, work: Path) -> None:
     async with Runtime() as rt:
         with pytest.raises(UnsupportedFeature):
             await rt.open("codex-acp", dir=work, fork="01a2287f-031a-7a92-9d2e-ae65a345602b")
+
+
+async def test_an_agent_seen_leaving_a_stale_end_is_reloaded(claude_acp: Any, work: Path) -> None:
+    """Without the catalog's knowledge (``resync_after_cancel`` off), claude-agent-acp's leftover end is recognised
+    when it ends the first prompt after a cancel at once and empty: the session is reloaded, the prompt sent again,
+    and it gets its own answer."""
+    answers = after_cancel("claude-acp", {"text": "Answer one."}, {"text": "Answer two."})
+    answers[0] = {**answers[0], "delay": 3}
+    server = claude_acp({"turns": answers})
+    async with Runtime(adapter_config={"acp": {"resync_after_cancel": False}}) as rt:
+        session = await rt.open("claude-acp", dir=work)
+        stream = EventStream(session)
+        await session.prompt("Take your time")
+        await anyio.to_thread.run_sync(lambda: server.wait_for_requests(1, timeout=STEP))
+        await session.cancel()
+        await stream.until("TurnEnded")
+        for word in ("one", "two"):
+            seen = len(stream.seen)
+            await session.prompt(f"Say answer {word}")
+            assert (await stream.until("TurnEnded")).kind.stop.TAG == "Completed"
+            assert "".join(e.kind.text for e in stream.seen[seen:] if event_tag(e) == "TextDelta") == f"Answer {word}."
+        warnings = [e.kind.value.message for e in stream.of("Diagnostic") if e.kind.value.level == "Warning"]
+        assert any("reloaded" in w for w in warnings)

@@ -32,7 +32,8 @@ from anyagentd.model import (
 )
 from anyagentd.plugins import Plugins
 from anyagentd.runtime import Runtime
-from anyagentd_testing.events import EventStream, event_tag, process_group_alive
+from anyagentd.adapters import lineage
+from anyagentd_testing.events import EventStream, event_tag, marked_processes, process_group_alive, process_running
 from anyagentd_claude.adapter import ClaudeAdapter
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -350,3 +351,131 @@ async def test_a_cli_that_exits_at_once_is_spawn_failed(work: Path, tmp_path: Pa
         with pytest.raises(SpawnFailed) as info:
             await rt.open("claude", work)
     assert "boom: cannot start" in info.value.message
+
+
+# ------------------------------------------------------------------------------------------------ lineage
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+async def _wait_gone(mark: str, timeout: float = 3.0) -> list[int]:
+    """The processes still carrying ``mark`` once they are gone or ``timeout`` seconds passed."""
+    deadline = time.monotonic() + timeout
+    while (left := marked_processes(mark)) and time.monotonic() < deadline:
+        await anyio.sleep(0.05)
+    return left
+
+
+async def test_a_background_job_of_the_bash_tool_is_gone_after_close(claude: Any, work: Path) -> None:
+    """Claude Code runs each Bash command in a session of its own: `sleep 312 &` leaves the CLI's process group
+    (and would outlive close and the runtime, re-parented to PID 1)."""
+    claude({"turns": [{"tool": {"name": "Bash", "input": {"command": "sleep 312 &", "description": "Sleep"}}},
+                      {"text": "Started."}]})  # fmt: skip
+    async with Runtime() as rt:
+        session = await rt.open("claude", dir=work, permission_mode="AutoApprove")
+        stream = EventStream(session)
+        await session.prompt("Start a sleeper")
+        assert (await stream.until("TurnEnded")).kind.stop.TAG == "Completed"
+        proc = session._conn.process  # noqa: SLF001
+        jobs = [p for p in marked_processes(proc.mark) if _cmdline(p).startswith("sleep 312")]
+        assert jobs, "the scripted job is not running"
+        assert all(os.getpgid(job) != proc.pid for job in jobs)  # outside the CLI's process group
+        await session.close()
+        await stream.rest()
+        assert await _wait_gone(proc.mark, timeout=1.0) == []
+        assert not any(process_running(job) for job in jobs)
+
+
+async def test_the_running_command_of_a_crashed_cli_is_gone(claude: Any, work: Path) -> None:
+    server = claude({"turns": [{"tool": {"name": "Bash", "input": {"command": "sleep 313", "description": "Sleep"}}},
+                               {"text": "never"}]})  # fmt: skip
+    async with Runtime() as rt:
+        session = await rt.open("claude", dir=work, permission_mode="AutoApprove")
+        stream = EventStream(session)
+        await session.prompt("Sleep a while")
+        await stream.until("ToolUpdated")
+        proc = session._conn.process  # noqa: SLF001
+        with anyio.fail_after(STEP):
+            while not (jobs := [p for p in marked_processes(proc.mark) if _cmdline(p).startswith("sleep 313")]):
+                await anyio.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)  # the CLI alone dies; its command runs on in a session of its own
+        assert (await stream.until("TurnEnded")).kind.stop.TAG == "Failed"
+        with pytest.raises(ProcessExited):
+            await stream.rest()
+        assert await _wait_gone(proc.mark, timeout=1.0) == []
+        assert not any(process_running(job) for job in jobs)
+    assert len(server.main_requests()) == 1
+
+
+@pytest.mark.timeout(60)
+def test_sigkill_of_serve_takes_the_cli_along(model_server: Any, wire: Any, tmp_path: Path) -> None:
+    from anyagentd_testing.agents import agent_bin, claude_env
+
+    server = model_server({"turns": [{"text": "never", "delay": 20}]})
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    client = wire(env={**claude_env(server.url, home), "ANYAGENTD_CLAUDE_BIN": str(agent_bin("claude"))},
+                  timeout=STEP)  # fmt: skip
+    sid = client.ok("open", agent="claude", dir=str(work))["id"]
+    client.ok("prompt", session=sid, text="Hang")
+    server.wait_for_requests(1, timeout=STEP)  # mid-turn: the CLI waits for the model
+    table = lineage.processes()
+    agents = [pid for pid, (_, ppid, _) in table.items() if ppid == client.proc.pid]
+    assert agents and any("claude" in _cmdline(pid) for pid in agents)
+    marks = {m for m in map(_mark_of, agents) if m}
+    client.proc.kill()  # SIGKILL: serve runs no cleanup at all
+    client.proc.wait(5)
+    deadline = time.monotonic() + 2.0
+    while any(process_running(pid) for pid in agents) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not any(process_running(pid) for pid in agents)
+    assert marks and all(marked_processes(m) == [] for m in marks)
+
+
+def _mark_of(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            for item in fh.read().split(b"\0"):
+                if item.startswith(b"ANYAGENTD_AGENT_LINEAGE="):
+                    return item.split(b"=", 1)[1].decode()
+    except OSError:
+        pass
+    return None
+
+
+@pytest.mark.timeout(60)
+def test_sigkill_of_serve_takes_the_bash_tools_job_along(model_server: Any, wire: Any, tmp_path: Path) -> None:
+    """The job left outside the CLI's process group (`sleep 312 &`) dies with serve too: the guardian sees serve's
+    end and kills every process carrying the agent's lineage mark."""
+    from anyagentd_testing.agents import agent_bin, claude_env
+
+    server = model_server({"turns": [
+        {"tool": {"name": "Bash", "input": {"command": "sleep 312 &", "description": "Sleep"}}},
+        {"text": "Started."},
+    ]})  # fmt: skip
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    client = wire(env={**claude_env(server.url, home), "ANYAGENTD_CLAUDE_BIN": str(agent_bin("claude"))},
+                  timeout=STEP)  # fmt: skip
+    sid = client.ok("open", agent="claude", dir=str(work), permission_mode="AutoApprove")["id"]
+    client.ok("prompt", session=sid, text="Start a sleeper")
+    client.events(sid, until=lambda line: "TurnEnded" in line.get("event", {}).get("kind", ""))
+    agents = [pid for pid, (_, ppid, _) in lineage.processes().items() if ppid == client.proc.pid]
+    marks = {m for m in map(_mark_of, agents) if m}
+    jobs = [p for m in marks for p in marked_processes(m) if _cmdline(p).startswith("sleep 312")]
+    assert jobs, "the scripted job is not running"
+    client.proc.kill()
+    client.proc.wait(5)
+    deadline = time.monotonic() + 2.0
+    while any(marked_processes(m) for m in marks) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(marked_processes(m) == [] for m in marks)
+    assert not any(process_running(job) for job in jobs)

@@ -409,11 +409,11 @@ async def test_cancel_interrupts_and_denies_pending() -> None:
     assert proc.written[0]["type"] == "control_request" and proc.written[0]["request"] == {"subtype": "interrupt"}
     deny = proc.written[1]["response"]
     assert deny["request_id"] == "r1" and deny["response"]["behavior"] == "deny" and deny["response"]["interrupt"]
-    assert conn.mapper.cancel_requested
-    # the interrupted turn's result (error_during_execution) is Cancelled
+    # the interrupted turn's result (error_during_execution) is reported as it is: the engine, which knows it
+    # cancelled the turn, reads it as Cancelled (tests/core/test_engine.py)
     await conn._dispatch({"type": "result", "subtype": "error_during_execution", "is_error": True,
                           "terminal_reason": "completed", "usage": {}})  # fmt: skip
-    assert link.reports[-1] == TurnEndedReport("Cancelled")
+    assert link.reports[-1].stop.TAG == "Failed"
 
 
 @pytest.mark.anyio
@@ -524,3 +524,23 @@ def test_details_from_initialize() -> None:
     sub = launch.auth_status({"tokenSource": "claude.ai", "email": "a@b.c", "subscriptionType": "max"}, "c")
     assert sub.kind == "Subscription" and sub.account.email == "a@b.c" and sub.account.plan == "max"
     assert launch.auth_status({"apiProvider": "bedrock"}, "c").kind == "CloudProvider"
+
+
+@pytest.mark.anyio
+async def test_a_turn_started_before_the_last_result_is_acked_after_it() -> None:
+    """The engine ended a cancelled turn the CLI never confirmed and starts the next: the CLI answers its input in
+    order, so the old turn's late result comes first; the new turn's TurnAck waits for it (the engine then drops
+    the late result as the previous turn's)."""
+    conn, link, proc = make_conn()
+    await conn.start_turn("t1", PromptInput("one"))
+    assert link.reports == [TurnAck()]
+    await conn.cancel()  # the interrupt the CLI does not confirm
+    await conn.start_turn("t2", PromptInput("two"))
+    assert link.reports == [TurnAck()] and len(proc.written) == 3  # sent, not acknowledged yet
+    result = {"type": "result", "subtype": "success", "is_error": False, "usage": {}}
+    await conn._dispatch(result)  # t1's late end
+    assert isinstance(link.reports[-2], TurnEndedReport) and link.reports[-1] == TurnAck()
+    await conn._dispatch(result)  # t2's own end
+    assert isinstance(link.reports[-1], TurnEndedReport) and link.reports.count(TurnAck()) == 2
+    await conn.start_turn("t3", PromptInput("three"))  # nothing owed any more: acknowledged at once
+    assert link.reports[-1] == TurnAck()

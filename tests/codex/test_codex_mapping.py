@@ -82,6 +82,8 @@ class FakeLink:
 
 
 class FakeProcess:
+    pid = 4194305  # above any pid_max: no command of this "agent" is ever found running
+
     def __init__(self) -> None:
         self.written: list[dict[str, Any]] = []
 
@@ -165,8 +167,24 @@ async def test_active_items_are_cancelled_at_an_interrupt() -> None:
         "id": "T", "items": [], "status": "interrupted", "error": None}}})  # fmt: skip
     tools = [r.kind.value for r in link.events("ToolUpdated")]
     assert [t.status for t in tools] == ["Running", "Cancelled"] and tools[0].input.command == "sleep 10"
+    # the interrupted command's own end, reported afterwards (failed: it was killed), changes nothing
+    await conn._dispatch({"method": "item/completed", "params": {"threadId": THREAD, "turnId": "T",
+                          "item": {**item, "status": "failed", "exitCode": -1}}})  # fmt: skip
+    assert len(link.events("ToolUpdated")) == 2
     assert [r.kind.message_id for r in link.events("MessageEnded")] == ["m1"]
     assert isinstance(link.reports[-1], TurnEndedReport) and link.reports[-1].stop == "Cancelled"
+
+
+async def test_a_command_that_could_not_be_stopped_stays_running_at_an_interrupt() -> None:
+    conn, link, _ = connection()
+    item = {"type": "commandExecution", "id": "c1", "command": "/bin/bash -lc 'sleep 10'", "cwd": "/work",
+            "commandActions": [], "status": "inProgress"}  # fmt: skip
+    await conn._dispatch({"method": "item/started", "params": {"threadId": THREAD, "turnId": "T", "item": item}})
+    conn.mapper.survivors = {"c1"}  # what the connection's stop found running but could not signal
+    await conn.mapper.handle("turn/completed", {"threadId": THREAD, "turn": {
+        "id": "T", "items": [], "status": "interrupted", "error": None}})  # fmt: skip
+    assert [r.kind.value.status for r in link.events("ToolUpdated")] == ["Running"]  # TurnEnded.background
+    assert link.reports[-1].stop == "Cancelled" and not conn.mapper.survivors
 
 
 async def test_failed_turn_error_and_401_auth_lost() -> None:

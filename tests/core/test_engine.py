@@ -24,6 +24,7 @@ from anyagentd.errors import (
 from anyagentd.model import (
     AgentDetails,
     AnswerPermission,
+    COMPLETED_PROTOCOL,
     AnswerQuestion,
     Capabilities,
     Choices,
@@ -618,3 +619,134 @@ async def test_mcp_servers_the_agent_cannot_take_are_refused(tmp_path):
         with pytest.raises(UnsupportedFeature) as info:
             await rt.open("mock", tmp_path, mcp_servers=[server])
         assert "Stdio" in info.value.message
+
+
+# ------------------------------------------------------------------------------------------------- cancel
+
+
+class _StubbornConnection(AgentConnection):
+    """Acks each turn and streams a word; on Cancel it either does nothing (``mode="ignore"``) or reports a failed
+    tool and a Failed stop (``mode="fail"``), as agents do when a cancel breaks the running call. ``late_end``:
+    after an ignored cancel, end the turn anyway this many seconds later."""
+
+    def __init__(self, link: Any, mode: str, late_end: float | None = None) -> None:
+        self.link = link
+        self.mode = mode
+        self.late_end = late_end
+        self.details = AgentDetails(capabilities=Capabilities())
+        self.configuration = SessionConfiguration()
+        self.turns = 0
+
+    async def start_turn(self, turn_id: str, prompt: Any) -> None:
+        self.turns += 1
+        turn = self.turns
+
+        async def run() -> None:
+            await self.link.turn_ack()
+            await self.link.emit(TextDelta(message_id=f"m{turn}", text=f"turn {turn}"))
+            if turn > 1:
+                await self.link.turn_ended(COMPLETED_PROTOCOL)
+
+        self.link.start_soon(run)
+
+    async def answer(self, request_id: str, answer: Any) -> None: ...
+
+    async def cancel(self) -> None:
+        if self.mode == "fail":
+            from anyagentd.model import FailedStop, ToolUpdate, ToolUpdated
+
+            async def fail() -> None:
+                await self.link.emit(ToolUpdated(value=ToolUpdate(id="t1", status="Failed", output="interrupted")))
+                await self.link.turn_ended(FailedStop(message="request aborted"))
+
+            self.link.start_soon(fail)
+        elif self.late_end is not None:
+
+            async def late() -> None:
+                await anyio.sleep(self.late_end)
+                await self.link.turn_ended("Cancelled")
+
+            self.link.start_soon(late)
+
+    async def close(self) -> None: ...
+
+
+class _StubbornAdapter(AgentAdapter):
+    PLUGIN_NAME = "stubborn"
+
+    def pinned_installations(self) -> list[Any]:
+        from anyagentd.model import AgentInstallation
+
+        return [AgentInstallation(id="stubborn", name="Stubborn", executable_path="-", source="Pinned")]
+
+    async def probe(self, installation: Any) -> AgentDetails:
+        return AgentDetails()
+
+    async def connect(self, installation: Any, options: Any, link: Any, *, no_tools: bool = False) -> Any:
+        self.conn = _StubbornConnection(link, self.config.get("mode", "ignore"), self.config.get("late_end"))
+        return self.conn
+
+
+class _StubbornPlugin:
+    from anyagentd.hookspecs import hookimpl
+
+    @hookimpl
+    def register_adapters(self, register: Any) -> None:
+        register(_StubbornAdapter)
+
+
+def stubborn(mode: str = "ignore", late_end: float | None = None, **kw: Any) -> Runtime:
+    plugins = Plugins(load_entry_points=False, extra=[_StubbornPlugin()])
+    return Runtime(plugins=plugins, settings=settings(**kw),
+                   adapter_config={"stubborn": {"mode": mode, "late_end": late_end}})  # fmt: skip
+
+
+async def test_a_cancel_the_agent_ignores_ends_the_turn_after_the_grace(tmp_path):
+    async with stubborn(cancel_grace=0.2) as rt:
+        session = await rt.open("stubborn", tmp_path)
+        ev = Events(session)
+        await session.prompt("x")
+        await ev.until_tag("TextDelta")
+        await session.cancel()
+        got = await ev.until_tag("TurnEnded", timeout=5)  # without the engine's deadline: never
+        assert got[-1].kind.stop == "Cancelled"
+        warnings = [e for e in got if tag(e) == "Diagnostic" and e.kind.value.level == "Warning"]
+        assert warnings and "0.2 s of the cancel" in warnings[0].kind.value.message
+        assert session.status == "Idle"
+        await session.prompt("again")  # the session goes on
+        nxt = await ev.until_tag("TurnEnded")
+        assert nxt[-1].kind.stop.TAG == "Completed"
+
+
+async def test_the_late_end_of_a_turn_the_engine_ended_is_not_a_warning(tmp_path):
+    async with stubborn(late_end=0.4, cancel_grace=0.1) as rt:
+        session = await rt.open("stubborn", tmp_path)
+        ev = Events(session)
+        await session.prompt("x")
+        await ev.until_tag("TextDelta")
+        await session.cancel()
+        assert (await ev.until_tag("TurnEnded"))[-1].kind.stop == "Cancelled"
+        await anyio.sleep(0.6)  # the agent's own end arrives while idle
+        await session.close()
+        await ev.rest()
+        assert not [e for e in ev.all if tag(e) == "Diagnostic" and "idle" in e.kind.value.message]
+        assert sum(tag(e) == "TurnEnded" for e in ev.all) == 1
+
+
+async def test_failures_reported_after_a_cancel_read_cancelled(tmp_path):
+    async with stubborn("fail", cancel_grace=30) as rt:
+        session = await rt.open("stubborn", tmp_path)
+        ev = Events(session)
+        await session.prompt("x")
+        await ev.until_tag("TextDelta")
+        await session.cancel()
+        got = await ev.until_tag("TurnEnded")
+        assert got[-1].kind.stop == "Cancelled"
+        tools = [e.kind.value for e in got if tag(e) == "ToolUpdated"]
+        assert [t.status for t in tools] == ["Cancelled"] and tools[0].output == "interrupted"
+        assert not [e for e in got if tag(e) == "Diagnostic"]
+
+
+async def test_cancel_grace_comes_from_the_environment():
+    assert EngineSettings.from_env({"ANYAGENTD_CANCEL_GRACE": "1.5"}).cancel_grace == 1.5
+    assert EngineSettings.from_env({}).cancel_grace == 5.0

@@ -12,6 +12,8 @@ instead of hanging it.
 - :func:`event_tag` is an event's kind tag (``"TextDelta"``, ``"TurnEnded"``…), as a function for ``map``/keys.
 - :func:`process_group_alive` / :func:`wait_process_group_gone`: whether an agent's process group (its leader's
   pid: adapters start agents in their own session) still has a member, e.g. after ``kill`` or ``close``.
+- :func:`process_running` / :func:`marked_processes`: whether one pid is still running (a zombie is not), and
+  which running processes carry an agent's lineage mark (``AgentProcess.mark``; Linux ``/proc``).
 
 Only the standard library and anyio are imported, so this loads nothing heavy.
 """
@@ -98,3 +100,35 @@ async def wait_process_group_gone(pid: int, timeout: float = 3.0) -> None:
     with anyio.fail_after(timeout):
         while process_group_alive(pid):
             await anyio.sleep(0.05)
+
+
+def process_running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie (Linux: its ``/proc`` state; elsewhere: signal 0)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return data[data.rfind(b")") + 2 :].split()[0] != b"Z"
+
+
+def marked_processes(mark: str) -> list[int]:
+    """Running processes whose environment carries ``ANYAGENTD_AGENT_LINEAGE=mark`` (Linux; empty elsewhere)."""
+    needle = f"ANYAGENTD_AGENT_LINEAGE={mark}".encode()
+    found = []
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                if needle in fh.read().split(b"\0") and process_running(int(name)):
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found

@@ -10,8 +10,17 @@
   content between turns opens agent-originated turns that end by inferred completion.
 - ``session/request_permission`` → a Permission request (ACP option kinds → choices); the answer selects the
   exact option offered for that kind. Cancel = ``session/cancel`` notification, then every pending permission
-  is answered ``cancelled``; an agent that has not ended the prompt :data:`CANCEL_GRACE` seconds later gets the
-  turn ended Cancelled anyway (Warning diagnostic), and its late answer is ignored.
+  is answered ``cancelled`` (the engine ends a turn the agent does not end within its ``cancel_grace``).
+- After a cancel the agent still owes the cancelled prompt's answer, and what it sends until then belongs to the
+  cancelled turn: the next ``session/prompt`` waits for that answer (up to :data:`SETTLE_LIMIT` seconds), message
+  chunks arriving meanwhile are dropped, and its late stop is not reported. Some agents leave more behind:
+  claude-agent-acp 0.23.1 answers the cancelled prompt at once but keeps the interrupted query's end, which ends
+  the *next* prompt at once with nothing (and from then on each prompt gets the previous one's answer, a slow
+  reply streaming into a later turn). For such an agent (catalog :data:`RESYNC_AFTER_CANCEL`, adapter config
+  ``resync_after_cancel``, or one seen doing it: a first prompt after a cancel ending ``end_turn`` with no update
+  at all) the session is closed and loaded again (``session/close`` + ``session/load``, replay suppressed) before
+  the next prompt, so every prompt gets its own answer; when it is only seen doing it, the prompt is sent again
+  after the reload.
 - Configure: ``mode`` (from ``modes``) → ``session/set_mode``; config options → ``session/set_config_option``;
   the applied value is reported with ``info_changed`` (a refusal is a Warning diagnostic).
 - Close: cancel a running turn, stop the library connection, then stdin closed / SIGTERM / SIGKILL to the whole
@@ -27,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from pydantic import ValidationError
 from acp import PROTOCOL_VERSION, RequestError
 from acp import schema as acp
 from acp.client.connection import ClientSideConnection
@@ -72,9 +82,14 @@ from .adapter import HANDSHAKE_TIMEOUT  # seconds initialize + session/new may t
 REQUEST_TIMEOUT = 10.0
 """Seconds to wait for the answer to ``session/set_mode`` / ``session/set_config_option``."""
 
-CANCEL_GRACE = 5.0
-"""Seconds an agent gets to answer ``session/cancel`` (by ending the prompt) before the turn is ended Cancelled
-anyway, with a Warning diagnostic (adapter config ``cancel_grace``); its late answer is then ignored."""
+SETTLE_LIMIT = 10.0
+"""Seconds the first ``session/prompt`` after a cancel waits for the cancelled prompt's answer before it is sent
+anyway."""
+
+RESYNC_AFTER_CANCEL = frozenset({"claude-acp"})
+"""Catalog agents whose session is reloaded after a cancel (see the module doc)."""
+
+CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk", "user_message_chunk"})
 
 CLOSE_STEP = 1.5
 """Seconds :meth:`AcpConnection.close` waits after closing stdin, and again after SIGTERM, before escalating."""
@@ -218,7 +233,12 @@ class AcpConnection(AgentConnection):
         self._running: int | None = None  # token of the running prompt
         self._turn_tokens = itertools.count(1)
         self._cancel_requested = False
-        self.cancel_grace = CANCEL_GRACE
+        self._cancelled: tuple[int, anyio.Event] | None = None  # a cancelled prompt not answered yet
+        self._after_cancel = False  # the next prompt follows a cancel: watch for a leftover stop
+        self.resync_after_cancel = installation.id in RESYNC_AFTER_CANCEL
+        self._resync_pending = False
+        self._updates = 0  # session/update notifications of our session so far
+        self._mcp_servers: list[Any] = []
         self._eof = anyio.Event()
         self.exit_status: str | None = None
         self.transport = ProcessTransport(process, intercept=self._intercept, diagnose=self._diagnose,
@@ -243,7 +263,7 @@ class AcpConnection(AgentConnection):
         process = await AgentProcess.start(argv, cwd=options.dir, env=launch_env(installation, config),
                                            max_line_bytes=max_line)  # fmt: skip
         conn = cls(process, link, installation, options)
-        conn.cancel_grace = float(config.get("cancel_grace", CANCEL_GRACE))
+        conn.resync_after_cancel = bool(config.get("resync_after_cancel", conn.resync_after_cancel))
         try:
             with anyio.fail_after(handshake_timeout):
                 await conn._handshake(adapter, session)
@@ -338,6 +358,7 @@ class AcpConnection(AgentConnection):
         if options.resume and not caps.load_session:
             raise ResumeFailed(f"{self.installation.name} cannot load sessions (no loadSession capability)")
         servers = [r for _, r in adapter.render_mcp(options.mcp_servers, mcp_renderers(caps.mcp_capabilities))]
+        self._mcp_servers = servers
         cwd = os.path.abspath(options.dir)
         if options.resume:
             self.mapper.suppress_content = True  # session/load replays the conversation: not re-emitted
@@ -374,6 +395,11 @@ class AcpConnection(AgentConnection):
             other = params.get("sessionId") if isinstance(params, dict) else None
             if isinstance(other, str) and self.session_id is not None and other != self.session_id:
                 return True  # another session's update (agents may host several)
+            self._updates += 1
+            update = params.get("update") if isinstance(params, dict) else None
+            kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+            if self._cancelled is not None and kind in CHUNKS:
+                return True  # the cancelled prompt's words, after the cancel: not the turn's any more
             await self.mapper.handle(params)
             return True
         return False
@@ -441,7 +467,8 @@ class AcpConnection(AgentConnection):
         return self._running is not None
 
     def _finish(self, token: int) -> bool:
-        """Mark the turn ``token`` ended; False when it already was (ended by the cancel watchdog)."""
+        """Mark the turn ``token`` ended; False when a later turn has started since (the engine ended a cancelled
+        turn the agent had not ended)."""
         if self._running != token:
             return False
         self._running = None
@@ -449,15 +476,13 @@ class AcpConnection(AgentConnection):
 
     async def _run_prompt(self, blocks: list[Any], token: int) -> None:
         try:
-            response = await self.rpc.prompt(session_id=self.session_id, prompt=blocks)
+            response = await self._prompt(blocks, token)
         except ConnectionError:
             return  # the agent exited: Exited ends the turn
         except RequestError as err:
             if not self._finish(token):
                 return
-            if self._cancel_requested:
-                await self.link.turn_ended("Cancelled")
-            elif err.code == AUTH_REQUIRED:
+            if err.code == AUTH_REQUIRED and not self._cancel_requested:
                 await self.link.auth_lost(login_methods(self.installation.executable_path, self.init))
             else:
                 detail = f"{err}" + (f" ({err.data})" if err.data else "")
@@ -472,13 +497,53 @@ class AcpConnection(AgentConnection):
         await self.mapper.new_turn()
         await self.link.turn_ended(stop_reason(response.stop_reason))
 
-    async def _cancel_watchdog(self, token: int, grace: float) -> None:
-        await anyio.sleep(grace)
-        if self._finish(token):
-            await self.mapper.new_turn()
-            await self.link.emit(diagnostic("Warning", f"the ACP agent did not answer session/cancel within "
-                                                       f"{grace:g} s; the turn is ended as cancelled"))  # fmt: skip
-            await self.link.turn_ended("Cancelled")
+    async def _prompt(self, blocks: list[Any], token: int) -> acp.PromptResponse:
+        """``session/prompt`` once the agent is settled after a cancel (see the module doc); its response."""
+        cancelled = self._cancelled
+        if cancelled is not None:  # its words are dropped while we wait
+            with anyio.move_on_after(SETTLE_LIMIT):
+                await cancelled[1].wait()
+            if self._cancelled is cancelled:
+                self._cancelled = None
+        watch, self._after_cancel = self._after_cancel, False
+        if self._resync_pending:
+            self._resync_pending = False
+            await self._resync()
+        before = self._updates
+        try:
+            response = await self.rpc.prompt(session_id=self.session_id, prompt=blocks)
+        finally:
+            if self._cancelled is not None and self._cancelled[0] == token:  # the cancelled prompt has answered
+                self._cancelled[1].set()
+                self._cancelled = None
+        if watch and response.stop_reason == "end_turn" and self._updates == before and self._running == token:
+            # The cancelled prompt's leftover end, not this prompt's: the agent still holds this prompt.
+            await self.link.emit(diagnostic("Warning", "the ACP agent ended the first prompt after a cancel at once "
+                                                       "and empty; its session is reloaded and the prompt sent "
+                                                       "again"))  # fmt: skip
+            self.resync_after_cancel = True
+            await self._resync()
+            response = await self.rpc.prompt(session_id=self.session_id, prompt=blocks)
+        return response
+
+    async def _resync(self) -> None:
+        """Close the agent-side session and load it again (its history replay suppressed): a fresh session
+        without what a cancelled prompt left behind. Failures are Warning diagnostics."""
+        self.mapper.suppress_content = True
+        try:
+            await self.rpc.close_session(session_id=self.session_id)
+            await self.rpc.load_session(cwd=os.path.abspath(self.session_options.dir), session_id=self.session_id,
+                                        mcp_servers=self._mcp_servers)  # fmt: skip
+        except (RequestError, ValidationError) as err:  # an agent without session/close, or refusing it
+            await self.link.emit(diagnostic("Warning", f"could not reload the ACP session after a cancel: {err}"))
+        finally:
+            self.mapper.suppress_content = False
+
+    @property
+    def _can_resync(self) -> bool:
+        caps = self.init.agent_capabilities if self.init else None
+        session_caps = caps.session_capabilities if caps else None
+        return bool(caps and caps.load_session and session_caps and session_caps.close is not None)
 
     async def answer(self, request_id: str, answer: Answer) -> None:
         pending = self._pending.get(request_id)
@@ -492,8 +557,10 @@ class AcpConnection(AgentConnection):
 
     async def cancel(self) -> None:
         self._cancel_requested = True
-        if self._running is not None and not self._closing:
-            self.link.start_soon(self._cancel_watchdog, self._running, self.cancel_grace)
+        if self._running is not None and self._cancelled is None:
+            self._cancelled = (self._running, anyio.Event())
+            self._after_cancel = True
+            self._resync_pending = self.resync_after_cancel and self._can_resync
         if self.session_id is not None and not self._eof.is_set():
             try:
                 await self.rpc.cancel(session_id=self.session_id)

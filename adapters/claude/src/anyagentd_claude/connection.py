@@ -8,7 +8,10 @@ and noted as an Info diagnostic), everything else → :class:`FrameMapper`. When
 
 Commands (each returns promptly):
 
-- StartTurn: one ``user`` frame with a fresh uuid, then TurnAck (the CLI handles its input in order);
+- StartTurn: one ``user`` frame with a fresh uuid, then TurnAck (the CLI handles its input in order, one
+  ``result`` per user frame). When an interrupted turn has not had its ``result`` yet (the engine ended a
+  cancelled turn the CLI never confirmed), the TurnAck waits for that result: what comes before it is the old
+  turn's;
 - Answer: the ``can_use_tool`` reply (see :mod:`.control`);
 - Cancel: ``interrupt``, then pending permission requests denied (with ``interrupt: true``);
 - Configure: ``set_permission_mode`` (mode) / ``set_model`` (model); the applied value is reported with
@@ -112,6 +115,9 @@ class ClaudeConnection(AgentConnection):
         self.details = AgentDetails()
         self._requests: dict[str, _Pending] = {}
         self._prompt_uuids: list[str] = []
+        self._unfinished = 0  # user frames written whose result has not come yet
+        self._deferred_acks = 0  # TurnAcks held until the results of earlier user frames
+        self._unconfirmed_interrupt = False  # an interrupt was sent and no result has come since
         self._closing = False
         self._stdout_done = anyio.Event()
         self.exit_status: str | None = None
@@ -218,6 +224,14 @@ class ClaudeConnection(AgentConnection):
             if pending is not None:
                 await self.link.emit(diagnostic("Info", "Claude Code withdrew a pending request"),
                                      extensions={RAW: frame})  # fmt: skip
+        elif kind == "result":
+            self._unfinished = max(0, self._unfinished - 1)
+            self._unconfirmed_interrupt = False
+            await self.mapper.handle(frame)
+            if self._deferred_acks and self._unfinished <= self._deferred_acks:
+                self._deferred_acks -= 1  # the held turn is the one the CLI now runs
+                self.mapper.turn_active = True
+                await self.link.turn_ack()
         else:
             await self.mapper.handle(frame)
 
@@ -259,11 +273,15 @@ class ClaudeConnection(AgentConnection):
         frame = {"type": "user", "message": {"role": "user", "content": user_content(prompt)},
                  "parent_tool_use_id": None, "session_id": "", "uuid": message_uuid}  # fmt: skip
         self.mapper.turn_active = True
-        self.mapper.cancel_requested = False
+        earlier = self._unfinished if self._unconfirmed_interrupt else 0
         if not await self._write(frame):
             raise ProtocolFailed("Claude Code's input is closed")
+        self._unfinished += 1
         self._prompt_uuids.append(message_uuid)
-        await self.link.turn_ack()
+        if earlier:
+            self._deferred_acks += 1
+        else:
+            await self.link.turn_ack()
 
     async def answer(self, request_id: str, answer: Answer) -> None:
         pending = self._requests.pop(request_id, None)
@@ -283,11 +301,11 @@ class ClaudeConnection(AgentConnection):
             raise ProtocolFailed("Claude Code's input is closed")
 
     async def cancel(self) -> None:
-        self.mapper.cancel_requested = True
         try:
             await self.channel.send("interrupt")
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             return
+        self._unconfirmed_interrupt = self._unfinished > 0
         await self._deny_pending()
 
     async def _deny_pending(self) -> None:
@@ -323,9 +341,9 @@ class ClaudeConnection(AgentConnection):
         frame = {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "/compact"}]},
                  "parent_tool_use_id": None, "session_id": "", "uuid": str(uuid.uuid4())}  # fmt: skip
         self.mapper.turn_active = True
-        self.mapper.cancel_requested = False
         if not await self._write(frame):
             raise ProtocolFailed("Claude Code's input is closed")
+        self._unfinished += 1
 
     async def rollback(self, turns: int, scope: RollbackScope) -> None:
         if turns < 1:

@@ -17,14 +17,15 @@ Mapping, by frame:
   emitted from the line itself; a synthetic message with an ``error`` becomes a Warning diagnostic (the turn's
   ``result`` carries the failure), and ``error: "authentication_failed"`` reports auth lost.
 - ``user``: ``tool_result`` blocks → ToolUpdated Completed/Failed with the output text (a background Bash stays
-  Running until its ``task_notification``; a result after a cancel is Cancelled); a subagent's prompt →
-  UserMessage; replays of our own prompts are dropped; ``<local-command-stdout>`` output during a turn → text.
+  Running until its ``task_notification``; the engine reads a failure after a cancel as Cancelled); a subagent's
+  prompt → UserMessage; replays of our own prompts are dropped; ``<local-command-stdout>`` output during a turn → text.
 - ``system``: ``init`` → resume token (``session_id``) and the ``mode`` option; ``status`` → the ``mode``
   option, a failed compaction → Warning; ``compact_boundary`` → ``ContextCompacted`` then ContextUsage
   (``post_tokens``); ``api_retry`` → Warning; ``task_notification`` → the background tool's end.
 - ``result`` → ContextUsage (tokens of the last main-thread API call: input + cache + output, window from
   ``modelUsage[*].contextWindow``, ``cost_usd`` = ``total_cost_usd``) then TurnEnded: ``is_error`` false →
-  Completed(Protocol); aborted, or an error after our interrupt → Cancelled; else Failed(result/errors text).
+  Completed(Protocol); aborted or interrupted → Cancelled; else Failed(result/errors text), which the engine reads
+  as Cancelled when it follows our interrupt.
 """
 
 from __future__ import annotations
@@ -76,8 +77,7 @@ class FrameMapper:
 
     ``cwd``: the session directory. ``link``: where reports go. ``options``: the session's configuration values
     (shared with the connection, updated in place). ``login``: the login methods reported when auth is lost.
-    Attributes the connection sets: ``turn_active`` (a turn of ours is running), ``cancel_requested`` (we sent
-    ``interrupt`` during this turn).
+    Attribute the connection sets: ``turn_active`` (a turn of ours is running).
     """
 
     def __init__(self, link: Any, *, cwd: str | None = None, options: dict[str, Any] | None = None,
@@ -88,7 +88,6 @@ class FrameMapper:
         self.resume_token = resume_token
         self.login = list(login or [])
         self.turn_active = False
-        self.cancel_requested = False
         self.last_init: dict[str, Any] | None = None
         self.tools: dict[str, ToolUpdate] = {}
         self.tool_parents: dict[str, str | None] = {}
@@ -261,8 +260,6 @@ class FrameMapper:
         structured = frame.get("tool_use_result")
         previous = self.tools.get(tool_id) or ToolUpdate(id=tool_id)
         status = "Failed" if block.get("is_error") else "Completed"
-        if status == "Failed" and self.cancel_requested:
-            status = "Cancelled"
         if status == "Completed" and name == "Bash":
             task = structured.get("backgroundTaskId") if isinstance(structured, dict) else None
             match = _BACKGROUND_ID.search(output)
@@ -372,7 +369,6 @@ class FrameMapper:
         self._usage_in = self._usage_out = 0
         stop = self.stop_reason(frame)
         self.turn_active = False
-        self.cancel_requested = False
         await self.link.turn_ended(stop)
 
     def stop_reason(self, frame: dict[str, Any]) -> Any:
@@ -380,9 +376,7 @@ class FrameMapper:
         terminal = str(frame.get("terminal_reason") or "")
         if not frame.get("is_error"):
             return COMPLETED_PROTOCOL
-        if terminal.startswith("aborted") or terminal == "interrupted" or (
-            self.cancel_requested and frame.get("subtype") == "error_during_execution"
-        ):
+        if terminal.startswith("aborted") or terminal == "interrupted":
             return "Cancelled"
         text = frame.get("result")
         if not isinstance(text, str) or not text:

@@ -14,7 +14,11 @@ Commands (each returns promptly; outcomes arrive through the pump):
 - Steer: ``turn/steer`` with ``expectedTurnId`` — only once the turn's ``turn/started`` arrived; a steer that
   comes earlier is held and sent then. Result → Steered(true), error or turn end first → Steered(false);
 - Answer: the reply to the server request (``accept`` / ``acceptForSession`` / ``decline``; answers by question id);
-- Cancel: open approvals answered ``cancel``, then ``turn/interrupt`` (sent once the turn id is known);
+- Cancel: open approvals answered ``cancel``, then ``turn/interrupt`` (sent once the turn id is known). Codex
+  ends an interrupted turn without stopping the commands it runs: at ``turn/completed`` (interrupted) each command
+  still running is found under the app-server by its command line and its process tree killed (sandbox wrapper
+  included, :func:`anyagentd.adapters.lineage.stop_command`); one that cannot be stopped stays Running (listed
+  in TurnEnded.background);
 - Configure: ``model``, ``effort``, ``mode`` apply from the next ``turn/start``; reported at once;
 - Compact: ``thread/compact/start`` (Codex runs it as a turn: ``contextCompaction`` item, ``turn/completed``);
 - Close: ``turn/interrupt`` if a turn runs, stdin closed, SIGTERM / SIGKILL to the process group.
@@ -30,6 +34,7 @@ from typing import Any
 
 import anyio
 from anyagentd.adapters.interface import AgentConnection, PromptInput
+from anyagentd.adapters import lineage
 from anyagentd.adapters.process import AgentProcess, cli_version, json_frames
 from anyagentd.errors import (
     AuthRequired,
@@ -48,6 +53,7 @@ from anyagentd.model import (
     AnswerQuestion,
     Choice,
     Choices,
+    Command,
     ConfigValue,
     FailedStop,
     PermissionRequest,
@@ -200,13 +206,22 @@ class CodexConnection(AgentConnection):
             return await self.channel.request(method, params)
         except RpcError as err:
             if self._stdout_done.is_set() or err.code is None:
-                await self.process.stderr_drained(1.0)
-                detail = self.process.stderr_tail() or err.message
-                raise SpawnFailed(f"Codex exited during the handshake ({self.exit_status}): {detail}") from None
+                raise await self._gone(err.message) from None
             raise
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            await self.process.stderr_drained(1.0)
-            raise SpawnFailed(f"Codex's input closed during the handshake: {self.process.stderr_tail()}") from None
+            raise await self._gone("its input closed") from None
+
+    async def _gone(self, fallback: str) -> SpawnFailed:
+        """The error for an app-server that went away during the handshake: its exit status (waited for, up to
+        2 s: the output can end before the exit is reaped) and its last stderr lines, e.g.
+        ``exit status: 127`` and ``/usr/bin/env: 'node': No such file or directory``."""
+        with anyio.move_on_after(2.0):
+            self.exit_status = await self.process.wait()
+        await self.process.stderr_drained(1.0)
+        detail = self.process.stderr_tail() or fallback
+        if self.exit_status is None:
+            return SpawnFailed(f"Codex stopped answering during the handshake: {detail}")
+        return SpawnFailed(f"Codex exited during the handshake ({self.exit_status}): {detail}")
 
     async def _handshake(self, require_auth: bool) -> None:
         try:
@@ -314,6 +329,8 @@ class CodexConnection(AgentConnection):
             params = frame.get("params")
             if method == p.N_TURN_COMPLETED and self._is_session_turn(params):
                 await self._before_turn_end()
+                if (params.get("turn") or {}).get("status") == "interrupted":
+                    self.mapper.survivors = self._stop_commands()
             await self.mapper.handle(method, params, frame)
             if method == p.N_TURN_STARTED and self._is_session_turn(params) and self._held_steer is not None:
                 held, self._held_steer = self._held_steer, None
@@ -323,6 +340,20 @@ class CodexConnection(AgentConnection):
         else:
             await self.link.emit(diagnostic("Info", "Codex wrote a frame that is not JSON-RPC"),
                                  extensions={RAW: frame})  # fmt: skip
+
+    def _stop_commands(self) -> set[str]:
+        """Kill the process trees of the commands still running at an interrupt; the tool ids of those that
+        could not be stopped."""
+        survivors = set()
+        for tool_id, update in self.mapper.tools.items():
+            if update.status not in ("Pending", "Running") or not isinstance(update.input, Command):
+                continue
+            killed = lineage.stop_command(self.process.pid, update.input.command)
+            if killed:
+                self.link.start_soon(lineage.reap, killed)  # orphans of the killed tree may re-parent to us
+            elif killed is not None:
+                survivors.add(tool_id)  # found, but could not be signalled
+        return survivors
 
     def _is_session_turn(self, params: Any) -> bool:
         return isinstance(params, dict) and params.get("threadId") == self.thread_id
@@ -509,7 +540,6 @@ class CodexConnection(AgentConnection):
 
     async def cancel(self) -> None:
         self._cancel_requested = True
-        self.mapper.cancelling = True
         self._held_steer = None
         pending, self._requests = self._requests, {}
         for item in pending.values():

@@ -20,8 +20,10 @@ Mapping:
 - ``turn/plan/updated`` → PlanUpdated; a ``plan`` item → text;
 - ``thread/tokenUsage/updated`` → ContextUsage (``last.totalTokens`` of the window ``modelContextWindow``);
 - ``account/rateLimits/updated`` → PlanUsageUpdated (when a window is reported);
-- ``turn/completed`` → items still active become Cancelled (interrupted) or Failed, then TurnEnded:
-  ``completed`` → Completed(Protocol), ``interrupted`` → Cancelled, ``failed`` → Failed(error message);
+- ``turn/completed`` → items still active become Cancelled (interrupted; their late ``item/completed`` is
+  dropped) or Failed — except commands the connection could not stop (``survivors``), which stay Running and so
+  are listed in TurnEnded.background — then
+  TurnEnded: ``completed`` → Completed(Protocol), ``interrupted`` → Cancelled, ``failed`` → Failed(error message);
 - ``error`` → Warning (``willRetry``) or Error diagnostic; ``codexErrorInfo: unauthorized`` or an HTTP 401 →
   auth lost; ``warning``/``configWarning``/``deprecationNotice``/``guardianWarning`` → Warning;
   ``thread/name/updated`` → title; ``model/rerouted`` → Info + the ``model`` option.
@@ -271,7 +273,8 @@ class NotificationMapper:
         self.turn_id: str | None = None  # the session thread's running Codex turn
         self.turn_started = False
         self.last_turn_id: str | None = None
-        self.cancelling = False  # set by the connection on cancel: tools failing from now on were cancelled
+        self.survivors: set[str] = set()  # set by the connection: tool ids still running after an interrupt
+        self._interrupted: set[str] = set()  # tools ended Cancelled at an interrupt: their late completion is moot
 
     # ------------------------------------------------------------------------------------------ dispatch
 
@@ -404,6 +407,8 @@ class NotificationMapper:
             return
         if itype in QUIET_ITEMS:
             return
+        if item_id in self._interrupted:
+            return  # e.g. the command we killed at the interrupt, reported failed afterwards
         update = tool_update(item, self.cwd, self.tools.get(item_id))
         if update is None:
             await self._unknown({"method": "item", "params": note.model_dump(mode="json")},
@@ -411,8 +416,6 @@ class NotificationMapper:
             return
         if completed and update.status == "Running" and itype != "subAgentActivity":
             update = update.model_copy(update={"status": "Completed"})
-        if self.cancelling and update.status == "Failed" and item.get("status") != "declined":
-            update = update.model_copy(update={"status": "Cancelled"})
         if itype == "collabAgentToolCall":
             for child in item.get("receiverThreadIds") or []:
                 self.child_threads[str(child)] = item_id
@@ -447,13 +450,17 @@ class NotificationMapper:
     # ------------------------------------------------------------------------------------------ turn end
 
     async def turn_completed(self, turn: p.Turn) -> None:
-        """End the session's turn: active tools → Cancelled (interrupted) / Failed (failed) / Completed, open
-        messages ended, then TurnEnded with the stop reason of ``turn.status``."""
+        """End the session's turn: active tools → Cancelled (interrupted) / Failed (failed) / Completed (but the
+        ``survivors``, still running, stay Running), open messages ended, then TurnEnded with the stop reason of
+        ``turn.status``."""
         status = turn.status
         leftover = "Cancelled" if status == "interrupted" else "Failed" if status == "failed" else None
+        survivors, self.survivors = self.survivors, set()
         if leftover is not None:
             for tool_id, update in list(self.tools.items()):
-                if update.status in ("Pending", "Running"):
+                if update.status in ("Pending", "Running") and tool_id not in survivors:
+                    if leftover == "Cancelled":
+                        self._interrupted.add(tool_id)
                     done = update.model_copy(update={"status": leftover})
                     self.tools[tool_id] = done
                     await self.link.emit(ToolUpdated(value=done), parent_tool_id=self.tool_parents.get(tool_id))
@@ -465,7 +472,6 @@ class NotificationMapper:
         self.last_turn_id = turn.id
         self.turn_id = None
         self.turn_started = False
-        self.cancelling = False
         await self.link.turn_ended(stop_reason(turn))
 
     async def set_options(self, **changes: Any) -> None:

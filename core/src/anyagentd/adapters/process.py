@@ -14,7 +14,12 @@ so the child leads its own process group), and offers:
   (``"exit status: 3"``, ``"signal: 9 (SIGKILL)"``), which the wire carries in ``ProcessExited.status``;
 - :meth:`AgentProcess.terminate`: close stdin, give the child ``grace`` seconds to exit, SIGTERM the whole
   process group, wait again, then SIGKILL the group. npm wrappers (``node cli.js`` spawning a native binary)
-  do not forward signals, so signalling the group is what leaves nothing running.
+  do not forward signals, so signalling the group is what leaves nothing running. Then (and after
+  :meth:`AgentProcess.kill`) the rest of the agent's lineage is swept: what left the group (commands run in a
+  session of their own, orphans of a crashed agent) is found through :mod:`.lineage` and SIGKILLed;
+- on Linux the agent gets SIGKILL when anyagentd dies, however it dies (a parent-death signal), a guardian process
+  kills what the agent left outside its group then, and anyagentd is a child subreaper, so the agent's orphans
+  stay its children until reaped (see :mod:`.lineage`).
 
 :class:`Background` runs tasks that must outlive the call that started them (a connection's stdout pump is
 started by ``connect`` and stopped by ``close``, possibly from another task); it works on anyio's asyncio and
@@ -42,6 +47,7 @@ import anyio.abc
 
 from ..errors import SpawnFailed
 from ..model import diagnostic
+from . import lineage
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 """Longest stdout line accepted, in bytes (64 MiB); longer lines are skipped and reported as OversizedLine."""
@@ -126,14 +132,18 @@ class _StderrRing:
 class AgentProcess:
     """One running agent process. Create with :meth:`start`.
 
-    Attributes: ``argv`` (the command line), ``pid``. The stderr reader runs in a :class:`Background` owned by
-    the process; :meth:`terminate` and :meth:`kill` stop it.
+    Attributes: ``argv`` (the command line), ``pid``, ``mark`` (its :data:`.lineage.LINEAGE_ENV` value, which
+    every process it starts inherits). The stderr reader runs in a :class:`Background` owned by the process;
+    :meth:`terminate` and :meth:`kill` stop it.
     """
 
-    def __init__(self, process: anyio.abc.Process, argv: list[str], max_line_bytes: int) -> None:
+    def __init__(self, process: anyio.abc.Process, argv: list[str], max_line_bytes: int,
+                 mark: str | None = None) -> None:  # fmt: skip
         self._process = process
         self.argv = argv
         self.pid: int = process.pid
+        self.mark = mark
+        _LEADERS.add(self.pid)
         self._max_line = max_line_bytes
         self._write_lock = anyio.Lock()
         self._stderr = _StderrRing()
@@ -147,18 +157,20 @@ class AgentProcess:
     @classmethod
     async def start(cls, argv: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
                     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> AgentProcess:  # fmt: skip
-        """Start ``argv`` in ``cwd`` with exactly ``env`` (``None``: ours), pipes on stdin/stdout/stderr, in a new
-        process group. Raises :class:`SpawnFailed` (missing executable, bad cwd, permission denied...)."""
+        """Start ``argv`` in ``cwd`` with ``env`` (``None``: ours) plus its lineage mark, pipes on
+        stdin/stdout/stderr, in a new process group, bound to die with this process (Linux). Raises
+        :class:`SpawnFailed` (missing executable, bad cwd, permission denied...)."""
         if cwd is not None and not os.path.isdir(cwd):
             raise SpawnFailed(f"working directory {cwd!r} does not exist")
+        mark = lineage.new_mark()
+        env = {**(os.environ if env is None else env), lineage.LINEAGE_ENV: mark}
+        lineage.become_subreaper()
         try:
-            process = await anyio.open_process(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                cwd=cwd, env=env, start_new_session=True,
-            )  # fmt: skip
+            process = await _open_process(argv, cwd=cwd, env=env)
         except (OSError, ValueError) as exc:
             raise SpawnFailed(f"{argv[0]}: {exc}") from exc
-        return cls(process, list(argv), max_line_bytes)
+        lineage.guard(mark)
+        return cls(process, list(argv), max_line_bytes, mark)
 
     # -- stdout ---------------------------------------------------------------------------------------------
 
@@ -306,6 +318,7 @@ class AgentProcess:
         (npm wrappers, MCP servers, shells) is left running. Shielded from cancellation; idempotent.
         """
         with anyio.CancelScope(shield=True):
+            seen = lineage.lineage(self.pid, self.mark)  # while the tree is whole: parents still known
             await self.close_stdin()
             exited = await self._wait_for(grace)
             if not exited:
@@ -315,6 +328,7 @@ class AgentProcess:
                 self._signal_group(signal.SIGKILL)
                 await self.wait()
             self._sweep_group()
+            await self.sweep_lineage(seen)
             await self.stderr_drained(0.5)
             await self._background.aclose()
             status = await self.wait()
@@ -322,10 +336,13 @@ class AgentProcess:
             return status
 
     async def kill(self) -> str:
-        """SIGKILL the process group at once and reap the child; return its exit status."""
+        """SIGKILL the process group (and the rest of the lineage) at once and reap the child; return its exit
+        status."""
         with anyio.CancelScope(shield=True):
+            seen = lineage.lineage(self.pid, self.mark)
             self._signal_group(signal.SIGKILL)
             status = await self.wait()
+            await self.sweep_lineage(seen)
             await self.close_stdin()
             await self.stderr_drained(0.5)
             await self._background.aclose()
@@ -340,6 +357,16 @@ class AgentProcess:
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
 
+    async def sweep_lineage(self, seen: set[int] | None = None) -> None:
+        """SIGKILL what is left of the agent's lineage (``seen`` earlier, or found now) and reap what of it
+        re-parented to this process, plus orphaned zombies. Call once the leader has exited."""
+        found = (seen or set()) | lineage.lineage(self.pid, self.mark)
+        killed = lineage.kill_lineage(found)
+        await lineage.reap([*killed, *lineage.orphaned_zombies(_LEADERS)], exclude=_LEADERS)
+        _LEADERS.discard(self.pid)
+        if self.mark:
+            lineage.guard(self.mark, register=False)
+
     def _sweep_group(self) -> None:
         """SIGKILL whatever is left in the (already leaderless) group: a leader that exited on EOF may have
         left children behind."""
@@ -347,6 +374,26 @@ class AgentProcess:
             os.killpg(self.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+_LEADERS: set[int] = set()
+"""Pids of the agent processes asyncio waits for: never reaped by the lineage sweep."""
+
+
+async def _open_process(argv: list[str], *, cwd: str | None, env: dict[str, str]) -> anyio.abc.Process:
+    # anyio.open_process has no preexec_fn; its backend takes Popen's keywords, and the parent-death signal
+    # has to be set in the child (between fork and exec).
+    preexec = lineage.die_with_parent()
+    kwargs: dict[str, Any] = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  cwd=cwd, env=env, start_new_session=True)  # fmt: skip
+    if preexec is not None:
+        try:
+            from anyio._core._eventloop import get_async_backend
+        except ImportError:  # a future anyio: spawn without the parent-death signal
+            pass
+        else:
+            return await get_async_backend().open_process(argv, preexec_fn=preexec, **kwargs)
+    return await anyio.open_process(argv, **kwargs)
 
 
 # ------------------------------------------------------------------------------------------------ background

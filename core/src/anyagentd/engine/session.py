@@ -77,6 +77,7 @@ from ..model import (
     StatusChanged,
     Steered,
     SystemTime,
+    ToolUpdated,
     TurnContext,
     TurnEnded,
     TurnStarted,
@@ -106,6 +107,7 @@ class _Turn:
     open_messages: dict[str, None] = field(default_factory=dict)  # insertion-ordered set
     open_requests: dict[str, Any] = field(default_factory=dict)  # request id -> Request
     tools: dict[str, str] = field(default_factory=dict)  # tool id -> ToolStatus
+    cancelled: bool = False  # the engine forwarded Cancel: failures reported from now on are the cancel's
 
     contexts: dict[str | None, TurnContext] = field(default_factory=dict)
 
@@ -182,6 +184,7 @@ class Session:
         self._quiet_deadline: float | None = None
         self._timer_wake = anyio.Event()
         self._deterministic = (True, True)  # (prompted, agent-originated)
+        self._owed_end = False  # the engine ended a cancelled turn itself; the agent's own end may still come
 
     # ------------------------------------------------------------------------------------------- lifecycle
 
@@ -373,7 +376,9 @@ class Session:
 
     async def cancel(self, clear_queue: bool = False) -> None:
         """Cancel the running turn (idempotent when idle); ``clear_queue`` also drops queued prompts. Open
-        requests are closed at once; the turn ends ``Cancelled`` when the agent confirms."""
+        requests are closed at once; the turn ends ``Cancelled`` when the agent confirms, or after
+        ``settings.cancel_grace`` seconds without its confirmation (with a Warning diagnostic). From the cancel on,
+        a ``Failed`` stop or tool the agent reports for this turn reads ``Cancelled``."""
         self._check_open()
         if clear_queue:
             self._queue.clear()
@@ -381,10 +386,26 @@ class Session:
         if turn is None:
             self._sync_status()
             return
+        first = not turn.cancelled
+        turn.cancelled = True
         self._close_requests(turn)
         self._rearm()
         self._sync_status()
         await self._connection().cancel()
+        if first and self._turn is turn and self._tg is not None:
+            self._tg.start_soon(self._cancel_deadline, turn)
+
+    async def _cancel_deadline(self, turn: _Turn) -> None:
+        # The engine owns the cancel: an agent that never confirms it must not hold the turn (and the queue).
+        grace = self.settings.cancel_grace
+        await anyio.sleep(grace)
+        if self._turn is not turn or self._shutdown_started:
+            return
+        self._emit(diagnostic("Warning", f"the agent did not end the turn within {grace:g} s of the cancel; "
+                                         "ended Cancelled"), turn.context())  # fmt: skip
+        self._owed_end = True
+        self._end_turn("Cancelled")
+        await self._promote()
 
     async def configure(self, option: str, value: ConfigValue) -> None:
         """Change a live option. ``InvalidConfiguration`` for an unknown option, a creation-only one, or a value of
@@ -605,6 +626,7 @@ class Session:
         elif isinstance(report, TurnAck):
             if self._turn is not None:
                 self._turn.acked = True
+                self._owed_end = False  # what comes after the ack is the new turn's
         elif isinstance(report, TurnEndedReport):
             self._on_turn_ended(report.stop)
         elif isinstance(report, SteeredReport):
@@ -641,6 +663,8 @@ class Session:
         elif tag == "MessageEnded":
             turn.open_messages.pop(kind.message_id, None)
         elif tag == "ToolUpdated":
+            if turn.cancelled and kind.value.status == "Failed":  # a tool our cancel stopped
+                kind = ToolUpdated(value=kind.value.model_copy(update={"status": "Cancelled"}))
             turn.tools[kind.value.id] = kind.value.status
         elif tag == "RequestOpened":
             request = kind.value
@@ -663,9 +687,13 @@ class Session:
     def _on_turn_ended(self, stop: StopReason) -> None:
         turn = self._turn
         if turn is None:
-            if not self._closing:  # on close the engine ended the turn itself; the agent's own end comes late
+            if self._owed_end:  # the late end of a cancelled turn the engine already ended
+                self._owed_end = False
+            elif not self._closing:  # on close the engine ended the turn itself; the agent's own end comes late
                 self._emit(diagnostic("Warning", "the agent ended a turn while the session was idle"))
         elif turn.acked:
+            if turn.cancelled and kind_tag(stop) == "Failed":  # failing on the way out of a cancel is the cancel
+                stop = "Cancelled"
             self._end_turn(stop)
         # else: a stale end of the previous turn, before the new turn was acknowledged
 

@@ -16,6 +16,8 @@ class EngineSettings:
     - ``close_grace``: seconds an agent gets to shut down on close before it is killed (5 s).
     - ``adapter_buffer``: reports the adapter→engine channel holds before the adapter waits (64).
     - ``handshake_timeout``: seconds an adapter may take to connect (30 s).
+    - ``cancel_grace``: seconds an agent gets to end a turn after the engine forwarded Cancel; then the engine
+      ends it ``Cancelled`` itself, with a Warning diagnostic (5 s).
     """
 
     event_bound: int = 1024
@@ -24,6 +26,7 @@ class EngineSettings:
     close_grace: float = 5.0
     adapter_buffer: int = 64
     handshake_timeout: float = 30.0
+    cancel_grace: float = 5.0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> EngineSettings:
