@@ -15,11 +15,11 @@ can be processed out of order). :class:`ProcessTransport` instead:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+from anyagentd import text
 from anyagentd.adapters.process import AgentProcess, OversizedLine
 
 Intercept = Callable[[dict[str, Any]], Awaitable[bool]]
@@ -63,7 +63,7 @@ class ProcessTransport:
             if not line.strip():
                 continue
             try:
-                message = json.loads(line)
+                message = text.loads(line)  # lone surrogates become U+FFFD: every event stays writable
             except ValueError:
                 await self._diagnose("Info", "the ACP agent wrote a line that is not JSON", line[:4096])
                 continue

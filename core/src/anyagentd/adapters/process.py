@@ -40,6 +40,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from .. import text
 from ..errors import SpawnFailed
 from ..model import diagnostic
 
@@ -431,7 +432,7 @@ async def json_frames(process: AgentProcess, link: Any, *, agent: str, raw_key: 
         if not line.strip():
             continue
         try:
-            frame = json.loads(line)
+            frame = text.loads(line)  # lone surrogates become U+FFFD here, so every event stays writable
         except ValueError:
             await link.emit(diagnostic("Info", f"{agent} wrote a line that is not JSON"),
                             extensions={raw_key: line[:4096]})  # fmt: skip
