@@ -1,0 +1,67 @@
+"""Text no UTF-8 encoder takes, from the REAL pinned Claude Code (issue 20.1): the scripted model sends a lone
+surrogate (``"\\ud83d"``, valid JSON syntax); the adapter decodes it as U+FFFD, so the event serializes, the wire
+writes it, and a second session on the same ``anyagentd serve`` goes on.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anyagentd.runtime import Runtime
+from wire_client import kind_tag
+
+pytestmark = pytest.mark.timeout(90)
+
+STEP = 25.0
+LONE_SCRIPT = {"turns": [{"text": "broken \ud83d emoji"}, {"text": "still \ud83d here"}]}
+
+
+def _text(lines: list[dict[str, Any]]) -> str:
+    return "".join(l["event"]["kind"]["TextDelta"]["text"] for l in lines if "event" in l and kind_tag(l) == "TextDelta")
+
+
+def _ended(line: dict[str, Any]) -> bool:
+    return "event" in line and kind_tag(line) == "TurnEnded"
+
+
+@pytest.mark.anyio
+async def test_python_api_events_with_a_lone_surrogate_serialize(claude: Any, work: Path) -> None:
+    claude(LONE_SCRIPT)
+    async with Runtime() as rt:
+        session = await rt.open("claude", dir=work)
+        await session.prompt("Say something.")
+        text = ""
+        async for event in session.events():
+            event.model_dump_json()  # raised PydanticSerializationError before
+            if event.tag == "TextDelta":
+                text += event.kind.text
+            if event.tag == "TurnEnded":
+                assert event.kind.stop.TAG == "Completed"
+                break
+        await session.close()
+    assert text == "broken \ufffd emoji"
+
+
+def test_over_the_wire_a_lone_surrogate_leaves_both_sessions_running(claude: Any, wire: Any, work: Path) -> None:
+    claude(LONE_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k.startswith("ANYAGENTD_")}  # the fixture's CLAUDE_BIN
+    client = wire(env=env, timeout=STEP)
+    first = client.ok("open", agent="claude", dir=str(work))["id"]
+    second = client.ok("open", agent="claude", dir=str(work))["id"]
+    client.ok("prompt", session=first, text="Say something.")
+    lines = client.events(first, until=_ended)
+    assert lines[-1]["event"]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}
+    assert _text(lines) == "broken \ufffd emoji"
+    assert b"\xef\xbf\xbd" in b"".join(client.raw_lines)  # U+FFFD as UTF-8, never a "\ud83d" escape
+    assert not any(b"\\ud83d" in raw for raw in client.raw_lines)
+    client.ok("prompt", session=second, text="Say something.")
+    lines = client.events(second, until=_ended)
+    assert lines[-1]["event"]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}
+    assert _text(lines) == "broken \ufffd emoji"
+    assert client.ok("info", session=first)["status"] == "Idle"
+    for session in (first, second):
+        client.ok("close", session=session, timeout=STEP)
+        assert client.events(session)[-1] == {"closed": session}
