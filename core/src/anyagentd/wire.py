@@ -284,6 +284,63 @@ def closed_line(session_id: str) -> bytes:
 BATCH = 256
 """Events of one session written together when several are waiting (fewer syscalls on a flood)."""
 
+EVENT_SLOTS = 16
+"""Entries the output queue may hold before a session's next event batch waits for the writer."""
+
+
+class _Outbox:
+    """The lines waiting for the writer, in the order they were queued.
+
+    Replies are queued at once, so a command finishes (and frees what it holds) even while the app does not read;
+    what bounds them is the reader, which reads no command while :attr:`bytes` is over the bound. Event batches
+    wait while ``slots`` entries are queued: what a stalled app leaves unread then piles up in the sessions' own
+    bounded queues, where the engine notices it (``ConsumerLagged``).
+    """
+
+    def __init__(self, slots: int) -> None:
+        self.bytes = 0  # queued and not yet written
+        self._lines: list[bytes] = []
+        self._slots = slots
+        self._changed = anyio.Event()
+        self._closed = False
+
+    def put_nowait(self, line: bytes) -> None:
+        self._lines.append(line)
+        self.bytes += len(line)
+        self._notify()
+
+    async def put(self, line: bytes) -> None:
+        while len(self._lines) >= self._slots:
+            await self._changed.wait()
+        self.put_nowait(line)
+
+    async def take(self) -> bytes | None:
+        """Everything queued, joined (the caller reports :meth:`written` after writing it); ``None`` once closed
+        and empty."""
+        while not self._lines:
+            if self._closed:
+                return None
+            await self._changed.wait()
+        data, self._lines = b"".join(self._lines), []
+        self._notify()
+        return data
+
+    def written(self, size: int) -> None:
+        self.bytes -= size
+        self._notify()
+
+    async def wait_below(self, bound: int) -> None:
+        while self.bytes > bound:
+            await self._changed.wait()
+
+    def close(self) -> None:
+        self._closed = True
+        self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
 
 class WireServer:
     """Serves one connection: reads frames from ``read_line`` (an async callable returning one line as bytes, an
@@ -297,11 +354,7 @@ class WireServer:
         self.settings = settings or WireSettings.from_env()
         self._read_line = read_line
         self._write = write
-        # Few slots: what a stalled app leaves unread must pile up in the sessions' bounded queues, where the
-        # engine notices it (each slot holds one line or one batch of at most BATCH events).
-        self._send, self._recv = anyio.create_memory_object_stream[bytes](16)
-        self._unwritten = 0  # bytes handed to _put and not yet written (queued, or held by a waiting sender)
-        self._drained = anyio.Event()  # set by the writer when _unwritten falls to the bound
+        self._out = _Outbox(EVENT_SLOTS)
         self._running = anyio.Semaphore(self.settings.max_commands)
         self._forwarded: dict[str, anyio.Event] = {}  # session id (opened by `open` here) -> set once `closed` is queued
         self._reading = anyio.CancelScope()
@@ -311,28 +364,22 @@ class WireServer:
         """Serve until EOF on the input (or the output breaks); then close every session and drain."""
         async with anyio.create_task_group() as outer:
             outer.start_soon(self._writer)
-            await self._put(hello_line())
+            self._out.put_nowait(hello_line())
             async with anyio.create_task_group() as commands:
                 with self._reading:
                     await self._read_frames(commands)
                 await self.runtime.aclose()
-            await self._send.aclose()
+            self._out.close()
 
     def stop(self) -> None:
         """Stop reading (as if the input ended): every session is closed, the writer drains, :meth:`run` returns."""
         self._reading.cancel()
 
-    async def _put(self, line: bytes) -> None:
-        self._unwritten += len(line)
-        await self._send.send(line)
-
     async def _read_frames(self, commands: anyio.abc.TaskGroup) -> None:
         while True:
             # Backpressure: while the app does not read what we write, read none of what it writes. Replies
             # then wait in its pipe to us, not in our memory.
-            while self._unwritten > self.settings.output_bound_bytes:
-                self._drained = anyio.Event()
-                await self._drained.wait()
+            await self._out.wait_below(self.settings.output_bound_bytes)
             line = await self._read_line()
             if not line:
                 return
@@ -343,25 +390,16 @@ class WireServer:
                     continue
                 frame = parse_frame(line)
             except BadFrame as err:
-                await self._put(error_line(err.frame_id, err))  # type: ignore[attr-defined]
+                self._out.put_nowait(error_line(err.frame_id, err))  # type: ignore[attr-defined]
                 continue
             await self._running.acquire()  # released when the command has its reply
             commands.start_soon(self._command, frame, commands)
 
     async def _writer(self) -> None:
         try:
-            async for line in self._recv:
-                chunks = [line]
-                while len(chunks) < 4096:
-                    try:
-                        chunks.append(self._recv.receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                data = b"".join(chunks)
+            while (data := await self._out.take()) is not None:
                 await self._write(data)
-                self._unwritten -= len(data)
-                if self._unwritten <= self.settings.output_bound_bytes:
-                    self._drained.set()
+                self._out.written(len(data))
         except OSError:
             # The app is gone (stdout broken): nothing can be delivered any more. Shut every agent down as EOF
             # would (agents run in their own process groups and would outlive us), then leave.
@@ -375,7 +413,7 @@ class WireServer:
         finally:
             self._running.release()
         if line is not None:
-            await self._put(line)
+            self._out.put_nowait(line)
 
     async def _reply(self, frame: Any, commands: anyio.abc.TaskGroup) -> bytes | None:
         """The reply line to ``frame`` (``None`` for an ``open``, which is answered here before its events)."""
@@ -385,7 +423,7 @@ class WireServer:
                 # Not session.info(): an open in flight at EOF returns a session the runtime already closed; it
                 # is still announced (ok, then its events and its closed line), per guarantee (5).
                 self._forwarded[session.id] = anyio.Event()
-                await self._put(ok_line(frame.id, session._snapshot()))
+                self._out.put_nowait(ok_line(frame.id, session._snapshot()))
                 commands.start_soon(self._forward, session, commands)
                 return None
             return ok_line(frame.id, await self._dispatch(frame))
@@ -445,7 +483,7 @@ class WireServer:
             async for batch in session.event_batches(BATCH):
                 data, bad, why = event_lines(batch)
                 if data:
-                    await self._put(data)
+                    await self._out.put(data)
                 if bad is not None and unwritable is None:
                     unwritable = _unwritable(session.id, bad, why)
                     commands.start_soon(_fail, session, unwritable)
@@ -453,8 +491,8 @@ class WireServer:
             error = err
         error = error or unwritable  # the session's own failure if it had one first, else ours
         if error is not None:
-            await self._put(session_error_line(session.id, error))
-        await self._put(closed_line(session.id))
+            await self._out.put(session_error_line(session.id, error))
+        await self._out.put(closed_line(session.id))
         self._forwarded[session.id].set()
 
 
