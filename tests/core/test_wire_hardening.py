@@ -262,3 +262,38 @@ def test_an_unwritable_event_fails_only_its_session(wire: Any, tmp_path: Path) -
 def test_a_reply_with_a_lone_surrogate_is_written_with_a_replacement(wire: Any, tmp_path: Path) -> None:
     client = wire("--mock", _script(tmp_path, {"turns": [_text_turn("half \ud83d of a pair")]}))
     assert client.ok("generate", agent="mock", dir=str(tmp_path), prompt="go") == "half \ufffd of a pair"
+
+
+def test_wire_bounds_come_from_the_environment() -> None:
+    from anyagentd.errors import InvalidConfiguration
+    from anyagentd.wire import WireSettings
+
+    assert WireSettings.from_env({}) == WireSettings(16 * 1024 * 1024, 1024 * 1024, 1024)
+    env = {"ANYAGENTD_WIRE_MAX_LINE_BYTES": "100", "ANYAGENTD_WIRE_OUTPUT_BOUND_BYTES": "200",
+           "ANYAGENTD_WIRE_MAX_COMMANDS": "3"}  # fmt: skip
+    assert WireSettings.from_env(env) == WireSettings(100, 200, 3)
+    for bad in ("abc", "0", "-5", "1.5"):
+        with pytest.raises(InvalidConfiguration, match="ANYAGENTD_WIRE_MAX_COMMANDS"):
+            WireSettings.from_env({"ANYAGENTD_WIRE_MAX_COMMANDS": bad})
+
+
+def test_a_bad_wire_bound_is_one_clear_line(tmp_path: Path) -> None:
+    import subprocess
+
+    from wire_client import child_env, serve_command
+
+    proc = subprocess.run(serve_command("--mock", "hello"), input=b"", capture_output=True, timeout=30,
+                          env=child_env({"ANYAGENTD_WIRE_MAX_LINE_BYTES": "lots"}))  # fmt: skip
+    assert proc.returncode == 1 and proc.stdout == b""
+    assert "ANYAGENTD_WIRE_MAX_LINE_BYTES" in proc.stderr.decode() and b"Traceback" not in proc.stderr
+
+
+def test_max_commands_bounds_the_commands_running_at_once(wire: Any, tmp_path: Path) -> None:
+    # Two generates (1.5 s each) fill a bound of 2: the info sent after them is read only when one finishes.
+    client = wire("--mock", _script(tmp_path, {"turns": [_text_turn("slow", sleep_ms=1500)]}),
+                  env={"ANYAGENTD_WIRE_MAX_COMMANDS": "2"})  # fmt: skip
+    slow = [client.send("generate", agent="mock", dir=str(tmp_path), prompt="go") for _ in range(2)]
+    quick = client.send("info", session="nope")
+    assert client.reply(quick, timeout=20)["error"]["kind"] == "UnknownSession"
+    order = [line["id"] for line in client.lines if "id" in line]
+    assert order.index(quick) > min(order.index(i) for i in slow if i in order), order

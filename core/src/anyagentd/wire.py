@@ -33,7 +33,7 @@ from pydantic_core import to_jsonable_python
 
 from . import PROTOCOL, __version__
 from .adapters.process import OversizedLine
-from .errors import AnyagentError, BadFrame, ProtocolFailed, SessionClosed, UnknownSession
+from .errors import AnyagentError, BadFrame, InvalidConfiguration, ProtocolFailed, SessionClosed, UnknownSession
 from .model import AgentRef, Answer, ConfigValue, FailedStop, RollbackScope, SessionOptions, kind_tag
 from .runtime import Runtime
 from .text import clip, find_surrogate, sanitize
@@ -59,8 +59,8 @@ class WireSettings:
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> WireSettings:
-        """Defaults overridden by ``ANYAGENTD_WIRE_<FIELD>`` variables (positive integers). Raises ``ValueError``
-        naming the variable for a value that is not one."""
+        """Defaults overridden by ``ANYAGENTD_WIRE_<FIELD>`` variables (positive integers). Raises
+        ``InvalidConfiguration`` naming the variable for a value that is not one."""
         env = dict(os.environ if env is None else env)
         values = {}
         for f in fields(cls):
@@ -70,9 +70,9 @@ class WireSettings:
                 try:
                     values[f.name] = int(raw)
                 except ValueError:
-                    raise ValueError(f"{name}={raw!r} is not an integer") from None
+                    values[f.name] = 0
                 if values[f.name] < 1:
-                    raise ValueError(f"{name}={raw!r} must be at least 1")
+                    raise InvalidConfiguration(f"{name}={clip(raw, 40)!r} is not a positive integer")
         return cls(**values)
 
 
