@@ -118,8 +118,9 @@ def main() -> None:
             print(f"   {name:10} FAILED: {err}")
             continue
         rss, frames = r["early"]
-        print(f"   {name:10} idle {r['idle']:6.1f} | at {seconds / 5:.0f} s {rss:6.1f} ({frames} frames) | end {r['end']:6.1f}"
-              f" ({r['written']} frames) | peak +{r['peak'] - r['idle']:.1f}, VmHWM {r['hwm']:.1f}"
+        print(f"   {name:10} idle {r['idle']:6.1f} | at {seconds / 5:.0f} s {rss:6.1f} ({frames} frames)"
+              f" | end {r['end']:6.1f} ({r['written']} frames)"
+              f" | peak +{r['peak'] - r['idle']:.1f}, VmHWM {r['hwm']:.1f}"
               f" | replies read after: {r['replies']}")  # fmt: skip
     grow = {k: max(0.1, v["peak"] - v["idle"]) for k, v in results.items()}
     for other in ("unbounded", "before"):

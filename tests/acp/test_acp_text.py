@@ -25,7 +25,8 @@ def _ended(line: dict[str, Any]) -> bool:
 
 
 def _text(lines: list[dict[str, Any]]) -> str:
-    return "".join(l["event"]["kind"]["TextDelta"]["text"] for l in lines if "event" in l and kind_tag(l) == "TextDelta")
+    deltas = [line["event"]["kind"]["TextDelta"] for line in lines if "event" in line and kind_tag(line) == "TextDelta"]
+    return "".join(delta["text"] for delta in deltas)
 
 
 @pytest.mark.anyio

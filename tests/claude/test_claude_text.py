@@ -20,7 +20,8 @@ LONE_SCRIPT = {"turns": [{"text": "broken \ud83d emoji"}, {"text": "still \ud83d
 
 
 def _text(lines: list[dict[str, Any]]) -> str:
-    return "".join(l["event"]["kind"]["TextDelta"]["text"] for l in lines if "event" in l and kind_tag(l) == "TextDelta")
+    deltas = [line["event"]["kind"]["TextDelta"] for line in lines if "event" in line and kind_tag(line) == "TextDelta"]
+    return "".join(delta["text"] for delta in deltas)
 
 
 def _ended(line: dict[str, Any]) -> bool:
@@ -99,7 +100,8 @@ def test_over_the_wire_an_mcp_result_with_a_lone_surrogate(claude: Any, wire: An
                               {"text": "Done."}]})  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k.startswith("ANYAGENTD_")}
     client = wire(env=env, timeout=STEP)
-    mcp = [{"name": "lone", "connection": {"Stdio": {"command": sys.executable, "args": [str(server_path)], "env": {}}}}]
+    stdio = {"command": sys.executable, "args": [str(server_path)], "env": {}}
+    mcp = [{"name": "lone", "connection": {"Stdio": stdio}}]
     first = client.ok("open", agent="claude", dir=str(work), mcp_servers=mcp, permission_mode="AutoApprove")["id"]
     second = client.ok("open", agent="claude", dir=str(work))["id"]
     client.ok("prompt", session=first, text="Use the tool.")

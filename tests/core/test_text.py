@@ -28,7 +28,8 @@ def test_sanitize_and_find_surrogate() -> None:
     assert text.sanitize(clean) is clean
     assert text.sanitize("x\udbff") == "x\ufffd"
     assert text.clean(["\ud800", {"\ud800": "ok"}]) == ["\ufffd", {"\ufffd": "ok"}]
-    assert text.find_surrogate({"text": "fine", "answer": {"Question": [{"Text": "\ud800"}]}}) == "answer.Question.0.Text"
+    frame = {"text": "fine", "answer": {"Question": [{"Text": "\ud800"}]}}
+    assert text.find_surrogate(frame) == "answer.Question.0.Text"
     assert text.find_surrogate({"a": {"\udc00": 1}}) == "a.<key>"
     assert text.find_surrogate(["ok", 2]) is None
 

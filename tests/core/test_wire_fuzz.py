@@ -52,7 +52,8 @@ SCRIPT = {
          {"End": {"Completed": {"source": "Protocol"}}}],
         [{"Emit": {"RequestOpened": {"Question": {"id": "req2", "questions": [
             {"id": "q1", "text": "Which?", "header": None, "multi_select": False, "allows_free_text": True,
-             "choices": [{"id": "a", "label": "A", "description": None}, {"id": "b", "label": "B", "description": None}]}]}}}},
+             "choices": [{"id": "a", "label": "A", "description": None},
+                         {"id": "b", "label": "B", "description": None}]}]}}}},
          "AwaitAnswer", {"End": {"Completed": {"source": "Protocol"}}}],
         [{"Emit": {"ToolUpdated": {"id": "tool2", "kind": "Read", "title": "read", "status": "Running",
                                    "input": "None", "output": None, "diffs": [], "locations": [], "raw": None}}},

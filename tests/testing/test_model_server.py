@@ -551,7 +551,8 @@ def test_a_lone_surrogate_is_sent_as_its_json_escape(model_server, tmp_path, str
     assert reply.status_code == 200, reply.text
     assert b"\\ud83d" in reply.content
     if stream:
-        text = "".join(e["delta"].get("text", "") for e in _sse_data(reply.content) if e["type"] == "content_block_delta")
+        deltas = [e["delta"] for e in _sse_data(reply.content) if e["type"] == "content_block_delta"]
+        text = "".join(delta.get("text", "") for delta in deltas)
     else:
         text = "".join(b["text"] for b in reply.json()["content"] if b["type"] == "text")
     assert text == LONE

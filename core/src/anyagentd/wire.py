@@ -48,8 +48,8 @@ class WireSettings:
 
     - ``max_line_bytes``: longest input line, in bytes without its newline (16 MiB: room for large prompts and
       attachments). A longer line is skipped up to its newline without being held, and answered ``BadFrame``.
-    - ``output_bound_bytes``: unwritten output (lines queued for stdout, replies waiting for room) above which
-      the server reads no further command until the client has read enough (1 MiB).
+    - ``output_bound_bytes``: output queued for stdout and not yet written above which the server reads no
+      further command until the client has read enough (1 MiB).
     - ``max_commands``: commands running at once; the next is read when one finishes (1024).
     """
 
@@ -356,7 +356,7 @@ class WireServer:
         self._write = write
         self._out = _Outbox(EVENT_SLOTS)
         self._running = anyio.Semaphore(self.settings.max_commands)
-        self._forwarded: dict[str, anyio.Event] = {}  # session id (opened by `open` here) -> set once `closed` is queued
+        self._forwarded: dict[str, anyio.Event] = {}  # id of a session `open`ed here -> set once `closed` is queued
         self._reading = anyio.CancelScope()
         self.signal: int | None = None  # the signal that stopped the server, if one did
 
