@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from wire_client import WireClient, kind_tag, session_of
 
@@ -34,22 +34,22 @@ pytestmark = pytest.mark.timeout(300)
 FUZZ = settings(derandomize=True, database=None, deadline=None, print_blob=False,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
 
-# Five scripted turns, played in order by every session: text with a pause; a permission request; a question; a
-# tool running then done; text, then the agent dies. Prompts beyond the fifth start a turn that never ends (until
+# Five scripted turns, played in order by every session: a permission request (prompts sent meanwhile are queued);
+# text with a pause; a question; a tool running then done; text, then the agent dies. Prompts beyond the fifth start a turn that never ends (until
 # cancel or close).
 SCRIPT = {
     "options": [{"id": "model", "name": "Model", "category": "model", "live": True, "current": "small",
                  "kind": {"Select": {"choices": [{"value": "small", "label": "Small", "description": None},
                                                  {"value": "large", "label": "Large", "description": None}]}}}],
     "turns": [
-        [{"Emit": {"TextDelta": {"message_id": "m1", "text": "one "}}}, {"Sleep": 30},
-         {"Emit": {"TextDelta": {"message_id": "m1", "text": "two"}}}, {"End": {"Completed": {"source": "Protocol"}}}],
         [{"Emit": {"RequestOpened": {"Permission": {
             "id": "req1", "options": ["AllowOnce", "DenyOnce"], "detail": None,
             "tool": {"id": "tool1", "kind": "Execute", "title": "ls", "status": "Pending", "input": "None",
                      "output": None, "diffs": [], "locations": [], "raw": None}}}}},
          "AwaitAnswer", {"Emit": {"TextDelta": {"message_id": "m2", "text": "answered"}}},
          {"End": {"Completed": {"source": "Protocol"}}}],
+        [{"Emit": {"TextDelta": {"message_id": "m1", "text": "one "}}}, {"Sleep": 30},
+         {"Emit": {"TextDelta": {"message_id": "m1", "text": "two"}}}, {"End": {"Completed": {"source": "Protocol"}}}],
         [{"Emit": {"RequestOpened": {"Question": {"id": "req2", "questions": [
             {"id": "q1", "text": "Which?", "header": None, "multi_select": False, "allows_free_text": True,
              "choices": [{"id": "a", "label": "A", "description": None},
@@ -206,15 +206,15 @@ def test_fuzzed_lines_get_one_reply_each_and_never_kill_the_server(shared_server
 
 ACTIONS = st.one_of(
     st.tuples(st.just("open")),
-    st.tuples(st.just("prompt"), st.integers(0, 3)),
-    st.tuples(st.just("prompt"), st.integers(0, 3)),
-    st.tuples(st.just("dequeue"), st.integers(0, 3), st.integers(0, 5)),
+    *[st.tuples(st.just("prompt"), st.integers(0, 3))] * 4,
+    *[st.tuples(st.just("dequeue"), st.integers(0, 3), st.integers(0, 5))] * 2,
+    *[st.tuples(st.just("answer"), st.integers(0, 3), st.sampled_from(ANSWERS[:2] + ANSWERS[4:5]))] * 3,
     st.tuples(st.just("answer"), st.integers(0, 3), st.sampled_from(ANSWERS)),
     st.tuples(st.just("cancel"), st.integers(0, 3), st.booleans()),
     st.tuples(st.just("configure"), st.integers(0, 3), st.sampled_from(["small", "large", "huge"])),
     st.tuples(st.just("info"), st.integers(0, 3)),
     st.tuples(st.just("close"), st.integers(0, 3)),
-    st.tuples(st.just("wait"), st.sampled_from([0.02, 0.06])),
+    *[st.tuples(st.just("wait"), st.sampled_from([0.02, 0.06]))] * 2,
     st.tuples(st.just("generate")),
     st.tuples(st.just("junk"), st.binary(max_size=20)),
 )
@@ -224,18 +224,38 @@ def _session(opened: list[str], index: int) -> str:
     return opened[index % len(opened)] if opened else "s999"
 
 
-def _last_request(client: WireClient, session: str) -> str:
-    for line in reversed(client.lines):
-        if "event" in line and session_of(line) == session and kind_tag(line) == "RequestOpened":
-            request = line["event"]["kind"]["RequestOpened"]
-            return next(iter(request.values()))["id"]
-    return "nope"
+def _open_request(client: WireClient, session: str) -> str:
+    """The id of the session's latest request still open in what was read (waiting briefly for a new one when none
+    is), else ``"nope"``."""
+
+    def opened(line: dict[str, Any]) -> bool:
+        return "event" in line and session_of(line) == session and kind_tag(line) == "RequestOpened"
+
+    def request_id(line: dict[str, Any]) -> str:
+        return next(iter(line["event"]["kind"]["RequestOpened"].values()))["id"]
+
+    seen: set[str] = set()
+    open_ids: list[str] = []
+    for line in client.lines:
+        if opened(line):
+            seen.add(request_id(line))
+            open_ids.append(request_id(line))
+        elif "event" in line and session_of(line) == session and kind_tag(line) == "RequestClosed":
+            closed = line["event"]["kind"]["RequestClosed"]["request_id"]
+            open_ids = [i for i in open_ids if i != closed]
+    if open_ids:
+        return open_ids[-1]
+    try:
+        return request_id(client._take(lambda line: opened(line) and request_id(line) not in seen, 0.3))
+    except TimeoutError:
+        return "nope"
 
 
 def _play(client: WireClient, actions: list[tuple[Any, ...]], work: str) -> set[tuple[str, str]]:
     """Run ``actions``, each waiting for its reply; returns the (session, prompt id) pairs dequeued."""
     opened: list[str] = []
     prompts: dict[str, list[str]] = {}
+    queued: dict[str, list[str]] = {}
     dequeued: set[tuple[str, str]] = set()
     for action in actions:
         name = action[0]
@@ -247,15 +267,17 @@ def _play(client: WireClient, actions: list[tuple[Any, ...]], work: str) -> set[
             reply = client.request("prompt", session=session, text="go")
             if "ok" in reply:
                 prompts.setdefault(session, []).append(reply["ok"]["prompt_id"])
+                if "Queued" in reply["ok"]["kind"]:
+                    queued.setdefault(session, []).append(reply["ok"]["prompt_id"])
         elif name == "dequeue":
             session = _session(opened, action[1])
-            known = prompts.get(session) or ["p1"]
+            known = queued.get(session) or prompts.get(session) or ["p1"]  # mostly prompts that were queued
             prompt = known[action[2] % len(known)]
             if "ok" in client.request("dequeue", session=session, prompt=prompt):
                 dequeued.add((session, prompt))
         elif name == "answer":
             session = _session(opened, action[1])
-            client.request("answer", session=session, request=_last_request(client, session), answer=action[2])
+            client.request("answer", session=session, request=_open_request(client, session), answer=action[2])
         elif name == "cancel":
             client.request("cancel", session=_session(opened, action[1]), clear_queue=action[2])
         elif name == "configure":
@@ -307,13 +329,22 @@ def check_sessions(lines: list[dict[str, Any]], dequeued: set[tuple[str, str]]) 
                 turn = None
 
 
-@settings(FUZZ, max_examples=20)
-@given(actions=st.lists(ACTIONS, min_size=1, max_size=14))
+# Every session's whole script, with a prompt queued behind the permission request and then dequeued.
+WHOLE_SCRIPT = [("prompt", 0), ("dequeue", 0, 1), ("answer", 0, {"Permission": "AllowOnce"}), ("wait", 0.06),
+                ("prompt", 0), ("wait", 0.06), ("prompt", 0), ("wait", 0.02),
+                ("answer", 0, {"Question": [{"Text": "free"}]}), ("prompt", 0), ("wait", 0.06), ("prompt", 0),
+                ("wait", 0.06), ("open",), ("prompt", 1), ("cancel", 1, True), ("close", 1)]  # fmt: skip
+
+
+@settings(FUZZ, max_examples=30)
+@given(actions=st.lists(ACTIONS, min_size=4, max_size=24))
+@example(actions=WHOLE_SCRIPT)
 def test_fuzzed_command_sequences_keep_the_session_invariants(script_path: str, work_dir: str,
                                                               actions: list[tuple[Any, ...]]) -> None:  # fmt: skip
     client = WireClient("--mock", script_path, timeout=20)
     try:
-        dequeued = _play(client, [("open",), *actions], work_dir)
+        # Every run starts with a session whose first turn waits for an answer, and a second prompt queued behind it.
+        dequeued = _play(client, [("open",), ("prompt", 0), *actions], work_dir)
         client.close_stdin()
         assert client.wait(30) == 0, client.stderr[-2000:]
     finally:
@@ -323,6 +354,14 @@ def test_fuzzed_command_sequences_keep_the_session_invariants(script_path: str, 
     replies = [line["id"] for line in client.lines if "id" in line and line["id"] is not None]
     assert sorted(replies) == sorted(sent), "every command gets exactly one reply"
     check_sessions(client.lines, dequeued)
+    tags = {kind_tag(line) for line in client.lines if "event" in line}
+    for reached in ("RequestOpened", "RequestClosed", "ToolUpdated", "TurnEnded"):
+        if reached in tags:
+            event(f"reached {reached}")
+    if dequeued:
+        event("a prompt was dequeued")
+    if any("session" in line for line in client.lines):
+        event("a session failed (the agent died)")
 
 
 def test_the_invariant_checker_catches_violations() -> None:
