@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, event, example, given, settings
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import event as note_reached
 from hypothesis import strategies as st
 from wire_client import WireClient, kind_tag, session_of
 
@@ -35,8 +36,8 @@ FUZZ = settings(derandomize=True, database=None, deadline=None, print_blob=False
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
 
 # Five scripted turns, played in order by every session: a permission request (prompts sent meanwhile are queued);
-# text with a pause; a question; a tool running then done; text, then the agent dies. Prompts beyond the fifth start a turn that never ends (until
-# cancel or close).
+# text with a pause; a question; a tool running then done; text, then the agent dies. Prompts beyond the fifth start
+# a turn that never ends (until cancel or close).
 SCRIPT = {
     "options": [{"id": "model", "name": "Model", "category": "model", "live": True, "current": "small",
                  "kind": {"Select": {"choices": [{"value": "small", "label": "Small", "description": None},
@@ -84,8 +85,13 @@ def work_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 JSON_SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(
     max_size=12)
-JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=3)
-                           | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=6)  # fmt: skip
+
+
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+
+
+JSON_VALUES = st.recursive(JSON_SCALARS, _containers, max_leaves=6)
 COMMANDS = ["discover", "probe", "plan_usage", "generate", "open", "prompt", "dequeue", "answer", "configure",
             "rollback", "compact", "cancel", "info", "close"]  # fmt: skip
 ANSWERS = [{"Permission": "AllowOnce"}, {"Permission": "DenyOnce"}, {"Permission": "Maybe"},
@@ -357,11 +363,11 @@ def test_fuzzed_command_sequences_keep_the_session_invariants(script_path: str, 
     tags = {kind_tag(line) for line in client.lines if "event" in line}
     for reached in ("RequestOpened", "RequestClosed", "ToolUpdated", "TurnEnded"):
         if reached in tags:
-            event(f"reached {reached}")
+            note_reached(f"reached {reached}")
     if dequeued:
-        event("a prompt was dequeued")
+        note_reached("a prompt was dequeued")
     if any("session" in line for line in client.lines):
-        event("a session failed (the agent died)")
+        note_reached("a session failed (the agent died)")
 
 
 def test_the_invariant_checker_catches_violations() -> None:
