@@ -94,13 +94,13 @@ def test_every_command_ignores_unknown_fields(wire: Any, tmp_path: Path) -> None
 
 
 def test_a_generates_session_answers_like_an_unknown_one(wire: Any, tmp_path: Path) -> None:
-    # generate's turn sleeps 1.5 s: its session (the first of this server, so "s1" or the next process-global id)
-    # is alive while the commands below name it.
-    client = wire("--mock", _script(tmp_path, {"turns": [_text_turn("generated", sleep_ms=1500)]}))
+    # generate's turn sleeps 3 s: its session (this server's first) is alive while the commands below name it.
+    client = wire("--mock", _script(tmp_path, {"turns": [_text_turn("generated", sleep_ms=3000)]}))
+    client.ok("discover")  # discovery done: generate's open is quick
     slow = client.send("generate", agent="mock", dir=str(tmp_path), prompt="go")
     time.sleep(0.5)
-    probe = client.ok("open", agent="mock", dir=str(tmp_path))["id"]  # the id after generate's
-    hidden = f"s{int(probe[1:]) - 1}"
+    probe = client.ok("open", agent="mock", dir=str(tmp_path))["id"]
+    hidden = "s2" if probe == "s1" else "s1"  # session ids are s1, s2… per process
     for cmd, fields in (("info", {}), ("prompt", {"text": "hijack"}), ("dequeue", {"prompt": "p1"}),
                         ("answer", {"request": "r", "answer": {"Permission": "AllowOnce"}}),
                         ("configure", {"option": "model", "value": "x"}), ("compact", {}), ("cancel", {}),
