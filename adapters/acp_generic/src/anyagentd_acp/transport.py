@@ -5,7 +5,8 @@ unbounded buffer, drops non-JSON lines silently, and hands every ``session/updat
 can be processed out of order). :class:`ProcessTransport` instead:
 
 - reads lines with :meth:`AgentProcess.lines` (a line over ``max_line_bytes`` is skipped and reported as a
-  Warning diagnostic; a line that is not a JSON object is an Info diagnostic);
+  Warning diagnostic; a line that is not a JSON object is an Info diagnostic) and decodes them with
+  :func:`anyagentd.text.loads` (lone surrogates become U+FFFD);
 - passes each message to ``intercept`` first: the connection handles ``session/update`` notifications there,
   inline and in order (so every update before a prompt's response is reported before its turn ends);
 - at EOF calls ``on_eof`` (which reports the exit) and returns ``None`` (the library then fails pending

@@ -419,8 +419,9 @@ _STRONG_REFS: set[Any] = set()
 
 
 async def json_frames(process: AgentProcess, link: Any, *, agent: str, raw_key: str) -> AsyncIterator[Any]:
-    """The JSON values of ``process``'s stdout lines, for an agent speaking line-delimited JSON; ``agent`` names it
-    in diagnostics, reported through ``link`` (an :class:`~anyagentd.adapters.interface.AdapterLink`).
+    """The JSON values of ``process``'s stdout lines, for an agent speaking line-delimited JSON, with lone surrogates
+    replaced by U+FFFD (:func:`anyagentd.text.loads`); ``agent`` names it in diagnostics, reported through ``link``
+    (an :class:`~anyagentd.adapters.interface.AdapterLink`).
 
     Blank lines are skipped; a line over the size limit is reported as a ``Warning`` diagnostic, a line that is
     not JSON as an ``Info`` diagnostic carrying its first 4096 characters in ``extensions[raw_key]``, and reading
