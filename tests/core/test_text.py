@@ -17,6 +17,12 @@ def test_loads_replaces_lone_surrogates_everywhere_and_keeps_pairs() -> None:
     assert text.loads(line.encode()) == value
 
 
+def test_loads_replaces_encoded_and_raw_surrogates_too() -> None:
+    # bytes: json.loads itself would decode an encoded surrogate (ED A0 BD) with surrogatepass
+    assert "\ud83d" not in text.loads(b'{"a": "\xed\xa0\xbd"}')["a"]
+    assert text.loads('{"a": "x\udcff"}') == {"a": "x\ufffd"}  # a str that already holds one
+
+
 def test_loads_leaves_clean_lines_alone_and_raises_for_non_json() -> None:
     assert text.loads('{"a": "caf\\u00e9", "b": "\\\\ud83d"}') == {"a": "café", "b": "\\ud83d"}
     with pytest.raises(ValueError):

@@ -18,10 +18,10 @@ from typing import Any
 
 REPLACEMENT = "\ufffd"
 _SURROGATE = re.compile("[\ud800-\udfff]")
-# A JSON escape of a surrogate (\uD800-\uDFFF). Only a line containing one can decode to a lone surrogate, so other
-# lines skip the walk over the decoded value. (A false match such as an escaped backslash before "ud800" only
-# costs the walk.)
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+# A JSON escape of a surrogate (\uD800-\uDFFF), or a surrogate itself. Only a line containing one can decode to a
+# lone surrogate, so other lines skip the walk over the decoded value. (A false match such as an escaped backslash
+# before "ud800" only costs the walk.)
+_MAY_HOLD_SURROGATE = re.compile("\\\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 
 
 def sanitize(text: str) -> str:
@@ -46,9 +46,9 @@ def clean(value: Any) -> Any:
 def loads(line: str | bytes) -> Any:
     """``json.loads(line)`` whose strings never hold a lone surrogate (see the module docstring). Raises what
     ``json.loads`` raises (``ValueError`` for text that is not JSON)."""
-    value = json.loads(line)
-    text = line if isinstance(line, str) else line.decode("utf-8", "replace")
-    if _SURROGATE_ESCAPE.search(text) is None:
+    text = line if isinstance(line, str) else line.decode("utf-8", "replace")  # (json.loads would pass surrogates)
+    value = json.loads(text)
+    if _MAY_HOLD_SURROGATE.search(text) is None:
         return value
     return clean(value)
 
