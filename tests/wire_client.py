@@ -63,6 +63,7 @@ class WireClient:
             env=child_env({"ANYAGENTD_NO_LOGIN_SHELL": "1", **(env or {})}), cwd=cwd, start_new_session=True,
         )  # fmt: skip
         self.lines: list[dict[str, Any]] = []  # every line read so far, validated, in order
+        self.raw_lines: list[bytes] = []  # the same lines as the server wrote them
         self.sent: dict[int, dict[str, Any]] = {}  # id -> frame
         self.opened: dict[str, int] = {}  # session id -> index in lines of its open ok reply
         self._raw: queue.Queue[Any] = queue.Queue()
@@ -173,6 +174,7 @@ class WireClient:
         validate_line(obj)
         self._check(obj, len(self.lines))
         self.lines.append(obj)
+        self.raw_lines.append(raw)
         return obj
 
     def _check(self, obj: dict[str, Any], index: int) -> None:

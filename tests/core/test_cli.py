@@ -272,7 +272,7 @@ def test_sigterm_stops_serve_like_eof(tmp_path: Path) -> None:
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(json.dumps({"id": 1, "cmd": "open", "agent": "mock", "dir": str(tmp_path)}).encode() + b"\n")
         proc.stdin.flush()
-        seen = _wait_for(proc.stdout, b'"ok": {"id": "s1"')  # the session exists before it is prompted
+        seen = _wait_for(proc.stdout, b'"ok":{"id":"s1"')  # the session exists before it is prompted
         proc.stdin.write(json.dumps({"id": 2, "cmd": "prompt", "session": "s1", "text": "go"}).encode() + b"\n")
         proc.stdin.flush()
         seen += _wait_for(proc.stdout, b"working")

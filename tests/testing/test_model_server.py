@@ -530,3 +530,35 @@ def test_stop_cuts_a_delayed_reply_short():
     srv.stop()
     thread.join(5)
     assert time.monotonic() - started < 1.0 and got["status"] == 503
+
+
+# -- text no UTF-8 encoder takes ---------------------------------------------------------------------
+
+LONE = "half \ud83d of a pair"
+
+
+def _sse_data(body: bytes) -> list[dict]:
+    return [json.loads(line[6:]) for line in body.decode().splitlines() if line.startswith("data: ")]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_lone_surrogate_is_sent_as_its_json_escape(model_server, tmp_path, stream):
+    # What a buggy upstream sends: valid JSON syntax, "\ud83d" on its own. Every reply and the request log survive.
+    log = tmp_path / "requests.jsonl"
+    srv = model_server({"turns": [{"text": LONE}, {"text": LONE}]}, log_path=log)
+    body = {"model": "claude-test", "max_tokens": 100, "messages": [user()], "stream": stream, "tools": TOOLS}
+    reply = httpx.post(srv.url + "/v1/messages", json=body, headers={"x-api-key": "k"}, timeout=10)
+    assert reply.status_code == 200, reply.text
+    assert b"\\ud83d" in reply.content
+    if stream:
+        deltas = [e["delta"] for e in _sse_data(reply.content) if e["type"] == "content_block_delta"]
+        text = "".join(delta.get("text", "") for delta in deltas)
+    else:
+        text = "".join(b["text"] for b in reply.json()["content"] if b["type"] == "text")
+    assert text == LONE
+    body = {"model": "gpt-test", "input": "hi", "stream": stream, "tools": RESPONSES_TOOLS}
+    reply = httpx.post(srv.url + "/v1/responses", json=body, headers={"authorization": "Bearer k"}, timeout=10)
+    assert reply.status_code == 200, reply.text
+    assert b"\\ud83d" in reply.content
+    assert len(srv.requests) == 2
+    assert len(log.read_text().splitlines()) == 2

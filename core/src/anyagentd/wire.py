@@ -5,7 +5,14 @@ Behaviour from ``anyagent-semantics.md`` §1: the hello line first; commands run
 a failed session writes ``{"session", "error"}`` then ``{"closed"}``; every opened session writes ``closed``
 exactly once, last; an unparseable line gets ``BadFrame`` (with its id when readable) and the loop goes on; EOF on
 stdin closes every session, drains the writer and returns. One writer task writes every line, so lines never
-interleave.
+interleave; every line is compact JSON (no spaces), like the reference's.
+
+Hardening against careless or hostile clients: frames are strict JSON (no ``NaN``, no BOM, UTF-8 without encoded or
+escaped lone surrogates) with strict types, a wrong one is ``BadFrame`` naming the field; unknown fields are
+ignored by every command; an input line longer than :attr:`WireSettings.max_line_bytes` is refused unread; the
+server stops reading commands while more than :attr:`WireSettings.output_bound_bytes` of its output is unwritten,
+or while :attr:`WireSettings.max_commands` commands are running, so memory stays bounded whatever a client
+writes; an event that cannot be written as JSON fails its own session (``ProtocolFailed``), never the writer.
 """
 
 from __future__ import annotations
@@ -17,16 +24,57 @@ import stat
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal, Union
+from dataclasses import dataclass, fields
+from typing import Annotated, Any, BinaryIO, Literal, Union
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
 from . import PROTOCOL, __version__
-from .errors import AnyagentError, BadFrame, ProtocolFailed, SessionClosed, UnknownSession
-from .model import AgentRef, Answer, ConfigValue, RollbackScope, SessionOptions
+from .adapters.process import OversizedLine
+from .errors import AnyagentError, BadFrame, InvalidConfiguration, ProtocolFailed, SessionClosed, UnknownSession
+from .model import AgentRef, Answer, ConfigValue, FailedStop, RollbackScope, SessionOptions, kind_tag
 from .runtime import Runtime
+from .text import clip, find_surrogate, sanitize
+
+# ------------------------------------------------------------------------------------------------ settings
+
+
+@dataclass(frozen=True)
+class WireSettings:
+    """Bounds of one wire connection, each overridable with ``ANYAGENTD_WIRE_<FIELD>`` (e.g.
+    ``ANYAGENTD_WIRE_MAX_LINE_BYTES=1048576``).
+
+    - ``max_line_bytes``: longest input line, in bytes without its newline (16 MiB: room for large prompts and
+      attachments). A longer line is skipped up to its newline without being held, and answered ``BadFrame``.
+    - ``output_bound_bytes``: output queued for stdout and not yet written above which the server reads no
+      further command until the client has read enough (1 MiB).
+    - ``max_commands``: commands running at once; the next is read when one finishes (1024).
+    """
+
+    max_line_bytes: int = 16 * 1024 * 1024
+    output_bound_bytes: int = 1024 * 1024
+    max_commands: int = 1024
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> WireSettings:
+        """Defaults overridden by ``ANYAGENTD_WIRE_<FIELD>`` variables (positive integers). Raises
+        ``InvalidConfiguration`` naming the variable for a value that is not one."""
+        env = dict(os.environ if env is None else env)
+        values = {}
+        for f in fields(cls):
+            name = f"ANYAGENTD_WIRE_{f.name.upper()}"
+            raw = env.get(name)
+            if raw:
+                try:
+                    values[f.name] = int(raw)
+                except ValueError:
+                    values[f.name] = 0
+                if values[f.name] < 1:
+                    raise InvalidConfiguration(f"{name}={clip(raw, 40)!r} is not a positive integer")
+        return cls(**values)
+
 
 # ------------------------------------------------------------------------------------------------ commands
 
@@ -59,6 +107,7 @@ class PlanUsageCmd(_Cmd):
 class Open(_Cmd, SessionOptions):
     """``open``: the agent plus the ``SessionOptions`` fields, flattened into the frame."""
 
+    model_config = ConfigDict(extra="ignore")  # like every frame (SessionOptions itself forbids unknown fields)
     cmd: Literal["open"]
     agent: AgentRef
 
@@ -132,56 +181,102 @@ COMMANDS = ("discover", "probe", "plan_usage", "generate", "open", "prompt", "de
 
 def parse_frame(line: str | bytes) -> Any:
     """One input line → a command model. Raises :class:`BadFrame` (with ``frame_id`` set to the line's numeric
-    ``id`` when it has one) for bad JSON, a missing or unknown ``cmd``, or fields that do not fit it."""
+    ``id`` when it has one) for a line that is not strict JSON in UTF-8 (``NaN``/``Infinity``, a BOM, encoded or
+    escaped lone surrogates, absurd numbers or nesting), a missing or unknown ``cmd``, or fields that do not fit it
+    (types are strict: no ``"2"`` for 2, no 0/1 for a boolean). Details are clipped to a few hundred bytes."""
     try:
-        data = json.loads(line)
-    except (ValueError, RecursionError) as err:  # bad JSON or UTF-8, a 5000-digit number, absurd nesting
+        text = line.decode("utf-8") if isinstance(line, bytes) else line
+        data = json.loads(text, parse_constant=_refuse_constant)
+    except UnicodeDecodeError as err:
+        raise _bad(None, "not a UTF-8 line", f"byte {err.start}: {err.reason}") from None
+    except (ValueError, RecursionError) as err:  # bad JSON, NaN, a BOM, a 5000-digit number, absurd nesting
         raise _bad(None, "not a JSON line", str(err) or type(err).__name__) from None
     frame_id = data.get("id") if isinstance(data, dict) else None
     if not (isinstance(frame_id, int) and not isinstance(frame_id, bool) and 0 <= frame_id < 2**64):
         frame_id = None
     if not isinstance(data, dict):
         raise _bad(None, "a frame is a JSON object", f"got {type(data).__name__}")
+    if "\\u" in text and (where := find_surrogate(data)) is not None:
+        raise _bad(frame_id, "not valid Unicode", f"{where}: a lone surrogate escape")
     if data.get("cmd") not in COMMANDS:
-        raise _bad(frame_id, "unknown command", f"cmd {data.get('cmd')!r} is not one of {', '.join(COMMANDS)}")
+        cmd = clip(repr(data.get("cmd")), 60)
+        raise _bad(frame_id, "unknown command", f"cmd {cmd} is not one of {', '.join(COMMANDS)}")
     try:
-        return FRAME.validate_python(data)
+        return FRAME.validate_python(data, strict=True)
     except ValidationError as err:
         detail = "; ".join(f"{'.'.join(map(str, e['loc'][1:])) or e['loc'][0]}: {e['msg']}" for e in err.errors())
         raise _bad(frame_id, f"invalid {data['cmd']} frame", detail) from None
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _bad(frame_id: int | None, message: str, detail: str) -> BadFrame:
-    err = BadFrame(detail, message)
+    err = BadFrame(clip(detail), message)
     err.frame_id = frame_id  # type: ignore[attr-defined]
     return err
+
+
+def oversized_frame(line: OversizedLine, limit: int) -> BadFrame:
+    """The ``BadFrame`` for an input line over ``limit`` bytes (its id unread: ``null``)."""
+    return _bad(None, "line too long",
+                f"a {line.size}-byte line exceeds the {limit}-byte limit (ANYAGENTD_WIRE_MAX_LINE_BYTES)")  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------ lines
 
 
+def _dumps(obj: Any) -> bytes:
+    """One compact JSON line. Text that cannot be encoded (a lone surrogate in a path or a message) is written with
+    U+FFFD in its place rather than failing the line."""
+    text = json.dumps(to_jsonable_python(obj), ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode() + b"\n"
+    except UnicodeEncodeError:
+        return sanitize(text).encode() + b"\n"
+
+
 def hello_line() -> bytes:
-    return json.dumps({"hello": {"protocol": PROTOCOL, "anyagent": __version__}}).encode() + b"\n"
+    return _dumps({"hello": {"protocol": PROTOCOL, "anyagent": __version__}})
 
 
 def ok_line(frame_id: int, value: Any) -> bytes:
-    return json.dumps({"id": frame_id, "ok": to_jsonable_python(value)}).encode() + b"\n"
+    return _dumps({"id": frame_id, "ok": value})
 
 
 def error_line(frame_id: int | None, error: AnyagentError) -> bytes:
-    return json.dumps({"id": frame_id, "error": to_jsonable_python(error.body())}).encode() + b"\n"
+    return _dumps({"id": frame_id, "error": error.body()})
 
 
 def event_line(event: Any) -> bytes:
+    """One event line. Raises (``PydanticSerializationError``) for an event that is not serializable, e.g. one
+    holding a lone surrogate; see :func:`event_lines`."""
     return b'{"event":' + event.__pydantic_serializer__.to_json(event) + b"}\n"
 
 
+def event_lines(events: list[Any]) -> tuple[bytes, Any, Exception | None]:
+    """The lines of ``events`` that can be written, the first event that cannot (or ``None``) and its error."""
+    try:
+        return b"".join(map(event_line, events)), None, None
+    except Exception:  # noqa: BLE001 - rare: find the culprit one by one
+        pass
+    written, bad, error = [], None, None
+    for event in events:
+        try:
+            written.append(event_line(event))
+        except Exception as err:  # noqa: BLE001 - whatever it is, it fails its session, not the writer
+            if bad is None:
+                bad, error = event, err
+    return b"".join(written), bad, error
+
+
 def session_error_line(session_id: str, error: AnyagentError) -> bytes:
-    return json.dumps({"session": session_id, "error": to_jsonable_python(error.body())}).encode() + b"\n"
+    return _dumps({"session": session_id, "error": error.body()})
 
 
 def closed_line(session_id: str) -> bytes:
-    return json.dumps({"closed": session_id}).encode() + b"\n"
+    return _dumps({"closed": session_id})
 
 
 # ------------------------------------------------------------------------------------------------ server
@@ -189,59 +284,122 @@ def closed_line(session_id: str) -> bytes:
 BATCH = 256
 """Events of one session written together when several are waiting (fewer syscalls on a flood)."""
 
+EVENT_SLOTS = 16
+"""Entries the output queue may hold before a session's next event batch waits for the writer."""
+
+
+class _Outbox:
+    """The lines waiting for the writer, in the order they were queued.
+
+    Replies are queued at once, so a command finishes (and frees what it holds) even while the app does not read;
+    what bounds them is the reader, which reads no command while :attr:`bytes` is over the bound. Event batches
+    wait while ``slots`` entries are queued: what a stalled app leaves unread then piles up in the sessions' own
+    bounded queues, where the engine notices it (``ConsumerLagged``).
+    """
+
+    def __init__(self, slots: int) -> None:
+        self.bytes = 0  # queued and not yet written
+        self._lines: list[bytes] = []
+        self._slots = slots
+        self._changed = anyio.Event()
+        self._closed = False
+
+    def put_nowait(self, line: bytes) -> None:
+        self._lines.append(line)
+        self.bytes += len(line)
+        self._notify()
+
+    async def put(self, line: bytes) -> None:
+        while len(self._lines) >= self._slots:
+            await self._changed.wait()
+        self.put_nowait(line)
+
+    async def take(self) -> bytes | None:
+        """Everything queued, joined (the caller reports :meth:`written` after writing it); ``None`` once closed
+        and empty."""
+        while not self._lines:
+            if self._closed:
+                return None
+            await self._changed.wait()
+        data, self._lines = b"".join(self._lines), []
+        self._notify()
+        return data
+
+    def written(self, size: int) -> None:
+        self.bytes -= size
+        self._notify()
+
+    async def wait_below(self, bound: int) -> None:
+        while self.bytes > bound:
+            await self._changed.wait()
+
+    def close(self) -> None:
+        self._closed = True
+        self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
 
 class WireServer:
-    """Serves one connection: reads frames from ``read_line`` and writes lines with ``write`` (an async callable
-    taking bytes, one or more whole lines). Use :func:`serve_stdio` for stdin/stdout."""
+    """Serves one connection: reads frames from ``read_line`` (an async callable returning one line as bytes, an
+    :class:`OversizedLine` for a line it skipped, or ``b""`` at EOF) and writes lines with ``write`` (an async
+    callable taking bytes, one or more whole lines). ``settings`` defaults to :meth:`WireSettings.from_env`. Use
+    :func:`serve_stdio` for stdin/stdout."""
 
-    def __init__(self, runtime: Runtime, read_line: Callable[[], Awaitable[bytes]],
-                 write: Callable[[bytes], Awaitable[None]]) -> None:  # fmt: skip
+    def __init__(self, runtime: Runtime, read_line: Callable[[], Awaitable[bytes | OversizedLine]],
+                 write: Callable[[bytes], Awaitable[None]], settings: WireSettings | None = None) -> None:  # fmt: skip
         self.runtime = runtime
+        self.settings = settings or WireSettings.from_env()
         self._read_line = read_line
         self._write = write
-        # Few slots: what a stalled app leaves unread must pile up in the sessions' bounded queues, where the
-        # engine notices it (each slot holds one line or one batch of at most BATCH events).
-        self._send, self._recv = anyio.create_memory_object_stream[bytes](16)
-        self._forwarded: dict[str, anyio.Event] = {}
+        self._out = _Outbox(EVENT_SLOTS)
+        self._running = anyio.Semaphore(self.settings.max_commands)
+        self._forwarded: dict[str, anyio.Event] = {}  # id of a session `open`ed here -> set once `closed` is queued
         self._reading = anyio.CancelScope()
-        self.signal: int | None = None  # the signal that stopped the server, if one did  # session id -> set once its `closed` line is queued
+        self.signal: int | None = None  # the signal that stopped the server, if one did
 
     async def run(self) -> None:
         """Serve until EOF on the input (or the output breaks); then close every session and drain."""
         async with anyio.create_task_group() as outer:
             outer.start_soon(self._writer)
-            await self._send.send(hello_line())
+            self._out.put_nowait(hello_line())
             async with anyio.create_task_group() as commands:
                 with self._reading:
                     await self._read_frames(commands)
                 await self.runtime.aclose()
-            await self._send.aclose()
+            self._out.close()
 
     def stop(self) -> None:
         """Stop reading (as if the input ended): every session is closed, the writer drains, :meth:`run` returns."""
         self._reading.cancel()
 
     async def _read_frames(self, commands: anyio.abc.TaskGroup) -> None:
-        while line := await self._read_line():
-            if not line.strip():
-                continue
+        while True:
+            # Backpressure: while the app does not read what we write, read none of what it writes. Replies
+            # then wait in its pipe to us, not in our memory.
+            await self._out.wait_below(self.settings.output_bound_bytes)
+            line = await self._read_line()
+            if not line:
+                return
             try:
+                if isinstance(line, OversizedLine):
+                    raise oversized_frame(line, self.settings.max_line_bytes)
+                if not line.strip():
+                    continue
                 frame = parse_frame(line)
             except BadFrame as err:
-                await self._send.send(error_line(err.frame_id, err))  # type: ignore[attr-defined]
+                self._out.put_nowait(error_line(err.frame_id, err))  # type: ignore[attr-defined]
                 continue
+            await self._running.acquire()  # released when the command has its reply
             commands.start_soon(self._command, frame, commands)
 
     async def _writer(self) -> None:
         try:
-            async for line in self._recv:
-                chunks = [line]
-                while len(chunks) < 4096:
-                    try:
-                        chunks.append(self._recv.receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                await self._write(b"".join(chunks))
+            while (data := await self._out.take()) is not None:
+                await self._write(data)
+                self._out.written(len(data))
         except OSError:
             # The app is gone (stdout broken): nothing can be delivered any more. Shut every agent down as EOF
             # would (agents run in their own process groups and would outlive us), then leave.
@@ -251,24 +409,37 @@ class WireServer:
 
     async def _command(self, frame: Any, commands: anyio.abc.TaskGroup) -> None:
         try:
+            line = await self._reply(frame, commands)
+        finally:
+            self._running.release()
+        if line is not None:
+            self._out.put_nowait(line)
+
+    async def _reply(self, frame: Any, commands: anyio.abc.TaskGroup) -> bytes | None:
+        """The reply line to ``frame`` (``None`` for an ``open``, which is answered here before its events)."""
+        try:
             if type(frame) is Open:  # not Generate, which subclasses Open
                 session = await self.runtime.open(frame.agent, frame.dir, **frame.options())
                 # Not session.info(): an open in flight at EOF returns a session the runtime already closed; it
                 # is still announced (ok, then its events and its closed line), per guarantee (5).
                 self._forwarded[session.id] = anyio.Event()
-                await self._send.send(ok_line(frame.id, session._snapshot()))
-                commands.start_soon(self._forward, session)
-                return
-            result = await self._dispatch(frame)
+                self._out.put_nowait(ok_line(frame.id, session._snapshot()))
+                commands.start_soon(self._forward, session, commands)
+                return None
+            return ok_line(frame.id, await self._dispatch(frame))
         except AnyagentError as err:
-            await self._send.send(error_line(frame.id, err))
-            return
+            return error_line(frame.id, err)
         except Exception as err:  # a bug (ours or a plugin's) fails this command, never the connection
             traceback.print_exc(file=sys.stderr)
-            failure = ProtocolFailed(f"{type(err).__name__}: {err}", f"{frame.cmd} failed unexpectedly")
-            await self._send.send(error_line(frame.id, failure))
-            return
-        await self._send.send(ok_line(frame.id, result))
+            failure = ProtocolFailed(clip(f"{type(err).__name__}: {err}"), f"{frame.cmd} failed unexpectedly")
+            return error_line(frame.id, failure)
+
+    def _session(self, session_id: str) -> Any:
+        """A session this connection opened with ``open``. Others (``generate``'s throwaway sessions, whose ids
+        are just as predictable) are ``UnknownSession``, exactly like ids never opened."""
+        if session_id not in self._forwarded:
+            raise UnknownSession(session_id)
+        return self.runtime.session(session_id)
 
     async def _dispatch(self, frame: Any) -> Any:
         rt = self.runtime
@@ -280,7 +451,7 @@ class WireServer:
             return await rt.plan_usage(frame.agent)
         if isinstance(frame, Generate):
             return await rt.generate(frame.agent, frame.dir, frame.prompt, **frame.options())
-        session = rt.session(frame.session)
+        session = self._session(frame.session)
         if isinstance(frame, Prompt):
             return await session.prompt(frame.text, frame.attachments)
         if isinstance(frame, Dequeue):
@@ -305,14 +476,37 @@ class WireServer:
             return None
         raise UnknownSession(getattr(frame, "session", "?"))
 
-    async def _forward(self, session: Any) -> None:
+    async def _forward(self, session: Any, commands: anyio.abc.TaskGroup) -> None:
+        unwritable: AnyagentError | None = None
+        error: AnyagentError | None = None
         try:
             async for batch in session.event_batches(BATCH):
-                await self._send.send(b"".join(map(event_line, batch)))
+                data, bad, why = event_lines(batch)
+                if data:
+                    await self._out.put(data)
+                if bad is not None and unwritable is None:
+                    unwritable = _unwritable(session.id, bad, why)
+                    commands.start_soon(_fail, session, unwritable)
         except AnyagentError as err:
-            await self._send.send(session_error_line(session.id, err))
-        await self._send.send(closed_line(session.id))
+            error = err
+        error = error or unwritable  # the session's own failure if it had one first, else ours
+        if error is not None:
+            await self._out.put(session_error_line(session.id, error))
+        await self._out.put(closed_line(session.id))
         self._forwarded[session.id].set()
+
+
+def _unwritable(session_id: str, event: Any, why: Exception | None) -> ProtocolFailed:
+    tag = kind_tag(event.kind) if hasattr(event, "kind") else type(event).__name__
+    where = f"event {getattr(event, 'sequence', '?')} ({tag})"
+    return ProtocolFailed(clip(f"{where} cannot be written as JSON: {type(why).__name__}: {why}"),
+                          f"session {session_id} failed: its {where} cannot be written")  # fmt: skip
+
+
+async def _fail(session: Any, error: AnyagentError) -> None:
+    # Like an agent breaking its protocol: the running turn ends Failed, the agent is shut down, and the
+    # session's stream ends with `error` (the engine's own shutdown path; a session already ending keeps its end).
+    await session._shutdown(error, FailedStop(message=error.message))
 
 
 async def serve_stdio(runtime: Runtime) -> int | None:
@@ -338,11 +532,14 @@ async def serve_stdio(runtime: Runtime) -> int | None:
             except BlockingIOError:
                 await anyio.wait_writable(out)
 
-    async def read_line() -> bytes:
-        # abandon_on_cancel: a stop (SIGTERM) must not wait for a line that may never come
-        return await anyio.to_thread.run_sync(stdin.readline, abandon_on_cancel=True)
+    settings = WireSettings.from_env()
 
-    server = WireServer(runtime, read_line, write)
+    async def read_line() -> bytes | OversizedLine:
+        # abandon_on_cancel: a stop (SIGTERM) must not wait for a line that may never come
+        return await anyio.to_thread.run_sync(read_bounded_line, stdin, settings.max_line_bytes,
+                                              abandon_on_cancel=True)  # fmt: skip
+
+    server = WireServer(runtime, read_line, write, settings)
 
     async def stop_on_signal() -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
@@ -356,6 +553,22 @@ async def serve_stdio(runtime: Runtime) -> int | None:
         await server.run()
         tg.cancel_scope.cancel()
     return server.signal
+
+
+def read_bounded_line(stream: BinaryIO, limit: int) -> bytes | OversizedLine:
+    """The next line of ``stream`` (with its newline; ``b""`` at EOF), or an :class:`OversizedLine` when it is
+    longer than ``limit`` bytes: then the rest of it is read and dropped in 64 KiB pieces, never held whole.
+    Blocking: run it in a worker thread."""
+    line = stream.readline(limit + 1)
+    if len(line) <= limit or line.endswith(b"\n"):
+        return line
+    size = len(line)
+    while piece := stream.readline(64 * 1024):
+        size += len(piece)
+        if piece.endswith(b"\n"):
+            size -= 1
+            break
+    return OversizedLine(size)
 
 
 def _protocol_fd() -> tuple[int, bool]:

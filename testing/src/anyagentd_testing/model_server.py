@@ -284,7 +284,7 @@ class ModelServer:
             self._log.append(entry)
             if self._log_path is not None:
                 with self._log_path.open("a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
+                    fh.write(_json_text(entry, default=str) + "\n")
             self._log_cond.notify_all()
         return entry
 
@@ -418,6 +418,9 @@ class ModelServer:
 class _Quiet(JSONResponse):
     """A JSON response that ignores a client which has already gone away."""
 
+    def render(self, content: Any) -> bytes:
+        return _json_text(content, allow_nan=False, separators=(",", ":")).encode()
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         with contextlib.suppress(OSError, ClientDisconnect):
             await super().__call__(scope, receive, send)
@@ -450,11 +453,23 @@ class _EventStream:
             for data, is_delta in self._events:
                 if is_delta and self._chunk_delay and not await self._pause(self._chunk_delay):
                     break
-                line = f"event: {data['type']}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+                line = f"event: {data['type']}\ndata: {_json_text(data)}\n\n"
                 await send({"type": "http.response.body", "body": line.encode(), "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:  # uvicorn raises ClientDisconnected (an OSError) when the client has gone
             return
+
+
+def _json_text(data: Any, **options: Any) -> str:
+    """``data`` as JSON text (UTF-8 as is). A lone surrogate, which no UTF-8 encoder takes, is written as its
+    ``\\ud83d`` escape instead: valid JSON syntax, and what a careless upstream sends, so a script can hand one to
+    an agent."""
+    text = json.dumps(data, ensure_ascii=False, **options)
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(data, ensure_ascii=True, **options)
+    return text
 
 
 def _parse(raw: bytes) -> Any:

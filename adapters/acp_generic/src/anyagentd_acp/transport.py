@@ -5,7 +5,8 @@ unbounded buffer, drops non-JSON lines silently, and hands every ``session/updat
 can be processed out of order). :class:`ProcessTransport` instead:
 
 - reads lines with :meth:`AgentProcess.lines` (a line over ``max_line_bytes`` is skipped and reported as a
-  Warning diagnostic; a line that is not a JSON object is an Info diagnostic);
+  Warning diagnostic; a line that is not a JSON object is an Info diagnostic) and decodes them with
+  :func:`anyagentd.text.loads` (lone surrogates become U+FFFD);
 - passes each message to ``intercept`` first: the connection handles ``session/update`` notifications there,
   inline and in order (so every update before a prompt's response is reported before its turn ends);
 - at EOF calls ``on_eof`` (which reports the exit) and returns ``None`` (the library then fails pending
@@ -15,11 +16,11 @@ can be processed out of order). :class:`ProcessTransport` instead:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+from anyagentd import text
 from anyagentd.adapters.process import AgentProcess, OversizedLine
 
 Intercept = Callable[[dict[str, Any]], Awaitable[bool]]
@@ -63,7 +64,7 @@ class ProcessTransport:
             if not line.strip():
                 continue
             try:
-                message = json.loads(line)
+                message = text.loads(line)  # lone surrogates become U+FFFD: every event stays writable
             except ValueError:
                 await self._diagnose("Info", "the ACP agent wrote a line that is not JSON", line[:4096])
                 continue

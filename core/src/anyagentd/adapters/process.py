@@ -45,6 +45,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from .. import text
 from ..errors import SpawnFailed
 from ..model import diagnostic
 from . import lineage
@@ -465,8 +466,9 @@ _STRONG_REFS: set[Any] = set()
 
 
 async def json_frames(process: AgentProcess, link: Any, *, agent: str, raw_key: str) -> AsyncIterator[Any]:
-    """The JSON values of ``process``'s stdout lines, for an agent speaking line-delimited JSON; ``agent`` names it
-    in diagnostics, reported through ``link`` (an :class:`~anyagentd.adapters.interface.AdapterLink`).
+    """The JSON values of ``process``'s stdout lines, for an agent speaking line-delimited JSON, with lone surrogates
+    replaced by U+FFFD (:func:`anyagentd.text.loads`); ``agent`` names it in diagnostics, reported through ``link``
+    (an :class:`~anyagentd.adapters.interface.AdapterLink`).
 
     Blank lines are skipped; a line over the size limit is reported as a ``Warning`` diagnostic, a line that is
     not JSON as an ``Info`` diagnostic carrying its first 4096 characters in ``extensions[raw_key]``, and reading
@@ -478,7 +480,7 @@ async def json_frames(process: AgentProcess, link: Any, *, agent: str, raw_key: 
         if not line.strip():
             continue
         try:
-            frame = json.loads(line)
+            frame = text.loads(line)  # lone surrogates become U+FFFD here, so every event stays writable
         except ValueError:
             await link.emit(diagnostic("Info", f"{agent} wrote a line that is not JSON"),
                             extensions={raw_key: line[:4096]})  # fmt: skip
