@@ -115,7 +115,7 @@ def test_run_with_a_dying_agent_fails(tmp_path: Path) -> None:
 
 def test_run_unknown_agent_fails_with_not_installed(tmp_path: Path) -> None:
     result = anyagentd_cli("run", "nosuchagent", "hi", "--dir", str(tmp_path))
-    assert result.returncode == 1
+    assert result.returncode == 3
     assert "NotInstalled" in result.stderr and "nosuchagent" in result.stderr
 
 
@@ -144,7 +144,7 @@ def test_probe_json_is_agent_details() -> None:
 
 def test_probe_unknown_agent_fails_with_not_installed() -> None:
     result = anyagentd_cli("probe", "nosuchagent")
-    assert result.returncode == 1
+    assert result.returncode == 3
     assert "NotInstalled" in result.stderr
     assert "agent: nosuchagent" in result.stderr
     assert result.stdout == ""

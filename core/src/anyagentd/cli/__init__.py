@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import click
@@ -22,6 +22,7 @@ from rich.table import Table
 from .. import __version__
 from ..errors import AnyagentError
 from ..plugins import Plugins
+from .failures import EXIT_INTERRUPTED, NoAnswer, report, unwrap
 
 err_console = Console(stderr=True)
 
@@ -52,19 +53,62 @@ def _print_json(value: Any) -> None:
     click.echo(json.dumps(to_jsonable_python(value), indent=2))
 
 
-def _fail(err: AnyagentError) -> None:
-    err_console.print(f"[bold red]{err.kind}[/]: {err.message}")
-    for key, value in err.fields.items():
-        if value not in ("", [], None, err.message):
-            shown = value if isinstance(value, str) else json.dumps(to_jsonable_python(value))
-            err_console.print(f"  {key}: {shown}", markup=False)
-    sys.exit(1)
+def _fail(err: AnyagentError) -> NoReturn:
+    sys.exit(report(err_console, err))
 
 
-@click.group()
+def _exit(code: int) -> NoReturn:
+    """Leave now with ``code``: a worker thread may still be blocked reading stdin, and nothing is left to do."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _run_for_a_person(fn: Any, *args: Any) -> NoReturn:
+    """``anyio.run(fn, *args)`` for an interactive command, which returns its exit status; any typed error is one
+    reported line (never a traceback, even from inside a task group), Ctrl-C exits 130."""
+    try:
+        code = anyio.run(fn, *args)
+    except BaseException as exc:  # noqa: BLE001 - sorted below; anything untyped is re-raised
+        err = unwrap(exc)
+        if isinstance(err, (AnyagentError, NoAnswer)):
+            code = report(err_console, err)
+        elif isinstance(err, EOFError):
+            code = report(err_console, NoAnswer("standard input ended"))
+        elif isinstance(err, KeyboardInterrupt):
+            err_console.print("[yellow]interrupted[/]")
+            code = EXIT_INTERRUPTED
+        else:
+            raise
+    _exit(code)
+
+
+def _log_level(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value:
+        import logging
+
+        logging.basicConfig(level=value.upper(), stream=sys.stderr,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
+    return value
+
+
+def _verbose(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:
+        _log_level(ctx, param, "DEBUG")
+    return value
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="anyagentd")
+@click.option("-v", "--verbose", is_flag=True, expose_value=False, is_eager=True, callback=_verbose,
+              help="Log what the engine sees (every event) to stderr; same as --log-level debug.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+              expose_value=False, is_eager=True, callback=_log_level, help="Log at this level to stderr.")
 def main() -> None:
-    """Drive the coding agents on this machine behind one event model."""
+    """Drive the coding agents on this machine behind one event model.
+
+    Start with `anyagentd discover`, then `anyagentd run AGENT "PROMPT"` or `anyagentd chat AGENT`.
+    Shell completion: eval "$(_ANYAGENTD_COMPLETE=bash_source anyagentd)" (zsh_source, fish_source)."""
 
 
 @main.command()
@@ -169,36 +213,99 @@ def plugins(as_json: bool) -> None:
         err_console.print(f"adapter [bold]{name}[/] drives: {agents}")
 
 
+def _session_options(fn: Any) -> Any:
+    """The options ``run`` and ``chat`` share: where, how permissions are answered, resume/fork, configuration."""
+    options = [
+        click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+                     show_default=True, help="The session's working directory."),
+        click.option("--auto-approve", is_flag=True, help="Allow every permission request once without asking."),
+        click.option("--resume", "resume", metavar="TOKEN",
+                     help="Continue the session with this resume token (printed after a turn, /info in chat)."),
+        click.option("--fork", is_flag=True, help="With --resume: start a new session from that one's history."),
+        click.option("--model", metavar="VALUE", help="Set the model option (see `anyagentd probe AGENT`)."),
+        click.option("-o", "--option", "option_values", metavar="KEY=VALUE", multiple=True,
+                     help="Set an option `anyagentd probe AGENT` lists (repeatable; true/false for Boolean)."),
+        _mock_option,
+    ]  # fmt: skip
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _configure(model: str | None, option_values: tuple[str, ...], resume: str | None, fork: bool) -> dict[str, Any]:
+    """The ``configure`` of ``open`` from ``--model`` and ``--option``; checks ``--fork`` has ``--resume``."""
+    from .conversation import parse_value
+
+    if fork and not resume:
+        raise click.UsageError("--fork needs --resume TOKEN (the session to fork)")
+    configure: dict[str, Any] = {}
+    for item in option_values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--option")
+        configure[key.strip()] = parse_value(value)
+    if model:
+        configure["model"] = model
+    return configure
+
+
+async def _converse(runtime: Any, agent: str, prompt: str | None, *, chat: bool, directory: Path,
+                    auto_approve: bool, as_json: bool, resume: str | None, fork: bool,
+                    configure: dict[str, Any]) -> int:  # fmt: skip
+    from .conversation import Conversation
+
+    async with runtime:
+        session = await runtime.open(
+            agent, directory.resolve(), permission_mode="AutoApprove" if auto_approve else None,
+            resume=None if fork else resume, fork=resume if fork else None, configure=configure,
+        )  # fmt: skip
+        mode = ", permissions allowed automatically" if auto_approve else ""
+        how = f", forked from {resume}" if fork else f", resuming {resume}" if resume else ""
+        err_console.print(f"[dim]session {session.id} with {session.installation.name} in {directory.resolve()}"
+                          f"{how}{mode}[/]", soft_wrap=True, highlight=False)  # fmt: skip
+        if session.installation.id == "mock":
+            err_console.print("[dim]the scripted agent plays a script: it changes no file and calls no model[/]")
+        if chat:
+            err_console.print("[dim]/help for commands; Ctrl-C cancels a turn, twice quits; Ctrl-D quits[/]")
+        conversation = Conversation(session, err_console, chat=chat, as_json=as_json)
+        code = await conversation.run(prompt)
+        if conversation.resume_token and code in (0, 1):
+            err_console.print(f"[dim]continue it with: anyagentd chat {agent} --resume {conversation.resume_token}[/]",
+                              soft_wrap=True, highlight=False)  # fmt: skip
+        return code
+
+
 @main.command()
 @click.argument("agent")
 @click.argument("prompt")
-@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
-              show_default=True, help="The session's working directory.")  # fmt: skip
-@click.option("--auto-approve", is_flag=True, help="Allow every permission request once without asking.")
+@_session_options
 @click.option("--json", "as_json", is_flag=True, help="Print every event as a JSON line on stdout too.")
-@_mock_option
-def run(agent: str, prompt: str, directory: Path, auto_approve: bool, as_json: bool, mock_script: str | None) -> None:
-    """Run one turn of PROMPT with AGENT, rendered live; permission questions are asked at the terminal."""
-    from .render import Terminated, run_turn
+def run(agent: str, prompt: str, directory: Path, auto_approve: bool, resume: str | None, fork: bool,
+        model: str | None, option_values: tuple[str, ...], mock_script: str | None, as_json: bool) -> None:  # fmt: skip
+    """Run one turn of PROMPT with AGENT, rendered live; permission questions are asked at the terminal.
 
-    try:
-        ok = anyio.run(run_turn, _runtime(mock_script), agent, prompt, directory, auto_approve, as_json)
-    except AnyagentError as err:
-        _fail(err)
-    except Terminated as stop:
-        err_console.print("\n[yellow]terminated[/]: the session was closed")
-        sys.stderr.flush()
-        os._exit(128 + stop.signum)
-    except KeyboardInterrupt:
-        # A prompt may be blocked reading the terminal in a worker thread: leave at once, as a shell expects.
-        err_console.print("[yellow]interrupted[/]")
-        sys.stderr.flush()
-        os._exit(130)
-    except EOFError:
-        err_console.print("[red]no answer: standard input ended[/] (answer at a terminal, pipe answers, or use --auto-approve)")
-        sys.stderr.flush()
-        os._exit(1)
-    sys.exit(0 if ok else 1)
+    Exit status: 0 the turn completed, 1 it ended otherwise, 2 bad usage or configuration, 3 not installed,
+    4 login needed, 5 could not start, 6 the agent exited, 7 protocol failure, 8 the reader lagged,
+    9 unsupported, 10 no answer (stdin ended), 11 another error, 130 Ctrl-C."""
+    configure = _configure(model, option_values, resume, fork)
+    _run_for_a_person(lambda: _converse(
+        _runtime(mock_script), agent, prompt, chat=False, directory=directory, auto_approve=auto_approve,
+        as_json=as_json, resume=resume, fork=fork, configure=configure))  # fmt: skip
+
+
+@main.command()
+@click.argument("agent")
+@_session_options
+def chat(agent: str, directory: Path, auto_approve: bool, resume: str | None, fork: bool, model: str | None,
+         option_values: tuple[str, ...], mock_script: str | None) -> None:  # fmt: skip
+    """Talk with AGENT turn after turn in one session (/help inside for commands).
+
+    A prompt typed while a turn runs steers it or waits in the queue; Ctrl-C cancels the running turn, a second
+    Ctrl-C quits, Ctrl-D (end of input) quits once the running turn ended. Exit status as for `run`."""
+    configure = _configure(model, option_values, resume, fork)
+    _run_for_a_person(lambda: _converse(
+        _runtime(mock_script), agent, None, chat=True, directory=directory, auto_approve=auto_approve,
+        as_json=False, resume=resume, fork=fork, configure=configure))  # fmt: skip
 
 
 def _add_builtin_commands() -> None:
