@@ -17,6 +17,7 @@ import anyio
 import click
 from pydantic_core import to_jsonable_python
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .. import __version__
@@ -148,9 +149,16 @@ def discover(mock_script: str | None, as_json: bool) -> None:
         table.add_row(agent.id, agent.name, agent.source, agent.executable_path)
     err_console.print(table)
     for missing in report.missing:
-        err_console.print(f"[yellow]missing[/] {missing.id} ({missing.name}): {missing.install_hint}")
+        err_console.print(f"[yellow]missing[/] {missing.id} ({missing.name}): {missing.install_hint}",
+                          soft_wrap=True, markup=True, highlight=False)  # fmt: skip
     for diag in report.diagnostics:
-        err_console.print(f"[dim]{diag.level}[/] {diag.message}")
+        if "adapter not installed" in diag.message:
+            err_console.print(diag.message, soft_wrap=True, markup=False, highlight=False)
+        else:
+            err_console.print(f"[dim]{diag.level}[/] {escape(diag.message)}", soft_wrap=True, highlight=False)
+    first = next((a.id for a in report.agents if a.id != "mock"), "mock")
+    err_console.print(f"[dim]next: anyagentd probe {first} · anyagentd run {first} \"PROMPT\" · "
+                      f"anyagentd chat {first}[/]", soft_wrap=True, highlight=False)  # fmt: skip
 
 
 @main.command()

@@ -125,6 +125,7 @@ class Conversation:
         self.eof = False
         self.stopped = anyio.Event()
         self.resume_token: str | None = session.info().resume_token
+        self.echo = not os.isatty(self.lines.fd)  # piped answers are shown, so the transcript reads as typed
 
     # --------------------------------------------------------------------------------------------- main
 
@@ -237,6 +238,8 @@ class Conversation:
                 await self._on_eof()
                 return
             self.interrupted = False
+            if self.echo and (self.requests or self.session.status == "Idle"):
+                self.console.print(line, markup=False, highlight=False)
             if self.requests:
                 answer = self.requests[0].feed(line)
                 if answer is not None:
@@ -266,6 +269,7 @@ class Conversation:
             self.console.print("[dim]steered into the running turn[/]")
 
     async def _command(self, line: str) -> None:
+        self.renderer.flush()
         text = line.strip()
         if not text:
             if self.session.status == "Idle":
