@@ -5,7 +5,8 @@ Four tasks share the session: the event reader (``Session.event_batches``, rende
 the reader never falls behind the agent), the frame ticker, the line reader (standard input, read by a daemon
 thread) and the signal watcher. A typed line answers the open request if there is one; in ``chat`` it is
 otherwise a prompt (started, steered or queued by the engine) or a slash command. Ctrl-C cancels the running turn;
-a second Ctrl-C quits. SIGTERM and SIGHUP close the session, then quit.
+a second Ctrl-C quits (queued prompts still run after a cancel; ``/cancel all`` drops them). SIGTERM and SIGHUP
+close the session, then quit.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ log = logging.getLogger("anyagentd.cli")
 
 CHAT_HELP = """\
 Type a prompt and Enter; while a turn runs, a new prompt steers it (when the agent can) or waits in the queue.
-  /cancel            cancel the running turn (Ctrl-C does too; Ctrl-C twice quits)
+  /cancel [all]      cancel the running turn (all: and the queued prompts); Ctrl-C cancels too, twice quits
   /model [VALUE]     show or set the model          /mode [VALUE]   show or set the mode
   /option KEY=VALUE  set any live option            /info           the session: agent, options, resume token
   /help              this text                      /exit           quit (Ctrl-D too)
@@ -297,7 +298,7 @@ class Conversation:
         if name == "help":
             self.console.print(CHAT_HELP, markup=False)
         elif name == "cancel":
-            await self.session.cancel(clear_queue=True)
+            await self.session.cancel(clear_queue=rest == "all")
             idle_after = False
         elif name in ("model", "mode"):
             await self._option(name, rest)
@@ -362,8 +363,8 @@ class Conversation:
             return
         self.interrupted = True
         if self.session.status != "Idle":
-            self.console.print("\n[yellow]cancelling the turn[/] [dim](Ctrl-C again to quit)[/]")
-            await self.session.cancel(clear_queue=True)
+            self.console.print("\n[yellow]cancelling the turn[/] [dim](queued prompts run next; Ctrl-C again to quit)[/]")
+            await self.session.cancel()
         else:
             self.console.print("\n[dim](Ctrl-C again or Ctrl-D to quit)[/]")
             self._idle_prompt()
