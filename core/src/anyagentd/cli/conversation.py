@@ -43,50 +43,57 @@ Other /commands the agent advertises are sent to it as prompts."""
 
 
 class LineReader:
-    """Lines from a file descriptor (default: standard input), read by a daemon thread so that a read still
-    pending at exit never holds the process. :meth:`next` returns a line without its newline, or None at EOF."""
+    """Lines from a file descriptor (default: standard input), read on demand by a daemon thread (so a read still
+    pending at exit never holds the process). :meth:`next` returns a line without its newline, or None at EOF.
+
+    A line is read only when :meth:`next` asks for it, byte by byte, as a shell's ``read`` does: input meant for
+    later commands of a script (answers piped into several ``anyagentd run``) stays in the pipe."""
 
     def __init__(self, fd: int = 0) -> None:
         self.fd = fd
         self._send: MemoryObjectSendStream[str | None]
         self._recv: MemoryObjectReceiveStream[str | None]
         self._send, self._recv = anyio.create_memory_object_stream[str | None](math.inf)
+        self._wanted = threading.Semaphore(0)
+        self._asked = False
         self._eof = False
 
     def start(self) -> None:
         token = anyio.lowlevel.current_token()
         threading.Thread(target=self._read, args=(token,), name="anyagentd stdin", daemon=True).start()
 
-    def _read(self, token: Any) -> None:
-        buffered = b""
-
-        def deliver(item: str | None) -> bool:
-            try:
-                anyio.from_thread.run_sync(self._send.send_nowait, item, token=token)
-                return True
-            except Exception:  # noqa: BLE001 - the event loop has ended: nobody is listening
-                return False
-
+    def _read_line(self) -> str | None:
+        data = bytearray()
         while True:
             try:
-                chunk = os.read(self.fd, 65536)
+                byte = os.read(self.fd, 1)
             except OSError:
-                chunk = b""
-            if not chunk:
-                if buffered:
-                    deliver(buffered.decode(errors="replace"))
-                deliver(None)
+                byte = b""
+            if not byte:
+                return data.decode(errors="replace") if data else None
+            if byte == b"\n":
+                return data.rstrip(b"\r").decode(errors="replace")
+            data += byte
+
+    def _read(self, token: Any) -> None:
+        while True:
+            self._wanted.acquire()
+            line = self._read_line()
+            try:
+                anyio.from_thread.run_sync(self._send.send_nowait, line, token=token)
+            except Exception:  # noqa: BLE001 - the event loop has ended: nobody is listening
                 return
-            buffered += chunk
-            while b"\n" in buffered:
-                line, buffered = buffered.split(b"\n", 1)
-                if not deliver(line.rstrip(b"\r").decode(errors="replace")):
-                    return
+            if line is None:
+                return
 
     async def next(self) -> str | None:
         if self._eof:
             return None
+        if not self._asked:
+            self._asked = True
+            self._wanted.release()
         line = await self._recv.receive()
+        self._asked = False
         self._eof = line is None
         return line
 
@@ -125,6 +132,7 @@ class Conversation:
         self.interrupted = False  # a Ctrl-C since the last typed line
         self.eof = False
         self.stopped = anyio.Event()
+        self._request_opened = anyio.Event()
         self.resume_token: str | None = session.info().resume_token
         self.echo = not os.isatty(self.lines.fd)  # piped answers are shown, so the transcript reads as typed
 
@@ -190,6 +198,7 @@ class Conversation:
         if tag == "RequestOpened":
             self.renderer.flush()
             self.requests.append(PendingAnswer(kind.value, self.console))
+            self._request_opened.set()
             if len(self.requests) == 1:
                 self.requests[0].show()
                 if self.eof:
@@ -234,6 +243,9 @@ class Conversation:
 
     async def _read_lines(self) -> None:
         while True:
+            while not self.chat and not self.requests:  # run reads a line only to answer a question
+                self._request_opened = anyio.Event()
+                await self._request_opened.wait()
             line = await self.lines.next()
             if line is None:
                 await self._on_eof()
