@@ -1,0 +1,103 @@
+"""The README's command blocks, run as written: extracted from README.md itself (the ``sh`` block after each
+``<!-- walkthrough: NAME -->`` marker), run with bash in a fresh directory with the answers piped to the prompts,
+against the real pinned CLIs, and checked for what they promise (the files on disk).
+
+The fresh directory is laid out as a clone is after the README's ``setup`` block: ``.venv`` is the environment
+running these tests (every workspace distribution installed, editable) and ``tests/agents`` holds the CLIs that
+``npm ci`` installed. That block itself (``pip install``, ``npm ci``) is what ``.ci/run`` does before the tests,
+so it is not run again here; the quick start's own install line is (into a new venv).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from anyagentd_testing.agents import agent_bin, clean_environ
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+BLOCK = re.compile(r"<!-- walkthrough: (?P<name>[\w-]+) -->\n```sh\n(?P<body>.*?)```", re.S)
+PID = re.compile(r"ANYAGENTD_MODEL_SERVER_PID=(\d+)")
+
+pytestmark = pytest.mark.timeout(420)
+
+
+def walkthroughs() -> dict[str, str]:
+    """The README's marked shell blocks by name, in README order."""
+    return {m["name"]: m["body"] for m in BLOCK.finditer(README.read_text(encoding="utf-8"))}
+
+
+def run_bash(script: str, cwd: Path, answers: str, timeout: float = 300) -> tuple[int, str, str]:
+    """Run ``script`` with ``bash -e`` in ``cwd`` (a bare PATH, no agent variables), ``answers`` on stdin; returns
+    (status, stdout, stderr). Model servers the script detached are stopped afterwards, whatever happened."""
+    env = clean_environ({"PATH": "/usr/bin:/bin", "HOME": str(cwd / "no-home"), "TERM": "dumb", "NO_COLOR": "1",
+                         "COLUMNS": "200", "ANYAGENTD_NO_LOGIN_SHELL": "1"},
+                        base={k: v for k, v in os.environ.items() if k in ("LANG", "LC_ALL", "TMPDIR")})  # fmt: skip
+    out, err = cwd / ".stdout", cwd / ".stderr"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        proc = subprocess.Popen(["bash", "-e", "-c", script], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=stdout,
+                                stderr=stderr, text=True, start_new_session=True)  # fmt: skip
+        try:
+            proc.communicate(answers, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        finally:
+            for pid in PID.findall(err.read_text()):
+                try:
+                    os.kill(int(pid), signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+    return proc.returncode, out.read_text(), err.read_text()
+
+
+@pytest.fixture
+def clone(tmp_path: Path) -> Path:
+    """A fresh directory laid out as a clone after the setup block (see the module docstring)."""
+    agent_bin("claude")  # the pinned CLIs must be installed: fail, never skip
+    fresh = tmp_path / "clone"
+    (fresh / "tests").mkdir(parents=True)
+    (fresh / ".venv").symlink_to(Path(sys.prefix))
+    (fresh / "tests" / "agents").symlink_to(ROOT / "tests" / "agents")
+    return fresh
+
+
+def test_the_walkthroughs_are_marked_in_order() -> None:
+    blocks = walkthroughs()
+    assert list(blocks) == ["quick-start", "setup", "shell", "claude", "codex", "acp"]
+    setup = blocks["setup"]
+    for distribution in ("./core", "./testing", "./adapters/claude", "./adapters/codex", "./adapters/acp_generic"):
+        assert f"-e {distribution}" in setup  # what the clone fixture stands for
+    assert "npm ci" in setup
+
+
+def test_quick_start_runs_as_written(tmp_path: Path) -> None:
+    fresh = tmp_path / "clone"
+    fresh.mkdir()
+    (fresh / "core").symlink_to(ROOT / "core")
+    first = next(line for line in walkthroughs()["quick-start"].splitlines() if line.startswith("python3 -m venv"))
+    status, _, err = run_bash(first, fresh, "y\n")
+    assert status == 0, err[-3000:]
+    assert "Allow?" in err and "You allowed it" in err and "■ Completed" in err
+    assert "scripted agent plays a script" in err
+    assert not (fresh / "hello.txt").exists()  # the scripted agent says it writes nothing, and does not
+
+
+def test_real_agent_walkthroughs_run_as_written(clone: Path) -> None:
+    blocks = walkthroughs()
+    script = "\n".join(blocks[name] for name in ("shell", "claude", "codex", "acp"))
+    status, out, err = run_bash(script, clone, "y\n" * 4)  # one answer per permission prompt, in order
+    assert status == 0, f"stdout:\n{out[-2000:]}\nstderr:\n{err[-5000:]}"
+    assert "command not found" not in err
+    assert (clone / "work" / "hello.txt").read_text() == "hello\n"  # claude's Write
+    assert (clone / "work" / "hello-codex.txt").read_text() == "hello from codex\n"  # codex's command
+    assert (clone / "work-acp" / "hello-codex.txt").read_text() == "hello from codex\n"  # codex-acp
+    assert (clone / "work-acp" / "hello.txt").read_text() == "hello\n"  # claude-acp
+    assert err.count("Allow?") == 4 and err.count("■ Completed") == 4
+    assert out.splitlines() == ["hello", "hello from codex", "hello from codex", "hello"]  # the `cat`s
