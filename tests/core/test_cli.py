@@ -147,6 +147,21 @@ def test_run_json_prints_schema_valid_events(tmp_path: Path) -> None:
     assert "Completed" in result.stderr  # still rendered for the person
 
 
+def test_run_keeps_up_with_a_flood_of_tool_output(tmp_path: Path) -> None:
+    tool = {"id": "t1", "kind": "Execute", "title": "yes", "status": "Running", "input": {"Command": {"command": "yes"}},
+            "output": None, "diffs": [], "locations": [], "raw": None}  # fmt: skip
+    script = tmp_path / "tool-flood.json"
+    script.write_text(json.dumps({"turns": [[
+        {"Emit": {"ToolUpdated": tool}},
+        {"Repeat": {"times": 50_000, "steps": [{"Emit": {"ToolOutputDelta": {"tool_id": "t1", "text": "y\n"}}}]}},
+        {"Emit": {"ToolUpdated": {**tool, "status": "Completed"}}}, {"End": {"Completed": {"source": "Protocol"}}},
+    ]]}))  # fmt: skip
+    result = anyagentd_cli("run", "mock", "go", "--mock", str(script), "--dir", str(tmp_path), timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stderr.count("  y\n") == 1 and result.stderr.count("y\n") == 50_000  # indented once, then streamed
+    assert "yes (Completed)" in result.stderr
+
+
 def test_run_with_a_dying_agent_fails(tmp_path: Path) -> None:
     result = anyagentd_cli("run", "mock", "go", "--mock", "dies", "--dir", str(tmp_path))
     lines = assert_clean_error(result, "ProcessExited", 6)

@@ -47,7 +47,7 @@ class TurnRenderer:
     def __init__(self, console: Console, frames_per_second: float = FRAMES_PER_SECOND) -> None:
         self.console = console
         self.frame = 1.0 / frames_per_second
-        self.current: str | None = None  # the message being streamed
+        self.current: str | None = None  # the message (or tool output) being streamed
         self.pending: list[str] = []  # text of ``current`` not written yet
         self.style: str | None = None
         self.tool_status: dict[str, str] = {}
@@ -86,13 +86,13 @@ class TurnRenderer:
         kind = event.kind
         tag = tag_of(kind)
         nested = "  " if event.turn_info and event.turn_info.parent_tool_id else ""
-        if tag in ("TextDelta", "ReasoningDelta"):
-            if self.current != kind.message_id:
+        if tag in ("TextDelta", "ReasoningDelta", "ToolOutputDelta"):
+            stream = f"tool:{kind.tool_id}" if tag == "ToolOutputDelta" else kind.message_id
+            if self.current != stream:
                 self._break()
-                self.current = kind.message_id
-                self.style = "dim italic" if tag == "ReasoningDelta" else None
-                if nested:
-                    self.pending.append(nested)
+                self.current = stream
+                self.style = {"ReasoningDelta": "dim italic", "ToolOutputDelta": "dim"}.get(tag)
+                self.pending.append(nested + ("  " if tag == "ToolOutputDelta" else ""))
             self.pending.append(kind.text)
         elif tag == "MessageEnded":
             if self.current == kind.message_id:
@@ -104,9 +104,6 @@ class TurnRenderer:
                 self._line(nested + tool_line(tool))
                 if tool.output and tool.status in ("Completed", "Failed"):
                     self.console.print(f"{nested}  [dim]{escape(tool.output.strip()[:400])}[/]", soft_wrap=True)
-        elif tag == "ToolOutputDelta":
-            self._break()
-            self.console.print(f"{nested}  [dim]{escape(kind.text)}[/]", end="", soft_wrap=True)
         elif tag == "PlanUpdated":
             self._line("[bold]Plan[/]")
             for entry in kind.entries:
