@@ -1,8 +1,10 @@
 """The ``anyagentd`` command line (click + rich).
 
 ``serve`` speaks the wire on stdio (stdout is protocol only); ``run`` renders one turn live for a person and asks
-permission questions at the terminal; ``discover``, ``probe``, ``plugins`` report, as tables or ``--json``.
-Human output goes to stderr; JSON goes to stdout. Plugins add subcommands through ``register_cli_commands``.
+permission questions at the terminal, ``chat`` holds a conversation (:mod:`.conversation` drives both);
+``discover``, ``probe``, ``plugins`` report, as tables or ``--json``. Human output goes to stderr; JSON goes to
+stdout; a typed error is one line with an exit status per kind (:mod:`.failures`). Plugins add subcommands through
+``register_cli_commands``.
 """
 
 from __future__ import annotations
@@ -58,13 +60,6 @@ def _fail(err: AnyagentError) -> NoReturn:
     sys.exit(report(err_console, err))
 
 
-def _exit(code: int) -> NoReturn:
-    """Leave now with ``code``: a worker thread may still be blocked reading stdin, and nothing is left to do."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 def _run_for_a_person(fn: Any, *args: Any) -> NoReturn:
     """``anyio.run(fn, *args)`` for an interactive command, which returns its exit status; any typed error is one
     reported line (never a traceback, even from inside a task group), Ctrl-C exits 130."""
@@ -81,7 +76,7 @@ def _run_for_a_person(fn: Any, *args: Any) -> NoReturn:
             code = EXIT_INTERRUPTED
         else:
             raise
-    _exit(code)
+    sys.exit(code)  # the thread that may still wait on stdin is a daemon: it does not hold the exit
 
 
 def _log_level(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:

@@ -16,6 +16,7 @@ import logging
 import math
 import os
 import signal
+import sys
 import threading
 from collections import deque
 from typing import Any
@@ -134,6 +135,7 @@ class Conversation:
         self.stopped = anyio.Event()
         self._request_opened = anyio.Event()
         self.resume_token: str | None = session.info().resume_token
+        self.configuration = dict(session.info().configuration.options)  # to show only changes
         self.echo = not os.isatty(self.lines.fd)  # piped answers are shown, so the transcript reads as typed
 
     # --------------------------------------------------------------------------------------------- main
@@ -181,7 +183,8 @@ class Conversation:
         async for batch in self.session.event_batches():
             if self.as_json:
                 self.renderer.flush()
-                os.write(1, "".join(json.dumps(e.model_dump(mode="json")) + "\n" for e in batch).encode())
+                sys.stdout.write("".join(json.dumps(e.model_dump(mode="json")) + "\n" for e in batch))
+                sys.stdout.flush()
             for event in batch:
                 if log.isEnabledFor(logging.DEBUG):
                     log.debug("event %s", json.dumps(event.model_dump(mode="json")["kind"])[:300])
@@ -214,11 +217,11 @@ class Conversation:
                         self.requests[0].show()
         elif tag == "SessionUpdated":
             self.resume_token = kind.value.resume_token or self.resume_token
-            if not self.chat:
-                return
             options = kind.value.configuration.options
-            shown = ", ".join(f"{k}={show_value(v)}" for k, v in options.items())
-            self.console.print(f"[dim]configuration: {escape(shown)}[/]", soft_wrap=True)
+            if self.chat and options != self.configuration:
+                shown = ", ".join(f"{k}={show_value(v)}" for k, v in options.items())
+                self.console.print(f"[dim]configuration: {escape(shown)}[/]", soft_wrap=True)
+            self.configuration = dict(options)
         elif tag == "TurnEnded":
             ours = event.turn_info is not None and event.turn_info.id == self.our_turn
             if not self.chat and ours:
@@ -257,7 +260,12 @@ class Conversation:
                 answer = self.requests[0].feed(line)
                 if answer is not None:
                     request = self.requests.popleft()
-                    await self.session.answer(request.id, answer)
+                    try:
+                        await self.session.answer(request.id, answer)
+                    except AnyagentError as err:  # e.g. the request was closed meanwhile: say so, go on
+                        if self.session.closed:
+                            raise
+                        report(self.console, err)
                     if self.requests:
                         self.requests[0].show()
             elif self.chat:

@@ -9,6 +9,7 @@ does no terminal output per text delta, and writes the text gathered since the l
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -44,9 +45,11 @@ class TurnRenderer:
     ends. Call :meth:`show` per event, then :meth:`tick` per batch (and now and then) and :meth:`flush` before
     writing anything else to the console."""
 
-    def __init__(self, console: Console, frames_per_second: float = FRAMES_PER_SECOND) -> None:
+    def __init__(self, console: Console, frames_per_second: float = FRAMES_PER_SECOND,
+                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
         self.console = console
         self.frame = 1.0 / frames_per_second
+        self.clock = clock
         self.current: str | None = None  # the message (or tool output) being streamed
         self.pending: list[str] = []  # text of ``current`` not written yet
         self.style: str | None = None
@@ -62,11 +65,11 @@ class TurnRenderer:
             self.console.print("".join(self.pending), end="", style=self.style, markup=False, highlight=False,
                                soft_wrap=True)  # fmt: skip
             self.pending.clear()
-            self.last_write = time.monotonic()
+            self.last_write = self.clock()
 
     def tick(self) -> None:
         """Write the gathered text if a frame has passed since the last write."""
-        if self.pending and time.monotonic() - self.last_write >= self.frame:
+        if self.pending and self.clock() - self.last_write >= self.frame:
             self.flush()
 
     def _break(self) -> None:
