@@ -277,6 +277,8 @@ def test_probe_json_is_agent_details() -> None:
     human = anyagentd_cli("probe", "mock", "--mock", "model-option")
     assert human.returncode == 0 and human.stdout == ""
     assert "creation-only" in human.stderr and "small" in human.stderr
+    assert "│ false " in human.stderr and "False" not in human.stderr  # JSON's spelling, as --option takes it
+    assert "--option ID=VALUE" in human.stderr
 
 
 def test_probe_unknown_agent_fails_with_not_installed() -> None:

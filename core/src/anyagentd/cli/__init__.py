@@ -174,6 +174,8 @@ def probe(agent: str, mock_script: str | None, as_json: bool) -> None:
     if as_json:
         _print_json(details)
         return
+    from .render import show_value
+
     auth = details.auth if isinstance(details.auth, str) else details.auth.TAG
     err_console.print(f"[bold]{agent}[/] version {details.version or '?'}, auth: {auth}")
     err_console.print("capabilities: " + (", ".join(details.capabilities.features) or "none"))
@@ -184,8 +186,11 @@ def probe(agent: str, mock_script: str | None, as_json: bool) -> None:
             kind = option.kind if isinstance(option.kind, str) else "Select: " + ", ".join(
                 c.value for c in option.kind.choices
             )
-            table.add_row(option.id, kind, str(option.current), "yes" if option.live else "creation-only")
+            current = "-" if option.current is None else show_value(option.current)
+            table.add_row(option.id, kind, current, "yes" if option.live else "creation-only")
         err_console.print(table)
+        err_console.print(f"[dim]set them with: anyagentd run {agent} \"PROMPT\" --option ID=VALUE (--model VALUE); "
+                          "live ones in chat too: /option ID=VALUE[/]", soft_wrap=True, highlight=False)  # fmt: skip
     for command in details.commands:
         err_console.print(f"/{command.name}  [dim]{command.description}[/]")
 
@@ -237,7 +242,7 @@ def _session_options(fn: Any) -> Any:
 
 def _configure(model: str | None, option_values: tuple[str, ...], resume: str | None, fork: bool) -> dict[str, Any]:
     """The ``configure`` of ``open`` from ``--model`` and ``--option``; checks ``--fork`` has ``--resume``."""
-    from .conversation import parse_value
+    from .render import parse_value
 
     if fork and not resume:
         raise click.UsageError("--fork needs --resume TOKEN (the session to fork)")

@@ -30,7 +30,7 @@ from rich.markup import escape
 
 from ..errors import AnyagentError
 from .failures import EXIT_INTERRUPTED, EXIT_TURN_NOT_COMPLETED, NoAnswer, report
-from .render import PendingAnswer, TurnRenderer, stop_label, tag_of
+from .render import PendingAnswer, TurnRenderer, parse_value, show_value, stop_label, tag_of
 
 log = logging.getLogger("anyagentd.cli")
 
@@ -97,17 +97,6 @@ class LineReader:
         self._asked = False
         self._eof = line is None
         return line
-
-
-def parse_value(text: str) -> str | bool:
-    """A ConfigValue typed by a person: ``true``/``false`` (any case) are booleans, anything else a string."""
-    lowered = text.strip().lower()
-    return {"true": True, "false": False}.get(lowered, text.strip())
-
-
-def show_value(value: Any) -> str:
-    """A ConfigValue as JSON writes it (``true``, not ``True``)."""
-    return json.dumps(value) if isinstance(value, bool) else str(value)
 
 
 class Conversation:

@@ -8,6 +8,7 @@ does no terminal output per text delta, and writes the text gathered since the l
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +39,17 @@ def tool_line(tool: Any) -> str:
 
 def stop_label(stop: Any) -> str:
     return tag_of(stop)
+
+
+def parse_value(text: str) -> str | bool:
+    """A ConfigValue typed by a person: ``true``/``false`` (any case) are booleans, anything else a string."""
+    lowered = text.strip().lower()
+    return {"true": True, "false": False}.get(lowered, text.strip())
+
+
+def show_value(value: Any) -> str:
+    """A ConfigValue as JSON writes it (``true``, not ``True``)."""
+    return json.dumps(value) if isinstance(value, bool) else str(value)
 
 
 class TurnRenderer:
