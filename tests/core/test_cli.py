@@ -148,8 +148,8 @@ def test_run_json_prints_schema_valid_events(tmp_path: Path) -> None:
 
 
 def test_run_keeps_up_with_a_flood_of_tool_output(tmp_path: Path) -> None:
-    tool = {"id": "t1", "kind": "Execute", "title": "yes", "status": "Running", "input": {"Command": {"command": "yes"}},
-            "output": None, "diffs": [], "locations": [], "raw": None}  # fmt: skip
+    tool = {"id": "t1", "kind": "Execute", "title": "yes", "status": "Running",
+            "input": {"Command": {"command": "yes"}}, "output": None, "diffs": [], "locations": [], "raw": None}
     script = tmp_path / "tool-flood.json"
     script.write_text(json.dumps({"turns": [[
         {"Emit": {"ToolUpdated": tool}},

@@ -95,11 +95,13 @@ def test_current_follows_configuration_over_the_wire(wire: Any, tmp_path: Path) 
 
 
 @pytest.mark.parametrize(("script", "expected"), [
-    ({"turns": [[{"Emit": {"TextDelta": {"text": "x"}}}]]}, "turns[0][0].Emit.TextDelta.message_id: missing (required)"),
+    ({"turns": [[{"Emit": {"TextDelta": {"text": "x"}}}]]},
+     "turns[0][0].Emit.TextDelta.message_id: missing (required)"),
     ({"turns": [[{"Sleep": -1}]]}, "turns[0][0].Sleep: Input should be greater than or equal to 0 (got -1)"),
     ({"bufer": 3}, "bufer: unknown field"),
     ({"turns": [[{"AwaitAnswer": {"deny": ["Bogus"]}}]]},
-     "turns[0][0].AwaitAnswer.deny[0]: unknown step 'Bogus' (expected one of Emit, AwaitAnswer, Die, End, Sleep, Repeat)"),
+     "turns[0][0].AwaitAnswer.deny[0]: unknown step 'Bogus' (expected one of Emit, AwaitAnswer, Die, End, Sleep, "
+     "Repeat)"),
 ])  # fmt: skip
 def test_script_errors_name_the_place(script: dict[str, Any], expected: str) -> None:
     with pytest.raises(InvalidConfiguration) as caught:

@@ -101,7 +101,8 @@ def test_core_alone_names_the_adapters_to_install(core_venv: Path, tmp_path: Pat
     assert "NotInstalled: the adapter for 'claude' is not installed; install it with: pip install anyagentd-claude" in (
         run.stderr)
     server = tmp_path / "server.json"
-    server.write_text(json.dumps({"name": "files", "connection": {"Stdio": {"command": "true", "args": [], "env": {}}}}))
+    stdio = {"Stdio": {"command": "true", "args": [], "env": {}}}
+    server.write_text(json.dumps({"name": "files", "connection": stdio}))
     check = subprocess.run([exe, "mcp", "check", str(server)], capture_output=True, text=True, timeout=60, env=env,
                            cwd=tmp_path)  # fmt: skip
     assert check.returncode == 1
@@ -122,8 +123,9 @@ def test_core_from_this_checkout_names_what_the_readme_installs(core_venv_editab
     _no_traceback(run)
     assert "install it with: pip install -e ./adapters/codex (published as anyagentd-codex)" in run.stderr
     server = tmp_path / "server.json"
-    server.write_text(json.dumps({"name": "web", "connection": {"Http": {"url": "http://127.0.0.1:9/", "headers": {}}}}))
+    http = {"Http": {"url": "http://127.0.0.1:9/", "headers": {}}}
+    server.write_text(json.dumps({"name": "web", "connection": http}))
     check = subprocess.run([exe, "mcp", "check", str(server)], capture_output=True, text=True, timeout=60, env=env,
                            cwd=ROOT)  # fmt: skip
-    assert "MCP transport Http is not installed (pip install -e ./plugins/mcp_http (published as anyagentd-mcp-http))" in (
-        check.stderr)
+    hint = "pip install -e ./plugins/mcp_http (published as anyagentd-mcp-http)"
+    assert f"MCP transport Http is not installed ({hint})" in check.stderr

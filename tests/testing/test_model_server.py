@@ -552,7 +552,8 @@ def test_cli_writes_env_and_url_files_ready_for_a_shell(tmp_path):
         assert values["ANYAGENTD_MODEL_SERVER_URL"] == url and values["ANTHROPIC_BASE_URL"] == url
         assert values["ANTHROPIC_API_KEY"] == "sk-ant-mock" and values["MOCK_API_KEY"] == "sk-mock"
         assert f"model_providers.mock.base_url={url}/v1" in values["ANYAGENTD_CODEX_ARGS"]
-        assert values["ANYAGENTD_CODEX_ACP_ARGS"].endswith("-c approval_policy=untrusted -c sandbox_mode=workspace-write")
+        acp = values["ANYAGENTD_CODEX_ACP_ARGS"]
+        assert acp.endswith("-c approval_policy=untrusted -c sandbox_mode=workspace-write")
         assert values["ANYAGENTD_CODEX_ACP_ARGS"].startswith(values["ANYAGENTD_CODEX_ARGS"])
         assert "codex-resources" in values["PATH"].split(":")[0]  # Codex's bwrap first on PATH
         reply = httpx.post(url + "/v1/messages", json={"model": "m", "max_tokens": 99, "tools": TOOLS,

@@ -343,7 +343,8 @@ class Conversation:
     def _info(self) -> None:
         info = self.session.info()
         agent = info.agent
-        self.console.print(f"[bold]{escape(agent.name)}[/] ({agent.id}) session {info.id}, {info.status}", soft_wrap=True)
+        self.console.print(f"[bold]{escape(agent.name)}[/] ({agent.id}) session {info.id}, {info.status}",
+                           soft_wrap=True)  # fmt: skip
         for option in info.details.config_options:
             current = info.configuration.options.get(option.id, option.current)
             live = "" if option.live else " [dim](creation-only)[/]"
@@ -372,7 +373,7 @@ class Conversation:
             return
         self.interrupted = True
         if self.session.status != "Idle":
-            self.console.print("\n[yellow]cancelling the turn[/] [dim](queued prompts run next; Ctrl-C again to quit)[/]")
+            self.console.print("\n[yellow]cancelling the turn[/] [dim](queued prompts run next; Ctrl-C again quits)[/]")
             await self.session.cancel()
         else:
             self.console.print("\n[dim](Ctrl-C again or Ctrl-D to quit)[/]")

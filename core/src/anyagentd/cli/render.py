@@ -171,7 +171,8 @@ class PendingAnswer:
             if req.detail:
                 self.console.print(f"  {escape(req.detail)}", soft_wrap=True)
             for diff in req.tool.diffs:
-                self.console.print(f"  [dim]{escape(diff.path)}:[/] {escape(repr(diff.new_text[:300]))}", soft_wrap=True)
+                shown = escape(repr(diff.new_text[:300]))
+                self.console.print(f"  [dim]{escape(diff.path)}:[/] {shown}", soft_wrap=True)
         self._ask()
 
     def _ask(self) -> None:
