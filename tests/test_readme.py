@@ -101,3 +101,17 @@ def test_real_agent_walkthroughs_run_as_written(clone: Path) -> None:
     assert (clone / "work-acp" / "hello.txt").read_text() == "hello\n"  # claude-acp
     assert err.count("Allow?") == 4 and err.count("■ Completed") == 4
     assert out.splitlines() == ["hello", "hello from codex", "hello from codex", "hello"]  # the `cat`s
+
+
+def test_python_api_example_runs_as_written(tmp_path: Path) -> None:
+    """The Python API section's example, as printed, answers the scripted permission and ends."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Python API"):]
+    example = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    (tmp_path / "example.py").write_text(example)
+    env = clean_environ({"ANYAGENTD_NO_LOGIN_SHELL": "1", "PATH": "/usr/bin:/bin"})
+    result = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=60, env=env)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "agents=[AgentInstallation(id='mock'" in result.stdout
+    assert list(tmp_path.iterdir()) == [tmp_path / "example.py"]

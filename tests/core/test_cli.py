@@ -451,3 +451,38 @@ def test_serve_when_stdin_and_stdout_are_one_socket(tmp_path: Path) -> None:
     finally:
         proc.kill()
         ours.close()
+
+
+# ------------------------------------------------------------------------------------------------ chat (piped)
+
+_SAY = {"Emit": {"TextDelta": {"message_id": "m", "text": "working on it"}}}
+_DONE = {"End": {"Completed": {"source": "Protocol"}}}
+
+
+def test_chat_steers_when_the_agent_can(tmp_path: Path) -> None:
+    script = tmp_path / "steer.json"
+    script.write_text(json.dumps({"steer": True, "turns": [[_SAY, {"Sleep": 3000}, _DONE]]}))
+    result = anyagentd_cli("chat", "mock", "--mock", str(script), "--dir", str(tmp_path), stdin="go\nalso this\n")
+    assert result.returncode == 0, result.stderr
+    assert "steered into the running turn" in result.stderr and result.stderr.count("■ Completed") == 1
+
+
+def test_chat_reads_prompts_from_a_pipe_and_waits_for_the_queue(tmp_path: Path) -> None:
+    script = tmp_path / "two.json"
+    script.write_text(json.dumps({"turns": [[_SAY, {"Sleep": 500}, _DONE],
+                                            [{"Emit": {"TextDelta": {"message_id": "n", "text": "next"}}}, _DONE]]}))
+    result = anyagentd_cli("chat", "mock", "--mock", str(script), "--dir", str(tmp_path), stdin="first\nsecond\n")
+    assert result.returncode == 0, result.stderr
+    assert "queued (0 ahead of it" in result.stderr
+    assert result.stderr.count("■ Completed") == 2 and result.stderr.index("working on it") < result.stderr.index("next")
+
+
+def test_chat_errors_are_one_line_and_the_session_goes_on(tmp_path: Path) -> None:
+    result = anyagentd_cli("chat", "mock", "--mock", "model-option", "--dir", str(tmp_path),
+                           stdin="/model huge\n/option fast=true\n/model large\n/info\n")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    err = result.stderr
+    assert "InvalidConfiguration: value \"huge\" does not fit option 'model'" in err
+    assert "InvalidConfiguration: option 'fast' is creation-only" in err
+    assert "configuration: model=large, fast=false" in err and "  model = large" in err
+    assert "Traceback" not in err
