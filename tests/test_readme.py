@@ -24,6 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 BLOCK = re.compile(r"<!-- walkthrough: (?P<name>[\w-]+) -->\n```sh\n(?P<body>.*?)```", re.S)
 PID = re.compile(r"ANYAGENTD_MODEL_SERVER_PID=(\d+)")
+PASSED_ON = {"LANG", "LC_ALL", "TMPDIR", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+             "NO_PROXY"}
+PASSED_PREFIXES = ("PIP_", "npm_config_")
+"""What the walkthroughs' shell inherits besides a bare PATH: locale, temp dir, and how to reach the package index."""
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -38,7 +42,7 @@ def run_bash(script: str, cwd: Path, answers: str, timeout: float = 300) -> tupl
     (status, stdout, stderr). Model servers the script detached are stopped afterwards, whatever happened."""
     env = clean_environ({"PATH": "/usr/bin:/bin", "HOME": str(cwd / "no-home"), "TERM": "dumb", "NO_COLOR": "1",
                          "COLUMNS": "200", "ANYAGENTD_NO_LOGIN_SHELL": "1"},
-                        base={k: v for k, v in os.environ.items() if k in ("LANG", "LC_ALL", "TMPDIR")})  # fmt: skip
+                        base={k: v for k, v in os.environ.items() if k in PASSED_ON or k.startswith(PASSED_PREFIXES)})
     out, err = cwd / ".stdout", cwd / ".stderr"
     with out.open("w") as stdout, err.open("w") as stderr:
         proc = subprocess.Popen(["bash", "-e", "-c", script], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=stdout,

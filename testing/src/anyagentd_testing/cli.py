@@ -115,11 +115,13 @@ def model_server(script_path: Path, host: str, port: int, log_path: Path | None,
 
 
 def _announce(server: Any, script_path: Path, console: Any, env_out: Path | None, url_out: Path | None,
-              log_path: Path | None, extra: dict[str, str] | None = None) -> list[str]:  # fmt: skip
-    """Write the files, print the banner and the exports on stderr; returns the export lines."""
+              log_path: Path | None, detached_pid: int | None = None) -> list[str]:  # fmt: skip
+    """Write the files and print the banner on stderr (with the exports, unless detached: the shell evaluates
+    those); returns the export lines."""
     from .agents import codex_resources_dir
 
-    lines = export_lines({**environment(server.url), **(extra or {})}, codex_resources_dir())
+    extra = {PID_ENV: str(detached_pid)} if detached_pid is not None else {}
+    lines = export_lines({**environment(server.url), **extra}, codex_resources_dir())
     if env_out is not None:
         _write_atomically(env_out, "\n".join(lines) + "\n")
     if url_out is not None:
@@ -127,6 +129,9 @@ def _announce(server: Any, script_path: Path, console: Any, env_out: Path | None
     turns = len(server.script.turns)
     console.print(f"[bold]Scripted model server[/bold] at [cyan]{server.url}[/cyan] "
                   f"({turns} turn{'' if turns == 1 else 's'} from {script_path})")  # fmt: skip
+    if detached_pid is not None:
+        console.print(f"serving in the background: {PID_ENV}={detached_pid} (kill it to stop)", markup=False)
+        return lines
     if log_path is not None:
         console.print(f"Logging requests to {log_path}")
     console.print("\n[bold]Environment[/bold] for Claude Code, Codex and the ACP agents (use a fresh HOME per run):")
@@ -156,7 +161,7 @@ def _detach(server: Any, script_path: Path, console: Any, env_out: Path | None, 
     os.setsid()  # not killed with the shell's job; `kill $ANYAGENTD_MODEL_SERVER_PID` stops it
     try:
         server.start()
-        lines = _announce(server, script_path, console, env_out, url_out, None, {PID_ENV: str(os.getpid())})
+        lines = _announce(server, script_path, console, env_out, url_out, None, os.getpid())
         payload = {"lines": lines}
     except OSError as exc:
         payload = {"error": f"cannot listen: {exc}"}

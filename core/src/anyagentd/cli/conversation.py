@@ -35,7 +35,8 @@ from .render import PendingAnswer, TurnRenderer, parse_value, show_value, stop_l
 log = logging.getLogger("anyagentd.cli")
 
 CHAT_HELP = """\
-Type a prompt and Enter; while a turn runs, a new prompt steers it (when the agent can) or waits in the queue.
+Type a prompt and Enter; while a turn runs, a new prompt steers it (when the agent can) or waits in the queue;
+while a question waits, a line answers it.
   /cancel [all]      cancel the running turn (all: and the queued prompts); Ctrl-C cancels too, twice quits
   /model [VALUE]     show or set the model          /mode [VALUE]   show or set the mode
   /option KEY=VALUE  set any live option            /info           the session: agent, options, resume token
