@@ -68,3 +68,16 @@ def test_chat_runs_two_turns_in_one_claude_session(claude: Any, tmp_path: Path) 
     assert result.stderr.index("reply-alpha") < result.stderr.index("reply-beta")
     assert "resume token:" in result.stderr and "Traceback" not in result.stderr
     assert "say alpha" in request_text(server.main_requests()[-1])  # one session: turn 2 carries turn 1
+
+
+def test_a_cli_that_cannot_start_is_spawn_failed(tmp_path: Path) -> None:
+    broken = tmp_path / "claude"
+    broken.write_text("#!/bin/sh\necho 'fatal: config broken' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    env = clean_environ({"ANYAGENTD_CLAUDE_BIN": str(broken), "ANYAGENTD_NO_LOGIN_SHELL": "1", "NO_COLOR": "1",
+                         "COLUMNS": "200"})  # fmt: skip
+    result = cli("run", "claude", "hi", "--dir", str(tmp_path), env=env)
+    assert result.returncode == 5, result.stderr
+    assert "Traceback" not in result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("SpawnFailed: ")]
+    assert "exit status: 3" in line and "fatal: config broken" in line
