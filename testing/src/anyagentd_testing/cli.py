@@ -56,7 +56,7 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(partial, path)
 
 
-@click.command("model-server")
+@click.command("model-server", short_help="Serve a scripted model for the real agent CLIs.")
 @click.option(
     "--script",
     "script_path",

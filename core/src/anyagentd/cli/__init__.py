@@ -10,6 +10,7 @@ stdout; a typed error is one line with an exit status per kind (:mod:`.failures`
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -28,6 +29,7 @@ from ..plugins import Plugins
 from .failures import EXIT_INTERRUPTED, NoAnswer, report, unwrap
 
 err_console = Console(stderr=True)
+log = logging.getLogger("anyagentd.cli")
 
 _mock_option = click.option(
     "--mock", "mock_script", metavar="SCRIPT",
@@ -81,8 +83,6 @@ def _run_for_a_person(fn: Any, *args: Any) -> NoReturn:
 
 def _log_level(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     if value:
-        import logging
-
         logging.basicConfig(level=value.upper(), stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
     return value
@@ -107,7 +107,7 @@ def main() -> None:
     Shell completion: eval "$(_ANYAGENTD_COMPLETE=bash_source anyagentd)" (zsh_source, fish_source)."""
 
 
-@main.command()
+@main.command(short_help="Speak the JSON-lines wire on stdin/stdout.")
 @_mock_option
 def serve(mock_script: str | None) -> None:
     """Speak the JSON-lines wire on stdin/stdout (see anyagent-wire.schema.json)."""
@@ -122,7 +122,7 @@ def serve(mock_script: str | None) -> None:
     os._exit(128 + signum if signum else 0)
 
 
-@main.command()
+@main.command(short_help="List the agents found and what is missing.")
 @_mock_option
 @click.option("--json", "as_json", is_flag=True, help="Print the DiscoveryReport as JSON.")
 def discover(mock_script: str | None, as_json: bool) -> None:
@@ -156,7 +156,7 @@ def discover(mock_script: str | None, as_json: bool) -> None:
                       f"anyagentd chat {first}[/]", soft_wrap=True, highlight=False)  # fmt: skip
 
 
-@main.command()
+@main.command(short_help="Show an agent's version, login, capabilities, options.")
 @click.argument("agent")
 @_mock_option
 @click.option("--json", "as_json", is_flag=True, help="Print the AgentDetails as JSON.")
@@ -195,7 +195,7 @@ def probe(agent: str, mock_script: str | None, as_json: bool) -> None:
         err_console.print(f"/{command.name}  [dim]{command.description}[/]")
 
 
-@main.command()
+@main.command(short_help="List the plugins and the agents they drive.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plugins as JSON.")
 def plugins(as_json: bool) -> None:
     """List the installed plugins, the hooks they implement and the agents they drive."""
@@ -262,11 +262,15 @@ async def _converse(runtime: Any, agent: str, prompt: str | None, *, chat: bool,
                     configure: dict[str, Any]) -> int:  # fmt: skip
     from .conversation import Conversation
 
+    log.info("opening %s in %s (resume=%s, fork=%s, configure=%s)", agent, directory.resolve(), resume, fork,
+             sorted(configure))
     async with runtime:
         session = await runtime.open(
             agent, directory.resolve(), permission_mode="AutoApprove" if auto_approve else None,
             resume=None if fork else resume, fork=resume if fork else None, configure=configure,
         )  # fmt: skip
+        log.info("session %s: %s at %s (%s), version %s", session.id, session.installation.id,
+                 session.installation.executable_path, session.installation.source, session.info().details.version)
         mode = ", permissions allowed automatically" if auto_approve else ""
         how = f", forked from {resume}" if fork else f", resuming {resume}" if resume else ""
         err_console.print(f"[dim]session {session.id} with {session.installation.name} in {directory.resolve()}"
@@ -283,7 +287,7 @@ async def _converse(runtime: Any, agent: str, prompt: str | None, *, chat: bool,
         return code
 
 
-@main.command()
+@main.command(short_help="Run one turn of PROMPT with AGENT, live.")
 @click.argument("agent")
 @click.argument("prompt")
 @_session_options
@@ -301,7 +305,7 @@ def run(agent: str, prompt: str, directory: Path, auto_approve: bool, resume: st
         as_json=as_json, resume=resume, fork=fork, configure=configure))  # fmt: skip
 
 
-@main.command()
+@main.command(short_help="Talk with AGENT, turn after turn, in one session.")
 @click.argument("agent")
 @_session_options
 def chat(agent: str, directory: Path, auto_approve: bool, resume: str | None, fork: bool, model: str | None,
