@@ -2,10 +2,9 @@
 ``<!-- walkthrough: NAME -->`` marker), run with bash in a fresh directory with the answers piped to the prompts,
 against the real pinned CLIs, and checked for what they promise (the files on disk).
 
-The fresh directory is laid out as a clone is after the README's ``setup`` block: ``.venv`` is the environment
-running these tests (every workspace distribution installed, editable) and ``tests/agents`` holds the CLIs that
-``npm ci`` installed. That block itself (``pip install``, ``npm ci``) is what ``.ci/run`` does before the tests,
-so it is not run again here; the quick start's own install line is (into a new venv).
+The fresh directory holds the repository's distributions (``core``, ``testing``, ``adapters``, linked) and runs
+the README's ``setup`` block itself (a new ``.venv``, editable installs), except its ``npm ci`` line: ``tests/agents``
+is linked to the CLIs ``.ci/run`` installed with that same command before the tests.
 """
 
 from __future__ import annotations
@@ -63,12 +62,17 @@ def run_bash(script: str, cwd: Path, answers: str, timeout: float = 300) -> tupl
 
 @pytest.fixture
 def clone(tmp_path: Path) -> Path:
-    """A fresh directory laid out as a clone after the setup block (see the module docstring)."""
+    """A fresh directory set up by the README's setup block (see the module docstring)."""
     agent_bin("claude")  # the pinned CLIs must be installed: fail, never skip
     fresh = tmp_path / "clone"
     (fresh / "tests").mkdir(parents=True)
-    (fresh / ".venv").symlink_to(Path(sys.prefix))
+    for part in ("core", "testing", "adapters"):
+        (fresh / part).symlink_to(ROOT / part)
     (fresh / "tests" / "agents").symlink_to(ROOT / "tests" / "agents")
+    setup = [line for line in walkthroughs()["setup"].splitlines() if "npm ci" not in line]
+    status, _, err = run_bash("\n".join(setup), fresh, "")
+    assert status == 0, err[-3000:]
+    assert (fresh / ".venv" / "bin" / "anyagentd").is_file()
     return fresh
 
 

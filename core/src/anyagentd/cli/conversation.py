@@ -301,7 +301,6 @@ class Conversation:
     async def _slash(self, text: str) -> None:
         name, _, rest = text[1:].partition(" ")
         rest = rest.strip()
-        idle_after = True
         if name in ("exit", "quit"):
             await self._finish(0)
             return
@@ -309,7 +308,6 @@ class Conversation:
             self.console.print(CHAT_HELP, markup=False)
         elif name == "cancel":
             await self.session.cancel(clear_queue=rest == "all")
-            idle_after = False
         elif name in ("model", "mode"):
             await self._option(name, rest)
         elif name == "option":
@@ -325,7 +323,7 @@ class Conversation:
             return
         else:
             self.console.print(f"[red]unknown command /{escape(name)}[/] (/help lists them)")
-        if idle_after and self.session.status == "Idle":
+        if self.session.status == "Idle":
             self._idle_prompt()
 
     async def _option(self, option: str, value: str) -> None:
@@ -337,7 +335,7 @@ class Conversation:
                 self.console.print(f"[red]{escape(info.agent.name)} has no option {option!r}[/]")
                 return
             choices = "" if isinstance(spec.kind, str) else " (" + ", ".join(c.value for c in spec.kind.choices) + ")"
-            self.console.print(f"{option} = {show_value(current)}{escape(choices)}", markup=True)
+            self.console.print(f"{option} = {show_value(current)}{choices}", markup=False)
             return
         await self.session.configure(option, parse_value(value))
 
@@ -360,8 +358,8 @@ class Conversation:
             async for signum in signals:
                 if signum != signal.SIGINT:
                     self.renderer.flush()
-                    self.console.print("\n[yellow]terminated[/]: the session was closed")
                     await self._finish(128 + signum)
+                    self.console.print("\n[yellow]terminated[/]: the session was closed")
                     return
                 await self._interrupt()
 
@@ -376,6 +374,6 @@ class Conversation:
         if self.session.status != "Idle":
             self.console.print("\n[yellow]cancelling the turn[/] [dim](queued prompts run next; Ctrl-C again quits)[/]")
             await self.session.cancel()
-        else:
+        elif self.chat:
             self.console.print("\n[dim](Ctrl-C again or Ctrl-D to quit)[/]")
             self._idle_prompt()
