@@ -486,3 +486,13 @@ def test_chat_errors_are_one_line_and_the_session_goes_on(tmp_path: Path) -> Non
     assert "InvalidConfiguration: option 'fast' is creation-only" in err
     assert "configuration: model=large, fast=false" in err and "  model = large" in err
     assert "Traceback" not in err
+
+
+def test_chat_passes_the_agents_own_slash_commands_through(tmp_path: Path) -> None:
+    script = tmp_path / "commands.json"
+    script.write_text(json.dumps({"commands": [{"name": "compact", "description": "Summarize"}],
+                                  "turns": [[{"Emit": {"TextDelta": {"message_id": "m", "text": "compacted"}}}, _DONE]]}))
+    result = anyagentd_cli("chat", "mock", "--mock", str(script), "--dir", str(tmp_path), stdin="/compact\n/nosuch\n")
+    assert result.returncode == 0, result.stderr
+    assert "compacted" in result.stderr and "■ Completed" in result.stderr  # /compact went to the agent as a prompt
+    assert "unknown command /nosuch" in result.stderr

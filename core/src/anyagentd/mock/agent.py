@@ -43,7 +43,7 @@ def _details(script: Script, configuration: dict[str, ConfigValue] | None = None
         auth=Authenticated(kind="ApiKey"),
         capabilities=Capabilities(features=features, mcp_transports=[]),
         config_options=options,
-        commands=[],
+        commands=list(script.commands),
     )
 
 

@@ -4,6 +4,7 @@ A script is a JSON object, every field optional::
 
     {"turns": [[Step, ...], ...],          # each StartTurn plays the next turn; an exhausted script hangs
      "options": [ConfigOption, ...],       # config options the agent advertises (live ones can be configured)
+     "commands": [SlashCommand, ...],      # slash commands it advertises ({"name", "description"})
      "steer": false, "steer_rejects": false,
      "deterministic": true, "deterministic_agent": true,
      "buffer": 64, "stale_before_ack": false}
@@ -25,7 +26,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Discriminator, Field, Tag, ValidationError
 
 from ..errors import InvalidConfiguration
-from ..model import ConfigOption, EventKind, Model, StopReason
+from ..model import ConfigOption, EventKind, Model, SlashCommand, StopReason
 from ..tagged import NewtypeVariant, Variant
 
 
@@ -87,6 +88,7 @@ AwaitBranch.model_rebuild()
 class Script(Model):
     turns: list[list[Step]] = Field(default_factory=list)
     options: list[ConfigOption] = Field(default_factory=list)
+    commands: list[SlashCommand] = Field(default_factory=list)
     steer: bool = False
     steer_rejects: bool = False
     deterministic: bool = True
