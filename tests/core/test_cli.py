@@ -52,19 +52,51 @@ def _run_permission(tmp_path: Path, answer: str) -> subprocess.CompletedProcess[
                          stdin=answer)  # fmt: skip
 
 
-@pytest.mark.parametrize("answer", ["y\n", "n\n"], ids=["allow", "deny"])
-def test_run_asks_permission_and_completes(tmp_path: Path, answer: str) -> None:
-    result = _run_permission(tmp_path, answer)
+def assert_clean_error(result: subprocess.CompletedProcess[str], kind: str, code: int) -> list[str]:
+    """``result`` failed with exit status ``code`` and reported ``kind`` as one line (``Kind: message``) followed
+    by indented fields and hints, never a traceback. Returns the error's lines."""
+    err = result.stderr
+    assert result.returncode == code, err
+    assert "Traceback" not in err and "ExceptionGroup" not in err and "  File " not in err, err
+    lines = err.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{kind}: "))
+    tail = lines[start + 1:]
+    assert all(line.startswith("  ") for line in tail), err  # only its fields and hint follow
+    assert len(tail) <= 16, err
+    return lines[start:]
+
+
+def test_run_permission_demo_says_it_is_scripted_and_writes_nothing(tmp_path: Path) -> None:
+    result = _run_permission(tmp_path, "y\n")
     assert result.returncode == 0, result.stderr
     err = result.stderr
     assert "Permission" in err and "Allow?" in err  # asked at the terminal
-    assert "Write hello.txt" in err  # the tool
-    assert "Plan" in err and "Report back" in err  # the plan
-    assert "I'll create hello.txt for you." in err and "Done: hello.txt now says hello." in err
-    assert "Completed" in err
-    assert err.index("Permission") < err.index("Completed")
+    assert "Write hello.txt" in err and "Plan" in err and "Report back" in err  # the tool and the plan
+    assert "scripted agent plays a script" in err and "no file will really be written" in err
+    assert "You allowed it" in err and "your directory is unchanged" in err
+    assert "now says hello" not in err and "wrote 13 bytes" not in err.replace("would write 13 bytes", "")
+    assert "Completed" in err and err.index("Permission") < err.index("■ Completed")
     assert "5400/200000 tokens" in err  # the usage line
     assert result.stdout == ""  # human output goes to stderr
+    assert list(tmp_path.iterdir()) == []  # honest: nothing was written
+
+
+def test_run_permission_demo_denied_takes_the_deny_branch(tmp_path: Path) -> None:
+    result = _run_permission(tmp_path, "n\n")
+    assert result.returncode == 0, result.stderr
+    err = result.stderr
+    assert "Write hello.txt (Failed)" in err and "denied by the user; nothing was written" in err
+    assert "You denied it, so I did not write hello.txt" in err
+    assert "You allowed it" not in err
+    assert "☐ Write hello.txt" in err.split("You denied it")[0].rsplit("Plan", 1)[1]  # the plan shows it undone
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_a_bad_answer_is_asked_again(tmp_path: Path) -> None:
+    result = _run_permission(tmp_path, "maybe\nn\n")
+    assert result.returncode == 0, result.stderr
+    assert "type one of y, a, n" in result.stderr and result.stderr.count("Allow?") == 2
+    assert "You denied it" in result.stderr
 
 
 def test_run_auto_approve_needs_no_stdin(tmp_path: Path) -> None:
@@ -79,10 +111,20 @@ def test_run_auto_approve_needs_no_stdin(tmp_path: Path) -> None:
     assert "Write hello.txt" in result.stderr and "Completed" in result.stderr
 
 
-def test_run_without_an_answer_does_not_hang(tmp_path: Path) -> None:
+def test_run_without_an_answer_says_so(tmp_path: Path) -> None:
     result = _run_permission(tmp_path, "")  # EOF at the permission prompt
-    assert result.returncode != 0
+    lines = assert_clean_error(result, "no answer", 10)
+    assert lines[0] == "no answer: standard input ended"
+    assert "--auto-approve" in lines[1]
     assert "Completed" not in result.stderr
+
+
+def test_run_floods_complete(tmp_path: Path) -> None:
+    """200,000 one-character deltas as fast as the scripted agent can emit them: the renderer keeps up."""
+    result = anyagentd_cli("run", "mock", "go", "--mock", "flood", "--dir", str(tmp_path), timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "ConsumerLagged" not in result.stderr
+    assert result.stderr.count("x") >= 200_000 and "■ Completed" in result.stderr
 
 
 def test_run_json_prints_schema_valid_events(tmp_path: Path) -> None:
@@ -105,29 +147,124 @@ def test_run_json_prints_schema_valid_events(tmp_path: Path) -> None:
     assert "Completed" in result.stderr  # still rendered for the person
 
 
+def test_run_keeps_up_with_a_flood_of_tool_output(tmp_path: Path) -> None:
+    tool = {"id": "t1", "kind": "Execute", "title": "yes", "status": "Running",
+            "input": {"Command": {"command": "yes"}}, "output": None, "diffs": [], "locations": [], "raw": None}
+    script = tmp_path / "tool-flood.json"
+    script.write_text(json.dumps({"turns": [[
+        {"Emit": {"ToolUpdated": tool}},
+        {"Repeat": {"times": 50_000, "steps": [{"Emit": {"ToolOutputDelta": {"tool_id": "t1", "text": "y\n"}}}]}},
+        {"Emit": {"ToolUpdated": {**tool, "status": "Completed"}}}, {"End": {"Completed": {"source": "Protocol"}}},
+    ]]}))  # fmt: skip
+    result = anyagentd_cli("run", "mock", "go", "--mock", str(script), "--dir", str(tmp_path), timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stderr.count("  y\n") == 1 and result.stderr.count("y\n") == 50_000  # indented once, then streamed
+    assert "yes (Completed)" in result.stderr
+
+
 def test_run_with_a_dying_agent_fails(tmp_path: Path) -> None:
     result = anyagentd_cli("run", "mock", "go", "--mock", "dies", "--dir", str(tmp_path))
-    assert result.returncode != 0
-    assert "ProcessExited" in result.stderr
+    lines = assert_clean_error(result, "ProcessExited", 6)
     assert "agent exited during the turn" in result.stderr  # the failed turn was rendered first
     assert result.stderr.index("agent exited during the turn") < result.stderr.index("ProcessExited")
+    assert "  stderr:" in lines and "    the scripted agent died" in lines  # its stderr tail
 
 
 def test_run_unknown_agent_fails_with_not_installed(tmp_path: Path) -> None:
     result = anyagentd_cli("run", "nosuchagent", "hi", "--dir", str(tmp_path))
-    assert result.returncode == 1
-    assert "NotInstalled" in result.stderr and "nosuchagent" in result.stderr
+    lines = assert_clean_error(result, "NotInstalled", 3)
+    assert "nosuchagent" in lines[0] and "  agent: nosuchagent" in lines
+    assert any("anyagentd discover" in line for line in lines)
+
+
+def test_run_agent_whose_adapter_is_not_installed_names_the_distribution(tmp_path: Path) -> None:
+    result = anyagentd_cli("run", "claude", "hi", "--dir", str(tmp_path), env={"ANYAGENTD_LOAD_PLUGINS": "mock"})
+    lines = assert_clean_error(result, "NotInstalled", 3)
+    assert "adapter for 'claude' is not installed" in lines[0]
+    # core runs from this checkout (editable), so the hint is what the README installs, with the published name
+    assert "pip install -e ./adapters/claude (published as anyagentd-claude)" in lines[0]
+
+
+def test_run_in_a_missing_directory(tmp_path: Path) -> None:
+    result = anyagentd_cli("run", "mock", "hi", "--dir", str(tmp_path / "nonexistent"))
+    lines = assert_clean_error(result, "InvalidConfiguration", 2)
+    assert "is not a directory" in lines[0]
+
+
+def test_run_flood_at_a_tiny_bound_is_consumer_lagged(tmp_path: Path) -> None:
+    """The lag error itself, forced with a bound no reader can keep: one line, exit 8, a hint."""
+    result = anyagentd_cli("run", "mock", "go", "--mock", "flood", "--dir", str(tmp_path),
+                           env={"ANYAGENTD_EVENT_BOUND": "2"})  # fmt: skip
+    lines = assert_clean_error(result, "ConsumerLagged", 8)
+    assert any("ANYAGENTD_EVENT_BOUND" in line for line in lines)
+
+
+def test_run_a_value_that_does_not_fit_prints_json(tmp_path: Path) -> None:
+    result = anyagentd_cli("run", "mock", "hi", "--mock", "model-option", "--dir", str(tmp_path),
+                           "--option", "model=true")  # fmt: skip
+    lines = assert_clean_error(result, "InvalidConfiguration", 2)
+    assert lines[0] == "InvalidConfiguration: value true does not fit option 'model'"
+
+
+def test_run_with_options_and_model(tmp_path: Path) -> None:
+    result = anyagentd_cli("run", "mock", "hi", "--mock", "model-option", "--dir", str(tmp_path), "--model", "large",
+                           "-o", "fast=true", "--json")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "Answering with the configured model." in result.stderr
+
+
+def test_run_resume_on_an_agent_that_cannot(tmp_path: Path) -> None:
+    result = anyagentd_cli("run", "mock", "hi", "--dir", str(tmp_path), "--resume", "abc")
+    assert_clean_error(result, "ResumeFailed", 9)
+    fork = anyagentd_cli("run", "mock", "hi", "--dir", str(tmp_path), "--resume", "abc", "--fork")
+    assert_clean_error(fork, "UnsupportedFeature", 9)
+    usage = anyagentd_cli("run", "mock", "hi", "--dir", str(tmp_path), "--fork")
+    assert usage.returncode == 2 and "--fork needs --resume" in usage.stderr
+
+
+def test_help_short_flag_and_completion() -> None:
+    short = anyagentd_cli("-h")
+    assert short.returncode == 0 and "chat" in short.stdout and "--verbose" in short.stdout
+    assert "Exit status" in anyagentd_cli("run", "-h").stdout
+    completion = anyagentd_cli(env={"_ANYAGENTD_COMPLETE": "bash_source"})
+    assert completion.returncode == 0 and "complete -o nosort -F" in completion.stdout
+    # click's completion of subcommand names, as bash asks for it
+    words = anyagentd_cli(env={"_ANYAGENTD_COMPLETE": "bash_complete", "COMP_WORDS": "anyagentd ch",
+                               "COMP_CWORD": "1"})  # fmt: skip
+    assert "plain,chat" in words.stdout
+
+
+def test_verbose_logs_events(tmp_path: Path) -> None:
+    result = anyagentd_cli("--verbose", "run", "mock", "hi", "--dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "DEBUG anyagentd.cli: event" in result.stderr and "TurnEnded" in result.stderr
+    quiet = anyagentd_cli("--log-level", "warning", "run", "mock", "hi", "--dir", str(tmp_path))
+    assert quiet.returncode == 0 and "DEBUG" not in quiet.stderr
 
 
 # ------------------------------------------------------------------------------------------------ reports
 
 
 def test_discover_json_is_a_discovery_report() -> None:
-    result = anyagentd_cli("discover", "--json")
+    result = anyagentd_cli("discover", "--json", "--mock", "permission")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     validate_def("DiscoveryReport", report)
     assert report["agents"][0]["id"] == "mock"
+    assert report["agents"][0]["executable_path"] == "mock"  # in-process: no executable, and not its script
+
+
+def test_discover_names_missing_adapters_and_what_next() -> None:
+    result = anyagentd_cli("discover", env={"ANYAGENTD_LOAD_PLUGINS": "mock"})
+    assert result.returncode == 0, result.stderr
+    assert "claude (Claude Code): adapter not installed — pip install -e ./adapters/claude" in result.stderr
+    assert "gemini (Gemini CLI): adapter not installed — pip install -e ./adapters/acp_generic" in result.stderr
+    assert "next: anyagentd probe" in result.stderr and "anyagentd chat" in result.stderr
+    report = json.loads(anyagentd_cli("discover", "--json", env={"ANYAGENTD_LOAD_PLUGINS": "mock"}).stdout)
+    infos = [d["message"] for d in report["diagnostics"] if d["level"] == "Info"]
+    assert [m.split(" ")[0] for m in infos] == ["claude", "codex", "codex-acp", "claude-acp", "gemini"]
+    everything = json.loads(anyagentd_cli("discover", "--json").stdout)  # all adapters installed: no such line
+    assert not any("adapter not installed" in d["message"] for d in everything["diagnostics"])
 
 
 def test_probe_json_is_agent_details() -> None:
@@ -140,11 +277,13 @@ def test_probe_json_is_agent_details() -> None:
     human = anyagentd_cli("probe", "mock", "--mock", "model-option")
     assert human.returncode == 0 and human.stdout == ""
     assert "creation-only" in human.stderr and "small" in human.stderr
+    assert "│ false " in human.stderr and "False" not in human.stderr  # JSON's spelling, as --option takes it
+    assert "--option ID=VALUE" in human.stderr
 
 
 def test_probe_unknown_agent_fails_with_not_installed() -> None:
     result = anyagentd_cli("probe", "nosuchagent")
-    assert result.returncode == 1
+    assert result.returncode == 3
     assert "NotInstalled" in result.stderr
     assert "agent: nosuchagent" in result.stderr
     assert result.stdout == ""
@@ -152,10 +291,13 @@ def test_probe_unknown_agent_fails_with_not_installed() -> None:
 
 def test_bad_mock_script_is_reported(tmp_path: Path) -> None:
     script = tmp_path / "broken.json"
-    script.write_text('{"turns": [[{"Emit": {"NoSuchKind": {}}}]]}')
-    result = anyagentd_cli("probe", "mock", "--mock", str(script))
-    assert result.returncode != 0
-    assert "InvalidConfiguration" in result.stderr or "invalid mock script" in result.stderr
+    script.write_text('{"turns": [[{"Emit": {"NoSuchKind": {}}}, "Bogus"]]}')
+    for command in (["probe", "mock"], ["run", "mock", "hi", "--dir", str(tmp_path)]):
+        result = anyagentd_cli(*command, "--mock", str(script))
+        (line, *_) = assert_clean_error(result, "InvalidConfiguration", 2)
+        assert f"invalid mock script {script}: turns[0][0].Emit: unknown kind 'NoSuchKind' (expected one of " in line
+        assert "turns[0][1]: unknown step 'Bogus' (expected one of Emit, AwaitAnswer, Die, End, Sleep, Repeat)" in line
+        assert "_tag_of" not in line and "https://" not in line
 
 
 # ------------------------------------------------------------------------------------------------ serve
@@ -309,3 +451,48 @@ def test_serve_when_stdin_and_stdout_are_one_socket(tmp_path: Path) -> None:
     finally:
         proc.kill()
         ours.close()
+
+
+# ------------------------------------------------------------------------------------------------ chat (piped)
+
+_SAY = {"Emit": {"TextDelta": {"message_id": "m", "text": "working on it"}}}
+_DONE = {"End": {"Completed": {"source": "Protocol"}}}
+
+
+def test_chat_steers_when_the_agent_can(tmp_path: Path) -> None:
+    script = tmp_path / "steer.json"
+    script.write_text(json.dumps({"steer": True, "turns": [[_SAY, {"Sleep": 3000}, _DONE]]}))
+    result = anyagentd_cli("chat", "mock", "--mock", str(script), "--dir", str(tmp_path), stdin="go\nalso this\n")
+    assert result.returncode == 0, result.stderr
+    assert "steered into the running turn" in result.stderr and result.stderr.count("■ Completed") == 1
+
+
+def test_chat_reads_prompts_from_a_pipe_and_waits_for_the_queue(tmp_path: Path) -> None:
+    script = tmp_path / "two.json"
+    script.write_text(json.dumps({"turns": [[_SAY, {"Sleep": 500}, _DONE],
+                                            [{"Emit": {"TextDelta": {"message_id": "n", "text": "next"}}}, _DONE]]}))
+    result = anyagentd_cli("chat", "mock", "--mock", str(script), "--dir", str(tmp_path), stdin="first\nsecond\n")
+    assert result.returncode == 0, result.stderr
+    assert "queued (0 ahead of it" in result.stderr
+    assert result.stderr.count("■ Completed") == 2 and result.stderr.index("working on it") < result.stderr.index("next")
+
+
+def test_chat_errors_are_one_line_and_the_session_goes_on(tmp_path: Path) -> None:
+    result = anyagentd_cli("chat", "mock", "--mock", "model-option", "--dir", str(tmp_path),
+                           stdin="/model huge\n/option fast=true\n/model large\n/info\n")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    err = result.stderr
+    assert "InvalidConfiguration: value \"huge\" does not fit option 'model'" in err
+    assert "InvalidConfiguration: option 'fast' is creation-only" in err
+    assert "configuration: model=large, fast=false" in err and "  model = large" in err
+    assert "Traceback" not in err
+
+
+def test_chat_passes_the_agents_own_slash_commands_through(tmp_path: Path) -> None:
+    script = tmp_path / "commands.json"
+    script.write_text(json.dumps({"commands": [{"name": "compact", "description": "Summarize"}],
+                                  "turns": [[{"Emit": {"TextDelta": {"message_id": "m", "text": "compacted"}}}, _DONE]]}))
+    result = anyagentd_cli("chat", "mock", "--mock", str(script), "--dir", str(tmp_path), stdin="/compact\n/nosuch\n")
+    assert result.returncode == 0, result.stderr
+    assert "compacted" in result.stderr and "■ Completed" in result.stderr  # /compact went to the agent as a prompt
+    assert "unknown command /nosuch" in result.stderr

@@ -16,6 +16,7 @@ from conftest import stdio_marker, url_server
 from marker_server import marker_value
 
 from anyagentd.errors import UnsupportedFeature
+from anyagentd.mcp.forwarding import install_hint
 from anyagentd.model import AnswerPermission, Event
 from anyagentd.plugins import Plugins
 from anyagentd.runtime import Runtime
@@ -114,7 +115,8 @@ async def test_a_transport_without_plugin_is_refused_before_claude_starts(
         with pytest.raises(UnsupportedFeature) as caught:
             await rt.open("claude", dir=work,
                           mcp_servers=[stdio_marker("ok"), url_server("web", "Sse", "http://h/sse")])
-        assert "MCP transport Sse is not installed (pip install anyagentd-mcp-sse)" in caught.value.message
+        assert f"MCP transport Sse is not installed ({install_hint('Sse')})" in caught.value.message
+        assert "anyagentd-mcp-sse" in install_hint("Sse")
         with pytest.raises(UnsupportedFeature, match="MCP transport Http is not installed"):
             await rt.open("claude", dir=work, mcp_servers=[url_server("web", "Http", "http://h/mcp")])
         assert launches(log) == before  # Claude Code was never started for these

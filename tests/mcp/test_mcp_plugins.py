@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from anyagentd.errors import InvalidConfiguration, ProtocolFailed, SpawnFailed, 
 from anyagentd.hookspecs import hookimpl
 from anyagentd.mcp import McpToolInfo, McpTransportPlugin, effective_transports, render_mcp_servers
 from anyagentd.model import Http, McpServer, Sse, Stdio
+from anyagentd.mcp.forwarding import install_hint
 from anyagentd.plugins import Plugins
 from anyagentd.runtime import Runtime
 
@@ -140,7 +142,8 @@ def test_render_refuses_a_transport_without_plugin(transports: dict[str, McpTran
     only_stdio = {"Stdio": transports["Stdio"]}
     with pytest.raises(UnsupportedFeature) as caught:
         render_mcp_servers(servers, renderers, only_stdio, agent="claude")
-    assert "MCP transport Sse is not installed (pip install anyagentd-mcp-sse)" in caught.value.message
+    assert f"MCP transport Sse is not installed ({install_hint('Sse')})" in caught.value.message
+    assert "anyagentd-mcp-sse" in install_hint("Sse")
     assert "'b'" in caught.value.message
     rendered = render_mcp_servers(servers, renderers, transports, agent="claude")
     assert [(s.name, r) for s, r in rendered] == [("a", "S"), ("b", "E")]
@@ -289,7 +292,7 @@ async def test_open_with_check_mcp(work: Path) -> None:
 async def test_check_mcp_without_the_plugin(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANYAGENTD_DISABLE_PLUGINS", "mcp-http")
     async with Runtime(mock_script="hello") as rt:
-        hint = r"MCP transport Http is not installed \(pip install anyagentd-mcp-http\)"
+        hint = re.escape(f"MCP transport Http is not installed ({install_hint('Http')})")
         with pytest.raises(UnsupportedFeature, match=hint):
             await rt.open("mock", dir=work, mcp_servers=[url_server("w", "Http", "http://h/mcp")], check_mcp=True)
 

@@ -562,3 +562,62 @@ def test_a_lone_surrogate_is_sent_as_its_json_escape(model_server, tmp_path, str
     assert b"\\ud83d" in reply.content
     assert len(srv.requests) == 2
     assert len(log.read_text().splitlines()) == 2
+
+
+def test_cli_writes_env_and_url_files_ready_for_a_shell(tmp_path):
+    """--env-out and --url-out appear once the server listens; sourcing the env file gives every variable."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": [{"text": "sourced"}]}))
+    env_file, url_file = tmp_path / "model.env", tmp_path / "url"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "anyagentd.cli", "model-server", "--script", str(script), "--env-out", str(env_file),
+         "--url-out", str(url_file), "--print-env"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        printed = [proc.stdout.readline() for _ in range(3)]
+        assert all(line.startswith("export ") for line in printed)
+        url = url_file.read_text().strip()
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+", url)
+        shown = subprocess.run(["bash", "-c", f". {env_file} && env"], capture_output=True, text=True, check=True)
+        values = dict(line.split("=", 1) for line in shown.stdout.splitlines() if "=" in line)
+        assert values["ANYAGENTD_MODEL_SERVER_URL"] == url and values["ANTHROPIC_BASE_URL"] == url
+        assert values["ANTHROPIC_API_KEY"] == "sk-ant-mock" and values["MOCK_API_KEY"] == "sk-mock"
+        assert f"model_providers.mock.base_url={url}/v1" in values["ANYAGENTD_CODEX_ARGS"]
+        acp = values["ANYAGENTD_CODEX_ACP_ARGS"]
+        assert acp.endswith("-c approval_policy=untrusted -c sandbox_mode=workspace-write")
+        assert values["ANYAGENTD_CODEX_ACP_ARGS"].startswith(values["ANYAGENTD_CODEX_ARGS"])
+        assert "codex-resources" in values["PATH"].split(":")[0]  # Codex's bwrap first on PATH
+        reply = httpx.post(url + "/v1/messages", json={"model": "m", "max_tokens": 99, "tools": TOOLS,
+                                                          "messages": [user()]})
+        assert reply.json()["content"][0]["text"] == "sourced"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_cli_detach_serves_in_the_background(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": [{"text": "detached"}]}))
+    shell = subprocess.run(
+        ["bash", "-c", f'eval "$({sys.executable} -m anyagentd.cli model-server --script {script} --detach)" && '
+                       'echo "$ANYAGENTD_MODEL_SERVER_URL $ANYAGENTD_MODEL_SERVER_PID"'],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert shell.returncode == 0, shell.stderr
+    url, pid = shell.stdout.split()
+    try:
+        reply = httpx.post(url + "/v1/messages", json={"model": "m", "max_tokens": 99, "tools": TOOLS,
+                                                          "messages": [user()]})
+        assert reply.json()["content"][0]["text"] == "detached"
+    finally:
+        os.kill(int(pid), signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the detached server did not stop")

@@ -48,8 +48,10 @@ __all__ = [
     "is_executable",
     "known_location_dirs",
     "login_shell_path",
+    "no_adapter_message",
     "parse_login_shell_output",
     "path_dirs",
+    "uninstalled_adapters",
     "version_key",
     "version_manager_dirs",
 ]
@@ -107,6 +109,26 @@ def discover(
             report.missing.append(found)
     report.diagnostics = scan.diagnostics
     return report
+
+
+def uninstalled_adapters(driven: Iterable[str]) -> list[Diagnostic]:
+    """An Info diagnostic for each first-party agent (:mod:`anyagentd.catalog`) whose id no installed adapter
+    drives: ``claude (Claude Code): adapter not installed — pip install anyagentd-claude``."""
+    from .catalog import uninstalled_agents
+
+    return [Diagnostic(level="Info", message=f"{agent_id} ({name}): adapter not installed — {hint}")
+            for agent_id, name, hint in uninstalled_agents(set(driven))]  # fmt: skip
+
+
+def no_adapter_message(agent_id: str) -> str:
+    """Why ``agent_id`` cannot be opened when no installed plugin drives it, with the install hint for a
+    first-party agent."""
+    from .catalog import agent_install_hint
+
+    hint = agent_install_hint(agent_id)
+    if hint is None:
+        return f"no installed plugin drives an agent named {agent_id!r} (`anyagentd discover` lists the known ones)"
+    return f"the adapter for {agent_id!r} is not installed; install it with: {hint}"
 
 
 def clear_cache() -> None:

@@ -127,12 +127,14 @@ class Runtime:
         return owners
 
     async def discover(self) -> DiscoveryReport:
-        """Find the installed agents whose adapter plugin is installed; never launches one. The report is kept
+        """Find the installed agents whose adapter plugin is installed; never launches one. First-party agents
+        whose adapter is not installed are Info diagnostics naming the distribution to install. The report is kept
         to resolve catalog ids in later calls."""
         pinned = [i for a in self.adapters.values() for i in a.pinned_installations()]
         profiles = [p for a in self.adapters.values() for p in a.profiles]
         env = dict(self.env if self.env is not None else os.environ)
         report = await anyio.to_thread.run_sync(lambda: discovery.discover(profiles, env=env, pinned=pinned))
+        report.diagnostics += discovery.uninstalled_adapters({p.id for p in profiles})
         self._last_report = report
         return report
 
@@ -153,7 +155,7 @@ class Runtime:
             return adapter, installation
         owner = self._owners().get(agent)
         if owner is None:
-            raise NotInstalled(agent, f"no installed plugin drives an agent named {agent!r}")
+            raise NotInstalled(agent, discovery.no_adapter_message(agent))
         report = self._last_report
         if report is None or report.find(agent) is None:
             report = await self.discover()

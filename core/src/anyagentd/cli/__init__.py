@@ -1,29 +1,35 @@
 """The ``anyagentd`` command line (click + rich).
 
 ``serve`` speaks the wire on stdio (stdout is protocol only); ``run`` renders one turn live for a person and asks
-permission questions at the terminal; ``discover``, ``probe``, ``plugins`` report, as tables or ``--json``.
-Human output goes to stderr; JSON goes to stdout. Plugins add subcommands through ``register_cli_commands``.
+permission questions at the terminal, ``chat`` holds a conversation (:mod:`.conversation` drives both);
+``discover``, ``probe``, ``plugins`` report, as tables or ``--json``. Human output goes to stderr; JSON goes to
+stdout; a typed error is one line with an exit status per kind (:mod:`.failures`). Plugins add subcommands through
+``register_cli_commands``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import click
 from pydantic_core import to_jsonable_python
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .. import __version__
 from ..errors import AnyagentError
 from ..plugins import Plugins
+from .failures import EXIT_INTERRUPTED, NoAnswer, report, unwrap
 
 err_console = Console(stderr=True)
+log = logging.getLogger("anyagentd.cli")
 
 _mock_option = click.option(
     "--mock", "mock_script", metavar="SCRIPT",
@@ -52,22 +58,56 @@ def _print_json(value: Any) -> None:
     click.echo(json.dumps(to_jsonable_python(value), indent=2))
 
 
-def _fail(err: AnyagentError) -> None:
-    err_console.print(f"[bold red]{err.kind}[/]: {err.message}")
-    for key, value in err.fields.items():
-        if value not in ("", [], None, err.message):
-            shown = value if isinstance(value, str) else json.dumps(to_jsonable_python(value))
-            err_console.print(f"  {key}: {shown}", markup=False)
-    sys.exit(1)
+def _fail(err: AnyagentError) -> NoReturn:
+    sys.exit(report(err_console, err))
 
 
-@click.group()
+def _run_for_a_person(fn: Any, *args: Any) -> NoReturn:
+    """``anyio.run(fn, *args)`` for an interactive command, which returns its exit status; any typed error is one
+    reported line (never a traceback, even from inside a task group), Ctrl-C exits 130."""
+    try:
+        code = anyio.run(fn, *args)
+    except BaseException as exc:  # noqa: BLE001 - sorted below; anything untyped is re-raised
+        err = unwrap(exc)
+        if isinstance(err, (AnyagentError, NoAnswer)):
+            code = report(err_console, err)
+        elif isinstance(err, EOFError):
+            code = report(err_console, NoAnswer("standard input ended"))
+        elif isinstance(err, KeyboardInterrupt):
+            err_console.print("[yellow]interrupted[/]")
+            code = EXIT_INTERRUPTED
+        else:
+            raise
+    sys.exit(code)  # the thread that may still wait on stdin is a daemon: it does not hold the exit
+
+
+def _log_level(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value:
+        logging.basicConfig(level=value.upper(), stream=sys.stderr,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
+    return value
+
+
+def _verbose(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:
+        _log_level(ctx, param, "DEBUG")
+    return value
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="anyagentd")
+@click.option("-v", "--verbose", is_flag=True, expose_value=False, is_eager=True, callback=_verbose,
+              help="Log what the engine sees (every event) to stderr; same as --log-level debug.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+              expose_value=False, is_eager=True, callback=_log_level, help="Log at this level to stderr.")
 def main() -> None:
-    """Drive the coding agents on this machine behind one event model."""
+    """Drive the coding agents on this machine behind one event model.
+
+    Start with `anyagentd discover`, then `anyagentd run AGENT "PROMPT"` or `anyagentd chat AGENT`.
+    Shell completion: eval "$(_ANYAGENTD_COMPLETE=bash_source anyagentd)" (zsh_source, fish_source)."""
 
 
-@main.command()
+@main.command(short_help="Speak the JSON-lines wire on stdin/stdout.")
 @_mock_option
 def serve(mock_script: str | None) -> None:
     """Speak the JSON-lines wire on stdin/stdout (see anyagent-wire.schema.json)."""
@@ -82,7 +122,7 @@ def serve(mock_script: str | None) -> None:
     os._exit(128 + signum if signum else 0)
 
 
-@main.command()
+@main.command(short_help="List the agents found and what is missing.")
 @_mock_option
 @click.option("--json", "as_json", is_flag=True, help="Print the DiscoveryReport as JSON.")
 def discover(mock_script: str | None, as_json: bool) -> None:
@@ -104,12 +144,19 @@ def discover(mock_script: str | None, as_json: bool) -> None:
         table.add_row(agent.id, agent.name, agent.source, agent.executable_path)
     err_console.print(table)
     for missing in report.missing:
-        err_console.print(f"[yellow]missing[/] {missing.id} ({missing.name}): {missing.install_hint}")
+        err_console.print(f"[yellow]missing[/] {missing.id} ({missing.name}): {missing.install_hint}",
+                          soft_wrap=True, markup=True, highlight=False)  # fmt: skip
     for diag in report.diagnostics:
-        err_console.print(f"[dim]{diag.level}[/] {diag.message}")
+        if "adapter not installed" in diag.message:
+            err_console.print(diag.message, soft_wrap=True, markup=False, highlight=False)
+        else:
+            err_console.print(f"[dim]{diag.level}[/] {escape(diag.message)}", soft_wrap=True, highlight=False)
+    first = next((a.id for a in report.agents if a.id != "mock"), "mock")
+    err_console.print(f"[dim]next: anyagentd probe {first} · anyagentd run {first} \"PROMPT\" · "
+                      f"anyagentd chat {first}[/]", soft_wrap=True, highlight=False)  # fmt: skip
 
 
-@main.command()
+@main.command(short_help="Show an agent's version, login, capabilities, options.")
 @click.argument("agent")
 @_mock_option
 @click.option("--json", "as_json", is_flag=True, help="Print the AgentDetails as JSON.")
@@ -127,6 +174,8 @@ def probe(agent: str, mock_script: str | None, as_json: bool) -> None:
     if as_json:
         _print_json(details)
         return
+    from .render import show_value
+
     auth = details.auth if isinstance(details.auth, str) else details.auth.TAG
     err_console.print(f"[bold]{agent}[/] version {details.version or '?'}, auth: {auth}")
     err_console.print("capabilities: " + (", ".join(details.capabilities.features) or "none"))
@@ -137,13 +186,16 @@ def probe(agent: str, mock_script: str | None, as_json: bool) -> None:
             kind = option.kind if isinstance(option.kind, str) else "Select: " + ", ".join(
                 c.value for c in option.kind.choices
             )
-            table.add_row(option.id, kind, str(option.current), "yes" if option.live else "creation-only")
+            current = "-" if option.current is None else show_value(option.current)
+            table.add_row(option.id, kind, current, "yes" if option.live else "creation-only")
         err_console.print(table)
+        err_console.print(f"[dim]set them with: anyagentd run {agent} \"PROMPT\" --option ID=VALUE (--model VALUE); "
+                          "live ones in chat too: /option ID=VALUE[/]", soft_wrap=True, highlight=False)  # fmt: skip
     for command in details.commands:
         err_console.print(f"/{command.name}  [dim]{command.description}[/]")
 
 
-@main.command()
+@main.command(short_help="List the plugins and the agents they drive.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plugins as JSON.")
 def plugins(as_json: bool) -> None:
     """List the installed plugins, the hooks they implement and the agents they drive."""
@@ -175,36 +227,103 @@ def plugins(as_json: bool) -> None:
         err_console.print(f"plugin [bold]{plugin_name}[/] serves ops: {', '.join(sorted(op_names))}")
 
 
-@main.command()
+def _session_options(fn: Any) -> Any:
+    """The options ``run`` and ``chat`` share: where, how permissions are answered, resume/fork, configuration."""
+    options = [
+        click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+                     show_default=True, help="The session's working directory."),
+        click.option("--auto-approve", is_flag=True, help="Allow every permission request once without asking."),
+        click.option("--resume", "resume", metavar="TOKEN",
+                     help="Continue the session with this resume token (printed after a turn, /info in chat)."),
+        click.option("--fork", is_flag=True, help="With --resume: start a new session from that one's history."),
+        click.option("--model", metavar="VALUE", help="Set the model option (see `anyagentd probe AGENT`)."),
+        click.option("-o", "--option", "option_values", metavar="KEY=VALUE", multiple=True,
+                     help="Set an option `anyagentd probe AGENT` lists (repeatable; true/false for Boolean)."),
+        _mock_option,
+    ]  # fmt: skip
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _configure(model: str | None, option_values: tuple[str, ...], resume: str | None, fork: bool) -> dict[str, Any]:
+    """The ``configure`` of ``open`` from ``--model`` and ``--option``; checks ``--fork`` has ``--resume``."""
+    from .render import parse_value
+
+    if fork and not resume:
+        raise click.UsageError("--fork needs --resume TOKEN (the session to fork)")
+    configure: dict[str, Any] = {}
+    for item in option_values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--option")
+        configure[key.strip()] = parse_value(value)
+    if model:
+        configure["model"] = model
+    return configure
+
+
+async def _converse(runtime: Any, agent: str, prompt: str | None, *, chat: bool, directory: Path,
+                    auto_approve: bool, as_json: bool, resume: str | None, fork: bool,
+                    configure: dict[str, Any]) -> int:  # fmt: skip
+    from .conversation import Conversation
+
+    log.info("opening %s in %s (resume=%s, fork=%s, configure=%s)", agent, directory.resolve(), resume, fork,
+             sorted(configure))
+    async with runtime:
+        session = await runtime.open(
+            agent, directory.resolve(), permission_mode="AutoApprove" if auto_approve else None,
+            resume=None if fork else resume, fork=resume if fork else None, configure=configure,
+        )  # fmt: skip
+        log.info("session %s: %s at %s (%s), version %s", session.id, session.installation.id,
+                 session.installation.executable_path, session.installation.source, session.info().details.version)
+        mode = ", permissions allowed automatically" if auto_approve else ""
+        how = f", forked from {resume}" if fork else f", resuming {resume}" if resume else ""
+        err_console.print(f"[dim]session {session.id} with {session.installation.name} in {directory.resolve()}"
+                          f"{how}{mode}[/]", soft_wrap=True, highlight=False)  # fmt: skip
+        if session.installation.id == "mock":
+            err_console.print("[dim]the scripted agent plays a script: it changes no file and calls no model[/]")
+        if chat:
+            err_console.print("[dim]/help for commands; Ctrl-C cancels a turn, twice quits; Ctrl-D quits[/]")
+        conversation = Conversation(session, err_console, chat=chat, as_json=as_json)
+        code = await conversation.run(prompt)
+        if conversation.resume_token and code in (0, 1):
+            err_console.print(f"[dim]continue it with: anyagentd chat {agent} --resume {conversation.resume_token}[/]",
+                              soft_wrap=True, highlight=False)  # fmt: skip
+        return code
+
+
+@main.command(short_help="Run one turn of PROMPT with AGENT, live.")
 @click.argument("agent")
 @click.argument("prompt")
-@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
-              show_default=True, help="The session's working directory.")  # fmt: skip
-@click.option("--auto-approve", is_flag=True, help="Allow every permission request once without asking.")
+@_session_options
 @click.option("--json", "as_json", is_flag=True, help="Print every event as a JSON line on stdout too.")
-@_mock_option
-def run(agent: str, prompt: str, directory: Path, auto_approve: bool, as_json: bool, mock_script: str | None) -> None:
-    """Run one turn of PROMPT with AGENT, rendered live; permission questions are asked at the terminal."""
-    from .render import Terminated, run_turn
+def run(agent: str, prompt: str, directory: Path, auto_approve: bool, resume: str | None, fork: bool,
+        model: str | None, option_values: tuple[str, ...], mock_script: str | None, as_json: bool) -> None:  # fmt: skip
+    """Run one turn of PROMPT with AGENT, rendered live; permission questions are asked at the terminal.
 
-    try:
-        ok = anyio.run(run_turn, _runtime(mock_script), agent, prompt, directory, auto_approve, as_json)
-    except AnyagentError as err:
-        _fail(err)
-    except Terminated as stop:
-        err_console.print("\n[yellow]terminated[/]: the session was closed")
-        sys.stderr.flush()
-        os._exit(128 + stop.signum)
-    except KeyboardInterrupt:
-        # A prompt may be blocked reading the terminal in a worker thread: leave at once, as a shell expects.
-        err_console.print("[yellow]interrupted[/]")
-        sys.stderr.flush()
-        os._exit(130)
-    except EOFError:
-        err_console.print("[red]no answer: standard input ended[/] (answer at a terminal, pipe answers, or use --auto-approve)")
-        sys.stderr.flush()
-        os._exit(1)
-    sys.exit(0 if ok else 1)
+    Exit status: 0 the turn completed, 1 it ended otherwise, 2 bad usage or configuration, 3 not installed,
+    4 login needed, 5 could not start, 6 the agent exited, 7 protocol failure, 8 the reader lagged,
+    9 unsupported, 10 no answer (stdin ended), 11 another error, 130 Ctrl-C."""
+    configure = _configure(model, option_values, resume, fork)
+    _run_for_a_person(lambda: _converse(
+        _runtime(mock_script), agent, prompt, chat=False, directory=directory, auto_approve=auto_approve,
+        as_json=as_json, resume=resume, fork=fork, configure=configure))  # fmt: skip
+
+
+@main.command(short_help="Talk with AGENT, turn after turn, in one session.")
+@click.argument("agent")
+@_session_options
+def chat(agent: str, directory: Path, auto_approve: bool, resume: str | None, fork: bool, model: str | None,
+         option_values: tuple[str, ...], mock_script: str | None) -> None:  # fmt: skip
+    """Talk with AGENT turn after turn in one session (/help inside for commands).
+
+    A prompt typed while a turn runs steers it or waits in the queue; Ctrl-C cancels the running turn, a second
+    Ctrl-C quits, Ctrl-D (end of input) quits once the running turn ended. Exit status as for `run`."""
+    configure = _configure(model, option_values, resume, fork)
+    _run_for_a_person(lambda: _converse(
+        _runtime(mock_script), agent, None, chat=True, directory=directory, auto_approve=auto_approve,
+        as_json=False, resume=resume, fork=fork, configure=configure))  # fmt: skip
 
 
 def _add_builtin_commands() -> None:

@@ -1,185 +1,224 @@
-"""``anyagentd run``: one turn rendered live for a person on stderr, questions asked at the terminal."""
+"""Rendering a session for a person on stderr, and reading their answers to its questions.
+
+:class:`TurnRenderer` keeps up with any agent: it is fed whole batches of events (``Session.event_batches``),
+does no terminal output per text delta, and writes the text gathered since the last frame at most
+:data:`FRAMES_PER_SECOND` times a second (tools, plans, prompts and turn ends flush it first, so order holds).
+:class:`PendingAnswer` turns lines typed at the terminal into the ``Answer`` of a permission or question request.
+"""
 
 from __future__ import annotations
 
 import json
-import signal
-import sys
-from pathlib import Path
+import time
+from collections.abc import Callable
 from typing import Any
 
-import anyio
-import click
 from rich.console import Console
-from rich.prompt import Prompt
+from rich.markup import escape
 
 from ..model import AnswerPermission, AnswerQuestion, Choices, PermissionRequested, TextAnswer
 
-console = Console(stderr=True, highlight=False)
+FRAMES_PER_SECOND = 20
+"""Upper bound on terminal writes of streamed text per second."""
 
 _TOOL_STYLE = {"Pending": "yellow", "Running": "cyan", "Completed": "green", "Failed": "red", "Cancelled": "dim"}
 _PLAN_MARK = {"Pending": "☐", "InProgress": "▶", "Completed": "☑"}
 _CHOICE_KEYS = {"AllowOnce": "y", "AllowAlways": "a", "DenyOnce": "n", "DenyAlways": "N"}
 
 
-def _tool_line(tool: Any) -> str:
+def tag_of(kind: Any) -> str:
+    """The variant name of an event kind (a plain string kind is its own name)."""
+    return kind if isinstance(kind, str) else kind.TAG
+
+
+def tool_line(tool: Any) -> str:
     kind = tool.kind if isinstance(tool.kind, str) else f"{tool.kind.server}/{tool.kind.tool}"
-    return f"[{_TOOL_STYLE.get(tool.status, 'white')}]⏺ {kind}[/] {tool.title} [dim]({tool.status})[/]"
+    style = _TOOL_STYLE.get(tool.status, "white")
+    return f"[{style}]⏺ {escape(kind)}[/] {escape(tool.title)} [dim]({tool.status})[/]"
+
+
+def stop_label(stop: Any) -> str:
+    return tag_of(stop)
+
+
+def parse_value(text: str) -> str | bool:
+    """A ConfigValue typed by a person: ``true``/``false`` (any case) are booleans, anything else a string."""
+    lowered = text.strip().lower()
+    return {"true": True, "false": False}.get(lowered, text.strip())
+
+
+def show_value(value: Any) -> str:
+    """A ConfigValue as JSON writes it (``true``, not ``True``)."""
+    return json.dumps(value) if isinstance(value, bool) else str(value)
 
 
 class TurnRenderer:
-    """Turns events into terminal output: streamed text and reasoning, tool status changes, plans, usage."""
+    """Turns events into terminal output: streamed text and reasoning, tool status changes, plans, usage, turn
+    ends. Call :meth:`show` per event, then :meth:`tick` per batch (and now and then) and :meth:`flush` before
+    writing anything else to the console."""
 
-    def __init__(self) -> None:
-        self.current: str | None = None  # the message being streamed
+    def __init__(self, console: Console, frames_per_second: float = FRAMES_PER_SECOND,
+                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+        self.console = console
+        self.frame = 1.0 / frames_per_second
+        self.clock = clock
+        self.current: str | None = None  # the message (or tool output) being streamed
+        self.pending: list[str] = []  # text of ``current`` not written yet
+        self.style: str | None = None
         self.tool_status: dict[str, str] = {}
         self.usage: Any = None
+        self.last_write = 0.0
+
+    # text ----------------------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write the text gathered so far."""
+        if self.pending:
+            self.console.print("".join(self.pending), end="", style=self.style, markup=False, highlight=False,
+                               soft_wrap=True)  # fmt: skip
+            self.pending.clear()
+            self.last_write = self.clock()
+
+    def tick(self) -> None:
+        """Write the gathered text if a frame has passed since the last write."""
+        if self.pending and self.clock() - self.last_write >= self.frame:
+            self.flush()
 
     def _break(self) -> None:
+        """End the streamed message's line (writing what is left of it) before other output."""
+        self.flush()
         if self.current is not None:
-            console.print()
+            self.console.print()
             self.current = None
+
+    def _line(self, text: str) -> None:
+        self._break()
+        self.console.print(text, soft_wrap=True)
+
+    # events --------------------------------------------------------------------------------------------
 
     def show(self, event: Any) -> None:
         kind = event.kind
-        tag = kind if isinstance(kind, str) else kind.TAG
+        tag = tag_of(kind)
         nested = "  " if event.turn_info and event.turn_info.parent_tool_id else ""
-        if tag in ("TextDelta", "ReasoningDelta"):
-            if self.current != kind.message_id:
+        if tag in ("TextDelta", "ReasoningDelta", "ToolOutputDelta"):
+            stream = f"tool:{kind.tool_id}" if tag == "ToolOutputDelta" else kind.message_id
+            if self.current != stream:
                 self._break()
-                self.current = kind.message_id
-                console.print(nested, end="")
-            console.print(kind.text, end="", style="dim italic" if tag == "ReasoningDelta" else None)
+                self.current = stream
+                self.style = {"ReasoningDelta": "dim italic", "ToolOutputDelta": "dim"}.get(tag)
+                self.pending.append(nested + ("  " if tag == "ToolOutputDelta" else ""))
+            self.pending.append(kind.text)
         elif tag == "MessageEnded":
             if self.current == kind.message_id:
                 self._break()
         elif tag == "ToolUpdated":
             tool = kind.value
             if self.tool_status.get(tool.id) != tool.status:
-                self._break()
                 self.tool_status[tool.id] = tool.status
-                console.print(nested + _tool_line(tool))
+                self._line(nested + tool_line(tool))
                 if tool.output and tool.status in ("Completed", "Failed"):
-                    console.print(f"{nested}  [dim]{tool.output.strip()[:400]}[/]")
-        elif tag == "ToolOutputDelta":
-            self._break()
-            console.print(f"{nested}  [dim]{kind.text}[/]", end="")
+                    self.console.print(f"{nested}  [dim]{escape(tool.output.strip()[:400])}[/]", soft_wrap=True)
         elif tag == "PlanUpdated":
-            self._break()
-            console.print("[bold]Plan[/]")
+            self._line("[bold]Plan[/]")
             for entry in kind.entries:
-                console.print(f"  {_PLAN_MARK.get(entry.status, '-')} {entry.text}")
+                self.console.print(f"  {_PLAN_MARK.get(entry.status, '-')} {escape(entry.text)}", soft_wrap=True)
         elif tag == "ContextUsage":
             self.usage = kind
         elif tag == "Diagnostic":
-            self._break()
-            console.print(f"[dim]{kind.value.level}: {kind.value.message}[/]")
+            self._line(f"[dim]{kind.value.level}: {escape(kind.value.message)}[/]")
         elif tag == "UserMessage":
-            self._break()
-            console.print(f"{nested}[blue]user:[/] {kind.text}")
+            self._line(f"{nested}[blue]user:[/] {escape(kind.text)}")
         elif tag == "TurnEnded":
             self._break()
             stop = kind.stop
-            label = stop if isinstance(stop, str) else stop.TAG
-            detail = f": {stop.message}" if label == "Failed" else ""
+            label = stop_label(stop)
+            detail = f": {escape(stop.message)}" if label == "Failed" else ""
             style = "green" if label == "Completed" else "red"
             usage = ""
             if self.usage is not None:
                 window = f"/{self.usage.window_tokens}" if self.usage.window_tokens else ""
                 cost = f", ${self.usage.cost_usd:.4f}" if self.usage.cost_usd is not None else ""
                 usage = f" [dim]({self.usage.used_tokens}{window} tokens{cost})[/]"
-            console.print(f"[{style}]■ {label}{detail}[/]{usage}")
+            self.console.print(f"[{style}]■ {label}{detail}[/]{usage}", soft_wrap=True)
+        elif tag == "RequestOpened":
+            self._break()
 
 
-def _ask_permission(request: Any) -> Any:
-    req = request.value
-    console.print(f"[bold yellow]Permission[/] {_tool_line(req.tool)}")
-    if req.detail:
-        console.print(f"  {req.detail}")
-    for diff in req.tool.diffs:
-        console.print(f"  [dim]{diff.path}:[/] {diff.new_text[:300]!r}")
-    keys = {_CHOICE_KEYS[o]: o for o in req.options}
-    legend = ", ".join(f"{k}={v}" for k, v in keys.items())
-    key = Prompt.ask(f"  Allow? ({legend})", choices=list(keys), console=console)
-    return AnswerPermission(value=keys[key])
+# ------------------------------------------------------------------------------------------------ answers
 
 
-def _ask_question(request: Any) -> Any:
-    answers: list[Any] = []
-    for question in request.value.questions:  # an empty reply or a number out of range is asked again
-        console.print(f"[bold yellow]Question[/] {question.header or ''} {question.text}")
+class PendingAnswer:
+    """An open request waiting for lines typed at the terminal.
+
+    :meth:`show` prints the request and the prompt for its first answer; :meth:`feed` takes one line and returns
+    the finished ``Answer`` (``AnswerPermission`` or ``AnswerQuestion``), or None after printing why the line was
+    not an answer or the next question.
+    """
+
+    def __init__(self, request: Any, console: Console) -> None:
+        self.request = request
+        self.id = request.value.id
+        self.console = console
+        self.answers: list[Any] = []
+        if isinstance(request, PermissionRequested):
+            self.keys = {_CHOICE_KEYS[o]: o for o in request.value.options}
+
+    def show(self) -> None:
+        req = self.request.value
+        if isinstance(self.request, PermissionRequested):
+            self.console.print(f"[bold yellow]Permission[/] {tool_line(req.tool)}", soft_wrap=True)
+            if req.detail:
+                self.console.print(f"  {escape(req.detail)}", soft_wrap=True)
+            for diff in req.tool.diffs:
+                shown = escape(repr(diff.new_text[:300]))
+                self.console.print(f"  [dim]{escape(diff.path)}:[/] {shown}", soft_wrap=True)
+        self._ask()
+
+    def _ask(self) -> None:
+        if isinstance(self.request, PermissionRequested):
+            legend = ", ".join(f"{k}={v}" for k, v in self.keys.items())
+            self.console.print(f"  Allow? ({legend}) [{'/'.join(self.keys)}]: ", end="", markup=False)
+            return
+        question = self.request.value.questions[len(self.answers)]
+        self.console.print(f"[bold yellow]Question[/] {escape(question.header or '')} {escape(question.text)}",
+                           soft_wrap=True)  # fmt: skip
         for number, choice in enumerate(question.choices, 1):
-            console.print(f"  {number}. {choice.label}" + (f" [dim]{choice.description}[/]" if choice.description else ""))
+            description = f" [dim]{escape(choice.description)}[/]" if choice.description else ""
+            self.console.print(f"  {number}. {escape(choice.label)}{description}", soft_wrap=True)
         hint = "numbers, comma-separated" if question.multi_select else "a number"
         hint += " or text" if question.allows_free_text else ""
-        while True:
-            reply = Prompt.ask(f"  Answer ({hint})", console=console).strip()
-            picks = [p.strip() for p in reply.split(",")] if question.choices else []
-            if picks and all(p.isdigit() and 1 <= int(p) <= len(question.choices) for p in picks):
-                if len(picks) == 1 or question.multi_select:
-                    answers.append(Choices(value=[question.choices[int(p) - 1].id for p in picks]))
-                    break
-            elif reply and not reply.replace(",", "").strip().isdigit() and (
-                question.allows_free_text or not question.choices
-            ):
-                answers.append(TextAnswer(value=reply))
-                break
-            console.print("  [red]not an answer to this question[/]")
-    return AnswerQuestion(value=answers)
+        self.console.print(f"  Answer ({hint}): ", end="", markup=False)
+
+    def feed(self, line: str) -> Any | None:
+        reply = line.strip()
+        if isinstance(self.request, PermissionRequested):
+            choice = self.keys.get(reply) or next((o for o in self.keys.values() if o.lower() == reply.lower()), None)
+            if choice is None:
+                self.console.print(f"  [red]type one of {', '.join(self.keys)}[/]")
+                self._ask()
+                return None
+            return AnswerPermission(value=choice)
+        question = self.request.value.questions[len(self.answers)]
+        answer = _question_answer(question, reply)
+        if answer is None:
+            self.console.print("  [red]not an answer to this question[/]")
+            self._ask()
+            return None
+        self.answers.append(answer)
+        if len(self.answers) < len(self.request.value.questions):
+            self._ask()
+            return None
+        return AnswerQuestion(value=self.answers)
 
 
-class Terminated(Exception):
-    """``run`` was stopped by SIGTERM or SIGHUP; its session was closed (the agent shut down) first."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-async def run_turn(runtime: Any, agent: str, prompt: str, directory: Path, auto_approve: bool, as_json: bool) -> bool:
-    """Open a session, run ``prompt``, render until the turn ends, close. Returns True when it Completed.
-
-    Raises :class:`Terminated` on SIGTERM/SIGHUP, after closing the session (so the agent is not left running)."""
-    stopped_by: list[int] = []
-    async with runtime, anyio.create_task_group() as tg:
-
-        async def watch_signals() -> None:
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
-                async for signum in signals:
-                    stopped_by.append(signum)
-                    tg.cancel_scope.cancel()  # leaving `async with runtime` closes the session
-                    return
-
-        tg.start_soon(watch_signals)
-        completed = await _run_turn(runtime, agent, prompt, directory, auto_approve, as_json)
-        tg.cancel_scope.cancel()
-    if stopped_by:
-        raise Terminated(stopped_by[0])
-    return completed
-
-
-async def _run_turn(runtime: Any, agent: str, prompt: str, directory: Path, auto_approve: bool, as_json: bool) -> bool:
-    renderer = TurnRenderer()
-    session = await runtime.open(agent, directory.resolve(), permission_mode="AutoApprove" if auto_approve else None)
-    mode = ", permissions allowed automatically" if auto_approve else ""
-    console.print(f"[dim]session {session.id} with {session.installation.name} in {directory.resolve()}{mode}[/]")
-    delivery = await session.prompt(prompt)
-    completed = finished = False
-    async for event in session.events():
-        if finished:
-            continue  # what the agent says after our turn is not this command's output
-        if as_json:
-            click.echo(json.dumps(event.model_dump(mode="json")))
-        renderer.show(event)
-        kind = event.kind
-        tag = kind if isinstance(kind, str) else kind.TAG
-        if tag == "RequestOpened":
-            ask = _ask_permission if isinstance(kind.value, PermissionRequested) else _ask_question
-            answer = await anyio.to_thread.run_sync(ask, kind.value, abandon_on_cancel=True)
-            await session.answer(kind.value.value.id, answer)
-        elif tag == "TurnEnded" and event.turn_info and event.turn_info.id == getattr(delivery.kind, "turn_id", None):
-            completed = not isinstance(kind.stop, str) and kind.stop.TAG == "Completed"
-            finished = True
-            await session.close()
-    sys.stderr.flush()
-    return completed
+def _question_answer(question: Any, reply: str) -> Any | None:
+    """The answer ``reply`` gives to ``question``: choice numbers, or free text where allowed; None if neither."""
+    picks = [p.strip() for p in reply.split(",")] if question.choices else []
+    if picks and all(p.isdigit() and 1 <= int(p) <= len(question.choices) for p in picks):
+        if len(picks) == 1 or question.multi_select:
+            return Choices(value=[question.choices[int(p) - 1].id for p in picks])
+        return None
+    if reply and not reply.replace(",", "").strip().isdigit() and (question.allows_free_text or not question.choices):
+        return TextAnswer(value=reply)
+    return None

@@ -14,6 +14,7 @@ consumer that leaves more than ``event_bound`` events undrained gets the session
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -251,7 +252,7 @@ class Session:
             if option is None:
                 raise InvalidConfiguration(f"unknown option {option_id!r}")
             if not option.accepts(value):
-                raise InvalidConfiguration(f"value {value!r} does not fit option {option_id!r}")
+                raise InvalidConfiguration(f"value {json.dumps(value)} does not fit option {option_id!r}")
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """The session's own task group (adapter tasks, report pump, quiet timer); returns when the session has
@@ -417,7 +418,7 @@ class Session:
         if not spec.live:
             raise InvalidConfiguration(f"option {option!r} is creation-only")
         if not spec.accepts(value):
-            raise InvalidConfiguration(f"value {value!r} does not fit option {option!r}")
+            raise InvalidConfiguration(f"value {json.dumps(value)} does not fit option {option!r}")
         await self._connection().configure(option, value)
 
     async def rollback(self, turns: int, scope: RollbackScope = "Conversation") -> None:

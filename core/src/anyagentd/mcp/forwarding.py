@@ -23,8 +23,11 @@ Renderers = Mapping[str, Callable[["McpServer"], Any]]
 
 
 def install_hint(transport: str) -> str:
-    """The distribution that provides ``transport``: ``pip install anyagentd-mcp-sse``."""
-    return f"pip install anyagentd-mcp-{transport.lower()}"
+    """How to install the plugin of ``transport``: ``pip install anyagentd-mcp-sse``, or from a checkout
+    ``pip install -e ./plugins/mcp_sse (published as anyagentd-mcp-sse)`` (see :mod:`anyagentd.catalog`)."""
+    from ..catalog import mcp_install_hint
+
+    return mcp_install_hint(transport)
 
 
 def render_mcp_servers(servers: Sequence[McpServer], renderers: Renderers,

@@ -3,7 +3,8 @@
 It is an ordinary adapter (registered through the ``register_adapters`` hook like any plugin), so it drives every
 engine path: TurnAck gating (``stale_before_ack``), steering, questions and permissions (``AwaitAnswer``),
 non-deterministic turn ends (inferred completion), agent death (``Die`` → ``Exited`` status ``"9"``), floods
-(``Repeat``), and live options (``options``).
+(``Repeat``), live options (``options``; each option's ``current`` in ``details`` follows the configuration) and
+answers that change what follows (``{"AwaitAnswer": {"allow": [...], "deny": [...]}}``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import anyio.lowlevel
 from ..adapters.interface import AdapterLink, AgentAdapter, AgentConnection, PromptInput
 from ..model import (
     AgentDetails,
+    AnswerPermission,
     AgentInstallation,
     Authenticated,
     Capabilities,
@@ -24,21 +26,24 @@ from ..model import (
     SessionOptions,
     TextDelta,
 )
-from .script import Emit, End, Repeat, Script, Sleep, load_script, resolve_script
+from .script import AwaitBranch, Emit, End, Repeat, Script, Sleep, load_script
 
 MOCK_ID = "mock"
 FRAMES_PER_READ = 16
 """Frames the scripted agent emits between yields to the event loop (a pipe read's worth)."""
 
 
-def _details(script: Script) -> AgentDetails:
+def _details(script: Script, configuration: dict[str, ConfigValue] | None = None) -> AgentDetails:
+    """The scripted agent's details; each option's ``current`` is its value in ``configuration`` when set."""
     features = ["Permissions", "Questions"] + (["Steer"] if script.steer else [])
+    values = configuration or {}
+    options = [o.model_copy(update={"current": values[o.id]}) if o.id in values else o for o in script.options]
     return AgentDetails(
         version="mock",
         auth=Authenticated(kind="ApiKey"),
         capabilities=Capabilities(features=features, mcp_transports=[]),
-        config_options=script.options,
-        commands=[],
+        config_options=options,
+        commands=list(script.commands),
     )
 
 
@@ -52,15 +57,11 @@ class MockAdapter(AgentAdapter):
         super().__init__(config)
         source = self.config.get("script") or "hello"
         self.script = load_script(source)
-        self.script_path = None if isinstance(source, dict) else str(resolve_script(source).resolve())
         self.report_buffer = self.script.buffer
 
     def pinned_installations(self) -> list[AgentInstallation]:
-        return [
-            AgentInstallation(
-                id=MOCK_ID, name="Scripted agent", executable_path=self.script_path or "mock", source="Pinned"
-            )
-        ]
+        # The scripted agent runs in this process: it has no executable (its script is not one).
+        return [AgentInstallation(id=MOCK_ID, name="Scripted agent", executable_path="mock", source="Pinned")]
 
     async def probe(self, installation: AgentInstallation) -> AgentDetails:
         return _details(self.script)
@@ -77,16 +78,17 @@ class MockConnection(AgentConnection):
     def __init__(self, script: Script, options: SessionOptions, link: AdapterLink) -> None:
         self.script = script
         self.link = link
-        self.details = _details(script)
         values: dict[str, ConfigValue] = {o.id: o.current for o in script.options if o.current is not None}
         values.update(options.configure)
         self.configuration = SessionConfiguration(options=values)
+        self.details = _details(script, values)
         self.deterministic_turn_end = script.deterministic
         self.deterministic_agent_turn_end = script.deterministic_agent
         self._turns = iter(script.turns)
         self._player: anyio.CancelScope | None = None
         self._ended = True  # whether the playing turn has played its End
         self._answered = anyio.Event()
+        self._allowed = True  # whether the last answer allowed (or answered) rather than denied
         self._dead = False
         self._emitted = 0
 
@@ -124,9 +126,11 @@ class MockConnection(AgentConnection):
             elif isinstance(step, Repeat):
                 for _ in range(step.times):
                     await self._steps(step.steps)
-            elif step == "AwaitAnswer":
+            elif step == "AwaitAnswer" or isinstance(step, AwaitBranch):
                 await self._answered.wait()
                 self._answered = anyio.Event()
+                if isinstance(step, AwaitBranch):
+                    await self._steps(step.allow if self._allowed else step.deny)
             elif step == "Die":
                 self._dead = True
                 await self.link.exited("9", "the scripted agent died")
@@ -137,12 +141,15 @@ class MockConnection(AgentConnection):
         self.link.start_soon(self.link.steered, accepted)
 
     async def answer(self, request_id: str, answer: Any) -> None:
+        self._allowed = not (isinstance(answer, AnswerPermission) and answer.value.startswith("Deny"))
         self._answered.set()
 
     async def configure(self, option: str, value: ConfigValue) -> None:
         options = dict(self.configuration.options, **{option: value})
         self.configuration = SessionConfiguration(options=options)
-        self.link.start_soon(lambda: self.link.info_changed(configuration=self.configuration))
+        self.details = _details(self.script, options)
+        configuration, details = self.configuration, self.details
+        self.link.start_soon(lambda: self.link.info_changed(configuration=configuration, details=details))
 
     async def cancel(self) -> None:
         # Drop the turn's remaining steps and end it Cancelled (reported from a task: never blocks the caller).

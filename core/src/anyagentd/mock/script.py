@@ -4,12 +4,15 @@ A script is a JSON object, every field optional::
 
     {"turns": [[Step, ...], ...],          # each StartTurn plays the next turn; an exhausted script hangs
      "options": [ConfigOption, ...],       # config options the agent advertises (live ones can be configured)
+     "commands": [SlashCommand, ...],      # slash commands it advertises ({"name", "description"})
      "steer": false, "steer_rejects": false,
      "deterministic": true, "deterministic_agent": true,
      "buffer": 64, "stale_before_ack": false}
 
 Steps: ``{"Emit": <EventKind>}``, ``"AwaitAnswer"``, ``{"End": <StopReason>}`` (steps after it play at once),
-``"Die"``, ``{"Sleep": <milliseconds>}``, ``{"Repeat": {"times": N, "steps": [...]}}``.
+``"Die"``, ``{"Sleep": <milliseconds>}``, ``{"Repeat": {"times": N, "steps": [...]}}``, and
+``{"AwaitAnswer": {"allow": [...], "deny": [...]}}``: wait for the answer, then play ``allow`` (a permission
+allowed, or any question answered) or ``deny`` (a permission denied), so a script can follow what it was told.
 Scripts written for the original sidecar run unchanged.
 """
 
@@ -18,13 +21,13 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, ValidationError
+from pydantic import Discriminator, Field, Tag, ValidationError
 
 from ..errors import InvalidConfiguration
-from ..model import ConfigOption, EventKind, Model, StopReason
-from ..tagged import NewtypeVariant, Variant, tagged_union
+from ..model import ConfigOption, EventKind, Model, SlashCommand, StopReason
+from ..tagged import NewtypeVariant, Variant
 
 
 class Emit(NewtypeVariant):
@@ -46,13 +49,46 @@ class Repeat(Variant):
     steps: list[Step]
 
 
-Step = tagged_union(Emit, Literal["AwaitAnswer", "Die"], End, Sleep, Repeat)
+class AwaitBranch(Variant):
+    """``{"AwaitAnswer": {"allow": [...], "deny": [...]}}``: wait for the answer, then play the steps of the
+    branch it chose (``allow`` for an allowed permission or an answered question, ``deny`` for a denial)."""
+
+    TAG = "AwaitAnswer"
+    allow: list[Step] = Field(default_factory=list)
+    deny: list[Step] = Field(default_factory=list)
+
+
+STEP_TAGS = ("Emit", "AwaitAnswer", "Die", "End", "Sleep", "Repeat")
+
+
+def _step_tag(value: Any) -> str | None:
+    # "AwaitAnswer" (a unit step) and {"AwaitAnswer": {...}} (a branch) share a name: tell them apart by shape.
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Variant):
+        return "AwaitBranch" if isinstance(value, AwaitBranch) else value.TAG
+    if isinstance(value, dict) and len(value) == 1:
+        tag = next(iter(value))
+        return "AwaitBranch" if tag == "AwaitAnswer" else tag
+    return None
+
+
+Step = Annotated[
+    Union[  # noqa: UP007 - a discriminated union built at runtime
+        Annotated[Emit, Tag("Emit")], Annotated[Literal["AwaitAnswer"], Tag("AwaitAnswer")],
+        Annotated[AwaitBranch, Tag("AwaitBranch")], Annotated[Literal["Die"], Tag("Die")], Annotated[End, Tag("End")],
+        Annotated[Sleep, Tag("Sleep")], Annotated[Repeat, Tag("Repeat")],
+    ],
+    Discriminator(_step_tag),
+]  # fmt: skip
 Repeat.model_rebuild()
+AwaitBranch.model_rebuild()
 
 
 class Script(Model):
     turns: list[list[Step]] = Field(default_factory=list)
     options: list[ConfigOption] = Field(default_factory=list)
+    commands: list[SlashCommand] = Field(default_factory=list)
     steer: bool = False
     steer_rejects: bool = False
     deterministic: bool = True
@@ -85,13 +121,51 @@ def resolve_script(ref: str | Path) -> Path:
     )
 
 
+MAX_REPORTED_ERRORS = 3
+"""Script errors named in one ``InvalidConfiguration`` message (the rest are counted)."""
+
+
 def load_script(source: str | Path | dict[str, Any]) -> Script:
-    """Parse a script from a dict, a file path or an example name. Raises ``InvalidConfiguration`` with the
-    validation errors when it does not fit the format."""
+    """Parse a script from a dict, a file path or an example name. Raises ``InvalidConfiguration`` naming each
+    problem by its place in the script and what was expected there (``turns[0][1]: unknown step 'Bogus'
+    (expected Emit, AwaitAnswer, …)``)."""
+    name = "" if isinstance(source, dict) else f" {source}"
     try:
         if isinstance(source, dict):
             return Script.model_validate(source)
         path = resolve_script(source)
         return Script.model_validate(json.loads(path.read_text()))
-    except (ValidationError, json.JSONDecodeError) as err:
-        raise InvalidConfiguration(f"invalid mock script {source if not isinstance(source, dict) else ''}: {err}")
+    except json.JSONDecodeError as err:
+        raise InvalidConfiguration(f"invalid mock script{name}: not JSON: {err}") from None
+    except ValidationError as err:
+        problems = [describe_error(e) for e in err.errors(include_url=False)]
+        more = len(problems) - MAX_REPORTED_ERRORS
+        shown = "; ".join(problems[:MAX_REPORTED_ERRORS]) + (f"; and {more} more" if more > 0 else "")
+        raise InvalidConfiguration(f"invalid mock script{name}: {shown}") from None
+
+
+def describe_error(error: Any) -> str:
+    """One pydantic error as ``place: what was wrong or expected``; the place is a path into the script
+    (``turns[0][2].Emit.TextDelta.text``) without pydantic's internal segments."""
+    place = ""
+    for part in error["loc"]:
+        if isinstance(part, int):
+            place += f"[{part}]"
+        elif part != "value":
+            part = "AwaitAnswer" if part == "AwaitBranch" else part
+            place += f".{part}" if place else str(part)
+    kind = error["type"]
+    if kind == "union_tag_invalid":
+        expected = error["ctx"]["expected_tags"].replace("'", "")
+        expected = expected.replace("AwaitBranch, ", "") if "AwaitBranch" in expected else expected
+        what = "step" if expected.startswith("Emit") else "kind"
+        message = f"unknown {what} {error['ctx']['tag']!r} (expected one of {expected})"
+    elif kind == "union_tag_not_found":
+        message = "expected an object with one key naming the variant, or a bare name"
+    elif kind == "missing":
+        message = "missing (required)"
+    elif kind == "extra_forbidden":
+        message = "unknown field"
+    else:
+        message = f"{error['msg']} (got {json.dumps(error.get('input'), default=str)[:60]})"
+    return f"{place or '(script)'}: {message}"

@@ -1,0 +1,109 @@
+"""The scripted agent as a person and a wire client meet it: answers that branch the script, option ``current``
+values that follow the configuration (in ``SessionUpdated`` and ``info``, over the wire), and script errors that
+name the place in the script."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from anyagentd.errors import InvalidConfiguration
+from anyagentd.mock.script import load_script
+from anyagentd.model import AnswerPermission, AnswerQuestion, TextAnswer
+from anyagentd.runtime import Runtime
+
+pytestmark = pytest.mark.timeout(60)
+
+_END = {"End": {"Completed": {"source": "Protocol"}}}
+
+
+def _say(text: str) -> dict[str, Any]:
+    return {"Emit": {"TextDelta": {"message_id": "m", "text": text}}}
+
+
+_ASK = {"Emit": {"RequestOpened": {"Permission": {"id": "r1", "tool": {
+    "id": "t1", "kind": "Edit", "title": "Write x", "status": "Pending", "input": {"Path": "x"}, "output": None,
+    "diffs": [], "locations": [], "raw": None}, "options": ["AllowOnce", "DenyOnce"], "detail": None}}}}
+_QUESTION = {"Emit": {"RequestOpened": {"Question": {"id": "q1", "questions": [
+    {"id": "a", "text": "Why?", "header": None, "choices": [], "multi_select": False, "allows_free_text": True}]}}}}
+BRANCHING = {"turns": [
+    [_ASK, {"AwaitAnswer": {"allow": [_say("allowed")], "deny": [_say("denied")]}}, _say(" then on"), _END],
+    [_QUESTION, {"AwaitAnswer": {"allow": [_say("answered")], "deny": [_say("never")]}}, _END],
+]}  # fmt: skip
+
+
+async def _turn_text(session: Any, events: Any, prompt: str, answer: Any) -> str:
+    await session.prompt(prompt)
+    text = []
+    async for event in events:
+        if event.tag == "RequestOpened":
+            await session.answer(event.kind.value.value.id, answer)
+        elif event.tag == "TextDelta":
+            text.append(event.kind.text)
+        elif event.tag == "TurnEnded":
+            return "".join(text)
+    raise AssertionError("no TurnEnded")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("choice", "expected"), [("AllowOnce", "allowed then on"), ("DenyOnce", "denied then on")])
+async def test_await_answer_plays_the_branch_the_answer_chose(tmp_path: Path, choice: str, expected: str) -> None:
+    async with Runtime(mock_script=BRANCHING) as rt:
+        session = await rt.open("mock", tmp_path)
+        events = session.events()
+        assert await _turn_text(session, events, "go", AnswerPermission(value=choice)) == expected
+        answered = await _turn_text(session, events, "again", AnswerQuestion(value=[TextAnswer(value="because")]))
+        assert answered == "answered"  # a question's answer plays allow
+        await session.close()
+
+
+def test_shipped_permission_example_branches() -> None:
+    script = load_script("permission")
+    branches = [step for step in script.turns[0] if hasattr(step, "allow")]
+    assert len(branches) == 1 and branches[0].allow and branches[0].deny
+
+
+@pytest.mark.anyio
+async def test_current_follows_configuration_in_info_and_session_updated(tmp_path: Path) -> None:
+    async with Runtime(mock_script="model-option") as rt:
+        session = await rt.open("mock", tmp_path, configure={"fast": True})
+        currents = {o.id: o.current for o in session.info().details.config_options}
+        assert currents == {"model": "small", "fast": True}  # creation options show in details too
+        await session.configure("model", "large")
+        async for event in session.events():
+            if event.tag == "SessionUpdated":
+                info = event.kind.value
+                break
+        assert info.configuration.options["model"] == "large"
+        assert info.details.option("model").current == "large"
+        assert session.info().details.option("model").current == "large"
+        await session.close()
+
+
+def test_current_follows_configuration_over_the_wire(wire: Any, tmp_path: Path) -> None:
+    client = wire("--mock", "model-option")
+    s = client.ok("open", agent="mock", dir=str(tmp_path))["id"]
+    assert client.ok("configure", session=s, option="model", value="large") is None
+    lines = client.events(s, until=lambda l: "event" in l and "SessionUpdated" in l["event"]["kind"])
+    updated = lines[-1]["event"]["kind"]["SessionUpdated"]
+    assert updated["configuration"]["options"]["model"] == "large"
+    assert {o["id"]: o["current"] for o in updated["details"]["config_options"]}["model"] == "large"
+    info = client.ok("info", session=s)
+    assert {o["id"]: o["current"] for o in info["details"]["config_options"]} == {"model": "large", "fast": False}
+
+
+@pytest.mark.parametrize(("script", "expected"), [
+    ({"turns": [[{"Emit": {"TextDelta": {"text": "x"}}}]]},
+     "turns[0][0].Emit.TextDelta.message_id: missing (required)"),
+    ({"turns": [[{"Sleep": -1}]]}, "turns[0][0].Sleep: Input should be greater than or equal to 0 (got -1)"),
+    ({"bufer": 3}, "bufer: unknown field"),
+    ({"turns": [[{"AwaitAnswer": {"deny": ["Bogus"]}}]]},
+     "turns[0][0].AwaitAnswer.deny[0]: unknown step 'Bogus' (expected one of Emit, AwaitAnswer, Die, End, Sleep, "
+     "Repeat)"),
+])  # fmt: skip
+def test_script_errors_name_the_place(script: dict[str, Any], expected: str) -> None:
+    with pytest.raises(InvalidConfiguration) as caught:
+        load_script(script)
+    assert caught.value.message == f"invalid mock script: {expected}"

@@ -1,0 +1,125 @@
+"""The README's command blocks, run as written: extracted from README.md itself (the ``sh`` block after each
+``<!-- walkthrough: NAME -->`` marker), run with bash in a fresh directory with the answers piped to the prompts,
+against the real pinned CLIs, and checked for what they promise (the files on disk).
+
+The fresh directory holds the repository's distributions (``core``, ``testing``, ``adapters``, linked) and runs
+the README's ``setup`` block itself (a new ``.venv``, editable installs), except its ``npm ci`` line: ``tests/agents``
+is linked to the CLIs ``.ci/run`` installed with that same command before the tests.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from anyagentd_testing.agents import agent_bin, clean_environ
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+BLOCK = re.compile(r"<!-- walkthrough: (?P<name>[\w-]+) -->\n```sh\n(?P<body>.*?)```", re.S)
+PID = re.compile(r"ANYAGENTD_MODEL_SERVER_PID=(\d+)")
+PASSED_ON = {"LANG", "LC_ALL", "TMPDIR", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+             "NO_PROXY"}
+PASSED_PREFIXES = ("PIP_", "npm_config_")
+"""What the walkthroughs' shell inherits besides a bare PATH: locale, temp dir, and how to reach the package index."""
+
+pytestmark = pytest.mark.timeout(420)
+
+
+def walkthroughs() -> dict[str, str]:
+    """The README's marked shell blocks by name, in README order."""
+    return {m["name"]: m["body"] for m in BLOCK.finditer(README.read_text(encoding="utf-8"))}
+
+
+def run_bash(script: str, cwd: Path, answers: str, timeout: float = 300) -> tuple[int, str, str]:
+    """Run ``script`` with ``bash -e`` in ``cwd`` (a bare PATH, no agent variables), ``answers`` on stdin; returns
+    (status, stdout, stderr). Model servers the script detached are stopped afterwards, whatever happened."""
+    env = clean_environ({"PATH": "/usr/bin:/bin", "HOME": str(cwd / "no-home"), "TERM": "dumb", "NO_COLOR": "1",
+                         "COLUMNS": "200", "ANYAGENTD_NO_LOGIN_SHELL": "1"},
+                        base={k: v for k, v in os.environ.items() if k in PASSED_ON or k.startswith(PASSED_PREFIXES)})
+    out, err = cwd / ".stdout", cwd / ".stderr"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        proc = subprocess.Popen(["bash", "-e", "-c", script], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=stdout,
+                                stderr=stderr, text=True, start_new_session=True)  # fmt: skip
+        try:
+            proc.communicate(answers, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        finally:
+            for pid in PID.findall(err.read_text()):
+                try:
+                    os.kill(int(pid), signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+    return proc.returncode, out.read_text(), err.read_text()
+
+
+@pytest.fixture
+def clone(tmp_path: Path) -> Path:
+    """A fresh directory set up by the README's setup block (see the module docstring)."""
+    agent_bin("claude")  # the pinned CLIs must be installed: fail, never skip
+    fresh = tmp_path / "clone"
+    (fresh / "tests").mkdir(parents=True)
+    for part in ("core", "testing", "adapters"):
+        (fresh / part).symlink_to(ROOT / part)
+    (fresh / "tests" / "agents").symlink_to(ROOT / "tests" / "agents")
+    setup = [line for line in walkthroughs()["setup"].splitlines() if "npm ci" not in line]
+    status, _, err = run_bash("\n".join(setup), fresh, "")
+    assert status == 0, err[-3000:]
+    assert (fresh / ".venv" / "bin" / "anyagentd").is_file()
+    return fresh
+
+
+def test_the_walkthroughs_are_marked_in_order() -> None:
+    blocks = walkthroughs()
+    assert list(blocks) == ["quick-start", "setup", "shell", "claude", "codex", "acp"]
+    setup = blocks["setup"]
+    for distribution in ("./core", "./testing", "./adapters/claude", "./adapters/codex", "./adapters/acp_generic"):
+        assert f"-e {distribution}" in setup  # what the clone fixture stands for
+    assert "npm ci" in setup
+
+
+def test_quick_start_runs_as_written(tmp_path: Path) -> None:
+    fresh = tmp_path / "clone"
+    fresh.mkdir()
+    (fresh / "core").symlink_to(ROOT / "core")
+    first = next(line for line in walkthroughs()["quick-start"].splitlines() if line.startswith("python3 -m venv"))
+    status, _, err = run_bash(first, fresh, "y\n")
+    assert status == 0, err[-3000:]
+    assert "Allow?" in err and "You allowed it" in err and "■ Completed" in err
+    assert "scripted agent plays a script" in err
+    assert not (fresh / "hello.txt").exists()  # the scripted agent says it writes nothing, and does not
+
+
+def test_real_agent_walkthroughs_run_as_written(clone: Path) -> None:
+    blocks = walkthroughs()
+    script = "\n".join(blocks[name] for name in ("shell", "claude", "codex", "acp"))
+    status, out, err = run_bash(script, clone, "y\n" * 4)  # one answer per permission prompt, in order
+    assert status == 0, f"stdout:\n{out[-2000:]}\nstderr:\n{err[-5000:]}"
+    assert "command not found" not in err
+    assert (clone / "work" / "hello.txt").read_text() == "hello\n"  # claude's Write
+    assert (clone / "work" / "hello-codex.txt").read_text() == "hello from codex\n"  # codex's command
+    assert (clone / "work-acp" / "hello-codex.txt").read_text() == "hello from codex\n"  # codex-acp
+    assert (clone / "work-acp" / "hello.txt").read_text() == "hello\n"  # claude-acp
+    assert err.count("Allow?") == 4 and err.count("■ Completed") == 4
+    assert out.splitlines() == ["hello", "hello from codex", "hello from codex", "hello"]  # the `cat`s
+
+
+def test_python_api_example_runs_as_written(tmp_path: Path) -> None:
+    """The Python API section's example, as printed, answers the scripted permission and ends."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Python API"):]
+    example = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    (tmp_path / "example.py").write_text(example)
+    env = clean_environ({"ANYAGENTD_NO_LOGIN_SHELL": "1", "PATH": "/usr/bin:/bin"})
+    result = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=60, env=env)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "agents=[AgentInstallation(id='mock'" in result.stdout
+    assert list(tmp_path.iterdir()) == [tmp_path / "example.py"]
