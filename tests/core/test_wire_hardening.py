@@ -284,7 +284,7 @@ def test_a_bad_wire_bound_is_one_clear_line(tmp_path: Path) -> None:
 
     proc = subprocess.run(serve_command("--mock", "hello"), input=b"", capture_output=True, timeout=30,
                           env=child_env({"ANYAGENTD_WIRE_MAX_LINE_BYTES": "lots"}))  # fmt: skip
-    assert proc.returncode == 1 and proc.stdout == b""
+    assert proc.returncode == 2 and proc.stdout == b""  # the CLI's exit code for InvalidConfiguration
     assert "ANYAGENTD_WIRE_MAX_LINE_BYTES" in proc.stderr.decode() and b"Traceback" not in proc.stderr
 
 
