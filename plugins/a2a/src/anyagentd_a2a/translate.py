@@ -1,0 +1,192 @@
+"""Pure mappings between the engine's model and A2A 1.0 objects (a2a-sdk protobuf types).
+
+- :func:`prompt_of` — a user Message's parts → the prompt's text and attachments (file parts saved to a
+  directory, data parts given as JSON text).
+- :func:`event_part` — an engine ``Event`` → a DataPart holding the wire's own event JSON.
+- :func:`request_text` — an open request rendered for a person.
+- :func:`answer_of` — a follow-up Message → an engine ``Answer`` for the open request, or the reason it is not one.
+- :data:`STOP_STATES` — how a ``TurnEnded`` stop maps to a terminal task state.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from a2a.types import Message, Part, Role, TaskState
+from google.protobuf.json_format import MessageToDict
+from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
+
+from anyagentd.model import ANSWER, AnswerPermission, AnswerQuestion, Choices, PermissionRequested, TextAnswer
+
+EVENT_MEDIA_TYPE = "application/vnd.anyagent.event+json"
+"""Media type of a DataPart that carries one wire ``Event``."""
+RESPONSE_ARTIFACT = "response"
+"""Artifact id of a task's streamed response text."""
+
+
+def stop_state(stop: Any) -> int:
+    """The terminal ``TaskState`` for a ``StopReason``: Completed → COMPLETED, Cancelled → CANCELED, Refused →
+    REJECTED, Failed → FAILED."""
+    tag = stop if isinstance(stop, str) else stop.TAG
+    return {
+        "Completed": TaskState.TASK_STATE_COMPLETED,
+        "Cancelled": TaskState.TASK_STATE_CANCELED,
+        "Refused": TaskState.TASK_STATE_REJECTED,
+    }.get(tag, TaskState.TASK_STATE_FAILED)
+
+
+def wire_json(value: Any) -> Any:
+    """The wire's JSON for an engine model value (the shape ``anyagent-wire.schema.json`` describes)."""
+    return to_jsonable_python(value)
+
+
+def event_part(event: Any) -> Part:
+    """A DataPart holding one engine ``Event`` as the wire writes it."""
+    part = Part(media_type=EVENT_MEDIA_TYPE)
+    part.data.struct_value.update(wire_json(event))
+    return part
+
+
+def data_part(value: Any, media_type: str = "application/json") -> Part:
+    part = Part(media_type=media_type)
+    part.data.struct_value.update(value)
+    return part
+
+
+def agent_message(parts: list[Part], *, context_id: str, task_id: str) -> Message:
+    return Message(message_id=str(uuid.uuid4()), role=Role.ROLE_AGENT, parts=parts, context_id=context_id,
+                   task_id=task_id)  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------ prompts
+
+
+@dataclass(frozen=True)
+class PromptIn:
+    """What a user Message asks: the prompt ``text`` and the ``attachments`` (paths of saved files)."""
+
+    text: str
+    attachments: tuple[str, ...]
+
+
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def prompt_of(message: Message, files_dir: Path) -> PromptIn:
+    """Text parts joined by newlines; each data part as its JSON text; each file part (``raw`` bytes, or ``url``)
+    saved under ``files_dir`` (bytes) or named by its URL, and attached. Raises ``ValueError`` for an empty prompt."""
+    texts: list[str] = []
+    attachments: list[str] = []
+    for index, part in enumerate(message.parts):
+        kind = part.WhichOneof("content")
+        if kind == "text":
+            texts.append(part.text)
+        elif kind == "data":
+            texts.append(json.dumps(MessageToDict(part.data), ensure_ascii=False))
+        elif kind == "raw":
+            files_dir.mkdir(parents=True, exist_ok=True)
+            name = _SAFE_NAME.sub("_", Path(part.filename).name) if part.filename else f"part-{index}"
+            path = files_dir / f"{message.message_id[:12] or uuid.uuid4().hex[:12]}-{name}"
+            path.write_bytes(part.raw)
+            attachments.append(str(path))
+        elif kind == "url":
+            texts.append(f"[file: {part.url}]")
+    text = "\n".join(t for t in texts if t)
+    if not text and not attachments:
+        raise ValueError("the message has no text, data or file part")
+    return PromptIn(text, tuple(attachments))
+
+
+# ------------------------------------------------------------------------------------------------ requests
+
+
+def request_text(request: Any) -> str:
+    """An open ``Request`` (``PermissionRequested`` / ``QuestionAsked``) as one paragraph for a person, ending with
+    how to answer it in plain text."""
+    if isinstance(request, PermissionRequested):
+        value = request.value
+        words = {"AllowOnce": "allow", "AllowAlways": "always", "DenyOnce": "deny", "DenyAlways": "deny"}
+        offered = sorted({words[o] for o in value.options}, key=["allow", "always", "deny"].index)
+        detail = f" ({value.detail})" if value.detail else ""
+        return f"Permission requested: {value.tool.title}{detail}. Reply {', '.join(offered)}."
+    lines = []
+    for question in request.value.questions:
+        choices = ", ".join(c.label for c in question.choices)
+        free = " or free text" if question.allows_free_text else ""
+        lines.append(f"Question: {question.text}" + (f" Choices: {choices}{free}." if choices else ""))
+    return " ".join(lines)
+
+
+_ALLOW = {"allow", "yes", "y", "ok", "allow once"}
+_ALWAYS = {"always", "allow always"}
+_DENY = {"deny", "no", "n", "deny once"}
+
+
+def _permission_from_text(text: str, options: list[str]) -> AnswerPermission | str:
+    word = text.strip().lower().rstrip(".!")
+    if word in _ALLOW:
+        wanted = ["AllowOnce", "AllowAlways"]
+    elif word in _ALWAYS:
+        wanted = ["AllowAlways"]
+    elif word in _DENY:
+        wanted = ["DenyOnce", "DenyAlways"]
+    else:
+        return f"{text.strip()!r} is not an answer to the permission request: reply allow, always or deny"
+    choice = next((w for w in wanted if w in options), None)
+    if choice is None:
+        return f"{word!r} is not among the offered options {options}"
+    return AnswerPermission(value=choice)
+
+
+def _question_from_text(text: str, request: Any) -> AnswerQuestion | str:
+    questions = request.value.questions
+    if len(questions) != 1:
+        return "this request asks several questions: answer with a DataPart holding the Answer JSON"
+    question = questions[0]
+    wanted = text.strip().lower()
+    for choice in question.choices:
+        if wanted in (choice.label.lower(), choice.id.lower()):
+            return AnswerQuestion(value=[Choices(value=[choice.id])])
+    if question.allows_free_text and text.strip():
+        return AnswerQuestion(value=[TextAnswer(value=text.strip())])
+    labels = ", ".join(c.label for c in question.choices)
+    return f"{text.strip()!r} is not one of the choices ({labels})"
+
+
+def answer_of(message: Message, request: Any) -> Any:
+    """The ``Answer`` a follow-up message gives the open ``request``, or a ``str`` saying why it gives none.
+
+    A DataPart holding the wire's Answer JSON (``{"Permission": "AllowOnce"}``, ``{"Question": [...]}``) wins;
+    otherwise the text parts: allow/yes, always, deny/no for a permission; a choice's label or id, or free text
+    where allowed, for a single question."""
+    for part in message.parts:
+        if part.WhichOneof("content") == "data":
+            value = MessageToDict(part.data)
+            try:
+                return ANSWER.validate_python(value)
+            except ValidationError:
+                return f"the DataPart is not an Answer ({json.dumps(value)[:120]}): expected {{\"Permission\": ...}} " \
+                       "or {\"Question\": [...]}"  # fmt: skip
+    text = " ".join(p.text for p in message.parts if p.WhichOneof("content") == "text").strip()
+    if not text:
+        return "the message carries no answer: send text or a DataPart holding the Answer JSON"
+    if isinstance(request, PermissionRequested):
+        return _permission_from_text(text, list(request.value.options))
+    return _question_from_text(text, request)
+
+
+def raw_file_part(data: bytes, filename: str, media_type: str = "application/octet-stream") -> Part:
+    """A file part with inline bytes (for clients and tests)."""
+    return Part(raw=data, filename=filename, media_type=media_type)
+
+
+__all__ = [
+    "EVENT_MEDIA_TYPE", "RESPONSE_ARTIFACT", "PromptIn", "agent_message", "answer_of", "data_part",
+    "event_part", "prompt_of", "raw_file_part", "request_text", "stop_state", "wire_json",
+]  # fmt: skip

@@ -1,0 +1,256 @@
+"""Conversations over A2A with the official a2a-sdk client (strict parsing) against a real daemon on mock scripts:
+unary and streaming turns, permission and question answered by DataPart and by text, cancel, queued prompts,
+file parts, and principals kept apart."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client import ClientConfig, ClientFactory
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    TaskState,
+)
+from google.protobuf.json_format import MessageToDict
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+
+EVENT_MEDIA_TYPE = "application/vnd.anyagent.event+json"
+
+
+async def client_for(url: str, *, streaming: bool = False, token: str | None = None) -> Any:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    http = httpx.AsyncClient(headers=headers, timeout=60)
+    return await ClientFactory(ClientConfig(streaming=streaming, httpx_client=http)).create_from_url(url)
+
+
+def user_message(*parts: Part, context_id: str = "", task_id: str = "") -> Message:
+    return Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=list(parts), context_id=context_id,
+                   task_id=task_id)  # fmt: skip
+
+
+def data(value: Any) -> Part:
+    part = Part(media_type="application/json")
+    part.data.struct_value.update(value)
+    return part
+
+
+async def send(client: Any, message: Message) -> Any:
+    """The final Task of a unary send."""
+    responses = [r async for r in client.send_message(SendMessageRequest(message=message))]
+    assert len(responses) == 1 and responses[0].HasField("task"), responses
+    return responses[0].task
+
+
+def event_kinds(task: Any) -> list[str]:
+    """The wire event kinds carried by the DataParts of the task's history and status."""
+    kinds = []
+    for message in [*task.history, task.status.message]:
+        for part in message.parts:
+            if part.media_type == EVENT_MEDIA_TYPE:
+                kinds.append(next(iter(MessageToDict(part.data)["kind"])))
+    return kinds
+
+
+async def test_unary_turn_completes_with_the_response_artifact(a2a_daemon: Any, wire_schema: Any) -> None:
+    daemon = a2a_daemon(mock="hello")
+    client = await client_for(daemon.url)
+    assert client._card.name == "anyagentd mock" and client._card.capabilities.streaming
+    task = await send(client, user_message(Part(text="hi")))
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    text = "Hello! I am the scripted agent. I play a JSON script, so this turn needs no account and no network."
+    assert [a.artifact_id for a in task.artifacts] == ["response"]
+    assert "".join(p.text for p in task.artifacts[0].parts) == text
+    assert task.status.message.role == Role.ROLE_AGENT and task.status.message.parts[0].text == text
+    # usage streamed as a status update carrying the wire's own event JSON, valid against the wire schema
+    for message in [*task.history, task.status.message]:
+        for part in message.parts:
+            if part.media_type == EVENT_MEDIA_TYPE:
+                wire_schema.validate_def("Event", json.loads(json.dumps(MessageToDict(part.data)), parse_float=_int))
+    assert "ContextUsage" in event_kinds(task) and event_kinds(task)[-1] == "TurnEnded"
+    fetched = await client.get_task(GetTaskRequest(id=task.id))
+    assert fetched.status.state == TaskState.TASK_STATE_COMPLETED and fetched.context_id == task.context_id
+    listed = await client.list_tasks(ListTasksRequest())
+    assert [t.id for t in listed.tasks] == [task.id]
+
+
+def _int(text: str) -> int | float:
+    value = float(text)
+    return int(value) if value.is_integer() else value  # protobuf Struct numbers are doubles
+
+
+async def test_streaming_turn_streams_working_chunks_and_the_end(a2a_daemon: Any) -> None:
+    daemon = a2a_daemon(mock="permission")
+    client = await client_for(daemon.url, streaming=True)
+    events = [r async for r in client.send_message(SendMessageRequest(message=user_message(Part(text="go"))))]
+    kinds = [r.WhichOneof("payload") for r in events]
+    assert kinds[0] == "task" and "artifact_update" in kinds
+    states = [r.status_update.status.state for r in events if r.HasField("status_update")]
+    assert TaskState.TASK_STATE_WORKING in states and states[-1] == TaskState.TASK_STATE_INPUT_REQUIRED
+    chunks = [r.artifact_update for r in events if r.HasField("artifact_update")]
+    assert chunks[0].artifact.parts[0].text == "I'll create hello.txt for you." and not chunks[0].append
+    data_kinds = [next(iter(MessageToDict(p.data)["kind"])) for r in events if r.HasField("status_update")
+                  for p in r.status_update.status.message.parts if p.media_type == EVENT_MEDIA_TYPE]  # fmt: skip
+    assert {"PlanUpdated", "ToolUpdated", "RequestOpened"} <= set(data_kinds)
+    reasoning = [p for r in events if r.HasField("status_update") for p in r.status_update.status.message.parts
+                 if "reasoning" in p.media_type]  # fmt: skip
+    assert MessageToDict(reasoning[0].data)["ReasoningDelta"]["text"].startswith("The user wants a greeting")
+    task_id = events[0].task.id
+    # answer with the wire's Answer JSON in a DataPart, streamed: the rest of the turn arrives, then COMPLETED
+    answer = user_message(data({"Permission": "AllowOnce"}), task_id=task_id)
+    rest = [r async for r in client.send_message(SendMessageRequest(message=answer))]
+    final = [r.status_update.status for r in rest if r.HasField("status_update")][-1]
+    assert final.state == TaskState.TASK_STATE_COMPLETED
+    assert final.message.parts[0].text == "I'll create hello.txt for you.Done: hello.txt now says hello."
+    appended = [r.artifact_update for r in rest if r.HasField("artifact_update")]
+    assert appended and appended[0].append
+
+
+@pytest.mark.parametrize("answer, state", [("allow", TaskState.TASK_STATE_COMPLETED),
+                                           ("deny", TaskState.TASK_STATE_COMPLETED)])  # fmt: skip
+async def test_permission_answered_by_text(a2a_daemon: Any, answer: str, state: int) -> None:
+    daemon = a2a_daemon(mock="permission")
+    client = await client_for(daemon.url)
+    task = await send(client, user_message(Part(text="write hello.txt")))
+    assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert task.status.message.parts[0].text.startswith("Permission requested: Write hello.txt")
+    request = MessageToDict(task.status.message.parts[1].data)["kind"]["RequestOpened"]["Permission"]
+    assert request["id"] == "req1" and request["options"] == ["AllowOnce", "AllowAlways", "DenyOnce"]
+    refused = await send(client, user_message(Part(text="perhaps"), task_id=task.id))
+    assert refused.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert "not an answer" in refused.status.message.parts[0].text
+    done = await send(client, user_message(Part(text=answer), task_id=task.id))
+    assert done.status.state == state and done.context_id == task.context_id
+    answers = [p.text for m in done.history for p in m.parts if p.text in (answer, "perhaps")]
+    assert answers == ["perhaps", answer]  # both follow-ups are in the task's history
+
+
+async def test_question_answered_by_choice_label(a2a_daemon: Any) -> None:
+    daemon = a2a_daemon(mock="question")
+    client = await client_for(daemon.url)
+    task = await send(client, user_message(Part(text="greet")))
+    assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert "Which language" in task.status.message.parts[0].text and "English" in task.status.message.parts[0].text
+    done = await send(client, user_message(Part(text="French"), task_id=task.id))
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert done.status.message.parts[0].text == "Before I start, one question.Thanks, noted."
+
+
+def permission_twice(tmp_path: Path) -> str:
+    """The shipped permission script with its turn played twice (a played-out mock script hangs)."""
+    import anyagentd.mock
+
+    shipped = json.loads((Path(anyagentd.mock.__file__).parent / "scripts" / "permission.json").read_text())
+    path = tmp_path / "permission-twice.json"
+    path.write_text(json.dumps({"turns": shipped["turns"] * 2}))
+    return str(path)
+
+
+async def test_cancel_while_waiting_for_input(a2a_daemon: Any, tmp_path: Path) -> None:
+    daemon = a2a_daemon(mock=permission_twice(tmp_path))
+    client = await client_for(daemon.url)
+    task = await send(client, user_message(Part(text="write")))
+    cancelled = await client.cancel_task(CancelTaskRequest(id=task.id))
+    assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+    fetched = await client.get_task(GetTaskRequest(id=task.id))
+    assert fetched.status.state == TaskState.TASK_STATE_CANCELED
+    # the conversation goes on: the next message in the same context runs the next turn
+    again = await send(client, user_message(Part(text="again"), context_id=task.context_id))
+    assert again.status.state == TaskState.TASK_STATE_INPUT_REQUIRED and again.id != task.id
+
+
+def wait_state(daemon: Any, task_id: str, state: str, timeout: float = 20.0) -> dict[str, Any]:
+    """Poll GetTask until the task is in ``state``; returns it (fails with the last one seen)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = daemon.rpc("GetTask", {"id": task_id}).json()["result"]
+        if got["status"]["state"] == state or time.monotonic() > deadline:
+            assert got["status"]["state"] == state, got
+            return got
+        time.sleep(0.05)
+
+
+SLOW = {"turns": [[{"Emit": {"TextDelta": {"message_id": "m1", "text": "working"}}}, {"Sleep": 60000},
+                   {"End": {"Completed": {"source": "Protocol"}}}],
+                  [{"Emit": {"TextDelta": {"message_id": "m2", "text": "second"}}},
+                   {"End": {"Completed": {"source": "Protocol"}}}]]}  # fmt: skip
+
+
+async def test_cancel_a_running_turn_and_a_queued_prompt_runs_after_it(a2a_daemon: Any, tmp_path: Path) -> None:
+    script = tmp_path / "slow.json"
+    script.write_text(json.dumps(SLOW))
+    daemon = a2a_daemon(mock=str(script))
+    first = daemon.send_text("one", configuration={"returnImmediately": True})
+    ctx = first["contextId"]
+    wait_state(daemon, first["id"], "TASK_STATE_WORKING")  # its turn runs (the session may take a while to open)
+    second = daemon.send_text("two", context_id=ctx, configuration={"returnImmediately": True})
+    assert second["status"]["state"] == "TASK_STATE_SUBMITTED"  # queued behind the running turn
+    cancelled = daemon.rpc("CancelTask", {"id": first["id"]}).json()["result"]
+    assert cancelled["status"]["state"] == "TASK_STATE_CANCELED"
+    got = wait_state(daemon, second["id"], "TASK_STATE_COMPLETED")
+    assert got["status"]["message"]["parts"][0]["text"] == "second"
+
+
+async def test_file_and_data_parts_reach_the_prompt(a2a_daemon: Any, tmp_path: Path) -> None:
+    echo = {"turns": [[{"Emit": {"TextDelta": {"message_id": "m1", "text": "ok"}}},
+                       {"End": {"Completed": {"source": "Protocol"}}}]]}  # fmt: skip
+    script = tmp_path / "echo.json"
+    script.write_text(json.dumps(echo))
+    daemon = a2a_daemon(mock=str(script))
+    client = await client_for(daemon.url)
+    task = await send(client, user_message(Part(text="see file"), Part(raw=b"PAYLOAD", filename="../notes.txt"),
+                                           data({"k": 1})))  # fmt: skip
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    saved = list(daemon.state_dir.glob("conversations/*/files/*notes.txt"))
+    assert len(saved) == 1 and saved[0].read_bytes() == b"PAYLOAD"  # the name cannot escape the directory
+
+
+async def test_two_principals_with_one_context_id_stay_apart(a2a_daemon: Any) -> None:
+    config = """
+[a2a]
+bearer = "{{secret:OP_TOKEN}}"
+[[a2a.principals]]
+id = "alice"
+bearer = "{{secret:ALICE_TOKEN}}"
+[[a2a.principals]]
+id = "bob"
+role = "agent"
+bearer = "{{secret:BOB_TOKEN}}"
+"""
+    env = {"OP_TOKEN": "op-secret-1", "ALICE_TOKEN": "alice-secret-1", "BOB_TOKEN": "bob-secret-1"}
+    daemon = a2a_daemon(config=config, env=env, mock="permission")
+    alice = daemon.send_text("hi", token="alice-secret-1", context_id="shared")
+    bob = daemon.send_text("hi", token="bob-secret-1", context_id="shared")
+    assert alice["status"]["state"] == bob["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    # separate conversations: each has its own engine session (the mock restarts its script per session)
+    assert alice["status"]["message"]["parts"][1]["data"]["session_id"] != bob["status"]["message"]["parts"][1]["data"]["session_id"]
+    # another principal's task is -32001 for GetTask, CancelTask and a follow-up message alike
+    for method, params in [("GetTask", {"id": alice["id"]}), ("CancelTask", {"id": alice["id"]}),
+                           ("SendMessage", {"message": {"messageId": "x", "role": "ROLE_USER", "taskId": alice["id"],
+                                                        "parts": [{"text": "allow"}]}})]:  # fmt: skip
+        error = daemon.rpc(method, params, token="bob-secret-1").json()["error"]
+        assert error["code"] == -32001, (method, error)
+    listed = daemon.rpc("ListTasks", {"contextId": "shared"}, token="alice-secret-1").json()["result"]
+    assert [t["id"] for t in listed["tasks"]] == [alice["id"]]
+    # the operator sees all, and may act on a user's task without taking it over
+    everything = daemon.rpc("ListTasks", {}, token="op-secret-1").json()["result"]
+    assert {t["id"] for t in everything["tasks"]} == {alice["id"], bob["id"]}
+    assert daemon.rpc("GetTask", {"id": bob["id"]}, token="op-secret-1").json()["result"]["id"] == bob["id"]
+    done = daemon.send_text("allow", token="op-secret-1", task_id=alice["id"])
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    mine = daemon.rpc("GetTask", {"id": alice["id"]}, token="alice-secret-1").json()["result"]
+    assert mine["status"]["state"] == "TASK_STATE_COMPLETED"
+    log = "".join(daemon.stderr)
+    assert not any(secret in log for secret in env.values())
