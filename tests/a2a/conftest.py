@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-ANYAGENTD = str(Path(sys.executable).with_name("anyagentd"))
+from a2a_helpers import ANYAGENTD
 STARTUP = 30.0
 """Seconds a daemon may take to print its listening line."""
 

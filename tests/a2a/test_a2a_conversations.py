@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from a2a_helpers import SLOW, wait_state
 from a2a.client import ClientConfig, ClientFactory
 from a2a.types import (
     CancelTaskRequest,
@@ -169,23 +170,6 @@ async def test_cancel_while_waiting_for_input(a2a_daemon: Any, tmp_path: Path) -
     # the conversation goes on: the next message in the same context runs the next turn
     again = await send(client, user_message(Part(text="again"), context_id=task.context_id))
     assert again.status.state == TaskState.TASK_STATE_INPUT_REQUIRED and again.id != task.id
-
-
-def wait_state(daemon: Any, task_id: str, state: str, timeout: float = 20.0) -> dict[str, Any]:
-    """Poll GetTask until the task is in ``state``; returns it (fails with the last one seen)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = daemon.rpc("GetTask", {"id": task_id}).json()["result"]
-        if got["status"]["state"] == state or time.monotonic() > deadline:
-            assert got["status"]["state"] == state, got
-            return got
-        time.sleep(0.05)
-
-
-SLOW = {"turns": [[{"Emit": {"TextDelta": {"message_id": "m1", "text": "working"}}}, {"Sleep": 60000},
-                   {"End": {"Completed": {"source": "Protocol"}}}],
-                  [{"Emit": {"TextDelta": {"message_id": "m2", "text": "second"}}},
-                   {"End": {"Completed": {"source": "Protocol"}}}]]}  # fmt: skip
 
 
 async def test_cancel_a_running_turn_and_a_queued_prompt_runs_after_it(a2a_daemon: Any, tmp_path: Path) -> None:

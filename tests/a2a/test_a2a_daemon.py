@@ -1,0 +1,216 @@
+"""The daemon's shape and life: lazy import, configuration checks, the listening line, restart durability (kill -9
+mid-turn), SIGTERM drain, SIGHUP reload, push notifications to a real loopback receiver."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from anyagentd_a2a.config import ConfigError, load, parse
+
+from a2a_helpers import ANYAGENTD, SLOW, wait_state
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_cli_import_does_not_load_the_http_stack() -> None:
+    code = ("import sys, anyagentd.cli; "
+            "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'a2a', 'starlette', 'uvicorn', 'sqlalchemy', "
+            "'sse_starlette', 'httpx'}); "
+            "print(heavy, 'a2a' in anyagentd.cli.main.commands, 'anyagentd_a2a.plugin' in sys.modules)")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[] True True"
+
+
+# ------------------------------------------------------------------------------------------------ configuration
+
+
+def test_config_refuses_unknown_keys_literals_and_missing_secrets(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse({"a2a": {"listne": "127.0.0.1:1"}})
+    assert err.value.key == "a2a.listne" and "unknown key" in err.value.message
+    with pytest.raises(ConfigError) as err:
+        parse({"a2a": {"bearer": "hunter2"}})
+    assert err.value.key == "a2a.bearer" and "hunter2" not in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        parse({"a2a": {"principals": [{"id": "al", "bearer": "{{secret:NOPE_TOKEN}}"}]}}, env={})
+    assert err.value.key == "a2a.principals.0.bearer" and "NOPE_TOKEN" in err.value.message
+    with pytest.raises(ConfigError) as err:
+        parse({"a2a": {"listen": "0.0.0.0:8787", "bearer": "{{secret:T}}"}}, env={"T": "x"})
+    assert err.value.key == "a2a.listen" and "tls" in err.value.message
+    with pytest.raises(ConfigError) as err:
+        parse({"a2a": {"listen": "0.0.0.0:8787", "tls": {"cert": "c", "key": "k"}}})
+    assert err.value.key == "a2a.listen" and "bearer" in err.value.message
+    with pytest.raises(ConfigError) as err:
+        parse({"a2a": {"principals": [{"id": "al", "bearer": "{{secret:T}}", "rate": "lots"}]}}, env={"T": "x"})
+    assert err.value.key == "a2a.principals.0.rate"
+    secret = tmp_path / "token"
+    secret.write_text("from-a-file\n")
+    loaded = parse({"a2a": {"bearer": f"{{{{secret-file:{secret}}}}}"}, "agent": {"approval": "auto"}})
+    assert loaded.secrets.operator.get_secret_value() == "from-a-file"
+    assert "from-a-file" not in repr(loaded)
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run([ANYAGENTD, "a2a", *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **(env or {})})  # fmt: skip
+
+
+def test_check_config_exits_2_naming_the_key(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[agent]\nname = "mock"\napproval = "sometimes"\n')
+    result = run_cli("--check-config", str(bad))
+    assert result.returncode == 2 and "agent.approval" in result.stderr and result.stdout == ""
+    good = tmp_path / "good.toml"
+    good.write_text('[a2a]\nbearer = "{{secret:GOOD_TOKEN}}"\n')
+    assert run_cli("--check-config", str(good), env={"GOOD_TOKEN": "t"}).returncode == 0
+    missing = run_cli("--check-config", str(good), env={"GOOD_TOKEN": ""})
+    assert missing.returncode == 2 and "GOOD_TOKEN" in missing.stderr
+    served = run_cli("--config", str(bad), "--listen", "127.0.0.1:0")
+    assert served.returncode == 2 and "agent.approval" in served.stderr
+    exposed = run_cli("--listen", "0.0.0.0:0")
+    assert exposed.returncode == 2 and "a2a.listen" in exposed.stderr
+
+
+def test_default_config_serves_mock_on_loopback_and_logs_json(a2a_daemon: Any) -> None:
+    daemon = a2a_daemon()
+    assert daemon.url.startswith("http://127.0.0.1:")
+    task = daemon.send_text("hi")
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"  # the mock's default script answers
+    assert all(json.loads(line)["level"] for line in daemon.stderr if line.strip())
+
+
+# ------------------------------------------------------------------------------------------------ durability
+
+
+def test_kill_9_mid_turn_then_restart(a2a_daemon: Any, tmp_path: Path) -> None:
+    script = tmp_path / "slow.json"
+    script.write_text(json.dumps({"turns": [[{"Emit": {"TextDelta": {"message_id": "m0", "text": "quick"}}},
+                                             {"End": {"Completed": {"source": "Protocol"}}}], *SLOW["turns"]]}))
+    state = tmp_path / "state"
+    daemon = a2a_daemon(mock=str(script), state_dir=state)
+    done = daemon.send_text("first", context_id="c1")
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    running = daemon.send_text("second", context_id="c1", configuration={"returnImmediately": True})
+    wait_state(daemon, running["id"], "TASK_STATE_WORKING")
+    daemon.signal(signal.SIGKILL)
+    daemon.wait()
+    again = a2a_daemon(mock=str(script), state_dir=state)
+    failed = again.rpc("GetTask", {"id": running["id"]}).json()["result"]
+    assert failed["status"]["state"] == "TASK_STATE_FAILED"
+    assert "stopped while this task was running" in failed["status"]["message"]["parts"][0]["text"]
+    assert failed["artifacts"][0]["parts"][0]["text"] == "working"  # what it streamed before is kept
+    listed = again.rpc("ListTasks", {}).json()["result"]["tasks"]
+    assert {t["id"] for t in listed} == {done["id"], running["id"]}
+    assert again.rpc("GetTask", {"id": done["id"]}).json()["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    # a terminal task takes no more messages
+    assert again.rpc("SendMessage", {"message": {"messageId": "x", "role": "ROLE_USER", "taskId": running["id"],
+                                                 "parts": [{"text": "more"}]}}).json()["error"]["code"] == -32004
+
+
+def test_sigterm_drains_and_exits_0(a2a_daemon: Any, tmp_path: Path) -> None:
+    script = tmp_path / "slow.json"
+    script.write_text(json.dumps(SLOW))
+    state = tmp_path / "state"
+    daemon = a2a_daemon(mock=str(script), state_dir=state)
+    running = daemon.send_text("long", configuration={"returnImmediately": True})
+    wait_state(daemon, running["id"], "TASK_STATE_WORKING")
+    started = time.monotonic()
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait(timeout=30) == 0
+    assert time.monotonic() - started < 15  # the 60 s turn was cancelled, not waited for
+    again = a2a_daemon(mock=str(script), state_dir=state)
+    task = again.rpc("GetTask", {"id": running["id"]}).json()["result"]
+    assert task["status"]["state"] == "TASK_STATE_CANCELED"  # drained, not lost
+    assert any("draining" in line for line in daemon.stderr)
+
+
+def test_sighup_reloads_principals(a2a_daemon: Any, tmp_path: Path) -> None:
+    base = '[[a2a.principals]]\nid = "alice"\nbearer = "{{secret:ALICE_T}}"\n'
+    env = {"ALICE_T": "alice-t", "BOB_T": "bob-t"}
+    daemon = a2a_daemon(config=base, env=env, mock="hello")
+    assert daemon.rpc("ListTasks", token="bob-t").status_code == 401
+    config = next(Path(a) for a in daemon.process.args if str(a).endswith(".toml"))
+    config.write_text(base + '[[a2a.principals]]\nid = "bob"\nbearer = "{{secret:BOB_T}}"\n')
+    daemon.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while daemon.rpc("ListTasks", token="bob-t").status_code != 200 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert daemon.rpc("ListTasks", token="bob-t").status_code == 200
+    config.write_text("[a2a]\nnonsense = 1\n")  # a bad file is refused and the running configuration kept
+    daemon.signal(signal.SIGHUP)
+    time.sleep(0.5)
+    assert daemon.rpc("ListTasks", token="alice-t").status_code == 200
+    assert daemon.process.poll() is None
+
+
+# ------------------------------------------------------------------------------------------------ push
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    received: list[tuple[dict[str, str], Any]] = []
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.received.append((dict(self.headers), json.loads(body)))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def receiver() -> Any:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    _Receiver.received = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+
+
+def test_push_notifications_reach_a_loopback_receiver(a2a_daemon: Any, receiver: Any) -> None:
+    daemon = a2a_daemon(config="[a2a.push]\nallow_private = true\n", mock="hello")
+    url = f"http://127.0.0.1:{receiver.server_address[1]}/hook"
+    push = {"url": url, "token": "push-token-1"}
+    task = daemon.send_text("hi", configuration={"taskPushNotificationConfig": push})
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any(
+            "COMPLETED" in json.dumps(b) for _, b in _Receiver.received):  # fmt: skip
+        time.sleep(0.05)
+    assert _Receiver.received, "no notification arrived"
+    headers, _ = _Receiver.received[-1]
+    assert headers["X-A2A-Notification-Token"] == "push-token-1"
+    assert any(b.get("statusUpdate", {}).get("status", {}).get("state") == "TASK_STATE_COMPLETED"
+               for _, b in _Receiver.received)  # fmt: skip
+    configs = daemon.rpc("ListTaskPushNotificationConfigs", {"taskId": task["id"]}).json()["result"]
+    assert configs["configs"][0]["url"] == url
+
+
+def test_push_to_a_private_address_is_refused_by_default(a2a_daemon: Any) -> None:
+    daemon = a2a_daemon(mock="hello")
+    task = daemon.send_text("hi")
+    error = daemon.rpc("CreateTaskPushNotificationConfig",
+                       {"taskId": task["id"], "url": "http://127.0.0.1:9/hook"}).json()["error"]  # fmt: skip
+    assert error["code"] == -32602
+
+
+def test_load_reads_toml_files(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[agent]\nname = { acp = { name = "x", path = "/bin/x" } }\n')
+    assert load(path).config.agent.agent_ref() == {"acp": {"name": "x", "path": "/bin/x", "args": []}}
+    path.write_text("[agent\n")
+    with pytest.raises(ConfigError):
+        load(path)
