@@ -238,3 +238,55 @@ bearer = "{{secret:BOB_TOKEN}}"
     assert mine["status"]["state"] == "TASK_STATE_COMPLETED"
     log = "".join(daemon.stderr)
     assert not any(secret in log for secret in env.values())
+
+
+async def test_a_message_steered_into_the_running_turn_completes_at_once(a2a_daemon: Any, tmp_path: Path) -> None:
+    script = tmp_path / "steer.json"
+    script.write_text(json.dumps({**SLOW, "steer": True}))
+    daemon = a2a_daemon(mock=str(script))
+    first = daemon.send_text("one", configuration={"returnImmediately": True})
+    wait_state(daemon, first["id"], "TASK_STATE_WORKING")
+    steered = daemon.send_text("also this", context_id=first["contextId"])
+    assert steered["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert steered["status"]["message"]["parts"][0]["text"].startswith("Delivered: steered into the running turn t1")
+    assert steered["status"]["message"]["parts"][1]["data"] == {"Steered": {"turn_id": "t1"}}
+    assert daemon.rpc("GetTask", {"id": first["id"]}).json()["result"]["status"]["state"] == "TASK_STATE_WORKING"
+
+
+async def test_subscribe_to_a_waiting_task_follows_it_to_the_end(a2a_daemon: Any) -> None:
+    from a2a.types import SubscribeToTaskRequest
+
+    daemon = a2a_daemon(mock="permission")
+    client = await client_for(daemon.url, streaming=True)
+    task = await send(await client_for(daemon.url), user_message(Part(text="write")))
+    assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    seen: list[Any] = []
+
+    async def follow() -> None:
+        async for response in client.subscribe(SubscribeToTaskRequest(id=task.id)):
+            seen.append(response)
+
+    import anyio
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(follow)
+        await anyio.sleep(0.5)
+        done = await send(await client_for(daemon.url), user_message(Part(text="allow"), task_id=task.id))
+        assert done.status.state == TaskState.TASK_STATE_COMPLETED
+        with anyio.fail_after(20):
+            while not any(r.HasField("status_update") and r.status_update.status.state == TaskState.TASK_STATE_COMPLETED
+                          for r in seen):  # fmt: skip
+                await anyio.sleep(0.05)
+    assert seen[0].HasField("task") and seen[0].task.id == task.id  # the snapshot first, then the live events
+    assert any(r.HasField("artifact_update") for r in seen)
+
+
+async def test_context_mismatch_and_unknown_task_are_refused(a2a_daemon: Any) -> None:
+    daemon = a2a_daemon(mock="permission")
+    task = daemon.send_text("write")
+    message = {"messageId": "x", "role": "ROLE_USER", "taskId": task["id"], "contextId": "other",
+               "parts": [{"text": "allow"}]}  # fmt: skip
+    assert daemon.rpc("SendMessage", {"message": message}).json()["error"]["code"] == -32602
+    unknown = dict(message, taskId="no-such-task", contextId=task["contextId"])
+    assert daemon.rpc("SendMessage", {"message": unknown}).json()["error"]["code"] == -32001
+    assert daemon.rpc("GetTask", {"id": task["id"]}).json()["result"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"

@@ -19,7 +19,7 @@ from anyagentd_a2a.config import ConfigError, load, parse
 
 from a2a_helpers import ANYAGENTD, SLOW, wait_state
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.anyio]
 
 
 def test_cli_import_does_not_load_the_http_stack() -> None:
@@ -197,6 +197,12 @@ def test_push_notifications_reach_a_loopback_receiver(a2a_daemon: Any, receiver:
                for _, b in _Receiver.received)  # fmt: skip
     configs = daemon.rpc("ListTaskPushNotificationConfigs", {"taskId": task["id"]}).json()["result"]
     assert configs["configs"][0]["url"] == url
+    config_id = configs["configs"][0]["id"]
+    got = daemon.rpc("GetTaskPushNotificationConfig", {"taskId": task["id"], "id": config_id}).json()["result"]
+    assert got["url"] == url and got["token"] == "push-token-1"
+    daemon.rpc("DeleteTaskPushNotificationConfig", {"taskId": task["id"], "id": config_id}).raise_for_status()
+    left = daemon.rpc("ListTaskPushNotificationConfigs", {"taskId": task["id"]}).json()["result"]
+    assert not left.get("configs")
 
 
 def test_push_to_a_private_address_is_refused_by_default(a2a_daemon: Any) -> None:
@@ -214,3 +220,56 @@ def test_load_reads_toml_files(tmp_path: Path) -> None:
     path.write_text("[agent\n")
     with pytest.raises(ConfigError):
         load(path)
+
+
+def test_tls_listener_serves_https(a2a_daemon: Any, tmp_path: Path) -> None:
+    import ssl
+
+    import httpx
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)  # fmt: skip
+    daemon = a2a_daemon(config=f'[a2a.tls]\ncert = "{cert}"\nkey = "{key}"\n', mock="hello")
+    assert daemon.url.startswith("https://127.0.0.1:")
+    context = ssl.create_default_context(cafile=str(cert))
+    card = httpx.get(daemon.url + "/.well-known/agent-card.json", verify=context).json()
+    assert card["supportedInterfaces"][0]["url"] == daemon.url
+    reply = httpx.post(daemon.url + "/", verify=context, headers={"A2A-Version": "1.0"},
+                       json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}).json()  # fmt: skip
+    assert reply["result"]["tasks"] == []
+
+
+async def test_sends_are_refused_while_draining_and_reads_still_served() -> None:
+    """The front's last gate, in process (a drain is too short to hit from outside): sends get -32603 DRAINING and
+    never reach the dispatcher; reads still do."""
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from anyagentd_a2a.config import default_config
+    from anyagentd_a2a.front import Front
+    from anyagentd_a2a.principals import Identities
+
+    reached: list[str] = []
+
+    async def dispatch(request: Any) -> Any:
+        reached.append((await request.json())["method"])
+        return JSONResponse({"jsonrpc": "2.0", "id": 1, "result": {}})
+
+    front = Front(Identities(default_config()), dispatch, {"SendMessage", "GetTask"}, is_draining=lambda: True,
+                  supported_extensions=set(), realm="anyagentd")  # fmt: skip
+    app = Starlette(routes=[Route("/", front.handle, methods=["POST"])])
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        headers = {"A2A-Version": "1.0"}
+        send = await client.post("/", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                                                             "params": {}})  # fmt: skip
+        error = send.json()["error"]
+        assert error["code"] == -32603 and error["data"][0]["reason"] == "DRAINING"
+        read = await client.post("/", headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "GetTask",
+                                                             "params": {"id": "x"}})  # fmt: skip
+        assert read.json()["result"] == {}
+    assert reached == ["GetTask"]
