@@ -120,19 +120,27 @@ def test_kill_9_mid_turn_then_restart(a2a_daemon: Any, tmp_path: Path) -> None:
 
 
 def test_sigterm_drains_and_exits_0(a2a_daemon: Any, tmp_path: Path) -> None:
-    script = tmp_path / "slow.json"
-    script.write_text(json.dumps(SLOW))
+    import anyagentd.mock
+
+    permission = json.loads((Path(anyagentd.mock.__file__).parent / "scripts" / "permission.json").read_text())
+    script = tmp_path / "drain.json"  # every session: a permission turn, then a 60 s turn
+    script.write_text(json.dumps({"turns": [permission["turns"][0], SLOW["turns"][0]]}))
     state = tmp_path / "state"
     daemon = a2a_daemon(mock=str(script), state_dir=state)
-    running = daemon.send_text("long", configuration={"returnImmediately": True})
+    waiting = daemon.send_text("write", context_id="a")  # parked in INPUT_REQUIRED
+    assert waiting["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert daemon.send_text("allow", task_id=daemon.send_text("write", context_id="b")["id"])["status"]["state"] \
+        == "TASK_STATE_COMPLETED"
+    running = daemon.send_text("long", context_id="b", configuration={"returnImmediately": True})
     wait_state(daemon, running["id"], "TASK_STATE_WORKING")
     started = time.monotonic()
     daemon.signal(signal.SIGTERM)
     assert daemon.wait(timeout=30) == 0
     assert time.monotonic() - started < 15  # the 60 s turn was cancelled, not waited for
     again = a2a_daemon(mock=str(script), state_dir=state)
-    task = again.rpc("GetTask", {"id": running["id"]}).json()["result"]
-    assert task["status"]["state"] == "TASK_STATE_CANCELED"  # drained, not lost
+    for task in (running, waiting):  # both drained as CANCELED, not lost as FAILED
+        got = again.rpc("GetTask", {"id": task["id"]}).json()["result"]
+        assert got["status"]["state"] == "TASK_STATE_CANCELED", got
     assert any("draining" in line for line in daemon.stderr)
 
 

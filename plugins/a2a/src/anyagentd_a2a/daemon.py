@@ -23,11 +23,14 @@ import anyio
 import httpx
 import uvicorn
 from a2a.auth.user import User
+from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.server.tasks import BasePushNotificationSender
+from a2a.types import CancelTaskRequest
+from a2a.utils.errors import A2AError
 from a2a.utils.push_url_validator import validate_push_notification_url
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -39,9 +42,9 @@ from anyagentd.runtime import Runtime
 from .card import build_card, extend_for_caller
 from .config import ConfigError, Loaded, load, split_host_port
 from .conversations import Conversation, Conversations
-from .executor import ConversationExecutor
+from .executor import CANCEL_GRACE, ConversationExecutor
 from .front import COMMAND_EXTENSION, CorsGate, Front
-from .principals import Identities
+from .principals import OPERATOR, Identities
 from .store import ConversationTable, PrincipalTaskStore, engine_for, fail_interrupted
 
 log = logging.getLogger("anyagentd.a2a")
@@ -166,7 +169,8 @@ class Daemon:
             tg.start_soon(self._signals, server)
             tg.start_soon(self._announce, server)
             await server.serve(sockets=[sock])
-            await self.conversations.close_all()
+            if not self.draining:
+                await self.drain()
             await handler.aclose()
             if http is not None:
                 await http.aclose()
@@ -185,7 +189,7 @@ class Daemon:
             validator = None if push.allow_private else validate_push_notification_url
             http = httpx.AsyncClient(timeout=10.0)
             sender = BasePushNotificationSender(http, push_store, push_url_validator=validator)
-        handler = DefaultRequestHandler(
+        handler = self.handler = DefaultRequestHandler(
             ConversationExecutor(self.conversations), store, card, push_config_store=push_store, push_sender=sender,
             extended_agent_card=card, extended_card_modifier=extend_for_caller, push_url_validator=validator,
         )  # fmt: skip
@@ -218,11 +222,29 @@ class Daemon:
                     self._reload()
                     continue
                 log.info("draining: %s", signal.Signals(signum).name)
-                self.draining = True
                 with anyio.CancelScope(shield=True):
-                    await self.conversations.close_all()
+                    await self.drain()
                 server.should_exit = True
                 return
+
+    async def drain(self) -> None:
+        """Stop intake (sends get DRAINING), cancel every live task through the SDK handler — so a task waiting
+        for input is recorded CANCELED too, not left to be marked FAILED at the next start — then close every
+        session, all in parallel."""
+        self.draining = True
+        context = ServerCallContext(user=_Principal(OPERATOR), state={"principal": OPERATOR})
+
+        async def cancel(task_id: str) -> None:
+            with anyio.move_on_after(CANCEL_GRACE + 1):
+                try:
+                    await self.handler.on_cancel_task(CancelTaskRequest(id=task_id), context)
+                except A2AError as err:  # already ended meanwhile
+                    log.info("drain: task %s: %s", task_id, err)
+
+        async with anyio.create_task_group() as tg:
+            for task_id in list(self.conversations.runs):
+                tg.start_soon(cancel, task_id)
+        await self.conversations.close_all()
 
     def _reload(self) -> None:
         path = self.options.config_path
