@@ -89,8 +89,8 @@ def a2a_daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     """``a2a_daemon(*args, config=None (TOML text), env=None (extra variables), state_dir=None, mock=None)``."""
     daemons: list[Daemon] = []
 
-    def start(*args: str, config: str | None = None, env: dict[str, str] | None = None,
-              state_dir: Path | None = None, mock: str | None = None, listen: str = "127.0.0.1:0") -> Daemon:  # fmt: skip
+    def start(*args: str, config: str | None = None, env: dict[str, str] | None = None, state_dir: Path | None = None,
+              mock: str | None = None, listen: str = "127.0.0.1:0") -> Daemon:  # fmt: skip
         state = state_dir or tmp_path / f"state{len(daemons)}"
         argv = ["--listen", listen, "--state-dir", str(state), *args]
         if mock:

@@ -17,7 +17,8 @@ from a2a_helpers import wait_state
 pytestmark = pytest.mark.timeout(240)
 
 WRITE_SCRIPT = {"turns": [
-    {"text": "Writing the file.", "tool": {"name": "Write", "input": {"file_path": "{{cwd}}/out.txt", "content": "hi\n"}}},
+    {"text": "Writing the file.",
+     "tool": {"name": "Write", "input": {"file_path": "{{cwd}}/out.txt", "content": "hi\n"}}},
     {"text": "Done."},
 ]}  # fmt: skip
 

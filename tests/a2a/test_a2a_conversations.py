@@ -187,18 +187,42 @@ async def test_cancel_a_running_turn_and_a_queued_prompt_runs_after_it(a2a_daemo
     assert got["status"]["message"]["parts"][0]["text"] == "second"
 
 
-async def test_file_and_data_parts_reach_the_prompt(a2a_daemon: Any, tmp_path: Path) -> None:
+async def test_file_parts_by_bytes_and_url_are_saved(a2a_daemon: Any, tmp_path: Path) -> None:
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "spec.md").write_bytes(b"FROM A URL")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), lambda *a: SimpleHTTPRequestHandler(*a, directory=str(served)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     echo = {"turns": [[{"Emit": {"TextDelta": {"message_id": "m1", "text": "ok"}}},
-                       {"End": {"Completed": {"source": "Protocol"}}}]]}  # fmt: skip
+                       {"End": {"Completed": {"source": "Protocol"}}}]] * 2}  # fmt: skip
     script = tmp_path / "echo.json"
     script.write_text(json.dumps(echo))
-    daemon = a2a_daemon(mock=str(script))
-    client = await client_for(daemon.url)
-    task = await send(client, user_message(Part(text="see file"), Part(raw=b"PAYLOAD", filename="../notes.txt"),
-                                           data({"k": 1})))  # fmt: skip
-    assert task.status.state == TaskState.TASK_STATE_COMPLETED
-    saved = list(daemon.state_dir.glob("conversations/*/files/*notes.txt"))
-    assert len(saved) == 1 and saved[0].read_bytes() == b"PAYLOAD"  # the name cannot escape the directory
+    try:
+        daemon = a2a_daemon(mock=str(script), config="[a2a.push]\nallow_private = true\n")
+        client = await client_for(daemon.url)
+        url = f"http://127.0.0.1:{server.server_address[1]}/spec.md"
+        task = await send(client, user_message(Part(text="see files"), Part(raw=b"PAYLOAD", filename="../notes.txt"),
+                                               Part(url=url), data({"k": 1})))  # fmt: skip
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        files = daemon.state_dir / "conversations"
+        saved = list(files.glob("*/files/*notes.txt"))
+        assert len(saved) == 1 and saved[0].read_bytes() == b"PAYLOAD"  # the name cannot escape the directory
+        assert [p.read_bytes() for p in files.glob("*/files/*spec.md")] == [b"FROM A URL"]
+        missing = await send(client, user_message(Part(text="x"), Part(url=url + ".gone"), context_id=task.context_id))
+        assert missing.status.state == TaskState.TASK_STATE_FAILED
+        assert "could not be fetched" in missing.status.message.parts[0].text
+    finally:
+        server.shutdown()
+
+
+async def test_file_urls_to_private_addresses_are_refused_by_default(a2a_daemon: Any) -> None:
+    daemon = a2a_daemon(mock="hello")
+    task = await send(await client_for(daemon.url), user_message(Part(text="x"), Part(url="http://127.0.0.1:9/f")))
+    assert task.status.state == TaskState.TASK_STATE_FAILED
+    assert "private or loopback" in task.status.message.parts[0].text
 
 
 async def test_two_principals_with_one_context_id_stay_apart(a2a_daemon: Any) -> None:
@@ -219,7 +243,8 @@ bearer = "{{secret:BOB_TOKEN}}"
     bob = daemon.send_text("hi", token="bob-secret-1", context_id="shared")
     assert alice["status"]["state"] == bob["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     # separate conversations: each has its own engine session (the mock restarts its script per session)
-    assert alice["status"]["message"]["parts"][1]["data"]["session_id"] != bob["status"]["message"]["parts"][1]["data"]["session_id"]
+    sessions = {t["status"]["message"]["parts"][1]["data"]["session_id"] for t in (alice, bob)}
+    assert len(sessions) == 2
     # another principal's task is -32001 for GetTask, CancelTask and a follow-up message alike
     for method, params in [("GetTask", {"id": alice["id"]}), ("CancelTask", {"id": alice["id"]}),
                            ("SendMessage", {"message": {"messageId": "x", "role": "ROLE_USER", "taskId": alice["id"],

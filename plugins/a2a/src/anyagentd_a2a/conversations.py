@@ -305,8 +305,14 @@ class Conversations:
     agent); ``start_pump(fn, session)`` runs a pump in the daemon's task group; ``remember(conversation, token)``
     stores a resume token."""
 
-    def __init__(self, state_dir: Path, *, open_session: Callable[[Conversation], Awaitable[Any]],
-                 start_pump: Callable[..., None], remember: Callable[[Conversation, str | None], None]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        open_session: Callable[[Conversation], Awaitable[Any]],
+        start_pump: Callable[..., None],
+        remember: Callable[[Conversation, str | None], None],
+    ) -> None:
         self.state_dir = state_dir
         self.open_session = open_session
         self.start_pump = start_pump

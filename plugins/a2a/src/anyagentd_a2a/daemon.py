@@ -189,9 +189,10 @@ class Daemon:
             validator = None if push.allow_private else validate_push_notification_url
             http = httpx.AsyncClient(timeout=10.0)
             sender = BasePushNotificationSender(http, push_store, push_url_validator=validator)
+        executor = ConversationExecutor(self.conversations, allow_private_urls=push.allow_private)
         handler = self.handler = DefaultRequestHandler(
-            ConversationExecutor(self.conversations), store, card, push_config_store=push_store, push_sender=sender,
-            extended_agent_card=card, extended_card_modifier=extend_for_caller, push_url_validator=validator,
+            executor, store, card, push_config_store=push_store, push_sender=sender, extended_agent_card=card,
+            extended_card_modifier=extend_for_caller, push_url_validator=validator,
         )  # fmt: skip
         self.card = card
         return handler, http

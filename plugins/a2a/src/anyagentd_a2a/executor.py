@@ -14,12 +14,12 @@ import logging
 import anyio
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
-from a2a.types import Part, Task, TaskState, TaskStatus
+from a2a.types import Part, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
 
 from anyagentd.errors import AnyagentError
 
 from .conversations import Conversations, TaskRun
-from .translate import answer_of, prompt_of, request_text
+from .translate import agent_message, answer_of, fetch_url_parts, prompt_of, request_text
 
 log = logging.getLogger("anyagentd.a2a")
 
@@ -34,8 +34,9 @@ def owner_of(context: RequestContext) -> str:
 class ConversationExecutor(AgentExecutor):
     """Runs each A2A task as one prompt of its conversation; see the module docstring."""
 
-    def __init__(self, conversations: Conversations) -> None:
+    def __init__(self, conversations: Conversations, *, allow_private_urls: bool = False) -> None:
         self.conversations = conversations
+        self.allow_private_urls = allow_private_urls
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task = context.current_task
@@ -61,7 +62,8 @@ class ConversationExecutor(AgentExecutor):
         run = self.conversations.new_run(conversation, context.task_id)
         await event_queue.enqueue_event(task)
         try:
-            prompt = prompt_of(context.message, conversation.files_dir)
+            fetched = await fetch_url_parts(context.message, allow_private=self.allow_private_urls)
+            prompt = prompt_of(context.message, conversation.files_dir, fetched)
         except (ValueError, OSError) as err:
             ticket[1].set()
             run.fail(f"The prompt could not be delivered: {err}")
@@ -101,10 +103,6 @@ class ConversationExecutor(AgentExecutor):
 
 
 async def _status(queue: EventQueue, task: Task, state: int, text: str) -> None:
-    from a2a.types import TaskStatusUpdateEvent
-
-    from .translate import agent_message
-
     status = TaskStatus(state=state, message=agent_message([Part(text=text)], context_id=task.context_id,
                                                           task_id=task.id))  # fmt: skip
     status.timestamp.GetCurrentTime()

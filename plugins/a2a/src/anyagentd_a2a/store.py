@@ -14,6 +14,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
+from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import DatabaseTaskStore
 from a2a.types import ListTasksRequest, ListTasksResponse, Task
@@ -91,7 +92,9 @@ class PrincipalTaskStore(DatabaseTaskStore):
         return ListTasksResponse(tasks=tasks[:size], total_size=total, page_size=size)
 
 
-class _Named:
+class _Owner(User):
+    """The call context's user, standing for a task's owner when the operator reads or writes it."""
+
     def __init__(self, name: str) -> None:
         self._name = name
 
@@ -105,12 +108,7 @@ class _Named:
 
 
 def _as_owner(context: ServerCallContext, owner: str) -> ServerCallContext:
-    from a2a.auth.user import User
-
-    class Owner(_Named, User):
-        pass
-
-    return context.model_copy(update={"user": Owner(owner)})
+    return context.model_copy(update={"user": _Owner(owner)})
 
 
 async def fail_interrupted(store: PrincipalTaskStore) -> int:

@@ -67,6 +67,10 @@ def agent_message(parts: list[Part], *, context_id: str, task_id: str) -> Messag
 # ------------------------------------------------------------------------------------------------ prompts
 
 
+MAX_FILE_BYTES = 20 * 1024 * 1024
+"""Largest file part (inline bytes or fetched URL) saved for a prompt, in bytes."""
+
+
 @dataclass(frozen=True)
 class PromptIn:
     """What a user Message asks: the prompt ``text`` and the ``attachments`` (paths of saved files)."""
@@ -78,9 +82,18 @@ class PromptIn:
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def prompt_of(message: Message, files_dir: Path) -> PromptIn:
-    """Text parts joined by newlines; each data part as its JSON text; each file part (``raw`` bytes, or ``url``)
-    saved under ``files_dir`` (bytes) or named by its URL, and attached. Raises ``ValueError`` for an empty prompt."""
+def file_name(part: Part, index: int) -> str:
+    """A safe file name for a file part: its ``filename`` (or the URL's last segment), reduced to one path segment
+    of ``[A-Za-z0-9._-]``, prefixed by a random tag so two parts never collide."""
+    raw = part.filename or (part.url.rsplit("/", 1)[-1].split("?")[0] if part.url else "")
+    name = _SAFE_NAME.sub("_", Path(raw).name).lstrip(".") if raw else ""
+    return f"{uuid.uuid4().hex[:8]}-{name or f'part-{index}'}"
+
+
+def prompt_of(message: Message, files_dir: Path, fetched: dict[int, bytes] | None = None) -> PromptIn:
+    """Text parts joined by newlines; each data part as its JSON text; each file part — ``raw`` bytes, or a ``url``
+    whose content the caller fetched (``fetched``: part index → bytes) — saved under ``files_dir`` and attached.
+    Raises ``ValueError`` for an empty prompt or a file over ``MAX_FILE_BYTES``."""
     texts: list[str] = []
     attachments: list[str] = []
     for index, part in enumerate(message.parts):
@@ -89,14 +102,16 @@ def prompt_of(message: Message, files_dir: Path) -> PromptIn:
             texts.append(part.text)
         elif kind == "data":
             texts.append(json.dumps(MessageToDict(part.data), ensure_ascii=False))
-        elif kind == "raw":
+        elif kind in ("raw", "url"):
+            content = part.raw if kind == "raw" else (fetched or {}).get(index)
+            if content is None:
+                raise ValueError(f"the file at {part.url} was not fetched")
+            if len(content) > MAX_FILE_BYTES:
+                raise ValueError(f"file part {index} is larger than {MAX_FILE_BYTES} bytes")
             files_dir.mkdir(parents=True, exist_ok=True)
-            name = _SAFE_NAME.sub("_", Path(part.filename).name) if part.filename else f"part-{index}"
-            path = files_dir / f"{message.message_id[:12] or uuid.uuid4().hex[:12]}-{name}"
-            path.write_bytes(part.raw)
+            path = files_dir / file_name(part, index)
+            path.write_bytes(content)
             attachments.append(str(path))
-        elif kind == "url":
-            texts.append(f"[file: {part.url}]")
     text = "\n".join(t for t in texts if t)
     if not text and not attachments:
         raise ValueError("the message has no text, data or file part")
@@ -181,12 +196,45 @@ def answer_of(message: Message, request: Any) -> Any:
     return _question_from_text(text, request)
 
 
+async def fetch_url_parts(message: Message, *, allow_private: bool) -> dict[int, bytes]:
+    """Fetch every ``url`` file part (http/https; loopback and private addresses only when ``allow_private``,
+    else the SDK's push URL guard refuses them), at most ``MAX_FILE_BYTES`` each, 30 s each. Returns part index →
+    bytes; raises ``ValueError`` naming the URL when one cannot be fetched."""
+    import httpx
+    from a2a.utils.push_url_validator import validate_push_notification_url
+
+    urls = {i: p.url for i, p in enumerate(message.parts) if p.WhichOneof("content") == "url"}
+    if not urls:
+        return {}
+    found: dict[int, bytes] = {}
+    async with httpx.AsyncClient(timeout=30.0, follow_redirects=False) as client:
+        for index, url in urls.items():
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"file URL {url!r} is not http(s)")
+            if not allow_private and not await validate_push_notification_url(url):
+                raise ValueError(f"file URL {url!r} points at a private or loopback address")
+            try:
+                async with client.stream("GET", url) as response:
+                    response.raise_for_status()
+                    chunks, size = [], 0
+                    async for chunk in response.aiter_bytes():
+                        size += len(chunk)
+                        if size > MAX_FILE_BYTES:
+                            raise ValueError(f"file URL {url!r} is larger than {MAX_FILE_BYTES} bytes")
+                        chunks.append(chunk)
+            except httpx.HTTPError as err:
+                raise ValueError(f"file URL {url!r} could not be fetched: {err}") from None
+            found[index] = b"".join(chunks)
+    return found
+
+
 def raw_file_part(data: bytes, filename: str, media_type: str = "application/octet-stream") -> Part:
     """A file part with inline bytes (for clients and tests)."""
     return Part(raw=data, filename=filename, media_type=media_type)
 
 
 __all__ = [
-    "EVENT_MEDIA_TYPE", "RESPONSE_ARTIFACT", "PromptIn", "agent_message", "answer_of", "data_part",
+    "EVENT_MEDIA_TYPE", "MAX_FILE_BYTES", "RESPONSE_ARTIFACT", "PromptIn", "agent_message", "answer_of", "data_part",
+    "fetch_url_parts", "file_name",
     "event_part", "prompt_of", "raw_file_part", "request_text", "stop_state", "wire_json",
 ]  # fmt: skip
