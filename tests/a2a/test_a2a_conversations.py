@@ -315,3 +315,16 @@ async def test_context_mismatch_and_unknown_task_are_refused(a2a_daemon: Any) ->
     unknown = dict(message, taskId="no-such-task", contextId=task["contextId"])
     assert daemon.rpc("SendMessage", {"message": unknown}).json()["error"]["code"] == -32001
     assert daemon.rpc("GetTask", {"id": task["id"]}).json()["result"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+
+async def test_an_agent_that_dies_fails_its_task_and_the_next_message_reopens(a2a_daemon: Any) -> None:
+    daemon = a2a_daemon(mock="dies")
+    client = await client_for(daemon.url)
+    task = await send(client, user_message(Part(text="go")))
+    assert task.status.state == TaskState.TASK_STATE_FAILED
+    assert "agent exited during the turn" in task.status.message.parts[0].text
+    again = await send(client, user_message(Part(text="again"), context_id=task.context_id))
+    assert again.status.state == TaskState.TASK_STATE_FAILED  # a fresh session (which dies again: same script)
+    sessions = {MessageToDict(p.data)["session_id"] for t in (task, again) for p in t.status.message.parts
+                if p.media_type == EVENT_MEDIA_TYPE}  # fmt: skip
+    assert len(sessions) == 2

@@ -3,6 +3,7 @@ one step and every later one is refused by that step — and nothing refused cre
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -117,6 +118,9 @@ def test_failed_credential_limiter_refuses_without_checking(daemon: Any) -> None
     assert codes == [401] * 20
     r = post(daemon.url, rpc("ListTasks"), token=ALICE)  # even a good credential is not checked now
     assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1
+    time.sleep(0.3)
+    log = "".join(daemon.stderr)
+    assert "refused" in log and "bad-1" not in log and ALICE not in log  # refusals are logged, credentials never
 
 
 def test_per_principal_rate(daemon: Any) -> None:

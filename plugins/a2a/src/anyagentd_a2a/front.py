@@ -15,6 +15,7 @@ is parsed once, Starlette caches it).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from collections.abc import Callable
@@ -32,6 +33,8 @@ from .principals import (
     TokenBucket,
     Unauthenticated,
 )
+
+log = logging.getLogger("anyagentd.a2a")
 
 A2A_DOMAIN = "a2a-protocol.org"
 AGENTD_DOMAIN = "agentd.dev"
@@ -79,6 +82,21 @@ class Front:
         self.failed = TokenBucket(FAILED_CREDENTIAL_BURST, FAILED_CREDENTIAL_REFILL_SECONDS)
 
     async def handle(self, request: Request) -> Response:
+        checked = await self._check(request)
+        if isinstance(checked, Response):
+            source = request.client.host if request.client else "unknown"
+            log.info("refused %s from %s: HTTP %d %s", request.headers.get("a2a-version", "-"), source,
+                     checked.status_code, checked.body[:160].decode("utf-8", "replace"))  # fmt: skip
+            return checked
+        principal, activated = checked
+        request.state.principal = principal
+        response = await self.dispatch(request)
+        if activated:
+            response.headers["A2A-Extensions"] = ", ".join(activated)
+        return response
+
+    async def _check(self, request: Request) -> Response | tuple[Principal, list[str]]:
+        """Every step of the pipeline in order: the first refusal, or (principal, activated extension URIs)."""
         source = request.client.host if request.client else "unknown"
         wait = self.failed.peek(source)
         if wait > 0:
@@ -95,9 +113,8 @@ class Front:
                 self.failed.take(source)
             return rpc_error(None, -31401, str(err), status=401,
                              headers={"WWW-Authenticate": f'Bearer realm="{self.realm}"'})  # fmt: skip
-        body = await request.body()
         try:
-            envelope = json.loads(body)
+            envelope = json.loads(await request.body())
         except (ValueError, RecursionError):
             return rpc_error(None, -32700, "Parse error: the body is not JSON")
         refused = _check_envelope(envelope)
@@ -124,11 +141,7 @@ class Front:
         if method in SEND_METHODS and self.is_draining():
             return rpc_error(request_id, -32603, "the daemon is draining: no new messages", reason="DRAINING",
                              domain=AGENTD_DOMAIN)  # fmt: skip
-        request.state.principal = principal
-        response = await self.dispatch(request)
-        if activated:
-            response.headers["A2A-Extensions"] = ", ".join(activated)
-        return response
+        return principal, activated
 
 
 def _check_envelope(envelope: Any) -> Response | None:
