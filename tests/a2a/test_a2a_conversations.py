@@ -328,3 +328,13 @@ async def test_an_agent_that_dies_fails_its_task_and_the_next_message_reopens(a2
     sessions = {MessageToDict(p.data)["session_id"] for t in (task, again) for p in t.status.message.parts
                 if p.media_type == EVENT_MEDIA_TYPE}  # fmt: skip
     assert len(sessions) == 2
+
+
+async def test_conversations_run_concurrently(a2a_daemon: Any, tmp_path: Path) -> None:
+    script = tmp_path / "slow.json"
+    script.write_text(json.dumps(SLOW))
+    daemon = a2a_daemon(mock=str(script))
+    first = daemon.send_text("one", context_id="a", configuration={"returnImmediately": True})
+    second = daemon.send_text("two", context_id="b", configuration={"returnImmediately": True})
+    for task in (first, second):  # both 60 s turns run at once, each in its own session
+        wait_state(daemon, task["id"], "TASK_STATE_WORKING")

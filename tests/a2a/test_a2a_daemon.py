@@ -281,3 +281,19 @@ async def test_sends_are_refused_while_draining_and_reads_still_served() -> None
                                                              "params": {"id": "x"}})  # fmt: skip
         assert read.json()["result"] == {}
     assert reached == ["GetTask"]
+
+
+def test_configured_store_and_public_url(a2a_daemon: Any, tmp_path: Path) -> None:
+    db = tmp_path / "custom.db"
+    config = f'[a2a]\nstore = "sqlite+aiosqlite:///{db}"\nurl = "https://agents.example/a2a"\n'
+    daemon = a2a_daemon(config=config, mock="hello")
+    import httpx
+
+    card = httpx.get(daemon.url + "/.well-known/agent-card.json").json()
+    assert card["supportedInterfaces"][0]["url"] == "https://agents.example/a2a"
+    task = daemon.send_text("hi")
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        assert [r[0] for r in conn.execute("select id from tasks")] == [task["id"]]
+    assert not (daemon.state_dir / "a2a.db").exists()
