@@ -218,11 +218,14 @@ async def test_file_parts_by_bytes_and_url_are_saved(a2a_daemon: Any, tmp_path: 
         server.shutdown()
 
 
-async def test_file_urls_to_private_addresses_are_refused_by_default(a2a_daemon: Any) -> None:
+async def test_file_urls_to_private_addresses_are_refused_before_any_task(a2a_daemon: Any) -> None:
     daemon = a2a_daemon(mock="hello")
-    task = await send(await client_for(daemon.url), user_message(Part(text="x"), Part(url="http://127.0.0.1:9/f")))
-    assert task.status.state == TaskState.TASK_STATE_FAILED
-    assert "private or loopback" in task.status.message.parts[0].text
+    for url, why in (("http://127.0.0.1:9/f", "loopback or private"), ("file:///etc/passwd", "http or https")):
+        message = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}, {"url": url}]}
+        error = daemon.rpc("SendMessage", {"message": message}).json()["error"]
+        assert error["code"] == -32602 and why in error["message"]
+        assert error["data"][0]["fieldViolations"][0]["field"] == "message.parts[1].url"
+    assert daemon.rpc("ListTasks").json()["result"]["tasks"] == []  # nothing was created
 
 
 async def test_two_principals_with_one_context_id_stay_apart(a2a_daemon: Any) -> None:
@@ -338,3 +341,11 @@ async def test_conversations_run_concurrently(a2a_daemon: Any, tmp_path: Path) -
     second = daemon.send_text("two", context_id="b", configuration={"returnImmediately": True})
     for task in (first, second):  # both 60 s turns run at once, each in its own session
         wait_state(daemon, task["id"], "TASK_STATE_WORKING")
+
+
+async def test_auto_approval_never_asks(a2a_daemon: Any) -> None:
+    daemon = a2a_daemon(config='[agent]\nname = "mock"\napproval = "auto"\n', mock="permission")
+    task = daemon.send_text("write hello.txt")
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    states = {m["parts"][-1].get("data", {}).get("kind", {}).get("RequestOpened") for m in task["history"]}
+    assert states == {None}  # no request was ever opened to the caller

@@ -45,6 +45,7 @@ from .conversations import Conversation, Conversations
 from .executor import CANCEL_GRACE, ConversationExecutor
 from .front import COMMAND_EXTENSION, CorsGate, Front
 from .principals import OPERATOR, Identities
+from .translate import url_violations
 from .store import ConversationTable, PrincipalTaskStore, engine_for, fail_interrupted
 
 log = logging.getLogger("anyagentd.a2a")
@@ -201,13 +202,16 @@ class Daemon:
         dispatcher = JsonRpcDispatcher(handler, context_builder=PrincipalContextBuilder())
         self.front = Front(Identities(self.loaded), dispatcher.handle_requests, set(dispatcher.METHOD_TO_MODEL),
                            is_draining=lambda: self.draining, supported_extensions={COMMAND_EXTENSION},
-                           realm="anyagentd")  # fmt: skip
+                           realm="anyagentd", check_send=self._check_send)  # fmt: skip
         routes = create_agent_card_routes(self.card, cache_control="public, max-age=60")
         routes.append(Route("/", self.front.handle, methods=["POST"]))
         app = Starlette(routes=routes)
         app.router.redirect_slashes = False
         self.cors = CorsGate(app, self.loaded.config.a2a.cors_origins)
         return self.cors
+
+    async def _check_send(self, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return await url_violations(params, allow_private=self.loaded.config.a2a.push.allow_private)
 
     async def _announce(self, server: uvicorn.Server) -> None:
         while not server.started:

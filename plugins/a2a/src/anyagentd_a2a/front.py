@@ -8,7 +8,8 @@ application/json`` (415) → identity (401, code -31401, ``WWW-Authenticate: Bea
 (-32700; -32600 batch / missing id / wrong jsonrpc / no method; -32602 params not an object) → ``A2A-Version``
 1.0 or 1.0.x (-32009 VERSION_NOT_SUPPORTED) → per-principal rate (429) → exact method route (-32601) → extension
 negotiation (activated URIs echoed in ``A2A-Extensions``) → method authorization (403, -31403) → while draining,
-sends refused (-32603 DRAINING) → the SDK's ``JsonRpcDispatcher.handle_requests`` (one Starlette endpoint; the body
+sends refused (-32603 DRAINING) → send checks (-32602: a file URL that is not http(s) or points at a private
+address) → the SDK's ``JsonRpcDispatcher.handle_requests`` (one Starlette endpoint; the body
 is parsed once, Starlette caches it).
 """
 
@@ -18,7 +19,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -54,6 +55,14 @@ def rpc_error(request_id: Any, code: int, message: str, *, reason: str | None = 
     return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error}, status_code=status, headers=headers)
 
 
+def invalid_params(request_id: Any, violations: list[tuple[str, str]]) -> JSONResponse:
+    """-32602 with a google.rpc.BadRequest listing each (field, description)."""
+    error = {"code": -32602, "message": "Invalid params: " + "; ".join(f"{f}: {d}" for f, d in violations),
+             "data": [{"@type": "type.googleapis.com/google.rpc.BadRequest",
+                       "fieldViolations": [{"field": f, "description": d} for f, d in violations]}]}  # fmt: skip
+    return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+
 def requested_extensions(headers: list[str]) -> list[str]:
     """The URIs of every ``A2A-Extensions`` header, comma-split and stripped, in order, without repeats."""
     seen: dict[str, None] = {}
@@ -67,11 +76,21 @@ def requested_extensions(headers: list[str]) -> list[str]:
 class Front:
     """The Starlette endpoint for ``POST /``: the checks above, then ``dispatch(request)`` (the SDK's dispatcher).
 
-    ``is_draining()`` says whether sends are refused; ``supported_extensions`` are the URIs that can be activated.
-    The principal is left in ``request.state.principal`` for the call-context builder."""
+    ``is_draining()`` says whether sends are refused; ``supported_extensions`` are the URIs that can be activated;
+    ``check_send(params)`` returns (field, why) violations of a send's params (refused -32602). The principal is left in ``request.state.principal`` for the call-context builder."""
 
-    def __init__(self, identities: Identities, dispatch: Callable[[Request], Any], methods: set[str], *,
-                 is_draining: Callable[[], bool], supported_extensions: set[str], realm: str) -> None:  # fmt: skip
+    def __init__(
+        self,
+        identities: Identities,
+        dispatch: Callable[[Request], Any],
+        methods: set[str],
+        *,
+        is_draining: Callable[[], bool],
+        supported_extensions: set[str],
+        realm: str,
+        check_send: Callable[[dict[str, Any]], Awaitable[list[tuple[str, str]]]] | None = None,
+    ) -> None:
+        self.check_send = check_send
         self.identities = identities
         self.dispatch = dispatch
         self.methods = methods
@@ -141,6 +160,10 @@ class Front:
         if method in SEND_METHODS and self.is_draining():
             return rpc_error(request_id, -32603, "the daemon is draining: no new messages", reason="DRAINING",
                              domain=AGENTD_DOMAIN)  # fmt: skip
+        if method in SEND_METHODS and self.check_send is not None:
+            violations = await self.check_send(envelope.get("params") or {})
+            if violations:
+                return invalid_params(request_id, violations)
         return principal, activated
 
 

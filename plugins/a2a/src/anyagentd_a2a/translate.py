@@ -196,6 +196,27 @@ def answer_of(message: Message, request: Any) -> Any:
     return _question_from_text(text, request)
 
 
+async def url_violations(params: dict[str, Any], *, allow_private: bool) -> list[tuple[str, str]]:
+    """The send check for file URLs in ``params.message.parts`` (the JSON-RPC params, before the SDK parses them):
+    (field, why) for each URL that is not http(s), or points at a loopback/private address unless
+    ``allow_private``."""
+    from a2a.utils.push_url_validator import validate_push_notification_url
+
+    message = params.get("message")
+    parts = message.get("parts") if isinstance(message, dict) else None
+    found: list[tuple[str, str]] = []
+    for index, part in enumerate(parts if isinstance(parts, list) else []):
+        url = part.get("url") if isinstance(part, dict) else None
+        if not isinstance(url, str):
+            continue
+        field_name = f"message.parts[{index}].url"
+        if not url.startswith(("http://", "https://")):
+            found.append((field_name, "a file URL must be http or https"))
+        elif not allow_private and not await validate_push_notification_url(url):
+            found.append((field_name, "a file URL must not point at a loopback or private address"))
+    return found
+
+
 async def fetch_url_parts(message: Message, *, allow_private: bool) -> dict[int, bytes]:
     """Fetch every ``url`` file part (http/https; loopback and private addresses only when ``allow_private``,
     else the SDK's push URL guard refuses them), at most ``MAX_FILE_BYTES`` each, 30 s each. Returns part index →
@@ -235,6 +256,6 @@ def raw_file_part(data: bytes, filename: str, media_type: str = "application/oct
 
 __all__ = [
     "EVENT_MEDIA_TYPE", "MAX_FILE_BYTES", "RESPONSE_ARTIFACT", "PromptIn", "agent_message", "answer_of", "data_part",
-    "fetch_url_parts", "file_name",
+    "fetch_url_parts", "file_name", "url_violations",
     "event_part", "prompt_of", "raw_file_part", "request_text", "stop_state", "wire_json",
 ]  # fmt: skip
