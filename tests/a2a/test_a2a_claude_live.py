@@ -76,3 +76,20 @@ def test_kill_9_mid_turn_then_the_next_message_resumes(claude: Any, a2a_daemon: 
     assert "Remember the word PAPAYA." in text and "Noted the word." in text  # the history came back
     assert any("resumed the agent's session" in line for line in again.stderr)
     wait_state(again, answer["id"], "TASK_STATE_COMPLETED")
+
+
+def test_question_over_a2a_answered_by_label(claude: Any, a2a_daemon: Any, work: Path) -> None:
+    server = claude({"turns": [
+        {"tool": {"name": "AskUserQuestion", "input": {"questions": [{
+            "question": "Which color?", "header": "Color", "multiSelect": False,
+            "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}]}]}}},
+        {"text": "Blue it is."},
+    ]})  # fmt: skip
+    daemon = a2a_daemon(config=claude_config(work))
+    task = daemon.send_text("Ask me a question")
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+    assert task["status"]["message"]["parts"][0]["text"].startswith("Question: Which color? Choices: Red, Blue")
+    done = daemon.send_text("blue", task_id=task["id"])
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
+    assert done["status"]["message"]["parts"][0]["text"].endswith("Blue it is.")
+    assert '\\"Which color?\\"=\\"Blue\\"' in request_text(server.main_requests()[-1])
