@@ -297,3 +297,16 @@ def test_configured_store_and_public_url(a2a_daemon: Any, tmp_path: Path) -> Non
     with sqlite3.connect(db) as conn:
         assert [r[0] for r in conn.execute("select id from tasks")] == [task["id"]]
     assert not (daemon.state_dir / "a2a.db").exists()
+
+
+def test_unknown_agent_refuses_to_start_and_a_missing_one_fails_its_task(a2a_daemon: Any, tmp_path: Path) -> None:
+    config = tmp_path / "unknown.toml"
+    config.write_text('[agent]\nname = "no-such-agent"\n')
+    result = run_cli("--config", str(config), "--listen", "127.0.0.1:0", "--state-dir", str(tmp_path / "s"))
+    assert result.returncode == 2 and "agent.name" in result.stderr and "no-such-agent" in result.stderr
+    assert result.stdout == ""  # never announced a listener
+    daemon = a2a_daemon(config='[agent]\nname = "gemini"\n', env={"PATH": "/usr/bin:/bin",
+                                                                  "ANYAGENTD_NO_LOGIN_SHELL": "1"})  # fmt: skip
+    task = daemon.send_text("hi")
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    assert "NotInstalled" in task["status"]["message"]["parts"][0]["text"]

@@ -58,6 +58,8 @@ def a2a(config_path: str | None, check_path: str | None, listen: str | None, moc
     try:
         code = anyio.run(serve, loaded, Options(listen=listen, mock_script=mock_script, state_dir=state_dir,
                                                 config_path=config_path))
+    except ConfigError as err:
+        _config_error(err)
     except OSError as err:
         click.echo(f"anyagentd a2a: cannot listen: {err}", err=True)
         sys.exit(1)

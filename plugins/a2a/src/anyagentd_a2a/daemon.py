@@ -156,27 +156,37 @@ class Daemon:
         shown_host = f"[{host}]" if ":" in host else host
         self.url = f"{scheme}://{shown_host}:{sock.getsockname()[1]}"
         public_url = self.loaded.config.a2a.url or self.url
-        async with Runtime(mock_script=self.mock_script) as runtime, anyio.create_task_group() as tg:
-            self.runtime = runtime
-            self._tg = tg
-            self.conversations = Conversations(self.state_dir, open_session=self._open_session,
-                                               start_pump=tg.start_soon, remember=self._remember)  # fmt: skip
-            handler, http = self._handler(store, engine, build_card(self.loaded, public_url))
-            app = self._app(handler, public_url)
-            config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off",
-                                    timeout_graceful_shutdown=5,
-                                    ssl_certfile=tls.cert if tls else None, ssl_keyfile=tls.key if tls else None)
-            server = _Server(config)
-            tg.start_soon(self._signals, server)
-            tg.start_soon(self._announce, server)
-            await server.serve(sockets=[sock])
-            if not self.draining:
-                await self.drain()
-            await handler.aclose()
-            if http is not None:
-                await http.aclose()
-            tg.cancel_scope.cancel()
-        await engine.dispose()
+        try:
+            async with Runtime(mock_script=self.mock_script) as runtime:
+                self.runtime = runtime
+                known = {p.id for p, _ in runtime.plugins.profiles()} | {
+                    i.id for a in runtime.adapters.values() for i in a.pinned_installations()}
+                if isinstance(self.agent_ref, str) and self.agent_ref not in known:
+                    raise ConfigError("agent.name", f"no installed plugin drives an agent named {self.agent_ref!r} "
+                                                    f"(known: {', '.join(sorted(known))})")
+                async with anyio.create_task_group() as tg:
+                    self._tg = tg
+                    self.conversations = Conversations(self.state_dir, open_session=self._open_session,
+                                                       start_pump=tg.start_soon, remember=self._remember)  # fmt: skip
+                    handler, http = self._handler(store, engine, build_card(self.loaded, public_url))
+                    app = self._app(handler, public_url)
+                    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off",
+                                            timeout_graceful_shutdown=5,
+                                            ssl_certfile=tls.cert if tls else None,
+                                            ssl_keyfile=tls.key if tls else None)
+                    server = _Server(config)
+                    tg.start_soon(self._signals, server)
+                    tg.start_soon(self._announce, server)
+                    await server.serve(sockets=[sock])
+                    if not self.draining:
+                        await self.drain()
+                    await handler.aclose()
+                    if http is not None:
+                        await http.aclose()
+                    tg.cancel_scope.cancel()
+        finally:
+            sock.close()
+            await engine.dispose()
         log.info("stopped")
         return 0
 
@@ -290,8 +300,8 @@ class Daemon:
 
     def _remember(self, conversation: Conversation, token: str | None) -> None:
         if token:
-            self._tg.start_soon(self.table.remember, conversation.owner, conversation.context_id,
-                                        self.agent_label, token)  # fmt: skip
+            self._tg.start_soon(self.table.remember, conversation.owner, conversation.context_id, self.agent_label,
+                                token)  # fmt: skip
 
 
 async def serve(loaded: Loaded, options: Options) -> int:

@@ -77,7 +77,8 @@ class Front:
     """The Starlette endpoint for ``POST /``: the checks above, then ``dispatch(request)`` (the SDK's dispatcher).
 
     ``is_draining()`` says whether sends are refused; ``supported_extensions`` are the URIs that can be activated;
-    ``check_send(params)`` returns (field, why) violations of a send's params (refused -32602). The principal is left in ``request.state.principal`` for the call-context builder."""
+    ``check_send(params)`` returns (field, why) violations of a send's params (refused -32602). The principal is
+    left in ``request.state.principal`` for the call-context builder."""
 
     def __init__(
         self,
