@@ -136,59 +136,72 @@ class Daemon:
         self.mock_script = options.mock_script or agent.mock_script
 
     async def run(self) -> int:
+        """Open the store (marking tasks a dead process left open FAILED), bind, serve until drained; returns 0.
+        Raises ``ConfigError`` (an agent no plugin drives) and ``OSError`` (the listener cannot bind)."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        store_url = self.loaded.config.a2a.store or f"sqlite+aiosqlite:///{self.state_dir / 'a2a.db'}"
-        engine = engine_for(store_url)
-        store = PrincipalTaskStore(engine)
-        await store.initialize()
-        failed = await fail_interrupted(store)
-        if failed:
-            log.warning("marked %d task(s) FAILED: they were running when the daemon last stopped", failed)
-        self.table = ConversationTable(engine)
-        await self.table.initialize()
-        host, port = split_host_port(self.listen)
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)
-        tls = self.loaded.config.a2a.tls
-        scheme = "https" if tls else "http"
-        shown_host = f"[{host}]" if ":" in host else host
-        self.url = f"{scheme}://{shown_host}:{sock.getsockname()[1]}"
-        public_url = self.loaded.config.a2a.url or self.url
+        engine = engine_for(self.loaded.config.a2a.store or f"sqlite+aiosqlite:///{self.state_dir / 'a2a.db'}")
         try:
-            async with Runtime(mock_script=self.mock_script) as runtime:
-                self.runtime = runtime
-                known = {p.id for p, _ in runtime.plugins.profiles()} | {
-                    i.id for a in runtime.adapters.values() for i in a.pinned_installations()}
-                if isinstance(self.agent_ref, str) and self.agent_ref not in known:
-                    raise ConfigError("agent.name", f"no installed plugin drives an agent named {self.agent_ref!r} "
-                                                    f"(known: {', '.join(sorted(known))})")
-                async with anyio.create_task_group() as tg:
-                    self._tg = tg
-                    self.conversations = Conversations(self.state_dir, open_session=self._open_session,
-                                                       start_pump=tg.start_soon, remember=self._remember)  # fmt: skip
-                    handler, http = self._handler(store, engine, build_card(self.loaded, public_url))
-                    app = self._app(handler, public_url)
-                    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off",
-                                            timeout_graceful_shutdown=5,
-                                            ssl_certfile=tls.cert if tls else None,
-                                            ssl_keyfile=tls.key if tls else None)
-                    server = _Server(config)
-                    tg.start_soon(self._signals, server)
-                    tg.start_soon(self._announce, server)
-                    await server.serve(sockets=[sock])
-                    if not self.draining:
-                        await self.drain()
-                    await handler.aclose()
-                    if http is not None:
-                        await http.aclose()
-                    tg.cancel_scope.cancel()
+            store = PrincipalTaskStore(engine)
+            await store.initialize()
+            failed = await fail_interrupted(store)
+            if failed:
+                log.warning("marked %d task(s) FAILED: they were running when the daemon last stopped", failed)
+            self.table = ConversationTable(engine)
+            await self.table.initialize()
+            with self._bind() as sock:
+                async with Runtime(mock_script=self.mock_script) as runtime:
+                    self.runtime = runtime
+                    self._check_agent(runtime)
+                    await self._serve(store, engine, sock)
         finally:
-            sock.close()
             await engine.dispose()
         log.info("stopped")
         return 0
+
+    def _bind(self) -> socket.socket:
+        """The listening socket (port 0: a free one); sets ``self.url``."""
+        host, port = split_host_port(self.listen)
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+            sock.listen(128)
+        except OSError:
+            sock.close()
+            raise
+        scheme = "https" if self.loaded.config.a2a.tls else "http"
+        shown_host = f"[{host}]" if ":" in host else host
+        self.url = f"{scheme}://{shown_host}:{sock.getsockname()[1]}"
+        return sock
+
+    def _check_agent(self, runtime: Runtime) -> None:
+        known = {p.id for p, _ in runtime.plugins.profiles()}
+        known |= {i.id for a in runtime.adapters.values() for i in a.pinned_installations()}
+        if isinstance(self.agent_ref, str) and self.agent_ref not in known:
+            raise ConfigError("agent.name", f"no installed plugin drives an agent named {self.agent_ref!r} "
+                                            f"(known: {', '.join(sorted(known))})")  # fmt: skip
+
+    async def _serve(self, store: PrincipalTaskStore, engine: Any, sock: socket.socket) -> None:
+        tls = self.loaded.config.a2a.tls
+        public_url = self.loaded.config.a2a.url or self.url
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            self.conversations = Conversations(self.state_dir, open_session=self._open_session,
+                                               start_pump=tg.start_soon, remember=self._remember)  # fmt: skip
+            handler, http = self._handler(store, engine, build_card(self.loaded, public_url))
+            config = uvicorn.Config(self._app(handler), log_config=None, access_log=False, lifespan="off",
+                                    timeout_graceful_shutdown=5, ssl_certfile=tls.cert if tls else None,
+                                    ssl_keyfile=tls.key if tls else None)  # fmt: skip
+            server = _Server(config)
+            tg.start_soon(self._signals, server)
+            tg.start_soon(self._announce, server)
+            await server.serve(sockets=[sock])
+            if not self.draining:
+                await self.drain()
+            await handler.aclose()
+            if http is not None:
+                await http.aclose()
+            tg.cancel_scope.cancel()
 
     def _handler(self, store: PrincipalTaskStore, engine: Any, card: Any) -> tuple[Any, Any]:
         push = self.loaded.config.a2a.push
@@ -208,7 +221,7 @@ class Daemon:
         self.card = card
         return handler, http
 
-    def _app(self, handler: Any, public_url: str) -> Any:
+    def _app(self, handler: Any) -> Any:
         dispatcher = JsonRpcDispatcher(handler, context_builder=PrincipalContextBuilder())
         self.front = Front(Identities(self.loaded), dispatcher.handle_requests, set(dispatcher.METHOD_TO_MODEL),
                            is_draining=lambda: self.draining, supported_extensions={COMMAND_EXTENSION},
