@@ -349,3 +349,16 @@ async def test_auto_approval_never_asks(a2a_daemon: Any) -> None:
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     states = {m["parts"][-1].get("data", {}).get("kind", {}).get("RequestOpened") for m in task["history"]}
     assert states == {None}  # no request was ever opened to the caller
+
+
+async def test_idle_sessions_are_closed_and_reopened_on_the_next_message(a2a_daemon: Any) -> None:
+    daemon = a2a_daemon(mock="hello", env={"ANYAGENTD_A2A_IDLE_CLOSE": "0.4"})
+    first = daemon.send_text("hi", context_id="idle")
+    deadline = time.monotonic() + 10
+    while not any("closing the idle session" in line for line in daemon.stderr) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert any("closing the idle session of conversation idle" in line for line in daemon.stderr)
+    second = daemon.send_text("again", context_id="idle")  # the mock's one-turn script plays again: a new session
+    assert second["status"]["state"] == "TASK_STATE_COMPLETED"
+    sessions = {t["status"]["message"]["parts"][1]["data"]["session_id"] for t in (first, second)}
+    assert len(sessions) == 2

@@ -127,6 +127,7 @@ class Conversation:
         digest = hashlib.sha256(f"{owner}\0{context_id}".encode()).hexdigest()[:24]
         self.files_dir = host.state_dir / "conversations" / digest / "files"
         self.session: Any = None
+        self.last_active = anyio.current_time()
         self._open_lock = anyio.Lock()
         self._last_ticket = anyio.Event()  # set when the previous prompt was delivered: prompts keep arrival order
         self._last_ticket.set()
@@ -203,6 +204,7 @@ class Conversation:
         await session.cancel()
 
     def forget(self, run: TaskRun) -> None:
+        self.last_active = anyio.current_time()
         if run.prompt_id is not None:
             self._by_prompt.pop(run.prompt_id, None)
         if run.turn_id is not None:
@@ -330,7 +332,27 @@ class Conversations:
     def new_run(self, conversation: Conversation, task_id: str) -> TaskRun:
         run = TaskRun(task_id, conversation.context_id, conversation)
         self.runs[task_id] = run
+        conversation.last_active = anyio.current_time()
         return run
+
+    async def close_idle(self, idle: float) -> None:
+        """Close the session of every conversation with no live task, an Idle session and no activity for ``idle``
+        seconds; the next message reopens it (resuming the agent's conversation where the agent can)."""
+        busy = {id(r.conversation) for r in self.runs.values()}
+        now = anyio.current_time()
+        for conversation in list(self.conversations.values()):
+            session = conversation.session
+            if (session is None or session.closed or id(conversation) in busy or session.status != "Idle"
+                    or now - conversation.last_active < idle):  # fmt: skip
+                continue
+            log.info("closing the idle session of conversation %s", conversation.context_id)
+            await session.close()
+
+    async def reap_idle(self, idle: float) -> None:
+        """Run :meth:`close_idle` every ``idle / 4`` seconds (at most 10 s), forever."""
+        while True:
+            await anyio.sleep(min(idle / 4, 10.0))
+            await self.close_idle(idle)
 
     async def close_all(self) -> None:
         """Cancel every running turn and close every session, concurrently (the A2A layer's drain)."""

@@ -51,6 +51,23 @@ from .store import ConversationTable, PrincipalTaskStore, engine_for, fail_inter
 log = logging.getLogger("anyagentd.a2a")
 
 
+def _seconds(name: str, default: float) -> float:
+    import os
+
+    value = os.environ.get(name)
+    try:
+        return float(value) if value else default
+    except ValueError:
+        log.warning("%s=%r is not a number of seconds; using %s", name, value, default)
+        return default
+
+
+IDLE_CLOSE = _seconds("ANYAGENTD_A2A_IDLE_CLOSE", 900.0)
+"""Seconds a conversation's session may stay idle (no live task) before it is closed (env
+``ANYAGENTD_A2A_IDLE_CLOSE``; 0 keeps sessions open). Its next message reopens it, resuming the agent's
+conversation where the agent can."""
+
+
 @dataclass(frozen=True)
 class Options:
     """Command-line overrides: ``listen`` (HOST:PORT), ``mock_script``, ``state_dir``, ``config_path`` (for
@@ -195,6 +212,8 @@ class Daemon:
             server = _Server(config)
             tg.start_soon(self._signals, server)
             tg.start_soon(self._announce, server)
+            if IDLE_CLOSE > 0:
+                tg.start_soon(self.conversations.reap_idle, IDLE_CLOSE)
             await server.serve(sockets=[sock])
             if not self.draining:
                 await self.drain()
