@@ -92,7 +92,7 @@ def _int(text: str) -> int | float:
     return int(value) if value.is_integer() else value  # protobuf Struct numbers are doubles
 
 
-async def test_streaming_turn_streams_working_chunks_and_the_end(a2a_daemon: Any) -> None:
+async def test_streaming_turn_streams_working_chunks_and_the_end(a2a_daemon: Any, wire_schema: Any) -> None:
     daemon = a2a_daemon(mock="permission")
     client = await client_for(daemon.url, streaming=True)
     events = [r async for r in client.send_message(SendMessageRequest(message=user_message(Part(text="go"))))]
@@ -105,6 +105,10 @@ async def test_streaming_turn_streams_working_chunks_and_the_end(a2a_daemon: Any
     data_kinds = [next(iter(MessageToDict(p.data)["kind"])) for r in events if r.HasField("status_update")
                   for p in r.status_update.status.message.parts if p.media_type == EVENT_MEDIA_TYPE]  # fmt: skip
     assert {"PlanUpdated", "ToolUpdated", "RequestOpened"} <= set(data_kinds)
+    for response in events:  # every event DataPart is the wire's own Event, valid against the wire schema
+        for part in response.status_update.status.message.parts if response.HasField("status_update") else []:
+            if part.media_type == EVENT_MEDIA_TYPE:
+                wire_schema.validate_def("Event", json.loads(json.dumps(MessageToDict(part.data)), parse_float=_int))
     reasoning = [p for r in events if r.HasField("status_update") for p in r.status_update.status.message.parts
                  if "reasoning" in p.media_type]  # fmt: skip
     assert MessageToDict(reasoning[0].data)["ReasoningDelta"]["text"].startswith("The user wants a greeting")
