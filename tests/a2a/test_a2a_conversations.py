@@ -254,6 +254,8 @@ bearer = "{{secret:BOB_TOKEN}}"
     assert len(sessions) == 2
     # another principal's task is -32001 for GetTask, CancelTask and a follow-up message alike
     for method, params in [("GetTask", {"id": alice["id"]}), ("CancelTask", {"id": alice["id"]}),
+                           ("SubscribeToTask", {"id": alice["id"]}),
+                           ("ListTaskPushNotificationConfigs", {"taskId": alice["id"]}),
                            ("SendMessage", {"message": {"messageId": "x", "role": "ROLE_USER", "taskId": alice["id"],
                                                         "parts": [{"text": "allow"}]}})]:  # fmt: skip
         error = daemon.rpc(method, params, token="bob-secret-1").json()["error"]
