@@ -222,14 +222,19 @@ async def test_file_parts_by_bytes_and_url_are_saved(a2a_daemon: Any, tmp_path: 
         server.shutdown()
 
 
-async def test_file_urls_to_private_addresses_are_refused_before_any_task(a2a_daemon: Any) -> None:
+async def test_send_checks_refuse_before_any_task(a2a_daemon: Any) -> None:
     daemon = a2a_daemon(mock="hello")
     for url, why in (("http://127.0.0.1:9/f", "loopback or private"), ("file:///etc/passwd", "http or https")):
         message = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}, {"url": url}]}
         error = daemon.rpc("SendMessage", {"message": message}).json()["error"]
         assert error["code"] == -32602 and why in error["message"]
         assert error["data"][0]["fieldViolations"][0]["field"] == "message.parts[1].url"
+    refused = daemon.rpc("SendMessage", {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
+                                         "configuration": {"acceptedOutputModes": ["image/png"]}}).json()["error"]
+    assert refused["code"] == -32005 and refused["data"][0]["reason"] == "CONTENT_TYPE_NOT_SUPPORTED"
     assert daemon.rpc("ListTasks").json()["result"]["tasks"] == []  # nothing was created
+    served = daemon.send_text("x", configuration={"acceptedOutputModes": ["text/*"]})
+    assert served["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
 async def test_two_principals_with_one_context_id_stay_apart(a2a_daemon: Any) -> None:

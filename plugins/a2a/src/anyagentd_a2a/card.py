@@ -26,6 +26,7 @@ from anyagentd import __version__
 
 from .config import Loaded
 from .front import COMMAND_EXTENSION
+from .translate import OUTPUT_MODES
 
 COMMAND_SCHEMA_URL = "https://agentd.dev/a2a/ext/command/schema.json"
 
@@ -45,7 +46,7 @@ def build_card(loaded: Loaded, url: str) -> AgentCard:
                                        description="agentd command extension (status, workflows, admin)")],
         ),  # fmt: skip
         default_input_modes=["text/plain", "application/json", "application/octet-stream"],
-        default_output_modes=["text/plain", "application/json"],
+        default_output_modes=list(OUTPUT_MODES),
         skills=[AgentSkill(id=agent, name=agent, tags=["coding", "agent"],
                            description=f"A conversation with the coding agent {agent!r} in its working directory.")],
     )  # fmt: skip

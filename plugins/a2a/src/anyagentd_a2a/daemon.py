@@ -43,9 +43,9 @@ from .card import build_card, extend_for_caller
 from .config import ConfigError, Loaded, load, split_host_port
 from .conversations import Conversation, Conversations
 from .executor import CANCEL_GRACE, ConversationExecutor
-from .front import COMMAND_EXTENSION, CorsGate, Front
+from .front import COMMAND_EXTENSION, CorsGate, Front, invalid_params, rpc_error
 from .principals import OPERATOR, Identities
-from .translate import url_violations
+from .translate import accepts_our_output, url_violations
 from .store import ConversationTable, PrincipalTaskStore, engine_for, fail_interrupted
 
 log = logging.getLogger("anyagentd.a2a")
@@ -252,8 +252,16 @@ class Daemon:
         self.cors = CorsGate(app, self.loaded.config.a2a.cors_origins)
         return self.cors
 
-    async def _check_send(self, params: dict[str, Any]) -> list[tuple[str, str]]:
-        return await url_violations(params, allow_private=self.loaded.config.a2a.push.allow_private)
+    async def _check_send(self, request_id: Any, params: dict[str, Any]) -> Any:
+        """A send's own refusals, before the SDK creates a task: output modes we cannot produce (-32005), file URLs
+        we will not fetch (-32602)."""
+        configuration = params.get("configuration")
+        modes = configuration.get("acceptedOutputModes") if isinstance(configuration, dict) else None
+        if isinstance(modes, list) and modes and not accepts_our_output(modes):
+            return rpc_error(request_id, -32005, f"none of the accepted output modes {modes} is produced here "
+                             f"({', '.join(self.card.default_output_modes)})", reason="CONTENT_TYPE_NOT_SUPPORTED")
+        violations = await url_violations(params, allow_private=self.loaded.config.a2a.push.allow_private)
+        return invalid_params(request_id, violations) if violations else None
 
     async def _announce(self, server: uvicorn.Server) -> None:
         while not server.started:

@@ -8,9 +8,9 @@ application/json`` (415) → identity (401, code -31401, ``WWW-Authenticate: Bea
 (-32700; -32600 batch / missing id / wrong jsonrpc / no method; -32602 params not an object) → ``A2A-Version``
 1.0 or 1.0.x (-32009 VERSION_NOT_SUPPORTED) → per-principal rate (429) → exact method route (-32601) → extension
 negotiation (activated URIs echoed in ``A2A-Extensions``) → method authorization (403, -31403) → while draining,
-sends refused (-32603 DRAINING) → send checks (-32602: a file URL that is not http(s) or points at a private
-address) → the SDK's ``JsonRpcDispatcher.handle_requests`` (one Starlette endpoint; the body
-is parsed once, Starlette caches it).
+sends refused (-32603 DRAINING) → send checks (-32005 when ``acceptedOutputModes`` excludes everything we
+produce; -32602 for a file URL that is not http(s) or points at a private address) → the SDK's
+``JsonRpcDispatcher.handle_requests`` (one Starlette endpoint; the body is parsed once, Starlette caches it).
 """
 
 from __future__ import annotations
@@ -77,8 +77,8 @@ class Front:
     """The Starlette endpoint for ``POST /``: the checks above, then ``dispatch(request)`` (the SDK's dispatcher).
 
     ``is_draining()`` says whether sends are refused; ``supported_extensions`` are the URIs that can be activated;
-    ``check_send(params)`` returns (field, why) violations of a send's params (refused -32602). The principal is
-    left in ``request.state.principal`` for the call-context builder."""
+    ``check_send(request_id, params)`` returns the refusal of a send's params, if any. The principal is left in
+    ``request.state.principal`` for the call-context builder."""
 
     def __init__(
         self,
@@ -89,7 +89,7 @@ class Front:
         is_draining: Callable[[], bool],
         supported_extensions: set[str],
         realm: str,
-        check_send: Callable[[dict[str, Any]], Awaitable[list[tuple[str, str]]]] | None = None,
+        check_send: Callable[[Any, dict[str, Any]], Awaitable[Response | None]] | None = None,
     ) -> None:
         self.check_send = check_send
         self.identities = identities
@@ -162,9 +162,9 @@ class Front:
             return rpc_error(request_id, -32603, "the daemon is draining: no new messages", reason="DRAINING",
                              domain=AGENTD_DOMAIN)  # fmt: skip
         if method in SEND_METHODS and self.check_send is not None:
-            violations = await self.check_send(envelope.get("params") or {})
-            if violations:
-                return invalid_params(request_id, violations)
+            refused = await self.check_send(request_id, envelope.get("params") or {})
+            if refused is not None:
+                return refused
         return principal, activated
 
 

@@ -196,6 +196,20 @@ def answer_of(message: Message, request: Any) -> Any:
     return _question_from_text(text, request)
 
 
+OUTPUT_MODES = ("text/plain", "application/json")
+"""What a task's artifacts and messages carry: text parts and JSON data parts."""
+
+
+def accepts_our_output(modes: list[Any]) -> bool:
+    """Whether a client's ``acceptedOutputModes`` admit one of :data:`OUTPUT_MODES` (``*/*`` and ``text/*``
+    wildcards included)."""
+    for mode in modes:
+        mode = str(mode).split(";")[0].strip().lower()
+        if mode in OUTPUT_MODES or mode in ("*/*", "*", "text/*", "application/*"):
+            return True
+    return False
+
+
 async def url_violations(params: dict[str, Any], *, allow_private: bool) -> list[tuple[str, str]]:
     """The send check for file URLs in ``params.message.parts`` (the JSON-RPC params, before the SDK parses them):
     (field, why) for each URL that is not http(s), or points at a loopback/private address unless
@@ -256,6 +270,6 @@ def raw_file_part(data: bytes, filename: str, media_type: str = "application/oct
 
 __all__ = [
     "EVENT_MEDIA_TYPE", "MAX_FILE_BYTES", "RESPONSE_ARTIFACT", "PromptIn", "agent_message", "answer_of", "data_part",
-    "fetch_url_parts", "file_name", "url_violations",
+    "OUTPUT_MODES", "accepts_our_output", "fetch_url_parts", "file_name", "url_violations",
     "event_part", "prompt_of", "raw_file_part", "request_text", "stop_state", "wire_json",
 ]  # fmt: skip
