@@ -3,6 +3,7 @@ one step and every later one is refused by that step — and nothing refused cre
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any
@@ -164,3 +165,16 @@ def test_implicit_operator_only_without_credentials_and_origin(a2a_daemon: Any) 
     r = post(daemon.url, rpc("ListTasks"), token=None, Origin="https://app.example")
     assert r.status_code == 401  # a browser page is never the implicit operator
     assert post(daemon.url, rpc("ListTasks"), token="anything").status_code == 401
+
+
+def test_streaming_through_the_front_keeps_cors_and_extension_headers(daemon: Any) -> None:
+    headers = {"Content-Type": "application/json", "A2A-Version": "1.0", "Authorization": f"Bearer {ALICE}",
+               "Origin": "https://app.example", "A2A-Extensions": COMMAND}  # fmt: skip
+    body = rpc("SendStreamingMessage", send_params())
+    with httpx.stream("POST", daemon.url + "/", json=body, headers=headers, timeout=30) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        assert response.headers["access-control-allow-origin"] == "https://app.example"
+        assert response.headers["A2A-Extensions"] == COMMAND
+        frames = [line for line in response.iter_lines() if line.startswith("data:")]
+    results = [json.loads(f[5:])["result"] for f in frames]
+    assert "task" in results[0] and results[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
