@@ -254,7 +254,8 @@ class Conversation:
         _translate(run, event, tag)
 
 
-def _flush_reasoning(run: TaskRun, message_id: str, event: Any) -> None:
+def _flush_reasoning(run: TaskRun, message_id: str) -> None:
+    # Reasoning is sent whole, one status update per reasoning message: each update lands in the task's history.
     text = "".join(run.reasoning.pop(message_id, []))
     if text:
         part = data_part({"ReasoningDelta": {"message_id": message_id, "text": text}},
@@ -270,10 +271,10 @@ def _translate(run: TaskRun, event: Any, tag: str) -> None:
     elif tag == "ReasoningDelta" and top:
         run.reasoning.setdefault(kind.message_id, []).append(kind.text)
     elif tag == "MessageEnded":
-        _flush_reasoning(run, kind.message_id, event)
+        _flush_reasoning(run, kind.message_id)
     elif tag == "RequestOpened":
         for message_id in list(run.reasoning):
-            _flush_reasoning(run, message_id, event)
+            _flush_reasoning(run, message_id)
         run.request = kind.value
         run.status(TaskState.TASK_STATE_INPUT_REQUIRED, [Part(text=request_text(kind.value)), event_part(event)])
     elif tag == "RequestClosed":
@@ -282,7 +283,7 @@ def _translate(run: TaskRun, event: Any, tag: str) -> None:
             run.status(TaskState.TASK_STATE_WORKING, [event_part(event)])
     elif tag == "TurnEnded":
         for message_id in list(run.reasoning):
-            _flush_reasoning(run, message_id, event)
+            _flush_reasoning(run, message_id)
         run.request = None
         run.status(stop_state(kind.stop), [Part(text=_final_text(run, kind.stop)), event_part(event)])
     elif tag in DETAIL_KINDS or tag in ("TextDelta", "ReasoningDelta"):

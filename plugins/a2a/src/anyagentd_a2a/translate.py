@@ -263,13 +263,8 @@ async def fetch_url_parts(message: Message, *, allow_private: bool) -> dict[int,
     return found
 
 
-def raw_file_part(data: bytes, filename: str, media_type: str = "application/octet-stream") -> Part:
-    """A file part with inline bytes (for clients and tests)."""
-    return Part(raw=data, filename=filename, media_type=media_type)
-
-
 __all__ = [
     "EVENT_MEDIA_TYPE", "MAX_FILE_BYTES", "RESPONSE_ARTIFACT", "PromptIn", "agent_message", "answer_of", "data_part",
     "OUTPUT_MODES", "accepts_our_output", "fetch_url_parts", "file_name", "url_violations",
-    "event_part", "prompt_of", "raw_file_part", "request_text", "stop_state", "wire_json",
+    "event_part", "prompt_of", "request_text", "stop_state", "wire_json",
 ]  # fmt: skip
