@@ -269,7 +269,14 @@ bearer = "{{secret:BOB_TOKEN}}"
     assert [t["id"] for t in listed["tasks"]] == [alice["id"]]
     # the operator sees all, and may act on a user's task without taking it over
     everything = daemon.rpc("ListTasks", {}, token="op-secret-1").json()["result"]
-    assert {t["id"] for t in everything["tasks"]} == {alice["id"], bob["id"]}
+    assert {t["id"] for t in everything["tasks"]} == {alice["id"], bob["id"]} and everything["totalSize"] == 2
+    page = daemon.rpc("ListTasks", {"pageSize": 1}, token="op-secret-1").json()["result"]
+    rest = daemon.rpc("ListTasks", {"pageSize": 1, "pageToken": page["nextPageToken"]},
+                      token="op-secret-1").json()["result"]  # fmt: skip
+    assert {page["tasks"][0]["id"], rest["tasks"][0]["id"]} == {alice["id"], bob["id"]} and not rest["nextPageToken"]
+    waiting = daemon.rpc("ListTasks", {"status": "TASK_STATE_INPUT_REQUIRED", "contextId": "shared"},
+                         token="op-secret-1").json()["result"]  # fmt: skip
+    assert len(waiting["tasks"]) == 2
     assert daemon.rpc("GetTask", {"id": bob["id"]}, token="op-secret-1").json()["result"]["id"] == bob["id"]
     done = daemon.send_text("allow", token="op-secret-1", task_id=alice["id"])
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"

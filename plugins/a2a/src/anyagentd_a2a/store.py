@@ -17,8 +17,11 @@ from typing import Any
 from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import DatabaseTaskStore
-from a2a.types import ListTasksRequest, ListTasksResponse, Task
-from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, select
+from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
+from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
+from a2a.utils.errors import InvalidParamsError
+from a2a.utils.task import decode_list_tasks_cursor, encode_list_tasks_cursor
+from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, case, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from .principals import OPERATOR
@@ -77,19 +80,34 @@ class PrincipalTaskStore(DatabaseTaskStore):
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         if _owner(context) != OPERATOR.id:
             return await super().list(params, context)
-        # The operator: the union of every owner's listing, newest first (one page per owner, merged).
+        return await self._list_every_owner(params)
+
+    async def _list_every_owner(self, params: ListTasksRequest) -> ListTasksResponse:
+        """The operator's listing: the SDK's filters, order and cursor paging, without the owner condition."""
         await self._ensure_initialized()
+        model = self.task_model
+        stmt = select(model)
+        if params.context_id:
+            stmt = stmt.where(model.context_id == params.context_id)
+        if params.status:
+            stmt = stmt.where(model.status["state"].as_string() == TaskState.Name(params.status))
+        if params.HasField("status_timestamp_after"):
+            stmt = stmt.where(model.last_updated >= params.status_timestamp_after.ToDatetime())
         async with self.async_session_maker() as session:
-            owners = (await session.execute(select(self.task_model.owner).distinct())).scalars().all()
-        tasks: list[Task] = []
-        total = 0
-        for owner in owners:
-            page = await super().list(params, _as_owner(context, owner))
-            tasks.extend(page.tasks)
-            total += page.total_size
-        tasks.sort(key=lambda t: (t.status.timestamp.ToNanoseconds(), t.id), reverse=True)
-        size = params.page_size or 50
-        return ListTasksResponse(tasks=tasks[:size], total_size=total, page_size=size)
+            total = (await session.execute(select(func.count()).select_from(stmt.subquery()))).scalar_one()
+            stmt = stmt.order_by(case((model.last_updated.is_(None), 1), else_=0).asc(), model.last_updated.desc(),
+                                 model.id.desc())  # fmt: skip
+            if params.page_token:
+                cursor = decode_list_tasks_cursor(params.page_token)
+                if cursor is None:
+                    raise InvalidParamsError("Invalid page token")
+                stmt = stmt.where(self._after_cursor(cursor))
+            size = params.page_size or DEFAULT_LIST_TASKS_PAGE_SIZE
+            rows = (await session.execute(stmt.limit(size + 1))).scalars().all()
+        page = rows[:size]
+        token = encode_list_tasks_cursor(self._cursor_for(page[-1])) if len(rows) == size + 1 else None
+        return ListTasksResponse(tasks=[self._from_orm(r) for r in page], total_size=total, next_page_token=token,
+                                 page_size=size)  # fmt: skip
 
 
 class _Owner(User):
