@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -18,8 +17,8 @@ from typing import Any
 
 import httpx
 import pytest
-
 from a2a_helpers import ANYAGENTD
+
 STARTUP = 30.0
 """Seconds a daemon may take to print its listening line."""
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import httpx
 import pytest
-from a2a_helpers import SLOW, wait_state
 from a2a.client import ClientConfig, ClientFactory
 from a2a.types import (
     CancelTaskRequest,
@@ -24,6 +23,7 @@ from a2a.types import (
     SendMessageRequest,
     TaskState,
 )
+from a2a_helpers import SLOW, wait_state
 from google.protobuf.json_format import MessageToDict
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -369,7 +369,7 @@ async def test_auto_approval_never_asks(a2a_daemon: Any) -> None:
     assert states == {None}  # no request was ever opened to the caller
 
 
-async def test_idle_sessions_are_closed_and_reopened_on_the_next_message(a2a_daemon: Any) -> None:
+def test_idle_sessions_are_closed_and_reopened_on_the_next_message(a2a_daemon: Any) -> None:
     daemon = a2a_daemon(mock="hello", env={"ANYAGENTD_A2A_IDLE_CLOSE": "0.4"})
     first = daemon.send_text("hi", context_id="idle")
     deadline = time.monotonic() + 10

@@ -11,13 +11,11 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
-
-from anyagentd_a2a.config import ConfigError, load, parse
-
 from a2a_helpers import ANYAGENTD, SLOW, wait_state
+from anyagentd_a2a.config import ConfigError, load, parse
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.anyio]
 
@@ -63,7 +61,7 @@ def test_config_refuses_unknown_keys_literals_and_missing_secrets(tmp_path: Path
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     import os
 
-    return subprocess.run([ANYAGENTD, "a2a", *args], capture_output=True, text=True, timeout=60,
+    return subprocess.run([ANYAGENTD, "a2a", *args], capture_output=True, text=True, timeout=60, check=False,
                           env={**os.environ, **(env or {})})  # fmt: skip
 
 
@@ -167,9 +165,9 @@ def test_sighup_reloads_principals(a2a_daemon: Any, tmp_path: Path) -> None:
 
 
 class _Receiver(BaseHTTPRequestHandler):
-    received: list[tuple[dict[str, str], Any]] = []
+    received: ClassVar[list[tuple[dict[str, str], Any]]] = []
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         self.received.append((dict(self.headers), json.loads(body)))
         self.send_response(200)
@@ -253,13 +251,12 @@ async def test_sends_are_refused_while_draining_and_reads_still_served() -> None
     """The front's last gate, in process (a drain is too short to hit from outside): sends get -32603 DRAINING and
     never reach the dispatcher; reads still do."""
     import httpx
-    from starlette.applications import Starlette
-    from starlette.responses import JSONResponse
-    from starlette.routing import Route
-
     from anyagentd_a2a.config import default_config
     from anyagentd_a2a.front import Front
     from anyagentd_a2a.principals import Identities
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
 
     reached: list[str] = []
 

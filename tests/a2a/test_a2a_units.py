@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from a2a.types import Message, Part, Role, TaskState
-
 from anyagentd.model import (
     REQUEST,
     AnswerPermission,

@@ -21,7 +21,6 @@ from a2a.types import (
     SecurityScheme,
     StringList,
 )
-
 from anyagentd import __version__
 
 from .config import Loaded
@@ -44,7 +43,7 @@ def build_card(loaded: Loaded, url: str) -> AgentCard:
             streaming=True, push_notifications=config.a2a.push.enabled, extended_agent_card=True,
             extensions=[AgentExtension(uri=COMMAND_EXTENSION, required=False,
                                        description="agentd command extension (status, workflows, admin)")],
-        ),  # fmt: skip
+        ),
         default_input_modes=["text/plain", "application/json", "application/octet-stream"],
         default_output_modes=list(OUTPUT_MODES),
         skills=[AgentSkill(id=agent, name=agent, tags=["coding", "agent"],

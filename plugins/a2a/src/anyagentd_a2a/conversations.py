@@ -34,7 +34,6 @@ from a2a.types import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
-
 from anyagentd.errors import AnyagentError
 from anyagentd.model import PromptOrigin, kind_tag
 

@@ -32,12 +32,11 @@ from a2a.server.tasks import BasePushNotificationSender
 from a2a.types import CancelTaskRequest
 from a2a.utils.errors import A2AError
 from a2a.utils.push_url_validator import validate_push_notification_url
+from anyagentd.errors import ResumeFailed
+from anyagentd.runtime import Runtime
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Route
-
-from anyagentd.errors import ResumeFailed
-from anyagentd.runtime import Runtime
 
 from .card import build_card, extend_for_caller
 from .config import ConfigError, Loaded, load, split_host_port
@@ -45,8 +44,8 @@ from .conversations import Conversation, Conversations
 from .executor import CANCEL_GRACE, ConversationExecutor
 from .front import COMMAND_EXTENSION, CorsGate, Front, invalid_params, rpc_error
 from .principals import OPERATOR, Identities
-from .translate import accepts_our_output, url_violations
 from .store import ConversationTable, PrincipalTaskStore, engine_for, fail_interrupted
+from .translate import accepts_our_output, url_violations
 
 log = logging.getLogger("anyagentd.a2a")
 

@@ -15,7 +15,6 @@ import anyio
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.types import Part, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
-
 from anyagentd.errors import AnyagentError
 
 from .conversations import Conversations, TaskRun

@@ -90,7 +90,7 @@ class TokenBucket:
     ``peek(key)`` is the same without spending. Keys idle long enough to be full again are forgotten.
     """
 
-    def __init__(self, capacity: int, seconds: float, clock=time.monotonic) -> None:  # noqa: ANN001
+    def __init__(self, capacity: int, seconds: float, clock=time.monotonic) -> None:
         self.capacity = capacity
         self.rate = capacity / seconds
         self._clock = clock

@@ -11,7 +11,7 @@ plus this daemon's conversation table (the agent's resume token per (owner, cont
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from a2a.auth.user import User
@@ -143,7 +143,7 @@ async def fail_interrupted(store: PrincipalTaskStore) -> int:
             history = list(row.history or [])
             if status.get("message"):
                 history.append(status["message"])
-            now = datetime.now(timezone.utc)
+            now = datetime.now(UTC)
             message = {"messageId": str(uuid.uuid4()), "role": "ROLE_AGENT", "contextId": row.context_id,
                        "taskId": row.id, "parts": [{"text": INTERRUPTED_MESSAGE}]}  # fmt: skip
             row.status = {"state": "TASK_STATE_FAILED", "message": message,
@@ -183,7 +183,7 @@ class ConversationTable:
         return row[0] if row else None
 
     async def remember(self, owner: str, context_id: str, agent: str, token: str | None) -> None:
-        now = datetime.now(timezone.utc).replace(tzinfo=None)
+        now = datetime.now(UTC).replace(tzinfo=None)
         values = {"owner": owner, "context_id": context_id, "agent": agent, "resume_token": token, "updated": now}
         key = (conversations_table.c.owner == owner, conversations_table.c.context_id == context_id)
         async with self.engine.begin() as conn:  # portable upsert: one transaction, delete then insert

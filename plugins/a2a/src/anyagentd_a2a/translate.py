@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from a2a.types import Message, Part, Role, TaskState
+from anyagentd.model import ANSWER, AnswerPermission, AnswerQuestion, Choices, PermissionRequested, TextAnswer
 from google.protobuf.json_format import MessageToDict
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
-
-from anyagentd.model import ANSWER, AnswerPermission, AnswerQuestion, Choices, PermissionRequested, TextAnswer
 
 EVENT_MEDIA_TYPE = "application/vnd.anyagent.event+json"
 """Media type of a DataPart that carries one wire ``Event``."""
@@ -264,7 +263,21 @@ async def fetch_url_parts(message: Message, *, allow_private: bool) -> dict[int,
 
 
 __all__ = [
-    "EVENT_MEDIA_TYPE", "MAX_FILE_BYTES", "RESPONSE_ARTIFACT", "PromptIn", "agent_message", "answer_of", "data_part",
-    "OUTPUT_MODES", "accepts_our_output", "fetch_url_parts", "file_name", "url_violations",
-    "event_part", "prompt_of", "request_text", "stop_state", "wire_json",
+    "EVENT_MEDIA_TYPE",
+    "MAX_FILE_BYTES",
+    "OUTPUT_MODES",
+    "RESPONSE_ARTIFACT",
+    "PromptIn",
+    "accepts_our_output",
+    "agent_message",
+    "answer_of",
+    "data_part",
+    "event_part",
+    "fetch_url_parts",
+    "file_name",
+    "prompt_of",
+    "request_text",
+    "stop_state",
+    "url_violations",
+    "wire_json",
 ]  # fmt: skip
