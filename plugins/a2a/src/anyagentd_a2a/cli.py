@@ -52,7 +52,6 @@ def a2a(config_path: str | None, check_path: str | None, listen: str | None, moc
     except ConfigError as err:
         _config_error(err)
     import anyio
-
     from anyagentd.errors import AnyagentError
 
     from .daemon import Options, serve
