@@ -12,11 +12,13 @@ ANYAGENTD = str(Path(sys.executable).with_name("anyagentd"))
 
 
 
-def wait_state(daemon: Any, task_id: str, state: str, timeout: float = 20.0) -> dict[str, Any]:
-    """Poll GetTask until the task is in ``state``; returns it (fails with the last one seen)."""
+def wait_state(daemon: Any, task_id: str, state: str, timeout: float = 20.0,
+               token: str | None = None) -> dict[str, Any]:
+    """Poll GetTask (as ``token``'s principal) until the task is in ``state``; returns it (fails with the last one
+    seen)."""
     deadline = time.monotonic() + timeout
     while True:
-        got = daemon.rpc("GetTask", {"id": task_id}).json()["result"]
+        got = daemon.rpc("GetTask", {"id": task_id}, token=token).json()["result"]
         if got["status"]["state"] == state or time.monotonic() > deadline:
             assert got["status"]["state"] == state, got
             return got

@@ -380,3 +380,23 @@ def test_idle_sessions_are_closed_and_reopened_on_the_next_message(a2a_daemon: A
     assert second["status"]["state"] == "TASK_STATE_COMPLETED"
     sessions = {t["status"]["message"]["parts"][1]["data"]["session_id"] for t in (first, second)}
     assert len(sessions) == 2
+
+
+def test_a_message_to_a_running_task_is_refused_not_dropped(a2a_daemon: Any, tmp_path: Path) -> None:
+    script = tmp_path / "slow.json"
+    script.write_text(json.dumps(SLOW))
+    daemon = a2a_daemon(config="""
+[[a2a.principals]]
+id = "alice"
+bearer = "{{secret:A_T}}"
+[[a2a.principals]]
+id = "bob"
+bearer = "{{secret:B_T}}"
+""", env={"A_T": "a-token", "B_T": "b-token"}, mock=str(script))  # fmt: skip
+    running = daemon.send_text("one", token="a-token", configuration={"returnImmediately": True})
+    wait_state(daemon, running["id"], "TASK_STATE_WORKING", token="a-token")
+    message = {"messageId": "m", "role": "ROLE_USER", "taskId": running["id"], "parts": [{"text": "more"}]}
+    error = daemon.rpc("SendMessage", {"message": message}, token="a-token").json()["error"]
+    assert error["code"] == -32004 and "without taskId" in error["message"]
+    other = daemon.rpc("SendMessage", {"message": message}, token="b-token").json()["error"]
+    assert other["code"] == -32001  # another principal learns nothing about the task

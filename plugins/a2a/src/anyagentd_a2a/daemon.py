@@ -251,9 +251,18 @@ class Daemon:
         self.cors = CorsGate(app, self.loaded.config.a2a.cors_origins)
         return self.cors
 
-    async def _check_send(self, request_id: Any, params: dict[str, Any]) -> Any:
-        """A send's own refusals, before the SDK creates a task: output modes we cannot produce (-32005), file URLs
-        we will not fetch (-32602)."""
+    async def _check_send(self, principal: Any, request_id: Any, params: dict[str, Any]) -> Any:
+        """A send's own refusals, before the SDK creates or touches a task: output modes we cannot produce
+        (-32005), file URLs we will not fetch (-32602), a message naming the caller's own task while it runs and
+        waits for no input (-32004: the SDK would hold it until the task stops, then drop it)."""
+        message = params.get("message")
+        task_id = message.get("taskId") if isinstance(message, dict) else None
+        run = self.conversations.runs.get(task_id) if isinstance(task_id, str) else None
+        if run is not None and run.request is None and (principal.is_operator or run.conversation.owner
+                                                        == principal.id):  # fmt: skip
+            return rpc_error(request_id, -32004, f"task {task_id} is running and waits for no input: send the "
+                             "message without taskId, in its contextId, to steer or queue it",
+                             reason="UNSUPPORTED_OPERATION")  # fmt: skip
         configuration = params.get("configuration")
         modes = configuration.get("acceptedOutputModes") if isinstance(configuration, dict) else None
         if isinstance(modes, list) and modes and not accepts_our_output(modes):

@@ -9,7 +9,8 @@ application/json`` (415) → identity (401, code -31401, ``WWW-Authenticate: Bea
 1.0 or 1.0.x (-32009 VERSION_NOT_SUPPORTED) → per-principal rate (429) → exact method route (-32601) → extension
 negotiation (activated URIs echoed in ``A2A-Extensions``) → method authorization (403, -31403) → while draining,
 sends refused (-32603 DRAINING) → send checks (-32005 when ``acceptedOutputModes`` excludes everything we
-produce; -32602 for a file URL that is not http(s) or points at a private address) → the SDK's
+produce; -32602 for a file URL that is not http(s) or points at a private address; -32004 for a message naming
+one's own task that runs and waits for no input) → the SDK's
 ``JsonRpcDispatcher.handle_requests`` (one Starlette endpoint; the body is parsed once, Starlette caches it).
 """
 
@@ -77,7 +78,7 @@ class Front:
     """The Starlette endpoint for ``POST /``: the checks above, then ``dispatch(request)`` (the SDK's dispatcher).
 
     ``is_draining()`` says whether sends are refused; ``supported_extensions`` are the URIs that can be activated;
-    ``check_send(request_id, params)`` returns the refusal of a send's params, if any. The principal is left in
+    ``check_send(principal, request_id, params)`` returns the refusal of a send, if any. The principal is left in
     ``request.state.principal`` for the call-context builder."""
 
     def __init__(
@@ -89,7 +90,7 @@ class Front:
         is_draining: Callable[[], bool],
         supported_extensions: set[str],
         realm: str,
-        check_send: Callable[[Any, dict[str, Any]], Awaitable[Response | None]] | None = None,
+        check_send: Callable[[Principal, Any, dict[str, Any]], Awaitable[Response | None]] | None = None,
     ) -> None:
         self.check_send = check_send
         self.identities = identities
@@ -162,7 +163,7 @@ class Front:
             return rpc_error(request_id, -32603, "the daemon is draining: no new messages", reason="DRAINING",
                              domain=AGENTD_DOMAIN)  # fmt: skip
         if method in SEND_METHODS and self.check_send is not None:
-            refused = await self.check_send(request_id, envelope.get("params") or {})
+            refused = await self.check_send(principal, request_id, envelope.get("params") or {})
             if refused is not None:
                 return refused
         return principal, activated
