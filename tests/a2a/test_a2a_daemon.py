@@ -152,6 +152,7 @@ def test_sighup_reloads_principals(a2a_daemon: Any, tmp_path: Path) -> None:
     while daemon.rpc("ListTasks", token="bob-t").status_code != 200 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert daemon.rpc("ListTasks", token="bob-t").status_code == 200
+    assert not any("take effect at the next start" in line for line in daemon.stderr)  # nothing else changed
     config.write_text("[a2a]\nnonsense = 1\n")  # a bad file is refused and the running configuration kept
     daemon.signal(signal.SIGHUP)
     time.sleep(0.5)

@@ -30,7 +30,7 @@ def _config_error(err: Exception) -> None:
 def a2a(config_path: str | None, check_path: str | None, listen: str | None, mock_script: str | None,
         state_dir: Path | None) -> None:  # fmt: skip
     """Serve the configured agent over A2A 1.0 (JSON-RPC over HTTP)."""
-    from .config import ConfigError, check_listener, default_config, load, split_host_port
+    from .config import ConfigError, default_config, load, with_listen
 
     if check_path is not None:
         try:
@@ -40,15 +40,7 @@ def a2a(config_path: str | None, check_path: str | None, listen: str | None, moc
         click.echo(f"{check_path}: ok", err=True)
         return
     try:
-        loaded = load(config_path) if config_path else default_config()
-        if listen is not None:
-            try:
-                split_host_port(listen)
-            except ValueError as err:
-                raise ConfigError("--listen", str(err)) from None
-            loaded = loaded.model_copy(update={"config": loaded.config.model_copy(update={
-                "a2a": loaded.config.a2a.model_copy(update={"listen": listen})})})
-            check_listener(loaded)
+        loaded = with_listen(load(config_path) if config_path else default_config(), listen)
     except ConfigError as err:
         _config_error(err)
     import anyio

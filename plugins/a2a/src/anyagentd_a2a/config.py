@@ -263,6 +263,21 @@ def check_listener(loaded: Loaded) -> None:
         raise ConfigError("a2a.listen", f"{a2a.listen} is not loopback: configure a2a.bearer or [[a2a.principals]]")
 
 
+def with_listen(loaded: Loaded, listen: str | None) -> Loaded:
+    """``loaded`` with ``a2a.listen`` replaced (the ``--listen`` override), checked again; ``ConfigError`` on
+    ``--listen`` for a value that is not HOST:PORT."""
+    if listen is None:
+        return loaded
+    try:
+        split_host_port(listen)
+    except ValueError as err:
+        raise ConfigError("--listen", str(err)) from None
+    a2a = loaded.config.a2a.model_copy(update={"listen": listen})
+    changed = loaded.model_copy(update={"config": loaded.config.model_copy(update={"a2a": a2a})})
+    check_listener(changed)
+    return changed
+
+
 def load(path: str | Path, *, env: dict[str, str] | None = None) -> Loaded:
     """Read and validate a TOML file; raises ``ConfigError`` (``key`` empty for an unreadable/unparsable file)."""
     try:

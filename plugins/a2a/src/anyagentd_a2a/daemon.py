@@ -39,7 +39,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from .card import build_card, extend_for_caller
-from .config import ConfigError, Loaded, load, split_host_port
+from .config import ConfigError, Loaded, load, split_host_port, with_listen
 from .conversations import Conversation, Conversations
 from .executor import CANCEL_GRACE, ConversationExecutor
 from .front import COMMAND_EXTENSION, CorsGate, Front, invalid_params, rpc_error
@@ -315,7 +315,7 @@ class Daemon:
             log.warning("SIGHUP: no --config file to reload")
             return
         try:
-            loaded = load(path)
+            loaded = with_listen(load(path), self.options.listen)
         except ConfigError as err:
             log.error("SIGHUP: configuration not reloaded: %s", err)
             return
