@@ -1,0 +1,183 @@
+"""Benchmark of ``anyagentd a2a``: SendMessage latency and throughput against a bare a2a-sdk echo server, time to
+the listening line, and the CLI's cold start with and without the A2A stack. Prints figures; asserts nothing.
+
+Usage: .venv/bin/python bench/bench_a2a.py [--requests N] [--concurrency C] [--quick]
+
+Servers (each a child process started the same way, ``--listen 127.0.0.1:0``, its listening line read):
+- **anyagentd** — ``anyagentd a2a --mock <short reply x many turns>``, default configuration (SQLite task store);
+- **echo (memory)** — ``bench/a2a_echo_server.py``: the SDK's DefaultRequestHandler, an executor that completes
+  each task with the message's text, the SDK's in-memory task store;
+- **echo (sqlite)** — the same with the SDK's database task store on SQLite (what anyagentd uses by default).
+
+Figures: spawn → listening line (median of 3); unary SendMessage p50/p90 over N sequential requests in one
+contextId (one turn each); throughput with C concurrent clients, each in its own contextId; cold start of
+``python -c "import anyagentd.cli"`` (what ``anyagentd serve`` pays) vs that plus ``import anyagentd_a2a.daemon``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+PY = sys.executable
+HERE = Path(__file__).parent
+WORK = Path(tempfile.mkdtemp(prefix="anyagentd-bench-a2a-"))
+CHILDREN: list[subprocess.Popen[str]] = []
+
+
+def short_reply_script(turns: int) -> Path:
+    turn = [{"Emit": {"TextDelta": {"message_id": "m1", "text": "ok"}}}, {"End": {"Completed": {"source": "Protocol"}}}]
+    path = WORK / "short.json"
+    path.write_text(json.dumps({"turns": [turn] * turns}))
+    return path
+
+
+def start(argv: list[str]) -> tuple[subprocess.Popen[str], str, float]:
+    """Spawn, read the listening line; returns (process, url, seconds from spawn to the line)."""
+    began = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=WORK)
+    CHILDREN.append(proc)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    took = time.perf_counter() - began
+    if not line:
+        raise RuntimeError(f"{argv[0]} printed no listening line")
+    return proc, json.loads(line)["listening"], took
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def servers(turns: int) -> dict[str, list[str]]:
+    script = short_reply_script(turns)
+    anyagentd = str(Path(PY).with_name("anyagentd"))
+    return {
+        "anyagentd": [anyagentd, "a2a", "--listen", "127.0.0.1:0", "--mock", str(script),
+                      "--state-dir", str(WORK / f"state-{uuid.uuid4().hex[:6]}")],
+        "echo (memory)": [PY, str(HERE / "a2a_echo_server.py"), "--listen", "127.0.0.1:0"],
+        "echo (sqlite)": [PY, str(HERE / "a2a_echo_server.py"), "--listen", "127.0.0.1:0",
+                          "--store", f"sqlite:{WORK / f'echo-{uuid.uuid4().hex[:6]}.db'}"],
+    }  # fmt: skip
+
+
+def send(client: httpx.Client, url: str, context_id: str) -> float:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+        "messageId": str(uuid.uuid4()), "role": "ROLE_USER", "contextId": context_id, "parts": [{"text": "ok"}]}}}
+    began = time.perf_counter()
+    reply = client.post(url + "/", json=body, headers={"A2A-Version": "1.0"}).json()
+    took = time.perf_counter() - began
+    state = reply["result"]["task"]["status"]["state"]
+    if state != "TASK_STATE_COMPLETED":
+        raise RuntimeError(f"task ended {state}")
+    return took
+
+
+def latency(url: str, n: int) -> list[float]:
+    with httpx.Client(timeout=60) as client:
+        context_id = str(uuid.uuid4())
+        send(client, url, context_id)  # warm-up: opens the conversation's session
+        return [send(client, url, context_id) for _ in range(n)]
+
+
+def throughput(url: str, n: int, concurrency: int) -> float:
+    per_client = max(1, n // concurrency)
+    errors: list[Exception] = []
+
+    def worker() -> None:
+        try:
+            with httpx.Client(timeout=60) as client:
+                context_id = str(uuid.uuid4())
+                send(client, url, context_id)
+                barrier.wait()
+                for _ in range(per_client):
+                    send(client, url, context_id)
+        except Exception as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+            barrier.abort()
+
+    barrier = threading.Barrier(concurrency + 1)
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return per_client * concurrency / (time.perf_counter() - began)
+
+
+def cold(code: str, runs: int = 5) -> float:
+    times = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        subprocess.run([PY, "-c", code], check=True, cwd=WORK)
+        times.append(time.perf_counter() - began)
+    return statistics.median(times)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:7.1f} ms"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    n = 40 if args.quick else args.requests
+    print(f"bench_a2a: {n} requests, concurrency {args.concurrency}, load average {os.getloadavg()[0]:.2f}")
+    results: dict[str, dict[str, float]] = {}
+    for name, argv in servers(turns=n * 2 + args.concurrency * 4).items():
+        startups = []
+        for _ in range(1 if args.quick else 3):
+            proc, url, took = start(argv)
+            startups.append(took)
+            stop(proc)
+        proc, url, _ = start(argv)
+        try:
+            lat = sorted(latency(url, n))
+            rate = throughput(url, n, args.concurrency)
+        finally:
+            stop(proc)
+        results[name] = {"start": statistics.median(startups), "p50": lat[len(lat) // 2],
+                         "p90": lat[int(len(lat) * 0.9)], "rate": rate}  # fmt: skip
+        r = results[name]
+        print(f"{name:14s} listening {ms(r['start'])}   SendMessage p50 {ms(r['p50'])} p90 {ms(r['p90'])}   "
+              f"throughput {r['rate']:7.1f} req/s")
+    base = results["anyagentd"]
+    for name in ("echo (memory)", "echo (sqlite)"):
+        other = results[name]
+        print(f"anyagentd / {name}: listening x{base['start'] / other['start']:.2f}, "
+              f"p50 x{base['p50'] / other['p50']:.2f}, throughput x{base['rate'] / other['rate']:.2f}")
+    serve = cold("import anyagentd.cli")
+    a2a = cold("import anyagentd.cli, anyagentd_a2a.daemon")
+    print(f"cold start: import anyagentd.cli {ms(serve)} (anyagentd serve's path)   "
+          f"+ anyagentd_a2a.daemon {ms(a2a)}   (x{a2a / serve:.2f})")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        for child in CHILDREN:
+            if child.poll() is None:
+                child.kill()

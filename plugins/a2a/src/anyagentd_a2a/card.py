@@ -1,0 +1,70 @@
+"""The agent card (A2A 1.0, a2a-sdk's ``AgentCard``): public at ``/.well-known/agent-card.json``, extended per
+caller through GetExtendedAgentCard.
+
+Takes the loaded configuration and the public URL; returns the card: name, description, version, the JSON-RPC
+interface at the URL, capabilities (streaming, push as configured, extended card), one skill for the conversation
+agent, the bearer security scheme when any credential is configured, and the command extension (declared, never
+required; its ops come with the command extension itself).
+"""
+
+from __future__ import annotations
+
+from a2a.server.context import ServerCallContext
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentExtension,
+    AgentInterface,
+    AgentSkill,
+    HTTPAuthSecurityScheme,
+    SecurityRequirement,
+    SecurityScheme,
+    StringList,
+)
+from anyagentd import __version__
+
+from .config import Loaded
+from .front import COMMAND_EXTENSION
+from .translate import OUTPUT_MODES
+
+COMMAND_SCHEMA_URL = "https://agentd.dev/a2a/ext/command/schema.json"
+
+
+def build_card(loaded: Loaded, url: str) -> AgentCard:
+    config = loaded.config
+    agent = config.agent.label()
+    card = AgentCard(
+        name=f"anyagentd {agent}",
+        description=f"Coding agent {agent!r} driven by anyagentd: each contextId is one conversation with the agent, "
+                    "each message one prompt run as a task.",
+        version=__version__,
+        supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")],
+        capabilities=AgentCapabilities(
+            streaming=True, push_notifications=config.a2a.push.enabled, extended_agent_card=True,
+            extensions=[AgentExtension(uri=COMMAND_EXTENSION, required=False,
+                                       description="agentd command extension (status, workflows, admin)")],
+        ),
+        default_input_modes=["text/plain", "application/json", "application/octet-stream"],
+        default_output_modes=list(OUTPUT_MODES),
+        skills=[AgentSkill(id=agent, name=agent, tags=["coding", "agent"],
+                           description=f"A conversation with the coding agent {agent!r} in its working directory.")],
+    )  # fmt: skip
+    card.capabilities.extensions[0].params.update({"dataPartKey": "agentd", "schema": COMMAND_SCHEMA_URL, "ops": []})
+    if loaded.credentialed:
+        card.security_schemes["bearer"].CopyFrom(
+            SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="bearer",
+                                                                            description="anyagentd bearer token")))
+        card.security_requirements.append(SecurityRequirement(schemes={"bearer": StringList()}))
+    return card
+
+
+async def extend_for_caller(card: AgentCard, context: ServerCallContext) -> AgentCard:
+    """The extended card for this caller: the public card plus who the caller is and what it may call (in the
+    command extension's params)."""
+    extended = AgentCard()
+    extended.CopyFrom(card)
+    principal = context.state.get("principal")
+    if principal is not None:
+        extended.capabilities.extensions[0].params.update(
+            {"principal": principal.id, "role": principal.role, "grants": list(principal.grants)})
+    return extended

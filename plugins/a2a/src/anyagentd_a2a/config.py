@@ -1,0 +1,296 @@
+"""The daemon's configuration: a TOML file validated with pydantic, secrets resolved at load.
+
+Takes a file (``load(path)``) or nothing (``default_config()``: the embedded ``mock`` agent on loopback). Unknown
+keys are refused, naming them. Credentials are references only: ``{{secret:NAME}}`` (an environment variable) or
+``{{secret-file:PATH}}`` (a file's content, trailing newline stripped); a literal value in a credential field is
+refused, and a reference that does not resolve is a start-up error naming it. Resolved values are ``SecretStr``:
+they never appear in a repr, a log line or an error message.
+
+Raises :class:`ConfigError` (``key``: the dotted path of the offending key; ``message``: one line for a person).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+
+_REFERENCE = re.compile(r"^\{\{(secret|secret-file):([^}]+)\}\}$")
+_RATE = re.compile(r"^(\d+)/(\d+(?:\.\d+)?)s$")
+
+
+class ConfigError(Exception):
+    """A configuration that cannot be served; ``key`` names the offending key (dotted), ``message`` says why."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}" if key else message)
+        self.key = key
+        self.message = message
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _reference(value: Any) -> Any:
+    """A credential field: the ``{{secret:…}}`` / ``{{secret-file:…}}`` reference, kept unresolved until load."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _REFERENCE.match(value):
+        raise ValueError("a credential must be a reference {{secret:ENV}} or {{secret-file:PATH}}, not a literal value")
+    return value
+
+
+class AcpAgent(_Strict):
+    name: str
+    path: str
+    args: list[str] = Field(default_factory=list)
+
+
+class AgentSection(_Strict):
+    """``[agent]``: which agent every conversation runs, where, and how permissions are answered."""
+
+    name: str | dict[Literal["acp"], AcpAgent] = "mock"
+    dir: str = "."
+    approval: Literal["ask", "auto"] = "ask"
+    mock_script: str | None = None
+
+    def agent_ref(self) -> Any:
+        """The ``AgentRef`` the runtime opens: a catalog id or ``{"acp": {...}}``."""
+        if isinstance(self.name, str):
+            return self.name
+        return {"acp": self.name["acp"].model_dump()}
+
+    def label(self) -> str:
+        return self.name if isinstance(self.name, str) else self.name["acp"].name
+
+
+class PushSection(_Strict):
+    """``[a2a.push]``: push notifications; ``allow_private`` lets them reach loopback and private addresses."""
+
+    enabled: bool = True
+    allow_private: bool = False
+
+
+class TlsSection(_Strict):
+    cert: str
+    key: str
+
+
+class Rate(_Strict):
+    """A request budget: ``requests`` per ``seconds`` (``"120/60s"``)."""
+
+    requests: int
+    seconds: float
+
+
+def _rate(value: Any) -> Any:
+    if isinstance(value, str):
+        match = _RATE.match(value.strip())
+        if not match or int(match.group(1)) < 1 or float(match.group(2)) <= 0:
+            raise ValueError('a rate is "N/Ss" with N >= 1 and S > 0, e.g. "120/60s"')
+        return {"requests": int(match.group(1)), "seconds": float(match.group(2))}
+    return value
+
+
+class PrincipalSection(_Strict):
+    """``[[a2a.principals]]``: a caller known by its bearer; ``grants`` are method-name patterns (``*``, ``Get*``)."""
+
+    id: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")]
+    role: Literal["user", "agent"] = "user"
+    bearer: str
+    grants: list[str] = Field(default_factory=lambda: ["*"])
+    rate: Rate = Rate(requests=120, seconds=60.0)
+
+    _check_bearer = field_validator("bearer", mode="before")(_reference)
+    _check_rate = field_validator("rate", mode="before")(_rate)
+
+    @field_validator("id")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value in {"operator", "anonymous", "unknown", "launcher", "runtime", "system"}:
+            raise ValueError(f"{value!r} is a reserved principal name")
+        return value
+
+
+class A2ASection(_Strict):
+    """``[a2a]``: the listener, the card's URL, credentials, CORS, the task store, push and TLS."""
+
+    listen: str = "127.0.0.1:8787"
+    url: str | None = None
+    bearer: str | None = None
+    cors_origins: list[str] = Field(default_factory=list)
+    store: str | None = None
+    introspection: bool = False
+    push: PushSection = PushSection()
+    tls: TlsSection | None = None
+    principals: list[PrincipalSection] = Field(default_factory=list)
+
+    _check_bearer = field_validator("bearer", mode="before")(_reference)
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        split_host_port(value)
+        return value
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, value: list[str]) -> list[str]:
+        for origin in value:
+            if not re.match(r"^https?://[^/\s]+$", origin):
+                raise ValueError(f"{origin!r} is not an exact origin (scheme://host[:port], no path)")
+        return value
+
+    @model_validator(mode="after")
+    def _unique_principals(self) -> A2ASection:
+        ids = [p.id for p in self.principals]
+        duplicate = next((i for i in ids if ids.count(i) > 1), None)
+        if duplicate:
+            raise ValueError(f"principal {duplicate!r} is configured twice")
+        return self
+
+
+class Config(_Strict):
+    """The whole file: ``[agent]`` and ``[a2a]``."""
+
+    agent: AgentSection = AgentSection()
+    a2a: A2ASection = A2ASection()
+
+
+def split_host_port(listen: str) -> tuple[str, int]:
+    """``"HOST:PORT"`` (``[v6]:PORT`` too) → (host, port); raises ``ValueError``."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{listen!r} is not HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names the loopback interface (``localhost``, 127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Secrets(BaseModel):
+    """The resolved credentials: the operator bearer and each principal's, by principal id."""
+
+    model_config = ConfigDict(frozen=True)
+    operator: SecretStr | None = None
+    principals: dict[str, SecretStr] = Field(default_factory=dict)
+
+
+class Loaded(BaseModel):
+    """A validated configuration with its secrets resolved."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    config: Config
+    secrets: Secrets
+    source: str | None = None
+
+    @property
+    def credentialed(self) -> bool:
+        """Whether any credential is configured (then nobody is the implicit operator)."""
+        return self.secrets.operator is not None or bool(self.secrets.principals)
+
+
+def resolve_reference(reference: str, key: str, env: dict[str, str]) -> SecretStr:
+    """The value of a ``{{secret:NAME}}`` / ``{{secret-file:PATH}}`` reference; ``ConfigError`` naming ``key`` and
+    the reference's name (never a value) when it does not resolve or is empty."""
+    match = _REFERENCE.match(reference)
+    assert match is not None, "validated before"
+    kind, name = match.groups()
+    if kind == "secret":
+        value = env.get(name)
+        if not value:
+            raise ConfigError(key, f"secret {name!r} is not set in the environment")
+    else:
+        try:
+            value = Path(name).expanduser().read_text().rstrip("\r\n")
+        except OSError as err:
+            raise ConfigError(key, f"secret file {name!r} cannot be read ({err.strerror})") from None
+        if not value:
+            raise ConfigError(key, f"secret file {name!r} is empty")
+    return SecretStr(value)
+
+
+def _first_error(err: ValidationError) -> ConfigError:
+    first = err.errors()[0]
+    key = ".".join(str(p) for p in first["loc"])
+    if first["type"] == "extra_forbidden":
+        return ConfigError(key, "unknown key")
+    return ConfigError(key, first["msg"].removeprefix("Value error, "))
+
+
+def parse(data: dict[str, Any], *, source: str | None = None, env: dict[str, str] | None = None) -> Loaded:
+    """Validate a parsed TOML document and resolve its secrets; raises ``ConfigError``."""
+    env = dict(os.environ) if env is None else env
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as err:
+        raise _first_error(err) from None
+    operator = resolve_reference(config.a2a.bearer, "a2a.bearer", env) if config.a2a.bearer else None
+    principals = {
+        p.id: resolve_reference(p.bearer, f"a2a.principals.{i}.bearer", env)
+        for i, p in enumerate(config.a2a.principals)
+    }
+    bearers = [s.get_secret_value() for s in ([operator] if operator else []) + list(principals.values())]
+    if len(set(bearers)) != len(bearers):
+        raise ConfigError("a2a.principals", "two credentials resolve to the same bearer")
+    loaded = Loaded(config=config, secrets=Secrets(operator=operator, principals=principals), source=source)
+    check_listener(loaded)
+    return loaded
+
+
+def check_listener(loaded: Loaded) -> None:
+    """Refuse a non-loopback listener without TLS or without any credential (``ConfigError`` on ``a2a.listen``)."""
+    a2a = loaded.config.a2a
+    host, _ = split_host_port(a2a.listen)
+    if is_loopback(host):
+        return
+    if a2a.tls is None:
+        raise ConfigError("a2a.listen", f"{a2a.listen} is not loopback: configure [a2a.tls] cert and key")
+    if not loaded.credentialed:
+        raise ConfigError("a2a.listen", f"{a2a.listen} is not loopback: configure a2a.bearer or [[a2a.principals]]")
+
+
+def with_listen(loaded: Loaded, listen: str | None) -> Loaded:
+    """``loaded`` with ``a2a.listen`` replaced (the ``--listen`` override), checked again; ``ConfigError`` on
+    ``--listen`` for a value that is not HOST:PORT."""
+    if listen is None:
+        return loaded
+    try:
+        split_host_port(listen)
+    except ValueError as err:
+        raise ConfigError("--listen", str(err)) from None
+    a2a = loaded.config.a2a.model_copy(update={"listen": listen})
+    changed = loaded.model_copy(update={"config": loaded.config.model_copy(update={"a2a": a2a})})
+    check_listener(changed)
+    return changed
+
+
+def load(path: str | Path, *, env: dict[str, str] | None = None) -> Loaded:
+    """Read and validate a TOML file; raises ``ConfigError`` (``key`` empty for an unreadable/unparsable file)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as err:
+        raise ConfigError("", f"cannot read {path}: {err.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError("", f"{path} is not valid TOML: {err}") from None
+    return parse(data, source=str(path), env=env)
+
+
+def default_config() -> Loaded:
+    """The embedded default: the ``mock`` agent in the current directory, on loopback, no credentials."""
+    return parse({}, source=None, env={})

@@ -1,0 +1,371 @@
+"""Conversations: (principal, contextId) → one engine session; each message a prompt that runs as one A2A task.
+
+A :class:`Conversation` owns its session's single ``events()`` consumer (the pump) and routes every turn's events
+to the :class:`TaskRun` of the prompt that started it: ``TurnStarted{Prompt(p)}`` binds turn to task. A run turns
+engine events into A2A events (TaskStatusUpdateEvent / TaskArtifactUpdateEvent) on its own unbounded stream;
+whoever serves the task (the executor's ``execute``, or ``cancel`` while nobody does) drains that stream into the
+SDK's event queue until the task is terminal or waits for input. So the engine never waits for an HTTP client, and
+a task parked in INPUT_REQUIRED keeps collecting events until it is answered.
+
+Mapping (``anyagent-semantics.md`` §2 for the engine side): TurnStarted → WORKING; top-level text deltas → chunks
+of the ``response`` artifact (append); reasoning (per message), tools, plans, usage, subagent text, diagnostics →
+WORKING status updates whose message carries a DataPart with the wire event; RequestOpened → INPUT_REQUIRED (text
+for a person and the event's DataPart); RequestClosed → WORKING; TurnEnded → COMPLETED / CANCELED / REJECTED /
+FAILED with a final agent message. A prompt the engine queues stays SUBMITTED until its turn starts; one it steers
+into the running turn completes at once, saying which task's turn took it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from a2a.types import (
+    Artifact,
+    Part,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from anyagentd.errors import AnyagentError
+from anyagentd.model import PromptOrigin, kind_tag
+
+from .translate import RESPONSE_ARTIFACT, PromptIn, agent_message, data_part, event_part, request_text, stop_state
+
+log = logging.getLogger("anyagentd.a2a")
+
+TERMINAL = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED,
+                      TaskState.TASK_STATE_REJECTED})  # fmt: skip
+PAUSED = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
+DETAIL_KINDS = frozenset({"ToolUpdated", "ToolOutputDelta", "PlanUpdated", "ContextUsage", "UserMessage",
+                          "Diagnostic", "ContextCompacted", "PlanUsageUpdated"})  # fmt: skip
+
+
+@dataclass
+class TaskRun:
+    """One A2A task: the prompt it runs, the turn that runs it, and the A2A events not yet delivered."""
+
+    task_id: str
+    context_id: str
+    conversation: Conversation
+    prompt_id: str | None = None
+    turn_id: str | None = None
+    request: Any = None  # the open engine Request, while INPUT_REQUIRED
+    state: int = TaskState.TASK_STATE_SUBMITTED
+    text: list[str] = field(default_factory=list)
+    reasoning: dict[str, list[str]] = field(default_factory=dict)
+    artifact_open: bool = False
+
+    def __post_init__(self) -> None:
+        self._send, self._recv = anyio.create_memory_object_stream[Any](math.inf)
+        self._drain_lock = anyio.Lock()
+        self.delivered_state: int = TaskState.TASK_STATE_SUBMITTED
+        self.finished = anyio.Event()
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    # -- producing (the pump, or the executor) ----------------------------------------------------------
+
+    def status(self, state: int, parts: list[Part] | None = None) -> None:
+        """Queue a status update (with an agent message when ``parts``); nothing after a terminal state."""
+        if self.terminal:
+            return
+        self.state = state
+        status = TaskStatus(state=state)
+        if parts:
+            status.message.CopyFrom(agent_message(parts, context_id=self.context_id, task_id=self.task_id))
+        status.timestamp.GetCurrentTime()
+        self._send.send_nowait(TaskStatusUpdateEvent(task_id=self.task_id, context_id=self.context_id, status=status))
+        if self.terminal:
+            self.conversation.forget(self)
+            self.finished.set()
+
+    def text_chunk(self, text: str) -> None:
+        if self.terminal:
+            return
+        self.text.append(text)
+        artifact = Artifact(artifact_id=RESPONSE_ARTIFACT, name="response", parts=[Part(text=text)])
+        self._send.send_nowait(TaskArtifactUpdateEvent(task_id=self.task_id, context_id=self.context_id,
+                                                       artifact=artifact, append=self.artifact_open))  # fmt: skip
+        self.artifact_open = True
+
+    def fail(self, message: str) -> None:
+        self.status(TaskState.TASK_STATE_FAILED, [Part(text=message)])
+
+    # -- delivering (execute / cancel) ------------------------------------------------------------------
+
+    async def drain(self, enqueue: Callable[[Any], Awaitable[None]]) -> None:
+        """Deliver queued events through ``enqueue`` until a terminal or input-required state has been delivered.
+        One drainer at a time; a later one returns at once when the task is already terminal."""
+        async with self._drain_lock:
+            while self.delivered_state not in TERMINAL:
+                event = await self._recv.receive()
+                await enqueue(event)
+                if isinstance(event, TaskStatusUpdateEvent):
+                    self.delivered_state = event.status.state
+                    if event.status.state in PAUSED:
+                        return
+
+
+class Conversation:
+    """One (owner, contextId) conversation: its engine session (opened on first use), runs and pump."""
+
+    def __init__(self, owner: str, context_id: str, host: Conversations) -> None:
+        self.owner = owner
+        self.context_id = context_id
+        self.host = host
+        digest = hashlib.sha256(f"{owner}\0{context_id}".encode()).hexdigest()[:24]
+        self.files_dir = host.state_dir / "conversations" / digest / "files"
+        self.session: Any = None
+        self.last_active = anyio.current_time()
+        self._open_lock = anyio.Lock()
+        self._last_ticket = anyio.Event()  # set when the previous prompt was delivered: prompts keep arrival order
+        self._last_ticket.set()
+        self._inflight: TaskRun | None = None
+        self._by_prompt: dict[str, TaskRun] = {}
+        self._by_turn: dict[str, TaskRun] = {}
+
+    @property
+    def runs(self) -> list[TaskRun]:
+        return list({id(r): r for r in [*self._by_prompt.values(), *self._by_turn.values()]}.values())
+
+    async def session_for(self) -> Any:
+        """The live session, opening it (resuming the stored agent conversation when there is one)."""
+        async with self._open_lock:
+            if self.session is None or self.session.closed:
+                self.session = await self.host.open_session(self)
+                self.host.start_pump(self._pump, self.session)
+            return self.session
+
+    def ticket(self) -> tuple[anyio.Event, anyio.Event]:
+        """Take a place in this conversation's prompt order (call it before any await): returns (wait for this,
+        set this when delivered)."""
+        previous, mine = self._last_ticket, anyio.Event()
+        self._last_ticket = mine
+        return previous, mine
+
+    async def prompt(self, run: TaskRun, prompt: PromptIn, ticket: tuple[anyio.Event, anyio.Event]) -> None:
+        """Deliver ``prompt`` for ``run`` once every earlier ticket's prompt was delivered: Started binds the run to
+        its turn, Queued leaves it SUBMITTED, Steered completes it. Engine errors propagate (the caller fails the
+        task)."""
+        previous, mine = ticket
+        try:
+            await previous.wait()
+            session = await self.session_for()
+            if run.terminal:
+                return  # cancelled before its prompt was delivered: it never runs
+            self._inflight = run
+            try:
+                delivery = await session.prompt(prompt.text, list(prompt.attachments))
+            finally:
+                self._inflight = None
+            run.prompt_id = delivery.prompt_id
+            self._by_prompt[delivery.prompt_id] = run
+        finally:
+            mine.set()
+        kind = delivery.kind
+        if kind.TAG == "Started" and run.turn_id is None:
+            self._bind(run, kind.turn_id)
+        elif kind.TAG == "Steered":
+            self._by_prompt.pop(delivery.prompt_id, None)
+            owner = self._by_turn.get(kind.turn_id)
+            note = f"steered into the running turn {kind.turn_id}" + (f" of task {owner.task_id}" if owner else "")
+            run.status(TaskState.TASK_STATE_COMPLETED, [Part(text=f"Delivered: {note}."),
+                                                        data_part({"Steered": {"turn_id": kind.turn_id}})])  # fmt: skip
+        elif kind.TAG == "Queued":
+            run.status(TaskState.TASK_STATE_SUBMITTED,
+                       [Part(text=f"Queued behind {kind.position + 1} prompt(s) of this conversation.")])  # fmt: skip
+
+    async def cancel(self, run: TaskRun) -> None:
+        """Cancel ``run``: dequeue its prompt if it has not started, else cancel the running turn (it ends
+        CANCELED when the agent confirms)."""
+        session = self.session
+        if session is None or session.closed or run.terminal or (run.prompt_id is None and run.turn_id is None):
+            run.status(TaskState.TASK_STATE_CANCELED, [Part(text="Cancelled before it started.")])
+            return
+        if run.turn_id is None and run.prompt_id is not None:
+            try:
+                await session.dequeue(run.prompt_id)
+            except AnyagentError:
+                pass  # it started meanwhile: cancel the turn below
+            else:
+                run.status(TaskState.TASK_STATE_CANCELED, [Part(text="Cancelled before it started.")])
+                return
+        await session.cancel()
+
+    def forget(self, run: TaskRun) -> None:
+        self.last_active = anyio.current_time()
+        if run.prompt_id is not None:
+            self._by_prompt.pop(run.prompt_id, None)
+        if run.turn_id is not None:
+            self._by_turn.pop(run.turn_id, None)
+        self.host.runs.pop(run.task_id, None)
+
+    def _bind(self, run: TaskRun, turn_id: str) -> None:
+        run.turn_id = turn_id
+        self._by_turn[turn_id] = run
+
+    # -- the pump -----------------------------------------------------------------------------------------
+
+    async def _pump(self, session: Any) -> None:
+        reason = "the agent's session ended"
+        try:
+            async for event in session.events():
+                self._route(event)
+        except AnyagentError as err:
+            reason = f"the agent's session ended: {err.kind}: {err.message}"
+        for run in self.runs:
+            run.fail(reason)
+
+    def _route(self, event: Any) -> None:
+        kind = event.kind
+        tag = kind_tag(kind)
+        if tag == "SessionUpdated":
+            self.host.remember(self, kind.value.resume_token)
+            return
+        turn = event.turn_info
+        if turn is None:
+            return
+        if tag == "TurnStarted":
+            origin = kind.origin
+            if isinstance(origin, PromptOrigin):
+                run = self._by_prompt.get(origin.value)
+                if run is None and self._inflight is not None and self._inflight.prompt_id is None:
+                    run = self._inflight
+                    run.prompt_id = origin.value
+                    self._by_prompt[origin.value] = run
+                if run is not None:
+                    self._bind(run, turn.id)
+                    run.status(TaskState.TASK_STATE_WORKING)
+            return
+        run = self._by_turn.get(turn.id)
+        if run is None:
+            return  # an agent-originated turn: no task runs it
+        _translate(run, event, tag)
+
+
+def _flush_reasoning(run: TaskRun, message_id: str) -> None:
+    # Reasoning is sent whole, one status update per reasoning message: each update lands in the task's history.
+    text = "".join(run.reasoning.pop(message_id, []))
+    if text:
+        part = data_part({"ReasoningDelta": {"message_id": message_id, "text": text}},
+                         "application/vnd.anyagent.reasoning+json")  # fmt: skip
+        run.status(TaskState.TASK_STATE_WORKING, [part])
+
+
+def _translate(run: TaskRun, event: Any, tag: str) -> None:
+    kind = event.kind
+    top = event.turn_info.parent_tool_id is None
+    if tag == "TextDelta" and top:
+        run.text_chunk(kind.text)
+    elif tag == "ReasoningDelta" and top:
+        run.reasoning.setdefault(kind.message_id, []).append(kind.text)
+    elif tag == "MessageEnded":
+        _flush_reasoning(run, kind.message_id)
+    elif tag == "RequestOpened":
+        for message_id in list(run.reasoning):
+            _flush_reasoning(run, message_id)
+        run.request = kind.value
+        run.status(TaskState.TASK_STATE_INPUT_REQUIRED, [Part(text=request_text(kind.value)), event_part(event)])
+    elif tag == "RequestClosed":
+        if run.request is not None and run.request.value.id == kind.request_id:
+            run.request = None
+            run.status(TaskState.TASK_STATE_WORKING, [event_part(event)])
+    elif tag == "TurnEnded":
+        for message_id in list(run.reasoning):
+            _flush_reasoning(run, message_id)
+        run.request = None
+        run.status(stop_state(kind.stop), [Part(text=_final_text(run, kind.stop)), event_part(event)])
+    elif tag in DETAIL_KINDS or tag in ("TextDelta", "ReasoningDelta"):
+        run.status(TaskState.TASK_STATE_WORKING, [event_part(event)])
+
+
+def _final_text(run: TaskRun, stop: Any) -> str:
+    tag = stop if isinstance(stop, str) else stop.TAG
+    if tag == "Completed":
+        return "".join(run.text) or "The turn completed."
+    if tag == "Cancelled":
+        return "The turn was cancelled."
+    if tag == "Refused":
+        return "The agent refused the prompt."
+    return f"The turn failed: {stop.message}"
+
+
+class Conversations:
+    """Every conversation of the daemon, keyed (owner, contextId), and every live run, keyed by task id.
+
+    ``open_session(conversation)`` opens the engine session (given by the daemon, which knows the runtime and the
+    agent); ``start_pump(fn, session)`` runs a pump in the daemon's task group; ``remember(conversation, token)``
+    stores a resume token."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        open_session: Callable[[Conversation], Awaitable[Any]],
+        start_pump: Callable[..., None],
+        remember: Callable[[Conversation, str | None], None],
+    ) -> None:
+        self.state_dir = state_dir
+        self.open_session = open_session
+        self.start_pump = start_pump
+        self.remember = remember
+        self.conversations: dict[tuple[str, str], Conversation] = {}
+        self.runs: dict[str, TaskRun] = {}
+
+    def conversation(self, owner: str, context_id: str) -> Conversation:
+        key = (owner, context_id)
+        found = self.conversations.get(key)
+        if found is None:
+            found = self.conversations[key] = Conversation(owner, context_id, self)
+        return found
+
+    def new_run(self, conversation: Conversation, task_id: str) -> TaskRun:
+        run = TaskRun(task_id, conversation.context_id, conversation)
+        self.runs[task_id] = run
+        conversation.last_active = anyio.current_time()
+        return run
+
+    async def close_idle(self, idle: float) -> None:
+        """Close the session of every conversation with no live task, an Idle session and no activity for ``idle``
+        seconds; the next message reopens it (resuming the agent's conversation where the agent can)."""
+        busy = {id(r.conversation) for r in self.runs.values()}
+        now = anyio.current_time()
+        for conversation in list(self.conversations.values()):
+            session = conversation.session
+            if (session is None or session.closed or id(conversation) in busy or session.status != "Idle"
+                    or now - conversation.last_active < idle):  # fmt: skip
+                continue
+            log.info("closing the idle session of conversation %s", conversation.context_id)
+            await session.close()
+
+    async def reap_idle(self, idle: float) -> None:
+        """Run :meth:`close_idle` every ``idle / 4`` seconds (at most 10 s), forever."""
+        while True:
+            await anyio.sleep(min(idle / 4, 10.0))
+            await self.close_idle(idle)
+
+    async def close_all(self) -> None:
+        """Cancel every running turn and close every session, concurrently (the A2A layer's drain)."""
+        async with anyio.create_task_group() as tg:
+            for conversation in list(self.conversations.values()):
+                session = conversation.session
+                if session is not None and not session.closed:
+                    tg.start_soon(_cancel_and_close, session)
+
+
+async def _cancel_and_close(session: Any) -> None:
+    try:
+        await session.cancel(clear_queue=True)
+    except AnyagentError:
+        pass
+    await session.close()

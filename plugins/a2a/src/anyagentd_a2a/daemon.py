@@ -1,0 +1,357 @@
+"""The ``anyagentd a2a`` daemon: the Runtime, the stores, the SDK's request handler behind our front, uvicorn.
+
+``serve(loaded, options)`` runs until SIGTERM/SIGINT, then drains and returns 0: sends are refused (DRAINING),
+every running turn is cancelled and every session closed in parallel, the listener stops. SIGHUP reloads the
+configuration file (credentials, principals, CORS origins; the listener and agent need a restart). Once the
+listener accepts connections the first stdout line is ``{"listening": "http://HOST:PORT"}``; logs are JSON lines on
+stderr and never carry a secret.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import socket
+import sys
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import uvicorn
+from a2a.auth.user import User
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes
+from a2a.server.routes.common import DefaultServerCallContextBuilder
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from a2a.server.tasks import BasePushNotificationSender
+from a2a.types import CancelTaskRequest
+from a2a.utils.errors import A2AError
+from a2a.utils.push_url_validator import validate_push_notification_url
+from anyagentd.errors import ResumeFailed
+from anyagentd.runtime import Runtime
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.routing import Route
+
+from .card import build_card, extend_for_caller
+from .config import ConfigError, Loaded, load, split_host_port, with_listen
+from .conversations import Conversation, Conversations
+from .executor import CANCEL_GRACE, ConversationExecutor
+from .front import COMMAND_EXTENSION, CorsGate, Front, invalid_params, rpc_error
+from .principals import OPERATOR, Identities
+from .store import ConversationTable, PrincipalTaskStore, engine_for, fail_interrupted
+from .translate import accepts_our_output, url_violations
+
+log = logging.getLogger("anyagentd.a2a")
+
+
+def _seconds(name: str, default: float) -> float:
+    import os
+
+    value = os.environ.get(name)
+    try:
+        return float(value) if value else default
+    except ValueError:
+        log.warning("%s=%r is not a number of seconds; using %s", name, value, default)
+        return default
+
+
+IDLE_CLOSE = _seconds("ANYAGENTD_A2A_IDLE_CLOSE", 900.0)
+"""Seconds a conversation's session may stay idle (no live task) before it is closed (env
+``ANYAGENTD_A2A_IDLE_CLOSE``; 0 keeps sessions open). Its next message reopens it, resuming the agent's
+conversation where the agent can."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """Command-line overrides: ``listen`` (HOST:PORT), ``mock_script``, ``state_dir``, ``config_path`` (for
+    SIGHUP reloads)."""
+
+    listen: str | None = None
+    mock_script: str | None = None
+    state_dir: Path | None = None
+    config_path: str | None = None
+
+
+class JsonLines(logging.Formatter):
+    """One JSON object per record: ``ts``, ``level``, ``logger``, ``msg`` (and ``exc`` for exceptions)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {"ts": round(record.created, 3), "level": record.levelname.lower(),
+                                "logger": record.name, "msg": record.getMessage()}  # fmt: skip
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info).splitlines()[-1]
+        return json.dumps(line, ensure_ascii=False)
+
+
+def setup_logging() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLines())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    for noisy in ("httpx", "uvicorn.access", "sse_starlette", "a2a", "aiosqlite", "sqlalchemy"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def default_state_dir() -> Path:
+    import os
+
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "anyagentd" / "a2a"
+
+
+class _Principal(User):
+    def __init__(self, principal: Any) -> None:
+        self.principal = principal
+
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+    @property
+    def user_name(self) -> str:
+        return self.principal.id
+
+
+class PrincipalContextBuilder(DefaultServerCallContextBuilder):
+    """The SDK's call context with the front's principal as its user (the task store's owner)."""
+
+    def build(self, request: Request) -> Any:
+        context = super().build(request)
+        context.state["principal"] = request.state.principal
+        return context
+
+    def build_user(self, request: Request) -> User:
+        return _Principal(request.state.principal)
+
+
+class _Server(uvicorn.Server):
+    def capture_signals(self) -> Any:  # signals are the daemon's (drain, reload), not uvicorn's
+        return nullcontext()
+
+
+class Daemon:
+    """One running daemon; built and run by :func:`serve`."""
+
+    def __init__(self, loaded: Loaded, options: Options) -> None:
+        self.loaded = loaded
+        self.options = options
+        self.listen = options.listen or loaded.config.a2a.listen
+        self.state_dir = (options.state_dir or default_state_dir()).expanduser().resolve()
+        self.draining = False
+        agent = loaded.config.agent
+        self.agent_ref = agent.agent_ref()
+        self.agent_label = agent.label()
+        self.agent_dir = Path(agent.dir).expanduser().resolve()
+        self.mock_script = options.mock_script or agent.mock_script
+
+    async def run(self) -> int:
+        """Open the store (marking tasks a dead process left open FAILED), bind, serve until drained; returns 0.
+        Raises ``ConfigError`` (an agent no plugin drives) and ``OSError`` (the listener cannot bind)."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        engine = engine_for(self.loaded.config.a2a.store or f"sqlite+aiosqlite:///{self.state_dir / 'a2a.db'}")
+        try:
+            store = PrincipalTaskStore(engine)
+            await store.initialize()
+            failed = await fail_interrupted(store)
+            if failed:
+                log.warning("marked %d task(s) FAILED: they were running when the daemon last stopped", failed)
+            self.table = ConversationTable(engine)
+            await self.table.initialize()
+            with self._bind() as sock:
+                async with Runtime(mock_script=self.mock_script) as runtime:
+                    self.runtime = runtime
+                    self._check_agent(runtime)
+                    await self._serve(store, engine, sock)
+        finally:
+            await engine.dispose()
+        log.info("stopped")
+        return 0
+
+    def _bind(self) -> socket.socket:
+        """The listening socket (port 0: a free one); sets ``self.url``."""
+        host, port = split_host_port(self.listen)
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+            sock.listen(128)
+        except OSError:
+            sock.close()
+            raise
+        scheme = "https" if self.loaded.config.a2a.tls else "http"
+        shown_host = f"[{host}]" if ":" in host else host
+        self.url = f"{scheme}://{shown_host}:{sock.getsockname()[1]}"
+        return sock
+
+    def _check_agent(self, runtime: Runtime) -> None:
+        known = {p.id for p, _ in runtime.plugins.profiles()}
+        known |= {i.id for a in runtime.adapters.values() for i in a.pinned_installations()}
+        if isinstance(self.agent_ref, str) and self.agent_ref not in known:
+            raise ConfigError("agent.name", f"no installed plugin drives an agent named {self.agent_ref!r} "
+                                            f"(known: {', '.join(sorted(known))})")  # fmt: skip
+
+    async def _serve(self, store: PrincipalTaskStore, engine: Any, sock: socket.socket) -> None:
+        tls = self.loaded.config.a2a.tls
+        public_url = self.loaded.config.a2a.url or self.url
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            self.conversations = Conversations(self.state_dir, open_session=self._open_session,
+                                               start_pump=tg.start_soon, remember=self._remember)  # fmt: skip
+            handler, http = self._handler(store, engine, build_card(self.loaded, public_url))
+            config = uvicorn.Config(self._app(handler), log_config=None, access_log=False, lifespan="off",
+                                    timeout_graceful_shutdown=5, ssl_certfile=tls.cert if tls else None,
+                                    ssl_keyfile=tls.key if tls else None)  # fmt: skip
+            server = _Server(config)
+            tg.start_soon(self._signals, server)
+            tg.start_soon(self._announce, server)
+            if IDLE_CLOSE > 0:
+                tg.start_soon(self.conversations.reap_idle, IDLE_CLOSE)
+            await server.serve(sockets=[sock])
+            if not self.draining:
+                await self.drain()
+            await handler.aclose()
+            if http is not None:
+                await http.aclose()
+            tg.cancel_scope.cancel()
+
+    def _handler(self, store: PrincipalTaskStore, engine: Any, card: Any) -> tuple[Any, Any]:
+        push = self.loaded.config.a2a.push
+        push_store = sender = http = validator = None
+        if push.enabled:
+            from a2a.server.tasks import DatabasePushNotificationConfigStore
+
+            push_store = DatabasePushNotificationConfigStore(engine)
+            validator = None if push.allow_private else validate_push_notification_url
+            http = httpx.AsyncClient(timeout=10.0)
+            sender = BasePushNotificationSender(http, push_store, push_url_validator=validator)
+        executor = ConversationExecutor(self.conversations, allow_private_urls=push.allow_private)
+        handler = self.handler = DefaultRequestHandler(
+            executor, store, card, push_config_store=push_store, push_sender=sender, extended_agent_card=card,
+            extended_card_modifier=extend_for_caller, push_url_validator=validator,
+        )  # fmt: skip
+        self.card = card
+        return handler, http
+
+    def _app(self, handler: Any) -> Any:
+        dispatcher = JsonRpcDispatcher(handler, context_builder=PrincipalContextBuilder())
+        self.front = Front(Identities(self.loaded), dispatcher.handle_requests, set(dispatcher.METHOD_TO_MODEL),
+                           is_draining=lambda: self.draining, supported_extensions={COMMAND_EXTENSION},
+                           realm="anyagentd", check_send=self._check_send)  # fmt: skip
+        routes = create_agent_card_routes(self.card, cache_control="public, max-age=60")
+        routes.append(Route("/", self.front.handle, methods=["POST"]))
+        app = Starlette(routes=routes)
+        app.router.redirect_slashes = False
+        self.cors = CorsGate(app, self.loaded.config.a2a.cors_origins)
+        return self.cors
+
+    async def _check_send(self, principal: Any, request_id: Any, params: dict[str, Any]) -> Any:
+        """A send's own refusals, before the SDK creates or touches a task: output modes we cannot produce
+        (-32005), file URLs we will not fetch (-32602), a message naming the caller's own task while it runs and
+        waits for no input (-32004: the SDK would hold it until the task stops, then drop it)."""
+        message = params.get("message")
+        task_id = message.get("taskId") if isinstance(message, dict) else None
+        run = self.conversations.runs.get(task_id) if isinstance(task_id, str) else None
+        if run is not None and run.request is None and (principal.is_operator or run.conversation.owner
+                                                        == principal.id):  # fmt: skip
+            return rpc_error(request_id, -32004, f"task {task_id} is running and waits for no input: send the "
+                             "message without taskId, in its contextId, to steer or queue it",
+                             reason="UNSUPPORTED_OPERATION")  # fmt: skip
+        configuration = params.get("configuration")
+        modes = configuration.get("acceptedOutputModes") if isinstance(configuration, dict) else None
+        if isinstance(modes, list) and modes and not accepts_our_output(modes):
+            return rpc_error(request_id, -32005, f"none of the accepted output modes {modes} is produced here "
+                             f"({', '.join(self.card.default_output_modes)})", reason="CONTENT_TYPE_NOT_SUPPORTED")
+        violations = await url_violations(params, allow_private=self.loaded.config.a2a.push.allow_private)
+        return invalid_params(request_id, violations) if violations else None
+
+    async def _announce(self, server: uvicorn.Server) -> None:
+        while not server.started:
+            await anyio.sleep(0.01)
+        sys.stdout.write(json.dumps({"listening": self.url}) + "\n")
+        sys.stdout.flush()
+        log.info("listening on %s (agent %s in %s)", self.url, self.agent_label, self.agent_dir)
+
+    async def _signals(self, server: uvicorn.Server) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async for signum in signals:
+                if signum == signal.SIGHUP:
+                    self._reload()
+                    continue
+                log.info("draining: %s", signal.Signals(signum).name)
+                with anyio.CancelScope(shield=True):
+                    await self.drain()
+                server.should_exit = True
+                return
+
+    async def drain(self) -> None:
+        """Stop intake (sends get DRAINING), cancel every live task through the SDK handler — so a task waiting
+        for input is recorded CANCELED too, not left to be marked FAILED at the next start — then close every
+        session, all in parallel."""
+        self.draining = True
+        context = ServerCallContext(user=_Principal(OPERATOR), state={"principal": OPERATOR})
+
+        async def cancel(task_id: str) -> None:
+            with anyio.move_on_after(CANCEL_GRACE + 1):
+                try:
+                    await self.handler.on_cancel_task(CancelTaskRequest(id=task_id), context)
+                except A2AError as err:  # already ended meanwhile
+                    log.info("drain: task %s: %s", task_id, err)
+
+        async with anyio.create_task_group() as tg:
+            for task_id in list(self.conversations.runs):
+                tg.start_soon(cancel, task_id)
+        await self.conversations.close_all()
+
+    def _reload(self) -> None:
+        path = self.options.config_path
+        if path is None:
+            log.warning("SIGHUP: no --config file to reload")
+            return
+        try:
+            loaded = with_listen(load(path), self.options.listen)
+        except ConfigError as err:
+            log.error("SIGHUP: configuration not reloaded: %s", err)
+            return
+        if loaded.config.a2a.listen != self.loaded.config.a2a.listen or loaded.config.agent != self.loaded.config.agent:
+            log.warning("SIGHUP: [agent] and a2a.listen changes take effect at the next start")
+        self.loaded = loaded
+        self.front.identities = Identities(loaded)
+        self.cors.origins = set(loaded.config.a2a.cors_origins)
+        log.info("SIGHUP: configuration reloaded from %s", path)
+
+    async def _open_session(self, conversation: Conversation) -> Any:
+        approval = "AutoApprove" if self.loaded.config.agent.approval == "auto" else "Ask"
+        token = await self.table.resume_token(conversation.owner, conversation.context_id, self.agent_label)
+        self.agent_dir.mkdir(parents=True, exist_ok=True)
+        if token:
+            try:
+                session = await self.runtime.open(self.agent_ref, self.agent_dir, permission_mode=approval,
+                                                  resume=token)  # fmt: skip
+                log.info("conversation %s resumed the agent's session", conversation.context_id)
+                return self._opened(conversation, session)
+            except ResumeFailed as err:
+                log.warning("conversation %s: resume failed (%s); starting afresh", conversation.context_id,
+                            err.message)  # fmt: skip
+        session = await self.runtime.open(self.agent_ref, self.agent_dir, permission_mode=approval)
+        return self._opened(conversation, session)
+
+    def _opened(self, conversation: Conversation, session: Any) -> Any:
+        self._remember(conversation, session.info().resume_token)
+        return session
+
+    def _remember(self, conversation: Conversation, token: str | None) -> None:
+        if token:
+            self._tg.start_soon(self.table.remember, conversation.owner, conversation.context_id, self.agent_label,
+                                token)  # fmt: skip
+
+
+async def serve(loaded: Loaded, options: Options) -> int:
+    setup_logging()
+    return await Daemon(loaded, options).run()

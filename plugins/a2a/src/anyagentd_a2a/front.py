@@ -1,0 +1,224 @@
+"""The front pipeline: what runs before the SDK's JSON-RPC dispatcher, in the order of
+``agentd-command-semantics.md`` §1. Each refusal is plain JSON-RPC/HTTP and nothing behind it runs (no task is
+created, no agent started).
+
+CORS exact-origin gate (403, empty body; :class:`CorsGate`, a pure ASGI layer so streaming stays intact) →
+failed-credential limiter per source (429 + Retry-After, the credential not even checked) → ``Content-Type:
+application/json`` (415) → identity (401, code -31401, ``WWW-Authenticate: Bearer realm=…``) → JSON-RPC envelope
+(-32700; -32600 batch / missing id / wrong jsonrpc / no method; -32602 params not an object) → ``A2A-Version``
+1.0 or 1.0.x (-32009 VERSION_NOT_SUPPORTED) → per-principal rate (429) → exact method route (-32601) → extension
+negotiation (activated URIs echoed in ``A2A-Extensions``) → method authorization (403, -31403) → while draining,
+sends refused (-32603 DRAINING) → send checks (-32005 when ``acceptedOutputModes`` excludes everything we
+produce; -32602 for a file URL that is not http(s) or points at a private address; -32004 for a message naming
+one's own task that runs and waits for no input) → the SDK's
+``JsonRpcDispatcher.handle_requests`` (one Starlette endpoint; the body is parsed once, Starlette caches it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from .principals import (
+    FAILED_CREDENTIAL_BURST,
+    FAILED_CREDENTIAL_REFILL_SECONDS,
+    Identities,
+    Principal,
+    RateLimits,
+    TokenBucket,
+    Unauthenticated,
+)
+
+log = logging.getLogger("anyagentd.a2a")
+
+A2A_DOMAIN = "a2a-protocol.org"
+AGENTD_DOMAIN = "agentd.dev"
+COMMAND_EXTENSION = "https://agentd.dev/a2a/ext/command"
+SEND_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
+_VERSION = re.compile(r"^1\.0(\.\d+)?$")
+ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+
+
+def rpc_error(request_id: Any, code: int, message: str, *, reason: str | None = None, domain: str = A2A_DOMAIN,
+              metadata: dict[str, str] | None = None, status: int = 200,
+              headers: dict[str, str] | None = None) -> JSONResponse:  # fmt: skip
+    """A JSON-RPC error response; ``reason`` adds a google.rpc.ErrorInfo detail in ``data``."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if reason is not None:
+        error["data"] = [{"@type": ERROR_INFO, "reason": reason, "domain": domain, "metadata": metadata or {}}]
+    return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error}, status_code=status, headers=headers)
+
+
+def invalid_params(request_id: Any, violations: list[tuple[str, str]]) -> JSONResponse:
+    """-32602 with a google.rpc.BadRequest listing each (field, description)."""
+    error = {"code": -32602, "message": "Invalid params: " + "; ".join(f"{f}: {d}" for f, d in violations),
+             "data": [{"@type": "type.googleapis.com/google.rpc.BadRequest",
+                       "fieldViolations": [{"field": f, "description": d} for f, d in violations]}]}  # fmt: skip
+    return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+
+def requested_extensions(headers: list[str]) -> list[str]:
+    """The URIs of every ``A2A-Extensions`` header, comma-split and stripped, in order, without repeats."""
+    seen: dict[str, None] = {}
+    for header in headers:
+        for uri in header.split(","):
+            if uri.strip():
+                seen[uri.strip()] = None
+    return list(seen)
+
+
+class Front:
+    """The Starlette endpoint for ``POST /``: the checks above, then ``dispatch(request)`` (the SDK's dispatcher).
+
+    ``is_draining()`` says whether sends are refused; ``supported_extensions`` are the URIs that can be activated;
+    ``check_send(principal, request_id, params)`` returns the refusal of a send, if any. The principal is left in
+    ``request.state.principal`` for the call-context builder."""
+
+    def __init__(
+        self,
+        identities: Identities,
+        dispatch: Callable[[Request], Any],
+        methods: set[str],
+        *,
+        is_draining: Callable[[], bool],
+        supported_extensions: set[str],
+        realm: str,
+        check_send: Callable[[Principal, Any, dict[str, Any]], Awaitable[Response | None]] | None = None,
+    ) -> None:
+        self.check_send = check_send
+        self.identities = identities
+        self.dispatch = dispatch
+        self.methods = methods
+        self.is_draining = is_draining
+        self.supported_extensions = supported_extensions
+        self.realm = realm
+        self.rates = RateLimits()
+        self.failed = TokenBucket(FAILED_CREDENTIAL_BURST, FAILED_CREDENTIAL_REFILL_SECONDS)
+
+    async def handle(self, request: Request) -> Response:
+        checked = await self._check(request)
+        if isinstance(checked, Response):
+            source = request.client.host if request.client else "unknown"
+            log.info("refused %s from %s: HTTP %d %s", request.headers.get("a2a-version", "-"), source,
+                     checked.status_code, checked.body[:160].decode("utf-8", "replace"))  # fmt: skip
+            return checked
+        principal, activated = checked
+        request.state.principal = principal
+        response = await self.dispatch(request)
+        if activated:
+            response.headers["A2A-Extensions"] = ", ".join(activated)
+        return response
+
+    async def _check(self, request: Request) -> Response | tuple[Principal, list[str]]:
+        """Every step of the pipeline in order: the first refusal, or (principal, activated extension URIs)."""
+        source = request.client.host if request.client else "unknown"
+        wait = self.failed.peek(source)
+        if wait > 0:
+            return rpc_error(None, -31429, "too many failed credentials from this source", status=429,
+                             headers={"Retry-After": str(math.ceil(wait))})  # fmt: skip
+        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media_type != "application/json":
+            return rpc_error(None, -32600, "Content-Type must be application/json", status=415)
+        try:
+            principal = self.identities.identify(request.headers.get("authorization"), source,
+                                                 request.headers.get("origin"))  # fmt: skip
+        except Unauthenticated as err:
+            if err.bad_credential:
+                self.failed.take(source)
+            return rpc_error(None, -31401, str(err), status=401,
+                             headers={"WWW-Authenticate": f'Bearer realm="{self.realm}"'})  # fmt: skip
+        try:
+            envelope = json.loads(await request.body())
+        except (ValueError, RecursionError):
+            return rpc_error(None, -32700, "Parse error: the body is not JSON")
+        refused = _check_envelope(envelope)
+        if refused is not None:
+            return refused
+        request_id = envelope["id"]
+        version = request.headers.get("a2a-version", "")
+        if not _VERSION.match(version.strip()):
+            shown = version or "(missing)"
+            return rpc_error(request_id, -32009, f"A2A version {shown} is not supported; send A2A-Version: 1.0",
+                             reason="VERSION_NOT_SUPPORTED", metadata={"requested": version, "supported": "1.0"})
+        wait = self.rates.take(principal)
+        if wait > 0:
+            return rpc_error(request_id, -31429, "rate limit exceeded", status=429,
+                             headers={"Retry-After": str(math.ceil(wait))})  # fmt: skip
+        method = envelope["method"]
+        if method not in self.methods:
+            return rpc_error(request_id, -32601, f"Method not found: {method}")
+        activated = [u for u in requested_extensions(request.headers.getlist("a2a-extensions"))
+                     if u in self.supported_extensions]  # fmt: skip
+        if not principal.may(method):
+            return rpc_error(request_id, -31403, f"{principal.id} may not call {method}", status=403,
+                             reason="PERMISSION_DENIED", domain=AGENTD_DOMAIN)  # fmt: skip
+        if method in SEND_METHODS and self.is_draining():
+            return rpc_error(request_id, -32603, "the daemon is draining: no new messages", reason="DRAINING",
+                             domain=AGENTD_DOMAIN)  # fmt: skip
+        if method in SEND_METHODS and self.check_send is not None:
+            refused = await self.check_send(principal, request_id, envelope.get("params") or {})
+            if refused is not None:
+                return refused
+        return principal, activated
+
+
+def _check_envelope(envelope: Any) -> Response | None:
+    if isinstance(envelope, list):
+        return rpc_error(None, -32600, "Invalid Request: batch requests are not supported")
+    if not isinstance(envelope, dict):
+        return rpc_error(None, -32600, "Invalid Request: not a JSON-RPC object")
+    request_id = envelope.get("id")
+    id_ok = isinstance(request_id, (str, int)) and not isinstance(request_id, bool)
+    shown_id = request_id if id_ok else None
+    if envelope.get("jsonrpc") != "2.0":
+        return rpc_error(shown_id, -32600, "Invalid Request: 'jsonrpc' must be \"2.0\"")
+    if "id" not in envelope or not id_ok:
+        return rpc_error(None, -32600, "Invalid Request: an id (string or integer) is required")
+    if not isinstance(envelope.get("method"), str) or not envelope["method"]:
+        return rpc_error(request_id, -32600, "Invalid Request: method must be a non-empty string")
+    if "params" in envelope and not isinstance(envelope["params"], dict):
+        return rpc_error(request_id, -32602, "Invalid params: params must be an object")
+    return None
+
+
+class CorsGate:
+    """Pure ASGI layer: a request whose ``Origin`` is not one of ``origins`` (exact match) gets 403 with an empty
+    body; an allowed origin gets ``Access-Control-Allow-Origin`` on its response and preflights are answered."""
+
+    def __init__(self, app: Any, origins: list[str]) -> None:
+        self.app = app
+        self.origins = set(origins)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        origin = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"origin"), None)
+        if origin is None:
+            await self.app(scope, receive, send)
+            return
+        if origin not in self.origins:
+            await Response(status_code=403)(scope, receive, send)
+            return
+        allow = [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin"),
+                 (b"access-control-expose-headers", b"A2A-Extensions, ETag")]  # fmt: skip
+        if scope["method"] == "OPTIONS":
+            headers = {k.decode(): v.decode() for k, v in allow}
+            headers.update({"Access-Control-Allow-Methods": "GET, POST, OPTIONS", "Access-Control-Max-Age": "600",
+                            "Access-Control-Allow-Headers": "Authorization, Content-Type, A2A-Version, A2A-Extensions"})
+            await Response(status_code=204, headers=headers)(scope, receive, send)
+            return
+
+        async def send_with_cors(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message = dict(message, headers=list(message.get("headers", [])) + allow)
+            await send(message)
+
+        await self.app(scope, receive, send_with_cors)

@@ -1,0 +1,140 @@
+"""Who is calling: principals, identity from request evidence, method grants, and the two rate limiters.
+
+Behaviour from ``agentd-command-semantics.md`` §3: roles operator, user, agent; principal ids ``operator`` or
+``<role>:<id>``. Evidence order: a bearer (the operator bearer, compared in constant time, then each principal's;
+an unknown bearer is refused and never falls through) → the implicit operator, only when the listener is loopback,
+no credential of any kind is configured, the peer is loopback and no ``Origin`` header came → else nobody (401).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hmac
+import time
+from dataclasses import dataclass, field
+
+from .config import Loaded, Rate, is_loopback, split_host_port
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated caller. ``id`` is the owner of its tasks and conversations (``operator``, ``user:alice``)."""
+
+    id: str
+    role: str  # operator | user | agent
+    grants: tuple[str, ...] = ("*",)
+    rate: Rate | None = None
+
+    @property
+    def is_operator(self) -> bool:
+        return self.role == "operator"
+
+    def may(self, method: str) -> bool:
+        """Whether a grant pattern (``fnmatch``, case-sensitive) covers ``method``; the operator may do anything."""
+        return self.is_operator or any(fnmatch.fnmatchcase(method, g) for g in self.grants)
+
+
+OPERATOR = Principal("operator", "operator")
+
+
+class Unauthenticated(Exception):
+    """No acceptable credential; ``bad_credential`` says a credential was presented and failed (it counts against
+    the failed-credential limiter)."""
+
+    def __init__(self, message: str, *, bad_credential: bool) -> None:
+        super().__init__(message)
+        self.bad_credential = bad_credential
+
+
+@dataclass
+class Identities:
+    """Resolves a request's principal from the configuration's credentials (see the module docstring)."""
+
+    loaded: Loaded
+    _bearers: list[tuple[bytes, Principal]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        secrets = self.loaded.secrets
+        if secrets.operator is not None:
+            self._bearers.append((secrets.operator.get_secret_value().encode(), OPERATOR))
+        for section in self.loaded.config.a2a.principals:
+            principal = Principal(f"{section.role}:{section.id}", section.role, tuple(section.grants), section.rate)
+            self._bearers.append((secrets.principals[section.id].get_secret_value().encode(), principal))
+        host, _ = split_host_port(self.loaded.config.a2a.listen)
+        self._loopback_listener = is_loopback(host)
+
+    def identify(self, authorization: str | None, peer: str | None, origin: str | None) -> Principal:
+        """The principal for these request facts; raises :class:`Unauthenticated`."""
+        if authorization is not None:
+            scheme, _, token = authorization.partition(" ")
+            if scheme.lower() != "bearer" or not token.strip():
+                raise Unauthenticated("the Authorization header must be 'Bearer <token>'", bad_credential=True)
+            presented = token.strip().encode()
+            found = None
+            for bearer, principal in self._bearers:  # compare with every one: no early exit to time
+                if hmac.compare_digest(bearer, presented):
+                    found = principal
+            if found is None:
+                raise Unauthenticated("unknown bearer token", bad_credential=True)
+            return found
+        if (self._loopback_listener and not self.loaded.credentialed and origin is None
+                and peer is not None and is_loopback(peer)):  # fmt: skip
+            return OPERATOR
+        raise Unauthenticated("a bearer token is required", bad_credential=False)
+
+
+class TokenBucket:
+    """Per-key token buckets: ``capacity`` tokens refilled at ``capacity / seconds`` per second (monotonic clock).
+
+    ``take(key)`` spends one token and returns 0.0, or returns the seconds until one is available (spending none).
+    ``peek(key)`` is the same without spending. Keys idle long enough to be full again are forgotten.
+    """
+
+    def __init__(self, capacity: int, seconds: float, clock=time.monotonic) -> None:
+        self.capacity = capacity
+        self.rate = capacity / seconds
+        self._clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, at)
+
+    def _level(self, key: str) -> float:
+        now = self._clock()
+        tokens, at = self._buckets.get(key, (float(self.capacity), now))
+        return min(float(self.capacity), tokens + (now - at) * self.rate)
+
+    def peek(self, key: str) -> float:
+        level = self._level(key)
+        return 0.0 if level >= 1.0 else (1.0 - level) / self.rate
+
+    def take(self, key: str) -> float:
+        level = self._level(key)
+        if level < 1.0:
+            return (1.0 - level) / self.rate
+        self._buckets[key] = (level - 1.0, self._clock())
+        if len(self._buckets) > 4096:
+            self._forget_full()
+        return 0.0
+
+    def _forget_full(self) -> None:
+        for key in [k for k in self._buckets if self._level(k) >= self.capacity]:
+            del self._buckets[key]
+
+
+class RateLimits:
+    """One bucket per principal, built from its configured ``rate`` (the operator is not limited)."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[str, TokenBucket] = {}
+
+    def take(self, principal: Principal) -> float:
+        if principal.rate is None:
+            return 0.0
+        bucket = self._buckets.get(principal.id)
+        if bucket is None:
+            bucket = self._buckets[principal.id] = TokenBucket(principal.rate.requests, principal.rate.seconds)
+        return bucket.take(principal.id)
+
+
+FAILED_CREDENTIAL_BURST = 20
+"""Bad credentials a source may present before it is refused without checking (429)."""
+FAILED_CREDENTIAL_REFILL_SECONDS = 60.0
+"""Seconds over which a source's failed-credential allowance refills completely."""

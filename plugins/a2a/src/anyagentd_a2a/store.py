@@ -1,0 +1,194 @@
+"""Durable state on SQLAlchemy (SQLite through aiosqlite by default): the SDK's task store, scoped per principal,
+plus this daemon's conversation table (the agent's resume token per (owner, contextId)).
+
+- :class:`PrincipalTaskStore` — ``DatabaseTaskStore`` whose owner is the caller's principal id; the operator reads
+  every task, and a save by the operator keeps the task's owner.
+- :func:`fail_interrupted` — at start-up, every task left SUBMITTED, WORKING or waiting for input by a process that
+  died is marked FAILED with a message saying so (its turn is gone).
+- :class:`ConversationTable` — resume tokens, so the next message after a restart resumes the agent's conversation.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from a2a.auth.user import User
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks import DatabaseTaskStore
+from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
+from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
+from a2a.utils.errors import InvalidParamsError
+from a2a.utils.task import decode_list_tasks_cursor, encode_list_tasks_cursor
+from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, case, func, select
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from .principals import OPERATOR
+
+INTERRUPTED_MESSAGE = "The daemon stopped while this task was running; its turn is lost."
+_OPEN_STATES = ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED")
+
+
+def engine_for(url: str) -> AsyncEngine:
+    """An async engine; SQLite gets WAL and a busy timeout so readers never block the writer for long."""
+    engine = create_async_engine(url, connect_args={"timeout": 30} if url.startswith("sqlite") else {})
+    if url.startswith("sqlite"):
+        from sqlalchemy import event
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cursor = dbapi_conn.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.close()
+
+    return engine
+
+
+def _owner(context: ServerCallContext) -> str:
+    return context.user.user_name
+
+
+class PrincipalTaskStore(DatabaseTaskStore):
+    """Tasks owned by the principal that created them; the operator sees (and may act on) all of them."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        super().__init__(engine, create_table=True, owner_resolver=_owner)
+
+    async def _owner_of(self, task_id: str) -> str | None:
+        await self._ensure_initialized()
+        async with self.async_session_maker() as session:
+            result = await session.execute(select(self.task_model.owner).where(self.task_model.id == task_id))
+            return result.scalar_one_or_none()
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        if _owner(context) == OPERATOR.id:
+            owner = await self._owner_of(task.id)
+            if owner is not None and owner != OPERATOR.id:
+                context = _as_owner(context, owner)
+        await super().save(task, context)
+
+    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        if _owner(context) == OPERATOR.id:
+            owner = await self._owner_of(task_id)
+            if owner is None:
+                return None
+            context = _as_owner(context, owner)
+        return await super().get(task_id, context)
+
+    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        if _owner(context) != OPERATOR.id:
+            return await super().list(params, context)
+        return await self._list_every_owner(params)
+
+    async def _list_every_owner(self, params: ListTasksRequest) -> ListTasksResponse:
+        """The operator's listing: the SDK's filters, order and cursor paging, without the owner condition."""
+        await self._ensure_initialized()
+        model = self.task_model
+        stmt = select(model)
+        if params.context_id:
+            stmt = stmt.where(model.context_id == params.context_id)
+        if params.status:
+            stmt = stmt.where(model.status["state"].as_string() == TaskState.Name(params.status))
+        if params.HasField("status_timestamp_after"):
+            stmt = stmt.where(model.last_updated >= params.status_timestamp_after.ToDatetime())
+        async with self.async_session_maker() as session:
+            total = (await session.execute(select(func.count()).select_from(stmt.subquery()))).scalar_one()
+            stmt = stmt.order_by(case((model.last_updated.is_(None), 1), else_=0).asc(), model.last_updated.desc(),
+                                 model.id.desc())  # fmt: skip
+            if params.page_token:
+                cursor = decode_list_tasks_cursor(params.page_token)
+                if cursor is None:
+                    raise InvalidParamsError("Invalid page token")
+                stmt = stmt.where(self._after_cursor(cursor))
+            size = params.page_size or DEFAULT_LIST_TASKS_PAGE_SIZE
+            rows = (await session.execute(stmt.limit(size + 1))).scalars().all()
+        page = rows[:size]
+        token = encode_list_tasks_cursor(self._cursor_for(page[-1])) if len(rows) == size + 1 else None
+        return ListTasksResponse(tasks=[self._from_orm(r) for r in page], total_size=total, next_page_token=token,
+                                 page_size=size)  # fmt: skip
+
+
+class _Owner(User):
+    """The call context's user, standing for a task's owner when the operator reads or writes it."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+    @property
+    def user_name(self) -> str:
+        return self._name
+
+
+def _as_owner(context: ServerCallContext, owner: str) -> ServerCallContext:
+    return context.model_copy(update={"user": _Owner(owner)})
+
+
+async def fail_interrupted(store: PrincipalTaskStore) -> int:
+    """Mark every task a dead process left open as FAILED (keeping its owner); returns how many."""
+    await store._ensure_initialized()
+    model = store.task_model
+    async with store.async_session_maker.begin() as session:
+        rows = (await session.execute(select(model))).scalars().all()
+        count = 0
+        for row in rows:
+            status = dict(row.status or {})
+            if status.get("state") not in _OPEN_STATES:
+                continue
+            history = list(row.history or [])
+            if status.get("message"):
+                history.append(status["message"])
+            now = datetime.now(UTC)
+            message = {"messageId": str(uuid.uuid4()), "role": "ROLE_AGENT", "contextId": row.context_id,
+                       "taskId": row.id, "parts": [{"text": INTERRUPTED_MESSAGE}]}  # fmt: skip
+            row.status = {"state": "TASK_STATE_FAILED", "message": message,
+                          "timestamp": now.isoformat().replace("+00:00", "Z")}  # fmt: skip
+            row.history = history
+            row.last_updated = now.replace(tzinfo=None)
+            count += 1
+    return count
+
+
+_metadata = MetaData()
+conversations_table = Table(
+    "anyagentd_conversations", _metadata,
+    Column("owner", String(255), primary_key=True),
+    Column("context_id", String(255), primary_key=True),
+    Column("agent", String(255), nullable=False),
+    Column("resume_token", Text, nullable=True),
+    Column("updated", DateTime, nullable=False),
+)  # fmt: skip
+
+
+class ConversationTable:
+    """Resume tokens by (owner, contextId, agent)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def initialize(self) -> None:
+        async with self.engine.begin() as conn:
+            await conn.run_sync(_metadata.create_all)
+
+    async def resume_token(self, owner: str, context_id: str, agent: str) -> str | None:
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(conversations_table.c.resume_token).where(
+                conversations_table.c.owner == owner, conversations_table.c.context_id == context_id,
+                conversations_table.c.agent == agent))).first()  # fmt: skip
+        return row[0] if row else None
+
+    async def remember(self, owner: str, context_id: str, agent: str, token: str | None) -> None:
+        now = datetime.now(UTC).replace(tzinfo=None)
+        values = {"owner": owner, "context_id": context_id, "agent": agent, "resume_token": token, "updated": now}
+        key = (conversations_table.c.owner == owner, conversations_table.c.context_id == context_id)
+        async with self.engine.begin() as conn:  # portable upsert: one transaction, delete then insert
+            await conn.execute(conversations_table.delete().where(*key))
+            await conn.execute(conversations_table.insert().values(**values))
+
+
+__all__ = ["ConversationTable", "PrincipalTaskStore", "engine_for", "fail_interrupted"]

@@ -1,0 +1,283 @@
+"""Pure mappings between the engine's model and A2A 1.0 objects (a2a-sdk protobuf types).
+
+- :func:`prompt_of` — a user Message's parts → the prompt's text and attachments (file parts saved to a
+  directory, data parts given as JSON text).
+- :func:`event_part` — an engine ``Event`` → a DataPart holding the wire's own event JSON.
+- :func:`request_text` — an open request rendered for a person.
+- :func:`answer_of` — a follow-up Message → an engine ``Answer`` for the open request, or the reason it is not one.
+- :data:`STOP_STATES` — how a ``TurnEnded`` stop maps to a terminal task state.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from a2a.types import Message, Part, Role, TaskState
+from anyagentd.model import ANSWER, AnswerPermission, AnswerQuestion, Choices, PermissionRequested, TextAnswer
+from google.protobuf.json_format import MessageToDict
+from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
+
+EVENT_MEDIA_TYPE = "application/vnd.anyagent.event+json"
+"""Media type of a DataPart that carries one wire ``Event``."""
+RESPONSE_ARTIFACT = "response"
+"""Artifact id of a task's streamed response text."""
+
+
+def stop_state(stop: Any) -> int:
+    """The terminal ``TaskState`` for a ``StopReason``: Completed → COMPLETED, Cancelled → CANCELED, Refused →
+    REJECTED, Failed → FAILED."""
+    tag = stop if isinstance(stop, str) else stop.TAG
+    return {
+        "Completed": TaskState.TASK_STATE_COMPLETED,
+        "Cancelled": TaskState.TASK_STATE_CANCELED,
+        "Refused": TaskState.TASK_STATE_REJECTED,
+    }.get(tag, TaskState.TASK_STATE_FAILED)
+
+
+def wire_json(value: Any) -> Any:
+    """The wire's JSON for an engine model value (the shape ``anyagent-wire.schema.json`` describes)."""
+    return to_jsonable_python(value)
+
+
+def event_part(event: Any) -> Part:
+    """A DataPart holding one engine ``Event`` as the wire writes it."""
+    part = Part(media_type=EVENT_MEDIA_TYPE)
+    part.data.struct_value.update(wire_json(event))
+    return part
+
+
+def data_part(value: Any, media_type: str = "application/json") -> Part:
+    part = Part(media_type=media_type)
+    part.data.struct_value.update(value)
+    return part
+
+
+def agent_message(parts: list[Part], *, context_id: str, task_id: str) -> Message:
+    return Message(message_id=str(uuid.uuid4()), role=Role.ROLE_AGENT, parts=parts, context_id=context_id,
+                   task_id=task_id)  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------ prompts
+
+
+MAX_FILE_BYTES = 20 * 1024 * 1024
+"""Largest file part (inline bytes or fetched URL) saved for a prompt, in bytes."""
+
+
+@dataclass(frozen=True)
+class PromptIn:
+    """What a user Message asks: the prompt ``text`` and the ``attachments`` (paths of saved files)."""
+
+    text: str
+    attachments: tuple[str, ...]
+
+
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def file_name(part: Part, index: int) -> str:
+    """A safe file name for a file part: its ``filename`` (or the URL's last segment), reduced to one path segment
+    of ``[A-Za-z0-9._-]``, prefixed by a random tag so two parts never collide."""
+    raw = part.filename or (part.url.rsplit("/", 1)[-1].split("?")[0] if part.url else "")
+    name = _SAFE_NAME.sub("_", Path(raw).name).lstrip(".") if raw else ""
+    return f"{uuid.uuid4().hex[:8]}-{name or f'part-{index}'}"
+
+
+def prompt_of(message: Message, files_dir: Path, fetched: dict[int, bytes] | None = None) -> PromptIn:
+    """Text parts joined by newlines; each data part as its JSON text; each file part — ``raw`` bytes, or a ``url``
+    whose content the caller fetched (``fetched``: part index → bytes) — saved under ``files_dir`` and attached.
+    Raises ``ValueError`` for an empty prompt or a file over ``MAX_FILE_BYTES``."""
+    texts: list[str] = []
+    attachments: list[str] = []
+    for index, part in enumerate(message.parts):
+        kind = part.WhichOneof("content")
+        if kind == "text":
+            texts.append(part.text)
+        elif kind == "data":
+            texts.append(json.dumps(MessageToDict(part.data), ensure_ascii=False))
+        elif kind in ("raw", "url"):
+            content = part.raw if kind == "raw" else (fetched or {}).get(index)
+            if content is None:
+                raise ValueError(f"the file at {part.url} was not fetched")
+            if len(content) > MAX_FILE_BYTES:
+                raise ValueError(f"file part {index} is larger than {MAX_FILE_BYTES} bytes")
+            files_dir.mkdir(parents=True, exist_ok=True)
+            path = files_dir / file_name(part, index)
+            path.write_bytes(content)
+            attachments.append(str(path))
+    text = "\n".join(t for t in texts if t)
+    if not text and not attachments:
+        raise ValueError("the message has no text, data or file part")
+    return PromptIn(text, tuple(attachments))
+
+
+# ------------------------------------------------------------------------------------------------ requests
+
+
+def request_text(request: Any) -> str:
+    """An open ``Request`` (``PermissionRequested`` / ``QuestionAsked``) as one paragraph for a person, ending with
+    how to answer it in plain text."""
+    if isinstance(request, PermissionRequested):
+        value = request.value
+        words = {"AllowOnce": "allow", "AllowAlways": "always", "DenyOnce": "deny", "DenyAlways": "deny"}
+        offered = sorted({words[o] for o in value.options}, key=["allow", "always", "deny"].index)
+        detail = f" ({value.detail})" if value.detail else ""
+        return f"Permission requested: {value.tool.title}{detail}. Reply {', '.join(offered)}."
+    lines = []
+    for question in request.value.questions:
+        choices = ", ".join(c.label for c in question.choices)
+        free = " or free text" if question.allows_free_text else ""
+        lines.append(f"Question: {question.text}" + (f" Choices: {choices}{free}." if choices else ""))
+    return " ".join(lines)
+
+
+_ALLOW = {"allow", "yes", "y", "ok", "allow once"}
+_ALWAYS = {"always", "allow always"}
+_DENY = {"deny", "no", "n", "deny once"}
+
+
+def _permission_from_text(text: str, options: list[str]) -> AnswerPermission | str:
+    word = text.strip().lower().rstrip(".!")
+    if word in _ALLOW:
+        wanted = ["AllowOnce", "AllowAlways"]
+    elif word in _ALWAYS:
+        wanted = ["AllowAlways"]
+    elif word in _DENY:
+        wanted = ["DenyOnce", "DenyAlways"]
+    else:
+        return f"{text.strip()!r} is not an answer to the permission request: reply allow, always or deny"
+    choice = next((w for w in wanted if w in options), None)
+    if choice is None:
+        return f"{word!r} is not among the offered options {options}"
+    return AnswerPermission(value=choice)
+
+
+def _question_from_text(text: str, request: Any) -> AnswerQuestion | str:
+    questions = request.value.questions
+    if len(questions) != 1:
+        return "this request asks several questions: answer with a DataPart holding the Answer JSON"
+    question = questions[0]
+    wanted = text.strip().lower()
+    for choice in question.choices:
+        if wanted in (choice.label.lower(), choice.id.lower()):
+            return AnswerQuestion(value=[Choices(value=[choice.id])])
+    if question.allows_free_text and text.strip():
+        return AnswerQuestion(value=[TextAnswer(value=text.strip())])
+    labels = ", ".join(c.label for c in question.choices)
+    return f"{text.strip()!r} is not one of the choices ({labels})"
+
+
+def answer_of(message: Message, request: Any) -> Any:
+    """The ``Answer`` a follow-up message gives the open ``request``, or a ``str`` saying why it gives none.
+
+    A DataPart holding the wire's Answer JSON (``{"Permission": "AllowOnce"}``, ``{"Question": [...]}``) wins;
+    otherwise the text parts: allow/yes, always, deny/no for a permission; a choice's label or id, or free text
+    where allowed, for a single question."""
+    for part in message.parts:
+        if part.WhichOneof("content") == "data":
+            value = MessageToDict(part.data)
+            try:
+                return ANSWER.validate_python(value)
+            except ValidationError:
+                return f"the DataPart is not an Answer ({json.dumps(value)[:120]}): expected {{\"Permission\": ...}} " \
+                       "or {\"Question\": [...]}"  # fmt: skip
+    text = " ".join(p.text for p in message.parts if p.WhichOneof("content") == "text").strip()
+    if not text:
+        return "the message carries no answer: send text or a DataPart holding the Answer JSON"
+    if isinstance(request, PermissionRequested):
+        return _permission_from_text(text, list(request.value.options))
+    return _question_from_text(text, request)
+
+
+OUTPUT_MODES = ("text/plain", "application/json")
+"""What a task's artifacts and messages carry: text parts and JSON data parts."""
+
+
+def accepts_our_output(modes: list[Any]) -> bool:
+    """Whether a client's ``acceptedOutputModes`` admit one of :data:`OUTPUT_MODES` (``*/*`` and ``text/*``
+    wildcards included)."""
+    for mode in modes:
+        mode = str(mode).split(";")[0].strip().lower()
+        if mode in OUTPUT_MODES or mode in ("*/*", "*", "text/*", "application/*"):
+            return True
+    return False
+
+
+async def url_violations(params: dict[str, Any], *, allow_private: bool) -> list[tuple[str, str]]:
+    """The send check for file URLs in ``params.message.parts`` (the JSON-RPC params, before the SDK parses them):
+    (field, why) for each URL that is not http(s), or points at a loopback/private address unless
+    ``allow_private``."""
+    from a2a.utils.push_url_validator import validate_push_notification_url
+
+    message = params.get("message")
+    parts = message.get("parts") if isinstance(message, dict) else None
+    found: list[tuple[str, str]] = []
+    for index, part in enumerate(parts if isinstance(parts, list) else []):
+        url = part.get("url") if isinstance(part, dict) else None
+        if not isinstance(url, str):
+            continue
+        field_name = f"message.parts[{index}].url"
+        if not url.startswith(("http://", "https://")):
+            found.append((field_name, "a file URL must be http or https"))
+        elif not allow_private and not await validate_push_notification_url(url):
+            found.append((field_name, "a file URL must not point at a loopback or private address"))
+    return found
+
+
+async def fetch_url_parts(message: Message, *, allow_private: bool) -> dict[int, bytes]:
+    """Fetch every ``url`` file part (http/https; loopback and private addresses only when ``allow_private``,
+    else the SDK's push URL guard refuses them), at most ``MAX_FILE_BYTES`` each, 30 s each. Returns part index →
+    bytes; raises ``ValueError`` naming the URL when one cannot be fetched."""
+    import httpx
+    from a2a.utils.push_url_validator import validate_push_notification_url
+
+    urls = {i: p.url for i, p in enumerate(message.parts) if p.WhichOneof("content") == "url"}
+    if not urls:
+        return {}
+    found: dict[int, bytes] = {}
+    async with httpx.AsyncClient(timeout=30.0, follow_redirects=False) as client:
+        for index, url in urls.items():
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"file URL {url!r} is not http(s)")
+            if not allow_private and not await validate_push_notification_url(url):
+                raise ValueError(f"file URL {url!r} points at a private or loopback address")
+            try:
+                async with client.stream("GET", url) as response:
+                    response.raise_for_status()
+                    chunks, size = [], 0
+                    async for chunk in response.aiter_bytes():
+                        size += len(chunk)
+                        if size > MAX_FILE_BYTES:
+                            raise ValueError(f"file URL {url!r} is larger than {MAX_FILE_BYTES} bytes")
+                        chunks.append(chunk)
+            except httpx.HTTPError as err:
+                raise ValueError(f"file URL {url!r} could not be fetched: {err}") from None
+            found[index] = b"".join(chunks)
+    return found
+
+
+__all__ = [
+    "EVENT_MEDIA_TYPE",
+    "MAX_FILE_BYTES",
+    "OUTPUT_MODES",
+    "RESPONSE_ARTIFACT",
+    "PromptIn",
+    "accepts_our_output",
+    "agent_message",
+    "answer_of",
+    "data_part",
+    "event_part",
+    "fetch_url_parts",
+    "file_name",
+    "prompt_of",
+    "request_text",
+    "stop_state",
+    "url_violations",
+    "wire_json",
+]  # fmt: skip

@@ -1,0 +1,95 @@
+"""The REAL pinned Claude Code CLI behind the A2A daemon, against the scripted model endpoint: a permission answered
+over A2A lands the file (allow) or leaves it absent (deny); kill -9 of the daemon mid-turn, restart, and the next
+message in the same contextId resumes the agent's conversation (the model endpoint sees the history).
+
+Fails (never skips) when the CLI is missing: the ``claude`` fixture raises."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from a2a_helpers import wait_state
+
+pytestmark = pytest.mark.timeout(240)
+
+WRITE_SCRIPT = {"turns": [
+    {"text": "Writing the file.",
+     "tool": {"name": "Write", "input": {"file_path": "{{cwd}}/out.txt", "content": "hi\n"}}},
+    {"text": "Done."},
+]}  # fmt: skip
+
+
+def claude_config(work: Path) -> str:
+    return f'[agent]\nname = "claude"\ndir = "{work}"\n'
+
+
+def request_text(entry: dict[str, Any]) -> str:
+    return json.dumps(entry["body"].get("messages", []), ensure_ascii=False)
+
+
+@pytest.mark.parametrize("answer", ["allow", "deny"])
+def test_permission_over_a2a(claude: Any, a2a_daemon: Any, work: Path, answer: str) -> None:
+    server = claude(WRITE_SCRIPT)
+    daemon = a2a_daemon(config=claude_config(work))
+    task = daemon.send_text("Write out.txt")
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+    parts = task["status"]["message"]["parts"]
+    assert parts[0]["text"].startswith("Permission requested:")
+    request = parts[1]["data"]["kind"]["RequestOpened"]["Permission"]
+    assert request["tool"]["kind"] == "Edit" and request["tool"]["diffs"][0]["new_text"] == "hi\n"
+    done = daemon.send_text(answer, task_id=task["id"])
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
+    if answer == "allow":
+        assert (work / "out.txt").read_text() == "hi\n"
+        assert done["status"]["message"]["parts"][0]["text"] == "Writing the file.Done."
+    else:
+        assert not (work / "out.txt").exists()
+        assert "The user denied this tool use." in request_text(server.main_requests()[-1])
+
+
+def test_kill_9_mid_turn_then_the_next_message_resumes(claude: Any, a2a_daemon: Any, work: Path,
+                                                       tmp_path: Path) -> None:  # fmt: skip
+    # The orphaned CLI of the killed daemon may still finish the interrupted turn (and record its reply) before it
+    # sees its stdin close, so the resumed conversation gets turn 1 or turn 2: both answer the same.
+    server = claude({"turns": [{"text": "Noted the word."}, {"text": "The word was PAPAYA.", "delay": 3},
+                               {"text": "The word was PAPAYA."}]})  # fmt: skip
+    state = tmp_path / "state"
+    daemon = a2a_daemon(config=claude_config(work), state_dir=state)
+    first = daemon.send_text("Remember the word PAPAYA.", context_id="words")
+    assert first["status"]["state"] == "TASK_STATE_COMPLETED", first
+    running = daemon.send_text("Still there?", context_id="words", configuration={"returnImmediately": True})
+    server.wait_for_requests(2, timeout=60)  # the CLI is inside the second turn
+    daemon.signal(signal.SIGKILL)
+    daemon.wait()
+    again = a2a_daemon(config=claude_config(work), state_dir=state)
+    lost = again.rpc("GetTask", {"id": running["id"]}).json()["result"]
+    assert lost["status"]["state"] == "TASK_STATE_FAILED"
+    assert {t["id"] for t in again.rpc("ListTasks").json()["result"]["tasks"]} == {first["id"], running["id"]}
+    answer = again.send_text("Which word did I ask you to remember?", context_id="words")
+    assert answer["status"]["state"] == "TASK_STATE_COMPLETED", answer
+    assert answer["status"]["message"]["parts"][0]["text"] == "The word was PAPAYA."
+    text = request_text(server.main_requests()[-1])
+    assert "Remember the word PAPAYA." in text and "Noted the word." in text  # the history came back
+    assert any("resumed the agent's session" in line for line in again.stderr)
+    wait_state(again, answer["id"], "TASK_STATE_COMPLETED")
+
+
+def test_question_over_a2a_answered_by_label(claude: Any, a2a_daemon: Any, work: Path) -> None:
+    server = claude({"turns": [
+        {"tool": {"name": "AskUserQuestion", "input": {"questions": [{
+            "question": "Which color?", "header": "Color", "multiSelect": False,
+            "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}]}]}}},
+        {"text": "Blue it is."},
+    ]})  # fmt: skip
+    daemon = a2a_daemon(config=claude_config(work))
+    task = daemon.send_text("Ask me a question")
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+    assert task["status"]["message"]["parts"][0]["text"].startswith("Question: Which color? Choices: Red, Blue")
+    done = daemon.send_text("blue", task_id=task["id"])
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
+    assert done["status"]["message"]["parts"][0]["text"].endswith("Blue it is.")
+    assert '\\"Which color?\\"=\\"Blue\\"' in request_text(server.main_requests()[-1])
