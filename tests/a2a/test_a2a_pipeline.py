@@ -24,7 +24,7 @@ bearer = "{{secret:ALICE}}"
 [[a2a.principals]]
 id = "reader"
 bearer = "{{secret:READER}}"
-grants = ["Get*", "List*"]
+methods = ["Get*", "List*"]
 [[a2a.principals]]
 id = "slowpoke"
 bearer = "{{secret:SLOWPOKE}}"

@@ -97,7 +97,7 @@ def test_stop_states() -> None:
 
 def test_identities() -> None:
     loaded = parse({"a2a": {"bearer": "{{secret:OP}}", "principals": [
-        {"id": "al", "bearer": "{{secret:AL}}", "grants": ["Get*"]}]}}, env={"OP": "op", "AL": "al"})  # fmt: skip
+        {"id": "al", "bearer": "{{secret:AL}}", "methods": ["Get*"]}]}}, env={"OP": "op", "AL": "al"})  # fmt: skip
     ids = Identities(loaded)
     assert ids.identify("Bearer op", "10.0.0.1", None) is OPERATOR
     alice = ids.identify("bearer al", "10.0.0.1", None)

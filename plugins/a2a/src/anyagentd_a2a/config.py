@@ -99,12 +99,15 @@ def _rate(value: Any) -> Any:
 
 
 class PrincipalSection(_Strict):
-    """``[[a2a.principals]]``: a caller known by its bearer; ``grants`` are method-name patterns (``*``, ``Get*``)."""
+    """``[[a2a.principals]]``: a caller known by its bearer. ``grants`` are op patterns of the command extension
+    (``*``, ``workflow.*``, ``workflow.run:<glob>``; none by default: the role's floors apply); ``methods`` are the
+    A2A methods it may call (patterns, ``*`` by default, e.g. ``["Get*", "List*"]`` for a reader)."""
 
     id: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")]
     role: Literal["user", "agent"] = "user"
     bearer: str
-    grants: list[str] = Field(default_factory=lambda: ["*"])
+    grants: list[str] = Field(default_factory=list)
+    methods: list[str] = Field(default_factory=lambda: ["*"])
     rate: Rate = Rate(requests=120, seconds=60.0)
 
     _check_bearer = field_validator("bearer", mode="before")(_reference)
@@ -118,8 +121,29 @@ class PrincipalSection(_Strict):
         return value
 
 
+class DeviceGrantSection(_Strict):
+    """``[a2a.device_grant]``: sign-in by the OAuth device authorization grant (RFC 8628); needs an operator
+    credential, since an operator approves each device. ``lifetime`` is a device code's life, ``token_days`` a
+    signed-in session's."""
+
+    enabled: bool = False
+    lifetime: Annotated[int, Field(ge=60, le=3600)] = 600
+    token_days: Annotated[int, Field(ge=1, le=365)] = 30
+
+
+class SubagentsSection(_Strict):
+    """``[subagents]``: whether driven agents get anyagentd's MCP server to delegate with, and its limits: which
+    agents may be spawned (patterns), how many run at once per owner, how deep they nest, a turn's timeout."""
+
+    enabled: bool = False
+    agents: list[str] = Field(default_factory=lambda: ["*"])
+    per_owner: Annotated[int, Field(ge=1, le=64)] = 4
+    depth: Annotated[int, Field(ge=1, le=8)] = 1
+    timeout: Annotated[float, Field(gt=0)] = 600.0
+
+
 class A2ASection(_Strict):
-    """``[a2a]``: the listener, the card's URL, credentials, CORS, the task store, push and TLS."""
+    """``[a2a]``: the listener, the card's URL, credentials, CORS, the task store, push, TLS and the device grant."""
 
     listen: str = "127.0.0.1:8787"
     url: str | None = None
@@ -127,6 +151,7 @@ class A2ASection(_Strict):
     cors_origins: list[str] = Field(default_factory=list)
     store: str | None = None
     introspection: bool = False
+    device_grant: DeviceGrantSection = DeviceGrantSection()
     push: PushSection = PushSection()
     tls: TlsSection | None = None
     principals: list[PrincipalSection] = Field(default_factory=list)
@@ -157,10 +182,24 @@ class A2ASection(_Strict):
 
 
 class Config(_Strict):
-    """The whole file: ``[agent]`` and ``[a2a]``."""
+    """The whole file: ``[agent]``, ``[a2a]``, ``[subagents]`` and the ``[[workflows]]`` (validated by
+    :func:`anyagentd_a2a.workflows.definition.load_workflows`; errors name the workflow, step and key)."""
 
     agent: AgentSection = AgentSection()
     a2a: A2ASection = A2ASection()
+    subagents: SubagentsSection = SubagentsSection()
+    workflows: list[dict[str, Any]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _definitions(self) -> Config:
+        if self.workflows:
+            from .workflows.definition import WorkflowError, load_workflows
+
+            try:
+                load_workflows(self.workflows)
+            except WorkflowError as err:
+                raise ConfigError(err.where, str(err).split(": ", 1)[-1]) from None
+        return self
 
 
 def split_host_port(listen: str) -> tuple[str, int]:
@@ -248,6 +287,9 @@ def parse(data: dict[str, Any], *, source: str | None = None, env: dict[str, str
         raise ConfigError("a2a.principals", "two credentials resolve to the same bearer")
     loaded = Loaded(config=config, secrets=Secrets(operator=operator, principals=principals), source=source)
     check_listener(loaded)
+    if config.a2a.device_grant.enabled and operator is None:
+        raise ConfigError("a2a.device_grant.enabled", "the device grant needs an operator credential (a2a.bearer): "
+                                                      "an operator approves every device")  # fmt: skip
     return loaded
 
 

@@ -1,4 +1,4 @@
-"""Who is calling: principals, identity from request evidence, method grants, and the two rate limiters.
+"""Who is calling: principals, identity from request evidence, method patterns, and the two rate limiters.
 
 Behaviour from ``agentd-command-semantics.md`` §3: roles operator, user, agent; principal ids ``operator`` or
 ``<role>:<id>``. Evidence order: a bearer (the operator bearer, compared in constant time, then each principal's;
@@ -13,25 +13,24 @@ import hmac
 import time
 from dataclasses import dataclass, field
 
+from anyagentd.ops import Principal as CorePrincipal
+
 from .config import Loaded, Rate, is_loopback, split_host_port
 
 
 @dataclass(frozen=True)
-class Principal:
-    """An authenticated caller. ``id`` is the owner of its tasks and conversations (``operator``, ``user:alice``)."""
+class Principal(CorePrincipal):
+    """An authenticated caller: core's :class:`~anyagentd.ops.Principal` (``id``, the owner of its tasks and
+    conversations; ``role``; ``grants``, the op patterns the command extension checks) plus what the listener
+    checks itself: ``methods`` (A2A method-name patterns it may call, ``*`` by default) and its ``rate``."""
 
-    id: str
-    role: str  # operator | user | agent
-    grants: tuple[str, ...] = ("*",)
+    methods: tuple[str, ...] = ("*",)
     rate: Rate | None = None
 
-    @property
-    def is_operator(self) -> bool:
-        return self.role == "operator"
-
     def may(self, method: str) -> bool:
-        """Whether a grant pattern (``fnmatch``, case-sensitive) covers ``method``; the operator may do anything."""
-        return self.is_operator or any(fnmatch.fnmatchcase(method, g) for g in self.grants)
+        """Whether a ``methods`` pattern (``fnmatch``, case-sensitive) covers the A2A ``method``; the operator may
+        call anything."""
+        return self.is_operator or any(fnmatch.fnmatchcase(method, g) for g in self.methods)
 
 
 OPERATOR = Principal("operator", "operator")
@@ -58,7 +57,8 @@ class Identities:
         if secrets.operator is not None:
             self._bearers.append((secrets.operator.get_secret_value().encode(), OPERATOR))
         for section in self.loaded.config.a2a.principals:
-            principal = Principal(f"{section.role}:{section.id}", section.role, tuple(section.grants), section.rate)
+            principal = Principal(f"{section.role}:{section.id}", section.role, tuple(section.grants),
+                                  tuple(section.methods), section.rate)  # fmt: skip
             self._bearers.append((secrets.principals[section.id].get_secret_value().encode(), principal))
         host, _ = split_host_port(self.loaded.config.a2a.listen)
         self._loopback_listener = is_loopback(host)

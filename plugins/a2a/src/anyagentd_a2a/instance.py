@@ -1,0 +1,162 @@
+"""The running daemon as the command ops see it: :class:`Instance` implements
+:class:`~anyagentd_a2a.command.face.CommandFace` over the :class:`~anyagentd_a2a.daemon.Daemon`.
+
+It keeps what is the instance's own rather than one conversation's: its id and start time, the log ring, the
+pause latch, the settings ``admin.set`` changes until the next reload, and the services the op families use (the
+workflow runner, the subagent manager, the device grant and the signed-in sessions), each ``None`` when not
+configured.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import TYPE_CHECKING, Any
+
+from anyagentd import __version__
+from anyagentd.ops import InvalidOpArguments, Principal
+
+from .command.face import ConversationView
+from .logring import LogRing
+
+if TYPE_CHECKING:
+    from .daemon import Daemon
+
+SETTABLE = ("agent.approval", "a2a.introspection.enabled")
+
+
+class Instance:
+    """The :class:`CommandFace` of one daemon. ``daemon`` gives the configuration, the runtime and the
+    conversations; ``log`` is the daemon's log ring."""
+
+    def __init__(self, daemon: Daemon, log: LogRing) -> None:
+        self.daemon = daemon
+        self.instance = f"agentd-{secrets.token_hex(4)}"
+        self.version = __version__
+        self.started_ms = int(time.time() * 1000)
+        self.log = log
+        self._paused: str | None = None
+        self.overrides: dict[str, Any] = {}
+        self.runner: Any = None
+        self.workflows: dict[str, Any] = {}
+        self.subagents: Any = None
+        self.device_grant: Any = None
+        self.auth_sessions: Any = None
+
+    # -- state -----------------------------------------------------------------------------------------------
+
+    @property
+    def runtime(self) -> Any:
+        return self.daemon.runtime
+
+    @property
+    def agent_name(self) -> str:
+        return self.daemon.agent_label
+
+    @property
+    def skills(self) -> list[str]:
+        return [self.daemon.agent_label]
+
+    @property
+    def draining(self) -> bool:
+        return self.daemon.draining
+
+    @property
+    def paused(self) -> bool:
+        return self._paused is not None
+
+    @property
+    def approval(self) -> str:
+        return self.overrides.get("agent.approval", self.daemon.loaded.config.agent.approval)
+
+    @property
+    def introspection(self) -> bool:
+        return self.overrides.get("a2a.introspection.enabled", self.daemon.loaded.config.a2a.introspection)
+
+    def switches(self) -> dict[str, bool]:
+        """The configuration switches ops are served under (see :attr:`anyagentd.ops.Op.switch`)."""
+        return {"introspection": self.introspection, "device_grant": self.device_grant is not None,
+                "tcp_listener": True}  # fmt: skip
+
+    # -- conversations ---------------------------------------------------------------------------------------
+
+    def _view(self, conversation: Any) -> ConversationView:
+        running = next((r for r in conversation.runs if not r.terminal), None)
+        return ConversationView(
+            id=conversation.context_id, principal=conversation.owner, session=conversation.session,
+            task_id=conversation.last_task_id, turns=conversation.turns, version=conversation.turns,
+            updated_ms=conversation.updated_ms, turn_started_ms=running.started_ms if running else None,
+        )  # fmt: skip
+
+    def conversations(self, principal: Principal) -> list[ConversationView]:
+        found = [c for c in self.daemon.conversations.conversations.values()
+                 if principal.is_operator or c.owner == principal.id]  # fmt: skip
+        return [self._view(c) for c in sorted(found, key=lambda c: -c.updated_ms)]
+
+    def conversation(self, principal: Principal, conversation_id: str | None) -> ConversationView | None:
+        mine = self.conversations(principal)
+        if conversation_id is None:
+            own = [v for v in mine if v.principal == principal.id] or mine
+            return own[0] if own else None
+        for view in mine:
+            if view.id == conversation_id and (view.principal == principal.id or not principal.is_operator):
+                return view
+        if principal.is_operator:  # the operator names another's as <principal>/<contextId>, or just the id
+            for view in mine:
+                if f"{view.principal}/{view.id}" == conversation_id or view.id == conversation_id:
+                    return view
+        return None
+
+    # -- configuration ---------------------------------------------------------------------------------------
+
+    def redacted_config(self) -> dict[str, Any]:
+        """The effective configuration: credential fields hold their references (secrets are resolved apart,
+        never into the configuration), with ``admin.set`` overrides applied."""
+        config = self.daemon.loaded.config.model_dump(mode="json")
+        config["agent"]["approval"] = self.approval
+        config["a2a"]["introspection"] = self.introspection
+        return config
+
+    def settable(self) -> list[str]:
+        return list(SETTABLE)
+
+    def set_setting(self, path: str, value: Any) -> Any:
+        """``admin.set``: values typed as the configuration file types them (TOML: a boolean is true/false, not the
+        string ``"true"``)."""
+        if path == "agent.approval":
+            if value not in ("ask", "auto"):
+                raise InvalidOpArguments("agent.approval is \"ask\" or \"auto\"", [("value", 'expected "ask" or "auto"')])
+        elif path == "a2a.introspection.enabled":
+            if not isinstance(value, bool):
+                raise InvalidOpArguments("a2a.introspection.enabled is a boolean",
+                                         [("value", "expected a boolean (true or false)")])  # fmt: skip
+        else:
+            raise InvalidOpArguments(f"{path} cannot be set", [("path", f"one of {', '.join(SETTABLE)}")])
+        self.overrides[path] = value
+        self.log.emit("admin.set", path=path, value=value)
+        return value
+
+    def reloaded(self) -> None:
+        """A SIGHUP reload: ``admin.set`` values last until here."""
+        self.overrides.clear()
+
+    # -- admission -------------------------------------------------------------------------------------------
+
+    def begin_drain(self, reason: str) -> None:
+        self.log.emit("admin.drain", reason=reason)
+        self.daemon.request_drain(reason)
+
+    def pause(self, reason: str) -> None:
+        self._paused = reason
+        self.log.emit("admin.pause", reason=reason)
+        self.daemon.runtime.pause()
+
+    def resume(self) -> None:
+        self._paused = None
+        self.log.emit("admin.resume")
+        self.daemon.runtime.resume()
+        if self.runner is not None:
+            self.runner.wake_all()
+
+
+__all__ = ["Instance", "SETTABLE"]
