@@ -16,6 +16,15 @@ class EngineSettings:
     - ``close_grace``: seconds an agent gets to shut down on close before it is killed (5 s).
     - ``adapter_buffer``: reports the adapter→engine channel holds before the adapter waits (64).
     - ``handshake_timeout``: seconds an adapter may take to connect (30 s).
+    - ``log_size``: events each session's log ring holds for its readers (``Session.subscribe``, ``Session.log``);
+      older events are dropped from it (events; 4096; at least ``event_bound`` are always held). About 1 KB of
+      memory per held event.
+    - ``retain_closed``: closed sessions a ``Runtime`` keeps readable (info, projections, log) before it retires
+      the oldest (sessions; 100; 0 retires a session as soon as it closes).
+    - ``retain_closed_seconds``: seconds a closed session stays readable before it is retired (600 s).
+
+    Each has the environment override ``ANYAGENTD_<NAME>`` (e.g. ``ANYAGENTD_LOG_SIZE=8192``), read by
+    :meth:`from_env`.
     """
 
     event_bound: int = 1024
@@ -24,6 +33,9 @@ class EngineSettings:
     close_grace: float = 5.0
     adapter_buffer: int = 64
     handshake_timeout: float = 30.0
+    log_size: int = 4096
+    retain_closed: int = 100
+    retain_closed_seconds: float = 600.0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> EngineSettings:
