@@ -200,6 +200,8 @@ class Session:
         self._consumed = False  # an events() iterator is active
         self._quiet_deadline: float | None = None
         self._timer_wake = anyio.Event()
+        self._turn_ended = anyio.Event()  # set when the running turn ends (a new one per turn)
+        self._turn_ended.set()
         self._deterministic = (True, True)  # (prompted, agent-originated)
 
     # ------------------------------------------------------------------------------------------- lifecycle
@@ -300,6 +302,22 @@ class Session:
     @property
     def closed(self) -> bool:
         return self._closed.is_set() or self._closing
+
+    @property
+    def running(self) -> bool:
+        """Whether a turn is in flight."""
+        return self._turn is not None
+
+    async def wait_turn_ended(self) -> None:
+        """Return once no turn is in flight (at once when none is); a session's end ends its turn."""
+        while self._turn is not None:
+            await self._turn_ended.wait()
+
+    def release_queue(self) -> None:
+        """Admission no longer holds (``Runtime.resume``): promote the first waiting prompt, in the session's own
+        task; the next ones follow at each turn's end."""
+        if self._tg is not None and self._queue and not self._closing:
+            self._tg.start_soon(self._promote)
 
     async def events(self) -> AsyncIterator[Event]:
         """The session's events in ``sequence`` order; ends after close. If the session ended in failure
@@ -536,6 +554,7 @@ class Session:
         agent = not isinstance(origin, _Prompt)
         turn = _Turn(id=f"t{next(self._turn_ids)}", agent_originated=agent, acked=acked)
         self._turn = turn
+        self._turn_ended = anyio.Event()
         turn_origin: Any = "Agent" if agent else PromptOrigin(value=origin.prompt_id)
         if not agent:
             self.projections.note_prompt(origin.prompt_id, origin.input.text, origin.input.attachments, turn.id)
@@ -600,6 +619,7 @@ class Session:
         background = sorted(t for t, status in turn.tools.items() if status in ACTIVE_TOOL_STATUSES)
         self._emit(TurnEnded(stop=stop, background=background), turn.context())
         self._turn = None
+        self._turn_ended.set()
         self._quiet_deadline = None
         if self._steer is not None:
             self._resolve_steer(False)
