@@ -216,3 +216,16 @@ async def test_a_stalled_primary_reader_still_closes_the_session(tmp_path):
         assert [e.sequence for e in got] == list(range(1, 101))
         assert extra.bound == session.log.capacity
         assert (await read_all(extra))[-1] == session.log.newest_seq  # the extra reader saw the shutdown too
+
+
+def test_events_are_built_directly_and_equal_what_model_construct_builds():
+    from anyagentd.engine import session as engine
+    from anyagentd.model import TextDelta, TurnContext
+
+    parts = (3, 1_700_000_001_000_000_042, "s9", TurnContext(id="t2", parent_tool_id="tool"),
+             TextDelta(message_id="m", text="hé"), {})  # fmt: skip
+    assert engine._new_event is engine._direct_event  # the fast path is the one in use with this pydantic
+    direct, constructed = engine._direct_event(*parts), engine._constructed_event(*parts)
+    assert direct == constructed and direct.model_dump(mode="json") == constructed.model_dump(mode="json")
+    assert direct.occurred_at.to_seconds() == pytest.approx(1_700_000_001.000000042)
+    assert Event.model_validate_json(direct.model_dump_json()) == constructed

@@ -94,7 +94,7 @@ async def test_closed_sessions_stay_known_with_the_defaults(tmp_path):
         session = await rt.open("mock", tmp_path)
         await session.close()
         assert rt.session(session.id) is session
-        assert rt.settings.retain_closed == 100 and rt.settings.retain_closed_seconds == 600
+        assert rt.settings.retain_closed == 50 and rt.settings.retain_closed_seconds == 600
 
 
 def test_retention_and_log_tunables_have_env_overrides():

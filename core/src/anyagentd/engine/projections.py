@@ -127,6 +127,10 @@ class Projections:
         self._messages: dict[tuple[str | None, str, str], Entry] = {}  # (parent, message id, kind) -> open entry
         self._tools: dict[str, Entry] = {}  # tool id -> entry (latest call with that id)
         self._last_ns: int | None = None
+        # The delta fast path: the last delta's tag, turn context (one shared instance per turn and parent) and
+        # message id, and its entry's parts; any other event clears it.
+        self._fast: tuple[str, Any, str] | None = None
+        self._fast_parts: list[str] = []
         self._handlers = {
             "TurnStarted": self._turn_started, "TextDelta": self._text, "ReasoningDelta": self._reasoning,
             "UserMessage": self._user_message, "MessageEnded": self._message_ended, "ToolUpdated": self._tool,
@@ -173,6 +177,14 @@ class Projections:
     def apply(self, tag: str, kind: Any, turn_info: Any, extensions: dict[str, Any] | None, ns: int) -> None:
         """Fold one emitted event (its tag, kind, turn context, extensions and wall clock in ns) in."""
         self._last_ns = ns
+        fast = self._fast
+        if fast is not None and fast[0] is tag and fast[1] is turn_info and fast[2] == kind.message_id:
+            parts = self._fast_parts  # another delta of the same message: nothing else changed since the last
+            parts.append(kind.text)
+            if len(parts) >= _COMPACT_PARTS:
+                parts[:] = ["".join(parts)]
+            return
+        self._fast = None
         handler = self._handlers.get(tag)
         if handler is not None:
             handler(kind, turn_info, extensions)
@@ -212,6 +224,7 @@ class Projections:
         entry._append(kind.text)
         if not self._requests:
             self.phase = phase
+        self._fast, self._fast_parts = (kind.TAG, turn_info, kind.message_id), entry._parts
 
     def _text(self, kind: Any, turn_info: Any, extensions: Any) -> None:
         self._delta(kind, turn_info, "message", "assistant", "responding")
