@@ -3,6 +3,7 @@ independent readers with their own bounds, and the primary reader (events()/even
 
 from __future__ import annotations
 
+import random
 import weakref
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 from anyagentd.engine.event_log import EventLog
 from anyagentd.engine.settings import EngineSettings
-from anyagentd.errors import ConsumerLagged
+from anyagentd.errors import ConsumerLagged, InvalidRequest
 from anyagentd.model import Event, StatusChanged
 from anyagentd.runtime import Runtime
 
@@ -229,3 +230,48 @@ def test_events_are_built_directly_and_equal_what_model_construct_builds():
     assert direct == constructed and direct.model_dump(mode="json") == constructed.model_dump(mode="json")
     assert direct.occurred_at.to_seconds() == pytest.approx(1_700_000_001.000000042)
     assert Event.model_validate_json(direct.model_dump_json()) == constructed
+
+
+async def test_readers_against_a_model_of_the_ring():
+    # Random appends and reads by several readers (with their own cursors and bounds) against a plain list: each
+    # reader gets contiguous sequences, counts exactly what left the ring before it read it, and lags exactly
+    # when more than its bound of the events since it subscribed are undrained.
+    rng = random.Random(9)
+    for capacity in (1, 2, 3, 7, 16):
+        log = EventLog(capacity)
+        readers: list[tuple[Any, int, list[int], int]] = []  # (reader, subscribed at, got, first cursor)
+        for step in range(400):
+            choice = rng.random()
+            if choice < 0.55:
+                log.append(event(log.newest_seq + 1))
+            elif choice < 0.65 and len(readers) < 5:
+                after = rng.randint(0, log.newest_seq)
+                reader = log.subscribe(after, bound=rng.randint(1, capacity + 2))
+                readers.append((reader, log.newest_seq, [], after))
+                assert reader.cursor == after and reader.bound <= capacity
+            elif readers:
+                reader, _, got, _ = rng.choice(readers)
+                before, dropped = reader.cursor, reader.dropped
+                batch = [e.sequence for e in reader.take(rng.randint(1, 4))]
+                if batch:
+                    assert batch == list(range(batch[0], batch[-1] + 1)) and batch[0] > before
+                    assert reader.dropped - dropped == batch[0] - before - 1
+                    assert batch[0] >= log.oldest_seq
+                got.extend(batch)
+            for reader, start, got, _ in readers:
+                undrained = log.newest_seq - max(reader.cursor, start)
+                if not reader.lagged:
+                    assert undrained <= reader.bound
+        for reader, _, got, first in readers:
+            assert len(got) + reader.dropped == reader.cursor - first  # every event after its cursor: got or gone
+
+
+async def test_bad_cursors_and_bounds_are_typed_errors(tmp_path):
+    async with runtime({"turns": []}) as rt:
+        session = await rt.open("mock", tmp_path)
+        for kwargs in ({"after": -1}, {"after": 0, "bound": 0}, {"after": "3"}):
+            with pytest.raises(InvalidRequest):
+                session.subscribe(**kwargs)
+        reader = session.subscribe()
+        reader.close()
+        assert not reader.lagged and reader.finished

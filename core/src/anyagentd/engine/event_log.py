@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..errors import ConsumerLagged
+from ..errors import ConsumerLagged, InvalidRequest
 
 if TYPE_CHECKING:
     from ..model import Event
@@ -96,12 +96,13 @@ class EventLog:
                   on_lag: Callable[[Subscription], Any] | None = None, raise_on_lag: bool = True) -> Subscription:
         """A new reader of the events after sequence ``after`` (0: from the oldest held). ``bound`` defaults to
         and is capped at the capacity (a reader cannot fall further behind without losing events). ``on_lag`` is
-        called when the reader is dropped; with ``raise_on_lag`` False the reader just ends instead of raising."""
-        if not isinstance(after, int) or after < 0:
-            raise ValueError("after is a sequence number, 0 or more")
+        called when the reader is dropped; with ``raise_on_lag`` False the reader just ends instead of raising.
+        Raises ``InvalidRequest`` for a negative ``after`` or a ``bound`` below 1."""
+        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+            raise InvalidRequest(f"after must be a sequence number (0 or more), not {after!r}")
+        if bound is not None and (not isinstance(bound, int) or isinstance(bound, bool) or bound < 1):
+            raise InvalidRequest(f"a reader's bound is a number of events (1 or more), not {bound!r}")
         bound = self.capacity if bound is None else min(bound, self.capacity)
-        if bound < 1:
-            raise ValueError("a reader's bound is at least one event")
         sub = Subscription(self, min(after, self.newest_seq), bound, on_lag, raise_on_lag)
         if not self.closed:
             self._readers.append(sub)
@@ -176,7 +177,8 @@ class Subscription:
 
     @property
     def lagged(self) -> bool:
-        return self._end_seq is not None
+        """Whether this reader fell behind its bound and was dropped."""
+        return self.error is not None
 
     def _lagged(self, end_seq: int) -> None:
         self._end_seq = end_seq
@@ -209,7 +211,7 @@ class Subscription:
         """Lists of at most ``max_events`` events, each everything already waiting; ends (or raises
         ``ConsumerLagged``) as described on the class. Never yields to the event loop while events wait."""
         if max_events < 1:
-            raise ValueError("max_events is at least 1")
+            raise InvalidRequest(f"max_events is at least 1, not {max_events!r}")
         while (batch := await self.next_batch(max_events)) is not None:
             yield batch
 

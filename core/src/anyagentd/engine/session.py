@@ -398,7 +398,8 @@ class Session:
         ``bound`` (default ``event_bound``, at most the log's capacity) counts the events that arrived since it
         subscribed and it left undrained: past it, this reader alone gets ``ConsumerLagged`` (after the events it
         held) and the session goes on. It ends after the session's last event (without the session's error:
-        that is :meth:`events`'s); after close it replays what the log holds, until the session is retired."""
+        that is :meth:`events`'s); after close it replays what the log holds, until the session is retired.
+        ``InvalidRequest`` for a negative ``after`` or a ``bound`` below 1."""
         return self.log.subscribe(after, bound=self.settings.event_bound if bound is None else bound)
 
     async def wait_closed(self) -> None:
