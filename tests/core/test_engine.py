@@ -404,6 +404,31 @@ async def test_16_close_during_a_turn_ends_it_and_closes_requests(tmp_path):
         await session.close()  # idempotent
 
 
+async def test_close_with_a_queued_prompt_ends_idle(tmp_path):
+    # issue 16.7: the queued prompt will never run, so the last status is Idle, not Working
+    script = {"turns": [[permission("r1"), "AwaitAnswer", END], [text("m", "never"), END]]}
+    async with runtime(script) as rt:
+        session, ev = await open_mock(rt, tmp_path)
+        await session.prompt("x")
+        await ev.until_tag("RequestOpened")
+        assert (await session.prompt("queued")).kind.TAG == "Queued"
+        await session.close()
+        await ev.rest()
+        assert ev.statuses() == ["Working", "NeedsInput", "Idle"]
+        assert session.status == "Idle" and session.snapshot().status == "Idle"
+        assert sum(tag(e) == "TurnStarted" for e in ev.all) == 1
+
+
+async def test_close_while_paused_with_a_held_prompt_ends_idle(tmp_path):
+    async with runtime({"turns": [[text("m", "never"), END]]}) as rt:
+        session, ev = await open_mock(rt, tmp_path)
+        rt.pause()
+        await session.prompt("held")
+        await session.close()
+        await ev.rest()
+        assert ev.statuses() == ["Working", "Idle"] and session.status == "Idle"
+
+
 # ------------------------------------------------------------------------------------------------- 17
 
 

@@ -36,9 +36,13 @@ class AnyagentError(Exception):
             return fields[name]
         raise AttributeError(name)
 
+    wire_kind: ClassVar[str | None] = None
+    """The ``kind`` :meth:`body` writes when it is not the class name (a Python-level error the wire never sends
+    is written as the wire kind its clients know)."""
+
     def body(self) -> dict[str, Any]:
         """The wire ``ErrorBody``: ``{"kind": ..., "message": ..., **fields}``."""
-        return {"kind": self.kind, "message": self.message, **self.fields}
+        return {"kind": self.wire_kind or self.kind, "message": self.message, **self.fields}
 
     def __repr__(self) -> str:
         return f"{self.kind}({self.message!r}, {self.fields!r})"
@@ -117,6 +121,18 @@ class SessionClosed(AnyagentError):
 
     def __init__(self, message: str = "the session is closed") -> None:
         super().__init__(message)
+
+
+class Draining(SessionClosed):
+    """The runtime is draining (``Runtime.drain``): it opens no session and takes no prompt any more. A Python-level
+    refusal the JSON-lines wire never sends; its body is a ``SessionClosed`` (the wire's kind for a command refused
+    because things are shutting down) with ``reason: "draining"``. Fields: ``reason``."""
+
+    wire_kind = "SessionClosed"
+
+    def __init__(self, message: str = "the runtime is draining: no new sessions or prompts") -> None:
+        super().__init__(message)
+        self.fields["reason"] = "draining"
 
 
 class UnknownSession(AnyagentError):

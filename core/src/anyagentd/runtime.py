@@ -14,6 +14,8 @@ The wire server (``anyagentd serve``) is a thin layer over this same API.
 from __future__ import annotations
 
 import os
+import time
+from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -23,10 +25,12 @@ from pydantic import ValidationError
 
 from . import discovery
 from .adapters.interface import AgentAdapter
+from .engine.admission import Admission, AdmissionState
 from .engine.session import Session, next_session_id
 from .engine.settings import EngineSettings
 from .errors import (
     AnyagentError,
+    Draining,
     InvalidConfiguration,
     NotInstalled,
     ProtocolFailed,
@@ -62,6 +66,10 @@ class Runtime:
     ``{"mock": {"script": "flood"}}``), ``mock_script`` (shorthand for the mock's script: a path, an example name
     or a dict), ``env`` (the environment discovery reads; default ``os.environ``).
     Leaving the context closes every open session.
+
+    Closed sessions stay readable (``session(id)``, ``sessions(include_closed=True)``) until retired: beyond
+    ``settings.retain_closed`` of them, or ``settings.retain_closed_seconds`` after they closed. Admission
+    (:attr:`admission`): :meth:`pause`, :meth:`resume`, :meth:`drain`.
     """
 
     def __init__(
@@ -87,12 +95,18 @@ class Runtime:
             adapter.mcp_transports = self.mcp_transports
         self._last_report: DiscoveryReport | None = None
         self._sessions: dict[str, Session] = {}
+        self._closed_sessions: OrderedDict[str, Session] = OrderedDict()  # oldest close first
+        self._retire_wake: anyio.Event | None = None  # made in __aenter__ (an Event needs the event loop)
+        self._retiring: anyio.CancelScope | None = None
+        self._admission = Admission()
         self._tg: anyio.abc.TaskGroup | None = None
         self._closing = False
 
     async def __aenter__(self) -> Runtime:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
+        self._retire_wake, self._retiring = anyio.Event(), anyio.CancelScope()
+        self._tg.start_soon(self._retirer)
         self.plugins.runtime_started(self)
         return self
 
@@ -103,6 +117,8 @@ class Runtime:
                 await self.aclose()
         finally:
             # Let the body's own exception propagate as itself, not wrapped in an ExceptionGroup.
+            if self._retiring is not None:
+                self._retiring.cancel()
             if exc[0] is not None:
                 self._tg.cancel_scope.cancel()
             await self._tg.__aexit__(None, None, None)
@@ -191,6 +207,8 @@ class Runtime:
         configure: dict[str, ConfigValue] | None = None,
         no_tools: bool = False,
         check_mcp: bool = False,
+        owner: str | None = None,
+        labels: dict[str, str] | None = None,
     ) -> Session:
         """Open a session with ``agent`` in directory ``dir`` (the wire's ``open``; options as in
         ``SessionOptions``). Returns the live :class:`Session`. Raises ``NotInstalled``, ``InvalidConfiguration``
@@ -200,11 +218,22 @@ class Runtime:
         ``check_mcp`` (Python API only, not on the wire): before the agent is started, connect to each MCP server
         with its transport plugin (``initialize`` + ``tools/list``, 10 s each); a failure raises the plugin's
         ``SpawnFailed``/``ProtocolFailed``/``InvalidConfiguration``, a transport without a plugin
-        ``UnsupportedFeature``."""
+        ``UnsupportedFeature``.
+
+        ``owner`` (an opaque principal id) and ``labels`` (free ``str -> str`` tags) are kept on the session and
+        select it in :meth:`sessions`; Python API only, not on the wire. ``InvalidConfiguration`` if they are not
+        strings. While the runtime drains, raises ``Draining``."""
         if self._tg is None:
             raise RuntimeError("use the Runtime as `async with Runtime() as runtime:`")
+        if self._admission.draining:
+            raise Draining()
         if self._closing:
             raise SessionClosed("the runtime is shutting down")
+        if owner is not None and not isinstance(owner, str):
+            raise InvalidConfiguration(f"owner must be a string, not {type(owner).__name__}")
+        if labels is not None and (not isinstance(labels, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in labels.items())):  # fmt: skip
+            raise InvalidConfiguration("labels must map strings to strings")
         try:
             options = SessionOptions(
                 dir=str(dir), resume=resume, fork=fork, fork_at=fork_at, permission_mode=permission_mode,
@@ -220,13 +249,13 @@ class Runtime:
             await self.check_mcp(options.mcp_servers)
         session = Session(
             next_session_id(), installation, permission_mode=permission_mode, settings=self.settings,
-            on_closed=self._forget,
+            on_closed=self._forget, owner=owner, labels=labels, admission=self._admission,
         )  # fmt: skip
         await self._tg.start(session.run)
         await session.connect(adapter, options, no_tools=no_tools)
         self._sessions[session.id] = session
         self.plugins.session_opened(session.info())
-        if self._closing:
+        if self._closing or self._admission.draining:  # opened while the runtime shut down or drained
             await session.close()
         return session
 
@@ -248,14 +277,104 @@ class Runtime:
         return found
 
     def _forget(self, session: Session) -> None:
+        # The session ended: it stays readable until retired (by count at once, by age in _retirer).
         self.plugins.session_closed(session.id)
+        if self._sessions.get(session.id) is session:
+            self._closed_sessions[session.id] = session
+            self._retire(by_count=True)
+            if self._retire_wake is not None:
+                self._retire_wake.set()
+
+    def _retire(self, *, by_count: bool = False) -> float | None:
+        # Retire closed sessions beyond the count, and those closed longer ago than the age; returns when the
+        # next one is due (time.monotonic()), or None when none is held.
+        keep, age = self.settings.retain_closed, self.settings.retain_closed_seconds
+        closed = self._closed_sessions
+        while len(closed) > max(keep, 0):
+            self._sessions.pop(closed.popitem(last=False)[0], None)
+        if by_count:
+            return None
+        now = time.monotonic()
+        while closed:
+            session_id, session = next(iter(closed.items()))
+            due = (session.closed_at or now) + age
+            if due > now:
+                return due
+            del closed[session_id]
+            self._sessions.pop(session_id, None)
+        return None
+
+    async def _retirer(self) -> None:
+        assert self._retiring is not None
+        with self._retiring:
+            while True:
+                self._retire_wake = anyio.Event()
+                due = self._retire()
+                if due is None:
+                    await self._retire_wake.wait()
+                    continue
+                with anyio.move_on_after(max(due - time.monotonic(), 0)):
+                    await self._retire_wake.wait()
 
     def session(self, session_id: str) -> Session:
-        """The session with this id; ``UnknownSession`` if none was opened here. Closed sessions stay known."""
+        """The session with this id; ``UnknownSession`` if none was opened here or it was retired. A closed
+        session stays known until retired (``retain_closed`` / ``retain_closed_seconds``)."""
         try:
             return self._sessions[session_id]
         except KeyError:
             raise UnknownSession(session_id) from None
+
+    def sessions(self, owner: str | None = None, *, include_closed: bool = False) -> list[Session]:
+        """The sessions opened here, oldest first: the open ones (plus the closed ones not yet retired with
+        ``include_closed``), only those of ``owner`` when it is given."""
+        return [s for s in self._sessions.values()
+                if (include_closed or not s.closed) and (owner is None or s.owner == owner)]  # fmt: skip
+
+    # ----------------------------------------------------------------------------------------- admission
+
+    @property
+    def admission(self) -> AdmissionState:
+        """``accepting`` (the default), ``paused`` or ``draining``."""
+        return self._admission.state
+
+    def pause(self) -> None:
+        """Nothing new starts: a new prompt is queued instead of started (or steered), and a turn's end promotes
+        no queued prompt; turns in flight finish. New sessions may still open. Idempotent; ``Draining`` while
+        draining."""
+        if self._admission.draining:
+            raise Draining()
+        self._admission.state = "paused"
+
+    def resume(self) -> None:
+        """Back to accepting: every session promotes its first waiting prompt (then the next at each turn end, in
+        order). Idempotent; ``Draining`` while draining."""
+        if self._admission.draining:
+            raise Draining()
+        if self._admission.state == "accepting":
+            return
+        self._admission.state = "accepting"
+        for session in self.sessions():
+            session.release_queue()
+
+    async def drain(self, timeout: float) -> None:
+        """Stop for good: from now on ``open`` and ``prompt`` raise ``Draining`` and no queued prompt starts;
+        turns in flight get ``timeout`` seconds to finish, then are cancelled (and get ``close_grace`` seconds to
+        confirm); then every session closes. Returns when all are closed; closed sessions stay readable until
+        retired. Calling it again while draining waits for the same end."""
+        self._admission.state = "draining"
+        with anyio.move_on_after(timeout):
+            for session in self.sessions():
+                await session.wait_turn_ended()
+        running = [s for s in self.sessions() if s.running]
+        async with anyio.create_task_group() as tg:
+            for session in running:
+                tg.start_soon(_cancel_quietly, session)
+        with anyio.move_on_after(self.settings.close_grace):
+            for session in running:
+                await session.wait_turn_ended()
+        async with anyio.create_task_group() as tg:
+            for session in self.sessions():
+                tg.start_soon(session.close)
 
     # ----------------------------------------------------------------------------------------- generate
 
@@ -272,6 +391,13 @@ class Runtime:
             return await _collect_text(session, prompt)
         finally:
             await session.close()
+
+
+async def _cancel_quietly(session: Session) -> None:
+    try:
+        await session.cancel()
+    except AnyagentError:
+        pass  # it closed meanwhile: nothing left to cancel
 
 
 async def _collect_text(session: Session, prompt: str) -> str:

@@ -6,9 +6,13 @@ and whether an answer fits them, AutoApprove, status derivation, inferred comple
 agent's death or lost login does to the turn and the session.
 
 Concurrency: command methods run in the caller's task, the report pump and the quiet timer in the session's own
-task group. State changes happen between awaits, so each step is atomic on the event loop. Events go to the
-consumer through a bounded stream written with ``send_nowait``: the engine never waits for its consumer, and a
-consumer that leaves more than ``event_bound`` events undrained gets the session closed (``ConsumerLagged``).
+task group. State changes happen between awaits, so each step is atomic on the event loop. Every event is appended
+to the session's :class:`~.event_log.EventLog` and folded into its :class:`~.projections.Projections`; the engine
+never waits for a reader. The primary reader (:meth:`Session.events` / :meth:`Session.event_batches`, the wire's)
+exists from the start: leaving more than ``event_bound`` events undrained gets the session closed
+(``ConsumerLagged``). Readers from :meth:`Session.subscribe` are independent: one that lags is dropped alone.
+While it hands over a burst of reports, the engine yields to its readers whenever one is half way to its bound, so
+a reader in the same process that never blocks never lags (issue 20.5).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream
 from pydantic import ValidationError
 
@@ -43,6 +48,7 @@ from ..errors import (
     ResumeFailed,
     AuthRequired,
     ConsumerLagged,
+    Draining,
     HandshakeTimeout,
     InvalidConfiguration,
     InvalidRequest,
@@ -85,6 +91,9 @@ from ..model import (
     diagnostic,
     kind_tag,
 )
+from .admission import Admission
+from .event_log import EventLog, Subscription
+from .projections import Projections
 from .settings import EngineSettings
 
 if TYPE_CHECKING:
@@ -93,6 +102,50 @@ if TYPE_CHECKING:
 CONTENT_KINDS = frozenset({"TextDelta", "ReasoningDelta", "UserMessage", "RequestOpened"})
 MESSAGE_KINDS = frozenset({"TextDelta", "ReasoningDelta", "UserMessage"})
 _session_ids = itertools.count(1)
+_set = object.__setattr__
+_EVENT_FIELDS = frozenset(("sequence", "occurred_at", "session_id", "turn_info", "kind", "extensions"))
+_TIME_FIELDS = frozenset(("secs_since_epoch", "nanos_since_epoch"))
+
+
+def _built(model: Any, values: dict[str, Any], fields_set: frozenset[str]) -> Any:
+    _set(model, "__dict__", values)
+    _set(model, "__pydantic_fields_set__", fields_set)
+    _set(model, "__pydantic_extra__", None)
+    _set(model, "__pydantic_private__", None)
+    return model
+
+
+def _direct_event(sequence: int, ns: int, session_id: str, turn_info: Any, kind: Any, extensions: Any) -> Event:
+    # What model_construct leaves behind, without its per-field walk (at a third of its cost): every field is given,
+    # already valid, the models have no extras and no private attributes.
+    occurred = _built(SystemTime.__new__(SystemTime), {"secs_since_epoch": ns // 1_000_000_000,
+                                                       "nanos_since_epoch": ns % 1_000_000_000}, _TIME_FIELDS)
+    return _built(Event.__new__(Event), {"sequence": sequence, "occurred_at": occurred, "session_id": session_id,
+                                         "turn_info": turn_info, "kind": kind, "extensions": extensions},
+                  _EVENT_FIELDS)  # fmt: skip
+
+
+def _constructed_event(sequence: int, ns: int, session_id: str, turn_info: Any, kind: Any, extensions: Any) -> Event:
+    occurred = SystemTime.model_construct(secs_since_epoch=ns // 1_000_000_000, nanos_since_epoch=ns % 1_000_000_000)
+    return Event.model_construct(sequence=sequence, occurred_at=occurred, session_id=session_id, turn_info=turn_info,
+                                 kind=kind, extensions=extensions)  # fmt: skip
+
+
+def _pick_event_builder() -> Any:
+    # The direct build is used only if it gives exactly what model_construct gives with this pydantic.
+    probe = (7, 1_700_000_000_123_456_789, "s0", TurnContext(id="t1"), MessageEnded(message_id="m"), {"a/b": 1})
+    try:
+        direct, constructed = _direct_event(*probe), _constructed_event(*probe)
+        to_json = Event.__pydantic_serializer__.to_json
+        same = (direct == constructed and direct.model_fields_set == constructed.model_fields_set
+                and to_json(direct) == to_json(constructed))  # fmt: skip
+    except Exception:  # noqa: BLE001 - any surprise: use the public constructor
+        same = False
+    return _direct_event if same else _constructed_event
+
+
+_new_event = _pick_event_builder()
+"""Build one ``Event`` from valid parts (sequence, wall clock in ns, session id, turn_info, kind, extensions)."""
 
 
 def next_session_id() -> str:
@@ -146,7 +199,8 @@ class Session:
 
     Built by ``Runtime.open``; use :meth:`prompt`, :meth:`answer`, :meth:`cancel`, :meth:`dequeue`,
     :meth:`configure`, :meth:`rollback`, :meth:`compact`, :meth:`info`, :meth:`close`, and read
-    :meth:`events`. Commands on a closed session raise ``SessionClosed``.
+    :meth:`events` (or :meth:`subscribe`, :attr:`log`, :attr:`projections`). Commands on a closed session raise
+    ``SessionClosed``. ``owner`` (an opaque principal id) and ``labels`` are the caller's, set at open.
     """
 
     def __init__(
@@ -157,22 +211,31 @@ class Session:
         permission_mode: PermissionMode | None,
         settings: EngineSettings,
         on_closed: Any = None,
+        owner: str | None = None,
+        labels: dict[str, str] | None = None,
+        admission: Admission | None = None,
     ) -> None:
         self.id = session_id
+        self.owner = owner
+        self.labels: dict[str, str] = dict(labels or {})
+        self.closed_at: float | None = None  # time.monotonic() when the session ended
         self.installation = installation
         self.permission_mode: PermissionMode = permission_mode or "Ask"
         self.settings = settings
         self._on_closed = on_closed
         self._conn: AgentConnection | None = None
         self._info: SessionInfo | None = None
-        self._sequence = 0
         self._turn_ids = itertools.count(1)
         self._prompt_ids = itertools.count(1)
         self._turn: _Turn | None = None
         self._queue: deque[_Prompt] = deque()
         self._steer: _PendingSteer | None = None
         self._status: SessionStatus = "Idle"
-        self._out_send, self._out_recv = anyio.create_memory_object_stream[Event](settings.event_bound)
+        self._admission = admission or Admission()
+        self.log = EventLog(max(settings.log_size, settings.event_bound))
+        self.projections = Projections()
+        # The primary reader exists from the start, so events wait for events()/event_batches() (the wire's).
+        self._primary = self.log.subscribe(0, bound=settings.event_bound, on_lag=self._lagged, raise_on_lag=False)
         self._reports: MemoryObjectReceiveStream[Report] | None = None
         self._terminal_error: AnyagentError | None = None
         self._closing = False
@@ -184,6 +247,8 @@ class Session:
         self._consumed = False  # an events() iterator is active
         self._quiet_deadline: float | None = None
         self._timer_wake = anyio.Event()
+        self._turn_ended = anyio.Event()  # set when the running turn ends (a new one per turn)
+        self._turn_ended.set()
         self._deterministic = (True, True)  # (prompted, agent-originated)
         self._owed_end = False  # the engine ended a cancelled turn itself; the agent's own end may still come
 
@@ -236,7 +301,7 @@ class Session:
     def _abandon(self) -> None:
         # connect failed: no session was ever announced, so end quietly.
         self._shutdown_started = self._closing = True
-        self._out_send.close()
+        self.log.close()
         if self._scope is not None:
             self._scope.cancel()
 
@@ -270,8 +335,12 @@ class Session:
     # ------------------------------------------------------------------------------------------- reading
 
     def info(self) -> SessionInfo:
-        """The live snapshot (status included). Raises ``SessionClosed`` after close."""
+        """The live snapshot (status included). Raises ``SessionClosed`` after close (as the wire's ``info``)."""
         self._check_open()
+        return self._snapshot()
+
+    def snapshot(self) -> SessionInfo:
+        """The last ``SessionInfo`` (status included), also after close, until the runtime retires the session."""
         return self._snapshot()
 
     @property
@@ -282,12 +351,30 @@ class Session:
     def closed(self) -> bool:
         return self._closed.is_set() or self._closing
 
+    @property
+    def running(self) -> bool:
+        """Whether a turn is in flight."""
+        return self._turn is not None
+
+    async def wait_turn_ended(self) -> None:
+        """Return once no turn is in flight (at once when none is); a session's end ends its turn."""
+        while self._turn is not None:
+            await self._turn_ended.wait()
+
+    def release_queue(self) -> None:
+        """Admission no longer holds (``Runtime.resume``): promote the first waiting prompt, in the session's own
+        task; the next ones follow at each turn's end."""
+        if self._tg is not None and self._queue and not self._closing:
+            self._tg.start_soon(self._promote)
+
     async def events(self) -> AsyncIterator[Event]:
         """The session's events in ``sequence`` order; ends after close. If the session ended in failure
         (``ProcessExited``, ``AuthRequired``, ``ConsumerLagged``) that error is raised once, after the last event.
-        Single consumer: a second iterator while one is active raises ``InvalidRequest``."""
-        async for batch in self.event_batches(1):
-            yield batch[0]
+        Single consumer: a second iterator while one is active raises ``InvalidRequest``. It reads the primary
+        reader, bounded by ``event_bound``: see :meth:`subscribe` for more readers."""
+        async for batch in self.event_batches(256):
+            for event in batch:
+                yield event
 
     async def event_batches(self, max_events: int = 1024) -> AsyncIterator[list[Event]]:
         """Like :meth:`events`, but yields every event already waiting (up to ``max_events``) as one list, so a
@@ -302,17 +389,22 @@ class Session:
             self._consumed = False
 
     async def _batches(self, max_events: int) -> AsyncIterator[list[Event]]:
-        async for first in self._out_recv:
-            batch = [first]
-            while len(batch) < max_events:
-                try:
-                    batch.append(self._out_recv.receive_nowait())
-                except (anyio.WouldBlock, anyio.EndOfStream):
-                    break
+        primary = self._primary
+        while (batch := await primary.next_batch(max_events)) is not None:
             yield batch
         error, self._terminal_error = self._terminal_error, None
         if error is not None:
             raise error
+
+    def subscribe(self, after: int = 0, *, bound: int | None = None) -> Subscription:
+        """An independent reader of this session's events after sequence ``after`` (0: from the oldest the log
+        still holds; ``.dropped`` counts the events older than the ring it missed). Any number may read at once.
+        ``bound`` (default ``event_bound``, at most the log's capacity) counts the events that arrived since it
+        subscribed and it left undrained: past it, this reader alone gets ``ConsumerLagged`` (after the events it
+        held) and the session goes on. It ends after the session's last event (without the session's error:
+        that is :meth:`events`'s); after close it replays what the log holds, until the session is retired.
+        ``InvalidRequest`` for a negative ``after`` or a ``bound`` below 1."""
+        return self.log.subscribe(after, bound=self.settings.event_bound if bound is None else bound)
 
     async def wait_closed(self) -> None:
         await self._closed.wait()
@@ -323,13 +415,16 @@ class Session:
         """Submit a prompt (the wire's ``prompt``): start a turn when idle, steer the running turn when the agent
         can, else queue it. Returns the ``Delivery``; its ``prompt_id`` is stable across promotion."""
         self._check_open()
+        if self._admission.draining:
+            raise Draining()
         if not isinstance(text, str) or not all(isinstance(a, str) for a in attachments):
             raise InvalidRequest("a prompt is text plus attachment paths, all strings")
         prompt = _Prompt(f"p{next(self._prompt_ids)}", PromptInput(text, tuple(attachments)))
-        if self._turn is None and not self._queue:
+        held = self._admission.holds  # paused: nothing new starts or steers, the prompt waits in the queue
+        if self._turn is None and not self._queue and not held:
             turn_id = await self._start_prompt_turn(prompt)
             return Delivery(prompt_id=prompt.prompt_id, kind=Started(turn_id=turn_id))
-        if self._turn is not None and self._steer is None and self._details().capabilities.has("Steer"):
+        if self._turn is not None and self._steer is None and not held and self._details().capabilities.has("Steer"):
             return await self._try_steer(prompt)
         self._queue.append(prompt)
         self._sync_status()
@@ -371,6 +466,7 @@ class Session:
                 turn.open_requests[request_id] = request
             raise
         if self._turn is turn:
+            self.projections.note_answer(request_id, answer)
             self._emit(RequestClosed(request_id=request_id), turn.context())
             self._rearm()
         self._sync_status()
@@ -484,31 +580,21 @@ class Session:
         return self._info.model_copy(update={"status": self._status})
 
     def _emit(self, kind: Any, turn_info: TurnContext | None = None, extensions: dict[str, Any] | None = None) -> None:
-        self._sequence += 1
+        log = self.log
+        if log.closed:
+            return  # the session has ended: nothing more is emitted
         ns = time.time_ns()
-        event = Event.model_construct(
-            sequence=self._sequence,
-            occurred_at=SystemTime.model_construct(secs_since_epoch=ns // 1_000_000_000,
-                                                   nanos_since_epoch=ns % 1_000_000_000),  # fmt: skip
-            session_id=self.id,
-            turn_info=turn_info,
-            kind=kind,
-            extensions=extensions if extensions is not None else {},
-        )
-        try:
-            self._out_send.send_nowait(event)
-        except anyio.WouldBlock:
-            self._lagged()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
+        extensions = {} if extensions is None else extensions
+        log.append(_new_event(log.newest_seq + 1, ns, self.id, turn_info, kind, extensions))
+        self.projections.apply(kind if isinstance(kind, str) else kind.TAG, kind, turn_info, extensions, ns)
 
-    def _lagged(self) -> None:
-        # The consumer stalled: stop feeding it, and shut the session down without blocking the caller.
+    def _lagged(self, reader: Subscription) -> None:
+        # The primary consumer stalled: it gets the events it held, then the error; shut the session down without
+        # blocking the caller.
         if self._terminal_error is None:
             self._terminal_error = ConsumerLagged(
                 f"more than {self.settings.event_bound} events undrained", f"session {self.id} closed"
             )
-        self._out_send.close()
         self._closing = True  # refuse commands from now on
         if self._tg is not None and not self._shutdown_started:
             self._tg.start_soon(self._shutdown, None, "Cancelled")
@@ -527,7 +613,10 @@ class Session:
         agent = not isinstance(origin, _Prompt)
         turn = _Turn(id=f"t{next(self._turn_ids)}", agent_originated=agent, acked=acked)
         self._turn = turn
+        self._turn_ended = anyio.Event()
         turn_origin: Any = "Agent" if agent else PromptOrigin(value=origin.prompt_id)
+        if not agent:
+            self.projections.note_prompt(origin.prompt_id, origin.input.text, origin.input.attachments, turn.id)
         self._emit(TurnStarted(origin=turn_origin), turn.context())
         self._sync_status()
         self._rearm()
@@ -566,6 +655,9 @@ class Session:
         if steer is None:
             return
         if accepted and self._turn is not None and self._turn.id == steer.turn_id:
+            prompt = steer.prompt
+            self.projections.note_prompt(prompt.prompt_id, prompt.input.text, prompt.input.attachments,
+                                         steer.turn_id, steered=True)  # fmt: skip
             steer.delivery = Delivery(prompt_id=steer.prompt.prompt_id, kind=Steered(turn_id=steer.turn_id))
         else:
             self._queue.appendleft(steer.prompt)
@@ -586,14 +678,15 @@ class Session:
         background = sorted(t for t, status in turn.tools.items() if status in ACTIVE_TOOL_STATUSES)
         self._emit(TurnEnded(stop=stop, background=background), turn.context())
         self._turn = None
+        self._turn_ended.set()
         self._quiet_deadline = None
         if self._steer is not None:
             self._resolve_steer(False)
         self._sync_status()
 
     async def _promote(self) -> None:
-        # Idle, nothing left from the adapter, a prompt waiting: start it (FIFO).
-        if self._turn is not None or not self._queue or self._closing:
+        # Idle, nothing left from the adapter, a prompt waiting, admission not held: start it (FIFO).
+        if self._turn is not None or not self._queue or self._closing or self._admission.holds:
             return
         if self._reports is not None and self._reports.statistics().current_buffer_used:
             return
@@ -620,6 +713,8 @@ class Session:
             except anyio.EndOfStream:
                 return
             await self._handle(report)
+            if self.log.behind:
+                await anyio.lowlevel.checkpoint()  # a burst: let the readers drain before they reach their bound
 
     async def _handle(self, report: Report) -> None:
         if isinstance(report, EventReport):
@@ -761,11 +856,15 @@ class Session:
             steer, self._steer = self._steer, None
             steer.error = SessionClosed()
             steer.done.set()
+        self._queue.clear()  # nothing queued will ever run: the last status must say so (issue 16.7)
         if self._turn is not None:
             self._end_turn(stop)
+        self._sync_status()
         with anyio.CancelScope(shield=True):
             await self._shutdown_agent()
-        self._out_send.close()
+        self.projections.note_closed()
+        self.closed_at = time.monotonic()
+        self.log.close()
         if self._scope is not None:
             self._scope.cancel()
         else:

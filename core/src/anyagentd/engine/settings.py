@@ -18,6 +18,15 @@ class EngineSettings:
     - ``handshake_timeout``: seconds an adapter may take to connect (30 s).
     - ``cancel_grace``: seconds an agent gets to end a turn after the engine forwarded Cancel; then the engine
       ends it ``Cancelled`` itself, with a Warning diagnostic (5 s).
+    - ``log_size``: events each session's log ring holds for its readers (``Session.subscribe``, ``Session.log``);
+      older events are dropped from it (events; 4096; at least ``event_bound`` are always held). About 2 KB of
+      memory per held event: a full ring is some 8 MB.
+    - ``retain_closed``: closed sessions a ``Runtime`` keeps readable (info, projections, log) before it retires
+      the oldest (sessions; 50; 0 retires a session as soon as it closes).
+    - ``retain_closed_seconds``: seconds a closed session stays readable before it is retired (600 s).
+
+    Each has the environment override ``ANYAGENTD_<NAME>`` (e.g. ``ANYAGENTD_LOG_SIZE=8192``), read by
+    :meth:`from_env`.
     """
 
     event_bound: int = 1024
@@ -27,6 +36,9 @@ class EngineSettings:
     adapter_buffer: int = 64
     handshake_timeout: float = 30.0
     cancel_grace: float = 5.0
+    log_size: int = 4096
+    retain_closed: int = 50
+    retain_closed_seconds: float = 600.0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> EngineSettings:
