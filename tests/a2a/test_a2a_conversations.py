@@ -111,14 +111,15 @@ async def test_streaming_turn_streams_working_chunks_and_the_end(a2a_daemon: Any
                 wire_schema.validate_def("Event", json.loads(json.dumps(MessageToDict(part.data)), parse_float=_int))
     reasoning = [p for r in events if r.HasField("status_update") for p in r.status_update.status.message.parts
                  if "reasoning" in p.media_type]  # fmt: skip
-    assert MessageToDict(reasoning[0].data)["ReasoningDelta"]["text"].startswith("The user wants a greeting")
+    assert MessageToDict(reasoning[0].data)["ReasoningDelta"]["text"].startswith("I am the scripted agent")
     task_id = events[0].task.id
     # answer with the wire's Answer JSON in a DataPart, streamed: the rest of the turn arrives, then COMPLETED
     answer = user_message(data({"Permission": "AllowOnce"}), task_id=task_id)
     rest = [r async for r in client.send_message(SendMessageRequest(message=answer))]
     final = [r.status_update.status for r in rest if r.HasField("status_update")][-1]
     assert final.state == TaskState.TASK_STATE_COMPLETED
-    assert final.message.parts[0].text == "I'll create hello.txt for you.Done: hello.txt now says hello."
+    assert final.message.parts[0].text == ("I'll create hello.txt for you.You allowed it. A real agent would now "
+                                           "have written hello.txt; I am scripted, so your directory is unchanged.")
     appended = [r.artifact_update for r in rest if r.HasField("artifact_update")]
     assert appended and appended[0].append
 

@@ -156,7 +156,7 @@ def test_agent_card_is_public_with_etag_and_security(daemon: Any) -> None:
     assert again.status_code == 304
     extended = post(daemon.url, rpc("GetExtendedAgentCard"), token=READER).json()["result"]
     params = extended["capabilities"]["extensions"][0]["params"]
-    assert params["principal"] == "user:reader" and params["grants"] == ["Get*", "List*"]
+    assert params["principal"] == "user:reader" and params["methods"] == ["Get*", "List*"] and params["grants"] == []
 
 
 def test_implicit_operator_only_without_credentials_and_origin(a2a_daemon: Any) -> None:

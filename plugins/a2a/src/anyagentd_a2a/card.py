@@ -4,7 +4,8 @@ caller through GetExtendedAgentCard.
 Takes the loaded configuration and the public URL; returns the card: name, description, version, the JSON-RPC
 interface at the URL, capabilities (streaming, push as configured, extended card), one skill for the conversation
 agent, the bearer security scheme when any credential is configured, and the command extension (declared, never
-required; its ops come with the command extension itself).
+required; its params: ``dataPartKey``, ``schema``, and ``ops`` — the daemon narrows them per caller on the extended
+card and adds ``commands`` and ``settable``).
 """
 
 from __future__ import annotations
@@ -27,10 +28,13 @@ from .config import Loaded
 from .front import COMMAND_EXTENSION
 from .translate import OUTPUT_MODES
 
-COMMAND_SCHEMA_URL = "https://agentd.dev/a2a/ext/command/schema.json"
+SCHEMA_PATH = "/a2a/ext/command/schema.json"
+"""Where the daemon serves the command extension's schema (the card's ``params.schema`` is this on its URL)."""
 
 
-def build_card(loaded: Loaded, url: str) -> AgentCard:
+def build_card(loaded: Loaded, url: str, *, ops: list[tuple[str, str]] = (), schema_url: str | None = None) -> AgentCard:
+    """The public card; ``ops`` (``[(op, reply)]``) are the command-extension ops this instance serves (reserved
+    ones never), ``schema_url`` where the daemon serves the extension's schema."""
     config = loaded.config
     agent = config.agent.label()
     card = AgentCard(
@@ -49,7 +53,10 @@ def build_card(loaded: Loaded, url: str) -> AgentCard:
         skills=[AgentSkill(id=agent, name=agent, tags=["coding", "agent"],
                            description=f"A conversation with the coding agent {agent!r} in its working directory.")],
     )  # fmt: skip
-    card.capabilities.extensions[0].params.update({"dataPartKey": "agentd", "schema": COMMAND_SCHEMA_URL, "ops": []})
+    card.capabilities.extensions[0].params.update({
+        "dataPartKey": "agentd", "schema": schema_url or f"{url}{SCHEMA_PATH}",
+        "ops": [{"op": name, "reply": reply} for name, reply in ops],
+    })  # fmt: skip
     if loaded.credentialed:
         card.security_schemes["bearer"].CopyFrom(
             SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="bearer",
@@ -66,5 +73,6 @@ async def extend_for_caller(card: AgentCard, context: ServerCallContext) -> Agen
     principal = context.state.get("principal")
     if principal is not None:
         extended.capabilities.extensions[0].params.update(
-            {"principal": principal.id, "role": principal.role, "grants": list(principal.grants)})
+            {"principal": principal.id, "role": principal.role, "grants": list(principal.grants),
+             "methods": list(principal.methods)})
     return extended

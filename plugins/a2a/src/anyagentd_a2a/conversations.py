@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +63,7 @@ class TaskRun:
     text: list[str] = field(default_factory=list)
     reasoning: dict[str, list[str]] = field(default_factory=dict)
     artifact_open: bool = False
+    started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 
     def __post_init__(self) -> None:
         self._send, self._recv = anyio.create_memory_object_stream[Any](math.inf)
@@ -127,6 +129,9 @@ class Conversation:
         self.files_dir = host.state_dir / "conversations" / digest / "files"
         self.session: Any = None
         self.last_active = anyio.current_time()
+        self.turns = 0  # prompts delivered (status, conversation.get)
+        self.last_task_id: str | None = None
+        self.updated_ms = int(time.time() * 1000)
         self._open_lock = anyio.Lock()
         self._last_ticket = anyio.Event()  # set when the previous prompt was delivered: prompts keep arrival order
         self._last_ticket.set()
@@ -170,6 +175,9 @@ class Conversation:
                 self._inflight = None
             run.prompt_id = delivery.prompt_id
             self._by_prompt[delivery.prompt_id] = run
+            self.turns += 1
+            self.last_task_id = run.task_id
+            self.updated_ms = int(time.time() * 1000)
         finally:
             mine.set()
         kind = delivery.kind

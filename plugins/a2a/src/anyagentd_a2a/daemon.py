@@ -38,7 +38,10 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Route
 
-from .card import build_card, extend_for_caller
+from .card import SCHEMA_PATH, build_card, extend_for_caller
+from .command.dispatch import CommandDispatcher
+from .instance import Instance
+from .logring import LogRing, RingHandler, secret_redactor
 from .config import ConfigError, Loaded, load, split_host_port, with_listen
 from .conversations import Conversation, Conversations
 from .executor import CANCEL_GRACE, ConversationExecutor
@@ -48,6 +51,8 @@ from .store import ConversationTable, PrincipalTaskStore, engine_for, fail_inter
 from .translate import accepts_our_output, url_violations
 
 log = logging.getLogger("anyagentd.a2a")
+LOG_RING_SIZE = 1024
+"""Lines the daemon's log ring keeps for ``debug.events``."""
 
 
 def _seconds(name: str, default: float) -> float:
@@ -145,6 +150,8 @@ class Daemon:
         self.listen = options.listen or loaded.config.a2a.listen
         self.state_dir = (options.state_dir or default_state_dir()).expanduser().resolve()
         self.draining = False
+        self.drain_reason: str | None = None
+        self._drain_requested = anyio.Event()
         agent = loaded.config.agent
         self.agent_ref = agent.agent_ref()
         self.agent_label = agent.label()
@@ -164,11 +171,20 @@ class Daemon:
                 log.warning("marked %d task(s) FAILED: they were running when the daemon last stopped", failed)
             self.table = ConversationTable(engine)
             await self.table.initialize()
+            self.task_store = store
+            self.db_engine = engine
+            self.ring = LogRing(LOG_RING_SIZE, stream=None, redact=secret_redactor(self._secret_references()))
+            ring_handler = RingHandler(self.ring)
+            logging.getLogger().addHandler(ring_handler)
+            self.instance = Instance(self, self.ring)
             with self._bind() as sock:
                 async with Runtime(mock_script=self.mock_script) as runtime:
                     self.runtime = runtime
                     self._check_agent(runtime)
+                    self.ops = runtime.plugins.op_table()
+                    await self._services(engine)
                     await self._serve(store, engine, sock)
+            logging.getLogger().removeHandler(ring_handler)
         finally:
             await engine.dispose()
         log.info("stopped")
@@ -204,12 +220,17 @@ class Daemon:
             self._tg = tg
             self.conversations = Conversations(self.state_dir, open_session=self._open_session,
                                                start_pump=tg.start_soon, remember=self._remember)  # fmt: skip
-            handler, http = self._handler(store, engine, build_card(self.loaded, public_url))
+            self.public_url = public_url
+            await self._start_services(tg)
+            card = build_card(self.loaded, public_url, ops=self.ops.listed(self.instance.switches()),
+                              schema_url=f"{public_url}{SCHEMA_PATH}")  # fmt: skip
+            handler, http = self._handler(store, engine, card)
             config = uvicorn.Config(self._app(handler), log_config=None, access_log=False, lifespan="off",
                                     timeout_graceful_shutdown=5, ssl_certfile=tls.cert if tls else None,
                                     ssl_keyfile=tls.key if tls else None)  # fmt: skip
             server = _Server(config)
             tg.start_soon(self._signals, server)
+            tg.start_soon(self._drain_on_request, server)
             tg.start_soon(self._announce, server)
             if IDLE_CLOSE > 0:
                 tg.start_soon(self.conversations.reap_idle, IDLE_CLOSE)
@@ -234,7 +255,7 @@ class Daemon:
         executor = ConversationExecutor(self.conversations, allow_private_urls=push.allow_private)
         handler = self.handler = DefaultRequestHandler(
             executor, store, card, push_config_store=push_store, push_sender=sender, extended_agent_card=card,
-            extended_card_modifier=extend_for_caller, push_url_validator=validator,
+            extended_card_modifier=self._extend_card, push_url_validator=validator,
         )  # fmt: skip
         self.card = card
         return handler, http
@@ -243,8 +264,16 @@ class Daemon:
         dispatcher = JsonRpcDispatcher(handler, context_builder=PrincipalContextBuilder())
         self.front = Front(Identities(self.loaded), dispatcher.handle_requests, set(dispatcher.METHOD_TO_MODEL),
                            is_draining=lambda: self.draining, supported_extensions={COMMAND_EXTENSION},
-                           realm="anyagentd", check_send=self._check_send)  # fmt: skip
+                           realm="anyagentd", check_send=self._check_send, command=self._command)  # fmt: skip
+        self.dispatcher = CommandDispatcher(self.ops, self.instance, switches=self.instance.switches,
+                                            save_task=self._save_task, spawn=self._tg.start_soon)  # fmt: skip
         routes = create_agent_card_routes(self.card, cache_control="public, max-age=60")
+        routes.append(Route(SCHEMA_PATH, self._schema, methods=["GET"]))
+        if self.instance.device_grant is not None:
+            from .auth.routes import device_routes
+
+            routes.extend(device_routes(self.instance.device_grant, self.instance.auth_sessions,
+                                        issuer=lambda: self.public_url, on_event=self.ring.emit))  # fmt: skip
         routes.append(Route("/", self.front.handle, methods=["POST"]))
         app = Starlette(routes=routes)
         app.router.redirect_slashes = False
@@ -285,10 +314,22 @@ class Daemon:
                     self._reload()
                     continue
                 log.info("draining: %s", signal.Signals(signum).name)
-                with anyio.CancelScope(shield=True):
-                    await self.drain()
-                server.should_exit = True
+                self.request_drain(signal.Signals(signum).name)
                 return
+
+    def request_drain(self, reason: str) -> None:
+        """Latch the drain (SIGTERM, SIGINT, ``admin.drain``): idempotent; sends are refused from now on, and the
+        drain task cancels running work, closes the agents and stops the listener."""
+        if not self._drain_requested.is_set():
+            self.draining = True
+            self.drain_reason = reason
+            self._drain_requested.set()
+
+    async def _drain_on_request(self, server: uvicorn.Server) -> None:
+        await self._drain_requested.wait()
+        with anyio.CancelScope(shield=True):
+            await self.drain()
+        server.should_exit = True
 
     async def drain(self) -> None:
         """Stop intake (sends get DRAINING), cancel every live task through the SDK handler — so a task waiting
@@ -307,6 +348,10 @@ class Daemon:
         async with anyio.create_task_group() as tg:
             for task_id in list(self.conversations.runs):
                 tg.start_soon(cancel, task_id)
+            if self.instance.runner is not None:
+                tg.start_soon(self.instance.runner.drain, CANCEL_GRACE + 1)
+            if self.instance.subagents is not None:
+                tg.start_soon(self.instance.subagents.close)
         await self.conversations.close_all()
 
     def _reload(self) -> None:
@@ -322,12 +367,13 @@ class Daemon:
         if loaded.config.a2a.listen != self.loaded.config.a2a.listen or loaded.config.agent != self.loaded.config.agent:
             log.warning("SIGHUP: [agent] and a2a.listen changes take effect at the next start")
         self.loaded = loaded
+        self.instance.reloaded()
         self.front.identities = Identities(loaded)
         self.cors.origins = set(loaded.config.a2a.cors_origins)
         log.info("SIGHUP: configuration reloaded from %s", path)
 
     async def _open_session(self, conversation: Conversation) -> Any:
-        approval = "AutoApprove" if self.loaded.config.agent.approval == "auto" else "Ask"
+        approval = "AutoApprove" if self.instance.approval == "auto" else "Ask"
         token = await self.table.resume_token(conversation.owner, conversation.context_id, self.agent_label)
         self.agent_dir.mkdir(parents=True, exist_ok=True)
         if token:
@@ -350,6 +396,100 @@ class Daemon:
         if token:
             self._tg.start_soon(self.table.remember, conversation.owner, conversation.context_id, self.agent_label,
                                 token)  # fmt: skip
+
+
+    # -- the command extension and the services behind it -------------------------------------------------
+
+    def _secret_references(self) -> dict[str, str]:
+        """Each resolved credential's value → the reference it was configured as (for redaction)."""
+        config, found = self.loaded.config.a2a, {}
+        if self.loaded.secrets.operator is not None and config.bearer:
+            found[self.loaded.secrets.operator.get_secret_value()] = config.bearer
+        for section in config.principals:
+            secret = self.loaded.secrets.principals.get(section.id)
+            if secret is not None:
+                found[secret.get_secret_value()] = section.bearer
+        return found
+
+    async def _services(self, engine: Any) -> None:
+        """The workflow runner, the device grant and the subagent manager, as configured (their stores share the
+        daemon's database)."""
+        config = self.loaded.config
+        if config.workflows:
+            from .workflows.definition import load_workflows
+            from .workflows.store import RunStore
+
+            self.instance.workflows = load_workflows(config.workflows)
+            self.run_store = await RunStore(engine).open()
+        if config.a2a.device_grant.enabled:
+            from .auth.device import DeviceGrant
+            from .auth.sessions import AuthSessions
+
+            grant = config.a2a.device_grant
+            self.instance.auth_sessions = await AuthSessions(engine, lifetime=grant.token_days * 86400).open()
+            self.instance.device_grant = DeviceGrant(
+                self.instance.auth_sessions, verification_uri=f"{self.url}/oauth2/device",
+                principal_ids={p.id for p in config.a2a.principals}, lifetime=grant.lifetime,
+            )  # fmt: skip
+
+    async def _start_services(self, tg: Any) -> None:
+        if self.instance.workflows:
+            from .workflows.runner import WorkflowRunner
+
+            runner = WorkflowRunner(self.runtime, self.run_store, self.instance.workflows,
+                                    work_root=self.state_dir / "runs", default_agent=self.agent_ref,
+                                    held=lambda: self.instance.paused)  # fmt: skip
+            self.instance.runner = runner
+            await tg.start(runner.serve)
+        if self.loaded.config.subagents.enabled:
+            from .subagents.manager import SubagentLimits, SubagentManager
+            from .subagents.mcp_server import SubagentMcpServer
+            from .subagents.store import SubagentStore
+
+            section = self.loaded.config.subagents
+            store = await SubagentStore(self.db_engine).open()
+            manager = SubagentManager(self.runtime, SubagentLimits(tuple(section.agents), section.per_owner,
+                                                                   section.depth, section.timeout),
+                                      work_root=self.state_dir / "subagents", save=store.save)  # fmt: skip
+            manager.adopt(await store.load())
+            await tg.start(manager.serve)
+            self.instance.subagents = manager
+            self.subagent_mcp = SubagentMcpServer(manager)
+            await tg.start(self.subagent_mcp.serve)
+
+    async def _command(self, principal: Any, request_id: Any, method: str, params: dict[str, Any],
+                       activated: list[str]) -> Any:  # fmt: skip
+        return await self.dispatcher.respond(principal, request_id, method, params, activated)
+
+    async def _save_task(self, task: dict[str, Any], principal: Any) -> None:
+        from a2a.types import Task
+        from google.protobuf.json_format import ParseDict
+
+        context = ServerCallContext(user=_Principal(principal), state={"principal": principal})
+        await self.task_store.save(ParseDict(task, Task(), ignore_unknown_fields=True), context)
+
+    async def _schema(self, request: Request) -> Any:
+        from starlette.responses import JSONResponse
+
+        from anyagentd.ops import command_schema
+
+        return JSONResponse(command_schema(), headers={"Cache-Control": "public, max-age=3600"})
+
+    async def _extend_card(self, card: Any, context: ServerCallContext) -> Any:
+        """The caller's card: the public one, its ops narrowed to what this caller may run, plus the
+        workflow-declared commands and the paths ``admin.set`` accepts."""
+        principal = context.state.get("principal")
+        extended = await extend_for_caller(card, context)
+        if principal is not None:
+            params = extended.capabilities.extensions[0].params
+            ops = self.ops.listed(self.instance.switches(), principal)
+            params.update({
+                "ops": [{"op": name, "reply": reply} for name, reply in ops],
+                "commands": [{"command": w.command, "workflow": w.name, "description": w.description}
+                             for w in self.instance.workflows.values() if w.command],
+                "settable": self.instance.settable() if principal.is_operator else [],
+            })  # fmt: skip
+        return extended
 
 
 async def serve(loaded: Loaded, options: Options) -> int:

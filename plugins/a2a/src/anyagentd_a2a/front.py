@@ -26,6 +26,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from .command.envelope import COMMAND_URI as COMMAND_EXTENSION
+from .command.envelope import is_command
 from .principals import (
     FAILED_CREDENTIAL_BURST,
     FAILED_CREDENTIAL_REFILL_SECONDS,
@@ -40,7 +42,6 @@ log = logging.getLogger("anyagentd.a2a")
 
 A2A_DOMAIN = "a2a-protocol.org"
 AGENTD_DOMAIN = "agentd.dev"
-COMMAND_EXTENSION = "https://agentd.dev/a2a/ext/command"
 SEND_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
 _VERSION = re.compile(r"^1\.0(\.\d+)?$")
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
@@ -91,8 +92,10 @@ class Front:
         supported_extensions: set[str],
         realm: str,
         check_send: Callable[[Principal, Any, dict[str, Any]], Awaitable[Response | None]] | None = None,
+        command: Callable[[Principal, Any, str, dict[str, Any], list[str]], Awaitable[Response | None]] | None = None,
     ) -> None:
         self.check_send = check_send
+        self.command = command
         self.identities = identities
         self.dispatch = dispatch
         self.methods = methods
@@ -109,15 +112,21 @@ class Front:
             log.info("refused %s from %s: HTTP %d %s", request.headers.get("a2a-version", "-"), source,
                      checked.status_code, checked.body[:160].decode("utf-8", "replace"))  # fmt: skip
             return checked
-        principal, activated = checked
+        principal, activated, envelope = checked
         request.state.principal = principal
-        response = await self.dispatch(request)
+        params = envelope.get("params") or {}
+        response = None
+        if envelope["method"] in SEND_METHODS and self.command is not None and is_command(params):
+            response = await self.command(principal, envelope["id"], envelope["method"], params, activated)
+        if response is None:
+            response = await self.dispatch(request)
         if activated:
             response.headers["A2A-Extensions"] = ", ".join(activated)
         return response
 
-    async def _check(self, request: Request) -> Response | tuple[Principal, list[str]]:
-        """Every step of the pipeline in order: the first refusal, or (principal, activated extension URIs)."""
+    async def _check(self, request: Request) -> Response | tuple[Principal, list[str], dict[str, Any]]:
+        """Every step of the pipeline in order: the first refusal, or (principal, activated extension URIs, the
+        JSON-RPC envelope). A command's own refusals come after these (:mod:`.command.envelope`)."""
         source = request.client.host if request.client else "unknown"
         wait = self.failed.peek(source)
         if wait > 0:
@@ -162,11 +171,12 @@ class Front:
         if method in SEND_METHODS and self.is_draining():
             return rpc_error(request_id, -32603, "the daemon is draining: no new messages", reason="DRAINING",
                              domain=AGENTD_DOMAIN)  # fmt: skip
-        if method in SEND_METHODS and self.check_send is not None:
-            refused = await self.check_send(principal, request_id, envelope.get("params") or {})
+        params = envelope.get("params") or {}
+        if method in SEND_METHODS and self.check_send is not None and not is_command(params):
+            refused = await self.check_send(principal, request_id, params)
             if refused is not None:
                 return refused
-        return principal, activated
+        return principal, activated, envelope
 
 
 def _check_envelope(envelope: Any) -> Response | None:

@@ -9,6 +9,7 @@ installs (each configured secret value replaced by its ``{{secret:…}}`` refere
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import threading
 import time
@@ -102,6 +103,21 @@ class LogRing:
         return self.redact(str(value))
 
 
+class RingHandler(logging.Handler):
+    """A ``logging`` handler that also keeps every record in a :class:`LogRing` (event: the logger's name;
+    ``msg``: the formatted message), so what the daemon logs is what ``debug.events`` reads."""
+
+    def __init__(self, ring: LogRing) -> None:
+        super().__init__(logging.INFO)
+        self.ring = ring
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.ring.emit(record.name, record.levelname.lower(), msg=record.getMessage())
+        except Exception:  # noqa: BLE001 - logging must never raise
+            self.handleError(record)
+
+
 def secret_redactor(secrets: dict[str, str]) -> Callable[[str], str]:
     """A redactor replacing each secret value (``{value: reference}``) by its reference, longest first, so a
     secret that contains another is replaced whole. Values shorter than 4 characters are refused at load
@@ -117,4 +133,4 @@ def secret_redactor(secrets: dict[str, str]) -> Callable[[str], str]:
     return redact
 
 
-__all__ = ["LEVELS", "LogRing", "Page", "secret_redactor"]
+__all__ = ["LEVELS", "LogRing", "Page", "RingHandler", "secret_redactor"]

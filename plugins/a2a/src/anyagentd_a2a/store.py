@@ -130,7 +130,8 @@ def _as_owner(context: ServerCallContext, owner: str) -> ServerCallContext:
 
 
 async def fail_interrupted(store: PrincipalTaskStore) -> int:
-    """Mark every task a dead process left open as FAILED (keeping its owner); returns how many."""
+    """Mark every task a dead process left open as FAILED (keeping its owner); returns how many. A workflow
+    run's task (metadata ``op`` ``workflow.run:<name>``) is left open: its run resumes and the task follows it."""
     await store._ensure_initialized()
     model = store.task_model
     async with store.async_session_maker.begin() as session:
@@ -139,6 +140,8 @@ async def fail_interrupted(store: PrincipalTaskStore) -> int:
         for row in rows:
             status = dict(row.status or {})
             if status.get("state") not in _OPEN_STATES:
+                continue
+            if str((row.task_metadata or {}).get("op", "")).startswith("workflow.run"):
                 continue
             history = list(row.history or [])
             if status.get("message"):

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .names import NAME, RESERVED_NAMES, ApprovalRefused
 from .sessions import AuthSessions
 
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code"
@@ -28,8 +29,6 @@ USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ"
 INTERVAL = 5
 SLOW_DOWN_STEP = 5
 CLIENT_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-RESERVED_NAMES = frozenset({"operator", "anonymous", "unknown", "launcher", "runtime", "system"})
 SCOPES = ("user", "operator")
 Scope = Literal["user", "operator"]
 
@@ -43,14 +42,6 @@ class OAuthError(Exception):
 
     def body(self) -> dict[str, str]:
         return {"error": self.error, "error_description": self.description}
-
-
-class ApprovalRefused(ValueError):
-    """``auth.device.approve``/``deny`` refused: ``field`` names the argument at fault."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
 
 
 @dataclass

@@ -122,6 +122,10 @@ class CommandDispatcher:
             self.face.log.emit("command.refused", "warning", op=command.op.name, reason=err.reason,
                                principal=principal.id)  # fmt: skip
             return self._error(request_id, refusal_of(err, command.op.name))
+        except Exception as err:  # noqa: BLE001 - an op's bug is a JSON-RPC error, never a 500 or a dead daemon
+            log.exception("op %s failed", command.op.name)
+            return self._error(request_id, CommandRefusal(-32603, "OP_FAILED", f"{command.op.name} failed: "
+                                                          f"{type(err).__name__}", metadata={"op": command.op.name}))
         self.face.log.emit("command.ran", op=command.op.name, principal=principal.id)
         if command.op.reply == "message":
             reply = {"message": {"messageId": str(uuid.uuid4()), "contextId": context_id, "role": "ROLE_AGENT",

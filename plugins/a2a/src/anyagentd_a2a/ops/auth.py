@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 from anyagentd.hookspecs import hookimpl
 from anyagentd.ops import ArgsModel, InvalidOpArguments, NoArgs, Op, OpContext, ResultModel
 
-from ..auth.device import RESERVED_NAMES, ApprovalRefused
+from ..auth.names import RESERVED_NAMES, ApprovalRefused
 
 
 def _grant(context: OpContext) -> Any:

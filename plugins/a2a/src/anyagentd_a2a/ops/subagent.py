@@ -12,11 +12,19 @@ from pydantic import Field
 from anyagentd.hookspecs import hookimpl
 from anyagentd.ops import ArgsModel, InvalidOpState, Op, OpContext, ResultModel, TargetNotFound
 
-from ..subagents.manager import SubagentNotFound, SubagentRefused
+from ..subagents.errors import SubagentNotFound, SubagentRefused
 
 
 def _owner(context: OpContext) -> str | None:
     return None if context.principal.is_operator else context.principal.id
+
+
+def _manager(context: OpContext) -> Any:
+    """The subagent manager; with subagents not enabled there are none, so every handle is unknown."""
+    manager = getattr(context.face, "subagents", None)
+    if manager is None:
+        raise TargetNotFound("no such subagent")
+    return manager
 
 
 class HandleArgs(ArgsModel):
@@ -43,7 +51,7 @@ class SubagentSend(Op):
 
     async def run(self, context: OpContext, args: SendArgs) -> Ack:
         try:
-            await context.face.subagents.send(args.handle, _owner(context), args.message, wait=False)
+            await _manager(context).send(args.handle, _owner(context), args.message, wait=False)
         except SubagentNotFound:
             raise TargetNotFound("no such subagent") from None
         except SubagentRefused as err:
@@ -66,7 +74,7 @@ class SubagentKill(Op):
 
     async def run(self, context: OpContext, args: KillArgs) -> Ack:
         try:
-            await context.face.subagents.kill(args.handle, _owner(context), args.reason)
+            await _manager(context).kill(args.handle, _owner(context), args.reason)
         except SubagentNotFound:
             raise TargetNotFound("no such subagent") from None
         return Ack(ok=True, handle=args.handle)
@@ -90,7 +98,7 @@ class SubagentStatus(Op):
 
     async def run(self, context: OpContext, args: HandleArgs) -> StatusResult:
         try:
-            record = context.face.subagents.get(args.handle, _owner(context))
+            record = _manager(context).get(args.handle, _owner(context))
         except SubagentNotFound:
             raise TargetNotFound("no such subagent") from None
         return StatusResult(**record.status_json())
@@ -116,7 +124,7 @@ class SubagentGet(Op):
 
     async def run(self, context: OpContext, args: GetArgs) -> GetResult:
         try:
-            record = context.face.subagents.get(args.handle, _owner(context))
+            record = _manager(context).get(args.handle, _owner(context))
         except SubagentNotFound:
             raise TargetNotFound("no such subagent") from None
         return GetResult(subagent=record.to_json())
@@ -139,7 +147,7 @@ class InstanceResult(Op):
 
     async def run(self, context: OpContext, args: ChildResultArgs) -> None:
         try:
-            await context.face.subagents.child_result(args.handle, args.status, args.output)
+            await _manager(context).child_result(args.handle, args.status, args.output)
         except SubagentNotFound:
             raise TargetNotFound("no such subagent") from None
         return None
@@ -162,7 +170,7 @@ class InstanceEmit(Op):
 
     async def run(self, context: OpContext, args: EmitArgs) -> None:
         try:
-            context.face.subagents.child_event(args.handle, args.stream, args.event)
+            _manager(context).child_event(args.handle, args.stream, args.event)
         except SubagentNotFound:
             raise TargetNotFound("no such subagent") from None
         return None

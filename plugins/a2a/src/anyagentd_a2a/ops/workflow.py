@@ -12,7 +12,7 @@ PERMISSION_DENIED whether or not it exists. Ownership as everywhere: another pri
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, RootModel
 
@@ -30,10 +30,11 @@ from anyagentd.ops import (
     grant_matches,
 )
 
-from ..workflows.runner import RunNotFound
 from ..workflows.state import RUN_TERMINAL
-from ..workflows.store import RunRecord
 from ._views import truncate
+
+if TYPE_CHECKING:
+    from ..workflows.store import RunRecord
 
 RUN_TRUNCATE_BYTES = 2048
 PROGRESS_OF = {"completed": "completed", "refused": "rejected", "cancelled": "cancelled", "failed": "failed",
@@ -51,9 +52,17 @@ def owner_filter(principal: Principal) -> str | None:
     return None if principal.is_operator else principal.id
 
 
+def runner_of(context: OpContext) -> Any:
+    """The workflow runner; with no workflows configured there is no run, so every run id is unknown."""
+    runner = getattr(context.face, "runner", None)
+    if runner is None:
+        raise TargetNotFound("no such run")
+    return runner
+
+
 async def owned_run(context: OpContext, run_id: str) -> RunRecord:
     """The run if the caller owns it (the operator: any); else "no such run"."""
-    record = await context.face.runner.get(run_id)
+    record = await runner_of(context).get(run_id)
     owner = owner_filter(context.principal)
     if record is None or (owner is not None and record.principal != owner):
         raise TargetNotFound("no such run")
@@ -157,6 +166,8 @@ class WorkflowStatus(Op):
     async def run(self, context: OpContext, args: StatusArgs) -> StatusResult:
         if args.run is not None:
             return StatusResult(runs=[summary(await owned_run(context, args.run))])
+        if getattr(context.face, "runner", None) is None:
+            return StatusResult(runs=[])
         records = await context.face.runner.store.list(principal=owner_filter(context.principal))
         return StatusResult(runs=[summary(r) for r in records])
 
@@ -175,7 +186,7 @@ class WorkflowCancel(Op):
 
     async def run(self, context: OpContext, args: RunIdArgs) -> None:
         await owned_run(context, args.run)
-        await context.face.runner.cancel(args.run, f"cancelled by {context.principal.id}")
+        await runner_of(context).cancel(args.run, f"cancelled by {context.principal.id}")
         return None
 
 
@@ -201,6 +212,8 @@ class WorkflowSignal(Op):
     async def run(self, context: OpContext, args: SignalArgs) -> SignalResult:
         if args.run is not None:
             await owned_run(context, args.run)
+        if getattr(context.face, "runner", None) is None:
+            return SignalResult(signal=args.name, delivered=0)
         delivered = await context.face.runner.signal(args.name, args.payload, context.principal.id,
                                                      owner=owner_filter(context.principal), run_id=args.run)  # fmt: skip
         return SignalResult(signal=args.name, delivered=delivered)
@@ -243,8 +256,10 @@ class AdminCancel(Op):
     description = "Cancel any run"
 
     async def run(self, context: OpContext, args: CancelArgs) -> CancelResult:
+        from ..workflows.runner import RunNotFound
+
         try:
-            await context.face.runner.cancel(args.run, args.reason or "cancelled by the operator")
+            await runner_of(context).cancel(args.run, args.reason or "cancelled by the operator")
         except RunNotFound:
             raise TargetNotFound("no such run") from None
         return CancelResult(ok=True, cancelled=args.run)

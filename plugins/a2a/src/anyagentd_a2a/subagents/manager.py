@@ -29,6 +29,8 @@ from ulid import ULID
 
 from anyagentd.errors import AnyagentError
 
+from .errors import SubagentNotFound, SubagentRefused
+
 Mode = Literal["sync", "async", "detached", "warm"]
 MODES: tuple[str, ...] = ("sync", "async", "detached", "warm")
 Status = Literal["pending", "running", "idle", "completed", "failed", "cancelled"]
@@ -37,14 +39,6 @@ TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-class SubagentRefused(ValueError):
-    """A spawn or message the limits or the subagent's state refuse; the message says which."""
-
-
-class SubagentNotFound(LookupError):
-    """No subagent by that handle for this caller (the same whether it does not exist or is someone else's)."""
 
 
 @dataclass(frozen=True)

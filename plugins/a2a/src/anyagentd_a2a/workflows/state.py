@@ -10,9 +10,10 @@ and which A2A task state shows it; it never decides any of that itself.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from .definition import Workflow
+if TYPE_CHECKING:
+    from .definition import Workflow
 
 RunStatus = Literal["pending", "running", "suspended", "paused", "completed", "failed", "refused", "cancelled",
                     "stalled"]  # fmt: skip

@@ -1,7 +1,7 @@
 """The durable store of runs, their steps and the signals delivered to them (SQLAlchemy 2, async).
 
-SQLite by default (a file in the state dir; WAL journal and a busy timeout so the runner and a reader never trip
-over each other), PostgreSQL by URL (``postgresql+asyncpg://…``). The runner commits every transition here before
+SQLite by default (the daemon's database file in its state dir, WAL journal and a busy timeout), PostgreSQL by URL
+(``postgresql+asyncpg://…``). The runner commits every transition here before
 it acts on it, so a daemon killed at any moment finds on restart exactly what had happened.
 """
 
@@ -13,14 +13,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Integer, String, Text, event, select, update
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Integer, String, Text, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from .state import RUN_TERMINAL, RunFlags, StepState
-
-BUSY_TIMEOUT_MS = 5000
-
 
 class _Base(DeclarativeBase):
     pass
@@ -98,13 +95,15 @@ class RunRecord:
 
 class RunStore:
     """Runs, steps and signals behind one async engine. Use :meth:`open` (creates the tables), then the methods;
-    :meth:`close` disposes the engine. ``url`` is an SQLAlchemy async URL (``sqlite+aiosqlite:///path``)."""
+    :meth:`close` disposes the engine. Takes the daemon's engine (:func:`anyagentd_a2a.store.engine_for`: SQLite
+    with WAL and a busy timeout, or PostgreSQL), or an SQLAlchemy async URL to make one."""
 
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.engine: AsyncEngine = create_async_engine(url)
-        if self.engine.dialect.name == "sqlite":
-            event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
+    def __init__(self, engine: AsyncEngine | str) -> None:
+        if isinstance(engine, str):
+            from ..store import engine_for
+
+            engine = engine_for(engine)
+        self.engine: AsyncEngine = engine
         self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
 
     async def open(self) -> RunStore:
@@ -174,14 +173,6 @@ class RunStore:
                                           .order_by(SignalRow.id))).scalars().all()  # fmt: skip
             return [{"step": r.step_id, "signal": r.name, "payload": r.payload, "from": r.sender, "at": r.at}
                     for r in rows]  # fmt: skip
-
-
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.close()
 
 
 def _run_values(record: RunRecord) -> dict[str, Any]:
