@@ -275,3 +275,24 @@ async def test_bad_cursors_and_bounds_are_typed_errors(tmp_path):
         reader = session.subscribe()
         reader.close()
         assert not reader.lagged and reader.finished
+
+
+async def test_a_consumer_that_stops_early_leaves_the_rest_to_the_next_iterator(tmp_path):
+    script = {"turns": [[text("m", "a"), text("m", "b"), END, text("n", "c"), END], [text("m", "d"), END]]}
+    async with runtime(script) as rt:
+        session = await rt.open("mock", tmp_path)
+        await session.prompt("x")
+        seen = []
+        stream = session.events()
+        async for event in stream:
+            seen.append(event.sequence)
+            if event.tag == "TurnEnded":
+                break
+        await stream.aclose()
+        with anyio.fail_after(10):
+            async for event in session.events():  # a second iterator, at once: the first one freed the reader
+                seen.append(event.sequence)
+                if event.tag == "TurnEnded":  # the agent-originated turn's
+                    break
+        assert seen == list(range(1, seen[-1] + 1))  # nothing was taken and lost between the two iterators
+        assert [e.tag for e in session.log.events()].count("TurnEnded") == 2 and len(seen) > 8

@@ -371,22 +371,30 @@ class Session:
         """The session's events in ``sequence`` order; ends after close. If the session ended in failure
         (``ProcessExited``, ``AuthRequired``, ``ConsumerLagged``) that error is raised once, after the last event.
         Single consumer: a second iterator while one is active raises ``InvalidRequest``. It reads the primary
-        reader, bounded by ``event_bound``: see :meth:`subscribe` for more readers."""
-        async for batch in self.event_batches(256):
-            for event in batch:
-                yield event
+        reader, bounded by ``event_bound``: see :meth:`subscribe` for more readers. It takes one event at a time
+        (a consumer that stops early leaves the rest to the next iterator) and never yields to the event loop
+        while events wait, so a consumer that never blocks keeps up with any burst."""
+        self._claim_primary()
+        try:
+            async for batch in self._batches(1):
+                yield batch[0]
+        finally:
+            self._consumed = False  # closing this iterator frees the primary reader at once
 
     async def event_batches(self, max_events: int = 1024) -> AsyncIterator[list[Event]]:
         """Like :meth:`events`, but yields every event already waiting (up to ``max_events``) as one list, so a
         consumer that writes them together keeps up with a fast agent."""
-        if self._consumed:
-            raise InvalidRequest("this session's events already have a consumer")
-        self._consumed = True
+        self._claim_primary()
         try:
             async for batch in self._batches(max_events):
                 yield batch
         finally:
             self._consumed = False
+
+    def _claim_primary(self) -> None:
+        if self._consumed:
+            raise InvalidRequest("this session's events already have a consumer")
+        self._consumed = True
 
     async def _batches(self, max_events: int) -> AsyncIterator[list[Event]]:
         primary = self._primary
