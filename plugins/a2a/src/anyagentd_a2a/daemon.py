@@ -264,9 +264,11 @@ class Daemon:
         dispatcher = JsonRpcDispatcher(handler, context_builder=PrincipalContextBuilder())
         self.front = Front(Identities(self.loaded), dispatcher.handle_requests, set(dispatcher.METHOD_TO_MODEL),
                            is_draining=lambda: self.draining, supported_extensions={COMMAND_EXTENSION},
-                           realm="anyagentd", check_send=self._check_send, command=self._command)  # fmt: skip
+                           realm="anyagentd", check_send=self._check_send, intercept=self._intercept)  # fmt: skip
         self.dispatcher = CommandDispatcher(self.ops, self.instance, switches=self.instance.switches,
                                             save_task=self._save_task, spawn=self._tg.start_soon)  # fmt: skip
+        if self.instance.runner is not None:
+            self._tg.start_soon(self._follow_resumed_runs)
         routes = create_agent_card_routes(self.card, cache_control="public, max-age=60")
         routes.append(Route(SCHEMA_PATH, self._schema, methods=["GET"]))
         if self.instance.device_grant is not None:
@@ -457,9 +459,87 @@ class Daemon:
             self.subagent_mcp = SubagentMcpServer(manager)
             await tg.start(self.subagent_mcp.serve)
 
-    async def _command(self, principal: Any, request_id: Any, method: str, params: dict[str, Any],
-                       activated: list[str]) -> Any:  # fmt: skip
-        return await self.dispatcher.respond(principal, request_id, method, params, activated)
+    async def _intercept(self, principal: Any, request_id: Any, method: str, params: dict[str, Any],
+                         activated: list[str]) -> Any:  # fmt: skip
+        """Commands; a message answering a workflow run's ``ask`` step; CancelTask of a run's task. ``None``:
+        the SDK's handler serves it."""
+        from .command.envelope import is_command
+
+        if method in ("SendMessage", "SendStreamingMessage"):
+            if is_command(params):
+                return await self.dispatcher.respond(principal, request_id, method, params, activated)
+            message = params.get("message") if isinstance(params.get("message"), dict) else {}
+            tracked = self.dispatcher.run_tasks.get(message.get("taskId") or "")
+            if tracked is not None:
+                return await self._answer_run(principal, request_id, message, *tracked)
+        elif method == "CancelTask":
+            tracked = self.dispatcher.run_tasks.get(str(params.get("id") or ""))
+            if tracked is not None:
+                run_id, owner = tracked
+                if principal.is_operator or owner.id == principal.id:
+                    await self.instance.runner.cancel(run_id, f"cancelled by {principal.id} (CancelTask)")
+                    return await self._task_reply(request_id, params["id"], principal)
+        return None
+
+    async def _answer_run(self, principal: Any, request_id: Any, message: dict[str, Any], run_id: str,
+                          owner: Any) -> Any:  # fmt: skip
+        """A SendMessage naming a run's task: the answer to its waiting ``ask`` step (a DataPart with the wire's
+        Answer JSON, or allow/deny/… text), or a refusal that keeps it waiting."""
+        from a2a.types import Message
+        from google.protobuf.json_format import ParseDict
+
+        from .translate import answer_of
+
+        task_id = message["taskId"]
+        if not (principal.is_operator or owner.id == principal.id):
+            return rpc_error(request_id, -32001, f"Task not found: {task_id}", reason="TASK_NOT_FOUND")
+        runner = self.instance.runner
+        waiting = runner.awaiting_input(run_id)
+        if waiting is None:
+            return rpc_error(request_id, -32004, f"run {run_id} waits for no answer", reason="UNSUPPORTED_OPERATION")
+        from anyagentd.model import REQUEST
+
+        request = REQUEST.validate_python(waiting["request"])
+        answer = answer_of(ParseDict(message, Message(), ignore_unknown_fields=True), request)
+        if isinstance(answer, str):
+            return rpc_error(request_id, -32602, f"not an answer: {answer}", reason="INVALID_ANSWER")
+        await runner.answer(run_id, answer)
+        with anyio.move_on_after(30):
+            while runner.awaiting_input(run_id) is not None:
+                await anyio.sleep(0.02)
+        return await self._task_reply(request_id, task_id, principal)
+
+    async def _task_reply(self, request_id: Any, task_id: str, principal: Any) -> Any:
+        from google.protobuf.json_format import MessageToDict
+        from starlette.responses import JSONResponse
+
+        context = ServerCallContext(user=_Principal(principal), state={"principal": principal})
+        task = await self.task_store.get(task_id, context)
+        return JSONResponse({"jsonrpc": "2.0", "id": request_id, "result": {"task": MessageToDict(task)}})
+
+    async def _follow_resumed_runs(self) -> None:
+        """After a restart: the task of every run the runner resumed follows it again."""
+        from .ops.workflow import _follow
+        from .principals import Principal
+
+        runner = self.instance.runner
+        context = ServerCallContext(user=_Principal(OPERATOR), state={"principal": OPERATOR})
+        for record in await runner.store.list(non_terminal=True):
+            if not record.task_id:
+                continue
+            task = await self.task_store.get(record.task_id, context)
+            if task is None:
+                continue
+            from google.protobuf.json_format import MessageToDict
+
+            stored = MessageToDict(task)
+            owner_id = record.principal or OPERATOR.id
+            owner = OPERATOR if owner_id == OPERATOR.id else Principal(owner_id, owner_id.split(":", 1)[0])
+            message = (stored.get("history") or [{}])[0]
+            op = stored.get("metadata", {}).get("op", f"workflow.run:{record.workflow}")
+            self.dispatcher.run_tasks[record.task_id] = (record.id, owner)
+            self._tg.start_soon(self.dispatcher.track, owner, record.task_id, stored.get("contextId", ""), message,
+                                op, _follow(runner, record))  # fmt: skip
 
     async def _save_task(self, task: dict[str, Any], principal: Any) -> None:
         from a2a.types import Task

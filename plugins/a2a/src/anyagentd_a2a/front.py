@@ -79,7 +79,9 @@ class Front:
     """The Starlette endpoint for ``POST /``: the checks above, then ``dispatch(request)`` (the SDK's dispatcher).
 
     ``is_draining()`` says whether sends are refused; ``supported_extensions`` are the URIs that can be activated;
-    ``check_send(principal, request_id, params)`` returns the refusal of a send, if any. The principal is left in
+    ``check_send(principal, request_id, params)`` returns the refusal of a send, if any (commands have their own,
+    in order, after these); ``intercept(principal, request_id, method, params, activated)`` answers what the
+    daemon serves itself (commands, and the tasks of workflow runs), or ``None`` to pass on to the SDK. The principal is left in
     ``request.state.principal`` for the call-context builder."""
 
     def __init__(
@@ -92,10 +94,10 @@ class Front:
         supported_extensions: set[str],
         realm: str,
         check_send: Callable[[Principal, Any, dict[str, Any]], Awaitable[Response | None]] | None = None,
-        command: Callable[[Principal, Any, str, dict[str, Any], list[str]], Awaitable[Response | None]] | None = None,
+        intercept: Callable[[Principal, Any, str, dict[str, Any], list[str]], Awaitable[Response | None]] | None = None,
     ) -> None:
         self.check_send = check_send
-        self.command = command
+        self.intercept = intercept
         self.identities = identities
         self.dispatch = dispatch
         self.methods = methods
@@ -116,8 +118,8 @@ class Front:
         request.state.principal = principal
         params = envelope.get("params") or {}
         response = None
-        if envelope["method"] in SEND_METHODS and self.command is not None and is_command(params):
-            response = await self.command(principal, envelope["id"], envelope["method"], params, activated)
+        if self.intercept is not None:  # what the daemon answers itself: commands, workflow runs' tasks
+            response = await self.intercept(principal, envelope["id"], envelope["method"], params, activated)
         if response is None:
             response = await self.dispatch(request)
         if activated:

@@ -99,10 +99,15 @@ class CommandDispatcher:
         self.switches = switches
         self.save_task = save_task
         self.spawn = spawn
+        self.run_tasks: dict[str, tuple[str, Principal]] = {}
+        """Open tasks of long-running ops that follow a workflow run: task id → (run id, its principal)."""
 
     async def respond(self, principal: Principal, request_id: Any, method: str, params: Mapping[str, Any],
                       activated: list[str]) -> Response | None:  # fmt: skip
-        """The response to a send carrying a command, or ``None`` when it carries none."""
+        """The response to a send carrying a command, or ``None`` when it carries none. A workflow-declared
+        command (``command = "fix"`` on a workflow) is ``workflow.run`` of that workflow with its arguments as
+        the inputs."""
+        params = self._expand_workflow_command(params)
         try:
             command = resolve_command(params, activated_uris=activated, table=self.table, principal=principal,
                                       switches=self.switches())  # fmt: skip
@@ -133,10 +138,28 @@ class CommandDispatcher:
             return self._result(request_id, method, [reply])
         assert task_id is not None
         if isinstance(outcome, AsyncIterator):
-            return await self._follow(principal, request_id, method, command, task_id, context_id, message, outcome)
+            immediate = (params.get("configuration") or {}).get("returnImmediately") is True
+            return await self._follow(principal, request_id, method, command, task_id, context_id, message, outcome,
+                                      immediate=immediate)  # fmt: skip
         task = self._task(task_id, context_id, message, "completed", result=outcome, op=command.op.name)
         await self.save_task(task, principal)
         return self._result(request_id, method, [{"task": task}])
+
+    def _expand_workflow_command(self, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        commands = {w.command: w.name for w in (getattr(self.face, "workflows", None) or {}).values() if w.command}
+        message = params.get("message")
+        if not commands or not isinstance(message, dict):
+            return params
+        parts = []
+        for part in message.get("parts") or []:
+            data = part.get("data") if isinstance(part, dict) else None
+            envelope = data.get("agentd") if isinstance(data, dict) else None
+            if isinstance(envelope, dict) and envelope.get("op") in commands and envelope["op"] not in self.table:
+                inputs = {k: v for k, v in envelope.items() if k != "op"}
+                part = {**part, "data": {**data, "agentd": {"op": "workflow.run", "workflow": commands[envelope["op"]],
+                                                            "inputs": inputs}}}  # fmt: skip
+            parts.append(part)
+        return {**params, "message": {**message, "parts": parts}}
 
     # -- tasks --------------------------------------------------------------------------------------------------
 
@@ -157,48 +180,22 @@ class CommandDispatcher:
         return task
 
     async def _follow(self, principal: Principal, request_id: Any, method: str, command: Command, task_id: str,
-                      context_id: str, message: Mapping[str, Any], progress: AsyncIterator[Progress]) -> Response:
+                      context_id: str, message: Mapping[str, Any], progress: AsyncIterator[Progress], *,
+                      immediate: bool = False) -> Response:
         """Keep a long-running op's task up to date from its progress; answer once it ends or needs input (a
-        unary send), or stream every update (a streaming send). The rest runs on in the daemon."""
+        unary send; at once with ``returnImmediately``), or stream every update (a streaming send). The rest runs
+        on in the daemon."""
         op = command.op.name
         if isinstance(command.args, BaseModel) and "workflow" in type(command.args).model_fields:
             op = f"{op}:{command.args.workflow}"  # type: ignore[attr-defined]
         send, receive = anyio.create_memory_object_stream[dict[str, Any]](256)
         first = anyio.Event()
-
-        async def drive() -> None:
-            task = self._task(task_id, context_id, message, "working", op=op)
-            await self.save_task(task, principal)
-            send.send_nowait({"task": task})
-            first.set()
-            try:
-                async for step in progress:
-                    task = self._task(task_id, context_id, message, step.state, op=op, text=step.text,
-                                      data=step.data, result=step.result)  # fmt: skip
-                    if step.data and "run" in step.data:
-                        task["metadata"]["run"] = step.data["run"]
-                    await self.save_task(task, principal)
-                    update = {"statusUpdate": {"taskId": task_id, "contextId": context_id,
-                                               "status": task["status"], "metadata": task["metadata"]}}  # fmt: skip
-                    _offer(send, update)
-                    if step.result is not None:
-                        _offer(send, {"artifactUpdate": {"taskId": task_id, "contextId": context_id,
-                                                         "artifact": task["artifacts"][0], "lastChunk": True}})
-                    if step.terminal:
-                        break
-                    if step.state == "input_required":
-                        _offer(send, {"pause": task})
-            except Exception as err:  # noqa: BLE001 - a failing op ends its task FAILED, never the daemon
-                log.exception("op %s failed", op)
-                task = self._task(task_id, context_id, message, "failed", op=op, text=f"{type(err).__name__}: {err}")
-                await self.save_task(task, principal)
-                _offer(send, {"statusUpdate": {"taskId": task_id, "contextId": context_id, "status": task["status"]}})
-            finally:
-                _offer(send, {"end": task})
-                send.close()
-
-        self.spawn(drive)
+        self.spawn(self.track, principal, task_id, context_id, message, op, progress, send, first)
         await first.wait()
+        if method != STREAMING and immediate:
+            first_item = await receive.receive()
+            receive.close()
+            return self._result(request_id, method, [first_item])
         if method == STREAMING:
             return StreamingResponse(self._frames(request_id, receive), media_type="text/event-stream")
         final: dict[str, Any] | None = None
@@ -208,6 +205,47 @@ class CommandDispatcher:
                 break
         receive.close()
         return self._result(request_id, method, [{"task": final}])
+
+    async def track(self, principal: Principal, task_id: str, context_id: str, message: Mapping[str, Any], op: str,
+                    progress: AsyncIterator[Progress], send: Any = None, first: anyio.Event | None = None) -> None:
+        """Store every :class:`Progress` of a long-running op as its task's new state (and offer it to ``send``,
+        a live request's stream, while one listens) until a terminal one. Also what a restart uses to follow a
+        resumed run's task again (no ``send`` then)."""
+        task = self._task(task_id, context_id, message, "working", op=op)
+        await self.save_task(task, principal)
+        if send is not None:
+            send.send_nowait({"task": task})
+        if first is not None:
+            first.set()
+        try:
+            async for step in progress:
+                task = self._task(task_id, context_id, message, step.state, op=op, text=step.text,
+                                  data=step.data, result=step.result)  # fmt: skip
+                if step.data and "run" in step.data:
+                    task["metadata"]["run"] = step.data["run"]
+                    self.run_tasks[task_id] = (step.data["run"], principal)
+                await self.save_task(task, principal)
+                if send is not None:
+                    _offer(send, {"statusUpdate": {"taskId": task_id, "contextId": context_id,
+                                                   "status": task["status"], "metadata": task["metadata"]}})
+                    if step.result is not None:
+                        _offer(send, {"artifactUpdate": {"taskId": task_id, "contextId": context_id,
+                                                         "artifact": task["artifacts"][0], "lastChunk": True}})
+                    if step.state == "input_required":
+                        _offer(send, {"pause": task})
+                if step.terminal:
+                    break
+        except Exception as err:  # noqa: BLE001 - a failing op ends its task FAILED, never the daemon
+            log.exception("op %s failed", op)
+            task = self._task(task_id, context_id, message, "failed", op=op, text=f"{type(err).__name__}: {err}")
+            await self.save_task(task, principal)
+            if send is not None:
+                _offer(send, {"statusUpdate": {"taskId": task_id, "contextId": context_id, "status": task["status"]}})
+        finally:
+            self.run_tasks.pop(task_id, None)
+            if send is not None:
+                _offer(send, {"end": task})
+                send.close()
 
     async def _frames(self, request_id: Any, receive: Any) -> AsyncIterator[bytes]:
         async with receive:

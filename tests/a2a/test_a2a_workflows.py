@@ -1,0 +1,202 @@
+"""Workflows through A2A on a real daemon, with the scripted ``mock`` agent: a run is a task that follows it, a
+signal resumes a waiting step, an ``ask`` step is answered by a message naming the task, CancelTask cancels the
+run, ownership and permission hold, a workflow-declared command starts its workflow, and a daemon killed with -9
+resumes the run without running its done steps again. Every reply is validated against the seed schema."""
+
+from __future__ import annotations
+
+import signal
+import time
+from typing import Any
+
+import pytest
+from a2a_helpers import wait_state
+from test_a2a_commands import ALICE, BOB, ENV, OPERATOR, command, reason, result_of, task_result, validate_result
+
+pytestmark = pytest.mark.timeout(180)
+
+HELLO = "Hello! I am the scripted agent. I play a JSON script, so this turn needs no account and no network."
+WORKFLOWS = """
+[[workflows]]
+name = "pipe"
+description = "write, wait for go, finish"
+roles = ["user"]
+command = "ship"
+inputs = { issue = { type = "string" } }
+
+[workflows.steps.write]
+kind = "agent"
+agent = "mock"
+prompt = "Fix {{inputs.issue}}"
+
+[workflows.steps.go]
+kind = "wait"
+on = "signal"
+signal = "go"
+depends_on = ["write"]
+
+[workflows.steps.done]
+kind = "finish"
+depends_on = ["go"]
+output = "{{steps.write.output}}"
+
+[[workflows]]
+name = "ops-only"
+[workflows.steps.a]
+kind = "finish"
+output = "x"
+
+[[workflows]]
+name = "asking"
+roles = ["user"]
+[workflows.steps.a]
+kind = "agent"
+agent = "mock"
+prompt = "write hello.txt"
+approval = "ask"
+"""
+
+
+def config() -> str:
+    from test_a2a_commands import CONFIG
+
+    return CONFIG.replace("[a2a]\n", "[a2a]\nintrospection = true\n") + WORKFLOWS
+
+
+def start_run(daemon: Any, token: str, workflow: str = "pipe", **inputs: Any) -> dict[str, Any]:
+    response = daemon.rpc("SendMessage", {
+        "message": {"messageId": f"m-{time.monotonic_ns()}", "role": "ROLE_USER",
+                    "extensions": ["https://agentd.dev/a2a/ext/command"],
+                    "parts": [{"data": {"agentd": {"op": "workflow.run", "workflow": workflow, "inputs": inputs}}}]},
+        "configuration": {"returnImmediately": True}}, token=token,
+        headers={"A2A-Extensions": "https://agentd.dev/a2a/ext/command"})  # fmt: skip
+    body = response.json()
+    assert "result" in body, body
+    return body["result"]["task"]
+
+
+def run_of(daemon: Any, task: dict[str, Any], token: str) -> str:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        got = daemon.rpc("GetTask", {"id": task["id"]}, token=token).json()["result"]
+        run = got.get("metadata", {}).get("run")
+        if run:
+            return run
+        time.sleep(0.05)
+    raise AssertionError(f"the task never named its run: {got}")
+
+
+def wait_run(daemon: Any, run: str, status: str, token: str = OPERATOR) -> dict[str, Any]:
+    deadline = time.monotonic() + 20
+    while True:
+        got = result_of(command(daemon, "run.get", token=token, run=run), "run.get")["run"]
+        if got["status"] == status or time.monotonic() > deadline:
+            assert got["status"] == status, got
+            return got
+        time.sleep(0.05)
+
+
+def test_a_run_is_a_task_resumed_by_a_signal(a2a_daemon: Any) -> None:
+    daemon = a2a_daemon(config=config(), env=ENV, mock="hello")
+    task = start_run(daemon, ALICE, issue="#7")
+    assert task["status"]["state"] == "TASK_STATE_WORKING" and task["metadata"]["op"] == "workflow.run:pipe"
+    run = run_of(daemon, task, ALICE)
+    assert run.startswith("pipe-")
+    waiting = wait_run(daemon, run, "suspended", ALICE)
+    assert waiting["steps"]["write"]["status"] == "done" and waiting["steps"]["write"]["output"] == HELLO
+    assert waiting["steps"]["go"]["wait"]["signal"] == "go" and waiting["vars"] == {"issue": "#7"}
+    listed = result_of(command(daemon, "workflow.status", token=ALICE), "workflow.status")["runs"]
+    assert [r["run"] for r in listed] == [run] and listed[0]["status"] == "suspended"
+    status = result_of(command(daemon, "status", token=ALICE), "status")
+    assert status["workflows"] == [] or all("name" in w for w in status["workflows"])
+    # ownership: bob sees nothing of it and cannot signal it
+    assert reason(command(daemon, "workflow.status", token=BOB, run=run)) == (-32001, "NOT_FOUND")
+    assert reason(command(daemon, "run.get", token=BOB, run=run)) == (-32001, "NOT_FOUND")
+    assert reason(command(daemon, "workflow.signal", token=BOB, name="go")) == (-31403, "PERMISSION_DENIED")
+    _, delivered = task_result(command(daemon, "workflow.signal", token=ALICE, name="go", payload={"ok": 1}),
+                               "workflow.signal")  # fmt: skip
+    assert delivered == {"signal": "go", "delivered": 1}
+    done = wait_state(daemon, task["id"], "TASK_STATE_COMPLETED", token=ALICE)
+    [artifact] = done["artifacts"]
+    assert artifact["name"] == f"{task['id']}.result" and artifact["parts"][0]["data"] == HELLO
+    validate_result("workflow.run", artifact["parts"][0]["data"])
+    final = wait_run(daemon, run, "completed", ALICE)
+    assert final["steps"]["go"]["output"] == {"signal": "go", "payload": {"ok": 1}, "from": "user:alice"}
+
+
+def test_permission_and_commands(a2a_daemon: Any) -> None:
+    daemon = a2a_daemon(config=config(), env=ENV, mock="hello")
+    # a workflow the caller may not run is PERMISSION_DENIED, whether or not it exists
+    for name in ("ops-only", "no-such-workflow"):
+        response = command(daemon, "workflow.run", token=BOB, workflow=name)
+        assert response.status_code == 403 and reason(response) == (-31403, "PERMISSION_DENIED")
+    assert reason(command(daemon, "workflow.run", token=ALICE, workflow="pipe", inputs={"issue": 7})) == \
+        (-32602, "INVALID_COMMAND_ARGS")  # fmt: skip
+    assert daemon.rpc("ListTasks", {}, token=OPERATOR).json()["result"].get("tasks", []) == [], "nothing created"
+    # the workflow-declared command "ship" is on the extended card and starts its workflow
+    extended = daemon.rpc("GetExtendedAgentCard", {}, token=ALICE).json()["result"]
+    commands = extended["capabilities"]["extensions"][0]["params"]["commands"]
+    assert {"command": "ship", "workflow": "pipe", "description": "write, wait for go, finish"} in commands
+    shipped = daemon.rpc("SendMessage", {"message": {
+        "messageId": "s1", "role": "ROLE_USER", "extensions": ["https://agentd.dev/a2a/ext/command"],
+        "parts": [{"data": {"agentd": {"op": "ship", "issue": "#9"}}}]}, "configuration": {"returnImmediately": True}},
+        token=ALICE, headers={"A2A-Extensions": "https://agentd.dev/a2a/ext/command"}).json()  # fmt: skip
+    assert shipped["result"]["task"]["metadata"]["op"] == "workflow.run:pipe"
+    run = run_of(daemon, shipped["result"]["task"], ALICE)
+    assert wait_run(daemon, run, "suspended")["vars"] == {"issue": "#9"}
+
+
+def test_an_ask_step_is_answered_by_a_message_and_cancel(a2a_daemon: Any) -> None:
+    daemon = a2a_daemon(config=config(), env=ENV, mock="permission")
+    task = start_run(daemon, ALICE, workflow="asking")
+    waiting = wait_state(daemon, task["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE)
+    assert waiting["status"]["message"]["parts"][0]["text"].startswith("step a waits for an answer")
+    wrong = daemon.rpc("SendMessage", {"message": {"messageId": "x", "role": "ROLE_USER", "taskId": task["id"],
+                                                   "parts": [{"text": "perhaps"}]}}, token=ALICE).json()
+    assert wrong["error"]["code"] == -32602  # not an answer: it keeps waiting
+    assert daemon.rpc("SendMessage", {"message": {"messageId": "y", "role": "ROLE_USER", "taskId": task["id"],
+                                                  "parts": [{"text": "allow"}]}}, token=BOB).json()["error"]["code"] \
+        == -32001  # fmt: skip
+    answered = daemon.rpc("SendMessage", {"message": {"messageId": "z", "role": "ROLE_USER", "taskId": task["id"],
+                                                      "parts": [{"text": "allow"}]}}, token=ALICE).json()
+    assert "result" in answered, answered
+    wait_state(daemon, task["id"], "TASK_STATE_COMPLETED", token=ALICE)
+    # CancelTask of a running run's task cancels the run
+    second = start_run(daemon, ALICE, workflow="asking")
+    wait_state(daemon, second["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE)
+    cancelled = daemon.rpc("CancelTask", {"id": second["id"]}, token=ALICE).json()
+    assert "result" in cancelled, cancelled
+    wait_state(daemon, second["id"], "TASK_STATE_CANCELED", token=ALICE)
+
+
+def test_kill_9_while_waiting_then_the_run_completes_without_rerunning(a2a_daemon: Any) -> None:
+    daemon = a2a_daemon(config=config(), env=ENV, mock="hello")
+    task = start_run(daemon, ALICE, issue="#8")
+    run = run_of(daemon, task, ALICE)
+    before = wait_run(daemon, run, "suspended")
+    daemon.process.send_signal(signal.SIGKILL)
+    daemon.process.wait(timeout=10)
+    again = a2a_daemon(config=config(), env=ENV, mock="hello", state_dir=daemon.state_dir)
+    resumed = wait_run(again, run, "suspended")
+    assert resumed["steps"]["write"]["attempt"] == 1
+    assert resumed["steps"]["write"]["started"] == before["steps"]["write"]["started"], "done steps never run again"
+    got = again.rpc("GetTask", {"id": task["id"]}, token=ALICE).json()["result"]
+    assert got["status"]["state"] == "TASK_STATE_WORKING", "a run's task is not marked FAILED: the run goes on"
+    _, delivered = task_result(command(again, "workflow.signal", token=ALICE, name="go", run=run), "workflow.signal")
+    assert delivered["delivered"] == 1
+    done = wait_state(again, task["id"], "TASK_STATE_COMPLETED", token=ALICE)
+    assert done["artifacts"][0]["parts"][0]["data"] == HELLO
+    # per-run pause and resume
+    second = start_run(again, ALICE, issue="#10")
+    run2 = run_of(again, second, ALICE)
+    wait_run(again, run2, "suspended")
+    _, paused = task_result(command(again, "admin.pause", token=OPERATOR, run=run2), "admin.pause")
+    assert paused == {"ok": True, "paused": run2}
+    assert wait_run(again, run2, "paused")["status"] == "paused"
+    assert reason(command(again, "admin.resume", token=OPERATOR, run="pipe-nope")) == (-32001, "NOT_FOUND")
+    _, resumed2 = task_result(command(again, "admin.resume", token=OPERATOR, run=run2), "admin.resume")
+    assert resumed2 == {"ok": True, "resumed": run2}
+    _, cancelled = task_result(command(again, "admin.cancel", token=OPERATOR, run=run2, reason="stop"), "admin.cancel")
+    assert cancelled == {"ok": True, "cancelled": run2}
+    wait_state(again, second["id"], "TASK_STATE_CANCELED", token=ALICE)
+    assert reason(command(again, "admin.pause", token=OPERATOR, run=run2)) == (-32602, "INVALID_STATE")
