@@ -200,3 +200,15 @@ def test_kill_9_while_waiting_then_the_run_completes_without_rerunning(a2a_daemo
     assert cancelled == {"ok": True, "cancelled": run2}
     wait_state(again, second["id"], "TASK_STATE_CANCELED", token=ALICE)
     assert reason(command(again, "admin.pause", token=OPERATOR, run=run2)) == (-32602, "INVALID_STATE")
+
+
+def test_an_instance_pause_holds_new_runs(a2a_daemon: Any) -> None:
+    daemon = a2a_daemon(config=config(), env=ENV, mock="hello")
+    task_result(command(daemon, "admin.pause", token=OPERATOR), "admin.pause")
+    task = start_run(daemon, ALICE, issue="#11")
+    run = run_of(daemon, task, ALICE)
+    time.sleep(0.5)
+    held = result_of(command(daemon, "run.get", token=ALICE, run=run), "run.get")["run"]
+    assert held["status"] == "pending" and held["steps"]["write"]["status"] == "pending", "nothing starts"
+    task_result(command(daemon, "admin.resume", token=OPERATOR), "admin.resume")
+    assert wait_run(daemon, run, "suspended")["steps"]["write"]["status"] == "done"
