@@ -88,14 +88,30 @@ def send(client: httpx.Client, url: str, context_id: str) -> float:
     return took
 
 
-def latency(url: str, n: int) -> list[float]:
+COMMAND = "https://agentd.dev/a2a/ext/command"
+
+
+def send_status(client: httpx.Client, url: str, context_id: str) -> float:
+    """One ``status`` command (a message op: answered as a Message, no task, no agent turn)."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+        "messageId": str(uuid.uuid4()), "role": "ROLE_USER", "extensions": [COMMAND],
+        "parts": [{"data": {"agentd": {"op": "status"}}}]}}}  # fmt: skip
+    began = time.perf_counter()
+    reply = client.post(url + "/", json=body, headers={"A2A-Version": "1.0", "A2A-Extensions": COMMAND}).json()
+    took = time.perf_counter() - began
+    if "message" not in reply.get("result", {}):
+        raise RuntimeError(f"status answered {reply}")
+    return took
+
+
+def latency(url: str, n: int, sender=send) -> list[float]:  # type: ignore[no-untyped-def]
     with httpx.Client(timeout=60) as client:
         context_id = str(uuid.uuid4())
-        send(client, url, context_id)  # warm-up: opens the conversation's session
-        return [send(client, url, context_id) for _ in range(n)]
+        sender(client, url, context_id)  # warm-up: opens the conversation's session
+        return [sender(client, url, context_id) for _ in range(n)]
 
 
-def throughput(url: str, n: int, concurrency: int) -> float:
+def throughput(url: str, n: int, concurrency: int, sender=send) -> float:  # type: ignore[no-untyped-def]
     per_client = max(1, n // concurrency)
     errors: list[Exception] = []
 
@@ -103,10 +119,10 @@ def throughput(url: str, n: int, concurrency: int) -> float:
         try:
             with httpx.Client(timeout=60) as client:
                 context_id = str(uuid.uuid4())
-                send(client, url, context_id)
+                sender(client, url, context_id)
                 barrier.wait()
                 for _ in range(per_client):
-                    send(client, url, context_id)
+                    sender(client, url, context_id)
         except Exception as err:  # noqa: BLE001 - reported below
             errors.append(err)
             barrier.abort()
@@ -156,10 +172,18 @@ def main() -> None:
         try:
             lat = sorted(latency(url, n))
             rate = throughput(url, n, args.concurrency)
+            if name == "anyagentd":
+                status_lat = sorted(latency(url, n, send_status))
+                status_rate = throughput(url, n, args.concurrency, send_status)
         finally:
             stop(proc)
         results[name] = {"start": statistics.median(startups), "p50": lat[len(lat) // 2],
                          "p90": lat[int(len(lat) * 0.9)], "rate": rate}  # fmt: skip
+        if name == "anyagentd":
+            results["status"] = {"p50": status_lat[len(status_lat) // 2], "p90": status_lat[int(len(status_lat) * 0.9)],
+                                 "rate": status_rate}  # fmt: skip
+            print(f"{'status op':14s}                         p50 {ms(status_lat[len(status_lat) // 2])} "
+                  f"p90 {ms(status_lat[int(len(status_lat) * 0.9)])}   throughput {status_rate:7.1f} req/s")
         r = results[name]
         print(f"{name:14s} listening {ms(r['start'])}   SendMessage p50 {ms(r['p50'])} p90 {ms(r['p90'])}   "
               f"throughput {r['rate']:7.1f} req/s")
@@ -168,6 +192,9 @@ def main() -> None:
         other = results[name]
         print(f"anyagentd / {name}: listening x{base['start'] / other['start']:.2f}, "
               f"p50 x{base['p50'] / other['p50']:.2f}, throughput x{base['rate'] / other['rate']:.2f}")
+        status = results["status"]
+        print(f"status op / {name} echo: p50 x{status['p50'] / other['p50']:.2f}, "
+              f"throughput x{status['rate'] / other['rate']:.2f}")
     serve = cold("import anyagentd.cli")
     a2a = cold("import anyagentd.cli, anyagentd_a2a.daemon")
     print(f"cold start: import anyagentd.cli {ms(serve)} (anyagentd serve's path)   "
