@@ -1,5 +1,5 @@
-"""The Claude Code adapter's frame mapping, fed with real CLI transcripts (``fixtures/``, copied from the reference
-``cli-samples``) and hand-written frames, through a fake link that collects the reports. No process runs here."""
+"""The Claude Code adapter's frame mapping, fed with real CLI transcripts (``fixtures/``, see
+``docs/testing.md#recorded-transcripts``) and hand-written frames, through a fake link that collects the reports. No process runs here."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The Codex adapter's mapping, fed with a real app-server transcript (``fixtures/``, copied from the reference
-``cli-samples``) and hand-written frames, through a fake process and link that collect what the adapter writes
+"""The Codex adapter's mapping, fed with a real app-server transcript (``fixtures/``, see
+``docs/testing.md#recorded-transcripts``) and hand-written frames, through a fake process and link that collect what the adapter writes
 and reports. No process runs here."""
 
 from __future__ import annotations

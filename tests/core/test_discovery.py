@@ -1,4 +1,4 @@
-"""Discovery (``anyagent-semantics.md`` §3): real files in temporary directories, a real (fake) login shell.
+"""Discovery (``docs/discovery.md#search-order``): real files in temporary directories, a real (fake) login shell.
 
 Every test builds its own environment mapping and home directory, so nothing of the machine running the tests
 leaks in except the fixed KnownLocation directories, which the tests point at temporary directories too.

@@ -1,4 +1,4 @@
-"""The session engine's behaviour checks (anyagent-semantics.md §5, checks 1-17, plus the §2 guards), run over
+"""The session engine's behaviour checks (``docs/engine.md#behaviour-checks``), run over
 the scripted agent through the Python API."""
 
 from __future__ import annotations

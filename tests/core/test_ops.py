@@ -1,5 +1,5 @@
 """The op registry (``register_ops``, :mod:`anyagentd.ops`): duplicate refusal, the seed-schema check, strict
-argument parsing, the authorization rule of the command reference §2, card listings, and ``anyagentd plugins``
+argument parsing, the authorization rule of ``docs/commands.md#authorization``, card listings, and ``anyagentd plugins``
 naming the ops of an installed third-party op distribution (tests/plugins/acme_ops)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The JSON-lines wire over a real ``anyagentd serve --mock SCRIPT`` process (``anyagent-semantics.md`` §1).
+"""The JSON-lines wire over a real ``anyagentd serve --mock SCRIPT`` process (``docs/wire.md#guarantees``).
 
 Every line these tests read goes through :class:`wire_client.WireClient`, which validates it against the vendored
 schema and checks the ordering guarantees (hello first, ``ok`` to ``open`` before the session's lines, per-session

@@ -1,4 +1,4 @@
-"""Discovery: find the installed agent CLIs without launching them (``anyagent-semantics.md`` §3).
+"""Discovery: find the installed agent CLIs without launching them (``docs/discovery.md``).
 
 :func:`discover` takes the catalog (:class:`~anyagentd.adapters.interface.AgentProfile` entries) and returns a
 :class:`~anyagentd.model.DiscoveryReport`. It is synchronous, never starts an agent and never touches the network;

@@ -3,7 +3,7 @@
 An :class:`AnyagentError` carries ``kind`` (its class name), a human ``message`` and the variant's own fields;
 :meth:`AnyagentError.body` renders the wire's ``ErrorBody`` object (``{"kind", "message", ...fields}``) and
 :func:`error_from_body` turns one back into the matching exception, keeping unknown fields.
-Kinds and fields come from ``anyagent-semantics.md`` §1 (ErrorBody kinds).
+Kinds and fields come from ``docs/wire.md#error-kinds`` (ErrorBody kinds).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Every model serializes (``model_dump(mode="json")``) to exactly the schema's JSON: externally tagged variants
 (``{"TextDelta": {...}}``), unit variants as bare strings (``"ContextCompacted"``, ``"Idle"``), ``SystemTime`` as
 ``{secs_since_epoch, nanos_since_epoch}``, untagged ``Line`` and ``ConfigValue``. Optional fields are written as
-``null`` rather than left out, like the reference implementation's serde output.
+``null`` rather than left out, as ``docs/wire.md#json-encoding`` says.
 
 Class names follow the schema's definition names; variants are named after their tag, with a suffix only where two
 enums share a tag (``AnswerPermission`` vs ``PermissionRequested``... see each class's ``TAG``).

@@ -1,11 +1,11 @@
 """The JSON-lines wire (``anyagentd serve``): commands on stdin, lines on stdout, per ``anyagent-wire.schema.json``.
 
-Behaviour from ``anyagent-semantics.md`` §1: the hello line first; commands run concurrently and reply by id; the
+Behaviour from ``docs/wire.md#guarantees``: the hello line first; commands run concurrently and reply by id; the
 ``ok`` reply to ``open`` is written before any event of that session; per-session events keep ``sequence`` order;
 a failed session writes ``{"session", "error"}`` then ``{"closed"}``; every opened session writes ``closed``
 exactly once, last; an unparseable line gets ``BadFrame`` (with its id when readable) and the loop goes on; EOF on
 stdin closes every session, drains the writer and returns. One writer task writes every line, so lines never
-interleave; every line is compact JSON (no spaces), like the reference's.
+interleave; every line is compact JSON (no spaces), as ``docs/wire.md#guarantees`` says.
 
 Hardening against careless or hostile clients: frames are strict JSON (no ``NaN``, no BOM, UTF-8 without encoded or
 escaped lone surrogates) with strict types, a wrong one is ``BadFrame`` naming the field; unknown fields are
@@ -80,7 +80,7 @@ class WireSettings:
 
 
 class _Cmd(BaseModel):
-    # Unknown fields are ignored, as the reference sidecar's flattened serde frames do: a client that sends a
+    # Unknown fields are ignored, as ``docs/wire.md#unknown-fields`` says: a client that sends a
     # newer optional field still works. The id must be a JSON integer (no "6" or true coerced into one).
     model_config = ConfigDict(extra="ignore")
     id: StrictInt = Field(ge=0, lt=2**64)

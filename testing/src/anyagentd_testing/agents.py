@@ -3,7 +3,7 @@
 The CLIs are pinned in ``tests/agents/package.json`` (install with ``npm ci`` there); their binaries land in
 ``tests/agents/node_modules/.bin``. :func:`agent_bin` finds one; ``ANYAGENTD_TEST_AGENTS_DIR`` overrides
 the directory. :func:`claude_env`, :func:`codex_args` and :func:`codex_env` give what
-the reference notes ``real-agent-clis.md`` §3 found necessary to run Claude Code and Codex offline
+``docs/testing.md#offline-environment`` found necessary to run Claude Code and Codex offline
 against :class:`~anyagentd_testing.model_server.ModelServer`; :func:`clean_environ` builds a child
 environment from the current one without the variables that would send an agent elsewhere, and
 :func:`set_environ` makes a test's ``os.environ`` exactly such an environment (what an adapter passes through to
@@ -85,7 +85,7 @@ def codex_resources_dir(start: str | Path | None = None) -> Path | None:
     """The pinned Codex package's ``codex-resources`` directory, which holds its bundled ``bwrap``, or ``None``.
 
     codex-acp ships no ``bwrap``: with ``sandbox_mode=workspace-write`` every command fails ("bubblewrap is
-    unavailable") unless a ``bwrap`` is on ``PATH`` (reference §5 gotcha 6). Prepend this directory to the
+    unavailable") unless a ``bwrap`` is on ``PATH`` (``docs/agents/acp.md#codex-acp-and-bwrap``). Prepend this directory to the
     agent's ``PATH`` to fix that. ``start`` is as for :func:`agents_dir`.
     """
     node_modules = agents_dir(start).parent

@@ -9,7 +9,7 @@ Rendering a :class:`~anyagentd_testing.model_script.Turn` as a message: one ``th
 ``signature_delta``), one ``text`` block, then one ``tool_use`` block per tool call, streamed as the
 API's SSE events (``message_start``, ``ping``, ``content_block_start/delta/stop``, ``message_delta``,
 ``message_stop``) or returned whole. Formats follow the public Messages API and what Claude Code 2.1.197
-accepted (the reference notes ``real-agent-clis.md`` §2, §4.1).
+accepted (``docs/testing.md#anthropic-messages-api``).
 """
 
 from __future__ import annotations

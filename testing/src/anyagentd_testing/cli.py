@@ -21,7 +21,7 @@ from typing import Any
 import click
 
 ACP_APPROVAL_ARGS = ["-c", "approval_policy=untrusted", "-c", "sandbox_mode=workspace-write"]
-"""What codex-acp needs beyond the provider flags to ask before it writes (reference §5)."""
+"""What codex-acp needs beyond the provider flags to ask before it writes (``docs/agents/acp.md#codex-acp-and-bwrap``)."""
 
 URL_ENV = "ANYAGENTD_MODEL_SERVER_URL"
 PID_ENV = "ANYAGENTD_MODEL_SERVER_PID"

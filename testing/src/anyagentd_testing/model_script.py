@@ -47,7 +47,7 @@ directory as found in the request (``.`` when none is found), so scripts carry n
 
 ``side_reply`` (default ``"ok"``) answers side requests (titles, quota probes, ...), which never consume
 a turn. This format follows the scripted endpoint described in
-the reference notes ``real-agent-clis.md`` §2.
+``docs/testing.md#script-format``
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Every request is logged in :attr:`ModelServer.requests` and, with ``log_path``, 
 
 Uvicorn runs in a background thread with its own event loop, so the server works the same from sync
 tests, async code and a CLI. The design follows the scripted endpoint described in
-the reference notes ``real-agent-clis.md`` §2.
+``docs/testing.md#the-scripted-model-endpoint``
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ the SSE events Codex 0.171 consumes (``response.created``, ``response.in_progres
 ``response.output_item.added/done``, ``response.content_part.added/done``,
 ``response.output_text.delta/done``, ``response.reasoning_summary_*``,
 ``response.function_call_arguments.delta/done``, ``response.custom_tool_call_input.delta/done``,
-``response.completed`` with ``usage``) or returned whole (the reference notes ``real-agent-clis.md`` §2).
+``response.completed`` with ``usage``) or returned whole (``docs/testing.md#openai-responses-api``).
 """
 
 from __future__ import annotations

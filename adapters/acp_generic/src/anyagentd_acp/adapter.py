@@ -29,7 +29,7 @@ PROFILES = (
 
 
 class AcpAdapter(AgentAdapter):
-    """Drives any Agent Client Protocol agent over stdio (``anyagent-semantics.md`` §4, ACP)."""
+    """Drives any Agent Client Protocol agent over stdio (``docs/agents/acp.md``)."""
 
     PLUGIN_NAME = "acp"
     profiles = PROFILES

@@ -26,7 +26,7 @@ PROFILE = AgentProfile(
 
 
 class ClaudeAdapter(AgentAdapter):
-    """Drives Claude Code's ``-p`` stream-json mode (``anyagent-semantics.md`` §4, Claude Code)."""
+    """Drives Claude Code's ``-p`` stream-json mode (``docs/agents/claude.md``)."""
 
     PLUGIN_NAME = "claude"
     profiles = (PROFILE,)

@@ -1,4 +1,4 @@
-"""Claude Code's control protocol over stream-json (reference ``real-agent-clis.md`` §4.2).
+"""Claude Code's control protocol over stream-json (``docs/agents/claude.md#control-protocol``).
 
 Both directions send ``{"type": "control_request", "request_id": ID, "request": {"subtype": ...}}`` and answer
 ``{"type": "control_response", "response": {"subtype": "success"|"error", "request_id": ID,

@@ -1,4 +1,4 @@
-"""How Claude Code is started and what its handshake says about it (``anyagent-semantics.md`` §4, Claude Code).
+"""How Claude Code is started and what its handshake says about it (``docs/agents/claude.md#launch``).
 
 - :func:`launch_argv`: the command line for a session (new, resumed, forked, with MCP servers and creation
   options) — ``claude -p --output-format stream-json --input-format stream-json --verbose

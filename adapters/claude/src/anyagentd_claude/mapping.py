@@ -1,5 +1,4 @@
-"""Claude Code's stream-json stdout frames → normalized events (``anyagent-semantics.md`` §4, reference
-``real-agent-clis.md`` §4.1).
+"""Claude Code's stream-json stdout frames → normalized events (``docs/agents/claude.md#frames-to-events``).
 
 :class:`FrameMapper` is the per-session state machine; :meth:`FrameMapper.handle` takes one parsed stdout frame
 (anything but ``control_request``/``control_response``, which :mod:`.connection` routes) and reports through an

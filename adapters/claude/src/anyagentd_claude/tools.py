@@ -1,4 +1,4 @@
-"""Claude Code's tool calls as normalized ``ToolUpdate`` snapshots (``anyagent-semantics.md`` §4, Claude Code).
+"""Claude Code's tool calls as normalized ``ToolUpdate`` snapshots (``docs/agents/claude.md#tools``).
 
 :func:`tool_update` builds the first snapshot of a ``tool_use`` block: kind, input, title, file diffs and
 locations, by tool name:

@@ -42,7 +42,7 @@ HOME_ENV = "ANYAGENTD_CODEX_HOME"
 
 
 class CodexAdapter(AgentAdapter):
-    """Drives ``codex app-server`` (``anyagent-semantics.md`` §4, Codex)."""
+    """Drives ``codex app-server`` (``docs/agents/codex.md``)."""
 
     PLUGIN_NAME = "codex"
     profiles = (PROFILE,)

@@ -1,4 +1,4 @@
-"""How the Codex app-server is started, and what its handshake says about it (``anyagent-semantics.md`` §4, Codex).
+"""How the Codex app-server is started, and what its handshake says about it (``docs/agents/codex.md#launch``).
 
 - :func:`launch_argv`: ``codex app-server`` + :data:`HEADLESS_CONFIG` + the caller's extra ``-c`` flags
   (``ANYAGENTD_CODEX_ARGS`` or the adapter config's ``args``) + the MCP servers of ``open`` as

@@ -1,5 +1,4 @@
-"""App-server notifications → normalized events (``anyagent-semantics.md`` §4, Codex; reference
-``real-agent-clis.md`` §4.4).
+"""App-server notifications → normalized events (``docs/agents/codex.md#notifications-to-events``).
 
 :class:`NotificationMapper` is the per-session state machine; :meth:`NotificationMapper.handle` takes one
 notification (``method``, ``params``) and reports through an :class:`~anyagentd.adapters.interface.AdapterLink`

@@ -2,7 +2,7 @@
 
 An adapter translates one agent protocol (Claude Code's stream-json, Codex's app-server, ACP, the scripted
 ``mock``) into the event model; the engine decides everything else (turn boundaries, steer vs queue, which
-requests are open, status). See ``anyagent-semantics.md`` §2 for the contract and the README's
+requests are open, status). See ``docs/engine.md#the-adapter-contract`` for the contract and the README's
 "Writing an adapter" for a walk-through.
 
 - :class:`AgentProfile` is one catalog entry: how discovery finds the executable.

@@ -1,6 +1,6 @@
 """The session engine: one live session between a caller and an agent adapter.
 
-The adapter translates; this module decides (``anyagent-semantics.md`` §2): turn boundaries and ids, TurnAck
+The adapter translates; this module decides (``docs/engine.md#who-decides-what``): turn boundaries and ids, TurnAck
 gating of stale frames, prompt delivery (Started / Steered / Queued) and queue promotion, which requests are open
 and whether an answer fits them, AutoApprove, status derivation, inferred completion, cancel, close, and what an
 agent's death or lost login does to the turn and the session.

@@ -1,4 +1,4 @@
-"""The engine's tunables, with the defaults of ``anyagent-semantics.md`` §1–§2 and their environment overrides."""
+"""The engine's tunables, with the defaults of ``docs/engine.md#tunables`` and their environment overrides."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The scripted agent's script format (``anyagent-semantics.md`` §4, "Mock agent"), as pydantic models.
+"""The scripted agent's script format (``docs/agents/mock.md#script-format``), as pydantic models.
 
 A script is a JSON object, every field optional::
 

@@ -29,10 +29,10 @@ Reply = Literal["message", "task"]
 """How an op answers (the schema's ``reply``): a Message carrying the result, or a Task with a result artifact."""
 
 Role = Literal["operator", "user", "agent"]
-"""Roles of the command reference §3; anonymous callers name nobody and reach no op."""
+"""Roles of ``docs/commands.md#principals-and-roles``; anonymous callers name nobody and reach no op."""
 
 Floor = Literal["named", "user_or_agent", "user", "grant", "operator"]
-"""Who may call an op (the reference's op table, "who may call"), from widest to narrowest:
+"""Who may call an op (``docs/commands.md#ops-and-floors``), from widest to narrowest:
 
 - ``named``: any named principal (operator, user, agent);
 - ``user_or_agent``: role user or agent, or anyone holding a matching grant;
@@ -46,7 +46,7 @@ The operator passes every floor.
 
 class ArgsModel(BaseModel):
     """Base for an op's argument model: unknown arguments are refused (never ignored) and values are strict
-    (``"1"`` is not an integer), as the command reference §1 asks for INVALID_COMMAND_ARGS."""
+    (``"1"`` is not an integer), as ``docs/commands.md#arguments`` asks for INVALID_COMMAND_ARGS."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -78,7 +78,7 @@ class OpError(Exception):
 
 class TargetNotFound(OpError):
     """The run, subagent or conversation named does not exist *for this caller*: the same answer whether it
-    does not exist or belongs to someone else (the reference §2, ownership). The A2A face answers -32001."""
+    does not exist or belongs to someone else (``docs/commands.md#ownership``). The A2A face answers -32001."""
 
     reason = "NOT_FOUND"
 

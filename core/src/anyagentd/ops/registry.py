@@ -1,8 +1,8 @@
 """The op table: every installed op resolved once at start-up, checked against the seed schema, dispatched by name.
 
 The face builds one :class:`OpTable` from ``Plugins.ops()`` when it starts; a request looks its op up with a dict
-lookup (nothing per request goes through pluggy). :func:`permits` is the authorization rule of the command
-reference §2, pure: operator-floor and reserved ops are decided before any grant is looked at, so a user holding
+lookup (nothing per request goes through pluggy). :func:`permits` is the authorization rule of
+``docs/commands.md#authorization``, pure: operator-floor and reserved ops are decided before any grant is looked at, so a user holding
 ``["*"]`` reaches none of them.
 """
 

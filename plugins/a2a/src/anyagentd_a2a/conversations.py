@@ -7,7 +7,7 @@ whoever serves the task (the executor's ``execute``, or ``cancel`` while nobody 
 SDK's event queue until the task is terminal or waits for input. So the engine never waits for an HTTP client, and
 a task parked in INPUT_REQUIRED keeps collecting events until it is answered.
 
-Mapping (``anyagent-semantics.md`` §2 for the engine side): TurnStarted → WORKING; top-level text deltas → chunks
+Mapping (``docs/engine.md`` for the engine side): TurnStarted → WORKING; top-level text deltas → chunks
 of the ``response`` artifact (append); reasoning (per message), tools, plans, usage, subagent text, diagnostics →
 WORKING status updates whose message carries a DataPart with the wire event; RequestOpened → INPUT_REQUIRED (text
 for a person and the event's DataPart); RequestClosed → WORKING; TurnEnded → COMPLETED / CANCELED / REJECTED /

@@ -1,5 +1,5 @@
 """The front pipeline: what runs before the SDK's JSON-RPC dispatcher, in the order of
-``agentd-command-semantics.md`` §1. Each refusal is plain JSON-RPC/HTTP and nothing behind it runs (no task is
+``docs/commands.md`` (the listener). Each refusal is plain JSON-RPC/HTTP and nothing behind it runs (no task is
 created, no agent started).
 
 CORS exact-origin gate (403, empty body; :class:`CorsGate`, a pure ASGI layer so streaming stays intact) →

@@ -1,6 +1,6 @@
 """Who is calling: principals, identity from request evidence, method patterns, and the two rate limiters.
 
-Behaviour from ``agentd-command-semantics.md`` §3: roles operator, user, agent; principal ids ``operator`` or
+Behaviour from ``docs/commands.md#principals-and-roles``: roles operator, user, agent; principal ids ``operator`` or
 ``<role>:<id>``. Evidence order: a bearer (the operator bearer, compared in constant time, then each principal's;
 an unknown bearer is refused and never falls through) → the implicit operator, only when the listener is loopback,
 no credential of any kind is configured, the peer is loopback and no ``Origin`` header came → else nobody (401).

@@ -2,7 +2,7 @@
 
 A device asks for a code pair (:meth:`DeviceGrant.authorize`), shows the user code, and polls the token endpoint
 (:meth:`DeviceGrant.poll`) while an operator approves it (``auth.device.approve``) or denies it. The poll's errors
-come in this order (docs/a2a.md#device-grant): ``invalid_request`` (a parameter missing or malformed),
+come in this order (``docs/commands.md#device-grant``): ``invalid_request`` (a parameter missing or malformed),
 ``unsupported_grant_type``, ``invalid_grant`` (unknown code, already used, or another client's), ``expired_token``,
 ``slow_down`` (polled sooner than the interval; the interval grows by 5 s), ``authorization_pending``,
 ``access_denied``. A code is single-use: once it has answered a token or ``access_denied`` it is spent.

@@ -65,7 +65,7 @@ def now() -> str:
 
 
 def refusal_of(err: OpError, op: str) -> CommandRefusal:
-    """An op's own refusal as the JSON-RPC error the command reference gives it."""
+    """An op's own refusal as the JSON-RPC error ``docs/commands.md`` gives it."""
     if isinstance(err, TargetNotFound):
         return CommandRefusal(TASK_NOT_FOUND, "NOT_FOUND", err.message, metadata={"op": op})
     if isinstance(err, InvalidOpArguments):

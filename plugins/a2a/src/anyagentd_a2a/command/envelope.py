@@ -1,11 +1,11 @@
-"""Recognising a command in a SendMessage and refusing it in the reference's order, before anything runs.
+"""Recognising a command in a SendMessage and refusing it in order (``docs/commands.md``), before anything runs.
 
 A command is one DataPart of the message whose data is ``{"agentd": {"op": NAME, ...args}}``
 (``agentd-command.schema.json``, ``dataPartKey``). It runs only when the extension is *activated* (the
 ``A2A-Extensions`` request header names :data:`COMMAND_URI`) and *marked* (``message.extensions`` lists it).
 :func:`resolve_command` works on the JSON-RPC params exactly as the client sent them (proto3 JSON), so the
 checks need no SDK types, and raises :class:`CommandRefusal` for the first rule broken, in this order
-(docs/a2a.md#command-refusals):
+(``docs/commands.md#command-refusals``):
 
 1. EXTENSION_NOT_ACTIVATED · 2. EXTENSION_NOT_MARKED · 3. COMMAND_ENVELOPE_AMBIGUOUS · 4. COMMAND_TASK_ID ·
 5. CONTENT_TYPE_NOT_SUPPORTED · 6. UNKNOWN_OP · 7. INVALID_COMMAND_ARGS · 8. PERMISSION_DENIED ·
@@ -104,7 +104,7 @@ def is_command(params: Mapping[str, Any]) -> bool:
 
 def resolve_command(params: Mapping[str, Any], *, activated_uris: Iterable[str], table: OpTable,
                     principal: Principal | None, switches: Mapping[str, bool]) -> Command | None:  # fmt: skip
-    """The command a SendMessage carries, checked in the reference's order; ``None`` when it carries none (an
+    """The command a SendMessage carries, checked in order (``docs/commands.md``); ``None`` when it carries none (an
     ordinary conversation message). Raises :class:`CommandRefusal` for the first rule broken."""
     message = params.get("message")
     if not isinstance(message, dict):

@@ -2,7 +2,7 @@
 
 A subagent has a ``handle`` (``sa-<ulid>``), a ``mode``, an ``owner`` (the principal of whoever asked), a depth (0
 for one asked by a conversation or run; a subagent's own subagents are one deeper), an ``instruction``, attempts,
-tokens, a ``result`` and an ``error``. Modes (the command reference §4):
+tokens, a ``result`` and an ``error``. Modes (``docs/commands.md``):
 
 - ``sync``: the requester waits for the first result (:meth:`SubagentManager.spawn` with ``wait=True``);
 - ``async``: the requester gets the handle and asks later (:meth:`SubagentManager.result`);

@@ -1,6 +1,6 @@
 """Every rule of a run's and its steps' states, in one place and without I/O.
 
-Run statuses (the command reference §4): ``pending``, ``running``, ``suspended``, ``paused`` and the terminal
+Run statuses (``docs/commands.md``): ``pending``, ``running``, ``suspended``, ``paused`` and the terminal
 ``completed``, ``failed``, ``refused``, ``cancelled``, ``stalled``. Step statuses: ``pending``, ``running``,
 ``suspended`` and the terminal ``done``, ``failed``, ``skipped``, ``cancelled``, ``timeout``. The runner asks this
 module which steps may start, what a step's outcome makes of it (a retry or its end), what the run's status is,
