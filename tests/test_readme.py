@@ -66,7 +66,7 @@ def clone(tmp_path: Path) -> Path:
     agent_bin("claude")  # the pinned CLIs must be installed: fail, never skip
     fresh = tmp_path / "clone"
     (fresh / "tests").mkdir(parents=True)
-    for part in ("core", "testing", "adapters"):
+    for part in ("core", "testing", "adapters", "plugins"):
         (fresh / part).symlink_to(ROOT / part)
     (fresh / "tests" / "agents").symlink_to(ROOT / "tests" / "agents")
     setup = [line for line in walkthroughs()["setup"].splitlines() if "npm ci" not in line]
@@ -78,7 +78,7 @@ def clone(tmp_path: Path) -> Path:
 
 def test_the_walkthroughs_are_marked_in_order() -> None:
     blocks = walkthroughs()
-    assert list(blocks) == ["quick-start", "setup", "shell", "claude", "codex", "acp"]
+    assert list(blocks) == ["quick-start", "a2a", "setup", "shell", "claude", "codex", "acp"]
     setup = blocks["setup"]
     for distribution in ("./core", "./testing", "./adapters/claude", "./adapters/codex", "./adapters/acp_generic"):
         assert f"-e {distribution}" in setup  # what the clone fixture stands for
@@ -123,3 +123,16 @@ def test_python_api_example_runs_as_written(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "agents=[AgentInstallation(id='mock'" in result.stdout
     assert list(tmp_path.iterdir()) == [tmp_path / "example.py"]
+
+
+def test_a2a_walkthrough_runs_as_written(clone: Path) -> None:
+    """The A2A block: the daemon on the embedded mock, a conversation message and a ``status`` command by curl."""
+    import json
+
+    status, out, err = run_bash(walkthroughs()["a2a"], clone, "")
+    assert status == 0, f"stdout:\n{out[-2000:]}\nstderr:\n{err[-3000:]}"
+    task, command = (json.loads(line) for line in out.splitlines() if line.strip())
+    assert task["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert "scripted agent" in json.dumps(task["result"]["task"]["artifacts"])
+    result = command["result"]["message"]["parts"][0]["data"]
+    assert result["model"] == "mock" and result["draining"] is False
