@@ -108,7 +108,10 @@ def test_a_run_is_a_task_resumed_by_a_signal(a2a_daemon: Any) -> None:
     listed = result_of(command(daemon, "workflow.status", token=ALICE), "workflow.status")["runs"]
     assert [r["run"] for r in listed] == [run] and listed[0]["status"] == "suspended"
     status = result_of(command(daemon, "status", token=ALICE), "status")
-    assert status["workflows"] == [] or all("name" in w for w in status["workflows"])
+    assert status["workflows"] == [{"name": "asking"}, {"name": "ops-only"}, {"name": "pipe"}]
+    [mine] = status["runs"]
+    assert mine["id"] == run and mine["task"] == task["id"] and mine["steps"] == {"write": 1, "go": 1, "done": 0}
+    assert result_of(command(daemon, "status", token=BOB), "status")["runs"] == []
     # ownership: bob sees nothing of it and cannot signal it
     assert reason(command(daemon, "workflow.status", token=BOB, run=run)) == (-32001, "NOT_FOUND")
     assert reason(command(daemon, "run.get", token=BOB, run=run)) == (-32001, "NOT_FOUND")

@@ -58,9 +58,25 @@ class Status(Op):
         return StatusResult(
             instance=face.instance, uptime_ms=max(0, int(time.time() * 1000) - face.started_ms),
             draining=face.draining, paused=face.paused, model=face.agent_name, version=face.version,
-            skills=face.skills, skill_prefix="", values={}, workflows=[], runs=[],
-            conversations=conversations, activity=activity,
+            skills=face.skills, skill_prefix="", values={},
+            workflows=[{"name": name} for name in sorted(getattr(face, "workflows", None) or {})],
+            runs=await _runs(face, context), conversations=conversations, activity=activity,
         )  # fmt: skip
+
+
+async def _runs(face: CommandFace, context: OpContext) -> list[dict[str, Any]]:
+    """The caller's workflow runs (every run for the operator), newest first, each step as its attempt count."""
+    runner = getattr(face, "runner", None)
+    if runner is None:
+        return []
+    owner = None if context.principal.is_operator else context.principal.id
+    records = await runner.store.list(principal=owner)
+    return [{
+        "id": r.id, "workflow": r.workflow, "status": r.status, "start": "workflow.run",
+        "steps": {step_id: state.attempt for step_id, state in r.steps.items()}, "tokens": r.tokens,
+        "created": r.created, "updated": r.updated, "finished": r.finished, "output": r.output, "error": r.error,
+        "task": r.task_id, "principal": r.principal,
+    } for r in reversed(records)]  # fmt: skip
 
 
 @hookimpl
