@@ -5,6 +5,8 @@ are the operator's alone and never listed on a card."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -17,6 +19,15 @@ from ..subagents.errors import SubagentNotFound, SubagentRefused
 
 def _owner(context: OpContext) -> str | None:
     return None if context.principal.is_operator else context.principal.id
+
+
+@contextmanager
+def _their_own() -> Iterator[None]:
+    """Another principal's handle, or none: the same "no such subagent" (existence never confirmed)."""
+    try:
+        yield
+    except SubagentNotFound:
+        raise TargetNotFound("no such subagent") from None
 
 
 def _manager(context: OpContext) -> Any:
@@ -50,12 +61,11 @@ class SubagentSend(Op):
     description = "Send a message to a warm subagent"
 
     async def run(self, context: OpContext, args: SendArgs) -> Ack:
-        try:
-            await _manager(context).send(args.handle, _owner(context), args.message, wait=False)
-        except SubagentNotFound:
-            raise TargetNotFound("no such subagent") from None
-        except SubagentRefused as err:
-            raise InvalidOpState(str(err)) from None
+        with _their_own():
+            try:
+                await _manager(context).send(args.handle, _owner(context), args.message, wait=False)
+            except SubagentRefused as err:
+                raise InvalidOpState(str(err)) from None
         return Ack(ok=True, handle=args.handle)
 
 
@@ -73,10 +83,8 @@ class SubagentKill(Op):
     description = "Stop a subagent"
 
     async def run(self, context: OpContext, args: KillArgs) -> Ack:
-        try:
+        with _their_own():
             await _manager(context).kill(args.handle, _owner(context), args.reason)
-        except SubagentNotFound:
-            raise TargetNotFound("no such subagent") from None
         return Ack(ok=True, handle=args.handle)
 
 
@@ -97,10 +105,8 @@ class SubagentStatus(Op):
     description = "The status of one subagent, and its result once it has one"
 
     async def run(self, context: OpContext, args: HandleArgs) -> StatusResult:
-        try:
+        with _their_own():
             record = _manager(context).get(args.handle, _owner(context))
-        except SubagentNotFound:
-            raise TargetNotFound("no such subagent") from None
         return StatusResult(**record.status_json())
 
 
@@ -123,10 +129,8 @@ class SubagentGet(Op):
     description = "One subagent's instruction, attempts, result and error"
 
     async def run(self, context: OpContext, args: GetArgs) -> GetResult:
-        try:
+        with _their_own():
             record = _manager(context).get(args.handle, _owner(context))
-        except SubagentNotFound:
-            raise TargetNotFound("no such subagent") from None
         return GetResult(subagent=record.to_json())
 
 
@@ -146,10 +150,8 @@ class InstanceResult(Op):
     description = "A sync child's first result, recorded on the parent's handle"
 
     async def run(self, context: OpContext, args: ChildResultArgs) -> None:
-        try:
+        with _their_own():
             await _manager(context).child_result(args.handle, args.status, args.output)
-        except SubagentNotFound:
-            raise TargetNotFound("no such subagent") from None
         return None
 
 
@@ -169,10 +171,8 @@ class InstanceEmit(Op):
     description = "One event of a child's stream, mirrored onto the parent's"
 
     async def run(self, context: OpContext, args: EmitArgs) -> None:
-        try:
+        with _their_own():
             _manager(context).child_event(args.handle, args.stream, args.event)
-        except SubagentNotFound:
-            raise TargetNotFound("no such subagent") from None
         return None
 
 
