@@ -94,18 +94,13 @@ class Instance:
         return [self._view(c) for c in sorted(found, key=lambda c: -c.updated_ms)]
 
     def conversation(self, principal: Principal, conversation_id: str | None) -> ConversationView | None:
-        mine = self.conversations(principal)
-        if conversation_id is None:
-            own = [v for v in mine if v.principal == principal.id] or mine
-            return own[0] if own else None
-        for view in mine:
-            if view.id == conversation_id and (view.principal == principal.id or not principal.is_operator):
-                return view
-        if principal.is_operator:  # the operator names another's as <principal>/<contextId>, or just the id
-            for view in mine:
-                if f"{view.principal}/{view.id}" == conversation_id or view.id == conversation_id:
-                    return view
-        return None
+        """The conversation ``principal`` names (see :class:`CommandFace`): among those it may see, its own by that
+        contextId first; the operator may also write ``<principal>/<contextId>``. Without an id, the newest."""
+        visible = self.conversations(principal)
+        if conversation_id is not None:
+            visible = [v for v in visible if conversation_id in (v.id, f"{v.principal}/{v.id}")]
+        own = [v for v in visible if v.principal == principal.id]
+        return (own or visible or [None])[0]
 
     # -- configuration ---------------------------------------------------------------------------------------
 
