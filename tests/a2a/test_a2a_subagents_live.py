@@ -1,0 +1,220 @@
+"""Subagents started from inside an agent: the REAL pinned Claude Code behind ``anyagentd a2a`` with
+``[subagents] enabled = true`` gets anyagentd's MCP server at open; the scripted model makes it call
+``mcp__anyagentd__spawn_subagent`` and the subagent (the scripted ``mock``, the real Codex on its own scripted
+endpoint, another Claude, a child daemon over A2A) answers as the tool's output, which Claude's next model request
+carries. The subagent ops over A2A (send to a warm one, kill, status, get, ownership) are checked on the same
+daemon, every reply against the seed schema. Fails (never skips) when a CLI is missing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_a2a_commands import ALICE, BOB, OPERATOR, command, reason, result_of, task_result, tasks
+
+pytestmark = pytest.mark.timeout(240)
+
+HELLO = "Hello! I am the scripted agent. I play a JSON script, so this turn needs no account and no network."
+ENV = {"OP_TOKEN": OPERATOR, "ALICE_TOKEN": ALICE, "BOB_TOKEN": BOB}
+
+
+def config(work: Path, subagents: str = "", *, agent: str = "claude") -> str:
+    return f"""
+[agent]
+name = "{agent}"
+dir = "{work}"
+approval = "auto"
+[a2a]
+bearer = "{{{{secret:OP_TOKEN}}}}"
+introspection = true
+[[a2a.principals]]
+id = "alice"
+bearer = "{{{{secret:ALICE_TOKEN}}}}"
+grants = ["*"]
+[[a2a.principals]]
+id = "bob"
+bearer = "{{{{secret:BOB_TOKEN}}}}"
+grants = ["*"]
+[subagents]
+enabled = true
+{subagents}
+"""
+
+
+def spawn(agent: str, instruction: str, mode: str = "sync") -> dict[str, Any]:
+    return {"name": "mcp__anyagentd__spawn_subagent", "input": {"agent": agent, "instruction": instruction,
+                                                                 "mode": mode}}  # fmt: skip
+
+
+def requests_text(server: Any) -> list[str]:
+    return [json.dumps(r["body"].get("messages", []), ensure_ascii=False) for r in server.main_requests()]
+
+
+def tool_results(server: Any) -> list[dict[str, Any]]:
+    """Every tool_result block Claude sent to the model (the last request carries them all)."""
+    found = []
+    for message in server.main_requests()[-1]["body"].get("messages", []):
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            if block.get("type") == "tool_result":
+                found.append(block)
+    return found
+
+
+def result_text(block: dict[str, Any]) -> str:
+    content = block.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content or [])
+
+
+def codex_env(model_server: Any, script: dict[str, Any], home: Path) -> dict[str, str]:
+    """What the daemon passes to a Codex subagent: the pinned binary, its provider flags at its own scripted
+    endpoint (Codex speaks the Responses API; Claude has the Anthropic one) and its key."""
+    from anyagentd_testing.agents import agent_bin, codex_args
+    from anyagentd_testing.agents import codex_env as codex_vars
+
+    server = model_server(script)
+    env = {**codex_vars(), "ANYAGENTD_CODEX_ARGS": shlex.join(codex_args(server.url)),
+           "ANYAGENTD_CODEX_BIN": str(agent_bin("codex", start=__file__))}  # fmt: skip
+    env.pop("HOME", None)
+    return {**env, "_server": server}  # type: ignore[dict-item]
+
+
+def processes_in(directory: Path) -> list[int]:
+    """Running processes whose working directory is ``directory`` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if Path(os.readlink(entry / "cwd")) == directory:
+                    status = (entry / "status").read_text()
+                    if "\nState:\tZ" not in status:
+                        found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_claude_spawns_a_mock_then_a_codex_subagent_in_sync_mode(claude: Any, model_server: Any, a2a_daemon: Any,
+                                                                 work: Path, tmp_path: Path) -> None:  # fmt: skip
+    server = claude({"turns": [
+        {"text": "Asking the mock.", "tool": spawn("mock", "Say hello.")},
+        {"text": "Asking Codex.", "tool": spawn("codex", "Name a fruit.")},
+        {"text": "Both subagents answered."},
+    ]})  # fmt: skip
+    extra = codex_env(model_server, {"turns": [{"text": "Codex says PINEAPPLE."}]}, tmp_path)
+    codex_server = extra.pop("_server")
+    daemon = a2a_daemon(config=config(work), env={**ENV, **extra})
+    task = daemon.send_text("Delegate, please.", token=ALICE)
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    texts = requests_text(server)
+    assert len(texts) == 3, texts
+    assert HELLO in texts[1] and "PINEAPPLE" not in texts[1]  # the mock's answer, in the next request
+    assert "Codex says PINEAPPLE." in texts[2]  # Codex's answer, in the one after
+    [mock_result, codex_result] = tool_results(server)
+    assert result_text(mock_result) == HELLO and not mock_result.get("is_error")
+    assert result_text(codex_result) == "Codex says PINEAPPLE."
+    assert "Name a fruit." in json.dumps(codex_server.main_requests()[0]["body"].get("input", []))
+    # the MCP tool output is the agent's answer; the subagent processes are gone (sync: closed after the answer)
+    assert processes_in(daemon.state_dir / "subagents") == []
+
+
+def test_a_warm_codex_subagent_takes_two_sends_over_a2a_then_kill_leaves_no_process(
+        claude: Any, model_server: Any, a2a_daemon: Any, work: Path, tmp_path: Path) -> None:  # fmt: skip
+    server = claude({"turns": [
+        {"text": "A warm Codex.", "tool": spawn("codex", "Stay with me.", "warm")},
+        {"text": "An async mock.", "tool": spawn("mock", "Say hello.", "async")},
+        {"text": "Both started."},
+    ]})  # fmt: skip
+    extra = codex_env(model_server, {"turns": [{"text": "first answer"}, {"text": "second answer"},
+                                               {"text": "third answer"}]}, tmp_path)  # fmt: skip
+    extra.pop("_server")
+    daemon = a2a_daemon(config=config(work), env={**ENV, **extra})
+    task = daemon.send_text("Start two subagents.", token=ALICE)
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    [warm_block, async_block] = tool_results(server)
+    warm = json.loads(result_text(warm_block))
+    assert warm["status"] == "idle" and warm["mode"] == "warm" and warm["result"] == "first answer", warm
+    handle, other = warm["handle"], json.loads(result_text(async_block))["handle"]
+
+    def status(token: str = ALICE, of: str = handle) -> dict[str, Any]:
+        return result_of(command(daemon, "subagent.status", token=token, handle=of), "subagent.status")
+
+    for answer in ("second answer", "third answer"):
+        _, ack = task_result(command(daemon, "subagent.send", token=ALICE, handle=handle, message="More?"),
+                             "subagent.send")  # fmt: skip
+        assert ack == {"ok": True, "handle": handle}
+        deadline = time.monotonic() + 60
+        while status()["status"] != "idle" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert status() == {"handle": handle, "status": "idle", "mode": "warm", "result": answer}
+    got = result_of(command(daemon, "subagent.get", token=ALICE, handle=handle), "subagent.get")["subagent"]
+    assert got["attempt"] == 3 and got["requested_by"] == "user:alice" and got["instruction"] == "Stay with me."
+    directory = daemon.state_dir / "subagents" / handle
+    assert processes_in(directory), "the warm Codex is alive between messages"
+
+    # another mode -> -32602 saying so; another principal's handle -> -32001; nothing created a task
+    before = tasks(daemon)
+    refused = command(daemon, "subagent.send", token=ALICE, handle=other, message="x")
+    assert reason(refused) == (-32602, "INVALID_STATE") and "only a warm subagent" in refused.json()["error"]["message"]
+    for op, args in (("subagent.status", {}), ("subagent.get", {}), ("subagent.send", {"message": "x"}),
+                     ("subagent.kill", {})):  # fmt: skip
+        assert reason(command(daemon, op, token=BOB, handle=handle, **args)) == (-32001, "NOT_FOUND"), op
+    assert tasks(daemon) == before
+
+    _, ack = task_result(command(daemon, "subagent.kill", token=ALICE, handle=handle, reason="enough"),
+                         "subagent.kill")  # fmt: skip
+    assert ack == {"ok": True, "handle": handle}
+    assert status() == {"handle": handle, "status": "cancelled", "mode": "warm", "result": "third answer",
+                        "error": "enough"}  # fmt: skip
+    assert processes_in(directory) == [], "kill ended the Codex process"
+    refused = command(daemon, "subagent.send", token=ALICE, handle=handle, message="x")
+    assert reason(refused) == (-32602, "INVALID_STATE")
+
+
+def test_depth_and_count_limits_are_clear_tool_errors(claude: Any, a2a_daemon: Any, work: Path,
+                                                      tmp_path: Path) -> None:  # fmt: skip
+    # One script for the parent Claude and the Claude it spawns (the endpoint picks turns by conversation length):
+    # both call spawn_subagent first; the parent's call starts the nested Claude, whose own call is one too deep.
+    # The parent then starts a slow async mock and, while it runs, a second one: over the count.
+    server = claude({"turns": [
+        {"tool": spawn("claude", "Nest once.")},
+        {"text": "Starting a slow one.", "tool": spawn("mock", "Take your time.", "async")},
+        {"text": "And another.", "tool": spawn("mock", "Me too.")},
+        {"text": "Done with limits."},
+    ]})  # fmt: skip
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps({"turns": [[{"Sleep": 60000}, {"End": {"Completed": {"source": "Protocol"}}}]]}))
+    daemon = a2a_daemon(config=config(work, "depth = 1\nper_owner = 1"), env=ENV, mock=str(slow))
+    task = daemon.send_text("Test the limits.", token=ALICE)
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    errors = [result_text(b) for r in server.main_requests() for m in r["body"].get("messages", [])
+              for b in (m["content"] if isinstance(m.get("content"), list) else []) if b.get("type") == "tool_result"
+              and b.get("is_error")]  # fmt: skip
+    assert any("refused: subagents may nest 1 deep at most" in e for e in errors), errors  # the nested Claude's
+    assert any("refused: user:alice already has 1 subagents running (limit 1)" in e for e in errors), errors
+    [nested, slow_one, over] = tool_results(server)  # the parent's own three calls
+    assert not nested.get("is_error") and not slow_one.get("is_error") and over.get("is_error")
+    assert json.loads(result_text(slow_one))["status"] in ("pending", "running")
+
+
+def test_a_running_subagent_is_an_activity_row_of_its_owner(claude: Any, a2a_daemon: Any, work: Path,
+                                                           tmp_path: Path) -> None:  # fmt: skip
+    claude({"turns": [{"text": "Started.", "tool": spawn("mock", "Take your time.", "async")}, {"text": "Ok."}]})
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps({"turns": [[{"Sleep": 60000}, {"End": {"Completed": {"source": "Protocol"}}}]]}))
+    daemon = a2a_daemon(config=config(work), env=ENV, mock=str(slow))
+    task = daemon.send_text("Start one.", token=ALICE)
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    [row] = result_of(command(daemon, "status", token=ALICE), "status")["activity"]
+    assert row["id"].startswith("sa-") and row["round"] == 1 and row["phase"]
+    assert result_of(command(daemon, "status", token=BOB), "status")["activity"] == []
+    assert [r["id"] for r in result_of(command(daemon, "status", token=OPERATOR), "status")["activity"]] == [row["id"]]
+    _, ack = task_result(command(daemon, "subagent.kill", token=OPERATOR, handle=row["id"]), "subagent.kill")
+    assert ack["ok"] and result_of(command(daemon, "status", token=ALICE), "status")["activity"] == []
