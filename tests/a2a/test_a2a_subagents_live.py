@@ -218,3 +218,55 @@ def test_a_running_subagent_is_an_activity_row_of_its_owner(claude: Any, a2a_dae
     assert [r["id"] for r in result_of(command(daemon, "status", token=OPERATOR), "status")["activity"]] == [row["id"]]
     _, ack = task_result(command(daemon, "subagent.kill", token=OPERATOR, handle=row["id"]), "subagent.kill")
     assert ack["ok"] and result_of(command(daemon, "status", token=ALICE), "status")["activity"] == []
+
+
+CHILD = "child-secret-2b8e"
+
+
+def emit(daemon: Any, token: str, handle: str, stream: str, event: dict[str, Any]) -> Any:
+    """``_instance.emit`` (its ``stream`` argument would collide with ``command``'s own keyword)."""
+    import uuid
+
+    from test_a2a_commands import URI
+
+    envelope = {"op": "_instance.emit", "handle": handle, "stream": stream, "event": event}
+    message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "extensions": [URI],
+               "parts": [{"data": {"agentd": envelope}, "mediaType": "application/json"}]}  # fmt: skip
+    return daemon.rpc("SendMessage", {"message": message}, token=token, headers={"A2A-Extensions": URI})
+
+
+def test_two_daemons_the_parent_delegates_to_a_child_instance(claude: Any, a2a_daemon: Any, work: Path) -> None:
+    child = a2a_daemon(config='[a2a]\nbearer = "{{secret:CHILD_TOKEN}}"\n', env={"CHILD_TOKEN": CHILD})
+    server = claude({"turns": [{"text": "Asking the child.", "tool": spawn("child", "Greet me.")},
+                               {"text": "The child answered."}]})  # fmt: skip
+    instances = f'[[subagents.instances]]\nname = "child"\nurl = "{child.url}"\nbearer = "{{{{secret:CHILD_TOKEN}}}}"'
+    parent = a2a_daemon(config=config(work, instances), env={**ENV, "CHILD_TOKEN": CHILD})
+    task = parent.send_text("Delegate to the child.", token=ALICE)
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    [block] = tool_results(server)
+    assert result_text(block) == HELLO and not block.get("is_error")  # the child's mock answered, over A2A
+    # the child ran it as one task whose contextId is the parent's handle
+    [child_task] = child.rpc("ListTasks", {}, token=CHILD).json()["result"]["tasks"]
+    handle = child_task["contextId"]
+    assert handle.startswith("sa-") and child_task["status"]["state"] == "TASK_STATE_COMPLETED"
+    got = result_of(command(parent, "subagent.get", token=ALICE, handle=handle), "subagent.get")["subagent"]
+    assert (got["status"], got["result"], got["instruction"]) == ("completed", HELLO, "Greet me.")
+    assert not any(CHILD in line for line in parent.stderr + child.stderr), "the child's bearer is never logged"
+
+    # the reserved ops: a non-operator is refused before any task exists; the operator's report lands on the handle
+    before = tasks(parent)
+    for token in (ALICE, BOB):
+        assert reason(command(parent, "_instance.result", token=token, handle=handle, output="forged")) == (
+            -32602, "UNKNOWN_OP")  # fmt: skip
+        assert reason(emit(parent, token, handle, "s", {"data": 1})) == (-32602, "UNKNOWN_OP")
+    assert tasks(parent) == before
+    assert result_of(command(parent, "subagent.status", token=ALICE, handle=handle), "subagent.status")["result"] == HELLO
+    _, none = task_result(command(parent, "_instance.result", token=OPERATOR, handle=handle, status="completed",
+                                  output="the detached report"), "_instance.result")  # fmt: skip
+    assert none is None
+    _, none = task_result(emit(parent, OPERATOR, handle, "progress", {"subject": "step", "data": {"n": 1}}),
+                          "_instance.emit")  # fmt: skip
+    assert none is None
+    assert result_of(command(parent, "subagent.status", token=ALICE, handle=handle), "subagent.status") == {
+        "handle": handle, "status": "completed", "mode": "sync", "result": "the detached report"}  # fmt: skip
+    assert reason(command(parent, "_instance.result", token=OPERATOR, handle="sa-nobody")) == (-32001, "NOT_FOUND")
