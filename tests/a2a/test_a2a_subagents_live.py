@@ -270,3 +270,40 @@ def test_two_daemons_the_parent_delegates_to_a_child_instance(claude: Any, a2a_d
     assert result_of(command(parent, "subagent.status", token=ALICE, handle=handle), "subagent.status") == {
         "handle": handle, "status": "completed", "mode": "sync", "result": "the detached report"}  # fmt: skip
     assert reason(command(parent, "_instance.result", token=OPERATOR, handle="sa-nobody")) == (-32001, "NOT_FOUND")
+
+
+def test_records_survive_a_restart_and_a_warm_codex_resumes(claude: Any, model_server: Any, a2a_daemon: Any,
+                                                            work: Path, tmp_path: Path) -> None:  # fmt: skip
+    import signal
+
+    server = claude({"turns": [
+        {"text": "A warm Codex.", "tool": spawn("codex", "Remember the word MANGO.", "warm")},
+        {"text": "A slow mock.", "tool": spawn("mock", "Take your time.", "async")},
+        {"text": "Both started."},
+    ]})  # fmt: skip
+    extra = codex_env(model_server, {"turns": [{"text": "Noted."}, {"text": "The word was MANGO."}]}, tmp_path)
+    codex_server = extra.pop("_server")
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps({"turns": [[{"Sleep": 60000}, {"End": {"Completed": {"source": "Protocol"}}}]]}))
+    state = tmp_path / "state"
+    daemon = a2a_daemon(config=config(work), env={**ENV, **extra}, state_dir=state, mock=str(slow))
+    assert daemon.send_text("Start two.", token=ALICE)["status"]["state"] == "TASK_STATE_COMPLETED"
+    [warm_block, slow_block] = tool_results(server)
+    warm, running = json.loads(result_text(warm_block))["handle"], json.loads(result_text(slow_block))["handle"]
+    daemon.signal(signal.SIGKILL)
+    daemon.wait()
+    again = a2a_daemon(config=config(work), env={**ENV, **extra}, state_dir=state, mock=str(slow))
+
+    def status(handle: str) -> dict[str, Any]:
+        return result_of(command(again, "subagent.status", token=ALICE, handle=handle), "subagent.status")
+
+    assert status(running) == {"handle": running, "status": "failed", "mode": "async", "error": "interrupted"}
+    assert status(warm) == {"handle": warm, "status": "idle", "mode": "warm", "result": "Noted."}
+    task_result(command(again, "subagent.send", token=ALICE, handle=warm, message="Which word?"), "subagent.send")
+    deadline = time.monotonic() + 60
+    while status(warm)["status"] != "idle" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert status(warm)["result"] == "The word was MANGO."
+    history = json.dumps(codex_server.main_requests()[-1]["body"].get("input", []))
+    assert "Remember the word MANGO." in history and "Noted." in history  # re-opened with its resume token
+    assert reason(command(again, "subagent.get", token=BOB, handle=warm)) == (-32001, "NOT_FOUND")
