@@ -307,3 +307,32 @@ def test_records_survive_a_restart_and_a_warm_codex_resumes(claude: Any, model_s
     history = json.dumps(codex_server.main_requests()[-1]["body"].get("input", []))
     assert "Remember the word MANGO." in history and "Noted." in history  # re-opened with its resume token
     assert reason(command(again, "subagent.get", token=BOB, handle=warm)) == (-32001, "NOT_FOUND")
+
+
+def test_killing_a_child_subagent_cancels_its_task_on_the_child(claude: Any, a2a_daemon: Any, work: Path,
+                                                               tmp_path: Path) -> None:  # fmt: skip
+    from a2a_helpers import wait_state
+
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps({"turns": [[{"Sleep": 60000}, {"End": {"Completed": {"source": "Protocol"}}}]]}))
+    child = a2a_daemon(config='[a2a]\nbearer = "{{secret:CHILD_TOKEN}}"\n', env={"CHILD_TOKEN": CHILD},
+                       mock=str(slow))  # fmt: skip
+    claude({"turns": [{"text": "Started.", "tool": spawn("child", "Take your time.", "async")}, {"text": "Ok."}]})
+    instances = f'[[subagents.instances]]\nname = "child"\nurl = "{child.url}"\nbearer = "{{{{secret:CHILD_TOKEN}}}}"'
+    parent = a2a_daemon(config=config(work, instances), env={**ENV, "CHILD_TOKEN": CHILD})
+    assert parent.send_text("Start the child.", token=ALICE)["status"]["state"] == "TASK_STATE_COMPLETED"
+    deadline = time.monotonic() + 30
+    listed: list[dict[str, Any]] = []
+    while not listed and time.monotonic() < deadline:
+        listed = child.rpc("ListTasks", {}, token=CHILD).json()["result"].get("tasks", [])
+        time.sleep(0.1)
+    [running] = listed
+    handle = running["contextId"]
+    [row] = result_of(command(parent, "status", token=ALICE), "status")["activity"]
+    assert row["id"] == handle and row["phase"] == "working"
+    _, ack = task_result(command(parent, "subagent.kill", token=ALICE, handle=handle, reason="no longer needed"),
+                         "subagent.kill")  # fmt: skip
+    assert ack == {"ok": True, "handle": handle}
+    wait_state(child, running["id"], "TASK_STATE_CANCELED", token=CHILD)
+    assert result_of(command(parent, "subagent.status", token=ALICE, handle=handle), "subagent.status") == {
+        "handle": handle, "status": "cancelled", "mode": "async", "error": "no longer needed"}  # fmt: skip
