@@ -260,7 +260,8 @@ def test_two_daemons_the_parent_delegates_to_a_child_instance(claude: Any, a2a_d
             -32602, "UNKNOWN_OP")  # fmt: skip
         assert reason(emit(parent, token, handle, "s", {"data": 1})) == (-32602, "UNKNOWN_OP")
     assert tasks(parent) == before
-    assert result_of(command(parent, "subagent.status", token=ALICE, handle=handle), "subagent.status")["result"] == HELLO
+    status = result_of(command(parent, "subagent.status", token=ALICE, handle=handle), "subagent.status")
+    assert status["result"] == HELLO
     _, none = task_result(command(parent, "_instance.result", token=OPERATOR, handle=handle, status="completed",
                                   output="the detached report"), "_instance.result")  # fmt: skip
     assert none is None

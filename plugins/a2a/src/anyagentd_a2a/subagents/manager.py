@@ -288,7 +288,8 @@ class SubagentManager:
                 "id": record.handle, "task": None, "ctx": None,
                 "phase": (projections.phase if projections is not None else None) or "working",
                 "tool": (tool.title or tool.id) if tool is not None else None, "round": record.attempts,
-                "tokens_in": (usage.tokens_in or 0) if usage else 0, "tokens_out": (usage.tokens_out or 0) if usage else 0,
+                "tokens_in": (usage.tokens_in or 0) if usage else 0,
+                "tokens_out": (usage.tokens_out or 0) if usage else 0,
                 "started_ms": record.turn_started,
                 "updated_ms": int(last * 1000) if last else record.updated,
             })  # fmt: skip
