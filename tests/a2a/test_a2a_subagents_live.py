@@ -87,12 +87,12 @@ def codex_env(model_server: Any, script: dict[str, Any], home: Path) -> dict[str
 
 
 def processes_in(directory: Path) -> list[int]:
-    """Running processes whose working directory is ``directory`` (Linux /proc)."""
+    """Running processes whose working directory is ``directory`` or below it (Linux /proc)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if Path(os.readlink(entry / "cwd")) == directory:
+                if Path(os.readlink(entry / "cwd")).is_relative_to(directory.resolve()):
                     status = (entry / "status").read_text()
                     if "\nState:\tZ" not in status:
                         found.append(int(entry.name))
