@@ -155,3 +155,38 @@ async def test_records_survive_a_restart(tmp_path: Path) -> None:
     assert loaded[done.handle].status == "completed", loaded[done.handle]
     assert loaded[warm.handle].status == "idle" and loaded[warm.handle].session is None
     assert (loaded[running.handle].status, loaded[running.handle].error) == ("failed", "interrupted")
+
+
+async def test_open_with_tools_offers_the_server_and_withdraws_its_bearer(tmp_path: Path, claude: Any) -> None:
+    claude({"turns": [{"text": "hi"}]})
+    work = tmp_path / "w"
+    work.mkdir()
+    async with served(tmp_path) as (manager, server), anyio.create_task_group() as tg:
+        session = await server.open_with_tools(manager.runtime, "claude", work, Caller("user:alice"),
+                                               spawn=tg.start_soon)  # fmt: skip
+        assert server.live_bearers == 1
+        await session.close()
+        with anyio.fail_after(10):
+            while server.live_bearers:
+                await anyio.sleep(0.01)
+        # the scripted mock takes no MCP server: opened without it, no bearer left behind
+        mock = await server.open_with_tools(manager.runtime, "mock", work, Caller("user:alice"), spawn=tg.start_soon)
+        assert not mock.closed and server.live_bearers == 0
+        await mock.close()
+
+
+def test_child_instances_in_the_configuration() -> None:
+    from anyagentd_a2a.config import ConfigError, parse
+
+    section = {"enabled": True, "instances": [{"name": "child", "url": "http://127.0.0.1:9", "bearer": "{{secret:C}}"}]}
+    loaded = parse({"subagents": section}, env={"C": "s3cret"})
+    assert loaded.secrets.instances["child"].get_secret_value() == "s3cret"
+    assert "s3cret" not in repr(loaded) and loaded.config.subagents.instances[0].bearer == "{{secret:C}}"
+    for bad, key in (({"bearer": "s3cret"}, "bearer"), ({"url": "ftp://x"}, "url"), ({"name": "a b"}, "name")):
+        with pytest.raises(ConfigError) as caught:
+            parse({"subagents": {"instances": [{**section["instances"][0], **bad}]}}, env={"C": "s3cret"})
+        assert caught.value.key.endswith(key) and "s3cret" not in str(caught.value)
+    with pytest.raises(ConfigError, match="configured twice"):
+        parse({"subagents": {"instances": section["instances"] * 2}}, env={"C": "s3cret"})
+    with pytest.raises(ConfigError, match="'C' is not set"):
+        parse({"subagents": section}, env={})

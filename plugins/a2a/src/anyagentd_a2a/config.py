@@ -131,15 +131,36 @@ class DeviceGrantSection(_Strict):
     token_days: Annotated[int, Field(ge=1, le=365)] = 30
 
 
+class InstanceSection(_Strict):
+    """``[[subagents.instances]]``: a child instance (another anyagentd, or any A2A agent) spawned as the agent
+    ``name``: its A2A ``url`` and the ``bearer`` the parent presents to it (a credential reference)."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+    url: Annotated[str, Field(pattern=r"^https?://[^/\s]+(/\S*)?$")]
+    bearer: str | None = None
+
+    _check_bearer = field_validator("bearer", mode="before")(_reference)
+
+
 class SubagentsSection(_Strict):
     """``[subagents]``: whether driven agents get anyagentd's MCP server to delegate with, and its limits: which
-    agents may be spawned (patterns), how many run at once per owner, how deep they nest, a turn's timeout."""
+    agents may be spawned (patterns), how many run at once per owner, how deep they nest, a turn's timeout; and
+    the child ``instances`` that may be spawned by name (over A2A)."""
 
     enabled: bool = False
     agents: list[str] = Field(default_factory=lambda: ["*"])
     per_owner: Annotated[int, Field(ge=1, le=64)] = 4
     depth: Annotated[int, Field(ge=1, le=8)] = 1
     timeout: Annotated[float, Field(gt=0)] = 600.0
+    instances: list[InstanceSection] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_instances(self) -> SubagentsSection:
+        names = [i.name for i in self.instances]
+        duplicate = next((n for n in names if names.count(n) > 1), None)
+        if duplicate:
+            raise ValueError(f"instance {duplicate!r} is configured twice")
+        return self
 
 
 class A2ASection(_Strict):
@@ -221,11 +242,13 @@ def is_loopback(host: str) -> bool:
 
 
 class Secrets(BaseModel):
-    """The resolved credentials: the operator bearer and each principal's, by principal id."""
+    """The resolved credentials: the operator bearer, each principal's by principal id, and the bearer presented
+    to each child instance by instance name."""
 
     model_config = ConfigDict(frozen=True)
     operator: SecretStr | None = None
     principals: dict[str, SecretStr] = Field(default_factory=dict)
+    instances: dict[str, SecretStr] = Field(default_factory=dict)
 
 
 class Loaded(BaseModel):
@@ -285,7 +308,12 @@ def parse(data: dict[str, Any], *, source: str | None = None, env: dict[str, str
     bearers = [s.get_secret_value() for s in ([operator] if operator else []) + list(principals.values())]
     if len(set(bearers)) != len(bearers):
         raise ConfigError("a2a.principals", "two credentials resolve to the same bearer")
-    loaded = Loaded(config=config, secrets=Secrets(operator=operator, principals=principals), source=source)
+    instances = {
+        i.name: resolve_reference(i.bearer, f"subagents.instances.{n}.bearer", env)
+        for n, i in enumerate(config.subagents.instances) if i.bearer
+    }  # fmt: skip
+    loaded = Loaded(config=config, secrets=Secrets(operator=operator, principals=principals, instances=instances),
+                    source=source)  # fmt: skip
     check_listener(loaded)
     if config.a2a.device_grant.enabled and operator is None:
         raise ConfigError("a2a.device_grant.enabled", "the device grant needs an operator credential (a2a.bearer): "

@@ -380,15 +380,26 @@ class Daemon:
         self.agent_dir.mkdir(parents=True, exist_ok=True)
         if token:
             try:
-                session = await self.runtime.open(self.agent_ref, self.agent_dir, permission_mode=approval,
-                                                  resume=token)  # fmt: skip
+                session = await self._open_agent(conversation, permission_mode=approval, resume=token)
                 log.info("conversation %s resumed the agent's session", conversation.context_id)
                 return self._opened(conversation, session)
             except ResumeFailed as err:
                 log.warning("conversation %s: resume failed (%s); starting afresh", conversation.context_id,
                             err.message)  # fmt: skip
-        session = await self.runtime.open(self.agent_ref, self.agent_dir, permission_mode=approval)
+        session = await self._open_agent(conversation, permission_mode=approval)
         return self._opened(conversation, session)
+
+    async def _open_agent(self, conversation: Conversation, **options: Any) -> Any:
+        """The conversation's agent session; with ``[subagents] enabled`` it gets the subagent MCP server, its
+        bearer speaking for the conversation's owner (withdrawn when the session closes)."""
+        tools = getattr(self, "subagent_mcp", None)
+        if tools is None:
+            return await self.runtime.open(self.agent_ref, self.agent_dir, **options)
+        from .subagents.mcp_server import Caller
+
+        return await tools.open_with_tools(self.runtime, self.agent_ref, self.agent_dir,
+                                           Caller(owner=conversation.owner), spawn=self._tg.start_soon,
+                                           **options)  # fmt: skip
 
     def _opened(self, conversation: Conversation, session: Any) -> Any:
         self._remember(conversation, session.info().resume_token)
@@ -411,6 +422,10 @@ class Daemon:
             secret = self.loaded.secrets.principals.get(section.id)
             if secret is not None:
                 found[secret.get_secret_value()] = section.bearer
+        for child in self.loaded.config.subagents.instances:
+            secret = self.loaded.secrets.instances.get(child.name)
+            if secret is not None and child.bearer:
+                found[secret.get_secret_value()] = child.bearer
         return found
 
     async def _services(self, engine: Any) -> None:
@@ -444,15 +459,20 @@ class Daemon:
             self.instance.runner = runner
             await tg.start(runner.serve)
         if self.loaded.config.subagents.enabled:
+            from .subagents.instances import ChildInstance
             from .subagents.manager import SubagentLimits, SubagentManager
             from .subagents.mcp_server import SubagentMcpServer
             from .subagents.store import SubagentStore
 
             section = self.loaded.config.subagents
+            secrets = self.loaded.secrets.instances
+            children = {c.name: ChildInstance(c.name, c.url, secrets[c.name].get_secret_value() if c.name in secrets
+                                              else None) for c in section.instances}  # fmt: skip
             store = await SubagentStore(self.db_engine).open()
             manager = SubagentManager(self.runtime, SubagentLimits(tuple(section.agents), section.per_owner,
                                                                    section.depth, section.timeout),
-                                      work_root=self.state_dir / "subagents", save=store.save)  # fmt: skip
+                                      work_root=self.state_dir / "subagents", save=store.save, instances=children,
+                                      parent_url=self.public_url)  # fmt: skip
             manager.adopt(await store.load())
             await tg.start(manager.serve)
             self.instance.subagents = manager

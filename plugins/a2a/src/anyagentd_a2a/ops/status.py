@@ -15,6 +15,7 @@ from anyagentd.ops import NoArgs, Op, OpContext, ResultModel
 
 from ..command.face import CommandFace
 from . import _views
+from .subagent import activity as subagent_activity
 
 
 class StatusResult(ResultModel):
@@ -55,6 +56,7 @@ class Status(Op):
             row = _views.activity(view)
             if row is not None:
                 activity.append(row)
+        activity += subagent_activity(context)  # the caller's running subagents, one row each (id: the handle)
         return StatusResult(
             instance=face.instance, uptime_ms=max(0, int(time.time() * 1000) - face.started_ms),
             draining=face.draining, paused=face.paused, model=face.agent_name, version=face.version,

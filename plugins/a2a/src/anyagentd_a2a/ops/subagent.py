@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, model_serializer
 
 from anyagentd.hookspecs import hookimpl
 from anyagentd.ops import ArgsModel, InvalidOpState, Op, OpContext, ResultModel, TargetNotFound
@@ -36,6 +36,13 @@ def _manager(context: OpContext) -> Any:
     if manager is None:
         raise TargetNotFound("no such subagent")
     return manager
+
+
+def activity(context: OpContext) -> list[dict[str, Any]]:
+    """``status.activity`` rows of the caller's subagents whose turn runs (the operator's: everyone's); none when
+    subagents are not enabled."""
+    manager = getattr(context.face, "subagents", None)
+    return [] if manager is None else manager.activity(_owner(context))
 
 
 class HandleArgs(ArgsModel):
@@ -94,6 +101,11 @@ class StatusResult(ResultModel):
     mode: str | None = None
     result: Any = None
     error: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _present_only(self, handler: Any) -> dict[str, Any]:
+        # mode/result/error are absent until known: the schema types them string/any, never null
+        return {k: v for k, v in handler(self).items() if v is not None or k in ("handle", "status")}
 
 
 class SubagentStatus(Op):

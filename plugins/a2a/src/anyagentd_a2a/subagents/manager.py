@@ -13,6 +13,10 @@ Limits (:class:`SubagentLimits`) refuse with :class:`SubagentRefused` before any
 spawned, how many may run at once per owner, how deep, and how long one turn may take. Records are kept in the
 daemon's database (:mod:`.store`); after a restart a subagent that was running reads ``failed`` "interrupted",
 and a warm one is re-opened with its agent's resume token on its next message.
+
+A subagent's agent is a catalog agent (opened on the runtime; with :attr:`SubagentManager.tools` set its session
+gets the subagent MCP server one level deeper, so depth limits apply) or a configured child instance
+(:mod:`.instances`: another daemon over A2A, whose reply is the subagent's result).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from ulid import ULID
 from anyagentd.errors import AnyagentError
 
 from .errors import SubagentNotFound, SubagentRefused
+from .instances import ChildFailed, ChildInstance
 
 Mode = Literal["sync", "async", "detached", "warm"]
 MODES: tuple[str, ...] = ("sync", "async", "detached", "warm")
@@ -75,6 +80,7 @@ class Subagent:
     created: int = field(default_factory=now_ms)
     updated: int = field(default_factory=now_ms)
     resume_token: str | None = None
+    turn_started: int | None = None  # epoch ms the running turn started (status.activity), None when none runs
     session: Any = field(default=None, repr=False)
     done: anyio.Event = field(default_factory=anyio.Event, repr=False)
     events: list[dict[str, Any]] = field(default_factory=list, repr=False)
@@ -105,16 +111,22 @@ class SubagentManager:
 
     Takes ``runtime``, ``limits``, ``work_root`` (each subagent works in ``work_root/<handle>`` unless given a
     ``dir``), ``save`` (persists a record after each change; the store's :meth:`~.store.SubagentStore.save`) and
-    ``events_kept`` (the newest events of each subagent kept for its owner). Call :meth:`serve` in a task group.
+    ``events_kept`` (the newest events of each subagent kept for its owner), ``instances`` (child instances by
+    agent name) and ``parent_url`` (this daemon's URL, told to children). Call :meth:`serve` in a task group.
+    :attr:`tools` is the :class:`~.mcp_server.SubagentMcpServer` offered to subagent sessions (it sets itself).
     """
 
     def __init__(self, runtime: Any, limits: SubagentLimits, *, work_root: Path, save: Saver | None = None,
-                 events_kept: int = 200) -> None:  # fmt: skip
+                 events_kept: int = 200, instances: dict[str, ChildInstance] | None = None,
+                 parent_url: str | None = None) -> None:  # fmt: skip
         self.runtime = runtime
         self.limits = limits
         self.work_root = Path(work_root)
         self.save = save
         self.events_kept = events_kept
+        self.instances = dict(instances or {})
+        self.parent_url = parent_url
+        self.tools: Any = None
         self._all: dict[str, Subagent] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._scopes: dict[str, anyio.CancelScope] = {}
@@ -209,6 +221,13 @@ class SubagentManager:
         if session is not None:
             with anyio.CancelScope(shield=True):
                 await session.close()
+        child = self._child(record)
+        if child is not None and record.status not in TERMINAL:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(30):
+                try:
+                    await child.cancel(record.handle)
+                except ChildFailed as err:
+                    record.error = str(err)
         if record.status not in ("completed", "failed") or record.mode == "warm":
             record.status = "cancelled"
             record.error = reason or "killed"
@@ -250,11 +269,53 @@ class SubagentManager:
         if self.save is not None:
             await self.save(record)
 
+    def _child(self, record: Subagent) -> ChildInstance | None:
+        return self.instances.get(record.agent) if isinstance(record.agent, str) else None
+
+    def activity(self, owner: str | None) -> list[dict[str, Any]]:
+        """``status.activity`` rows of ``owner``'s subagents whose turn runs (``None``: everyone's): ``id`` the
+        handle, ``phase`` the session's (``working`` for a child instance), the current tool, ``round`` the
+        attempt, token counts, when the turn started and the last activity (epoch ms)."""
+        rows = []
+        for record in self.owned(owner):
+            if record.status != "running" or record.turn_started is None:
+                continue
+            projections = record.session.projections if record.session is not None else None
+            tool = projections.current_tool if projections is not None else None
+            usage = projections.usage if projections is not None else None
+            last = projections.last_activity if projections is not None else None
+            rows.append({
+                "id": record.handle, "task": None, "ctx": None,
+                "phase": (projections.phase if projections is not None else None) or "working",
+                "tool": (tool.title or tool.id) if tool is not None else None, "round": record.attempts,
+                "tokens_in": (usage.tokens_in or 0) if usage else 0,
+                "tokens_out": (usage.tokens_out or 0) if usage else 0,
+                "started_ms": record.turn_started,
+                "updated_ms": int(last * 1000) if last else record.updated,
+            })  # fmt: skip
+        return rows
+
+    async def _open(self, record: Subagent, directory: Path, resume: str | None = None) -> Any:
+        """The subagent's session: AutoApprove, offered the subagent tools one level deeper when :attr:`tools`
+        is set."""
+        if self.tools is None:
+            return await self.runtime.open(record.agent, directory, permission_mode="AutoApprove", resume=resume)
+        from .mcp_server import Caller
+
+        assert self._tg is not None
+        caller = Caller(owner=record.owner, depth=record.depth + 1, handle=record.handle)
+        return await self.tools.open_with_tools(self.runtime, record.agent, directory, caller,
+                                                spawn=self._tg.start_soon, permission_mode="AutoApprove",
+                                                resume=resume)  # fmt: skip
+
     async def _first_turn(self, record: Subagent, directory: Path | None) -> None:
+        if self._child(record) is not None:
+            await self._turn(record, record.instruction)
+            return
         directory = directory or self.work_root / record.handle
         directory.mkdir(parents=True, exist_ok=True)
         try:
-            record.session = await self.runtime.open(record.agent, directory, permission_mode="AutoApprove")
+            record.session = await self._open(record, directory)
             record.resume_token = record.session.info().resume_token
         except AnyagentError as err:
             record.status, record.error = "failed", f"{err.kind}: {err.message}"
@@ -267,12 +328,15 @@ class SubagentManager:
         """Re-open a warm subagent's session after a restart, resuming its agent's conversation."""
         directory = self.work_root / record.handle
         directory.mkdir(parents=True, exist_ok=True)
-        record.session = await self.runtime.open(record.agent, directory, permission_mode="AutoApprove",
-                                                 resume=record.resume_token)  # fmt: skip
+        record.session = await self._open(record, directory, resume=record.resume_token)
         record.status = "idle"
         await self._save(record)
 
     async def _turn(self, record: Subagent, message: str) -> None:
+        child = self._child(record)
+        if child is not None:
+            await self._child_turn(record, child, message)
+            return
         if record.session is None and record.mode == "warm" and record.resume_token:
             try:
                 await self.reopen(record)
@@ -285,6 +349,7 @@ class SubagentManager:
         assert session is not None
         record.status = "running"
         record.attempts += 1
+        record.turn_started = now_ms()
         await self._save(record)
         parts: list[str] = []
         scope = anyio.CancelScope()
@@ -314,6 +379,7 @@ class SubagentManager:
             outcome = ("failed", None, f"{err.kind}: {err.message}")
         finally:
             self._scopes.pop(record.handle, None)
+            record.turn_started = None
         if scope.cancelled_caught:
             return  # killed: kill() recorded it
         status, result, error = outcome
@@ -324,6 +390,34 @@ class SubagentManager:
             record.session = None
             with anyio.CancelScope(shield=True):
                 await session.close()
+        await self._save(record)  # committed before anyone waiting is told
+        record.done.set()
+
+    async def _child_turn(self, record: Subagent, child: ChildInstance, message: str) -> None:
+        """One message to a child instance; its reply is the result (a warm child stays ``idle`` after)."""
+        record.status = "running"
+        record.attempts += 1
+        record.turn_started = now_ms()
+        await self._save(record)
+        scope = anyio.CancelScope()
+        self._scopes[record.handle] = scope
+        outcome: tuple[Status, Any, str | None] = ("failed", None, "the child instance gave no answer")
+        try:
+            with scope, anyio.move_on_after(self.limits.timeout) as deadline:
+                answer = await child.ask(message, handle=record.handle, parent=self.parent_url)
+                outcome = ("completed", answer, None)
+            if deadline.cancelled_caught:
+                outcome = ("failed", None, f"timed out after {self.limits.timeout:g} s")
+        except ChildFailed as err:
+            outcome = ("failed", None, str(err))
+        finally:
+            self._scopes.pop(record.handle, None)
+            record.turn_started = None
+        if scope.cancelled_caught:
+            return  # killed: kill() recorded it
+        status, result, error = outcome
+        record.result, record.error = (result, None) if status == "completed" else (record.result, error)
+        record.status = "idle" if record.mode == "warm" and status == "completed" else status
         await self._save(record)  # committed before anyone waiting is told
         record.done.set()
 

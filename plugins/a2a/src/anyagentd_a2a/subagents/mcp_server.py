@@ -12,15 +12,22 @@ owner, its depth and its own handle (for a subagent that spawns). Tools:
 
 A refusal (a limit, another owner's handle, a bad mode) is a tool error with a clear message, which the agent
 sees as the tool's failed result.
+
+:meth:`SubagentMcpServer.open_with_tools` is how a session gets the server: the daemon opens every conversation's
+session with it (``Caller(owner=<principal id>)``) and the manager every subagent's (depth + 1, its handle); the
+bearer is withdrawn when the session closes.
 """
 
 import json
 import secrets
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
+from anyagentd.errors import UnsupportedFeature
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -52,6 +59,39 @@ class SubagentMcpServer:
         self._server: Any = None
         self._scope: anyio.CancelScope | None = None
         self.mcp = self._build()
+        manager.tools = self  # the manager's subagent sessions get the tools too (one level deeper)
+
+    async def open_with_tools(self, runtime: Any, agent: Any, directory: str | Path, caller: Caller, *,
+                              spawn: Callable[..., Any], **options: Any) -> Any:  # fmt: skip
+        """``runtime.open(agent, directory, **options)`` with this server among the session's ``mcp_servers``, its
+        bearer speaking for ``caller``. An agent that cannot take an ``Http`` MCP server (``UnsupportedFeature``
+        naming the MCP transport: the scripted ``mock``, a CLI without the transport plugin) is opened without
+        it. The bearer is withdrawn when the open fails or, through a watcher started with ``spawn`` (a task
+        group's ``start_soon``), when the session closes. Returns the session; raises what ``open`` raises."""
+        entry = self.server_for(caller)
+        try:
+            session = await runtime.open(agent, directory, mcp_servers=[entry], **options)
+        except UnsupportedFeature as err:
+            self.forget(entry)
+            if "MCP transport" not in err.message:
+                raise
+            return await runtime.open(agent, directory, **options)
+        except BaseException:
+            self.forget(entry)
+            raise
+        spawn(self._withdraw_when_closed, session, entry)
+        return session
+
+    async def _withdraw_when_closed(self, session: Any, entry: dict[str, Any]) -> None:
+        try:
+            await session.wait_closed()
+        finally:
+            self.forget(entry)
+
+    @property
+    def live_bearers(self) -> int:
+        """How many bearers are live (one per open session offered the tools)."""
+        return len(self._callers)
 
     def server_for(self, caller: Caller) -> dict[str, Any]:
         """A new bearer for ``caller`` and the ``open`` ``mcp_servers`` entry that carries it."""
@@ -76,7 +116,7 @@ class SubagentMcpServer:
         mcp = MCPServer(SERVER_NAME, instructions="Delegate work to other coding agents driven by anyagentd.")
         manager = self.manager
 
-        @mcp.tool()
+        @mcp.tool(structured_output=False)  # plain text: the agent reads the answer itself, not {"result": …}
         async def spawn_subagent(agent: str, instruction: str, mode: str = "sync", ctx: Context = None) -> str:  # type: ignore[assignment]
             """Hand `instruction` to another coding agent (`agent`: e.g. claude, codex, mock). Modes: sync (wait for
             its answer), async (get a handle, ask later with subagent_result), detached (runs on), warm (answers,
@@ -93,7 +133,7 @@ class SubagentMcpServer:
                 return str(record.result)
             return json.dumps(record.status_json())
 
-        @mcp.tool()
+        @mcp.tool(structured_output=False)  # plain text: the agent reads the answer itself, not {"result": …}
         async def subagent_send(handle: str, message: str, ctx: Context = None) -> str:  # type: ignore[assignment]
             """Send one more message to a warm subagent and return its answer."""
             caller = self._caller(ctx.headers)
@@ -105,7 +145,7 @@ class SubagentMcpServer:
                 raise ToolError(f"subagent {handle} failed: {record.error}")
             return str(record.result)
 
-        @mcp.tool()
+        @mcp.tool(structured_output=False)  # plain text: the agent reads the answer itself, not {"result": …}
         async def subagent_status(handle: str, ctx: Context = None) -> str:  # type: ignore[assignment]
             """A subagent's status (and result once it has one), as JSON."""
             caller = self._caller(ctx.headers)
@@ -114,7 +154,7 @@ class SubagentMcpServer:
             except SubagentNotFound as err:
                 raise ToolError(_say(err)) from None
 
-        @mcp.tool()
+        @mcp.tool(structured_output=False)  # plain text: the agent reads the answer itself, not {"result": …}
         async def subagent_result(handle: str, wait: bool = False, ctx: Context = None) -> str:  # type: ignore[assignment]
             """A subagent's result; with wait=true, after its current turn ends."""
             caller = self._caller(ctx.headers)
@@ -124,7 +164,7 @@ class SubagentMcpServer:
                 raise ToolError(_say(err)) from None
             return json.dumps(record.status_json())
 
-        @mcp.tool()
+        @mcp.tool(structured_output=False)  # plain text: the agent reads the answer itself, not {"result": …}
         async def subagent_kill(handle: str, reason: str = "", ctx: Context = None) -> str:  # type: ignore[assignment]
             """Stop a subagent (its agent process is ended)."""
             caller = self._caller(ctx.headers)
