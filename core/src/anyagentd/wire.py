@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import stat
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
@@ -31,11 +30,11 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
-from . import PROTOCOL, __version__
 from .adapters.process import OversizedLine
 from .errors import AnyagentError, BadFrame, InvalidConfiguration, ProtocolFailed, SessionClosed, UnknownSession
 from .model import AgentRef, Answer, ConfigValue, FailedStop, RollbackScope, SessionOptions, kind_tag
 from .runtime import Runtime
+from .stdio import ProtocolOutput, claim_stdout, hello_line
 from .text import clip, find_surrogate, sanitize
 
 # ------------------------------------------------------------------------------------------------ settings
@@ -82,7 +81,7 @@ class WireSettings:
 class _Cmd(BaseModel):
     # Unknown fields are ignored, as the reference sidecar's flattened serde frames do: a client that sends a
     # newer optional field still works. The id must be a JSON integer (no "6" or true coerced into one).
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
     id: StrictInt = Field(ge=0, lt=2**64)
 
 
@@ -107,7 +106,7 @@ class PlanUsageCmd(_Cmd):
 class Open(_Cmd, SessionOptions):
     """``open``: the agent plus the ``SessionOptions`` fields, flattened into the frame."""
 
-    model_config = ConfigDict(extra="ignore")  # like every frame (SessionOptions itself forbids unknown fields)
+    model_config = ConfigDict(extra="ignore", defer_build=True)  # like every frame (SessionOptions itself forbids unknown fields)
     cmd: Literal["open"]
     agent: AgentRef
 
@@ -174,7 +173,7 @@ Frame = Annotated[
           Compact, Cancel, Info, Close],  # fmt: skip
     Field(discriminator="cmd"),
 ]
-FRAME = TypeAdapter(Frame)
+FRAME = TypeAdapter(Frame, config=ConfigDict(defer_build=True))  # built by the first frame
 COMMANDS = ("discover", "probe", "plan_usage", "generate", "open", "prompt", "dequeue", "answer", "configure",
             "rollback", "compact", "cancel", "info", "close")  # fmt: skip
 
@@ -237,8 +236,6 @@ def _dumps(obj: Any) -> bytes:
         return sanitize(text).encode() + b"\n"
 
 
-def hello_line() -> bytes:
-    return _dumps({"hello": {"protocol": PROTOCOL, "anyagent": __version__}})
 
 
 def ok_line(frame_id: int, value: Any) -> bytes:
@@ -345,11 +342,13 @@ class _Outbox:
 class WireServer:
     """Serves one connection: reads frames from ``read_line`` (an async callable returning one line as bytes, an
     :class:`OversizedLine` for a line it skipped, or ``b""`` at EOF) and writes lines with ``write`` (an async
-    callable taking bytes, one or more whole lines). ``settings`` defaults to :meth:`WireSettings.from_env`. Use
-    :func:`serve_stdio` for stdin/stdout."""
+    callable taking bytes, one or more whole lines). ``settings`` defaults to :meth:`WireSettings.from_env`;
+    ``greeted``: the hello line was already written (by :func:`~anyagentd.stdio.claim_stdout`), so it is not
+    written again. Use :func:`serve_stdio` for stdin/stdout."""
 
     def __init__(self, runtime: Runtime, read_line: Callable[[], Awaitable[bytes | OversizedLine]],
-                 write: Callable[[bytes], Awaitable[None]], settings: WireSettings | None = None) -> None:  # fmt: skip
+                 write: Callable[[bytes], Awaitable[None]], settings: WireSettings | None = None, *,
+                 greeted: bool = False) -> None:  # fmt: skip
         self.runtime = runtime
         self.settings = settings or WireSettings.from_env()
         self._read_line = read_line
@@ -358,13 +357,15 @@ class WireServer:
         self._running = anyio.Semaphore(self.settings.max_commands)
         self._forwarded: dict[str, anyio.Event] = {}  # id of a session `open`ed here -> set once `closed` is queued
         self._reading = anyio.CancelScope()
+        self._greeted = greeted
         self.signal: int | None = None  # the signal that stopped the server, if one did
 
     async def run(self) -> None:
         """Serve until EOF on the input (or the output breaks); then close every session and drain."""
         async with anyio.create_task_group() as outer:
             outer.start_soon(self._writer)
-            self._out.put_nowait(hello_line())
+            if not self._greeted:
+                self._out.put_nowait(hello_line())
             async with anyio.create_task_group() as commands:
                 with self._reading:
                     await self._read_frames(commands)
@@ -509,16 +510,15 @@ async def _fail(session: Any, error: AnyagentError) -> None:
     await session._shutdown(error, FailedStop(message=error.message))
 
 
-async def serve_stdio(runtime: Runtime) -> int | None:
+async def serve_stdio(runtime: Runtime, output: ProtocolOutput | None = None) -> int | None:
     """Serve the wire on this process's stdin/stdout.
 
-    File descriptor 1 is kept for protocol lines only: the real stdout is duplicated for the writer and fd 1 is
-    pointed at stderr, so stray prints and agents that inherit fd 1 cannot corrupt the protocol. SIGTERM, SIGINT
-    and SIGHUP stop it like EOF (every agent is shut down). Returns the signal number that stopped it, if any.
+    File descriptor 1 is kept for protocol lines only (:func:`~anyagentd.stdio.claim_stdout`; ``output`` when the
+    caller claimed it already, e.g. to write the hello line before loading the engine). SIGTERM, SIGINT and SIGHUP
+    stop it like EOF (every agent is shut down). Returns the signal number that stopped it, if any.
     """
-    sys.stdout.flush()
-    out, nonblocking = _protocol_fd()
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    output = output or claim_stdout()
+    out, nonblocking = output.fd, output.nonblocking
     stdin = sys.stdin.buffer
 
     async def write(data: bytes) -> None:
@@ -539,7 +539,7 @@ async def serve_stdio(runtime: Runtime) -> int | None:
         return await anyio.to_thread.run_sync(read_bounded_line, stdin, settings.max_line_bytes,
                                               abandon_on_cancel=True)  # fmt: skip
 
-    server = WireServer(runtime, read_line, write, settings)
+    server = WireServer(runtime, read_line, write, settings, greeted=output.greeted)
 
     async def stop_on_signal() -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
@@ -569,28 +569,3 @@ def read_bounded_line(stream: BinaryIO, limit: int) -> bytes | OversizedLine:
             size -= 1
             break
     return OversizedLine(size)
-
-
-def _protocol_fd() -> tuple[int, bool]:
-    """A descriptor for protocol output, and whether it is non-blocking.
-
-    Written from the event loop on a non-blocking descriptor where possible: a worker thread would have to win the
-    GIL back from a busy loop before each write, stalling the writer long enough for a fast agent to overrun the
-    bound. O_NONBLOCK belongs to the open file description, which stdin may share (a terminal, a socketpair), so
-    a pipe or terminal is reopened as a description of its own; a socket shared with stdin, or a regular file,
-    is written with blocking writes in a worker thread instead.
-    """
-    fd = os.dup(sys.stdout.fileno())
-    mode = os.fstat(fd).st_mode
-    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
-        try:
-            fresh = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NOCTTY)
-        except OSError:
-            return fd, False
-        os.close(fd)
-        os.set_blocking(fresh, False)
-        return fresh, True
-    if stat.S_ISSOCK(mode) and not os.path.sameopenfile(sys.stdin.fileno(), fd):
-        os.set_blocking(fd, False)
-        return fd, True
-    return fd, False
