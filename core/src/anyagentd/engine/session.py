@@ -144,7 +144,14 @@ def _pick_event_builder() -> Any:
     return _direct_event if same else _constructed_event
 
 
-_new_event = _pick_event_builder()
+def _first_event(*parts: Any) -> Event:
+    # The choice needs the Event serializer, which is built on first use: make it when the first event is.
+    global _new_event
+    _new_event = _pick_event_builder()
+    return _new_event(*parts)
+
+
+_new_event = _first_event
 """Build one ``Event`` from valid parts (sequence, wall clock in ns, session id, turn_info, kind, extensions)."""
 
 
