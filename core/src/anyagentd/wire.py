@@ -23,7 +23,6 @@ import signal
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, fields
 from typing import Annotated, Any, BinaryIO, Literal, Union
 
 import anyio
@@ -31,48 +30,14 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, Valid
 from pydantic_core import to_jsonable_python
 
 from .adapters.process import OversizedLine
-from .errors import AnyagentError, BadFrame, InvalidConfiguration, ProtocolFailed, SessionClosed, UnknownSession
-from .model import AgentRef, Answer, ConfigValue, FailedStop, RollbackScope, SessionOptions, kind_tag
+from .errors import AnyagentError, BadFrame, ProtocolFailed, SessionClosed, UnknownSession
+from .model import AgentRef, Answer, ConfigValue, Event, FailedStop, RollbackScope, SessionOptions, TurnContext, kind_tag
 from .runtime import Runtime
 from .stdio import ProtocolOutput, claim_stdout, hello_line
+from .wire_settings import WireSettings
 from .text import clip, find_surrogate, sanitize
 
 # ------------------------------------------------------------------------------------------------ settings
-
-
-@dataclass(frozen=True)
-class WireSettings:
-    """Bounds of one wire connection, each overridable with ``ANYAGENTD_WIRE_<FIELD>`` (e.g.
-    ``ANYAGENTD_WIRE_MAX_LINE_BYTES=1048576``).
-
-    - ``max_line_bytes``: longest input line, in bytes without its newline (16 MiB: room for large prompts and
-      attachments). A longer line is skipped up to its newline without being held, and answered ``BadFrame``.
-    - ``output_bound_bytes``: output queued for stdout and not yet written above which the server reads no
-      further command until the client has read enough (1 MiB).
-    - ``max_commands``: commands running at once; the next is read when one finishes (1024).
-    """
-
-    max_line_bytes: int = 16 * 1024 * 1024
-    output_bound_bytes: int = 1024 * 1024
-    max_commands: int = 1024
-
-    @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> WireSettings:
-        """Defaults overridden by ``ANYAGENTD_WIRE_<FIELD>`` variables (positive integers). Raises
-        ``InvalidConfiguration`` naming the variable for a value that is not one."""
-        env = dict(os.environ if env is None else env)
-        values = {}
-        for f in fields(cls):
-            name = f"ANYAGENTD_WIRE_{f.name.upper()}"
-            raw = env.get(name)
-            if raw:
-                try:
-                    values[f.name] = int(raw)
-                except ValueError:
-                    values[f.name] = 0
-                if values[f.name] < 1:
-                    raise InvalidConfiguration(f"{name}={clip(raw, 40)!r} is not a positive integer")
-        return cls(**values)
 
 
 # ------------------------------------------------------------------------------------------------ commands
@@ -106,7 +71,8 @@ class PlanUsageCmd(_Cmd):
 class Open(_Cmd, SessionOptions):
     """``open``: the agent plus the ``SessionOptions`` fields, flattened into the frame."""
 
-    model_config = ConfigDict(extra="ignore", defer_build=True)  # like every frame (SessionOptions itself forbids unknown fields)
+    # like every frame (SessionOptions itself forbids unknown fields)
+    model_config = ConfigDict(extra="ignore", defer_build=True)
     cmd: Literal["open"]
     agent: AgentRef
 
@@ -249,7 +215,71 @@ def error_line(frame_id: int | None, error: AnyagentError) -> bytes:
 def event_line(event: Any) -> bytes:
     """One event line. Raises (``PydanticSerializationError``) for an event that is not serializable, e.g. one
     holding a lone surrogate; see :func:`event_lines`."""
-    return b'{"event":' + event.__pydantic_serializer__.to_json(event) + b"}\n"
+    try:
+        return _flat_event_line(event)
+    except (_NotFlat, TypeError, UnicodeEncodeError):  # another kind, or a value the serializer must judge
+        return b'{"event":' + event.__pydantic_serializer__.to_json(event) + b"}\n"
+
+
+# The flood path (issue 17): the events of a streaming answer (deltas, message ends) are a few strings in a fixed
+# shape, so their line is formatted here instead of through pydantic's serializer and its Python tag callbacks
+# (2 us an event, most of the wire's per-event cost). The bytes are exactly the serializer's:
+# json.encoder.encode_basestring escapes every character as pydantic-core does (tests/core/test_wire_lines.py
+# checks both agree, field order included); anything else goes through the serializer.
+_encode = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_FLAT_HEAD = '{"event":{"sequence":%d,"occurred_at":{"secs_since_epoch":%d,"nanos_since_epoch":%d},"session_id":%s,'
+
+
+class _NotFlat(Exception):
+    pass
+
+
+def _flat_kinds() -> dict[type, tuple[str, Callable[[dict[str, Any]], Any], int]]:
+    from operator import itemgetter
+
+    from .model import MessageEnded, ReasoningDelta, RequestClosed, TextDelta, ToolOutputDelta, UserMessage
+
+    kinds = {}
+    for cls in (TextDelta, ReasoningDelta, UserMessage, MessageEnded, ToolOutputDelta, RequestClosed):
+        names = tuple(cls.model_fields)
+        body = ",".join(f'"{name}":%s' for name in names)
+        kinds[cls] = ('"turn_info":%s,"kind":{"' + cls.TAG + '":{' + body + '}},"extensions":{}}}\n',
+                      itemgetter(*names), len(names))  # fmt: skip
+    return kinds
+
+
+_FLAT_KINDS: dict[type, tuple[str, Callable[[dict[str, Any]], Any], int]] | None = None
+
+
+def _flat_event_line(event: Any) -> bytes:
+    global _FLAT_KINDS
+    kinds = _FLAT_KINDS if _FLAT_KINDS is not None else (_FLAT_KINDS := _flat_kinds())
+    fields = event.__dict__
+    kind = fields["kind"]
+    spec = kinds.get(type(kind))
+    if spec is None or fields["extensions"] or type(event) is not Event:
+        raise _NotFlat
+    tail, values, count = spec
+    turn, session_id = fields["turn_info"], fields["session_id"]
+    if turn is not _last[0] or session_id != _last[1]:  # the events of a burst share both: format them once
+        _last[:] = [turn, session_id, _turn_json(turn), _encode(session_id)]
+    at = fields["occurred_at"].__dict__
+    head = _FLAT_HEAD % (fields["sequence"], at["secs_since_epoch"], at["nanos_since_epoch"], _last[3])
+    picked = values(kind.__dict__)
+    body = tail % ((_last[2], _encode(picked)) if count == 1 else (_last[2], *map(_encode, picked)))
+    return (head + body).encode()
+
+
+_last: list[Any] = [object(), None, "", ""]  # the last (turn_info, session_id) and their JSON
+
+
+def _turn_json(turn: Any) -> str:
+    if turn is None:
+        return "null"
+    if type(turn) is not TurnContext:
+        raise _NotFlat
+    parent = turn.parent_tool_id
+    return f'{{"id":{_encode(turn.id)},"parent_tool_id":{"null" if parent is None else _encode(parent)}}}'
 
 
 def event_lines(events: list[Any]) -> tuple[bytes, Any, Exception | None]:

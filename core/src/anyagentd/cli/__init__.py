@@ -158,7 +158,12 @@ def main() -> None:
 def serve(mock_script: str | None) -> None:
     """Speak the JSON-lines wire on stdin/stdout (see anyagent-wire.schema.json)."""
     from ..stdio import claim_stdout
+    from ..wire_settings import WireSettings
 
+    try:
+        WireSettings.from_env()  # a bad bound is refused before anything is written
+    except AnyagentError as err:
+        _fail(err)
     # The hello goes out before the engine and the plugins load: a client sees the server alive at once, and the
     # commands it sends meanwhile wait in the pipe until the server reads them.
     try:
