@@ -73,3 +73,22 @@ def test_serve_writes_hello_before_it_loads_the_engine(tmp_path: Path) -> None:
     lines = result.stdout.splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["hello"]["protocol"] == 1
     assert result.returncode == 2 and "InvalidConfiguration" in result.stderr and "Traceback" not in result.stderr
+
+
+async def _open_without_discovery(tmp_path: Path, monkeypatch) -> str:  # type: ignore[no-untyped-def]
+    from anyagentd import discovery
+    from anyagentd.runtime import Runtime
+
+    def no_search(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("opening the pinned mock searched for agents")
+
+    monkeypatch.setattr(discovery, "discover", no_search)
+    async with Runtime() as runtime:
+        session = await runtime.open("mock", tmp_path)
+        return session.installation.source
+
+
+def test_opening_a_pinned_agent_searches_for_no_agent(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import anyio
+
+    assert anyio.run(_open_without_discovery, tmp_path, monkeypatch) == "Pinned"

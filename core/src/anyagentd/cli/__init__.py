@@ -9,6 +9,7 @@ stdout; a typed error is one line with an exit status per kind (:mod:`.failures`
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -175,7 +176,11 @@ def serve(mock_script: str | None) -> None:
     from ..wire import serve_stdio
 
     try:
-        signum = anyio.run(serve_stdio, _runtime(mock_script), output)
+        runtime = _runtime(mock_script)
+        # What start-up built (modules, schemas, plugins) lives as long as the process: out of the collector's
+        # sight, a flood's full collections no longer walk it (about 7 % more events/s, bench/README.md).
+        gc.freeze()
+        signum = anyio.run(serve_stdio, runtime, output)
     except AnyagentError as err:
         _fail(err)
     sys.stderr.flush()

@@ -754,6 +754,13 @@ class Session:
     async def _on_event(self, report: EventReport) -> None:
         kind = report.kind
         tag = kind_tag(kind)
+        turn = self._turn
+        if tag in MESSAGE_KINDS and turn is not None and turn.acked:
+            # The flood path: a delta of the running turn (what the general path below does for it, in order).
+            turn.open_messages[kind.message_id] = None
+            self._emit(kind, turn.context(report.parent_tool_id), report.extensions)
+            self._rearm()
+            return
         if tag in ENGINE_OWNED_KINDS:
             self._emit(diagnostic("Warning", f"adapter emitted engine-owned {tag}; dropped"))
             return
