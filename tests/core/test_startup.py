@@ -92,3 +92,10 @@ def test_opening_a_pinned_agent_searches_for_no_agent(tmp_path: Path, monkeypatc
     import anyio
 
     assert anyio.run(_open_without_discovery, tmp_path, monkeypatch) == "Pinned"
+
+
+def test_importing_the_cli_loads_neither_pydantic_nor_rich_nor_anyio() -> None:
+    code = "import sys, anyagentd.cli; print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'rich', 'anyio'}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
+                         env=child_env()).stdout  # fmt: skip
+    assert out.strip() == "[]"
