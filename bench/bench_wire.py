@@ -226,6 +226,16 @@ inp.read()
 """
 
 
+# The same producer with orjson (the issue's fast-JSON bare producer): one orjson.dumps per event.
+BASELINE_ORJSON_SRC = BASELINE_SRC.replace("import json, sys, time", "import orjson, sys, time").replace(
+    "dumps = json.dumps", "dumps = orjson.dumps").replace(', separators=(",", ":"))', ")").replace(
+    "out.write(line.encode() + b\"\\n\")", "out.write(line + b\"\\n\")")
+
+
+def have_orjson() -> bool:
+    return subprocess.run([PY, "-c", "import orjson"], capture_output=True, check=False).returncode == 0
+
+
 # ------------------------------------------------------------------------------------------------ 1. throughput
 
 
@@ -296,8 +306,10 @@ def bench_throughput(runs: int, quick: bool) -> None:
           f"(median of {runs})")  # fmt: skip
     serve = [*anyagentd_cmd(), "serve", "--mock", "flood"]
     results: dict[str, list[dict[str, Any]]] = {}
-    run_variants([("anyagentd", serve, None), ("baseline", [PY, "-c", BASELINE_SRC, str(N_EVENTS)], None)], runs,
-                 results)  # fmt: skip
+    variants = [("anyagentd", serve, None), ("baseline", [PY, "-c", BASELINE_SRC, str(N_EVENTS)], None)]
+    if have_orjson():
+        variants.append(("baseline orjson", [PY, "-c", BASELINE_ORJSON_SRC, str(N_EVENTS)], None))
+    run_variants(variants, runs, results)
     lagged = any(r["end"] != "TurnEnded" for r in results.get("anyagentd", []))
     if lagged and not quick:
         # Same server, only the engine's bound raised (a documented setting): the rate of a whole flood. One run
@@ -311,12 +323,17 @@ def bench_throughput(runs: int, quick: bool) -> None:
     base = med.get("baseline")
     if base:
         for name, r in med.items():
-            if name != "baseline":
+            if not name.startswith("baseline"):
                 print(f"  ratio {name} / baseline: {rate(r) / rate(base):.3f} events/s, "
                       f"{(r['bytes'] / r['seconds']) / (base['bytes'] / base['seconds']):.3f} MB/s  "
                       f"(per event {r['seconds'] / r['events'] * 1e6:.1f} us vs {base['seconds'] / base['events'] * 1e6:.1f} us)")  # fmt: skip
+    fast = med.get("baseline orjson")
+    if fast:
+        for name, r in med.items():
+            if not name.startswith("baseline"):
+                print(f"  ratio {name} / baseline orjson: {rate(r) / rate(fast):.3f} events/s")
     for name, rs in results.items():
-        if name != "baseline":
+        if not name.startswith("baseline"):
             done = sum(r["end"] == "TurnEnded" for r in rs)
             print(f"  {name}: {done} of {len(rs)} runs reached TurnEnded")
     if lagged and quick:
@@ -368,12 +385,33 @@ def import_breakdown(top: int = 6) -> tuple[list[tuple[str, float]], list[tuple[
     return best(packages), best(modules)
 
 
+def time_first_open(argv: list[str]) -> float:
+    """Spawn ``argv`` (a wire server) with an ``open`` of the mock already written; seconds to its reply."""
+    t0 = time.perf_counter()
+    proc = spawn(argv)
+    try:
+        with Watchdog(proc, 30, "reply to the first open"):
+            send(proc, {"id": 1, "cmd": "open", "agent": "mock", "dir": WORKDIR})
+            readline(proc)  # hello
+            read_reply(proc, 1)
+        return time.perf_counter() - t0
+    finally:
+        finish(proc)
+
+
+LIBS = "import pydantic, anyio, click"
+
+
 def bench_cold_start(runs: int) -> None:
     print(f"\n== 2. Cold start (median of {runs})")
     cases: list[tuple[str, Callable[[], float]]] = [
         ("anyagentd serve -> hello", lambda: time_hello([*anyagentd_cmd(), "serve"])),
         ("python -c pass", lambda: time_exit([PY, "-c", "pass"])),
         ("python -c 'import anyagentd.cli'", lambda: time_exit([PY, "-c", "import anyagentd.cli"])),
+        ("serve -> reply to open mock", lambda: time_first_open([*anyagentd_cmd(), "serve"])),
+        (f"python -c '{LIBS}'", lambda: time_exit([PY, "-c", LIBS])),
+        ("anyagentd --help", lambda: time_exit([*anyagentd_cmd(), "--help"])),
+        ("anyagentd run mock hi", lambda: time_exit([*anyagentd_cmd(), "run", "mock", "hi", "--dir", WORKDIR])),
     ]
     times: dict[str, list[float]] = {name: [] for name, _ in cases}
     for _ in range(runs):
@@ -385,7 +423,12 @@ def bench_cold_start(runs: int) -> None:
     med = {name: statistics.median(ts) for name, ts in times.items() if ts}
     for name, t in med.items():
         print(f"  {name:<36}{t * 1000:8.0f} ms   (min {min(times[name]) * 1000:.0f}, max {max(times[name]) * 1000:.0f})")
-    serve, bare, imp = (med.get(name) for name, _ in cases)
+    serve, bare, imp, first_open, libs, help_, run = (med.get(name) for name, _ in cases)
+    if libs:
+        for name, value in (("serve->hello", serve), ("serve->open reply", first_open), ("--help", help_),
+                            ("run mock", run)):  # fmt: skip
+            if value:
+                print(f"  ratio {name} / python -c '{LIBS}': {value / libs:.2f}x")
     if serve and bare:
         print(f"  ratio serve->hello / python -c pass: {serve / bare:.1f}x")
     if serve and imp:

@@ -20,9 +20,12 @@ from .tagged import NewtypeVariant, Variant, tagged_union
 
 
 class Model(BaseModel):
-    """Base for the schema's plain objects: unknown fields are refused, so typos fail loudly."""
+    """Base for the schema's plain objects: unknown fields are refused, so typos fail loudly.
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    ``defer_build``: a model's validator and serializer are built on its first use, not at import, so a command
+    pays only for the models it touches (issue 17)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
 # --------------------------------------------------------------------------------------------------- time
@@ -663,10 +666,11 @@ class Hello(Model):
     anyagent: str
 
 
-# Type adapters for the untagged / union types, built once (they are used on hot paths).
-EVENT_KIND = TypeAdapter(EventKind)
-ANSWER = TypeAdapter(Answer)
-REQUEST = TypeAdapter(Request)
-STOP_REASON = TypeAdapter(StopReason)
-CONFIG_VALUE = TypeAdapter(ConfigValue)
-AGENT_REF = TypeAdapter(AgentRef)
+# Type adapters for the untagged / union types, built once on first use (they are used on hot paths).
+_DEFERRED = ConfigDict(defer_build=True)
+EVENT_KIND = TypeAdapter(EventKind, config=_DEFERRED)
+ANSWER = TypeAdapter(Answer, config=_DEFERRED)
+REQUEST = TypeAdapter(Request, config=_DEFERRED)
+STOP_REASON = TypeAdapter(StopReason, config=_DEFERRED)
+CONFIG_VALUE = TypeAdapter(ConfigValue, config=_DEFERRED)
+AGENT_REF = TypeAdapter(AgentRef, config=_DEFERRED)

@@ -172,15 +172,25 @@ class Runtime:
         owner = self._owners().get(agent)
         if owner is None:
             raise NotInstalled(agent, discovery.no_adapter_message(agent))
+        pinned = next((i for i in owner.pinned_installations() if i.id == agent), None)
+        if pinned is not None:
+            return owner, pinned  # what discovery would list for it, without searching for every other agent
         report = self._last_report
         if report is None or report.find(agent) is None:
-            report = await self.discover()
+            report = await self._discover_one(agent, owner)
         installation = report.find(agent)
         if installation is None:
             missing = next((m for m in report.missing if m.id == agent), None)
             hint = f"; install it with: {missing.install_hint}" if missing else ""
             raise NotInstalled(agent, f"{agent!r} was not found on this machine{hint}")
         return owner, installation
+
+    async def _discover_one(self, agent_id: str, owner: AgentAdapter) -> DiscoveryReport:
+        # Only the profile asked for: opening one agent does not wait for the search of every other one (nor for
+        # a login shell that only another agent's search would start). Not kept as the last report.
+        profiles = [p for p in owner.profiles if p.id == agent_id]
+        env = dict(self.env if self.env is not None else os.environ)
+        return await anyio.to_thread.run_sync(lambda: discovery.discover(profiles, env=env))
 
     async def probe(self, agent: AgentRef | dict[str, Any]) -> AgentDetails:
         """What the agent is and can do (version, auth, capabilities, options, commands)."""

@@ -23,7 +23,7 @@ class Variant(BaseModel):
     ``Request::Permission``).
     """
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)  # built on first use
     TAG: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -20,60 +20,24 @@ from __future__ import annotations
 import json
 import os
 import signal
-import stat
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, fields
 from typing import Annotated, Any, BinaryIO, Literal, Union
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
-from . import PROTOCOL, __version__
 from .adapters.process import OversizedLine
-from .errors import AnyagentError, BadFrame, InvalidConfiguration, ProtocolFailed, SessionClosed, UnknownSession
-from .model import AgentRef, Answer, ConfigValue, FailedStop, RollbackScope, SessionOptions, kind_tag
+from .errors import AnyagentError, BadFrame, ProtocolFailed, SessionClosed, UnknownSession
+from .model import AgentRef, Answer, ConfigValue, Event, FailedStop, RollbackScope, SessionOptions, TurnContext, kind_tag
 from .runtime import Runtime
+from .stdio import ProtocolOutput, claim_stdout, hello_line
+from .wire_settings import WireSettings
 from .text import clip, find_surrogate, sanitize
 
 # ------------------------------------------------------------------------------------------------ settings
-
-
-@dataclass(frozen=True)
-class WireSettings:
-    """Bounds of one wire connection, each overridable with ``ANYAGENTD_WIRE_<FIELD>`` (e.g.
-    ``ANYAGENTD_WIRE_MAX_LINE_BYTES=1048576``).
-
-    - ``max_line_bytes``: longest input line, in bytes without its newline (16 MiB: room for large prompts and
-      attachments). A longer line is skipped up to its newline without being held, and answered ``BadFrame``.
-    - ``output_bound_bytes``: output queued for stdout and not yet written above which the server reads no
-      further command until the client has read enough (1 MiB).
-    - ``max_commands``: commands running at once; the next is read when one finishes (1024).
-    """
-
-    max_line_bytes: int = 16 * 1024 * 1024
-    output_bound_bytes: int = 1024 * 1024
-    max_commands: int = 1024
-
-    @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> WireSettings:
-        """Defaults overridden by ``ANYAGENTD_WIRE_<FIELD>`` variables (positive integers). Raises
-        ``InvalidConfiguration`` naming the variable for a value that is not one."""
-        env = dict(os.environ if env is None else env)
-        values = {}
-        for f in fields(cls):
-            name = f"ANYAGENTD_WIRE_{f.name.upper()}"
-            raw = env.get(name)
-            if raw:
-                try:
-                    values[f.name] = int(raw)
-                except ValueError:
-                    values[f.name] = 0
-                if values[f.name] < 1:
-                    raise InvalidConfiguration(f"{name}={clip(raw, 40)!r} is not a positive integer")
-        return cls(**values)
 
 
 # ------------------------------------------------------------------------------------------------ commands
@@ -82,7 +46,7 @@ class WireSettings:
 class _Cmd(BaseModel):
     # Unknown fields are ignored, as ``docs/wire.md#unknown-fields`` says: a client that sends a
     # newer optional field still works. The id must be a JSON integer (no "6" or true coerced into one).
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
     id: StrictInt = Field(ge=0, lt=2**64)
 
 
@@ -107,7 +71,8 @@ class PlanUsageCmd(_Cmd):
 class Open(_Cmd, SessionOptions):
     """``open``: the agent plus the ``SessionOptions`` fields, flattened into the frame."""
 
-    model_config = ConfigDict(extra="ignore")  # like every frame (SessionOptions itself forbids unknown fields)
+    # like every frame (SessionOptions itself forbids unknown fields)
+    model_config = ConfigDict(extra="ignore", defer_build=True)
     cmd: Literal["open"]
     agent: AgentRef
 
@@ -174,7 +139,7 @@ Frame = Annotated[
           Compact, Cancel, Info, Close],  # fmt: skip
     Field(discriminator="cmd"),
 ]
-FRAME = TypeAdapter(Frame)
+FRAME = TypeAdapter(Frame, config=ConfigDict(defer_build=True))  # built by the first frame
 COMMANDS = ("discover", "probe", "plan_usage", "generate", "open", "prompt", "dequeue", "answer", "configure",
             "rollback", "compact", "cancel", "info", "close")  # fmt: skip
 
@@ -237,8 +202,6 @@ def _dumps(obj: Any) -> bytes:
         return sanitize(text).encode() + b"\n"
 
 
-def hello_line() -> bytes:
-    return _dumps({"hello": {"protocol": PROTOCOL, "anyagent": __version__}})
 
 
 def ok_line(frame_id: int, value: Any) -> bytes:
@@ -252,7 +215,71 @@ def error_line(frame_id: int | None, error: AnyagentError) -> bytes:
 def event_line(event: Any) -> bytes:
     """One event line. Raises (``PydanticSerializationError``) for an event that is not serializable, e.g. one
     holding a lone surrogate; see :func:`event_lines`."""
-    return b'{"event":' + event.__pydantic_serializer__.to_json(event) + b"}\n"
+    try:
+        return _flat_event_line(event)
+    except (_NotFlat, TypeError, UnicodeEncodeError):  # another kind, or a value the serializer must judge
+        return b'{"event":' + event.__pydantic_serializer__.to_json(event) + b"}\n"
+
+
+# The flood path (issue 17): the events of a streaming answer (deltas, message ends) are a few strings in a fixed
+# shape, so their line is formatted here instead of through pydantic's serializer and its Python tag callbacks
+# (2 us an event, most of the wire's per-event cost). The bytes are exactly the serializer's:
+# json.encoder.encode_basestring escapes every character as pydantic-core does (tests/core/test_wire_lines.py
+# checks both agree, field order included); anything else goes through the serializer.
+_encode = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_FLAT_HEAD = '{"event":{"sequence":%d,"occurred_at":{"secs_since_epoch":%d,"nanos_since_epoch":%d},"session_id":%s,'
+
+
+class _NotFlat(Exception):
+    pass
+
+
+def _flat_kinds() -> dict[type, tuple[str, Callable[[dict[str, Any]], Any], int]]:
+    from operator import itemgetter
+
+    from .model import MessageEnded, ReasoningDelta, RequestClosed, TextDelta, ToolOutputDelta, UserMessage
+
+    kinds = {}
+    for cls in (TextDelta, ReasoningDelta, UserMessage, MessageEnded, ToolOutputDelta, RequestClosed):
+        names = tuple(cls.model_fields)
+        body = ",".join(f'"{name}":%s' for name in names)
+        kinds[cls] = ('"turn_info":%s,"kind":{"' + cls.TAG + '":{' + body + '}},"extensions":{}}}\n',
+                      itemgetter(*names), len(names))  # fmt: skip
+    return kinds
+
+
+_FLAT_KINDS: dict[type, tuple[str, Callable[[dict[str, Any]], Any], int]] | None = None
+
+
+def _flat_event_line(event: Any) -> bytes:
+    global _FLAT_KINDS
+    kinds = _FLAT_KINDS if _FLAT_KINDS is not None else (_FLAT_KINDS := _flat_kinds())
+    fields = event.__dict__
+    kind = fields["kind"]
+    spec = kinds.get(type(kind))
+    if spec is None or fields["extensions"] or type(event) is not Event:
+        raise _NotFlat
+    tail, values, count = spec
+    turn, session_id = fields["turn_info"], fields["session_id"]
+    if turn is not _last[0] or session_id != _last[1]:  # the events of a burst share both: format them once
+        _last[:] = [turn, session_id, _turn_json(turn), _encode(session_id)]
+    at = fields["occurred_at"].__dict__
+    head = _FLAT_HEAD % (fields["sequence"], at["secs_since_epoch"], at["nanos_since_epoch"], _last[3])
+    picked = values(kind.__dict__)
+    body = tail % ((_last[2], _encode(picked)) if count == 1 else (_last[2], *map(_encode, picked)))
+    return (head + body).encode()
+
+
+_last: list[Any] = [object(), None, "", ""]  # the last (turn_info, session_id) and their JSON
+
+
+def _turn_json(turn: Any) -> str:
+    if turn is None:
+        return "null"
+    if type(turn) is not TurnContext:
+        raise _NotFlat
+    parent = turn.parent_tool_id
+    return f'{{"id":{_encode(turn.id)},"parent_tool_id":{"null" if parent is None else _encode(parent)}}}'
 
 
 def event_lines(events: list[Any]) -> tuple[bytes, Any, Exception | None]:
@@ -345,11 +372,13 @@ class _Outbox:
 class WireServer:
     """Serves one connection: reads frames from ``read_line`` (an async callable returning one line as bytes, an
     :class:`OversizedLine` for a line it skipped, or ``b""`` at EOF) and writes lines with ``write`` (an async
-    callable taking bytes, one or more whole lines). ``settings`` defaults to :meth:`WireSettings.from_env`. Use
-    :func:`serve_stdio` for stdin/stdout."""
+    callable taking bytes, one or more whole lines). ``settings`` defaults to :meth:`WireSettings.from_env`;
+    ``greeted``: the hello line was already written (by :func:`~anyagentd.stdio.claim_stdout`), so it is not
+    written again. Use :func:`serve_stdio` for stdin/stdout."""
 
     def __init__(self, runtime: Runtime, read_line: Callable[[], Awaitable[bytes | OversizedLine]],
-                 write: Callable[[bytes], Awaitable[None]], settings: WireSettings | None = None) -> None:  # fmt: skip
+                 write: Callable[[bytes], Awaitable[None]], settings: WireSettings | None = None, *,
+                 greeted: bool = False) -> None:  # fmt: skip
         self.runtime = runtime
         self.settings = settings or WireSettings.from_env()
         self._read_line = read_line
@@ -358,13 +387,15 @@ class WireServer:
         self._running = anyio.Semaphore(self.settings.max_commands)
         self._forwarded: dict[str, anyio.Event] = {}  # id of a session `open`ed here -> set once `closed` is queued
         self._reading = anyio.CancelScope()
+        self._greeted = greeted
         self.signal: int | None = None  # the signal that stopped the server, if one did
 
     async def run(self) -> None:
         """Serve until EOF on the input (or the output breaks); then close every session and drain."""
         async with anyio.create_task_group() as outer:
             outer.start_soon(self._writer)
-            self._out.put_nowait(hello_line())
+            if not self._greeted:
+                self._out.put_nowait(hello_line())
             async with anyio.create_task_group() as commands:
                 with self._reading:
                     await self._read_frames(commands)
@@ -509,16 +540,15 @@ async def _fail(session: Any, error: AnyagentError) -> None:
     await session._shutdown(error, FailedStop(message=error.message))
 
 
-async def serve_stdio(runtime: Runtime) -> int | None:
+async def serve_stdio(runtime: Runtime, output: ProtocolOutput | None = None) -> int | None:
     """Serve the wire on this process's stdin/stdout.
 
-    File descriptor 1 is kept for protocol lines only: the real stdout is duplicated for the writer and fd 1 is
-    pointed at stderr, so stray prints and agents that inherit fd 1 cannot corrupt the protocol. SIGTERM, SIGINT
-    and SIGHUP stop it like EOF (every agent is shut down). Returns the signal number that stopped it, if any.
+    File descriptor 1 is kept for protocol lines only (:func:`~anyagentd.stdio.claim_stdout`; ``output`` when the
+    caller claimed it already, e.g. to write the hello line before loading the engine). SIGTERM, SIGINT and SIGHUP
+    stop it like EOF (every agent is shut down). Returns the signal number that stopped it, if any.
     """
-    sys.stdout.flush()
-    out, nonblocking = _protocol_fd()
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    output = output or claim_stdout()
+    out, nonblocking = output.fd, output.nonblocking
     stdin = sys.stdin.buffer
 
     async def write(data: bytes) -> None:
@@ -539,7 +569,7 @@ async def serve_stdio(runtime: Runtime) -> int | None:
         return await anyio.to_thread.run_sync(read_bounded_line, stdin, settings.max_line_bytes,
                                               abandon_on_cancel=True)  # fmt: skip
 
-    server = WireServer(runtime, read_line, write, settings)
+    server = WireServer(runtime, read_line, write, settings, greeted=output.greeted)
 
     async def stop_on_signal() -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
@@ -569,28 +599,3 @@ def read_bounded_line(stream: BinaryIO, limit: int) -> bytes | OversizedLine:
             size -= 1
             break
     return OversizedLine(size)
-
-
-def _protocol_fd() -> tuple[int, bool]:
-    """A descriptor for protocol output, and whether it is non-blocking.
-
-    Written from the event loop on a non-blocking descriptor where possible: a worker thread would have to win the
-    GIL back from a busy loop before each write, stalling the writer long enough for a fast agent to overrun the
-    bound. O_NONBLOCK belongs to the open file description, which stdin may share (a terminal, a socketpair), so
-    a pipe or terminal is reopened as a description of its own; a socket shared with stdin, or a regular file,
-    is written with blocking writes in a worker thread instead.
-    """
-    fd = os.dup(sys.stdout.fileno())
-    mode = os.fstat(fd).st_mode
-    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
-        try:
-            fresh = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NOCTTY)
-        except OSError:
-            return fd, False
-        os.close(fd)
-        os.set_blocking(fresh, False)
-        return fresh, True
-    if stat.S_ISSOCK(mode) and not os.path.sameopenfile(sys.stdin.fileno(), fd):
-        os.set_blocking(fd, False)
-        return fd, True
-    return fd, False

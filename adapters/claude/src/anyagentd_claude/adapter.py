@@ -12,8 +12,8 @@ import anyio
 from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile, DiscardingLink
 from anyagentd.model import AgentDetails, AgentInstallation, SessionOptions
 
-from .connection import HANDSHAKE_TIMEOUT, ClaudeConnection
-from .launch import MCP_RENDERERS, MCP_TRANSPORTS
+# The session's modules (connection, control, mapping, tools) load on first use, not when the plugin registers the
+# adapter: `anyagentd serve` and `anyagentd run mock` never import them (issue 17).
 
 PROFILE = AgentProfile(
     id="claude",
@@ -33,6 +33,8 @@ class ClaudeAdapter(AgentAdapter):
 
     @property
     def handshake_timeout(self) -> float:
+        from .connection import HANDSHAKE_TIMEOUT
+
         return float(self.config.get("handshake_timeout", HANDSHAKE_TIMEOUT))
 
     async def probe(self, installation: AgentInstallation) -> AgentDetails:
@@ -40,6 +42,9 @@ class ClaudeAdapter(AgentAdapter):
         persisted: ``--no-session-persistence``); the process is stopped at once. Raises ``SpawnFailed``,
         ``HandshakeTimeout``. An unauthenticated CLI gives ``Unauthenticated`` with login methods."""
         import tempfile
+
+        from .connection import ClaudeConnection
+        from .launch import MCP_TRANSPORTS
 
         with tempfile.TemporaryDirectory(prefix="anyagentd-claude-probe-") as scratch:
             async with anyio.create_task_group() as tg:
@@ -62,6 +67,9 @@ class ClaudeAdapter(AgentAdapter):
         ``options.mcp_servers`` go to ``--mcp-config`` through :meth:`render_mcp`: a transport without an installed
         plugin (``anyagentd-mcp-stdio``/``-http``/``-sse``) is refused with ``UnsupportedFeature`` before anything
         is spawned."""
+        from .connection import ClaudeConnection
+        from .launch import MCP_RENDERERS, MCP_TRANSPORTS
+
         mcp = self.render_mcp(options.mcp_servers, MCP_RENDERERS)
         return await ClaudeConnection.open(installation, options, link, no_tools=no_tools, mcp=mcp,
                                            handshake_timeout=self.handshake_timeout,

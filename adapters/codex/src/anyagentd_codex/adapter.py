@@ -17,18 +17,18 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile, DiscardingLink
 from anyagentd.errors import AuthRequired, UnsupportedFeature
 from anyagentd.model import AgentDetails, AgentInstallation, PlanUsage, SessionOptions, Unauthenticated
 
-from . import protocol as p
-from .connection import HANDSHAKE_TIMEOUT, CodexConnection
-from .launch import MCP_TRANSPORTS, extra_args, login_methods, mcp_args
-from .mapping import plan_usage
-from .rpc import RpcError
+if TYPE_CHECKING:
+    from .connection import CodexConnection
+
+# The session's modules (protocol models, connection, mapping) load on first use, not when the plugin registers
+# the adapter: `anyagentd serve` and `anyagentd run mock` never import them (issue 17).
 
 PROFILE = AgentProfile(
     id="codex",
@@ -49,6 +49,8 @@ class CodexAdapter(AgentAdapter):
 
     @property
     def handshake_timeout(self) -> float:
+        from .connection import HANDSHAKE_TIMEOUT
+
         return float(self.config.get("handshake_timeout", HANDSHAKE_TIMEOUT))
 
     @property
@@ -56,6 +58,8 @@ class CodexAdapter(AgentAdapter):
         return self.config.get("codex_home") or os.environ.get(HOME_ENV) or None
 
     def _transports(self) -> list[str]:
+        from .launch import MCP_TRANSPORTS
+
         if getattr(self, "mcp_transports", None) and hasattr(self, "effective_mcp_transports"):
             return self.effective_mcp_transports(MCP_TRANSPORTS)
         return list(MCP_TRANSPORTS)
@@ -63,6 +67,9 @@ class CodexAdapter(AgentAdapter):
     async def _short_lived(self, installation: AgentInstallation, body: Any) -> Any:
         """Run ``body(conn)`` against a short-lived app-server (no thread); errors are raised as themselves, not
         wrapped in the task group's ExceptionGroup."""
+        from .connection import CodexConnection
+        from .launch import extra_args
+
         outcome: list[Any] = []
         failure: list[BaseException] = []
         with tempfile.TemporaryDirectory(prefix="anyagentd-codex-probe-") as scratch:
@@ -104,6 +111,11 @@ class CodexAdapter(AgentAdapter):
         """``account/rateLimits/read`` of a short-lived app-server. ``AuthRequired`` when logged out,
         ``UnsupportedFeature`` when the account has no plan quota (an API key, a custom provider)."""
 
+        from . import protocol as p
+        from .launch import login_methods
+        from .mapping import plan_usage
+        from .rpc import RpcError
+
         async def read(conn: CodexConnection) -> PlanUsage:
             if isinstance(conn.details.auth, Unauthenticated):
                 raise AuthRequired(login_methods(installation.executable_path), "Codex is not logged in")
@@ -125,6 +137,9 @@ class CodexAdapter(AgentAdapter):
         with the resume token = thread id, or ``thread/fork`` with ``fork_at`` = a Codex turn id as
         ``lastTurnId``). ``no_tools`` cannot be honoured by the app-server (generate relies on the engine's
         refusal of tools)."""
+        from .connection import CodexConnection
+        from .launch import extra_args, mcp_args
+
         mcp = mcp_args(list(options.mcp_servers), self)
         return await CodexConnection.open(
             installation, options, link, extra_args=extra_args(self.config), mcp=mcp, codex_home=self.codex_home,

@@ -8,13 +8,12 @@ Never a traceback. Errors raised inside a task group arrive wrapped in an ``Exce
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from pydantic_core import to_jsonable_python
-from rich.console import Console
-from rich.markup import escape
+from typing import TYPE_CHECKING, Any
 
 from ..errors import AnyagentError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 EXIT_TURN_NOT_COMPLETED = 1
 EXIT_USAGE = 2
@@ -70,6 +69,8 @@ def unwrap(exc: BaseException) -> BaseException:
 def _login_lines(methods: list[Any]) -> list[str]:
     lines = []
     for method in methods:
+        from pydantic_core import to_jsonable_python
+
         body = to_jsonable_python(method)
         if isinstance(body, dict) and "Terminal" in body:
             terminal = body["Terminal"]
@@ -105,6 +106,9 @@ def hint(err: AnyagentError | NoAnswer) -> str | None:
 def report(console: Console, err: AnyagentError | NoAnswer) -> int:
     """Print ``err`` for a person (``Kind: message``, then its fields and a hint, indented); returns its exit
     status. Secrets stay out: login environment values are elided."""
+    from pydantic_core import to_jsonable_python
+    from rich.markup import escape
+
     if isinstance(err, NoAnswer):
         console.print(f"[bold red]no answer[/]: {escape(str(err))}", soft_wrap=True)
     else:

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
 import click
 
 
@@ -85,6 +84,8 @@ def check(server_file: Path, timeout: float, as_json: bool) -> None:
 
     async def run() -> list[dict[str, Any]]:
         return [await one(server) for server in servers]
+
+    import anyio
 
     results = anyio.run(run)
     for result in results:

@@ -144,7 +144,14 @@ def _pick_event_builder() -> Any:
     return _direct_event if same else _constructed_event
 
 
-_new_event = _pick_event_builder()
+def _first_event(*parts: Any) -> Event:
+    # The choice needs the Event serializer, which is built on first use: make it when the first event is.
+    global _new_event
+    _new_event = _pick_event_builder()
+    return _new_event(*parts)
+
+
+_new_event = _first_event
 """Build one ``Event`` from valid parts (sequence, wall clock in ns, session id, turn_info, kind, extensions)."""
 
 
@@ -747,6 +754,13 @@ class Session:
     async def _on_event(self, report: EventReport) -> None:
         kind = report.kind
         tag = kind_tag(kind)
+        turn = self._turn
+        if tag in MESSAGE_KINDS and turn is not None and turn.acked:
+            # The flood path: a delta of the running turn (what the general path below does for it, in order).
+            turn.open_messages[kind.message_id] = None
+            self._emit(kind, turn.context(report.parent_tool_id), report.extensions)
+            self._rearm()
+            return
         if tag in ENGINE_OWNED_KINDS:
             self._emit(diagnostic("Warning", f"adapter emitted engine-owned {tag}; dropped"))
             return

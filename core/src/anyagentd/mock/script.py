@@ -81,8 +81,7 @@ Step = Annotated[
     ],
     Discriminator(_step_tag),
 ]  # fmt: skip
-Repeat.model_rebuild()
-AwaitBranch.model_rebuild()
+# Repeat and AwaitBranch refer to Step before it exists: their (deferred) build on first use resolves it.
 
 
 class Script(Model):

@@ -48,7 +48,7 @@ class ArgsModel(BaseModel):
     """Base for an op's argument model: unknown arguments are refused (never ignored) and values are strict
     (``"1"`` is not an integer), as ``docs/commands.md#arguments`` asks for INVALID_COMMAND_ARGS."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)  # built on first use
 
 
 class NoArgs(ArgsModel):
@@ -58,7 +58,7 @@ class NoArgs(ArgsModel):
 class ResultModel(BaseModel):
     """Base for an op's result model; ``model_dump(mode="json", exclude_none=...)`` is what the face sends."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first use
 
 
 # ------------------------------------------------------------------------------------------------ errors

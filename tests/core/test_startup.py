@@ -1,0 +1,101 @@
+"""What start-up loads (issue 17): importing the CLI, starting ``serve`` and opening the scripted agent import none
+of the agent adapters' session modules (protocol models, connections, mappings), and ``serve`` writes its hello line
+before it loads the engine. Behaviour, not timing: the timings are bench/bench_wire.py's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from wire_client import child_env
+from wire_schema import validate_line
+
+# The adapters' modules a session of that agent needs; registering the adapter must not load them.
+HEAVY = ("anyagentd_codex.protocol", "anyagentd_codex.connection", "anyagentd_codex.mapping", "anyagentd_codex.launch",
+         "anyagentd_claude.connection", "anyagentd_claude.mapping", "anyagentd_claude.control",
+         "anyagentd_acp.connection", "acp", "mcp", "anyagentd.engine.session", "anyagentd.wire")  # fmt: skip
+
+_REPORT = "import sys; print(json.dumps(sorted(m for m in sys.modules if m in HEAVY)))"
+
+
+def _loaded(code: str) -> list[str]:
+    program = f"import json\nHEAVY = {HEAVY!r}\n{code}\n{_REPORT}"
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=60,
+                         env=child_env()).stdout  # fmt: skip
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_importing_the_cli_loads_no_adapter_session_module_nor_the_engine() -> None:
+    assert _loaded("import anyagentd.cli") == []
+
+
+def test_loading_every_plugin_and_a_runtime_loads_no_adapter_session_module() -> None:
+    code = "from anyagentd.runtime import Runtime\nrt = Runtime()\nassert {'claude', 'codex', 'acp'} <= set(rt.adapters)"
+    assert [m for m in _loaded(code) if not m.startswith("anyagentd.")] == []
+
+
+def test_serve_greets_first_and_opens_the_mock_without_adapter_session_modules(tmp_path: Path) -> None:
+    # serve ends with os._exit: the wrapper reports what was imported just before.
+    wrapper = tmp_path / "serve.py"
+    wrapper.write_text(textwrap.dedent(f"""
+        import json, os, sys
+        HEAVY = {HEAVY!r}
+        real_exit = os._exit
+
+        def report_and_exit(code):
+            loaded = sorted(m for m in sys.modules if m in HEAVY and not m.startswith("anyagentd."))
+            os.write(2, ("LOADED " + json.dumps(loaded) + "\\n").encode())
+            real_exit(code)
+
+        os._exit = report_and_exit
+        from anyagentd.cli import main
+        main(["serve"], prog_name="anyagentd")
+    """))
+    frame = {"id": 1, "cmd": "open", "agent": "mock", "dir": str(tmp_path)}
+    result = subprocess.run([sys.executable, str(wrapper)], input=json.dumps(frame) + "\n", capture_output=True,
+                            text=True, timeout=60, env=child_env())  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(raw) for raw in result.stdout.splitlines()]
+    for line in lines:
+        validate_line(line)
+    assert "hello" in lines[0] and lines[1]["id"] == 1 and lines[1]["ok"]["agent"]["id"] == "mock"
+    assert lines[-1] == {"closed": lines[1]["ok"]["id"]}
+    assert "LOADED []" in result.stderr, result.stderr
+
+
+def test_serve_writes_hello_before_it_loads_the_engine(tmp_path: Path) -> None:
+    # A mock script that cannot be read is refused when the runtime is built, which is after the hello line.
+    result = subprocess.run([sys.executable, "-m", "anyagentd.cli", "serve", "--mock", str(tmp_path / "none.json")],
+                            input="", capture_output=True, text=True, timeout=60, env=child_env())  # fmt: skip
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["hello"]["protocol"] == 1
+    assert result.returncode == 2 and "InvalidConfiguration" in result.stderr and "Traceback" not in result.stderr
+
+
+async def _open_without_discovery(tmp_path: Path, monkeypatch) -> str:  # type: ignore[no-untyped-def]
+    from anyagentd import discovery
+    from anyagentd.runtime import Runtime
+
+    def no_search(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("opening the pinned mock searched for agents")
+
+    monkeypatch.setattr(discovery, "discover", no_search)
+    async with Runtime() as runtime:
+        session = await runtime.open("mock", tmp_path)
+        return session.installation.source
+
+
+def test_opening_a_pinned_agent_searches_for_no_agent(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import anyio
+
+    assert anyio.run(_open_without_discovery, tmp_path, monkeypatch) == "Pinned"
+
+
+def test_importing_the_cli_loads_neither_pydantic_nor_rich_nor_anyio() -> None:
+    code = "import sys, anyagentd.cli; print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'rich', 'anyio'}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
+                         env=child_env()).stdout  # fmt: skip
+    assert out.strip() == "[]"

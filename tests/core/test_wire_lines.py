@@ -1,0 +1,64 @@
+"""The wire's fast event lines (issue 17) are byte for byte what pydantic's serializer writes, for every string."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from wire_schema import validate_line
+
+import json
+
+from anyagentd.model import (
+    Event,
+    MessageEnded,
+    ReasoningDelta,
+    RequestClosed,
+    SystemTime,
+    TextDelta,
+    ToolOutputDelta,
+    TurnContext,
+    UserMessage,
+    diagnostic,
+)
+from anyagentd.wire import _flat_event_line, _NotFlat, event_line, event_lines
+
+text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)  # every code point but surrogates
+turns = st.one_of(st.none(), st.builds(TurnContext, id=text, parent_tool_id=st.one_of(st.none(), text)))
+kinds = st.one_of(
+    st.builds(TextDelta, message_id=text, text=text), st.builds(ReasoningDelta, message_id=text, text=text),
+    st.builds(UserMessage, message_id=text, text=text), st.builds(MessageEnded, message_id=text),
+    st.builds(ToolOutputDelta, tool_id=text, text=text), st.builds(RequestClosed, request_id=text),
+)  # fmt: skip
+
+
+def serialized(event: Event) -> bytes:
+    return b'{"event":' + event.__pydantic_serializer__.to_json(event) + b"}\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(kind=kinds, turn=turns, session_id=text, sequence=st.integers(0, 2**63),
+       at=st.builds(SystemTime, secs_since_epoch=st.integers(0, 2**40), nanos_since_epoch=st.integers(0, 10**9 - 1)))
+def test_fast_lines_are_the_serializers_bytes(kind, turn, session_id, sequence, at) -> None:  # type: ignore[no-untyped-def]
+    event = Event(sequence=sequence, occurred_at=at, session_id=session_id, turn_info=turn, kind=kind)
+    fast = _flat_event_line(event)
+    assert fast == serialized(event)
+    assert event_line(event) == fast
+    validate_line(json.loads(fast))
+
+
+def test_events_of_other_shapes_and_lone_surrogates_go_through_the_serializer() -> None:
+    turn = TurnContext(id="t1")
+    with_extensions = Event(sequence=1, session_id="s", turn_info=turn, kind=MessageEnded(message_id="m"),
+                            extensions={"a/b": 1})  # fmt: skip
+    other = Event(sequence=2, session_id="s", kind=diagnostic("Info", "hi"))
+    for event in (with_extensions, other):
+        with pytest.raises(_NotFlat):
+            _flat_event_line(event)
+        assert event_line(event) == serialized(event)
+    broken = Event(sequence=3, session_id="s", turn_info=turn, kind=TextDelta(message_id="m", text="a\ud800"))
+    with pytest.raises(Exception) as err:
+        event_line(broken)
+    assert "surrogate" in str(err.value).lower() or "utf-8" in str(err.value).lower()
+    data, bad, _ = event_lines([other, broken, with_extensions])  # the unwritable one is found, the rest written
+    assert bad is broken and data == serialized(other) + serialized(with_extensions)
