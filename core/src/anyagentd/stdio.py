@@ -3,7 +3,7 @@
 Only the standard library is imported here, so ``serve`` greets its client before the engine, pydantic and the
 plugins load (issue 17: the hello within tens of milliseconds of the spawn; the commands the client sends meanwhile
 wait in the pipe). :func:`claim_stdout` duplicates the real stdout for protocol lines and points file descriptor 1
-at stderr, so stray prints and agents that inherit fd 1 cannot corrupt the protocol (``anyagent-semantics.md`` §1).
+at stderr, so stray prints and agents that inherit fd 1 cannot corrupt the protocol (``docs/wire.md#guarantees``).
 """
 
 from __future__ import annotations
