@@ -215,3 +215,42 @@ def test_an_instance_pause_holds_new_runs(a2a_daemon: Any) -> None:
     assert held["status"] == "pending" and held["steps"]["write"]["status"] == "pending", "nothing starts"
     task_result(command(daemon, "admin.resume", token=OPERATOR), "admin.resume")
     assert wait_run(daemon, run, "suspended")["steps"]["write"]["status"] == "done"
+
+
+def test_a_subagent_step(a2a_daemon: Any) -> None:
+    flows = """
+[subagents]
+enabled = true
+[[workflows]]
+name = "delegate"
+roles = ["user"]
+[workflows.steps.ask]
+kind = "subagent"
+agent = "mock"
+instruction = "Say hello for run {{run.id}}"
+[workflows.steps.keep]
+kind = "subagent"
+agent = "mock"
+instruction = "Stay around"
+mode = "warm"
+depends_on = ["ask"]
+[workflows.steps.done]
+kind = "finish"
+depends_on = ["keep"]
+output = "{{steps.ask.output}}"
+"""
+    from test_a2a_commands import CONFIG
+
+    daemon = a2a_daemon(config=CONFIG.replace("[a2a]\n", "[a2a]\nintrospection = true\n") + flows, env=ENV,
+                        mock="hello")  # fmt: skip
+    task = start_run(daemon, ALICE, workflow="delegate")
+    done = wait_state(daemon, task["id"], "TASK_STATE_COMPLETED", token=ALICE, timeout=60)
+    assert done["artifacts"][0]["parts"][0]["data"] == HELLO
+    run = done["metadata"]["run"]
+    steps = result_of(command(daemon, "run.get", token=ALICE, run=run), "run.get")["run"]["steps"]
+    handle = steps["keep"]["output"]["handle"]
+    assert steps["keep"]["output"]["result"] == HELLO
+    # the warm one outlived its step and belongs to the run's owner
+    status = result_of(command(daemon, "subagent.status", token=ALICE, handle=handle), "subagent.status")
+    assert status["status"] == "idle" and status["mode"] == "warm"
+    assert reason(command(daemon, "subagent.status", token=BOB, handle=handle)) == (-32001, "NOT_FOUND")

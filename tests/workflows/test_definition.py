@@ -85,3 +85,13 @@ def test_templates_and_durations() -> None:
     assert [parse_duration(v) for v in ("250ms", "90s", "10m", "1h", 3)] == [0.25, 90, 600, 3600, 3]
     with pytest.raises(ValueError):
         parse_duration("soon")
+
+
+def test_subagent_steps() -> None:
+    ok = load_workflows([wf(a={"kind": "subagent", "agent": "codex", "instruction": "Review {{inputs.issue}}",
+                               "mode": "warm"})])["fix"]  # fmt: skip
+    assert ok.steps["a"].mode == "warm" and ok.steps["a"].templates() == {"instruction": "Review {{inputs.issue}}"}
+    assert "needs an agent and an instruction" in str(refused(wf(a={"kind": "subagent", "agent": "codex"})))
+    assert "unknown input" in str(refused(wf(a={"kind": "subagent", "agent": "x", "instruction": "{{inputs.no}}"})))
+    assert refused(wf(a={"kind": "subagent", "agent": "x", "instruction": "y", "mode": "later"})).where == \
+        "workflows.fix.steps.a.mode"  # fmt: skip

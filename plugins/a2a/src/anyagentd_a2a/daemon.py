@@ -450,14 +450,8 @@ class Daemon:
             )  # fmt: skip
 
     async def _start_services(self, tg: Any) -> None:
-        if self.instance.workflows:
-            from .workflows.runner import WorkflowRunner
-
-            runner = WorkflowRunner(self.runtime, self.run_store, self.instance.workflows,
-                                    work_root=self.state_dir / "runs", default_agent=self.agent_ref,
-                                    held=lambda: self.instance.paused)  # fmt: skip
-            self.instance.runner = runner
-            await tg.start(runner.serve)
+        """Subagents first (a workflow's subagent steps use them), then the workflow runner (which resumes the
+        stored runs as it starts)."""
         if self.loaded.config.subagents.enabled:
             from .subagents.instances import ChildInstance
             from .subagents.manager import SubagentLimits, SubagentManager
@@ -479,6 +473,15 @@ class Daemon:
             self.subagent_mcp = SubagentMcpServer(manager)
             await tg.start(self.subagent_mcp.serve)
 
+        if self.instance.workflows:
+            from .workflows.runner import WorkflowRunner
+
+            runner = WorkflowRunner(self.runtime, self.run_store, self.instance.workflows,
+                                    work_root=self.state_dir / "runs", default_agent=self.agent_ref,
+                                    held=lambda: self.instance.paused)  # fmt: skip
+            runner.subagents = self.instance.subagents  # for subagent steps, recovered ones included
+            self.instance.runner = runner
+            await tg.start(runner.serve)
     async def _intercept(self, principal: Any, request_id: Any, method: str, params: dict[str, Any],
                          activated: list[str]) -> Any:  # fmt: skip
         """Commands; a message answering a workflow run's ``ask`` step; CancelTask of a run's task. ``None``:

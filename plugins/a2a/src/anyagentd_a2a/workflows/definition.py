@@ -69,10 +69,12 @@ class Retry(_Strict):
 
 class Step(_Strict):
     """One step. ``kind``: ``agent`` (``agent``, ``prompt``, ``approval``, ``output``, ``output_schema``),
-    ``wait`` (``on = "signal"``, ``signal``) or ``finish`` (``output``, a template); every kind takes
-    ``depends_on``, ``timeout`` (seconds) and ``retry``."""
+    ``subagent`` (``agent``, ``instruction`` (a template), ``mode``: a subagent of the run's owner; a ``warm``
+    one outlives the step, addressed by the handle in the step's output), ``wait`` (``on = "signal"``,
+    ``signal``) or ``finish`` (``output``, a template); every kind takes ``depends_on``, ``timeout`` (seconds) and
+    ``retry``."""
 
-    kind: Literal["agent", "wait", "finish"]
+    kind: Literal["agent", "subagent", "wait", "finish"]
     depends_on: list[str] = Field(default_factory=list)
     timeout: Duration | None = None
     retry: Retry = Field(default_factory=Retry)
@@ -83,6 +85,9 @@ class Step(_Strict):
     output: str | None = None
     output_schema: dict[str, Any] | None = None
     dir: str | None = None
+    # subagent
+    instruction: str | None = None
+    mode: Literal["sync", "async", "detached", "warm"] = "sync"
     # wait
     on: Literal["signal"] | None = None
     signal: str | None = None
@@ -103,6 +108,11 @@ class Step(_Strict):
                 raise ValueError("output_schema goes with output = \"json\"")
             if self.on is not None or self.signal is not None:
                 raise ValueError("on/signal belong to wait steps")
+        elif self.kind == "subagent":
+            if not self.agent or not self.instruction:
+                raise ValueError("a subagent step needs an agent and an instruction")
+            if self.prompt is not None or self.on is not None or self.output is not None:
+                raise ValueError("a subagent step takes agent, instruction and mode (its output is the subagent's)")
         elif self.kind == "wait":
             if self.on != "signal" or not self.signal:
                 raise ValueError("a wait step needs on = \"signal\" and a signal name")
@@ -118,6 +128,8 @@ class Step(_Strict):
     def templates(self) -> dict[str, str]:
         """The step's template-bearing keys and their text."""
         found = {"prompt": self.prompt} if self.kind == "agent" and self.prompt else {}
+        if self.kind == "subagent" and self.instruction:
+            found["instruction"] = self.instruction
         if self.kind == "finish" and self.output is not None:
             found["output"] = self.output
         return found

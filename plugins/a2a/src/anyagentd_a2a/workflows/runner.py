@@ -93,6 +93,8 @@ class WorkflowRunner:
         self.default_agent = default_agent
         self.listener = listener
         self.held = held
+        self.subagents: Any = None
+        """The daemon's subagent manager, for ``subagent`` steps (``None``: such steps fail saying so)."""
         self._live: dict[str, _Live] = {}
         self._followers: dict[str, list[MemoryObjectSendStream[tuple[RunRecord, dict[str, Any]]]]] = {}
         self._tg: anyio.abc.TaskGroup | None = None
@@ -447,7 +449,33 @@ class WorkflowRunner:
             return "done", _render_value(step.output or "", self._scope(live)), None
         if step.kind == "wait":
             return await self._wait(live, step_id, step)
+        if step.kind == "subagent":
+            return await self._subagent(live, step)
         return await self._agent(live, step_id, step)
+
+    async def _subagent(self, live: _Live, step: Step) -> tuple[str, Any, str | None]:
+        """A subagent of the run's owner: ``sync`` and ``warm`` wait for its first result (the output is the
+        result, plus the handle for ``warm``, which stays alive after the step); ``async``/``detached`` end the
+        step with the handle at once."""
+        if self.subagents is None:
+            return "failed", None, "subagents are not enabled ([subagents] enabled = true)"
+        from ..subagents.errors import SubagentRefused
+
+        instruction = render(step.instruction or "", self._scope(live))
+        owner = live.record.principal or "operator"
+        try:
+            record = await self.subagents.spawn(owner, step.agent, instruction, step.mode, parent=live.record.id)
+        except SubagentRefused as err:
+            return "failed", None, f"subagent refused: {err}"
+        if step.mode == "sync":
+            if record.status != "completed":
+                return "failed", None, f"subagent {record.handle} {record.status}: {record.error}"
+            return "done", record.result, None
+        if step.mode == "warm":
+            if record.status != "idle":
+                return "failed", None, f"subagent {record.handle} {record.status}: {record.error}"
+            return "done", {"handle": record.handle, "result": record.result}, None
+        return "done", {"handle": record.handle}, None
 
     async def _wait(self, live: _Live, step_id: str, step: Step) -> tuple[str, Any, str | None]:
         event, box = live.signals.setdefault(step_id, (anyio.Event(), []))
