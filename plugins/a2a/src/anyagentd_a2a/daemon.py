@@ -262,7 +262,8 @@ class Daemon:
 
     def _app(self, handler: Any) -> Any:
         dispatcher = JsonRpcDispatcher(handler, context_builder=PrincipalContextBuilder())
-        self.front = Front(Identities(self.loaded), dispatcher.handle_requests, set(dispatcher.METHOD_TO_MODEL),
+        identities = Identities(self.loaded, self.instance.auth_sessions)
+        self.front = Front(identities, dispatcher.handle_requests, set(dispatcher.METHOD_TO_MODEL),
                            is_draining=lambda: self.draining, supported_extensions={COMMAND_EXTENSION},
                            realm="anyagentd", check_send=self._check_send, intercept=self._intercept)  # fmt: skip
         self.dispatcher = CommandDispatcher(self.ops, self.instance, switches=self.instance.switches,
@@ -370,7 +371,7 @@ class Daemon:
             log.warning("SIGHUP: [agent] and a2a.listen changes take effect at the next start")
         self.loaded = loaded
         self.instance.reloaded()
-        self.front.identities = Identities(loaded)
+        self.front.identities = Identities(loaded, self.instance.auth_sessions)
         self.cors.origins = set(loaded.config.a2a.cors_origins)
         log.info("SIGHUP: configuration reloaded from %s", path)
 
