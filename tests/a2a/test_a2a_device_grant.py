@@ -232,3 +232,76 @@ def test_the_grant_end_to_end_and_revocation_closes_streams(a2a_daemon: Any, tmp
     assert daemon.wait() == 0
     for secret in (token, again, pair["device_code"], pair["user_code"]):
         assert secret not in "".join(daemon.stderr)
+
+
+def test_sessions_survive_a_restart_and_a_live_one_passes_the_limiter(a2a_daemon: Any) -> None:
+    daemon = a2a_daemon(config=CONFIG, env=ENV, mock="hello")
+    kept, _ = sign_in(daemon, "keeper")
+    gone, _ = sign_in(daemon, "leaver")
+    task = daemon.send_text("hello", token=kept, context_id="c")
+    _, revoked = task_result(command(daemon, "auth.sessions.revoke", token=OPERATOR, name="leaver"),
+                             "auth.sessions.revoke")  # fmt: skip
+    assert revoked == {"revoked": 1}
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait() == 0
+
+    restarted = a2a_daemon(config=CONFIG, env=ENV, mock="hello", state_dir=daemon.state_dir)
+    assert restarted.rpc("GetTask", {"id": task["id"]}, token=kept).json()["result"]["id"] == task["id"]
+    assert unauthorized(restarted.rpc("GetTask", {"id": task["id"]}, token=gone))  # revoked stays revoked
+    rows = result_of(command(restarted, "auth.sessions", token=OPERATOR), "auth.sessions")["sessions"]
+    assert [r["name"] for r in rows] == ["keeper"]
+
+    for n in range(19):  # with the revoked one above: 20 bad credentials from this source
+        assert unauthorized(restarted.rpc("GetTask", {"id": task["id"]}, token=f"agd_unknown{n}"))
+    limited = restarted.rpc("GetTask", {"id": task["id"]}, token=OPERATOR)
+    assert limited.status_code == 429 and "retry-after" in limited.headers  # not even checked
+    assert restarted.rpc("GetTask", {"id": task["id"]}, token="agd_unknown").status_code == 429
+    assert restarted.rpc("GetTask", {"id": task["id"]}, token=gone).status_code == 429
+    served = restarted.rpc("GetTask", {"id": task["id"]}, token=kept)  # a live session is still served
+    assert served.status_code == 200 and served.json()["result"]["id"] == task["id"]
+
+
+def test_login_send_and_status_from_the_command_line(a2a_daemon: Any, tmp_path: Path) -> None:
+    daemon = a2a_daemon(config=CONFIG, env=ENV, mock="hello")
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    env.pop("ANYAGENTD_A2A_TOKEN", None)
+    login = subprocess.Popen([ANYAGENTD, "a2a", "login", daemon.url], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    assert login.stderr is not None
+    shown = login.stderr.readline()
+    user_code = shown.split("the code ")[1].split(" ")[0]
+    assert "verification URI: " + daemon.url in shown
+    approve(daemon, user_code, "cli-user")  # the operator, from another client
+    out, err = login.communicate(timeout=60)
+    assert login.returncode == 0, err
+    path = tmp_path / "xdg" / "anyagentd" / "credentials.json"
+    assert f"token stored in {path}" in err
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    token = json.loads(path.read_text())[daemon.url]["access_token"]
+    assert token.startswith("agd_") and token not in out + err + shown
+
+    sent = subprocess.run([ANYAGENTD, "a2a", "send", daemon.url, "hello"], capture_output=True, text=True,
+                          env=env, timeout=60)  # fmt: skip
+    assert sent.returncode == 0, sent.stderr
+    assert "scripted agent" in sent.stdout and ": completed (contextId " in sent.stderr
+    task_id = sent.stderr.split("task ")[1].split(":")[0]
+    owned = daemon.rpc("GetTask", {"id": task_id}, token=token).json()["result"]
+    assert owned["status"]["state"] == "TASK_STATE_COMPLETED"  # sent as the signed-in principal
+
+    shown_status = subprocess.run([ANYAGENTD, "a2a", "status", daemon.url], capture_output=True, text=True,
+                                  env=env, timeout=60)  # fmt: skip
+    assert shown_status.returncode == 0, shown_status.stderr
+    status = json.loads(shown_status.stdout)
+    validate_result("status", status)
+    assert [c["contextId"] for c in status["conversations"]] == [owned["contextId"]]
+
+    by_env = subprocess.run([ANYAGENTD, "a2a", "status", daemon.url], capture_output=True, text=True, timeout=60,
+                            env={**env, "ANYAGENTD_A2A_TOKEN": OPERATOR})  # fmt: skip
+    assert by_env.returncode == 0 and json.loads(by_env.stdout)["instance"] == status["instance"]
+    task_result(command(daemon, "auth.sessions.revoke", token=OPERATOR, name="cli-user"), "auth.sessions.revoke")
+    for argv in (["status", daemon.url], ["send", daemon.url, "hi"], ["status", daemon.url, "--token", "nope"]):
+        refused = subprocess.run([ANYAGENTD, "a2a", *argv], capture_output=True, text=True, env=env, timeout=60)
+        assert refused.returncode == 1 and refused.stdout == ""
+        assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr, refused.stderr
+    assert "anyagentd a2a login" in refused.stderr
+    no_secret_logged(daemon, [token, user_code])
