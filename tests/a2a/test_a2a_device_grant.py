@@ -138,6 +138,9 @@ def test_the_grant_end_to_end_and_revocation_closes_streams(a2a_daemon: Any, tmp
     assert meta["token_endpoint"] == flow["tokenUrl"]
 
     pair = code_pair(daemon)
+    assert pair["verification_uri"] == daemon.url + "/oauth2/device"
+    page = httpx.get(pair["verification_uri"])
+    assert page.status_code == 200 and "operator" in page.text
     assert oauth_error(poll(daemon, pair["device_code"])) == "authorization_pending"
     pending = result_of(command(daemon, "auth.device.pending", token=OPERATOR), "auth.device.pending")
     assert [p["user_code"] for p in pending["pending"]] == [pair["user_code"]]
@@ -305,3 +308,15 @@ def test_login_send_and_status_from_the_command_line(a2a_daemon: Any, tmp_path: 
         assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr, refused.stderr
     assert "anyagentd a2a login" in refused.stderr
     no_secret_logged(daemon, [token, user_code])
+
+
+def test_without_the_device_grant_no_session_is_listed_or_revoked(a2a_daemon: Any) -> None:
+    daemon = a2a_daemon(config=f'[a2a]\nbearer = "{{{{secret:OP_TOKEN}}}}"\n', env=ENV, mock="hello")
+    assert result_of(command(daemon, "auth.sessions", token=OPERATOR), "auth.sessions") == {"sessions": []}
+    _, revoked = task_result(command(daemon, "auth.sessions.revoke", token=OPERATOR, all=True),
+                             "auth.sessions.revoke")  # fmt: skip
+    assert revoked == {"revoked": 0}
+    card = httpx.get(daemon.url + "/.well-known/agent-card.json").json()
+    assert "device" not in card["securitySchemes"]
+    assert httpx.post(daemon.url + "/oauth2/device_authorization", data={"client_id": "x"}).status_code == 404
+    assert unauthorized(daemon.rpc("GetTask", {"id": "x"}, token="agd_" + "x" * 43))

@@ -431,7 +431,8 @@ class Daemon:
             grant = config.a2a.device_grant
             self.instance.auth_sessions = await AuthSessions(engine, lifetime=grant.token_days * 86400).open()
             self.instance.device_grant = DeviceGrant(
-                self.instance.auth_sessions, verification_uri=f"{self.url}/oauth2/device",
+                self.instance.auth_sessions,
+                verification_uri=f"{(config.a2a.url or self.url).rstrip('/')}/oauth2/device",
                 principal_ids={p.id for p in config.a2a.principals}, lifetime=grant.lifetime,
             )  # fmt: skip
 
