@@ -82,7 +82,8 @@ def login(url: str, *, scope: str = "user", say: Callable[[str], None] = lambda 
             pair = answer.json()
         except ValueError:
             pair = None
-        if not isinstance(pair, dict) or not {"device_code", "user_code", "verification_uri", "expires_in"} <= set(pair):
+        needed = {"device_code", "user_code", "verification_uri", "expires_in"}
+        if not isinstance(pair, dict) or not needed <= set(pair):
             raise ClientError(f"{base} does not serve the device grant (no code pair in its answer)")
         say(f"To sign in, have an operator approve the code {pair['user_code']} "
             f"(verification URI: {pair['verification_uri']}).")  # fmt: skip

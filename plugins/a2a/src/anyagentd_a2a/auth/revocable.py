@@ -1,6 +1,6 @@
 """A response that ends when its device session is revoked: the listener wraps every streamed answer to a caller
-signed in with a device-session token, so an open stream (``SubscribeToTask``, ``SendStreamingMessage``) closes as soon as
-``auth.sessions.revoke`` (or ``POST /oauth2/revoke``) sets the session's event.
+signed in with a device-session token, so an open stream (``SubscribeToTask``, ``SendStreamingMessage``) closes as
+soon as ``auth.sessions.revoke`` (or ``POST /oauth2/revoke``) sets the session's event.
 
 A pure ASGI wrapper (not ``BaseHTTPMiddleware``, which buffers and breaks SSE): the wrapped response runs beside a
 watcher of the event; when the event is set first the response is cancelled and the stream is ended cleanly with
