@@ -5,8 +5,8 @@ Takes the loaded configuration and the public URL; returns the card: name, descr
 interface at the URL, capabilities (streaming, push as configured, extended card), one skill for the conversation
 agent, the bearer security scheme when any credential is configured, the OAuth 2.0 device-code scheme (RFC 8628:
 device authorization and token URLs on the card's URL) when ``[a2a.device_grant]`` is enabled, and the command
-extension (declared, never required; its params: ``dataPartKey``, ``schema``, and ``ops`` — the daemon narrows them per caller on the extended
-card and adds ``commands`` and ``settable``).
+extension (declared, never required; its params: ``dataPartKey``, ``schema``, and ``ops`` — the daemon narrows them
+per caller on the extended card and adds ``commands`` and ``settable``).
 """
 
 from __future__ import annotations
