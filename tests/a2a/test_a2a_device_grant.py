@@ -320,3 +320,25 @@ def test_without_the_device_grant_no_session_is_listed_or_revoked(a2a_daemon: An
     assert "device" not in card["securitySchemes"]
     assert httpx.post(daemon.url + "/oauth2/device_authorization", data={"client_id": "x"}).status_code == 404
     assert unauthorized(daemon.rpc("GetTask", {"id": "x"}, token="agd_" + "x" * 43))
+
+
+def test_login_waits_the_interval_and_honours_slow_down(a2a_daemon: Any) -> None:
+    from anyagentd_a2a.client import login
+
+    daemon = a2a_daemon(config=CONFIG, env=ENV, mock="hello")
+    said: list[str] = []
+    asked: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        """Polls early twice (the second answers slow_down), then approves and waits what was asked."""
+        asked.append(seconds)
+        if len(asked) == 3:
+            user_code = said[0].split("the code ")[1].split(" ")[0]
+            approve(daemon, user_code, "polite")
+            time.sleep(seconds)
+
+    body = login(daemon.url, say=said.append, sleep=sleep)
+    assert asked == [5, 5, 10]  # the interval, then 5 s more after slow_down
+    assert body["access_token"].startswith("agd_") and body["scope"] == "user"
+    assert daemon.rpc("GetExtendedAgentCard", token=body["access_token"]).json()["result"]["capabilities"][
+        "extensions"][0]["params"]["principal"] == "user:polite"  # fmt: skip
