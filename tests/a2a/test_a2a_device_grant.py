@@ -253,6 +253,11 @@ def test_sessions_survive_a_restart_and_a_live_one_passes_the_limiter(a2a_daemon
     assert unauthorized(restarted.rpc("GetTask", {"id": task["id"]}, token=gone))  # revoked stays revoked
     rows = result_of(command(restarted, "auth.sessions", token=OPERATOR), "auth.sessions")["sessions"]
     assert [r["name"] for r in rows] == ["keeper"]
+    restarted.signal(signal.SIGHUP)  # a reload keeps the sessions
+    deadline = time.monotonic() + 20
+    while "configuration reloaded" not in "".join(restarted.stderr) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert restarted.rpc("GetTask", {"id": task["id"]}, token=kept).json()["result"]["id"] == task["id"]
 
     for n in range(19):  # with the revoked one above: 20 bad credentials from this source
         assert unauthorized(restarted.rpc("GetTask", {"id": task["id"]}, token=f"agd_unknown{n}"))
