@@ -220,6 +220,26 @@ def test_the_grant_end_to_end_and_revocation_closes_streams(a2a_daemon: Any, tmp
     second = Stream(daemon, "SendStreamingMessage", {"message": {
         "messageId": "s2", "role": "ROLE_USER", "contextId": "c2", "parts": [{"text": "go"}]}}, again)
     second.wait_frames(2)
+    # and a unary send blocked on its task answers 401 at once, its task going on
+    daemon.send_text("hello", token=again, context_id="c3")
+    blocked: dict[str, Any] = {}
+
+    def send_blocking() -> None:
+        message = {"messageId": "b1", "role": "ROLE_USER", "contextId": "c3", "parts": [{"text": "go"}]}
+        blocked["response"] = daemon.rpc("SendMessage", {"message": message}, token=again)
+        blocked["at"] = time.monotonic()
+
+    blocker = threading.Thread(target=send_blocking, daemon=True)
+    blocker.start()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        listed = daemon.rpc("ListTasks", {}, token=again).json()["result"].get("tasks", [])
+        waiting = [t for t in listed if t["contextId"] == "c3" and t["status"]["state"] == "TASK_STATE_WORKING"]
+        if waiting:
+            break
+        time.sleep(0.05)
+    [blocked_task] = waiting
+    assert "response" not in blocked, "the unary send waits for its task"
     revoking_at = time.monotonic()
     _, revoked = task_result(command(daemon, "auth.sessions.revoke", token=OPERATOR, all=True),
                              "auth.sessions.revoke")  # fmt: skip
@@ -228,6 +248,11 @@ def test_the_grant_end_to_end_and_revocation_closes_streams(a2a_daemon: Any, tmp
     assert second.closed_at is not None and second.error is None, second.error
     print(f"streaming send closed {(second.closed_at - revoking_at) * 1000:.0f} ms after the revoke was sent")
     assert second.closed_at - revoking_at < 2.0 and second.frames[-1]["error"]["code"] == -31401
+    blocker.join(timeout=10)
+    print(f"blocked send answered {(blocked['at'] - revoking_at) * 1000:.0f} ms after the revoke was sent")
+    assert unauthorized(blocked["response"]) and blocked["at"] - revoking_at < 2.0
+    kept = daemon.rpc("GetTask", {"id": blocked_task["id"]}, token=OPERATOR).json()["result"]
+    assert kept["status"]["state"] == "TASK_STATE_WORKING"
 
     no_secret_logged(daemon, [token, again, pair["device_code"], pair["user_code"], again_pair["device_code"],
                               again_pair["user_code"]])  # fmt: skip

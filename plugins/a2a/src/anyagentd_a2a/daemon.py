@@ -265,7 +265,8 @@ class Daemon:
         identities = Identities(self.loaded, self.instance.auth_sessions)
         self.front = Front(identities, dispatcher.handle_requests, set(dispatcher.METHOD_TO_MODEL),
                            is_draining=lambda: self.draining, supported_extensions={COMMAND_EXTENSION},
-                           realm="anyagentd", check_send=self._check_send, intercept=self._intercept)  # fmt: skip
+                           realm="anyagentd", check_send=self._check_send, intercept=self._intercept,
+                           spawn=self._tg.start_soon)  # fmt: skip
         self.dispatcher = CommandDispatcher(self.ops, self.instance, switches=self.instance.switches,
                                             save_task=self._save_task, spawn=self._tg.start_soon)  # fmt: skip
         if self.instance.runner is not None:

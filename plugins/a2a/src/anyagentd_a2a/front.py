@@ -98,7 +98,9 @@ class Front:
         realm: str,
         check_send: Callable[[Principal, Any, dict[str, Any]], Awaitable[Response | None]] | None = None,
         intercept: Callable[[Principal, Any, str, dict[str, Any], list[str]], Awaitable[Response | None]] | None = None,
+        spawn: Callable[..., Any] | None = None,
     ) -> None:
+        self.spawn = spawn
         self.check_send = check_send
         self.intercept = intercept
         self.identities = identities
@@ -124,7 +126,7 @@ class Front:
         if self.intercept is not None:  # what the daemon answers itself: commands, workflow runs' tasks
             response = await self.intercept(principal, envelope["id"], envelope["method"], params, activated)
         if response is None:
-            response = await self.dispatch(request)
+            response = await self._dispatch(request, principal, envelope)
         if activated:
             response.headers["A2A-Extensions"] = ", ".join(activated)
         streaming = "text/event-stream" in response.headers.get("content-type", "")
@@ -134,6 +136,20 @@ class Front:
             response = RevocableResponse(response, self.identities.sessions.revoked_event(principal.session),
                                          request_id=envelope["id"], realm=self.realm)  # fmt: skip
         return response
+
+    async def _dispatch(self, request: Request, principal: Principal, envelope: dict[str, Any]) -> Response:
+        """The SDK's answer; a blocking ``SendMessage`` of a device session answers 401 as soon as the session is
+        revoked, while the send itself goes on in the background (what the principal owns is kept)."""
+        params = envelope.get("params") or {}
+        configuration = params.get("configuration")
+        blocking = not (isinstance(configuration, dict) and configuration.get("returnImmediately"))
+        if (principal.session is None or self.identities.sessions is None or self.spawn is None
+                or envelope["method"] != "SendMessage" or not blocking):  # fmt: skip
+            return await self.dispatch(request)
+        from .auth.revocable import unless_revoked
+
+        return await unless_revoked(lambda: self.dispatch(request), self.identities.sessions.revoked_event(
+            principal.session), spawn=self.spawn, request_id=envelope["id"], realm=self.realm)  # fmt: skip
 
     async def _check(self, request: Request) -> Response | tuple[Principal, list[str], dict[str, Any]]:
         """Every step of the pipeline in order: the first refusal, or (principal, activated extension URIs, the

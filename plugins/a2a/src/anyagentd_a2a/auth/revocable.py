@@ -6,11 +6,13 @@ A pure ASGI wrapper (not ``BaseHTTPMiddleware``, which buffers and breaks SSE): 
 watcher of the event; when the event is set first the response is cancelled and the stream is ended cleanly with
 one last SSE frame holding a JSON-RPC error (-31401, the session was revoked), or, when nothing was sent yet, a 401
 answer. What the stream was about is untouched (the SDK keeps consuming a task whose subscriber went away).
+:func:`unless_revoked` does the same for a blocked unary call: 401 at once, the call left to finish unawaited.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -67,8 +69,7 @@ class RevocableResponse(Response):
             return
         error = {"jsonrpc": "2.0", "id": self.request_id, "error": {"code": REVOKED_CODE, "message": REVOKED_MESSAGE}}
         if not started:
-            await JSONResponse(error, status_code=401,
-                               headers={"WWW-Authenticate": f'Bearer realm="{self.realm}"'})(scope, receive, send)
+            await revoked_answer(self.request_id, self.realm)(scope, receive, send)
         elif streaming:
             frame = f"data: {json.dumps(error)}\r\n\r\n".encode()
             await send({"type": "http.response.body", "body": frame, "more_body": True})
@@ -77,4 +78,42 @@ class RevocableResponse(Response):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-__all__ = ["REVOKED_CODE", "RevocableResponse"]
+def revoked_answer(request_id: Any, realm: str) -> JSONResponse:
+    """401 with the JSON-RPC error -31401 (the session was revoked)."""
+    error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": REVOKED_CODE, "message": REVOKED_MESSAGE}}
+    return JSONResponse(error, status_code=401, headers={"WWW-Authenticate": f'Bearer realm="{realm}"'})
+
+
+async def unless_revoked(call: Callable[[], Awaitable[Response]], revoked: anyio.Event, *,
+                         spawn: Callable[..., Any], request_id: Any, realm: str) -> Response:  # fmt: skip
+    """``await call()`` (a blocked call, e.g. a unary send waiting for its task), unless ``revoked`` is set first:
+    then 401 at once. The call runs on ``spawn`` (the daemon's task group) and is never cancelled, so what it was
+    doing (the task) goes on; an answer nobody waits for any more is dropped."""
+    finished = anyio.Event()
+    outcome: dict[str, Any] = {}
+
+    async def run() -> None:
+        try:
+            outcome["response"] = await call()
+        except Exception as err:  # noqa: BLE001 - handed back to the waiting request, if any
+            outcome["error"] = err
+        finally:
+            finished.set()
+
+    spawn(run)
+    async with anyio.create_task_group() as tg:
+
+        async def first(event: anyio.Event) -> None:
+            await event.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(first, finished)
+        tg.start_soon(first, revoked)
+    if not finished.is_set():
+        return revoked_answer(request_id, realm)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["response"]
+
+
+__all__ = ["REVOKED_CODE", "RevocableResponse", "revoked_answer", "unless_revoked"]
