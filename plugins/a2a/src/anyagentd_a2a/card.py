@@ -3,9 +3,10 @@ caller through GetExtendedAgentCard.
 
 Takes the loaded configuration and the public URL; returns the card: name, description, version, the JSON-RPC
 interface at the URL, capabilities (streaming, push as configured, extended card), one skill for the conversation
-agent, the bearer security scheme when any credential is configured, and the command extension (declared, never
-required; its params: ``dataPartKey``, ``schema``, and ``ops`` — the daemon narrows them per caller on the extended
-card and adds ``commands`` and ``settable``).
+agent, the bearer security scheme when any credential is configured, the OAuth 2.0 device-code scheme (RFC 8628:
+device authorization and token URLs on the card's URL) when ``[a2a.device_grant]`` is enabled, and the command
+extension (declared, never required; its params: ``dataPartKey``, ``schema``, and ``ops`` — the daemon narrows them
+per caller on the extended card and adds ``commands`` and ``settable``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from a2a.types import (
     AgentExtension,
     AgentInterface,
     AgentSkill,
+    DeviceCodeOAuthFlow,
     HTTPAuthSecurityScheme,
+    OAuth2SecurityScheme,
+    OAuthFlows,
     SecurityRequirement,
     SecurityScheme,
     StringList,
@@ -62,6 +66,17 @@ def build_card(loaded: Loaded, url: str, *, ops: list[tuple[str, str]] = (), sch
             SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="bearer",
                                                                             description="anyagentd bearer token")))
         card.security_requirements.append(SecurityRequirement(schemes={"bearer": StringList()}))
+    if config.a2a.device_grant.enabled:
+        base = url.rstrip("/")
+        flow = DeviceCodeOAuthFlow(device_authorization_url=f"{base}/oauth2/device_authorization",
+                                   token_url=f"{base}/oauth2/token",
+                                   scopes={"user": "a user: its own tasks and conversations",
+                                           "operator": "an operator (approved as such only)"})  # fmt: skip
+        card.security_schemes["device"].CopyFrom(SecurityScheme(oauth2_security_scheme=OAuth2SecurityScheme(
+            description="sign in with the device authorization grant; an operator approves each device",
+            flows=OAuthFlows(device_code=flow), oauth2_metadata_url=f"{base}/.well-known/oauth-authorization-server",
+        )))  # fmt: skip
+        card.security_requirements.append(SecurityRequirement(schemes={"device": StringList(list=["user"])}))
     return card
 
 

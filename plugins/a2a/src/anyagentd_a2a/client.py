@@ -78,7 +78,13 @@ def login(url: str, *, scope: str = "user", say: Callable[[str], None] = lambda 
             raise ClientError(f"cannot reach {base}: {err}") from None
         if answer.status_code != 200:
             raise ClientError(f"{base} refused the sign-in: {_oauth_error(answer)}")
-        pair = answer.json()
+        try:
+            pair = answer.json()
+        except ValueError:
+            pair = None
+        needed = {"device_code", "user_code", "verification_uri", "expires_in"}
+        if not isinstance(pair, dict) or not needed <= set(pair):
+            raise ClientError(f"{base} does not serve the device grant (no code pair in its answer)")
         say(f"To sign in, have an operator approve the code {pair['user_code']} "
             f"(verification URI: {pair['verification_uri']}).")  # fmt: skip
         say(f"Waiting for approval (the code expires in {pair['expires_in']} s)...")
@@ -86,10 +92,16 @@ def login(url: str, *, scope: str = "user", say: Callable[[str], None] = lambda 
         deadline = time.monotonic() + min(timeout, float(pair["expires_in"]))
         while time.monotonic() < deadline:
             sleep(interval)
-            polled = http.post(f"{base}/oauth2/token", data={"grant_type": GRANT_TYPE, "client_id": CLIENT_ID,
-                                                             "device_code": pair["device_code"]})  # fmt: skip
+            try:
+                polled = http.post(f"{base}/oauth2/token", data={"grant_type": GRANT_TYPE, "client_id": CLIENT_ID,
+                                                                 "device_code": pair["device_code"]})  # fmt: skip
+            except httpx.HTTPError as err:
+                raise ClientError(f"lost {base} while waiting for approval: {err}") from None
             if polled.status_code == 200:
-                return polled.json()
+                body = polled.json()
+                if not isinstance(body, dict) or not body.get("access_token"):
+                    raise ClientError(f"{base} answered no token")
+                return body
             error = _oauth_code(polled)
             if error == "authorization_pending":
                 continue
@@ -135,14 +147,17 @@ async def send(url: str, text: str, token: str | None, *, context_id: str | None
         try:
             client = await ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create_from_url(url)
         except Exception as err:  # noqa: BLE001 - the SDK raises many kinds; the person needs one line
-            raise ClientError(f"cannot reach an A2A agent at {url}: {err}") from None
+            said = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise ClientError(f"cannot reach an A2A agent at {url}: {said}") from None
         message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
         if context_id:
             message.context_id = context_id
         try:
             responses = [r async for r in client.send_message(SendMessageRequest(message=message))]
         except Exception as err:  # noqa: BLE001
-            raise ClientError(f"{url} refused the message: {err}") from None
+            said = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            hint = f"; sign in with `anyagentd a2a login {_key(url)}`" if "401" in said else ""
+            raise ClientError(f"{url} refused the message: {said}{hint}") from None
     for response in reversed(responses):
         payload = MessageToDict(response)
         task = payload.get("task")
@@ -176,7 +191,8 @@ def command(url: str, op: str, token: str | None, **args: Any) -> dict[str, Any]
         raise ClientError(f"{url} answered HTTP {response.status_code} without JSON") from None
     if "error" in reply:
         error = reply["error"]
-        raise ClientError(f"{op} refused: {error.get('message')} ({error.get('code')})")
+        hint = f"; sign in with `anyagentd a2a login {_key(url)}`" if error.get("code") == -31401 else ""
+        raise ClientError(f"{op} refused: {error.get('message')} ({error.get('code')}){hint}")
     parts = reply["result"]["message"]["parts"]
     return next(p["data"] for p in parts if "data" in p)
 

@@ -262,9 +262,11 @@ class Daemon:
 
     def _app(self, handler: Any) -> Any:
         dispatcher = JsonRpcDispatcher(handler, context_builder=PrincipalContextBuilder())
-        self.front = Front(Identities(self.loaded), dispatcher.handle_requests, set(dispatcher.METHOD_TO_MODEL),
+        identities = Identities(self.loaded, self.instance.auth_sessions)
+        self.front = Front(identities, dispatcher.handle_requests, set(dispatcher.METHOD_TO_MODEL),
                            is_draining=lambda: self.draining, supported_extensions={COMMAND_EXTENSION},
-                           realm="anyagentd", check_send=self._check_send, intercept=self._intercept)  # fmt: skip
+                           realm="anyagentd", check_send=self._check_send, intercept=self._intercept,
+                           spawn=self._tg.start_soon)  # fmt: skip
         self.dispatcher = CommandDispatcher(self.ops, self.instance, switches=self.instance.switches,
                                             save_task=self._save_task, spawn=self._tg.start_soon)  # fmt: skip
         if self.instance.runner is not None:
@@ -370,7 +372,7 @@ class Daemon:
             log.warning("SIGHUP: [agent] and a2a.listen changes take effect at the next start")
         self.loaded = loaded
         self.instance.reloaded()
-        self.front.identities = Identities(loaded)
+        self.front.identities = Identities(loaded, self.instance.auth_sessions)
         self.cors.origins = set(loaded.config.a2a.cors_origins)
         log.info("SIGHUP: configuration reloaded from %s", path)
 
@@ -445,7 +447,8 @@ class Daemon:
             grant = config.a2a.device_grant
             self.instance.auth_sessions = await AuthSessions(engine, lifetime=grant.token_days * 86400).open()
             self.instance.device_grant = DeviceGrant(
-                self.instance.auth_sessions, verification_uri=f"{self.url}/oauth2/device",
+                self.instance.auth_sessions,
+                verification_uri=f"{(config.a2a.url or self.url).rstrip('/')}/oauth2/device",
                 principal_ids={p.id for p in config.a2a.principals}, lifetime=grant.lifetime,
             )  # fmt: skip
 

@@ -3,8 +3,9 @@
 created, no agent started).
 
 CORS exact-origin gate (403, empty body; :class:`CorsGate`, a pure ASGI layer so streaming stays intact) →
-failed-credential limiter per source (429 + Retry-After, the credential not even checked) → ``Content-Type:
-application/json`` (415) → identity (401, code -31401, ``WWW-Authenticate: Bearer realm=…``) → JSON-RPC envelope
+failed-credential limiter per source (429 + Retry-After, the credential not even checked — except that a live
+device-session token is still served) → ``Content-Type: application/json`` (415) → identity (401, code -31401,
+``WWW-Authenticate: Bearer realm=…``; configured bearers, then device sessions) → JSON-RPC envelope
 (-32700; -32600 batch / missing id / wrong jsonrpc / no method; -32602 params not an object) → ``A2A-Version``
 1.0 or 1.0.x (-32009 VERSION_NOT_SUPPORTED) → per-principal rate (429) → exact method route (-32601) → extension
 negotiation (activated URIs echoed in ``A2A-Extensions``) → method authorization (403, -31403) → while draining,
@@ -12,6 +13,8 @@ sends refused (-32603 DRAINING) → send checks (-32005 when ``acceptedOutputMod
 produce; -32602 for a file URL that is not http(s) or points at a private address; -32004 for a message naming
 one's own task that runs and waits for no input) → the SDK's
 ``JsonRpcDispatcher.handle_requests`` (one Starlette endpoint; the body is parsed once, Starlette caches it).
+An answer to a caller signed in with a device session ends when that session is revoked
+(:class:`~.auth.revocable.RevocableResponse`).
 """
 
 from __future__ import annotations
@@ -95,7 +98,9 @@ class Front:
         realm: str,
         check_send: Callable[[Principal, Any, dict[str, Any]], Awaitable[Response | None]] | None = None,
         intercept: Callable[[Principal, Any, str, dict[str, Any], list[str]], Awaitable[Response | None]] | None = None,
+        spawn: Callable[..., Any] | None = None,
     ) -> None:
+        self.spawn = spawn
         self.check_send = check_send
         self.intercept = intercept
         self.identities = identities
@@ -121,25 +126,49 @@ class Front:
         if self.intercept is not None:  # what the daemon answers itself: commands, workflow runs' tasks
             response = await self.intercept(principal, envelope["id"], envelope["method"], params, activated)
         if response is None:
-            response = await self.dispatch(request)
+            response = await self._dispatch(request, principal, envelope)
         if activated:
             response.headers["A2A-Extensions"] = ", ".join(activated)
+        streaming = "text/event-stream" in response.headers.get("content-type", "")
+        if streaming and principal.session is not None and self.identities.sessions is not None:
+            from .auth.revocable import RevocableResponse
+
+            response = RevocableResponse(response, self.identities.sessions.revoked_event(principal.session),
+                                         request_id=envelope["id"], realm=self.realm)  # fmt: skip
         return response
+
+    async def _dispatch(self, request: Request, principal: Principal, envelope: dict[str, Any]) -> Response:
+        """The SDK's answer; a blocking ``SendMessage`` of a device session answers 401 as soon as the session is
+        revoked, while the send itself goes on in the background (what the principal owns is kept)."""
+        params = envelope.get("params") or {}
+        configuration = params.get("configuration")
+        blocking = not (isinstance(configuration, dict) and configuration.get("returnImmediately"))
+        if (principal.session is None or self.identities.sessions is None or self.spawn is None
+                or envelope["method"] != "SendMessage" or not blocking):  # fmt: skip
+            return await self.dispatch(request)
+        from .auth.revocable import unless_revoked
+
+        return await unless_revoked(lambda: self.dispatch(request), self.identities.sessions.revoked_event(
+            principal.session), spawn=self.spawn, request_id=envelope["id"], realm=self.realm)  # fmt: skip
 
     async def _check(self, request: Request) -> Response | tuple[Principal, list[str], dict[str, Any]]:
         """Every step of the pipeline in order: the first refusal, or (principal, activated extension URIs, the
         JSON-RPC envelope). A command's own refusals come after these (:mod:`.command.envelope`)."""
         source = request.client.host if request.client else "unknown"
+        authorization = request.headers.get("authorization")
         wait = self.failed.peek(source)
+        session = None
         if wait > 0:
-            return rpc_error(None, -31429, "too many failed credentials from this source", status=429,
-                             headers={"Retry-After": str(math.ceil(wait))})  # fmt: skip
+            session = await self.identities.session_principal(authorization)  # a live session is still served
+            if session is None:
+                return rpc_error(None, -31429, "too many failed credentials from this source", status=429,
+                                 headers={"Retry-After": str(math.ceil(wait))})  # fmt: skip
         media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type != "application/json":
             return rpc_error(None, -32600, "Content-Type must be application/json", status=415)
         try:
-            principal = self.identities.identify(request.headers.get("authorization"), source,
-                                                 request.headers.get("origin"))  # fmt: skip
+            principal = session or await self.identities.authenticate(authorization, source,
+                                                                      request.headers.get("origin"))  # fmt: skip
         except Unauthenticated as err:
             if err.bad_credential:
                 self.failed.take(source)

@@ -1,9 +1,10 @@
 """Who is calling: principals, identity from request evidence, method patterns, and the two rate limiters.
 
 Behaviour from ``docs/commands.md#principals-and-roles``: roles operator, user, agent; principal ids ``operator`` or
-``<role>:<id>``. Evidence order: a bearer (the operator bearer, compared in constant time, then each principal's;
-an unknown bearer is refused and never falls through) → the implicit operator, only when the listener is loopback,
-no credential of any kind is configured, the peer is loopback and no ``Origin`` header came → else nobody (401).
+``<role>:<id>``. Evidence order: a bearer (the operator bearer, compared in constant time, then each principal's,
+then a device-session token's session; an unknown bearer is refused and never falls through) → the implicit
+operator, only when the listener is loopback, no credential of any kind is configured, the peer is loopback and no
+``Origin`` header came → else nobody (401).
 """
 
 from __future__ import annotations
@@ -12,20 +13,26 @@ import fnmatch
 import hmac
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from anyagentd.ops import Principal as CorePrincipal
 
 from .config import Loaded, Rate, is_loopback, split_host_port
+
+if TYPE_CHECKING:
+    from .auth.sessions import AuthSessions
 
 
 @dataclass(frozen=True)
 class Principal(CorePrincipal):
     """An authenticated caller: core's :class:`~anyagentd.ops.Principal` (``id``, the owner of its tasks and
     conversations; ``role``; ``grants``, the op patterns the command extension checks) plus what the listener
-    checks itself: ``methods`` (A2A method-name patterns it may call, ``*`` by default) and its ``rate``."""
+    checks itself: ``methods`` (A2A method-name patterns it may call, ``*`` by default) and its ``rate``;
+    ``session`` is the sid of the device session it signed in with (``None`` for configured credentials)."""
 
     methods: tuple[str, ...] = ("*",)
     rate: Rate | None = None
+    session: str | None = None
 
     def may(self, method: str) -> bool:
         """Whether a ``methods`` pattern (``fnmatch``, case-sensitive) covers the A2A ``method``; the operator may
@@ -45,11 +52,21 @@ class Unauthenticated(Exception):
         self.bad_credential = bad_credential
 
 
+def bearer_of(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header (stripped), or ``None``."""
+    if authorization is None:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    return (token.strip() or None) if scheme.lower() == "bearer" else None
+
+
 @dataclass
 class Identities:
-    """Resolves a request's principal from the configuration's credentials (see the module docstring)."""
+    """Resolves a request's principal from the configuration's credentials and, when the device grant is on,
+    from ``sessions`` (see the module docstring)."""
 
     loaded: Loaded
+    sessions: AuthSessions | None = None
     _bearers: list[tuple[bytes, Principal]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -63,8 +80,35 @@ class Identities:
         host, _ = split_host_port(self.loaded.config.a2a.listen)
         self._loopback_listener = is_loopback(host)
 
+    async def authenticate(self, authorization: str | None, peer: str | None, origin: str | None) -> Principal:
+        """:meth:`identify`, then a bearer no configured credential matched is looked up as a device-session
+        token: its live session's principal. Raises :class:`Unauthenticated` (an unknown or revoked session
+        token is a bad credential like any unknown bearer)."""
+        try:
+            return self.identify(authorization, peer, origin)
+        except Unauthenticated as err:
+            if not err.bad_credential:
+                raise
+            found = await self.session_principal(authorization)
+            if found is None:
+                raise
+            return found
+
+    async def session_principal(self, authorization: str | None) -> Principal | None:
+        """The principal of the live device session whose token ``authorization`` carries, or ``None`` (no
+        device grant, not a session token, unknown, revoked or expired): ``user:<name>``, its role from the
+        session's scope, no op grants, every method, the session's sid."""
+        token = bearer_of(authorization)
+        if self.sessions is None or token is None:
+            return None
+        session = await self.sessions.lookup(token)  # answers None for a token without the session prefix
+        if session is None:
+            return None
+        return Principal(session.principal, session.role, (), session=session.sid)  # type: ignore[arg-type]
+
     def identify(self, authorization: str | None, peer: str | None, origin: str | None) -> Principal:
-        """The principal for these request facts; raises :class:`Unauthenticated`."""
+        """The principal for these request facts from the configured credentials alone; raises
+        :class:`Unauthenticated`."""
         if authorization is not None:
             scheme, _, token = authorization.partition(" ")
             if scheme.lower() != "bearer" or not token.strip():

@@ -1,6 +1,7 @@
 """The OAuth endpoints of the device grant, as Starlette routes the daemon mounts beside its JSON-RPC route.
 
-``POST /oauth2/device_authorization`` (RFC 8628 §3.1), ``POST /oauth2/token`` (§3.4), ``POST /oauth2/revoke``
+``POST /oauth2/device_authorization`` (RFC 8628 §3.1), ``POST /oauth2/token`` (§3.4), ``GET /oauth2/device``
+(the verification URI: what a person does with the code, since an operator approves it), ``POST /oauth2/revoke``
 (RFC 7009) and ``GET /.well-known/oauth-authorization-server`` (RFC 8414). Requests are form-encoded
 (``application/x-www-form-urlencoded``); answers are JSON with ``Cache-Control: no-store``. Codes and tokens never
 reach the log: the daemon's ``on_event`` callback receives only event names and non-secret fields.
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from .device import DeviceGrant, OAuthError, metadata
@@ -41,7 +42,7 @@ async def _form(request: Request) -> dict[str, str]:
 
 def device_routes(grant: DeviceGrant, sessions: AuthSessions, *, issuer: Callable[[], str],
                   on_event: Callable[..., None] = lambda *a, **k: None) -> list[Route]:  # fmt: skip
-    """The four routes; ``issuer`` gives the public base URL (the card's URL), ``on_event(name, **fields)`` logs."""
+    """The five routes; ``issuer`` gives the public base URL (the card's URL), ``on_event(name, **fields)`` logs."""
 
     async def device_authorization(request: Request) -> Response:
         peer = request.client.host if request.client else None
@@ -76,12 +77,17 @@ def device_routes(grant: DeviceGrant, sessions: AuthSessions, *, issuer: Callabl
             on_event("auth.session.revoked", via="oauth2/revoke")
         return Response(status_code=200, headers=NO_STORE)  # RFC 7009 §2.2: 200 whether or not it was ours
 
+    async def verification(request: Request) -> Response:
+        return PlainTextResponse("To finish signing in, give the code your device shows to an operator of this "
+                                 "daemon: they approve it (auth.device.approve) or deny it.\n", headers=NO_STORE)
+
     async def server_metadata(request: Request) -> Response:
         return JSONResponse(metadata(issuer()), headers={"Cache-Control": "max-age=60"})
 
     return [
         Route("/oauth2/device_authorization", device_authorization, methods=["POST"]),
         Route("/oauth2/token", token, methods=["POST"]),
+        Route("/oauth2/device", verification, methods=["GET"]),
         Route("/oauth2/revoke", revoke, methods=["POST"]),
         Route("/.well-known/oauth-authorization-server", server_metadata, methods=["GET"]),
     ]

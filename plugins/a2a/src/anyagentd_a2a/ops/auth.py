@@ -115,7 +115,8 @@ class Sessions(Op):
     description = "The signed-in sessions: kind, name, principal and expiry"
 
     async def run(self, context: OpContext, args: NoArgs) -> SessionsResult:
-        return SessionsResult(sessions=[s.to_json() for s in await context.face.auth_sessions.list()])
+        sessions = context.face.auth_sessions  # None without the device grant: nobody signed in
+        return SessionsResult(sessions=[s.to_json() for s in await sessions.list()] if sessions else [])
 
 
 class RevokeArgs(ArgsModel):
@@ -145,7 +146,8 @@ class Revoke(Op):
     description = "End one session {sid}, every session of a name {name}, or all {all: true}"
 
     async def run(self, context: OpContext, args: RevokeArgs) -> CountRevoked:
-        revoked = await context.face.auth_sessions.revoke(sid=args.sid, name=args.name, every=bool(args.all))
+        sessions = context.face.auth_sessions
+        revoked = await sessions.revoke(sid=args.sid, name=args.name, every=bool(args.all)) if sessions else 0
         context.face.log.emit("auth.session.revoked", count=revoked)
         return CountRevoked(revoked=revoked)
 
