@@ -398,7 +398,8 @@ class Conformance:
             session, stream = await self._open(rt, work)
             await session.prompt("Hang")
             await self._wait_requests(server, 1)
-            os.killpg(agent_process(session).pid, signal.SIGKILL)
+            process = agent_process(session)
+            os.killpg(process.pid, signal.SIGKILL)
             ended = await stream.until("TurnEnded")
             require(stop_name(ended.kind.stop) == "Failed", f"the turn of a killed agent ended {ended.kind.stop!r}",
                     "report Exited when the agent's output ends (the engine fails the turn)")  # fmt: skip
@@ -408,6 +409,9 @@ class Conformance:
                     "report the process's exit status as AgentProcess.exit_status gives it")  # fmt: skip
             with pytest.raises(SessionClosed):
                 await session.prompt("still there?")
+            left = await wait_gone(process, timeout=5.0)
+            require(not left, f"processes {left} of the killed agent are still running",
+                    "kill the agent's whole process group when its output ends (AgentProcess.kill)")  # fmt: skip
 
     async def test_close_leaves_no_process(self, scripted: Any, work: Path) -> None:
         """After a turn, close ends the agent promptly and leaves none of its processes running."""
