@@ -143,6 +143,8 @@ class Conformance:
     agent: ClassVar[Any]
     version: ClassVar[str | None] = None
     """The agent version the handshake must report (``None``: any non-empty one)."""
+    features: ClassVar[frozenset[str]] = frozenset()
+    """Capabilities the agent is known to have: the handshake must advertise at least these."""
     cancel_within: ClassVar[float] = 8.0
     """Seconds from Cancel to TurnEnded(Cancelled) the agent may take."""
     close_within: ClassVar[float] = 10.0
@@ -226,6 +228,9 @@ class Conformance:
             require(info.details.version if self.version is None else info.details.version == self.version,
                     f"the handshake reported version {info.details.version!r}",
                     "set details.version from the agent's handshake (or `--version`)")  # fmt: skip
+            missing = self.features - set(info.details.capabilities.features)
+            require(not missing, f"capabilities {sorted(missing)} are not advertised",
+                    "advertise what the agent can do in details.capabilities")  # fmt: skip
             delivery = await session.prompt("Write out.txt")
             started = await stream.until("TurnStarted")
             require(started.kind.origin.value == delivery.prompt_id, "TurnStarted names another prompt",
