@@ -15,7 +15,6 @@ from typing import Any
 import anyio
 import pytest
 from acp_support import STEP
-from anyagentd.errors import UnsupportedFeature
 from anyagentd.model import AnswerPermission
 from anyagentd.runtime import Runtime
 from anyagentd_testing.conformance import Conformance
@@ -178,31 +177,6 @@ async def test_claude_acp_mode_switch(claude_acp: Any, work: Path) -> None:
         assert ended.kind.stop.TAG == "Completed"
         assert "RequestOpened" not in [event_tag(e) for e in stream.seen]  # acceptEdits: no permission asked
         assert (work / "out.txt").read_text() == "hi\n"
-
-
-async def test_claude_acp_fork_offered(claude_acp: Any, work: Path) -> None:
-    server = claude_acp({"turns": [{"text": "Alpha."}, {"text": "Beta."}]})
-    async with Runtime() as rt:
-        session = await rt.open("claude-acp", dir=work)
-        assert "Fork" in session.info().details.capabilities.features
-        stream = EventStream(session)
-        await session.prompt("first")
-        await stream.until("TurnEnded")
-        token = session.info().resume_token
-        fork = await rt.open("claude-acp", dir=work, fork=token)
-        assert fork.info().resume_token not in (None, token)
-        stream2 = EventStream(fork)
-        await fork.prompt("second")
-        ended = await stream2.until("TurnEnded")
-        assert ended.kind.stop.TAG == "Completed" and stream2.text() == "Beta."  # the fork carries "first"
-    assert "first" in request_text(server.main_requests()[-1])
-
-
-async def test_codex_acp_fork_not_offered(codex_acp: Any, work: Path) -> None:
-    codex_acp({"turns": []})
-    async with Runtime() as rt:
-        with pytest.raises(UnsupportedFeature):
-            await rt.open("codex-acp", dir=work, fork="01a2287f-031a-7a92-9d2e-ae65a345602b")
 
 
 async def test_an_agent_seen_leaving_a_stale_end_is_reloaded(claude_acp: Any, work: Path) -> None:

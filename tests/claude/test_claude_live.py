@@ -203,30 +203,6 @@ async def test_compact_and_rollback(claude: Any, work: Path) -> None:
     assert "Say the first number" in request_text(compact_request)
 
 
-async def test_fork_at_a_fork_point(claude: Any, work: Path) -> None:
-    server = claude({"turns": [{"text": "Alpha."}, {"text": "Beta."}, {"text": "Gamma."}]})
-    async with Runtime() as rt:
-        session = await rt.open("claude", dir=work)
-        stream = EventStream(session)
-        await session.prompt("first")
-        await stream.until("TurnEnded")
-        fork_point = next(e.extensions["claude/fork_point"] for e in stream.seen if event_tag(e) == "MessageEnded")
-        await session.prompt("second")
-        await stream.until("TurnEnded")
-        token = session.info().resume_token
-        await session.close()
-        await stream.rest()
-
-        fork = await rt.open("claude", dir=work, fork=token, fork_at=fork_point)
-        assert fork.info().resume_token not in (None, token)
-        stream2 = EventStream(fork)
-        await fork.prompt("third")
-        await stream2.until("TurnEnded")
-        assert stream2.text() == "Beta."  # history up to "Alpha." only: turn index 1
-    text = request_text(server.main_requests()[-1])
-    assert "first" in text and "Alpha." in text and "second" not in text
-
-
 MCP_SERVER = r'''
 import json, sys
 for line in sys.stdin:

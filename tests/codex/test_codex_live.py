@@ -270,30 +270,6 @@ async def test_generate_returns_the_text(codex: Any, work: Path) -> None:
     assert text == "Short generated text."
 
 
-async def test_fork_at_a_fork_point(codex: Any, work: Path) -> None:
-    server = codex({"turns": [{"text": "Alpha."}, {"text": "Beta."}, {"text": "Gamma."}]})
-    async with Runtime() as rt:
-        session = await rt.open("codex", dir=work)
-        stream = EventStream(session)
-        await session.prompt("say kiwi")
-        await stream.until("TurnEnded")
-        fork_point = next(e.extensions["codex/fork_point"] for e in stream.seen if event_tag(e) == "MessageEnded")
-        await session.prompt("say mango")
-        await stream.until("TurnEnded")
-        token = session.info().resume_token
-        await session.close()
-        await stream.rest()
-
-        fork = await rt.open("codex", dir=work, fork=token, fork_at=fork_point)
-        assert fork.info().resume_token not in (None, token)
-        stream2 = EventStream(fork)
-        await fork.prompt("say lychee")
-        await stream2.until("TurnEnded")
-        assert stream2.text() == "Beta."  # history up to "Alpha." only: turn index 1
-    text = request_text(server.main_requests()[-1])
-    assert "say kiwi" in text and "Alpha." in text and "mango" not in text and "say lychee" in text
-
-
 async def test_stdio_mcp_server_is_forwarded(codex: Any, work: Path, tmp_path: Path) -> None:
     server = codex({"turns": [{"text": "Hello."}]})
     script = tmp_path / "mcp_server.py"

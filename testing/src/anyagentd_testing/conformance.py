@@ -451,7 +451,7 @@ class Conformance:
             session, stream = await self._open(rt, work)
             advertised = feature in session.info().details.capabilities.features
             conn = session._conn  # noqa: SLF001 - refusals are checked on the connection itself
-            await session.prompt("first")
+            await session.prompt("say kiwi")
             await stream.until("TurnEnded")
             if not advertised:
                 calls = {"Steer": lambda: conn.steer(PromptInput("more")), "Rollback": lambda: conn.rollback(1,
@@ -469,7 +469,7 @@ class Conformance:
             await getattr(self, f"_exercise_{feature.lower()}")(rt, session, stream, server, work)
 
     async def _exercise_steer(self, rt: Any, session: Any, stream: CheckedStream, server: Any, work: Path) -> None:
-        first = await session.prompt("second, slowly")
+        first = await session.prompt("say mango, slowly")
         await self._wait_requests(server, 2)
         steer = await session.prompt("also this")
         require(steer.kind.TAG == "Steered" and steer.kind.turn_id == first.kind.turn_id,
@@ -480,19 +480,19 @@ class Conformance:
 
     async def _exercise_rollback(self, rt: Any, session: Any, stream: CheckedStream, server: Any,
                                  work: Path) -> None:  # fmt: skip
-        await session.prompt("second")
+        await session.prompt("say mango")
         await stream.until("TurnEnded")
         await session.rollback(1)
         await stream.until("SessionUpdated")
-        await session.prompt("third")
+        await session.prompt("say lychee")
         await stream.until("TurnEnded")
         last = self.request_text(server.main_requests()[-1])
-        require("first" in last and '"second"' not in last and "second\\n" not in last,
+        require("say kiwi" in last and "mango" not in last,
                 "the rolled-back prompt still reached the model", "drop the last turns in the agent's history")
 
     async def _exercise_compact(self, rt: Any, session: Any, stream: CheckedStream, server: Any,
                                 work: Path) -> None:  # fmt: skip
-        await session.prompt("second")  # some agents refuse to compact a single exchange
+        await session.prompt("say mango")  # some agents refuse to compact a single exchange
         await stream.until("TurnEnded")
         await session.compact()
         await stream.until("ContextCompacted")
@@ -501,16 +501,29 @@ class Conformance:
                 "report ContextCompacted, a lower ContextUsage, then TurnEnded(Completed)")  # fmt: skip
 
     async def _exercise_fork(self, rt: Any, session: Any, stream: CheckedStream, server: Any, work: Path) -> None:
+        """Fork the closed session; where MessageEnded carries a fork point (an ``<agent>/fork_point`` extension),
+        fork at the first one: the fork's history ends with the first reply."""
+        points = [v for e in stream.of("MessageEnded") for k, v in (e.extensions or {}).items()
+                  if k.endswith("/fork_point")]  # fmt: skip
+        await session.prompt("say mango")
+        await stream.until("TurnEnded")
         token = session.info().resume_token
-        fork, stream2 = await self._open(rt, work, fork=token)
+        await session.close()
+        await stream.rest()
+        at = {"fork_at": points[0]} if points else {}
+        fork, stream2 = await self._open(rt, work, fork=token, **at)
         require(fork.info().resume_token not in (None, token), "the fork has no token of its own",
                 "fork into a new agent session and report its token")  # fmt: skip
-        await fork.prompt("second")
+        await fork.prompt("say lychee")
         ended = await stream2.until("TurnEnded")
         require(stop_name(ended.kind.stop) == "Completed", f"the fork's turn ended {ended.kind.stop!r}",
                 "the fork is a working session")  # fmt: skip
-        require("first" in self.request_text(server.main_requests()[-1]), "the fork lost the history",
+        text = self.request_text(server.main_requests()[-1])
+        require("say kiwi" in text and "One." in text and "say lychee" in text, "the fork lost the history",
                 "fork from the given session's history")  # fmt: skip
+        if points:
+            require(stream2.text() == "Two." and "mango" not in text, f"forked at {points[0]!r}, the model saw "
+                    f"the later history", "fork_at names the message after which the fork's history ends")
 
     async def _features(self, rt: Any, scripted: Any) -> set[str]:
         scripted({"turns": []})
