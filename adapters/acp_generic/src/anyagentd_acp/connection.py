@@ -30,7 +30,6 @@
 from __future__ import annotations
 
 import itertools
-import mimetypes
 import os
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from pydantic import ValidationError
 from acp import PROTOCOL_VERSION, RequestError
 from acp import schema as acp
 from acp.client.connection import ClientSideConnection
+from anyagentd.adapters.attachments import classify
 from anyagentd.adapters.interface import AgentConnection, PromptInput
 from anyagentd.adapters.process import AgentProcess
 from anyagentd.errors import (
@@ -97,8 +97,6 @@ CLOSE_STEP = 1.5
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """Longest agent line accepted (64 MiB; adapter config ``max_line_bytes``); longer ones become diagnostics."""
 
-MAX_IMAGE_BYTES = 20 * 1024 * 1024
-IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
 AUTH_REQUIRED = -32000
 RAW_LINE = "acp/raw_line"
 """Extension key of a line from the agent that is not a JSON-RPC message (first 4 KiB)."""
@@ -184,24 +182,20 @@ def mcp_renderers(caps: acp.McpCapabilities | None) -> dict[str, Any]:
 
 def prompt_blocks(prompt: PromptInput, caps: acp.PromptCapabilities | None) -> list[Any]:
     """The ``session/prompt`` content: the text, then each attachment — an image (png/jpeg/gif/webp file up to
-    :data:`MAX_IMAGE_BYTES`) inline when the agent takes images, anything else as a resource link."""
-    import base64
-
+    ``MAX_IMAGE_BYTES``) inline when the agent takes images, anything else as a resource link."""
     blocks: list[Any] = [acp.TextContentBlock(type="text", text=prompt.text)]
-    images = bool(caps and caps.image)
-    for item in prompt.attachments:
-        is_url = item.startswith(("http://", "https://", "file://"))
-        media = mimetypes.guess_type(item.split("?")[0])[0]
-        if images and not is_url and media in IMAGE_TYPES:
+    for attachment in classify(prompt.attachments, images=bool(caps and caps.image), image_urls=False):
+        item, media = attachment.item, attachment.media
+        if attachment.kind == "image_file":
             try:
-                if os.path.getsize(item) <= MAX_IMAGE_BYTES:
-                    data = base64.b64encode(Path(item).read_bytes()).decode()
-                    blocks.append(acp.ImageContentBlock(type="image", data=data, mime_type=media,
-                                                        uri=Path(item).resolve().as_uri()))  # fmt: skip
-                    continue
+                data = attachment.base64_data()
             except OSError:
                 pass
-        uri = item if is_url else Path(item).resolve().as_uri()
+            else:
+                uri = Path(item).resolve().as_uri()
+                blocks.append(acp.ImageContentBlock(type="image", data=data, mime_type=media, uri=uri))
+                continue
+        uri = item if attachment.is_url else Path(item).resolve().as_uri()
         name = os.path.basename(item.split("?")[0].rstrip("/")) or item
         blocks.append(acp.ResourceContentBlock(type="resource_link", uri=uri, name=name, mime_type=media))
     return blocks

@@ -2,17 +2,17 @@
 
 A session runs ``claude -p`` with bidirectional stream-json in the session directory (see :mod:`.launch` for
 the command line and environment, :mod:`.connection` for the session, :mod:`.mapping` for the event mapping).
-The adapter's ``config`` may set ``handshake_timeout`` (seconds, default :data:`HANDSHAKE_TIMEOUT`).
+The adapter's ``config`` may set ``handshake_timeout`` (seconds, default ``anyagentd.adapters.connection.HANDSHAKE_TIMEOUT``).
 """
 
 from __future__ import annotations
 
-import anyio
 
-from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile, DiscardingLink
+from anyagentd.adapters.connection import short_lived
+from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile
 from anyagentd.model import AgentDetails, AgentInstallation, SessionOptions
 
-from .connection import HANDSHAKE_TIMEOUT, ClaudeConnection
+from .connection import ClaudeConnection
 from .launch import MCP_RENDERERS, MCP_TRANSPORTS
 
 PROFILE = AgentProfile(
@@ -31,28 +31,20 @@ class ClaudeAdapter(AgentAdapter):
     PLUGIN_NAME = "claude"
     profiles = (PROFILE,)
 
-    @property
-    def handshake_timeout(self) -> float:
-        return float(self.config.get("handshake_timeout", HANDSHAKE_TIMEOUT))
-
     async def probe(self, installation: AgentInstallation) -> AgentDetails:
         """Version, auth, options and slash commands from a short-lived process's ``initialize`` (nothing is
         persisted: ``--no-session-persistence``); the process is stopped at once. Raises ``SpawnFailed``,
         ``HandshakeTimeout``. An unauthenticated CLI gives ``Unauthenticated`` with login methods."""
         import tempfile
 
+        async def details(conn: ClaudeConnection) -> AgentDetails:
+            return conn.details
+
         with tempfile.TemporaryDirectory(prefix="anyagentd-claude-probe-") as scratch:
-            async with anyio.create_task_group() as tg:
-                conn = await ClaudeConnection.open(
-                    installation, SessionOptions(dir=scratch), DiscardingLink(tg.start_soon), persist=False,
-                    require_auth=False, handshake_timeout=self.handshake_timeout,
-                    mcp_transports=self.effective_mcp_transports(MCP_TRANSPORTS),
-                )  # fmt: skip
-                details = conn.details
-                conn._closing = True
-                await conn.process.terminate(grace=1.0)
-                tg.cancel_scope.cancel()
-        return details
+            return await short_lived(lambda link: ClaudeConnection.open(
+                installation, SessionOptions(dir=scratch), link, persist=False, require_auth=False,
+                handshake_timeout=self.handshake_timeout, mcp_transports=self.effective_mcp_transports(MCP_TRANSPORTS),
+            ), details)  # fmt: skip
 
     async def connect(self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink,
                       *, no_tools: bool = False) -> AgentConnection:  # fmt: skip

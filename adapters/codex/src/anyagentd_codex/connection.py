@@ -26,14 +26,14 @@ Commands (each returns promptly; outcomes arrive through the pump):
 
 from __future__ import annotations
 
-import mimetypes
-import os
 import shutil
 import tempfile
 from typing import Any
 
 import anyio
-from anyagentd.adapters.interface import AgentConnection, PromptInput
+from anyagentd.adapters import attachments
+from anyagentd.adapters.connection import HANDSHAKE_TIMEOUT, ProcessConnection
+from anyagentd.adapters.interface import PromptInput
 from anyagentd.adapters import lineage
 from anyagentd.adapters.process import AgentProcess, cli_version, json_frames
 from anyagentd.errors import (
@@ -85,16 +85,7 @@ from .launch import (
 from .mapping import RAW, NotificationMapper, tool_update
 from .rpc import RpcChannel, RpcError, classify
 
-HANDSHAKE_TIMEOUT = 30.0
-"""Seconds the app-server gets for the whole handshake (up to the thread) before ``HandshakeTimeout``."""
-
-CLOSE_STEP = 2.0
-"""Seconds :meth:`CodexConnection.close` waits after closing stdin, and again after SIGTERM."""
-
 CLIENT_INFO = p.ClientInfo(name="anyagentd", title="anyagentd", version="0.1.0")
-
-IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
-
 
 class _Pending:
     """A server request waiting for the caller: ``kind`` is ``command`` | ``file`` | ``question`` | ``legacy``."""
@@ -107,7 +98,7 @@ class _Pending:
         self.params = params
 
 
-class CodexConnection(AgentConnection):
+class CodexConnection(ProcessConnection):
     """A live Codex app-server session (see the module doc). Build with :meth:`open`."""
 
     deterministic_turn_end = True
@@ -116,8 +107,7 @@ class CodexConnection(AgentConnection):
     def __init__(self, process: AgentProcess, link: Any, *, installation: AgentInstallation,
                  options: SessionOptions, settings: dict[str, Any], codex_home: str | None = None,
                  owned_home: bool = False) -> None:  # fmt: skip
-        self.process = process
-        self.link = link
+        super().__init__(process, link)
         self.installation = installation
         self.session_options = options
         self.options: dict[str, Any] = {"mode": DEFAULT_MODE, "sandbox": DEFAULT_SANDBOX, **settings}
@@ -134,9 +124,6 @@ class CodexConnection(AgentConnection):
         self._held_steer: PromptInput | None = None
         self._turn_requested = False  # a turn/start (or compact) is in flight or running
         self._cancel_requested = False
-        self._closing = False
-        self._stdout_done = anyio.Event()
-        self.exit_status: str | None = None
         self.init_response: dict[str, Any] = {}
         self._mcp_transports: list[str] | None = None
         self._models: p.ModelListResponse | None = None
@@ -194,10 +181,7 @@ class CodexConnection(AgentConnection):
             except TimeoutError:
                 raise HandshakeTimeout(f"Codex did not complete its handshake within {handshake_timeout:g} s") from None
         except BaseException:
-            conn._closing = True
-            with anyio.CancelScope(shield=True):
-                await process.terminate(grace=1.0)
-                conn._remove_home()
+            await conn.abandon()
             raise
         return conn
 
@@ -205,7 +189,7 @@ class CodexConnection(AgentConnection):
         try:
             return await self.channel.request(method, params)
         except RpcError as err:
-            if self._stdout_done.is_set() or err.code is None:
+            if self.output_done or err.code is None:
                 raise await self._gone(err.message) from None
             raise
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
@@ -307,14 +291,10 @@ class CodexConnection(AgentConnection):
                     await self.link.emit(diagnostic("Info", f"could not handle a Codex frame ({type(exc).__name__}: "
                                                             f"{exc})"), extensions={RAW: frame})  # fmt: skip
         finally:
-            with anyio.CancelScope(shield=True):
-                self._stdout_done.set()
-                await self.channel.close("Codex's output ended")
-                status = await self.process.wait()
-                self.exit_status = status
-                await self.process.stderr_drained(1.0)
-                if not self._closing:
-                    await self.link.exited(status, self.process.stderr_tail())
+            await self.output_ended()
+
+    async def on_output_end(self) -> None:
+        await self.channel.close("Codex's output ended")
 
     async def _dispatch(self, frame: Any) -> None:
         shape = classify(frame)
@@ -455,17 +435,13 @@ class CodexConnection(AgentConnection):
                 text = "$" + text[1:]
         mentions = []
         images = []
-        for item in prompt.attachments:
-            media = mimetypes.guess_type(item.split("?")[0])[0]
-            if item.startswith(("http://", "https://")):
-                if media in IMAGE_TYPES:
-                    images.append({"type": "image", "url": item})
-                else:
-                    mentions.append(item)
-            elif media in IMAGE_TYPES and os.path.isfile(item):
-                images.append({"type": "localImage", "path": os.path.abspath(item)})
+        for attachment in attachments.classify(prompt.attachments, max_image_bytes=None):
+            if attachment.kind == "image_url":
+                images.append({"type": "image", "url": attachment.item})
+            elif attachment.kind == "image_file":
+                images.append({"type": "localImage", "path": attachment.path})
             else:
-                mentions.append(item)
+                mentions.append(attachment.item)
         if mentions:
             text += "\n\nAttached: " + ", ".join(mentions)
         items.append(p.TextInput(text=text).params())
@@ -558,7 +534,7 @@ class CodexConnection(AgentConnection):
         params = p.TurnInterruptParams(threadId=self.thread_id, turnId=turn_id).params()
 
         async def done(result: Any, error: RpcError | None) -> None:
-            if error is not None and not self._closing:
+            if error is not None and not self.closing:
                 await self.link.emit(diagnostic("Info", f"Codex refused turn/interrupt: {error.message}"))
 
         try:
@@ -590,21 +566,15 @@ class CodexConnection(AgentConnection):
             raise ProtocolFailed("Codex's input is closed") from None
 
     async def close(self) -> None:
-        self._closing = True
-        if self.mapper.turn_id and not self._stdout_done.is_set():
+        self.closing = True
+        if self.mapper.turn_id and not self.output_done:
             with anyio.move_on_after(0.5):
                 await self._interrupt()
-        try:
-            await self.process.terminate(grace=CLOSE_STEP)
-        finally:
-            self._remove_home()
+        await super().close()
 
-    async def kill(self) -> None:
-        self._closing = True
-        try:
-            await self.process.kill()
-        finally:
-            self._remove_home()
+    async def release(self) -> None:
+        """Remove the per-session ``CODEX_HOME`` this connection made."""
+        self._remove_home()
 
     def _remove_home(self) -> None:
         if self._owned_home and self.codex_home:
@@ -667,4 +637,4 @@ def _failed(message: str) -> Any:
     return FailedStop(message=message)
 
 
-__all__ = ["HANDSHAKE_TIMEOUT", "CodexConnection", "permission_decision", "question_response"]
+__all__ = ["CodexConnection", "permission_decision", "question_response"]
