@@ -24,7 +24,7 @@
 - Configure: ``mode`` (from ``modes``) → ``session/set_mode``; config options → ``session/set_config_option``;
   the applied value is reported with ``info_changed`` (a refusal is a Warning diagnostic).
 - Close: cancel a running turn, stop the library connection, then stdin closed / SIGTERM / SIGKILL to the whole
-  process group, :data:`CLOSE_STEP` seconds apart (ACP agents ignore EOF; npm wrappers don't forward signals).
+  process group, :attr:`close_step` seconds apart (ACP agents ignore EOF; npm wrappers don't forward signals).
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from acp import PROTOCOL_VERSION, RequestError
 from acp import schema as acp
 from acp.client.connection import ClientSideConnection
 from anyagentd.adapters.attachments import classify
-from anyagentd.adapters.interface import AgentConnection, PromptInput
+from anyagentd.adapters.connection import HANDSHAKE_TIMEOUT, ProcessConnection
+from anyagentd.adapters.interface import PromptInput
 from anyagentd.adapters.process import AgentProcess
 from anyagentd.errors import (
     AnyagentError,
@@ -77,7 +78,6 @@ from .launch import launch_argv, launch_env
 from .mapping import PERMISSION_KINDS, SessionState, UpdateMapper, stop_reason
 from .transport import ProcessTransport
 
-from .adapter import HANDSHAKE_TIMEOUT  # seconds initialize + session/new may take before HandshakeTimeout
 
 REQUEST_TIMEOUT = 10.0
 """Seconds to wait for the answer to ``session/set_mode`` / ``session/set_config_option``."""
@@ -91,8 +91,6 @@ RESYNC_AFTER_CANCEL = frozenset({"claude-acp"})
 
 CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk", "user_message_chunk"})
 
-CLOSE_STEP = 1.5
-"""Seconds :meth:`AcpConnection.close` waits after closing stdin, and again after SIGTERM, before escalating."""
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """Longest agent line accepted (64 MiB; adapter config ``max_line_bytes``); longer ones become diagnostics."""
@@ -201,16 +199,16 @@ def prompt_blocks(prompt: PromptInput, caps: acp.PromptCapabilities | None) -> l
     return blocks
 
 
-class AcpConnection(AgentConnection):
+class AcpConnection(ProcessConnection):
     """A live ACP session (see the module doc). Build with :meth:`open`."""
 
     deterministic_turn_end = True
     deterministic_agent_turn_end = False
+    close_step = 1.5
 
     def __init__(self, process: AgentProcess, link: Any, installation: AgentInstallation,
                  options: SessionOptions) -> None:  # fmt: skip
-        self.process = process
-        self.link = link
+        super().__init__(process, link)
         self.installation = installation
         self.session_options = options
         self.state = SessionState()
@@ -222,7 +220,6 @@ class AcpConnection(AgentConnection):
         self.session_id: str | None = None
         self._pending: dict[str, _Pending] = {}
         self._request_ids = itertools.count(1)
-        self._closing = False
         self._opened = False
         self._running: int | None = None  # token of the running prompt
         self._turn_tokens = itertools.count(1)
@@ -233,10 +230,8 @@ class AcpConnection(AgentConnection):
         self._resync_pending = False
         self._updates = 0  # session/update notifications of our session so far
         self._mcp_servers: list[Any] = []
-        self._eof = anyio.Event()
-        self.exit_status: str | None = None
         self.transport = ProcessTransport(process, intercept=self._intercept, diagnose=self._diagnose,
-                                          on_eof=self._on_eof)  # fmt: skip
+                                          on_eof=self.output_ended)  # fmt: skip
         self.rpc = ClientSideConnection(_Client(self), self.transport)
 
     @property  # type: ignore[override]
@@ -262,36 +257,25 @@ class AcpConnection(AgentConnection):
             with anyio.fail_after(handshake_timeout):
                 await conn._handshake(adapter, session)
         except TimeoutError:
-            await conn._abort()
+            await conn.abandon()
             raise HandshakeTimeout(f"{installation.name} did not complete the ACP handshake within "
                                    f"{handshake_timeout:g} s") from None  # fmt: skip
         except BaseException:
-            await conn._abort()
+            await conn.abandon()
             raise
         conn._opened = True
         return conn
 
-    async def _abort(self) -> None:
-        self._closing = True
+    async def abandon(self, grace: float = 0.5) -> None:
+        self.closing = True
         with anyio.CancelScope(shield=True):
             await self.rpc.close()
-            await self.process.terminate(grace=0.5)
-            await self._release_pipes()
-
-    async def _release_pipes(self) -> None:
-        """Close the reaped child's pipe transports now (``AgentProcess`` leaves them to the garbage collector,
-        which complains when that runs after the event loop has closed)."""
-        inner = getattr(self.process, "_process", None)
-        if inner is not None:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
-                try:
-                    await inner.aclose()
-                except Exception:  # noqa: BLE001, S110 - best effort
-                    pass
+        await super().abandon(grace)
 
     async def _exited_detail(self) -> str:
         with anyio.move_on_after(2.0):
-            await self._eof.wait()
+            await self.wait_output_done()
+            await self.process.wait()
         await self.process.stderr_drained(1.0)
         return self.process.stderr_tail() or f"exited ({self.exit_status or 'unknown'})"
 
@@ -401,18 +385,15 @@ class AcpConnection(AgentConnection):
     async def _diagnose(self, level: str, message: str, raw: Any) -> None:
         await self.link.emit(diagnostic(level, message), extensions=None if raw is None else {RAW_LINE: raw})
 
-    async def _on_eof(self) -> None:
-        with anyio.CancelScope(shield=True):
-            self.exit_status = await self.process.wait()
-            await self.process.stderr_drained(1.0)
-            self._eof.set()
-            self._release_pending()
-            if self._opened and not self._closing:
-                await self.link.exited(self.exit_status, self.process.stderr_tail())
+    def reports_exit(self) -> bool:
+        return self._opened and not self.closing
+
+    async def on_output_end(self) -> None:
+        self._release_pending()
 
     async def _permission(self, tool_call: Any, options: list[Any]) -> acp.RequestPermissionResponse:
         cancelled = acp.RequestPermissionResponse(outcome=acp.DeniedOutcome(outcome="cancelled"))
-        if self._closing or self._cancel_requested:
+        if self.closing or self._cancel_requested:
             return cancelled
         choices: dict[str, str] = {}
         for option in options:
@@ -445,7 +426,7 @@ class AcpConnection(AgentConnection):
     # ------------------------------------------------------------------------------------------- commands
 
     async def start_turn(self, turn_id: str, prompt: PromptInput) -> None:
-        if self._eof.is_set():
+        if self.output_done:
             raise ProtocolFailed("the ACP agent has exited")
         caps = self.init.agent_capabilities if self.init else None
         blocks = prompt_blocks(prompt, caps.prompt_capabilities if caps else None)
@@ -555,7 +536,7 @@ class AcpConnection(AgentConnection):
             self._cancelled = (self._running, anyio.Event())
             self._after_cancel = True
             self._resync_pending = self.resync_after_cancel and self._can_resync
-        if self.session_id is not None and not self._eof.is_set():
+        if self.session_id is not None and not self.output_done:
             try:
                 await self.rpc.cancel(session_id=self.session_id)
             except (ConnectionError, OSError):
@@ -603,22 +584,20 @@ class AcpConnection(AgentConnection):
         self.details = self.state.details()
 
     async def close(self) -> None:
-        self._closing = True
-        if self._turn_running and not self._eof.is_set():
+        self.closing = True
+        if self._turn_running and not self.output_done:
             with anyio.move_on_after(0.5):
                 await self.cancel()
         self._release_pending()
         await self.rpc.close()
-        await self.process.terminate(grace=CLOSE_STEP)
-        await self._release_pipes()
+        await super().close()
 
     async def kill(self) -> None:
-        self._closing = True
+        self.closing = True
         self._release_pending()
-        await self.process.kill()
+        await super().kill()
         with anyio.move_on_after(1.0):
             await self.rpc.close()
-        await self._release_pipes()
 
 
-__all__ = ["HANDSHAKE_TIMEOUT", "AcpConnection", "login_methods", "mcp_renderers", "prompt_blocks"]
+__all__ = ["AcpConnection", "login_methods", "mcp_renderers", "prompt_blocks"]

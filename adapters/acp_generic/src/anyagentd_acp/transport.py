@@ -58,7 +58,7 @@ class ProcessTransport:
                 return None
             if isinstance(line, OversizedLine):
                 await self._diagnose("Warning", f"skipped a {line.size}-byte line from the ACP agent "
-                                                f"(limit {self.process._max_line} bytes)", None)  # fmt: skip
+                                                f"(limit {self.process.max_line_bytes} bytes)", None)  # fmt: skip
                 continue
             if not line.strip():
                 continue

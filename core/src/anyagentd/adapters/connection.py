@@ -41,6 +41,9 @@ class ProcessConnection(AgentConnection):
     (fail what waits for a reply) and :meth:`release` (their own resources, after the process is gone).
     """
 
+    close_step: float = CLOSE_STEP
+    """Seconds :meth:`close` waits after closing stdin, and again after SIGTERM."""
+
     def __init__(self, process: AgentProcess, link: AdapterLink | Any) -> None:
         self.process = process
         self.link = link
@@ -81,10 +84,10 @@ class ProcessConnection(AgentConnection):
         """What to free once the process is gone (a temporary home…); called by close, kill and abandon."""
 
     async def close(self) -> None:
-        """End the agent gracefully: stdin closed, SIGTERM, SIGKILL, :data:`CLOSE_STEP` s apart."""
+        """End the agent gracefully: stdin closed, SIGTERM, SIGKILL, :attr:`close_step` s apart."""
         self.closing = True
         try:
-            await self.process.terminate(grace=CLOSE_STEP)
+            await self.process.terminate(grace=self.close_step)
         finally:
             await self.release()
 

@@ -172,6 +172,11 @@ class AgentProcess:
         lineage.guard(mark)
         return cls(process, list(argv), max_line_bytes, mark)
 
+    @property
+    def max_line_bytes(self) -> int:
+        """The longest stdout line :meth:`lines` yields as text (bytes); longer ones are ``OversizedLine``."""
+        return self._max_line
+
     # -- stdout ---------------------------------------------------------------------------------------------
 
     async def lines(self) -> AsyncIterator[str | OversizedLine]:
