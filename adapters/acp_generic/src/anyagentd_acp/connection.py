@@ -32,7 +32,7 @@ from __future__ import annotations
 import itertools
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from pydantic import ValidationError
@@ -524,9 +524,8 @@ class AcpConnection(ProcessConnection):
         pending = self._pending.get(request_id)
         if pending is None:
             raise InvalidRequest(f"the ACP agent has no pending request {request_id!r}")
-        if not isinstance(answer, AnswerPermission) or answer.value not in pending.options:
-            raise InvalidRequest(f"answer must be one of {list(pending.options)}")
-        pending.choice = pending.options[answer.value]
+        # the engine validated the answer: a Permission choice among the options the request offered
+        pending.choice = pending.options[cast(AnswerPermission, answer).value]
         pending.done.set()
         self._pending.pop(request_id, None)
 

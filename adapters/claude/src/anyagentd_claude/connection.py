@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
@@ -264,16 +264,11 @@ class ClaudeConnection(ProcessConnection):
         pending = self._requests.pop(request_id, None)
         if pending is None:
             raise InvalidRequest(f"Claude Code has no pending request {request_id!r}")
+        # the engine validated the answer against the request (its kind, the choices offered)
         if pending.kind == "question":
-            if not isinstance(answer, AnswerQuestion):
-                self._requests[request_id] = pending
-                raise InvalidRequest("a question needs a Question answer")
-            body = control.question_response(answer, pending.request)
+            body = control.question_response(cast(AnswerQuestion, answer), pending.request)
         else:
-            if not isinstance(answer, AnswerPermission):
-                self._requests[request_id] = pending
-                raise InvalidRequest("a permission request needs a Permission answer")
-            body = control.permission_response(answer, pending.request)
+            body = control.permission_response(cast(AnswerPermission, answer), pending.request)
         if not await self._write(control.success(request_id, body)):
             raise ProtocolFailed("Claude Code's input is closed")
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from anyagentd.adapters import attachments
@@ -502,14 +502,12 @@ class CodexConnection(ProcessConnection):
         pending = self._requests.get(request_id)
         if pending is None:
             raise InvalidRequest(f"Codex has no pending request {request_id!r}")
+        # the engine validated the answer against the request (its kind, the choices offered)
         if pending.kind == "question":
-            if not isinstance(answer, AnswerQuestion):
-                raise InvalidRequest("a question needs a Question answer")
-            result = question_response(answer, pending.params)
+            result = question_response(cast(AnswerQuestion, answer), pending.params)
         else:
-            if not isinstance(answer, AnswerPermission):
-                raise InvalidRequest("a permission request needs a Permission answer")
-            result = {"decision": permission_decision(pending.kind, answer.value, pending.params)}
+            choice = cast(AnswerPermission, answer).value
+            result = {"decision": permission_decision(pending.kind, choice, pending.params)}
         del self._requests[request_id]
         if not await self._reply(pending.rpc_id, result):
             raise ProtocolFailed("Codex's input is closed")
