@@ -40,7 +40,7 @@ from anyagentd_codex import launch
 from anyagentd_codex.adapter import PROFILE, CodexAdapter
 from anyagentd_codex.connection import CodexConnection, permission_decision
 from anyagentd_codex.mapping import FORK_POINT, RAW, split_unified_diff, tool_update
-from anyagentd_codex.rpc import RpcChannel, classify
+from anyagentd.adapters.jsonrpc import RpcChannel, classify
 
 pytestmark = pytest.mark.anyio
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from anyagentd.adapters.connection import short_lived
 from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile
+from anyagentd.adapters.jsonrpc import RpcError
 from anyagentd.errors import AuthRequired, UnsupportedFeature
 from anyagentd.model import AgentDetails, AgentInstallation, PlanUsage, SessionOptions, Unauthenticated
 
@@ -28,7 +29,6 @@ from . import protocol as p
 from .connection import CodexConnection
 from .launch import MCP_TRANSPORTS, extra_args, login_methods, mcp_args
 from .mapping import plan_usage
-from .rpc import RpcError
 
 PROFILE = AgentProfile(
     id="codex",

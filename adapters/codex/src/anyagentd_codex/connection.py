@@ -34,6 +34,7 @@ import anyio
 from anyagentd.adapters import attachments
 from anyagentd.adapters.connection import HANDSHAKE_TIMEOUT, ProcessConnection
 from anyagentd.adapters.interface import PromptInput
+from anyagentd.adapters.jsonrpc import RpcChannel, RpcError, classify
 from anyagentd.adapters import lineage
 from anyagentd.adapters.process import AgentProcess, cli_version, json_frames
 from anyagentd.errors import (
@@ -83,7 +84,6 @@ from .launch import (
     version_from_user_agent,
 )
 from .mapping import RAW, NotificationMapper, tool_update
-from .rpc import RpcChannel, RpcError, classify
 
 CLIENT_INFO = p.ClientInfo(name="anyagentd", title="anyagentd", version="0.1.0")
 

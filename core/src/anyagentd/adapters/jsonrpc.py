@@ -1,7 +1,11 @@
-"""JSON-RPC 2.0 over the app-server's stdio, with request ids tracked per direction.
+"""A small JSON-RPC 2.0 channel over an agent process's stdio (or any ``write(obj)``), ids tracked per direction.
 
-Our requests get ids 1, 2, 3… from :class:`RpcChannel`; the server numbers *its* requests from 0 on its own, so
-the same id may be in flight both ways at once. A frame is classified by shape, never by id alone:
+For adapters whose agent speaks JSON-RPC 2.0 as JSON lines (Codex's app-server; an HTTP agent's RPC the same way
+over another ``write``): the reader feeds each frame to :func:`classify` and responses to
+:meth:`RpcChannel.resolve`; the channel sends requests and notifications and answers the agent's requests.
+
+Our requests get ids 1, 2, 3… from :class:`RpcChannel`; the agent numbers *its* requests on its own, so the same
+id may be in flight both ways at once. A frame is classified by shape, never by id alone:
 
 - ``method`` + ``id`` → a server request (answered with :meth:`RpcChannel.reply` / :meth:`RpcChannel.reply_error`);
 - ``method`` without ``id`` → a notification;
