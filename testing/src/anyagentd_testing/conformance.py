@@ -105,7 +105,7 @@ def agent_process(session: Any) -> Any:
     process = getattr(conn, "process", None)
     require(process is not None and getattr(process, "pid", None),
             f"{type(conn).__name__} has no `process` with a pid",
-            "a process-backed connection keeps its AgentProcess in `self.process` (ProcessConnection does)")  # fmt: skip
+            "a process-backed connection keeps its AgentProcess in `self.process` (ProcessConnection does)")
     return process
 
 

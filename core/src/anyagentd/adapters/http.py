@@ -41,10 +41,12 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 Reader = anyio.streams.buffered.BufferedByteReceiveStream
+Opened = tuple[int, dict[str, str], Reader, anyio.abc.SocketStream]
+"""A response's status, lower-cased headers, the reader of its body, and the connection."""
 
 
 async def _open(port: int, method: str, path: str, body: Any = None, *, host: str = "127.0.0.1",
-                accept: str = "application/json") -> tuple[int, dict[str, str], Reader, anyio.abc.SocketStream]:  # fmt: skip
+                accept: str = "application/json") -> Opened:  # fmt: skip
     stream = await anyio.connect_tcp(host, port)
     data = b"" if body is None else json.dumps(body, ensure_ascii=False).encode()
     head = (f"{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: {accept}\r\nConnection: close\r\n"
