@@ -27,7 +27,7 @@ from anyagentd.errors import (
 )
 from anyagentd.model import AnswerPermission, McpServer, Stdio
 from anyagentd.runtime import Runtime
-from anyagentd_testing.agents import agent_bin, clean_environ, codex_args, codex_env, set_environ
+from anyagentd_testing.agents import agent_bin, clean_environ, codex_args, codex_env
 from anyagentd_testing.conformance import Conformance
 from anyagentd_testing.events import EventStream, event_tag, marked_processes, process_group_alive
 
@@ -47,20 +47,11 @@ def codex_environment(server_url: str, home: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def codex(model_server: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+def codex(scripted_agent: Callable[..., Any]) -> Callable[..., Any]:
     """``codex(script)`` starts a model server with ``script`` and points this process's environment at it (what
     the adapter passes through to the CLI). Returns the server."""
     agent_bin("codex", start=__file__)  # AgentNotInstalledError: the test fails, it does not skip
-
-    def start(script: Any) -> Any:
-        server = model_server(script)
-        home = tmp_path / "home"
-        home.mkdir(exist_ok=True)
-        env = codex_environment(server.url, home)
-        set_environ(monkeypatch, env)
-        return server
-
-    return start
+    return scripted_agent(codex_environment)
 
 
 def request_text(entry: dict[str, Any]) -> str:

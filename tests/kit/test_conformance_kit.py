@@ -27,7 +27,7 @@ from anyagentd.adapters.interface import AgentConnection
 from anyagentd.model import FailedStop
 from anyagentd.runtime import Runtime
 from anyagentd_claude.adapter import ClaudeAdapter
-from anyagentd_testing.agents import agent_bin, claude_env, clean_environ, set_environ
+from anyagentd_testing.agents import agent_bin, claude_env, clean_environ
 from anyagentd_testing.conformance import Conformance
 
 class FailedCancel(ClaudeAdapter):
@@ -61,16 +61,9 @@ class TestKit(Conformance):
     ADAPTER = os.environ["KIT_ADAPTER"]
 
     @pytest.fixture
-    def scripted(self, model_server, tmp_path, monkeypatch):
-        def start(script):
-            server = model_server(script)
-            home = tmp_path / "home"
-            home.mkdir(exist_ok=True)
-            env = clean_environ(claude_env(server.url, home))
-            env["ANYAGENTD_CLAUDE_BIN"] = str(agent_bin("claude"))
-            set_environ(monkeypatch, env)
-            return server
-        return start
+    def scripted(self, scripted_agent):
+        binary = {"ANYAGENTD_CLAUDE_BIN": str(agent_bin("claude"))}
+        return scripted_agent(lambda url, home: clean_environ({**claude_env(url, home), **binary}))
 
     def write_tool(self, name):
         return {"name": "Write", "input": {"file_path": "{{cwd}}/" + name, "content": "hi\\\\n"}}

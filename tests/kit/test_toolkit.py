@@ -112,3 +112,19 @@ async def test_short_lived_stops_the_process_and_raises_the_body_error_as_itself
     with pytest.raises(LookupError, match="from the body"):
         await short_lived(_echo, failing)
     assert seen[1].process.returncode is not None
+
+
+@pytest.mark.anyio
+async def test_writing_to_an_agent_whose_input_is_closed_is_input_closed() -> None:
+    from anyagentd.adapters.process import InputClosed
+
+    process = await AgentProcess.start([sys.executable, "-c", "import sys; sys.stdin.close()"])
+    await process.wait()
+    with pytest.raises(InputClosed):
+        for _ in range(100):  # the pipe breaks at the first write the closed end refuses
+            await process.write_line("x" * 65536)
+    await process.close_stdin()
+    with pytest.raises(InputClosed):
+        await process.write_line("after close")
+    assert issubclass(InputClosed, ConnectionError)
+    await process.kill()

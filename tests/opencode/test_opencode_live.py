@@ -8,31 +8,20 @@ Fails (never skips) when the CLI is missing: ``agent_bin`` raises. The CLI is fo
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-from anyagentd_testing.agents import agent_bin, clean_environ, opencode_env, set_environ
+from anyagentd_testing.agents import agent_bin, clean_environ, opencode_env
 from anyagentd_testing.conformance import Conformance
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 
 @pytest.fixture
-def opencode(model_server: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+def opencode(scripted_agent: Callable[..., Any]) -> Callable[..., Any]:
     """``opencode(script)`` starts a model server with ``script`` and points this process's environment at it."""
     binary = str(agent_bin("opencode", start=__file__))
-
-    def start(script: Any) -> Any:
-        server = model_server(script)
-        home = tmp_path / "home"
-        home.mkdir(exist_ok=True)
-        env = clean_environ(opencode_env(server.url, home))
-        env["ANYAGENTD_OPENCODE_BIN"] = binary
-        set_environ(monkeypatch, env)
-        return server
-
-    return start
+    return scripted_agent(lambda url, home: clean_environ({**opencode_env(url, home), "ANYAGENTD_OPENCODE_BIN": binary}))
 
 
 class TestConformance(Conformance):

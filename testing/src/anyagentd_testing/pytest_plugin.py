@@ -54,6 +54,29 @@ def model_server(request: pytest.FixtureRequest) -> Iterator[Callable[..., Model
 
 
 @pytest.fixture
+def scripted_agent(model_server: Callable[..., ModelServer], tmp_path: Path,
+                   monkeypatch: pytest.MonkeyPatch) -> Callable[..., Callable[[Any], ModelServer]]:  # fmt: skip
+    """A factory of ``scripted`` fixtures: ``scripted_agent(environment) -> start``. ``start(script)`` starts a
+    model server playing ``script`` and makes this process's environment exactly ``environment(server_url, home)``
+    (``home``: ``tmp_path / "home"``, the same for every start of the test), which an adapter passes through to the
+    agent it starts; it returns the server. E.g.
+    ``scripted_agent(lambda url, home: clean_environ(claude_env(url, home)))``."""
+    from .agents import set_environ
+
+    def make(environment: Callable[[str, Path], dict[str, str]]) -> Callable[[Any], ModelServer]:
+        def start(script: Any) -> ModelServer:
+            server = model_server(script)
+            home = tmp_path / "home"
+            home.mkdir(exist_ok=True)
+            set_environ(monkeypatch, environment(server.url, home))
+            return server
+
+        return start
+
+    return make
+
+
+@pytest.fixture
 def work(tmp_path: Path) -> Path:
     """An empty directory ``tmp_path / "work"`` to open a session in."""
     path = tmp_path / "work"

@@ -19,7 +19,6 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import anyio
 from anyagentd.adapters.process import AgentProcess, OversizedLine
 
 Intercept = Callable[[dict[str, Any]], Awaitable[bool]]
@@ -43,10 +42,8 @@ class ProcessTransport:
         self._eof = False
 
     async def send(self, message: dict[str, Any]) -> None:
-        try:
-            await self.process.write_json(message)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-            raise ConnectionError("the agent's input is closed") from exc
+        """Write ``message`` as one line; a closed pipe raises ``InputClosed`` (a ``ConnectionError``)."""
+        await self.process.write_json(message)
 
     async def receive(self) -> dict[str, Any] | None:
         while not self._eof:

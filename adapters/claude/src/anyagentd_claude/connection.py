@@ -37,7 +37,7 @@ import anyio
 from anyagentd.adapters.attachments import classify
 from anyagentd.adapters.connection import HANDSHAKE_TIMEOUT, ProcessConnection
 from anyagentd.adapters.interface import PromptInput
-from anyagentd.adapters.process import AgentProcess, cli_version, json_frames
+from anyagentd.adapters.process import AgentProcess, InputClosed, cli_version, json_frames
 from anyagentd.errors import (
     AuthRequired,
     HandshakeTimeout,
@@ -145,7 +145,7 @@ class ClaudeConnection(ProcessConnection):
                 init = await self.channel.request("initialize")
         except TimeoutError:
             raise HandshakeTimeout(f"Claude Code did not answer initialize within {timeout:g} s") from None
-        except (control.ControlError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as err:
+        except (control.ControlError, InputClosed) as err:
             # ControlError: it answered with an error or its stdout ended; the others: it was already gone when
             # initialize was written (a binary that exits at once).
             await self.process.stderr_drained(1.0)
@@ -240,7 +240,7 @@ class ClaudeConnection(ProcessConnection):
         try:
             await self.process.write_json(frame)
             return True
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        except InputClosed:
             return False
 
     # ------------------------------------------------------------------------------------------- commands
@@ -275,7 +275,7 @@ class ClaudeConnection(ProcessConnection):
     async def cancel(self) -> None:
         try:
             await self.channel.send("interrupt")
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        except InputClosed:
             return
         self._unconfirmed_interrupt = self._unfinished > 0
         await self._deny_pending()
@@ -297,7 +297,7 @@ class ClaudeConnection(ProcessConnection):
     async def _send_control(self, subtype: str, **fields: Any) -> str:
         try:
             return await self.channel.send(subtype, **fields)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        except InputClosed:
             raise ProtocolFailed("Claude Code's input is closed") from None
 
     async def _confirm(self, request_id: str, option: str, value: ConfigValue) -> None:
@@ -349,7 +349,7 @@ class ClaudeConnection(ProcessConnection):
                 with anyio.move_on_after(0.5):
                     await self.channel.send("interrupt")
                     await self._deny_pending()
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            except InputClosed:
                 pass
         await super().close()
 

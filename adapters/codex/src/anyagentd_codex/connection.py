@@ -36,7 +36,7 @@ from anyagentd.adapters.connection import HANDSHAKE_TIMEOUT, ProcessConnection
 from anyagentd.adapters.interface import PromptInput
 from anyagentd.adapters.jsonrpc import RpcChannel, RpcError, classify
 from anyagentd.adapters import lineage
-from anyagentd.adapters.process import AgentProcess, cli_version, json_frames
+from anyagentd.adapters.process import AgentProcess, InputClosed, cli_version, json_frames
 from anyagentd.errors import (
     AuthRequired,
     HandshakeTimeout,
@@ -192,7 +192,7 @@ class CodexConnection(ProcessConnection):
             if self.output_done or err.code is None:
                 raise await self._gone(err.message) from None
             raise
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        except InputClosed:
             raise await self._gone("its input closed") from None
 
     async def _gone(self, fallback: str) -> SpawnFailed:
@@ -402,7 +402,7 @@ class CodexConnection(ProcessConnection):
         else:
             try:
                 await self.channel.reply_error(rpc_id, -32601, f"anyagentd does not handle {method}")
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            except InputClosed:
                 pass
             await self.link.emit(diagnostic("Info", f"refused Codex's {method!r} request (not supported)"),
                                  extensions={RAW: frame})  # fmt: skip
@@ -418,7 +418,7 @@ class CodexConnection(ProcessConnection):
         try:
             await self.channel.reply(rpc_id, result)
             return True
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        except InputClosed:
             return False
 
     # ------------------------------------------------------------------------------------------- commands
@@ -456,7 +456,7 @@ class CodexConnection(ProcessConnection):
         self._cancel_requested = False
         try:
             await self.channel.send(p.M_TURN_START, self._turn_params(prompt), callback=self._on_turn_start)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        except InputClosed:
             self._turn_requested = False
             raise ProtocolFailed("Codex's input is closed") from None
 
@@ -495,7 +495,7 @@ class CodexConnection(ProcessConnection):
 
         try:
             await self.channel.send(p.M_TURN_STEER, params, callback=done)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        except InputClosed:
             await self.link.steered(False)
 
     async def answer(self, request_id: str, answer: Answer) -> None:
@@ -537,7 +537,7 @@ class CodexConnection(ProcessConnection):
 
         try:
             await self.channel.send(p.M_TURN_INTERRUPT, params, callback=done)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        except InputClosed:
             pass
 
     async def configure(self, option: str, value: ConfigValue) -> None:
@@ -560,7 +560,7 @@ class CodexConnection(ProcessConnection):
         try:
             await self.channel.send(p.M_COMPACT, p.ThreadCompactStartParams(threadId=self.thread_id).params(),
                                     callback=done)  # fmt: skip
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        except InputClosed:
             raise ProtocolFailed("Codex's input is closed") from None
 
     async def close(self) -> None:

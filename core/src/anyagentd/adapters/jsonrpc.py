@@ -25,6 +25,8 @@ from typing import Any
 
 import anyio
 
+from .process import InputClosed
+
 Callback = Callable[[Any, "RpcError | None"], Awaitable[None]]
 
 
@@ -71,9 +73,10 @@ class RpcChannel:
 
     async def send(self, method: str, params: Any = None, *, callback: Callback | None = None) -> int:
         """Send a request; its response goes to ``callback(result, error)`` (run by the pump) if given.
-        Returns the id. Raises ``anyio.BrokenResourceError``/``ClosedResourceError`` when stdin is gone."""
+        Returns the id. Raises :class:`~anyagentd.adapters.process.InputClosed` when the agent's input is gone
+        (or the channel was closed: the agent's output ended)."""
         if self._closed is not None:
-            raise anyio.ClosedResourceError
+            raise InputClosed(f"the channel is closed: {self._closed}")
         request_id = next(self._ids)
         self._pending[request_id] = _Waiter(method, callback)
         frame: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
