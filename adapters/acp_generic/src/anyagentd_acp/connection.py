@@ -230,7 +230,7 @@ class AcpConnection(ProcessConnection):
         self._resync_pending = False
         self._updates = 0  # session/update notifications of our session so far
         self._mcp_servers: list[Any] = []
-        self.transport = ProcessTransport(process, intercept=self._intercept, diagnose=self._diagnose,
+        self.transport = ProcessTransport(process, link, raw_key=RAW_LINE, intercept=self._intercept,
                                           on_eof=self.output_ended)  # fmt: skip
         self.rpc = ClientSideConnection(_Client(self), self.transport)
 
@@ -381,9 +381,6 @@ class AcpConnection(ProcessConnection):
             await self.mapper.handle(params)
             return True
         return False
-
-    async def _diagnose(self, level: str, message: str, raw: Any) -> None:
-        await self.link.emit(diagnostic(level, message), extensions=None if raw is None else {RAW_LINE: raw})
 
     def reports_exit(self) -> bool:
         return self._opened and not self.closing

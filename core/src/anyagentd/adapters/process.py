@@ -487,7 +487,8 @@ async def json_frames(process: AgentProcess, link: Any, *, agent: str, raw_key: 
     goes on. Ends at EOF."""
     async for line in process.lines():
         if isinstance(line, OversizedLine):
-            await link.emit(diagnostic("Warning", f"skipped a {line.size}-byte {agent} line"))
+            await link.emit(diagnostic("Warning", f"skipped a {line.size}-byte {agent} line "
+                                                  f"(limit {process.max_line_bytes} bytes)"))  # fmt: skip
             continue
         if not line.strip():
             continue
