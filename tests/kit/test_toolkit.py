@@ -128,3 +128,22 @@ async def test_writing_to_an_agent_whose_input_is_closed_is_input_closed() -> No
         await process.write_line("after close")
     assert issubclass(InputClosed, ConnectionError)
     await process.kill()
+
+
+@pytest.mark.anyio
+async def test_a_handshake_that_runs_out_abandons_the_agent_with_handshake_timeout() -> None:
+    from anyagentd.errors import HandshakeTimeout
+
+    async with anyio.create_task_group() as tg:
+        conn = await _echo(AdapterLink(anyio.create_memory_object_stream[object](16)[0], tg.start_soon))
+        with pytest.raises(HandshakeTimeout, match="the echo's hello did not complete within 0.2 s"):
+            await conn.complete_handshake(anyio.sleep_forever, 0.2, "the echo's hello")
+        assert conn.closing and conn.process.returncode is not None
+        with pytest.raises(LookupError):
+            other = await _echo(AdapterLink(anyio.create_memory_object_stream[object](16)[0], tg.start_soon))
+
+            async def failing() -> None:
+                raise LookupError("refused")
+
+            await other.complete_handshake(failing, 5, "x")
+        assert other.process.returncode is not None

@@ -46,7 +46,6 @@ from anyagentd.adapters.process import AgentProcess
 from anyagentd.errors import (
     AnyagentError,
     AuthRequired,
-    HandshakeTimeout,
     InvalidConfiguration,
     InvalidRequest,
     ProtocolFailed,
@@ -253,16 +252,8 @@ class AcpConnection(ProcessConnection):
                                            max_line_bytes=max_line)  # fmt: skip
         conn = cls(process, link, installation, options)
         conn.resync_after_cancel = bool(config.get("resync_after_cancel", conn.resync_after_cancel))
-        try:
-            with anyio.fail_after(handshake_timeout):
-                await conn._handshake(adapter, session)
-        except TimeoutError:
-            await conn.abandon()
-            raise HandshakeTimeout(f"{installation.name} did not complete the ACP handshake within "
-                                   f"{handshake_timeout:g} s") from None  # fmt: skip
-        except BaseException:
-            await conn.abandon()
-            raise
+        await conn.complete_handshake(lambda: conn._handshake(adapter, session), handshake_timeout,
+                                      f"{installation.name}'s ACP handshake")  # fmt: skip
         conn._opened = True
         return conn
 

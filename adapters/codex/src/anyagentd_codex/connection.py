@@ -39,7 +39,6 @@ from anyagentd.adapters import lineage
 from anyagentd.adapters.process import AgentProcess, InputClosed, cli_version, json_frames
 from anyagentd.errors import (
     AuthRequired,
-    HandshakeTimeout,
     InvalidConfiguration,
     InvalidRequest,
     ProtocolFailed,
@@ -172,17 +171,12 @@ class CodexConnection(ProcessConnection):
                    codex_home=home, owned_home=owned)  # fmt: skip
         conn._mcp_transports = mcp_transports
         link.start_soon(conn._pump)
-        try:
-            try:
-                with anyio.fail_after(handshake_timeout):
-                    await conn._handshake(require_auth)
-                    if start_thread:
-                        await conn._open_thread()
-            except TimeoutError:
-                raise HandshakeTimeout(f"Codex did not complete its handshake within {handshake_timeout:g} s") from None
-        except BaseException:
-            await conn.abandon()
-            raise
+        async def handshake() -> None:
+            await conn._handshake(require_auth)
+            if start_thread:
+                await conn._open_thread()
+
+        await conn.complete_handshake(handshake, handshake_timeout, "Codex's handshake")
         return conn
 
     async def _call(self, method: str, params: Any) -> Any:

@@ -22,7 +22,7 @@ from anyagentd.adapters.connection import HANDSHAKE_TIMEOUT, ProcessConnection
 from anyagentd.adapters.http import HttpError, free_port, request_json, sse_events
 from anyagentd.adapters.interface import PromptInput, spawn_env
 from anyagentd.adapters.process import AgentProcess, cli_version
-from anyagentd.errors import HandshakeTimeout, ProtocolFailed, ResumeFailed, SpawnFailed
+from anyagentd.errors import ProtocolFailed, ResumeFailed, SpawnFailed
 from anyagentd.model import (
     AgentDetails,
     AgentInstallation,
@@ -98,15 +98,8 @@ class OpencodeConnection(ProcessConnection):
         process = await AgentProcess.start(argv, cwd=options.dir, env=env)
         conn = cls(process, link, port, options)
         link.start_soon(conn._read_stdout)
-        try:
-            with anyio.fail_after(handshake_timeout):
-                await conn._handshake(installation, session)
-        except TimeoutError:
-            await conn.abandon()
-            raise HandshakeTimeout(f"opencode did not start serving within {handshake_timeout:g} s") from None
-        except BaseException:
-            await conn.abandon()
-            raise
+        await conn.complete_handshake(lambda: conn._handshake(installation, session), handshake_timeout,
+                                      "opencode's start (serving, then its session)")  # fmt: skip
         return conn
 
     async def _handshake(self, installation: AgentInstallation, session: bool) -> None:

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import anyio
 
+from ..errors import HandshakeTimeout
 from .interface import AdapterLink, AgentConnection, DiscardingLink
 from .process import AgentProcess
 
@@ -98,6 +99,19 @@ class ProcessConnection(AgentConnection):
             await self.process.kill()
         finally:
             await self.release()
+
+    async def complete_handshake(self, handshake: Callable[[], Awaitable[None]], timeout: float, what: str) -> None:
+        """Run ``handshake()`` within ``timeout`` seconds; on any failure :meth:`abandon` the agent and raise it
+        (a timeout as ``HandshakeTimeout("<what> did not complete within <timeout> s")``)."""
+        try:
+            with anyio.fail_after(timeout):
+                await handshake()
+        except TimeoutError:
+            await self.abandon()
+            raise HandshakeTimeout(f"{what} did not complete within {timeout:g} s") from None
+        except BaseException:
+            await self.abandon()
+            raise
 
     async def abandon(self, grace: float = ABANDON_GRACE) -> None:
         """Stop an agent nobody will use (a failed handshake, the end of a probe); shielded, never raises."""
