@@ -18,12 +18,11 @@ from anyagentd_testing.agents import (
     codex_args,
     codex_env,
     codex_resources_dir,
-    set_environ,
 )
 
 
 @pytest.fixture
-def codex_acp(model_server: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+def codex_acp(scripted_agent: Callable[..., Any]) -> Callable[..., Any]:
     """``codex_acp(script)``: a model server playing ``script``, and this process's environment set so the
     ``codex-acp`` catalog agent runs against it: ``ANYAGENTD_CODEX_ACP_BIN``, the provider ``-c`` flags plus
     ``approval_policy=untrusted`` / ``sandbox_mode=workspace-write`` in ``ANYAGENTD_CODEX_ACP_ARGS``, Codex's
@@ -32,35 +31,21 @@ def codex_acp(model_server: Callable[..., Any], tmp_path: Path, monkeypatch: pyt
     resources = codex_resources_dir()
     assert resources is not None, "Codex's bundled bwrap (codex-resources) is missing: npm ci in tests/agents"
 
-    def start(script: Any) -> Any:
-        server = model_server(script)
-        home = tmp_path / "home"
-        home.mkdir(exist_ok=True)
+    def environment(url: str, home: Path) -> dict[str, str]:
         env = clean_environ(codex_env(home))
         env["PATH"] = f"{resources}{os.pathsep}{env.get('PATH', '')}"
         env["ANYAGENTD_CODEX_ACP_BIN"] = binary
-        env["ANYAGENTD_CODEX_ACP_ARGS"] = shlex.join([*codex_args(server.url), *CODEX_ACP_FLAGS])
+        env["ANYAGENTD_CODEX_ACP_ARGS"] = shlex.join([*codex_args(url), *CODEX_ACP_FLAGS])
         env["ANYAGENTD_NO_LOGIN_SHELL"] = "1"
-        set_environ(monkeypatch, env)
-        return server
+        return env
 
-    return start
+    return scripted_agent(environment)
 
 
 @pytest.fixture
-def claude_acp(model_server: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+def claude_acp(scripted_agent: Callable[..., Any]) -> Callable[..., Any]:
     """``claude_acp(script)``: a model server playing ``script`` and the Claude environment (``claude_env``,
     IS_SANDBOX=1, a fresh HOME) plus ``ANYAGENTD_CLAUDE_ACP_BIN``. Returns the server."""
     binary = str(agent_bin("claude-agent-acp"))
-
-    def start(script: Any) -> Any:
-        server = model_server(script)
-        home = tmp_path / "home"
-        home.mkdir(exist_ok=True)
-        env = clean_environ(claude_env(server.url, home))
-        env["ANYAGENTD_CLAUDE_ACP_BIN"] = binary
-        env["ANYAGENTD_NO_LOGIN_SHELL"] = "1"
-        set_environ(monkeypatch, env)
-        return server
-
-    return start
+    extra = {"ANYAGENTD_CLAUDE_ACP_BIN": binary, "ANYAGENTD_NO_LOGIN_SHELL": "1"}
+    return scripted_agent(lambda url, home: clean_environ({**claude_env(url, home), **extra}))

@@ -9,19 +9,16 @@ They fail (never skip) when an agent is missing. codex-acp gets its provider ``-
 from __future__ import annotations
 
 import json
-import os
-import signal
-import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from acp_support import STEP
-from anyagentd.errors import ProcessExited, SessionClosed, UnsupportedFeature
 from anyagentd.model import AnswerPermission
 from anyagentd.runtime import Runtime
-from anyagentd_testing.events import EventStream, event_tag, wait_process_group_gone
+from anyagentd_testing.conformance import Conformance
+from anyagentd_testing.events import EventStream, event_tag
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -55,38 +52,39 @@ def request_text(entry: dict[str, Any]) -> str:
     return json.dumps(body.get("messages") or body.get("input") or [], ensure_ascii=False)
 
 
-@pytest.mark.parametrize("agent", AGENTS, indirect=True)
-async def test_turn_contract_allow_lands_the_file(agent: Any, work: Path, request: pytest.FixtureRequest) -> None:
-    name = request.node.callspec.params["agent"]
-    agent(write_script(name))
-    async with Runtime() as rt:
-        session = await rt.open(name, dir=work)
-        info = session.info()
-        assert info.resume_token and info.details.version in ("0.16.0", "0.23.1")
-        assert "Resume" in info.details.capabilities.features
-        stream = EventStream(session)
-        delivery = await session.prompt("Write out.txt")
-        started = await stream.until("TurnStarted")
-        assert started.kind.origin.value == delivery.prompt_id
-        request_event = await stream.until("RequestOpened")
-        permission = request_event.kind.value.value
-        assert {"AllowOnce", "DenyOnce"} <= set(permission.options)
-        assert permission.tool.kind == ("Execute" if name == "codex-acp" else "Edit")
-        assert session.status == "NeedsInput"
-        await session.answer(permission.id, AnswerPermission(value="AllowOnce"))
-        ended = await stream.until("TurnEnded")
-        assert ended.kind.stop.TAG == "Completed" and ended.kind.stop.source == "Protocol"
-        assert (work / "out.txt").read_text() == "hi\n"
-        assert stream.text() == "Writing the file.Done."
-        tools = [e.kind.value for e in stream.of("ToolUpdated")]
-        assert tools and tools[-1].status == "Completed"
-        assert stream.of("ContextUsage") and "RequestClosed" in [event_tag(e) for e in stream.seen]
-        pid = session._conn.process.pid
-        started_close = time.monotonic()
-        await session.close()
-        await stream.rest()
-        assert time.monotonic() - started_close < 10
-        await wait_process_group_gone(pid)
+class AcpConformance(Conformance):
+    """The adapter contract (anyagentd_testing.conformance) against a real ACP agent: the resume token is
+    ACP's session id (session/load), the version the agent's ``agentInfo``."""
+
+    cancel_within = 1.0
+    features = frozenset({"Resume"})
+
+    def check_permission(self, request: Any) -> None:
+        assert request.tool.kind == ("Execute" if self.agent == "codex-acp" else "Edit")
+
+    def write_tool(self, name: str) -> dict[str, Any]:
+        return write_script(self.agent, name)["turns"][0]["tool"]
+
+    def after_cancel(self, *turns: dict[str, Any]) -> list[dict[str, Any]]:
+        return after_cancel(self.agent, *turns)
+
+
+class TestCodexAcpConformance(AcpConformance):
+    agent = "codex-acp"
+    version = "0.16.0"
+
+    @pytest.fixture
+    def scripted(self, codex_acp: Any) -> Any:
+        return codex_acp
+
+
+class TestClaudeAcpConformance(AcpConformance):
+    agent = "claude-acp"
+    version = "0.23.1"
+
+    @pytest.fixture
+    def scripted(self, claude_acp: Any) -> Any:
+        return claude_acp
 
 
 async def test_codex_acp_reject_aborts_the_turn(codex_acp: Any, work: Path) -> None:
@@ -118,27 +116,6 @@ async def test_claude_acp_reject_is_an_error_result_and_the_turn_goes_on(claude_
         assert failed and "refused" in (failed[-1].output or "")
         assert stream.text().endswith("Done.")
         assert "refused" in request_text(server.main_requests()[-1])
-
-
-@pytest.mark.parametrize("agent", AGENTS, indirect=True)
-async def test_cancel_mid_turn_then_the_session_lives(agent: Any, work: Path, request: pytest.FixtureRequest) -> None:
-    name = request.node.callspec.params["agent"]
-    server = agent({"turns": [{"text": "too late", "delay": 20}]})
-    async with Runtime() as rt:
-        session = await rt.open(name, dir=work)
-        stream = EventStream(session)
-        await session.prompt("Take your time")
-        await anyio.to_thread.run_sync(lambda: server.wait_for_requests(1, timeout=STEP))
-        started = time.monotonic()
-        await session.cancel()
-        ended = await stream.until("TurnEnded")
-        assert ended.kind.stop == "Cancelled"
-        assert time.monotonic() - started < 1.0
-        server.set_script({"turns": after_cancel(name, {"text": "Fresh answer."})})
-        await session.prompt("Again")
-        ended = await stream.until("TurnEnded")
-        assert ended.kind.stop.TAG == "Completed"
-        assert stream.text() == "Fresh answer."
 
 
 @pytest.mark.parametrize("agent", AGENTS, indirect=True)
@@ -200,76 +177,6 @@ async def test_claude_acp_mode_switch(claude_acp: Any, work: Path) -> None:
         assert ended.kind.stop.TAG == "Completed"
         assert "RequestOpened" not in [event_tag(e) for e in stream.seen]  # acceptEdits: no permission asked
         assert (work / "out.txt").read_text() == "hi\n"
-
-
-@pytest.mark.parametrize("agent", AGENTS, indirect=True)
-async def test_resume_through_session_load(agent: Any, work: Path, request: pytest.FixtureRequest) -> None:
-    name = request.node.callspec.params["agent"]
-    server = agent({"turns": [{"text": "Noted the word."}, {"text": "The word was PAPAYA."}]})
-    async with Runtime() as rt:
-        first = await rt.open(name, dir=work)
-        stream = EventStream(first)
-        await first.prompt("Remember the word PAPAYA.")
-        await stream.until("TurnEnded")
-        token = first.info().resume_token
-        await first.close()
-        await stream.rest()
-
-        second = await rt.open(name, dir=work, resume=token)
-        assert second.info().resume_token == token
-        stream2 = EventStream(second)
-        await second.prompt("Which word did I ask you to remember?")
-        ended = await stream2.until("TurnEnded")
-        assert ended.kind.stop.TAG == "Completed"
-        assert stream2.text() == "The word was PAPAYA."  # the loaded history was not replayed as events
-    last = server.main_requests()[-1]
-    assert last["turn"] == 1 and "Remember the word PAPAYA." in request_text(last)
-
-
-@pytest.mark.parametrize("agent", AGENTS, indirect=True)
-async def test_killed_agent_fails_the_turn_then_process_exited(agent: Any, work: Path,
-                                                               request: pytest.FixtureRequest) -> None:  # fmt: skip
-    name = request.node.callspec.params["agent"]
-    server = agent({"turns": [{"text": "never", "delay": 20}]})
-    async with Runtime() as rt:
-        session = await rt.open(name, dir=work)
-        stream = EventStream(session)
-        await session.prompt("Hang")
-        await anyio.to_thread.run_sync(lambda: server.wait_for_requests(1, timeout=STEP))
-        pid = session._conn.process.pid
-        os.killpg(pid, signal.SIGKILL)
-        ended = await stream.until("TurnEnded")
-        assert ended.kind.stop.TAG == "Failed"
-        with pytest.raises(ProcessExited) as caught:
-            await stream.rest()
-        assert caught.value.status == "signal: 9 (SIGKILL)"
-        with pytest.raises(SessionClosed):
-            await session.prompt("still there?")
-
-
-async def test_claude_acp_fork_offered(claude_acp: Any, work: Path) -> None:
-    server = claude_acp({"turns": [{"text": "Alpha."}, {"text": "Beta."}]})
-    async with Runtime() as rt:
-        session = await rt.open("claude-acp", dir=work)
-        assert "Fork" in session.info().details.capabilities.features
-        stream = EventStream(session)
-        await session.prompt("first")
-        await stream.until("TurnEnded")
-        token = session.info().resume_token
-        fork = await rt.open("claude-acp", dir=work, fork=token)
-        assert fork.info().resume_token not in (None, token)
-        stream2 = EventStream(fork)
-        await fork.prompt("second")
-        ended = await stream2.until("TurnEnded")
-        assert ended.kind.stop.TAG == "Completed" and stream2.text() == "Beta."  # the fork carries "first"
-    assert "first" in request_text(server.main_requests()[-1])
-
-
-async def test_codex_acp_fork_not_offered(codex_acp: Any, work: Path) -> None:
-    codex_acp({"turns": []})
-    async with Runtime() as rt:
-        with pytest.raises(UnsupportedFeature):
-            await rt.open("codex-acp", dir=work, fork="01a2287f-031a-7a92-9d2e-ae65a345602b")
 
 
 async def test_an_agent_seen_leaving_a_stale_end_is_reloaded(claude_acp: Any, work: Path) -> None:

@@ -20,12 +20,10 @@ import anyio
 import pytest
 
 from anyagentd.adapters.interface import AdapterLink, EventReport, PromptInput, TurnEndedReport
-from anyagentd.errors import ProcessExited, SessionClosed, SpawnFailed
+from anyagentd.errors import ProcessExited, SpawnFailed
 from anyagentd.model import (
     AgentInstallation,
     AnswerPermission,
-    AnswerQuestion,
-    Choices,
     McpServer,
     SessionOptions,
     Stdio,
@@ -33,6 +31,7 @@ from anyagentd.model import (
 from anyagentd.plugins import Plugins
 from anyagentd.runtime import Runtime
 from anyagentd.adapters import lineage
+from anyagentd_testing.conformance import Conformance
 from anyagentd_testing.events import EventStream, event_tag, marked_processes, process_group_alive, process_running
 from anyagentd_claude.adapter import ClaudeAdapter
 
@@ -112,42 +111,36 @@ async def test_probe_and_generate(claude: Any, work: Path) -> None:
     assert "Say something short." in request_text(asked[-1])
 
 
-# ------------------------------------------------------------------------------------------------ runtime
+# ------------------------------------------------------------------------------------------------ conformance
 
 
-async def test_turn_contract_allow_lands_the_file(claude: Any, work: Path) -> None:
-    claude(WRITE_SCRIPT)
-    async with Runtime() as rt:
-        session = await rt.open("claude", dir=work)
-        info = session.info()
-        assert info.resume_token and info.details.version == "2.1.197"
-        stream = EventStream(session)
-        delivery = await session.prompt("Write out.txt")
-        started = await stream.until("TurnStarted")
-        assert started.kind.origin.value == delivery.prompt_id
-        opened = await stream.until("RequestOpened")
-        request = opened.kind.value.value
+class TestConformance(Conformance):
+    """The adapter contract (anyagentd_testing.conformance) against the real CLI."""
+
+    agent = "claude"
+    version = "2.1.197"
+    cancel_within = 5.0
+
+    @pytest.fixture
+    def scripted(self, claude: Any) -> Any:
+        return claude
+
+    def write_tool(self, name: str) -> dict[str, Any]:
+        return {"name": "Write", "input": {"file_path": "{{cwd}}/" + name, "content": "hi\n"}}
+
+    def question_tool(self) -> dict[str, Any]:
+        return {"name": "AskUserQuestion", "input": {"questions": [{
+            "question": "Which color?", "header": "Color", "multiSelect": False,
+            "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}]}]}}  # fmt: skip
+
+    def answer_seen_by_model(self) -> str:
+        return '\\"Which color?\\"=\\"Blue\\"'
+
+    def check_permission(self, request: Any) -> None:
         assert request.tool.kind == "Edit" and request.tool.diffs[0].new_text == "hi\n"
-        assert session.status == "NeedsInput"
-        await session.answer(request.id, AnswerPermission(value="AllowOnce"))
-        ended = await stream.until("TurnEnded")
-        assert ended.kind.stop.TAG == "Completed" and ended.kind.stop.source == "Protocol"
-        assert (work / "out.txt").read_text() == "hi\n"
-        assert stream.text() == "Writing the file.Done."
-        tags = [event_tag(e) for e in stream.seen]
-        assert "RequestClosed" in tags and "ContextUsage" in tags
-        tools = [e.kind.value for e in stream.seen if event_tag(e) == "ToolUpdated"]
-        assert tools[-1].status == "Completed"
-        statuses = [e.kind.value for e in stream.seen if event_tag(e) == "StatusChanged"]
-        await stream.until("StatusChanged")
-        statuses.append(stream.seen[-1].kind.value)
-        assert statuses == ["Working", "NeedsInput", "Working", "Idle"]
-        pid = session._conn.process.pid  # noqa: SLF001 - the test checks that nothing is left running
-        started_close = time.monotonic()
-        await session.close()
-        assert time.monotonic() - started_close < 10
-        await stream.rest()
-        assert not process_group_alive(pid)
+
+
+# ------------------------------------------------------------------------------------------------ runtime
 
 
 async def test_deny_leaves_the_file_absent(claude: Any, work: Path) -> None:
@@ -167,28 +160,6 @@ async def test_deny_leaves_the_file_absent(claude: Any, work: Path) -> None:
         assert "The user denied this tool use." in request_text(server.main_requests()[-1])
 
 
-async def test_question_round_trip(claude: Any, work: Path) -> None:
-    server = claude({"turns": [
-        {"tool": {"name": "AskUserQuestion", "input": {"questions": [{
-            "question": "Which color?", "header": "Color", "multiSelect": False,
-            "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}]}]}}},
-        {"text": "Blue it is."},
-    ]})  # fmt: skip
-    async with Runtime() as rt:
-        session = await rt.open("claude", dir=work)
-        stream = EventStream(session)
-        await session.prompt("Ask me a question")
-        opened = await stream.until("RequestOpened")
-        assert opened.kind.value.TAG == "Question"
-        question = opened.kind.value.value
-        assert question.questions[0].text == "Which color?"
-        blue = next(c for c in question.questions[0].choices if c.label == "Blue")
-        await session.answer(question.id, AnswerQuestion(value=[Choices(value=[blue.id])]))
-        ended = await stream.until("TurnEnded")
-        assert ended.kind.stop.TAG == "Completed" and stream.text().endswith("Blue it is.")
-        assert '\\"Which color?\\"=\\"Blue\\"' in request_text(server.main_requests()[-1])
-
-
 async def test_live_mode_switch(claude: Any, work: Path) -> None:
     claude(WRITE_SCRIPT)
     async with Runtime() as rt:
@@ -203,67 +174,6 @@ async def test_live_mode_switch(claude: Any, work: Path) -> None:
         assert ended.kind.stop.TAG == "Completed"
         assert "RequestOpened" not in [event_tag(e) for e in stream.seen]  # acceptEdits: no question asked
         assert (work / "out.txt").read_text() == "hi\n"
-
-
-async def test_cancel_mid_turn_then_next_prompt(claude: Any, work: Path) -> None:
-    server = claude({"turns": [{"text": "too late", "delay": 20}]})
-    async with Runtime() as rt:
-        session = await rt.open("claude", dir=work)
-        stream = EventStream(session)
-        await session.prompt("Take your time")
-        await anyio.to_thread.run_sync(lambda: server.wait_for_requests(1, timeout=STEP))
-        started = time.monotonic()
-        await session.cancel()
-        ended = await stream.until("TurnEnded")
-        assert ended.kind.stop == "Cancelled"
-        assert time.monotonic() - started < 5
-        server.set_script({"turns": [{"text": "Fresh answer."}]})
-        await session.prompt("Again")
-        ended = await stream.until("TurnEnded")
-        assert ended.kind.stop.TAG == "Completed"
-        assert stream.text().endswith("Fresh answer.")
-
-
-async def test_resume_recalls_the_conversation(claude: Any, work: Path) -> None:
-    server = claude({"turns": [{"text": "Noted the word."}, {"text": "The word was PAPAYA."}]})
-    async with Runtime() as rt:
-        first = await rt.open("claude", dir=work)
-        stream = EventStream(first)
-        await first.prompt("Remember the word PAPAYA.")
-        await stream.until("TurnEnded")
-        token = first.info().resume_token
-        await first.close()
-        await stream.rest()
-
-        second = await rt.open("claude", dir=work, resume=token)
-        assert second.info().resume_token == token
-        stream2 = EventStream(second)
-        await second.prompt("Which word did I ask you to remember?")
-        ended = await stream2.until("TurnEnded")
-        assert ended.kind.stop.TAG == "Completed"
-        assert stream2.text() == "The word was PAPAYA."
-    last = server.main_requests()[-1]
-    assert last["turn"] == 1
-    text = request_text(last)
-    assert "Remember the word PAPAYA." in text and "Noted the word." in text
-
-
-async def test_killed_cli_fails_the_turn_then_process_exited(claude: Any, work: Path) -> None:
-    server = claude({"turns": [{"text": "never", "delay": 20}]})
-    async with Runtime() as rt:
-        session = await rt.open("claude", dir=work)
-        stream = EventStream(session)
-        await session.prompt("Hang")
-        await anyio.to_thread.run_sync(lambda: server.wait_for_requests(1, timeout=STEP))
-        pid = session._conn.process.pid  # noqa: SLF001
-        os.killpg(pid, signal.SIGKILL)
-        ended = await stream.until("TurnEnded")
-        assert ended.kind.stop.TAG == "Failed"
-        with pytest.raises(ProcessExited) as caught:
-            await stream.rest()
-        assert caught.value.status == "signal: 9 (SIGKILL)"
-        with pytest.raises(SessionClosed):
-            await session.prompt("still there?")
 
 
 async def test_compact_and_rollback(claude: Any, work: Path) -> None:
@@ -291,30 +201,6 @@ async def test_compact_and_rollback(claude: Any, work: Path) -> None:
     compact_request = next(r for r in server.main_requests() if "Do NOT call any tools" in request_text(r))
     assert "Say the third number" not in request_text(compact_request)
     assert "Say the first number" in request_text(compact_request)
-
-
-async def test_fork_at_a_fork_point(claude: Any, work: Path) -> None:
-    server = claude({"turns": [{"text": "Alpha."}, {"text": "Beta."}, {"text": "Gamma."}]})
-    async with Runtime() as rt:
-        session = await rt.open("claude", dir=work)
-        stream = EventStream(session)
-        await session.prompt("first")
-        await stream.until("TurnEnded")
-        fork_point = next(e.extensions["claude/fork_point"] for e in stream.seen if event_tag(e) == "MessageEnded")
-        await session.prompt("second")
-        await stream.until("TurnEnded")
-        token = session.info().resume_token
-        await session.close()
-        await stream.rest()
-
-        fork = await rt.open("claude", dir=work, fork=token, fork_at=fork_point)
-        assert fork.info().resume_token not in (None, token)
-        stream2 = EventStream(fork)
-        await fork.prompt("third")
-        await stream2.until("TurnEnded")
-        assert stream2.text() == "Beta."  # history up to "Alpha." only: turn index 1
-    text = request_text(server.main_requests()[-1])
-    assert "first" in text and "Alpha." in text and "second" not in text
 
 
 MCP_SERVER = r'''

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -22,15 +21,14 @@ import anyio
 import pytest
 from anyagentd.errors import (
     AuthRequired,
-    ProcessExited,
     ResumeFailed,
-    SessionClosed,
     SpawnFailed,
     UnsupportedFeature,
 )
 from anyagentd.model import AnswerPermission, McpServer, Stdio
 from anyagentd.runtime import Runtime
-from anyagentd_testing.agents import agent_bin, clean_environ, codex_args, codex_env, set_environ
+from anyagentd_testing.agents import agent_bin, clean_environ, codex_args, codex_env
+from anyagentd_testing.conformance import Conformance
 from anyagentd_testing.events import EventStream, event_tag, marked_processes, process_group_alive
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(45)]
@@ -49,20 +47,11 @@ def codex_environment(server_url: str, home: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def codex(model_server: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+def codex(scripted_agent: Callable[..., Any]) -> Callable[..., Any]:
     """``codex(script)`` starts a model server with ``script`` and points this process's environment at it (what
     the adapter passes through to the CLI). Returns the server."""
     agent_bin("codex", start=__file__)  # AgentNotInstalledError: the test fails, it does not skip
-
-    def start(script: Any) -> Any:
-        server = model_server(script)
-        home = tmp_path / "home"
-        home.mkdir(exist_ok=True)
-        env = codex_environment(server.url, home)
-        set_environ(monkeypatch, env)
-        return server
-
-    return start
+    return scripted_agent(codex_environment)
 
 
 def request_text(entry: dict[str, Any]) -> str:
@@ -121,45 +110,33 @@ async def test_probe_reports_version_account_options_skills_and_capabilities(cod
     assert details.capabilities.mcp_transports and "Sse" not in details.capabilities.mcp_transports
 
 
+# ------------------------------------------------------------------------------------------------ conformance
+
+
+class TestConformance(Conformance):
+    """The adapter contract (anyagentd_testing.conformance) against the real app-server."""
+
+    agent = "codex"
+    version = "0.171.0"
+
+    @pytest.fixture
+    def scripted(self, codex: Any) -> Any:
+        return codex
+
+    def write_tool(self, name: str) -> dict[str, Any]:
+        return {"name": "exec_command", "input": {"cmd": f"printf 'hi\\n' > {name} && echo command-output"}}
+
+    def check_permission(self, request: Any) -> None:
+        assert request.tool.kind == "Execute" and "out.txt" in request.tool.input.command
+
+    def check_turn(self, stream: Any, server: Any) -> None:
+        tools = [e.kind.value for e in stream.of("ToolUpdated")]
+        output = "".join(e.kind.text for e in stream.of("ToolOutputDelta")) + (tools[-1].output or "")
+        assert "command-output" in output and stream.of("MessageEnded")
+        assert "command-output" in request_text(server.main_requests()[-1])  # the output reached the model
+
+
 # ------------------------------------------------------------------------------------------------ turns
-
-
-async def test_turn_contract_an_approved_command_really_runs(codex: Any, work: Path) -> None:
-    server = codex(COMMAND_SCRIPT)
-    async with Runtime() as rt:
-        session = await rt.open("codex", dir=work)
-        info = session.info()
-        assert info.resume_token and info.details.version == "0.171.0"
-        stream = EventStream(session)
-        delivery = await session.prompt("Create made.txt")
-        started = await stream.until("TurnStarted")
-        assert started.kind.origin.value == delivery.prompt_id
-        opened = await stream.until("RequestOpened")
-        request = opened.kind.value.value
-        assert request.tool.kind == "Execute" and "made.txt" in request.tool.input.command
-        assert session.status == "NeedsInput"
-        await session.answer(request.id, AnswerPermission(value="AllowOnce"))
-        ended = await stream.until("TurnEnded")
-        assert ended.kind.stop.TAG == "Completed" and ended.kind.stop.source == "Protocol"
-        assert (work / "made.txt").read_text() == "made by codex\n"
-        assert stream.text() == "Running a command.Done."
-        tools = [e.kind.value for e in stream.seen if event_tag(e) == "ToolUpdated"]
-        assert tools[-1].status == "Completed"
-        output = "".join(e.kind.text for e in stream.seen if event_tag(e) == "ToolOutputDelta") + (tools[-1].output or "")
-        assert "command-output" in output
-        tags = [event_tag(e) for e in stream.seen]
-        assert "RequestClosed" in tags and "ContextUsage" in tags and "MessageEnded" in tags
-        statuses = [e.kind.value for e in stream.seen if event_tag(e) == "StatusChanged"]
-        statuses.append((await stream.until("StatusChanged")).kind.value)
-        assert statuses == ["Working", "NeedsInput", "Working", "Idle"]
-        pid = session._conn.process.pid
-        started_close = time.monotonic()
-        await session.close()
-        assert time.monotonic() - started_close < 10
-        await stream.rest()
-        assert not process_group_alive(pid)
-    # the command's output reached the model
-    assert "command-output" in request_text(server.main_requests()[-1])
 
 
 async def test_declined_file_change_leaves_the_file_absent_and_the_turn_continues(codex: Any, work: Path) -> None:
@@ -199,25 +176,6 @@ async def test_steer_mid_turn_is_accepted_into_the_same_turn(codex: Any, work: P
     assert len(requests) == 2 and "Also mention bananas" not in request_text(requests[0])
     last = request_text(requests[-1])
     assert "Start something slow" in last and "Also mention bananas" in last
-
-
-async def test_cancel_mid_turn_then_the_session_lives(codex: Any, work: Path) -> None:
-    server = codex({"turns": [{"text": "too late", "delay": 20}]})
-    async with Runtime() as rt:
-        session = await rt.open("codex", dir=work)
-        stream = EventStream(session)
-        await session.prompt("Take your time")
-        await wait_requests(server, 1)
-        started = time.monotonic()
-        await session.cancel()
-        ended = await stream.until("TurnEnded")
-        assert ended.kind.stop == "Cancelled"
-        assert time.monotonic() - started < 8
-        server.set_script({"turns": [{"text": "Fresh answer."}]})
-        await session.prompt("Again")
-        ended = await stream.until("TurnEnded")
-        assert ended.kind.stop.TAG == "Completed"
-        assert stream.text().endswith("Fresh answer.")
 
 
 async def test_cancel_during_a_running_command_stops_the_command(codex: Any, work: Path) -> None:
@@ -279,30 +237,6 @@ async def test_live_model_switch_is_used_by_the_next_request(codex: Any, work: P
     assert "second" in request_text(after[-1])
 
 
-async def test_resume_recalls_the_conversation(codex: Any, work: Path) -> None:
-    server = codex({"turns": [{"text": "Noted the word."}, {"text": "The word was PAPAYA."}]})
-    async with Runtime() as rt:
-        first = await rt.open("codex", dir=work)
-        stream = EventStream(first)
-        await first.prompt("Remember the word PAPAYA.")
-        await stream.until("TurnEnded")
-        token = first.info().resume_token
-        await first.close()
-        await stream.rest()
-
-        second = await rt.open("codex", dir=work, resume=token)
-        assert second.info().resume_token == token
-        stream2 = EventStream(second)
-        await second.prompt("Which word did I ask you to remember?")
-        ended = await stream2.until("TurnEnded")
-        assert ended.kind.stop.TAG == "Completed"
-        assert stream2.text() == "The word was PAPAYA."
-    last = server.main_requests()[-1]
-    assert last["turn"] == 1
-    text = request_text(last)
-    assert "Remember the word PAPAYA." in text and "Noted the word." in text
-
-
 async def test_compact_runs_as_a_turn(codex: Any, work: Path) -> None:
     codex({"turns": [{"text": "One."}]})
     async with Runtime() as rt:
@@ -320,56 +254,11 @@ async def test_compact_runs_as_a_turn(codex: Any, work: Path) -> None:
         assert usage.kind.used_tokens < max(before)
 
 
-async def test_killed_cli_fails_the_turn_then_process_exited(codex: Any, work: Path) -> None:
-    server = codex({"turns": [{"text": "never", "delay": 20}]})
-    async with Runtime() as rt:
-        session = await rt.open("codex", dir=work)
-        stream = EventStream(session)
-        await session.prompt("Hang")
-        await wait_requests(server, 1)
-        pid = session._conn.process.pid
-        os.killpg(pid, signal.SIGKILL)
-        ended = await stream.until("TurnEnded")
-        assert ended.kind.stop.TAG == "Failed"
-        with pytest.raises(ProcessExited) as caught:
-            await stream.rest()
-        assert caught.value.status == "signal: 9 (SIGKILL)"
-        with pytest.raises(SessionClosed):
-            await session.prompt("still there?")
-        with anyio.fail_after(5):
-            while process_group_alive(pid):
-                await anyio.sleep(0.05)
-
-
 async def test_generate_returns_the_text(codex: Any, work: Path) -> None:
     codex({"turns": [{"text": "Short generated text."}]})
     async with Runtime() as rt:
         text = await rt.generate("codex", work, "Say something short.")
     assert text == "Short generated text."
-
-
-async def test_fork_at_a_fork_point(codex: Any, work: Path) -> None:
-    server = codex({"turns": [{"text": "Alpha."}, {"text": "Beta."}, {"text": "Gamma."}]})
-    async with Runtime() as rt:
-        session = await rt.open("codex", dir=work)
-        stream = EventStream(session)
-        await session.prompt("say kiwi")
-        await stream.until("TurnEnded")
-        fork_point = next(e.extensions["codex/fork_point"] for e in stream.seen if event_tag(e) == "MessageEnded")
-        await session.prompt("say mango")
-        await stream.until("TurnEnded")
-        token = session.info().resume_token
-        await session.close()
-        await stream.rest()
-
-        fork = await rt.open("codex", dir=work, fork=token, fork_at=fork_point)
-        assert fork.info().resume_token not in (None, token)
-        stream2 = EventStream(fork)
-        await fork.prompt("say lychee")
-        await stream2.until("TurnEnded")
-        assert stream2.text() == "Beta."  # history up to "Alpha." only: turn index 1
-    text = request_text(server.main_requests()[-1])
-    assert "say kiwi" in text and "Alpha." in text and "mango" not in text and "say lychee" in text
 
 
 async def test_stdio_mcp_server_is_forwarded(codex: Any, work: Path, tmp_path: Path) -> None:

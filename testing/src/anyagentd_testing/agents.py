@@ -32,7 +32,7 @@ CODEX_MODEL = "gpt-5.5"
 
 # Variables that would point an agent at another endpoint or account, or change how it runs, when
 # inherited from the environment the tests run in (e.g. tests launched from inside Claude Code).
-_FOREIGN_PREFIXES = ("ANTHROPIC_", "CLAUDE_CODE_", "CLAUDE_AGENT_SDK", "OPENAI_", "CODEX_", "AZURE_OPENAI")
+_FOREIGN_PREFIXES = ("ANTHROPIC_", "CLAUDE_CODE_", "CLAUDE_AGENT_SDK", "OPENAI_", "CODEX_", "AZURE_OPENAI", "OPENCODE_")
 _FOREIGN_NAMES = {"CLAUDECODE", "CLAUDE_CONFIG_DIR", "AWS_BEARER_TOKEN_BEDROCK", "MOCK_API_KEY"}
 
 _QUIET = {"DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1"}
@@ -153,6 +153,26 @@ def codex_env(home: str | Path | None = None, *, api_key: str = CODEX_API_KEY) -
     Returns only these variables: merge them with :func:`clean_environ`.
     """
     env = {CODEX_API_KEY_ENV: api_key, **_QUIET}
+    if home is not None:
+        env["HOME"] = str(home)
+    return env
+
+
+OPENCODE_MODEL = "anthropic/claude-sonnet-4-5"
+"""The model opencode is pointed at (its Anthropic provider, whose base URL becomes the model server's)."""
+
+
+def opencode_env(server_url: str, home: str | Path | None = None, *, api_key: str = CLAUDE_API_KEY) -> dict[str, str]:
+    """The variables that make opencode (``opencode serve``) use the model server at ``server_url``: its Anthropic
+    provider pointed at ``<server_url>/v1`` with ``api_key`` and :data:`OPENCODE_MODEL` selected, in
+    ``OPENCODE_CONFIG_CONTENT``; updates, sharing and the models.dev fetch off; ``HOME`` if given (opencode keeps
+    its sessions under it). Returns only these variables: merge them with :func:`clean_environ`."""
+    import json
+
+    config = {"provider": {"anthropic": {"options": {"baseURL": server_url.rstrip("/") + "/v1", "apiKey": api_key}}},
+              "model": OPENCODE_MODEL, "autoupdate": False, "share": "disabled"}  # fmt: skip
+    env = {"OPENCODE_CONFIG_CONTENT": json.dumps(config), "OPENCODE_DISABLE_AUTOUPDATE": "1",
+           "OPENCODE_DISABLE_MODELS_FETCH": "1", **_QUIET}  # fmt: skip
     if home is not None:
         env["HOME"] = str(home)
     return env

@@ -8,14 +8,20 @@ its servers received are summarised in the report under "model server requests".
 ``work`` is an empty directory (``tmp_path / "work"``) to open a session in, apart from the ``home`` a test may
 make beside it. A project's own ``work`` fixture takes precedence over this one.
 
+The adapter conformance suite (:mod:`anyagentd_testing.conformance`) runs on these: subclass its ``Conformance``
+in a test module. When one of its scenarios fails, the report carries the scenario's contract under "adapter
+contract".
+
 The plugin is kept import-light: the server module (starlette, uvicorn) is imported only when the
 fixture is used, so loading the plugin costs nothing for projects that do not use it.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -47,14 +53,59 @@ def model_server(request: pytest.FixtureRequest) -> Iterator[Callable[..., Model
         server.stop()
 
 
+@pytest.fixture
+def scripted_agent(model_server: Callable[..., ModelServer], tmp_path: Path,
+                   monkeypatch: pytest.MonkeyPatch) -> Callable[..., Callable[[Any], ModelServer]]:  # fmt: skip
+    """A factory of ``scripted`` fixtures: ``scripted_agent(environment) -> start``. ``start(script)`` starts a
+    model server playing ``script`` and makes this process's environment exactly ``environment(server_url, home)``
+    (``home``: ``tmp_path / "home"``, the same for every start of the test), which an adapter passes through to the
+    agent it starts; it returns the server. E.g.
+    ``scripted_agent(lambda url, home: clean_environ(claude_env(url, home)))``."""
+    from .agents import set_environ
+
+    def make(environment: Callable[[str, Path], dict[str, str]]) -> Callable[[Any], ModelServer]:
+        def start(script: Any) -> ModelServer:
+            server = model_server(script)
+            home = tmp_path / "home"
+            home.mkdir(exist_ok=True)
+            set_environ(monkeypatch, environment(server.url, home))
+            return server
+
+        return start
+
+    return make
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    """An empty directory ``tmp_path / "work"`` to open a session in."""
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """Attach a summary of the model servers' request logs to the report of a failed test."""
+    """Attach a summary of the model servers' request logs to the report of a failed test, and the contract of a
+    failed conformance scenario."""
     report = yield
-    servers = item.stash.get(_SERVERS, None)
-    if servers and report.failed and call.when == "call":
-        report.sections.append(("model server requests", "\n".join(_describe(s) for s in servers)))
+    if report.failed and call.when == "call":
+        servers = item.stash.get(_SERVERS, None)
+        if servers:
+            report.sections.append(("model server requests", "\n".join(_describe(s) for s in servers)))
+        contract = _contract(item)
+        if contract:
+            report.sections.append(("adapter contract", contract))
     return report
+
+
+def _contract(item: pytest.Item) -> str | None:
+    """The docstring of a conformance scenario ``item`` runs (``None`` for other tests)."""
+    cls = getattr(item, "cls", None)
+    if cls is None or not any(c.__module__ == "anyagentd_testing.conformance" for c in cls.__mro__):
+        return None
+    func = getattr(item, "function", None)
+    return inspect.getdoc(func) if func is not None else None
 
 
 def _describe(server: ModelServer) -> str:

@@ -1,7 +1,7 @@
 """The ``acp`` adapter: catalog profiles of ACP agents, ``probe``, ``connect``, and ``{"acp": {...}}`` AgentRefs.
 
 The adapter's ``config`` (``Runtime(adapter_config={"acp": {...}})``) may set ``handshake_timeout`` (seconds,
-default :data:`~.connection.HANDSHAKE_TIMEOUT`), ``max_line_bytes`` (default 64 MiB), and per agent id
+default ``anyagentd.adapters.connection.HANDSHAKE_TIMEOUT``), ``max_line_bytes`` (default 64 MiB), and per agent id
 ``args`` / ``env`` (see :mod:`.launch`).
 """
 
@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import tempfile
 
-from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile, DiscardingLink
+from anyagentd.adapters.connection import short_lived
+from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile
 from anyagentd.model import AgentDetails, AgentInstallation, SessionOptions
 
 # The ACP library takes most of a second to import: it loads only when a session or probe needs it, so
 # `anyagentd serve` and discovery start fast whether or not this plugin is installed.
-HANDSHAKE_TIMEOUT = 30.0
-
 PROFILES = (
     AgentProfile(id="codex-acp", name="Codex (ACP)", executable="codex-acp",
                  install_hint="npm install -g @zed-industries/codex-acp", acp_args=()),
@@ -35,22 +34,19 @@ class AcpAdapter(AgentAdapter):
     profiles = PROFILES
     acp_ref = True
 
-    @property
-    def handshake_timeout(self) -> float:
-        return float(self.config.get("handshake_timeout", HANDSHAKE_TIMEOUT))
-
     async def probe(self, installation: AgentInstallation) -> AgentDetails:
         """Version and capabilities from ``initialize`` alone (no session is created, so options, modes and
         commands are unknown and auth is ``Unknown``); the process is stopped at once."""
-        with tempfile.TemporaryDirectory(prefix="anyagentd-acp-probe-") as scratch:
-            from .connection import AcpConnection
+        from .connection import AcpConnection
 
-            conn = await AcpConnection.open(installation, SessionOptions(dir=scratch), DiscardingLink(),
-                                            config=self.config, adapter=self, session=False,
-                                            handshake_timeout=self.handshake_timeout)  # fmt: skip
-            details = conn.details
-            await conn._abort()
-        return details
+        async def details(conn: AcpConnection) -> AgentDetails:
+            return conn.details
+
+        with tempfile.TemporaryDirectory(prefix="anyagentd-acp-probe-") as scratch:
+            return await short_lived(lambda link: AcpConnection.open(
+                installation, SessionOptions(dir=scratch), link, config=self.config, adapter=self, session=False,
+                handshake_timeout=self.handshake_timeout,
+            ), details)  # fmt: skip
 
     async def connect(self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink,
                       *, no_tools: bool = False) -> AgentConnection:  # fmt: skip

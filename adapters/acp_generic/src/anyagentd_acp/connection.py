@@ -24,28 +24,28 @@
 - Configure: ``mode`` (from ``modes``) → ``session/set_mode``; config options → ``session/set_config_option``;
   the applied value is reported with ``info_changed`` (a refusal is a Warning diagnostic).
 - Close: cancel a running turn, stop the library connection, then stdin closed / SIGTERM / SIGKILL to the whole
-  process group, :data:`CLOSE_STEP` seconds apart (ACP agents ignore EOF; npm wrappers don't forward signals).
+  process group, :attr:`close_step` seconds apart (ACP agents ignore EOF; npm wrappers don't forward signals).
 """
 
 from __future__ import annotations
 
 import itertools
-import mimetypes
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from pydantic import ValidationError
 from acp import PROTOCOL_VERSION, RequestError
 from acp import schema as acp
 from acp.client.connection import ClientSideConnection
-from anyagentd.adapters.interface import AgentConnection, PromptInput
+from anyagentd.adapters.attachments import classify
+from anyagentd.adapters.connection import HANDSHAKE_TIMEOUT, ProcessConnection
+from anyagentd.adapters.interface import PromptInput
 from anyagentd.adapters.process import AgentProcess
 from anyagentd.errors import (
     AnyagentError,
     AuthRequired,
-    HandshakeTimeout,
     InvalidConfiguration,
     InvalidRequest,
     ProtocolFailed,
@@ -77,7 +77,6 @@ from .launch import launch_argv, launch_env
 from .mapping import PERMISSION_KINDS, SessionState, UpdateMapper, stop_reason
 from .transport import ProcessTransport
 
-from .adapter import HANDSHAKE_TIMEOUT  # seconds initialize + session/new may take before HandshakeTimeout
 
 REQUEST_TIMEOUT = 10.0
 """Seconds to wait for the answer to ``session/set_mode`` / ``session/set_config_option``."""
@@ -91,14 +90,10 @@ RESYNC_AFTER_CANCEL = frozenset({"claude-acp"})
 
 CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk", "user_message_chunk"})
 
-CLOSE_STEP = 1.5
-"""Seconds :meth:`AcpConnection.close` waits after closing stdin, and again after SIGTERM, before escalating."""
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """Longest agent line accepted (64 MiB; adapter config ``max_line_bytes``); longer ones become diagnostics."""
 
-MAX_IMAGE_BYTES = 20 * 1024 * 1024
-IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
 AUTH_REQUIRED = -32000
 RAW_LINE = "acp/raw_line"
 """Extension key of a line from the agent that is not a JSON-RPC message (first 4 KiB)."""
@@ -184,39 +179,35 @@ def mcp_renderers(caps: acp.McpCapabilities | None) -> dict[str, Any]:
 
 def prompt_blocks(prompt: PromptInput, caps: acp.PromptCapabilities | None) -> list[Any]:
     """The ``session/prompt`` content: the text, then each attachment — an image (png/jpeg/gif/webp file up to
-    :data:`MAX_IMAGE_BYTES`) inline when the agent takes images, anything else as a resource link."""
-    import base64
-
+    ``MAX_IMAGE_BYTES``) inline when the agent takes images, anything else as a resource link."""
     blocks: list[Any] = [acp.TextContentBlock(type="text", text=prompt.text)]
-    images = bool(caps and caps.image)
-    for item in prompt.attachments:
-        is_url = item.startswith(("http://", "https://", "file://"))
-        media = mimetypes.guess_type(item.split("?")[0])[0]
-        if images and not is_url and media in IMAGE_TYPES:
+    for attachment in classify(prompt.attachments, images=bool(caps and caps.image), image_urls=False):
+        item, media = attachment.item, attachment.media
+        if attachment.kind == "image_file":
             try:
-                if os.path.getsize(item) <= MAX_IMAGE_BYTES:
-                    data = base64.b64encode(Path(item).read_bytes()).decode()
-                    blocks.append(acp.ImageContentBlock(type="image", data=data, mime_type=media,
-                                                        uri=Path(item).resolve().as_uri()))  # fmt: skip
-                    continue
+                data = attachment.base64_data()
             except OSError:
                 pass
-        uri = item if is_url else Path(item).resolve().as_uri()
+            else:
+                uri = Path(item).resolve().as_uri()
+                blocks.append(acp.ImageContentBlock(type="image", data=data, mime_type=media, uri=uri))
+                continue
+        uri = item if attachment.is_url else Path(item).resolve().as_uri()
         name = os.path.basename(item.split("?")[0].rstrip("/")) or item
         blocks.append(acp.ResourceContentBlock(type="resource_link", uri=uri, name=name, mime_type=media))
     return blocks
 
 
-class AcpConnection(AgentConnection):
+class AcpConnection(ProcessConnection):
     """A live ACP session (see the module doc). Build with :meth:`open`."""
 
     deterministic_turn_end = True
     deterministic_agent_turn_end = False
+    close_step = 1.5
 
     def __init__(self, process: AgentProcess, link: Any, installation: AgentInstallation,
                  options: SessionOptions) -> None:  # fmt: skip
-        self.process = process
-        self.link = link
+        super().__init__(process, link)
         self.installation = installation
         self.session_options = options
         self.state = SessionState()
@@ -228,7 +219,6 @@ class AcpConnection(AgentConnection):
         self.session_id: str | None = None
         self._pending: dict[str, _Pending] = {}
         self._request_ids = itertools.count(1)
-        self._closing = False
         self._opened = False
         self._running: int | None = None  # token of the running prompt
         self._turn_tokens = itertools.count(1)
@@ -239,10 +229,8 @@ class AcpConnection(AgentConnection):
         self._resync_pending = False
         self._updates = 0  # session/update notifications of our session so far
         self._mcp_servers: list[Any] = []
-        self._eof = anyio.Event()
-        self.exit_status: str | None = None
-        self.transport = ProcessTransport(process, intercept=self._intercept, diagnose=self._diagnose,
-                                          on_eof=self._on_eof)  # fmt: skip
+        self.transport = ProcessTransport(process, link, raw_key=RAW_LINE, intercept=self._intercept,
+                                          on_eof=self.output_ended)  # fmt: skip
         self.rpc = ClientSideConnection(_Client(self), self.transport)
 
     @property  # type: ignore[override]
@@ -264,40 +252,21 @@ class AcpConnection(AgentConnection):
                                            max_line_bytes=max_line)  # fmt: skip
         conn = cls(process, link, installation, options)
         conn.resync_after_cancel = bool(config.get("resync_after_cancel", conn.resync_after_cancel))
-        try:
-            with anyio.fail_after(handshake_timeout):
-                await conn._handshake(adapter, session)
-        except TimeoutError:
-            await conn._abort()
-            raise HandshakeTimeout(f"{installation.name} did not complete the ACP handshake within "
-                                   f"{handshake_timeout:g} s") from None  # fmt: skip
-        except BaseException:
-            await conn._abort()
-            raise
+        await conn.complete_handshake(lambda: conn._handshake(adapter, session), handshake_timeout,
+                                      f"{installation.name}'s ACP handshake")  # fmt: skip
         conn._opened = True
         return conn
 
-    async def _abort(self) -> None:
-        self._closing = True
+    async def abandon(self, grace: float = 0.5) -> None:
+        self.closing = True
         with anyio.CancelScope(shield=True):
             await self.rpc.close()
-            await self.process.terminate(grace=0.5)
-            await self._release_pipes()
-
-    async def _release_pipes(self) -> None:
-        """Close the reaped child's pipe transports now (``AgentProcess`` leaves them to the garbage collector,
-        which complains when that runs after the event loop has closed)."""
-        inner = getattr(self.process, "_process", None)
-        if inner is not None:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
-                try:
-                    await inner.aclose()
-                except Exception:  # noqa: BLE001, S110 - best effort
-                    pass
+        await super().abandon(grace)
 
     async def _exited_detail(self) -> str:
         with anyio.move_on_after(2.0):
-            await self._eof.wait()
+            await self.wait_output_done()
+            await self.process.wait()
         await self.process.stderr_drained(1.0)
         return self.process.stderr_tail() or f"exited ({self.exit_status or 'unknown'})"
 
@@ -404,21 +373,15 @@ class AcpConnection(AgentConnection):
             return True
         return False
 
-    async def _diagnose(self, level: str, message: str, raw: Any) -> None:
-        await self.link.emit(diagnostic(level, message), extensions=None if raw is None else {RAW_LINE: raw})
+    def reports_exit(self) -> bool:
+        return self._opened and not self.closing
 
-    async def _on_eof(self) -> None:
-        with anyio.CancelScope(shield=True):
-            self.exit_status = await self.process.wait()
-            await self.process.stderr_drained(1.0)
-            self._eof.set()
-            self._release_pending()
-            if self._opened and not self._closing:
-                await self.link.exited(self.exit_status, self.process.stderr_tail())
+    async def on_output_end(self) -> None:
+        self._release_pending()
 
     async def _permission(self, tool_call: Any, options: list[Any]) -> acp.RequestPermissionResponse:
         cancelled = acp.RequestPermissionResponse(outcome=acp.DeniedOutcome(outcome="cancelled"))
-        if self._closing or self._cancel_requested:
+        if self.closing or self._cancel_requested:
             return cancelled
         choices: dict[str, str] = {}
         for option in options:
@@ -451,7 +414,7 @@ class AcpConnection(AgentConnection):
     # ------------------------------------------------------------------------------------------- commands
 
     async def start_turn(self, turn_id: str, prompt: PromptInput) -> None:
-        if self._eof.is_set():
+        if self.output_done:
             raise ProtocolFailed("the ACP agent has exited")
         caps = self.init.agent_capabilities if self.init else None
         blocks = prompt_blocks(prompt, caps.prompt_capabilities if caps else None)
@@ -549,9 +512,8 @@ class AcpConnection(AgentConnection):
         pending = self._pending.get(request_id)
         if pending is None:
             raise InvalidRequest(f"the ACP agent has no pending request {request_id!r}")
-        if not isinstance(answer, AnswerPermission) or answer.value not in pending.options:
-            raise InvalidRequest(f"answer must be one of {list(pending.options)}")
-        pending.choice = pending.options[answer.value]
+        # the engine validated the answer: a Permission choice among the options the request offered
+        pending.choice = pending.options[cast(AnswerPermission, answer).value]
         pending.done.set()
         self._pending.pop(request_id, None)
 
@@ -561,7 +523,7 @@ class AcpConnection(AgentConnection):
             self._cancelled = (self._running, anyio.Event())
             self._after_cancel = True
             self._resync_pending = self.resync_after_cancel and self._can_resync
-        if self.session_id is not None and not self._eof.is_set():
+        if self.session_id is not None and not self.output_done:
             try:
                 await self.rpc.cancel(session_id=self.session_id)
             except (ConnectionError, OSError):
@@ -609,22 +571,20 @@ class AcpConnection(AgentConnection):
         self.details = self.state.details()
 
     async def close(self) -> None:
-        self._closing = True
-        if self._turn_running and not self._eof.is_set():
+        self.closing = True
+        if self._turn_running and not self.output_done:
             with anyio.move_on_after(0.5):
                 await self.cancel()
         self._release_pending()
         await self.rpc.close()
-        await self.process.terminate(grace=CLOSE_STEP)
-        await self._release_pipes()
+        await super().close()
 
     async def kill(self) -> None:
-        self._closing = True
+        self.closing = True
         self._release_pending()
-        await self.process.kill()
+        await super().kill()
         with anyio.move_on_after(1.0):
             await self.rpc.close()
-        await self._release_pipes()
 
 
-__all__ = ["HANDSHAKE_TIMEOUT", "AcpConnection", "login_methods", "mcp_renderers", "prompt_blocks"]
+__all__ = ["AcpConnection", "login_methods", "mcp_renderers", "prompt_blocks"]

@@ -4,9 +4,9 @@ The library's own stdio transport reads with an ``asyncio.StreamReader`` whose l
 unbounded buffer, drops non-JSON lines silently, and hands every ``session/update`` to its own task (so updates
 can be processed out of order). :class:`ProcessTransport` instead:
 
-- reads lines with :meth:`AgentProcess.lines` (a line over ``max_line_bytes`` is skipped and reported as a
-  Warning diagnostic; a line that is not a JSON object is an Info diagnostic) and decodes them with
-  :func:`anyagentd.text.loads` (lone surrogates become U+FFFD);
+- reads JSON lines with the toolkit's :func:`~anyagentd.adapters.process.json_frames` (a line over
+  ``max_line_bytes`` is skipped and reported as a Warning diagnostic, a line that is not JSON as an Info one); a
+  JSON value that is not an object is an Info diagnostic too;
 - passes each message to ``intercept`` first: the connection handles ``session/update`` notifications there,
   inline and in order (so every update before a prompt's response is reported before its turn ends);
 - at EOF calls ``on_eof`` (which reports the exit) and returns ``None`` (the library then fails pending
@@ -19,57 +19,45 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import anyio
-from anyagentd import text
-from anyagentd.adapters.process import AgentProcess, OversizedLine
+from anyagentd.adapters.process import AgentProcess, json_frames
+from anyagentd.model import diagnostic
 
 Intercept = Callable[[dict[str, Any]], Awaitable[bool]]
-Diagnose = Callable[[str, str, Any], Awaitable[None]]
 
 
 class ProcessTransport:
     """An ``acp`` message transport over an agent process's stdin/stdout (see the module doc).
 
-    ``intercept(message) -> bool``: True when it consumed the message. ``diagnose(level, message, raw)``:
-    report a diagnostic. ``on_eof()``: stdout ended.
+    ``link``: the connection's :class:`~anyagentd.adapters.interface.AdapterLink`, for the diagnostics of
+    :func:`~anyagentd.adapters.process.json_frames` (raw lines under ``extensions[raw_key]``).
+    ``intercept(message) -> bool``: True when it consumed the message. ``on_eof()``: stdout ended.
     """
 
-    def __init__(self, process: AgentProcess, *, intercept: Intercept, diagnose: Diagnose,
+    def __init__(self, process: AgentProcess, link: Any, *, raw_key: str, intercept: Intercept,
                  on_eof: Callable[[], Awaitable[None]]) -> None:  # fmt: skip
         self.process = process
+        self._link = link
+        self._raw_key = raw_key
         self._intercept = intercept
-        self._diagnose = diagnose
         self._on_eof = on_eof
-        self._lines = process.lines().__aiter__()
+        self._frames = json_frames(process, link, agent="ACP agent", raw_key=raw_key).__aiter__()
         self._eof = False
 
     async def send(self, message: dict[str, Any]) -> None:
-        try:
-            await self.process.write_json(message)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-            raise ConnectionError("the agent's input is closed") from exc
+        """Write ``message`` as one line; a closed pipe raises ``InputClosed`` (a ``ConnectionError``)."""
+        await self.process.write_json(message)
 
     async def receive(self) -> dict[str, Any] | None:
         while not self._eof:
             try:
-                line = await self._lines.__anext__()
+                message = await self._frames.__anext__()
             except StopAsyncIteration:
                 self._eof = True
                 await self._on_eof()
                 return None
-            if isinstance(line, OversizedLine):
-                await self._diagnose("Warning", f"skipped a {line.size}-byte line from the ACP agent "
-                                                f"(limit {self.process._max_line} bytes)", None)  # fmt: skip
-                continue
-            if not line.strip():
-                continue
-            try:
-                message = text.loads(line)  # lone surrogates become U+FFFD: every event stays writable
-            except ValueError:
-                await self._diagnose("Info", "the ACP agent wrote a line that is not JSON", line[:4096])
-                continue
             if not isinstance(message, dict):
-                await self._diagnose("Info", "the ACP agent wrote a JSON line that is not a message", message)
+                await self._link.emit(diagnostic("Info", "the ACP agent wrote a JSON line that is not a message"),
+                                      extensions={self._raw_key: message})  # fmt: skip
                 continue
             if await self._intercept(message):
                 continue

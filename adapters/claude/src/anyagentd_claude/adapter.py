@@ -2,18 +2,21 @@
 
 A session runs ``claude -p`` with bidirectional stream-json in the session directory (see :mod:`.launch` for
 the command line and environment, :mod:`.connection` for the session, :mod:`.mapping` for the event mapping).
-The adapter's ``config`` may set ``handshake_timeout`` (seconds, default :data:`HANDSHAKE_TIMEOUT`).
+The adapter's ``config`` may set ``handshake_timeout`` (seconds, default ``anyagentd.adapters.connection.HANDSHAKE_TIMEOUT``).
 """
 
 from __future__ import annotations
 
-import anyio
+from typing import TYPE_CHECKING
 
-from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile, DiscardingLink
+from anyagentd.adapters.connection import short_lived
+from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile
 from anyagentd.model import AgentDetails, AgentInstallation, SessionOptions
 
 # The session's modules (connection, control, mapping, tools) load on first use, not when the plugin registers the
-# adapter: `anyagentd serve` and `anyagentd run mock` never import them (issue 17).
+# adapter: `anyagentd serve` and `anyagentd run mock` never import them.
+if TYPE_CHECKING:
+    from .connection import ClaudeConnection
 
 PROFILE = AgentProfile(
     id="claude",
@@ -31,12 +34,6 @@ class ClaudeAdapter(AgentAdapter):
     PLUGIN_NAME = "claude"
     profiles = (PROFILE,)
 
-    @property
-    def handshake_timeout(self) -> float:
-        from .connection import HANDSHAKE_TIMEOUT
-
-        return float(self.config.get("handshake_timeout", HANDSHAKE_TIMEOUT))
-
     async def probe(self, installation: AgentInstallation) -> AgentDetails:
         """Version, auth, options and slash commands from a short-lived process's ``initialize`` (nothing is
         persisted: ``--no-session-persistence``); the process is stopped at once. Raises ``SpawnFailed``,
@@ -46,18 +43,14 @@ class ClaudeAdapter(AgentAdapter):
         from .connection import ClaudeConnection
         from .launch import MCP_TRANSPORTS
 
+        async def details(conn: ClaudeConnection) -> AgentDetails:
+            return conn.details
+
         with tempfile.TemporaryDirectory(prefix="anyagentd-claude-probe-") as scratch:
-            async with anyio.create_task_group() as tg:
-                conn = await ClaudeConnection.open(
-                    installation, SessionOptions(dir=scratch), DiscardingLink(tg.start_soon), persist=False,
-                    require_auth=False, handshake_timeout=self.handshake_timeout,
-                    mcp_transports=self.effective_mcp_transports(MCP_TRANSPORTS),
-                )  # fmt: skip
-                details = conn.details
-                conn._closing = True
-                await conn.process.terminate(grace=1.0)
-                tg.cancel_scope.cancel()
-        return details
+            return await short_lived(lambda link: ClaudeConnection.open(
+                installation, SessionOptions(dir=scratch), link, persist=False, require_auth=False,
+                handshake_timeout=self.handshake_timeout, mcp_transports=self.effective_mcp_transports(MCP_TRANSPORTS),
+            ), details)  # fmt: skip
 
     async def connect(self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink,
                       *, no_tools: bool = False) -> AgentConnection:  # fmt: skip

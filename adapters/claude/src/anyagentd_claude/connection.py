@@ -22,22 +22,22 @@ Commands (each returns promptly):
   ``turns`` back. Only prompts sent by this process can be targeted, and Claude Code 2.1.197 refuses to rewind
   past the first prompt ("no preceding assistant");
 - Close: ``interrupt`` if a turn runs (the CLI otherwise waits up to 30 s for it on EOF), then stdin closed,
-  SIGTERM / SIGKILL to the process group after :data:`CLOSE_STEP` seconds each.
+  SIGTERM / SIGKILL to the process group after ``CLOSE_STEP`` seconds each
+  (:class:`~anyagentd.adapters.connection.ProcessConnection`).
 """
 
 from __future__ import annotations
 
-import base64
-import mimetypes
-import os
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
-from anyagentd.adapters.interface import AgentConnection, PromptInput
-from anyagentd.adapters.process import AgentProcess, cli_version, json_frames
+from anyagentd.adapters.attachments import classify
+from anyagentd.adapters.connection import HANDSHAKE_TIMEOUT, ProcessConnection
+from anyagentd.adapters.interface import PromptInput
+from anyagentd.adapters.process import AgentProcess, InputClosed, cli_version, json_frames
 from anyagentd.errors import (
     AuthRequired,
     HandshakeTimeout,
@@ -67,21 +67,8 @@ from .launch import MCP_TRANSPORTS, agent_details, is_authenticated, launch_argv
 from .mapping import RAW, FrameMapper
 from .tools import QUESTION_TOOL, tool_update
 
-HANDSHAKE_TIMEOUT = 30.0
-"""Seconds the CLI gets to answer ``initialize`` before ``HandshakeTimeout``."""
-
 CONTROL_TIMEOUT = 10.0
 """Seconds to wait for the CLI's answer to a control request (version, configure, rewind)."""
-
-CLOSE_STEP = 2.0
-"""Seconds :meth:`ClaudeConnection.close` waits after closing stdin, and again after SIGTERM, before
-escalating (the engine kills after 5 s in total)."""
-
-MAX_IMAGE_BYTES = 20 * 1024 * 1024
-"""Largest image attachment sent inline (bytes); bigger ones are mentioned by path."""
-
-IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
-
 
 class _Pending:
     """A ``can_use_tool`` request from the CLI waiting for the caller."""
@@ -93,7 +80,7 @@ class _Pending:
         self.request = request
 
 
-class ClaudeConnection(AgentConnection):
+class ClaudeConnection(ProcessConnection):
     """A live Claude Code session (see the module doc). Build with :meth:`open`."""
 
     deterministic_turn_end = True
@@ -101,8 +88,7 @@ class ClaudeConnection(AgentConnection):
 
     def __init__(self, process: AgentProcess, link: Any, *, installation: AgentInstallation,
                  options: SessionOptions, session_token: str) -> None:  # fmt: skip
-        self.process = process
-        self.link = link
+        super().__init__(process, link)
         self.installation = installation
         self.session_options = options
         self.options: dict[str, Any] = {"mode": "default", "model": "default", **options.configure}
@@ -118,9 +104,6 @@ class ClaudeConnection(AgentConnection):
         self._unfinished = 0  # user frames written whose result has not come yet
         self._deferred_acks = 0  # TurnAcks held until the results of earlier user frames
         self._unconfirmed_interrupt = False  # an interrupt was sent and no result has come since
-        self._closing = False
-        self._stdout_done = anyio.Event()
-        self.exit_status: str | None = None
         self.mcp_transports: list[str] = list(MCP_TRANSPORTS)
 
     @property  # type: ignore[override]
@@ -151,9 +134,7 @@ class ClaudeConnection(AgentConnection):
         try:
             await conn._handshake(handshake_timeout, require_auth)
         except BaseException:
-            conn._closing = True
-            with anyio.CancelScope(shield=True):
-                await process.terminate(grace=1.0)
+            await conn.abandon()
             raise
         return conn
 
@@ -164,7 +145,7 @@ class ClaudeConnection(AgentConnection):
                 init = await self.channel.request("initialize")
         except TimeoutError:
             raise HandshakeTimeout(f"Claude Code did not answer initialize within {timeout:g} s") from None
-        except (control.ControlError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as err:
+        except (control.ControlError, InputClosed) as err:
             # ControlError: it answered with an error or its stdout ended; the others: it was already gone when
             # initialize was written (a binary that exits at once).
             await self.process.stderr_drained(1.0)
@@ -175,9 +156,9 @@ class ClaudeConnection(AgentConnection):
                     raise ResumeFailed(detail) from None
                 raise SpawnFailed(f"Claude Code exited during the handshake ({status}): {detail}") from None
             detail = self.process.stderr_tail() or err.detail
-            if self._stdout_done.is_set() and (options.resume or options.fork):
+            if self.output_done and (options.resume or options.fork):
                 raise ResumeFailed(detail) from None
-            if self._stdout_done.is_set():
+            if self.output_done:
                 raise SpawnFailed(f"Claude Code exited during the handshake ({self.exit_status}): {detail}") from None
             raise ProtocolFailed(f"initialize failed: {err.detail}") from None
         self.init_response = init if isinstance(init, dict) else {}
@@ -204,14 +185,10 @@ class ClaudeConnection(AgentConnection):
             async for frame in json_frames(self.process, self.link, agent="Claude Code", raw_key=RAW):
                 await self._dispatch(frame)
         finally:
-            with anyio.CancelScope(shield=True):
-                self._stdout_done.set()
-                self.channel.close("Claude Code's output ended")
-                status = await self.process.wait()
-                self.exit_status = status
-                await self.process.stderr_drained(1.0)
-                if not self._closing:
-                    await self.link.exited(status, self.process.stderr_tail())
+            await self.output_ended()
+
+    async def on_output_end(self) -> None:
+        self.channel.close("Claude Code's output ended")
 
     async def _dispatch(self, frame: Any) -> None:
         kind = frame.get("type") if isinstance(frame, dict) else None
@@ -263,7 +240,7 @@ class ClaudeConnection(AgentConnection):
         try:
             await self.process.write_json(frame)
             return True
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        except InputClosed:
             return False
 
     # ------------------------------------------------------------------------------------------- commands
@@ -287,23 +264,18 @@ class ClaudeConnection(AgentConnection):
         pending = self._requests.pop(request_id, None)
         if pending is None:
             raise InvalidRequest(f"Claude Code has no pending request {request_id!r}")
+        # the engine validated the answer against the request (its kind, the choices offered)
         if pending.kind == "question":
-            if not isinstance(answer, AnswerQuestion):
-                self._requests[request_id] = pending
-                raise InvalidRequest("a question needs a Question answer")
-            body = control.question_response(answer, pending.request)
+            body = control.question_response(cast(AnswerQuestion, answer), pending.request)
         else:
-            if not isinstance(answer, AnswerPermission):
-                self._requests[request_id] = pending
-                raise InvalidRequest("a permission request needs a Permission answer")
-            body = control.permission_response(answer, pending.request)
+            body = control.permission_response(cast(AnswerPermission, answer), pending.request)
         if not await self._write(control.success(request_id, body)):
             raise ProtocolFailed("Claude Code's input is closed")
 
     async def cancel(self) -> None:
         try:
             await self.channel.send("interrupt")
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        except InputClosed:
             return
         self._unconfirmed_interrupt = self._unfinished > 0
         await self._deny_pending()
@@ -325,7 +297,7 @@ class ClaudeConnection(AgentConnection):
     async def _send_control(self, subtype: str, **fields: Any) -> str:
         try:
             return await self.channel.send(subtype, **fields)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        except InputClosed:
             raise ProtocolFailed("Claude Code's input is closed") from None
 
     async def _confirm(self, request_id: str, option: str, value: ConfigValue) -> None:
@@ -371,47 +343,39 @@ class ClaudeConnection(AgentConnection):
         del self._prompt_uuids[-turns:]
 
     async def close(self) -> None:
-        self._closing = True
-        if self.mapper.turn_active and not self._stdout_done.is_set():
+        self.closing = True
+        if self.mapper.turn_active and not self.output_done:
             try:
                 with anyio.move_on_after(0.5):
                     await self.channel.send("interrupt")
                     await self._deny_pending()
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            except InputClosed:
                 pass
-        await self.process.terminate(grace=CLOSE_STEP)
-
-    async def kill(self) -> None:
-        self._closing = True
-        await self.process.kill()
+        await super().close()
 
 
 def user_content(prompt: PromptInput) -> list[dict[str, Any]]:
     """The ``message.content`` of a user frame: the text, then each attachment — images (png/jpeg/gif/webp
-    paths up to :data:`MAX_IMAGE_BYTES`, or image URLs) as image blocks, anything else mentioned by path."""
+    paths up to ``MAX_IMAGE_BYTES``, or image URLs) as image blocks, anything else mentioned by path."""
     blocks: list[dict[str, Any]] = [{"type": "text", "text": prompt.text}]
     mentions = []
-    for item in prompt.attachments:
-        media = mimetypes.guess_type(item.split("?")[0])[0]
-        if item.startswith(("http://", "https://")):
-            if media in IMAGE_TYPES:
-                blocks.append({"type": "image", "source": {"type": "url", "url": item}})
-            else:
-                mentions.append(item)
+    for attachment in classify(prompt.attachments):
+        if attachment.kind == "image_url":
+            blocks.append({"type": "image", "source": {"type": "url", "url": attachment.item}})
             continue
-        if media in IMAGE_TYPES:
+        if attachment.kind == "image_file":
             try:
-                if os.path.getsize(item) <= MAX_IMAGE_BYTES:
-                    with open(item, "rb") as fh:
-                        data = base64.b64encode(fh.read()).decode()
-                    blocks.append({"type": "image", "source": {"type": "base64", "media_type": media, "data": data}})
-                    continue
+                data = attachment.base64_data()
             except OSError:
                 pass
-        mentions.append(item)
+            else:
+                source = {"type": "base64", "media_type": attachment.media, "data": data}
+                blocks.append({"type": "image", "source": source})
+                continue
+        mentions.append(attachment.item)
     if mentions:
         blocks.append({"type": "text", "text": "Attached: " + ", ".join(f"@{m}" for m in mentions)})
     return blocks
 
 
-__all__ = ["ClaudeConnection", "HANDSHAKE_TIMEOUT", "user_content"]
+__all__ = ["ClaudeConnection", "user_content"]

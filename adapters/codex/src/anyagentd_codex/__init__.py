@@ -6,7 +6,7 @@ Codex runs as ``codex app-server`` (JSON-RPC 2.0 over stdio, protocol v2). Modul
 - :mod:`.launch`: command line (headless ``-c`` overrides, extra args, MCP servers), environment, options and
   ``AgentDetails``;
 - :mod:`.connection`: one live session (stdout pump, turns, steer, answers, cancel, configure, compact, close);
-- :mod:`.rpc`: JSON-RPC framing with request ids tracked per direction;
+- JSON-RPC framing (ids tracked per direction) is the toolkit's :mod:`anyagentd.adapters.jsonrpc`;
 - :mod:`.mapping`: notifications → normalized events, thread items → ``ToolUpdate`` snapshots;
 - :mod:`.protocol`: typed messages (pydantic) for the subset used, and the bundled JSON schema generated from the
   pinned CLI (``schema/``);

@@ -10,7 +10,7 @@ Adapter ``config`` (``Runtime(adapter_config={"codex": {...}})``):
 - ``codex_home``: ``"per-session"`` for a fresh ``CODEX_HOME`` per session (removed at close: such sessions cannot
   be resumed later, and a ``codex login`` is not visible there), or a directory to use as ``CODEX_HOME``;
   ``$ANYAGENTD_CODEX_HOME`` is the fallback; unset, Codex uses its own default (``~/.codex``);
-- ``handshake_timeout``: seconds (default :data:`HANDSHAKE_TIMEOUT`).
+- ``handshake_timeout``: seconds (default ``anyagentd.adapters.connection.HANDSHAKE_TIMEOUT``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ import os
 import tempfile
 from typing import TYPE_CHECKING, Any
 
-import anyio
-from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile, DiscardingLink
+from anyagentd.adapters.connection import short_lived
+from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile
+from anyagentd.adapters.jsonrpc import RpcError
 from anyagentd.errors import AuthRequired, UnsupportedFeature
 from anyagentd.model import AgentDetails, AgentInstallation, PlanUsage, SessionOptions, Unauthenticated
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from .connection import CodexConnection
 
 # The session's modules (protocol models, connection, mapping) load on first use, not when the plugin registers
-# the adapter: `anyagentd serve` and `anyagentd run mock` never import them (issue 17).
+# the adapter: `anyagentd serve` and `anyagentd run mock` never import them.
 
 PROFILE = AgentProfile(
     id="codex",
@@ -48,12 +49,6 @@ class CodexAdapter(AgentAdapter):
     profiles = (PROFILE,)
 
     @property
-    def handshake_timeout(self) -> float:
-        from .connection import HANDSHAKE_TIMEOUT
-
-        return float(self.config.get("handshake_timeout", HANDSHAKE_TIMEOUT))
-
-    @property
     def codex_home(self) -> str | None:
         return self.config.get("codex_home") or os.environ.get(HOME_ENV) or None
 
@@ -65,37 +60,16 @@ class CodexAdapter(AgentAdapter):
         return list(MCP_TRANSPORTS)
 
     async def _short_lived(self, installation: AgentInstallation, body: Any) -> Any:
-        """Run ``body(conn)`` against a short-lived app-server (no thread); errors are raised as themselves, not
-        wrapped in the task group's ExceptionGroup."""
+        """Run ``body(conn)`` against a short-lived app-server (no thread) and stop it."""
         from .connection import CodexConnection
         from .launch import extra_args
 
-        outcome: list[Any] = []
-        failure: list[BaseException] = []
         with tempfile.TemporaryDirectory(prefix="anyagentd-codex-probe-") as scratch:
-            async with anyio.create_task_group() as tg:
-                try:
-                    conn = await CodexConnection.open(
-                        installation, SessionOptions(dir=scratch), DiscardingLink(tg.start_soon),
-                        extra_args=extra_args(self.config), codex_home=self.codex_home, start_thread=False,
-                        require_auth=False, handshake_timeout=self.handshake_timeout,
-                        mcp_transports=self._transports(),
-                    )  # fmt: skip
-                except Exception as exc:  # noqa: BLE001 - re-raised below, outside the task group
-                    failure.append(exc)
-                else:
-                    try:
-                        outcome.append(await body(conn))
-                    except Exception as exc:  # noqa: BLE001 - re-raised below
-                        failure.append(exc)
-                    finally:
-                        conn._closing = True
-                        await conn.process.terminate(grace=1.0)
-                        conn._remove_home()
-                tg.cancel_scope.cancel()
-        if failure:
-            raise failure[0]
-        return outcome[0]
+            return await short_lived(lambda link: CodexConnection.open(
+                installation, SessionOptions(dir=scratch), link, extra_args=extra_args(self.config),
+                codex_home=self.codex_home, start_thread=False, require_auth=False,
+                handshake_timeout=self.handshake_timeout, mcp_transports=self._transports(),
+            ), body)  # fmt: skip
 
     async def probe(self, installation: AgentInstallation) -> AgentDetails:
         """Version, account, models/efforts, skills (as slash commands) and capabilities from a short-lived
@@ -110,11 +84,9 @@ class CodexAdapter(AgentAdapter):
     async def plan_usage(self, installation: AgentInstallation) -> PlanUsage:
         """``account/rateLimits/read`` of a short-lived app-server. ``AuthRequired`` when logged out,
         ``UnsupportedFeature`` when the account has no plan quota (an API key, a custom provider)."""
-
         from . import protocol as p
         from .launch import login_methods
         from .mapping import plan_usage
-        from .rpc import RpcError
 
         async def read(conn: CodexConnection) -> PlanUsage:
             if isinstance(conn.details.auth, Unauthenticated):

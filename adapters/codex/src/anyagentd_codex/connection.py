@@ -26,19 +26,19 @@ Commands (each returns promptly; outcomes arrive through the pump):
 
 from __future__ import annotations
 
-import mimetypes
-import os
 import shutil
 import tempfile
-from typing import Any
+from typing import Any, cast
 
 import anyio
-from anyagentd.adapters.interface import AgentConnection, PromptInput
+from anyagentd.adapters import attachments
+from anyagentd.adapters.connection import HANDSHAKE_TIMEOUT, ProcessConnection
+from anyagentd.adapters.interface import PromptInput
+from anyagentd.adapters.jsonrpc import RpcChannel, RpcError, classify
 from anyagentd.adapters import lineage
-from anyagentd.adapters.process import AgentProcess, cli_version, json_frames
+from anyagentd.adapters.process import AgentProcess, InputClosed, cli_version, json_frames
 from anyagentd.errors import (
     AuthRequired,
-    HandshakeTimeout,
     InvalidConfiguration,
     InvalidRequest,
     ProtocolFailed,
@@ -83,18 +83,8 @@ from .launch import (
     version_from_user_agent,
 )
 from .mapping import RAW, NotificationMapper, tool_update
-from .rpc import RpcChannel, RpcError, classify
-
-HANDSHAKE_TIMEOUT = 30.0
-"""Seconds the app-server gets for the whole handshake (up to the thread) before ``HandshakeTimeout``."""
-
-CLOSE_STEP = 2.0
-"""Seconds :meth:`CodexConnection.close` waits after closing stdin, and again after SIGTERM."""
 
 CLIENT_INFO = p.ClientInfo(name="anyagentd", title="anyagentd", version="0.1.0")
-
-IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
-
 
 class _Pending:
     """A server request waiting for the caller: ``kind`` is ``command`` | ``file`` | ``question`` | ``legacy``."""
@@ -107,7 +97,7 @@ class _Pending:
         self.params = params
 
 
-class CodexConnection(AgentConnection):
+class CodexConnection(ProcessConnection):
     """A live Codex app-server session (see the module doc). Build with :meth:`open`."""
 
     deterministic_turn_end = True
@@ -116,8 +106,7 @@ class CodexConnection(AgentConnection):
     def __init__(self, process: AgentProcess, link: Any, *, installation: AgentInstallation,
                  options: SessionOptions, settings: dict[str, Any], codex_home: str | None = None,
                  owned_home: bool = False) -> None:  # fmt: skip
-        self.process = process
-        self.link = link
+        super().__init__(process, link)
         self.installation = installation
         self.session_options = options
         self.options: dict[str, Any] = {"mode": DEFAULT_MODE, "sandbox": DEFAULT_SANDBOX, **settings}
@@ -134,9 +123,6 @@ class CodexConnection(AgentConnection):
         self._held_steer: PromptInput | None = None
         self._turn_requested = False  # a turn/start (or compact) is in flight or running
         self._cancel_requested = False
-        self._closing = False
-        self._stdout_done = anyio.Event()
-        self.exit_status: str | None = None
         self.init_response: dict[str, Any] = {}
         self._mcp_transports: list[str] | None = None
         self._models: p.ModelListResponse | None = None
@@ -185,30 +171,22 @@ class CodexConnection(AgentConnection):
                    codex_home=home, owned_home=owned)  # fmt: skip
         conn._mcp_transports = mcp_transports
         link.start_soon(conn._pump)
-        try:
-            try:
-                with anyio.fail_after(handshake_timeout):
-                    await conn._handshake(require_auth)
-                    if start_thread:
-                        await conn._open_thread()
-            except TimeoutError:
-                raise HandshakeTimeout(f"Codex did not complete its handshake within {handshake_timeout:g} s") from None
-        except BaseException:
-            conn._closing = True
-            with anyio.CancelScope(shield=True):
-                await process.terminate(grace=1.0)
-                conn._remove_home()
-            raise
+        async def handshake() -> None:
+            await conn._handshake(require_auth)
+            if start_thread:
+                await conn._open_thread()
+
+        await conn.complete_handshake(handshake, handshake_timeout, "Codex's handshake")
         return conn
 
     async def _call(self, method: str, params: Any) -> Any:
         try:
             return await self.channel.request(method, params)
         except RpcError as err:
-            if self._stdout_done.is_set() or err.code is None:
+            if self.output_done or err.code is None:
                 raise await self._gone(err.message) from None
             raise
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        except InputClosed:
             raise await self._gone("its input closed") from None
 
     async def _gone(self, fallback: str) -> SpawnFailed:
@@ -307,14 +285,10 @@ class CodexConnection(AgentConnection):
                     await self.link.emit(diagnostic("Info", f"could not handle a Codex frame ({type(exc).__name__}: "
                                                             f"{exc})"), extensions={RAW: frame})  # fmt: skip
         finally:
-            with anyio.CancelScope(shield=True):
-                self._stdout_done.set()
-                await self.channel.close("Codex's output ended")
-                status = await self.process.wait()
-                self.exit_status = status
-                await self.process.stderr_drained(1.0)
-                if not self._closing:
-                    await self.link.exited(status, self.process.stderr_tail())
+            await self.output_ended()
+
+    async def on_output_end(self) -> None:
+        await self.channel.close("Codex's output ended")
 
     async def _dispatch(self, frame: Any) -> None:
         shape = classify(frame)
@@ -422,7 +396,7 @@ class CodexConnection(AgentConnection):
         else:
             try:
                 await self.channel.reply_error(rpc_id, -32601, f"anyagentd does not handle {method}")
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            except InputClosed:
                 pass
             await self.link.emit(diagnostic("Info", f"refused Codex's {method!r} request (not supported)"),
                                  extensions={RAW: frame})  # fmt: skip
@@ -438,7 +412,7 @@ class CodexConnection(AgentConnection):
         try:
             await self.channel.reply(rpc_id, result)
             return True
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        except InputClosed:
             return False
 
     # ------------------------------------------------------------------------------------------- commands
@@ -455,17 +429,13 @@ class CodexConnection(AgentConnection):
                 text = "$" + text[1:]
         mentions = []
         images = []
-        for item in prompt.attachments:
-            media = mimetypes.guess_type(item.split("?")[0])[0]
-            if item.startswith(("http://", "https://")):
-                if media in IMAGE_TYPES:
-                    images.append({"type": "image", "url": item})
-                else:
-                    mentions.append(item)
-            elif media in IMAGE_TYPES and os.path.isfile(item):
-                images.append({"type": "localImage", "path": os.path.abspath(item)})
+        for attachment in attachments.classify(prompt.attachments, max_image_bytes=None):
+            if attachment.kind == "image_url":
+                images.append({"type": "image", "url": attachment.item})
+            elif attachment.kind == "image_file":
+                images.append({"type": "localImage", "path": attachment.path})
             else:
-                mentions.append(item)
+                mentions.append(attachment.item)
         if mentions:
             text += "\n\nAttached: " + ", ".join(mentions)
         items.append(p.TextInput(text=text).params())
@@ -480,7 +450,7 @@ class CodexConnection(AgentConnection):
         self._cancel_requested = False
         try:
             await self.channel.send(p.M_TURN_START, self._turn_params(prompt), callback=self._on_turn_start)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        except InputClosed:
             self._turn_requested = False
             raise ProtocolFailed("Codex's input is closed") from None
 
@@ -519,21 +489,19 @@ class CodexConnection(AgentConnection):
 
         try:
             await self.channel.send(p.M_TURN_STEER, params, callback=done)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        except InputClosed:
             await self.link.steered(False)
 
     async def answer(self, request_id: str, answer: Answer) -> None:
         pending = self._requests.get(request_id)
         if pending is None:
             raise InvalidRequest(f"Codex has no pending request {request_id!r}")
+        # the engine validated the answer against the request (its kind, the choices offered)
         if pending.kind == "question":
-            if not isinstance(answer, AnswerQuestion):
-                raise InvalidRequest("a question needs a Question answer")
-            result = question_response(answer, pending.params)
+            result = question_response(cast(AnswerQuestion, answer), pending.params)
         else:
-            if not isinstance(answer, AnswerPermission):
-                raise InvalidRequest("a permission request needs a Permission answer")
-            result = {"decision": permission_decision(pending.kind, answer.value, pending.params)}
+            choice = cast(AnswerPermission, answer).value
+            result = {"decision": permission_decision(pending.kind, choice, pending.params)}
         del self._requests[request_id]
         if not await self._reply(pending.rpc_id, result):
             raise ProtocolFailed("Codex's input is closed")
@@ -558,12 +526,12 @@ class CodexConnection(AgentConnection):
         params = p.TurnInterruptParams(threadId=self.thread_id, turnId=turn_id).params()
 
         async def done(result: Any, error: RpcError | None) -> None:
-            if error is not None and not self._closing:
+            if error is not None and not self.closing:
                 await self.link.emit(diagnostic("Info", f"Codex refused turn/interrupt: {error.message}"))
 
         try:
             await self.channel.send(p.M_TURN_INTERRUPT, params, callback=done)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        except InputClosed:
             pass
 
     async def configure(self, option: str, value: ConfigValue) -> None:
@@ -586,25 +554,19 @@ class CodexConnection(AgentConnection):
         try:
             await self.channel.send(p.M_COMPACT, p.ThreadCompactStartParams(threadId=self.thread_id).params(),
                                     callback=done)  # fmt: skip
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        except InputClosed:
             raise ProtocolFailed("Codex's input is closed") from None
 
     async def close(self) -> None:
-        self._closing = True
-        if self.mapper.turn_id and not self._stdout_done.is_set():
+        self.closing = True
+        if self.mapper.turn_id and not self.output_done:
             with anyio.move_on_after(0.5):
                 await self._interrupt()
-        try:
-            await self.process.terminate(grace=CLOSE_STEP)
-        finally:
-            self._remove_home()
+        await super().close()
 
-    async def kill(self) -> None:
-        self._closing = True
-        try:
-            await self.process.kill()
-        finally:
-            self._remove_home()
+    async def release(self) -> None:
+        """Remove the per-session ``CODEX_HOME`` this connection made."""
+        self._remove_home()
 
     def _remove_home(self) -> None:
         if self._owned_home and self.codex_home:
@@ -667,4 +629,4 @@ def _failed(message: str) -> Any:
     return FailedStop(message=message)
 
 
-__all__ = ["HANDSHAKE_TIMEOUT", "CodexConnection", "permission_decision", "question_response"]
+__all__ = ["CodexConnection", "permission_decision", "question_response"]

@@ -289,6 +289,14 @@ class AgentAdapter(ABC):
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         self.config = dict(config or {})
 
+    @property
+    def handshake_timeout(self) -> float:
+        """Seconds the agent gets for its handshake: ``config["handshake_timeout"]``, default
+        :data:`anyagentd.adapters.connection.HANDSHAKE_TIMEOUT`."""
+        from .connection import HANDSHAKE_TIMEOUT
+
+        return float(self.config.get("handshake_timeout", HANDSHAKE_TIMEOUT))
+
     def render_mcp(self, servers: Sequence[McpServer], renderers: Renderers) -> list[tuple[McpServer, Any]]:
         """The ``mcp_servers`` of ``open`` in this agent's format (see :func:`anyagentd.mcp.render_mcp_servers`):
         ``UnsupportedFeature`` for a transport not installed or not renderable, ``InvalidConfiguration`` for a

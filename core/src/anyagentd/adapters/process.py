@@ -65,6 +65,12 @@ DEFAULT_GRACE = 5.0
 _READ_CHUNK = 64 * 1024
 
 
+class InputClosed(ConnectionError):
+    """Writing to an agent whose stdin is closed (it exited, or we closed it): the one error
+    :meth:`AgentProcess.write_line` raises for it. A ``ConnectionError`` (an ``OSError``), as the ``acp`` library's
+    transports raise."""
+
+
 @dataclass(frozen=True)
 class OversizedLine:
     """A stdout line that exceeded the limit: it was discarded. ``size`` is its length in bytes (at least the
@@ -173,6 +179,11 @@ class AgentProcess:
         lineage.guard(mark)
         return cls(process, list(argv), max_line_bytes, mark)
 
+    @property
+    def max_line_bytes(self) -> int:
+        """The longest stdout line :meth:`lines` yields as text (bytes); longer ones are ``OversizedLine``."""
+        return self._max_line
+
     # -- stdout ---------------------------------------------------------------------------------------------
 
     async def lines(self) -> AsyncIterator[str | OversizedLine]:
@@ -225,16 +236,19 @@ class AgentProcess:
     # -- stdin ----------------------------------------------------------------------------------------------
 
     async def write_line(self, line: str) -> None:
-        """Write ``line`` plus ``\\n`` to stdin as one unit. Raises ``anyio.BrokenResourceError`` /
-        ``anyio.ClosedResourceError`` when the child's stdin is gone."""
+        """Write ``line`` plus ``\\n`` to stdin as one unit. Raises :class:`InputClosed` when the child's stdin is
+        gone."""
         if "\n" in line:
             raise ValueError("a protocol line must not contain a newline")
         stdin = self._process.stdin
         assert stdin is not None
         async with self._write_lock:
             if self._stdin_closed:
-                raise anyio.ClosedResourceError
-            await stdin.send(line.encode() + b"\n")
+                raise InputClosed("the agent's input is closed")
+            try:
+                await stdin.send(line.encode() + b"\n")
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                raise InputClosed("the agent's input is closed") from exc
 
     async def write_json(self, obj: Any) -> None:
         """Write ``obj`` as one compact JSON line (UTF-8, non-ASCII kept)."""
@@ -475,7 +489,8 @@ async def json_frames(process: AgentProcess, link: Any, *, agent: str, raw_key: 
     goes on. Ends at EOF."""
     async for line in process.lines():
         if isinstance(line, OversizedLine):
-            await link.emit(diagnostic("Warning", f"skipped a {line.size}-byte {agent} line"))
+            await link.emit(diagnostic("Warning", f"skipped a {line.size}-byte {agent} line "
+                                                  f"(limit {process.max_line_bytes} bytes)"))  # fmt: skip
             continue
         if not line.strip():
             continue

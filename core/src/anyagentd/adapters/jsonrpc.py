@@ -1,7 +1,11 @@
-"""JSON-RPC 2.0 over the app-server's stdio, with request ids tracked per direction.
+"""A small JSON-RPC 2.0 channel over an agent process's stdio (or any ``write(obj)``), ids tracked per direction.
 
-Our requests get ids 1, 2, 3… from :class:`RpcChannel`; the server numbers *its* requests from 0 on its own, so
-the same id may be in flight both ways at once. A frame is classified by shape, never by id alone:
+For adapters whose agent speaks JSON-RPC 2.0 as JSON lines (Codex's app-server; an HTTP agent's RPC the same way
+over another ``write``): the reader feeds each frame to :func:`classify` and responses to
+:meth:`RpcChannel.resolve`; the channel sends requests and notifications and answers the agent's requests.
+
+Our requests get ids 1, 2, 3… from :class:`RpcChannel`; the agent numbers *its* requests on its own, so the same
+id may be in flight both ways at once. A frame is classified by shape, never by id alone:
 
 - ``method`` + ``id`` → a server request (answered with :meth:`RpcChannel.reply` / :meth:`RpcChannel.reply_error`);
 - ``method`` without ``id`` → a notification;
@@ -20,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+
+from .process import InputClosed
 
 Callback = Callable[[Any, "RpcError | None"], Awaitable[None]]
 
@@ -67,9 +73,10 @@ class RpcChannel:
 
     async def send(self, method: str, params: Any = None, *, callback: Callback | None = None) -> int:
         """Send a request; its response goes to ``callback(result, error)`` (run by the pump) if given.
-        Returns the id. Raises ``anyio.BrokenResourceError``/``ClosedResourceError`` when stdin is gone."""
+        Returns the id. Raises :class:`~anyagentd.adapters.process.InputClosed` when the agent's input is gone
+        (or the channel was closed: the agent's output ended)."""
         if self._closed is not None:
-            raise anyio.ClosedResourceError
+            raise InputClosed(f"the channel is closed: {self._closed}")
         request_id = next(self._ids)
         self._pending[request_id] = _Waiter(method, callback)
         frame: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}

@@ -1,0 +1,157 @@
+"""opencode's server-sent events → the event model, for one session: the connection's protocol state.
+
+Events (``{"type": ..., "properties": {...}}``, opencode 1.18): ``message.updated`` (a message's role),
+``message.part.updated`` (a part's snapshot: text, reasoning, tool with its ``state``, step-finish with tokens),
+``message.part.delta`` (text appended to a part), ``permission.asked``, ``session.error``, ``session.idle`` (the
+prompt is done). Text parts of assistant messages become TextDelta (from the deltas, or from the snapshot where no
+delta came), tool parts ToolUpdated, a step-finish ContextUsage, the end of an assistant message MessageEnded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anyagentd.model import (
+    Command,
+    ContextUsage,
+    FileDiff,
+    MessageEnded,
+    PathInput,
+    PermissionRequest,
+    PermissionRequested,
+    ReasoningDelta,
+    RequestOpened,
+    TextDelta,
+    ToolUpdate,
+    ToolUpdated,
+)
+
+TOOL_KINDS = {"write": "Edit", "edit": "Edit", "patch": "Edit", "bash": "Execute", "read": "Read", "glob": "Search",
+              "grep": "Search", "list": "Search", "webfetch": "Fetch", "task": "Subagent"}  # fmt: skip
+TOOL_STATUS = {"pending": "Pending", "running": "Running", "completed": "Completed", "error": "Failed"}
+PERMISSION_KINDS = {"edit": "Edit", "bash": "Execute", "webfetch": "Fetch"}
+
+
+def tool_update(part: dict[str, Any]) -> ToolUpdate:
+    """A tool part's snapshot as a ``ToolUpdate`` (id: the model's call id)."""
+    state = part.get("state") or {}
+    args = state.get("input") or {}
+    name = str(part.get("tool") or "tool")
+    kind = TOOL_KINDS.get(name, "Other")
+    tool_input: Any = "None"
+    if isinstance(args.get("command"), str):
+        tool_input = Command(command=args["command"])
+    elif isinstance(args.get("filePath"), str):
+        tool_input = PathInput(value=args["filePath"])
+    diffs = []
+    if name == "write" and isinstance(args.get("content"), str) and isinstance(args.get("filePath"), str):
+        diffs.append(FileDiff(path=args["filePath"], new_text=args["content"]))
+    output = state.get("output") if isinstance(state.get("output"), str) else state.get("error")
+    return ToolUpdate(id=str(part.get("callID") or part.get("id")), kind=kind, title=str(state.get("title") or name),
+                      status=TOOL_STATUS.get(state.get("status"), "Running"), input=tool_input,
+                      output=output if isinstance(output, str) else None, diffs=diffs)  # fmt: skip
+
+
+class SessionEvents:
+    """What one session's events have shown so far, and their mapping; ``link`` is the connection's."""
+
+    def __init__(self, link: Any, session_id: str) -> None:
+        self.link = link
+        self.session_id = session_id
+        self.roles: dict[str, str] = {}  # message id → role
+        self.parts: dict[str, str] = {}  # part id → type
+        self.emitted: dict[str, int] = {}  # text part id → characters reported
+        self.tools: dict[str, ToolUpdate] = {}  # call id → last update
+        self.open_messages: set[str] = set()
+        self.error: str | None = None
+
+    def ours(self, props: dict[str, Any]) -> bool:
+        sid = props.get("sessionID") or (props.get("info") or {}).get("sessionID")
+        if sid is None and isinstance(props.get("part"), dict):
+            sid = props["part"].get("sessionID")
+        return sid == self.session_id
+
+    async def handle(self, event: dict[str, Any]) -> str | None:
+        """Report what ``event`` shows; returns ``"idle"`` when the session is done with the prompt,
+        ``"permission"`` with the request reported (see :meth:`permission`), else ``None``."""
+        kind = event.get("type")
+        props = event.get("properties") or {}
+        if not isinstance(props, dict) or not self.ours(props):
+            return None
+        if kind == "message.updated":
+            info = props.get("info") or {}
+            self.roles[str(info.get("id"))] = str(info.get("role"))
+            if info.get("role") == "assistant" and (info.get("time") or {}).get("completed"):
+                await self._end_message(str(info.get("id")))
+        elif kind == "message.part.updated":
+            await self._part(props.get("part") or {})
+        elif kind == "message.part.delta":
+            await self._delta(props)
+        elif kind == "session.error":
+            error = props.get("error") or {}
+            self.error = str((error.get("data") or {}).get("message") or error.get("name") or "opencode failed")
+        elif kind == "session.idle":
+            for message_id in sorted(self.open_messages):
+                await self._end_message(message_id)
+            return "idle"
+        return None
+
+    async def _part(self, part: dict[str, Any]) -> None:
+        part_id, message_id, kind = str(part.get("id")), str(part.get("messageID")), part.get("type")
+        self.parts[part_id] = str(kind)
+        if self.roles.get(message_id) == "user":
+            return
+        if kind in ("text", "reasoning") and isinstance(part.get("text"), str):
+            text = part["text"]
+            done = self.emitted.get(part_id, 0)
+            if len(text) > done:
+                await self._text(kind, message_id, part_id, text[done:])
+        elif kind == "tool":
+            update = tool_update(part)
+            if self.tools.get(update.id) != update:
+                self.tools[update.id] = update
+                await self.link.emit(ToolUpdated(value=update))
+        elif kind == "step-finish":
+            tokens = part.get("tokens") or {}
+            cache = tokens.get("cache") or {}
+            used = sum(int(tokens.get(k) or 0) for k in ("input", "output", "reasoning"))
+            used += int(cache.get("read") or 0) + int(cache.get("write") or 0)
+            cost = part.get("cost")
+            await self.link.emit(ContextUsage(used_tokens=used, cost_usd=float(cost) if cost is not None else None))
+
+    async def _delta(self, props: dict[str, Any]) -> None:
+        part_id, message_id = str(props.get("partID")), str(props.get("messageID"))
+        delta = props.get("delta")
+        kind = self.parts.get(part_id)
+        if self.roles.get(message_id) == "user" or props.get("field", "text") != "text" or not isinstance(delta, str):
+            return
+        if kind in ("text", "reasoning"):
+            await self._text(kind, message_id, part_id, delta)
+
+    async def _text(self, kind: str, message_id: str, part_id: str, text: str) -> None:
+        self.emitted[part_id] = self.emitted.get(part_id, 0) + len(text)
+        self.open_messages.add(message_id)
+        event = TextDelta if kind == "text" else ReasoningDelta
+        await self.link.emit(event(message_id=message_id, text=text))
+
+    async def _end_message(self, message_id: str) -> None:
+        if message_id in self.open_messages:
+            self.open_messages.discard(message_id)
+            await self.link.emit(MessageEnded(message_id=message_id))
+
+    def permission(self, props: dict[str, Any]) -> RequestOpened:
+        """The RequestOpened for a ``permission.asked`` event."""
+        request_id = str(props.get("id"))
+        tool = props.get("tool") or {}
+        call = tool.get("callID") if isinstance(tool, dict) else None
+        known = self.tools.get(str(call)) if call else None
+        meta = props.get("metadata") or {}
+        kind = PERMISSION_KINDS.get(str(props.get("permission")), "Other")
+        if known is None:
+            known = ToolUpdate(id=str(call or request_id), kind=kind, title=str(props.get("permission")),
+                               status="Pending")  # fmt: skip
+        if kind == "Edit" and not known.diffs and isinstance(meta.get("filepath"), str):
+            known = known.model_copy(update={"locations": [meta["filepath"]]})
+        request = PermissionRequest(id=request_id, tool=known, options=["AllowOnce", "AllowAlways", "DenyOnce"],
+                                    detail=", ".join(map(str, props.get("patterns") or [])) or None)  # fmt: skip
+        return RequestOpened(value=PermissionRequested(value=request))
