@@ -40,6 +40,33 @@ def stop_state(stop: Any) -> int:
     }.get(tag, TaskState.TASK_STATE_FAILED)
 
 
+def camel(name: str) -> str:
+    """``snake_case`` → ``lowerCamelCase``, as proto3 JSON names fields (``used_tokens`` → ``usedTokens``)."""
+    head, *rest = name.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
+def turn_metadata(stop: Any, usage: Any = None, resume_token: str | None = None) -> dict[str, Any]:
+    """A task's ``metadata`` when its turn ends, every key lowerCamelCase (A2A 1.0 is proto3 JSON): ``stopReason``
+    (Completed, Cancelled, Refused, Failed), ``stopSource`` (Protocol / Inferred, for Completed), ``stopMessage``
+    (for Failed), ``usage`` (the turn's last ``ContextUsage``: ``usedTokens``, ``windowTokens``), ``costUsd`` and
+    ``resumeToken`` when known. DataParts carrying wire events keep the wire's own keys; this is not one."""
+    tag = stop if isinstance(stop, str) else stop.TAG
+    found: dict[str, Any] = {"stopReason": tag}
+    if tag == "Completed":
+        found["stopSource"] = stop.source
+    elif tag == "Failed":
+        found["stopMessage"] = stop.message
+    if usage is not None:
+        found["usage"] = {camel(k): v for k, v in (("used_tokens", usage.used_tokens),
+                                                   ("window_tokens", usage.window_tokens)) if v is not None}
+        if usage.cost_usd is not None:
+            found["costUsd"] = usage.cost_usd
+    if resume_token:
+        found["resumeToken"] = resume_token
+    return found
+
+
 def wire_json(value: Any) -> Any:
     """The wire's JSON for an engine model value (the shape ``anyagent-wire.schema.json`` describes)."""
     return to_jsonable_python(value)
@@ -270,6 +297,8 @@ __all__ = [
     "PromptIn",
     "accepts_our_output",
     "agent_message",
+    "camel",
+    "turn_metadata",
     "answer_of",
     "data_part",
     "event_part",
