@@ -18,6 +18,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -25,7 +26,6 @@ import uvicorn
 from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.server.tasks import BasePushNotificationSender
@@ -38,14 +38,14 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Route
 
-from .card import SCHEMA_PATH, build_card, extend_for_caller
+from .card import SCHEMA_PATH, build_card, card_route, extend_for_caller
 from .command.dispatch import CommandDispatcher
 from .instance import Instance
 from .logring import LogRing, RingHandler, secret_redactor
 from .config import ConfigError, Loaded, load, split_host_port, with_listen
-from .conversations import Conversation, Conversations
+from .conversations import Conversation, Conversations, PoolLimits
 from .executor import CANCEL_GRACE, ConversationExecutor
-from .front import COMMAND_EXTENSION, CorsGate, Front, invalid_params, rpc_error
+from .front import COMMAND_EXTENSION, CorsGate, Front, HostGate, invalid_params, rpc_error
 from .principals import OPERATOR, Identities
 from .store import ConversationTable, PrincipalTaskStore, engine_for, fail_interrupted
 from .translate import accepts_our_output, url_violations
@@ -53,6 +53,10 @@ from .translate import accepts_our_output, url_violations
 log = logging.getLogger("anyagentd.a2a")
 LOG_RING_SIZE = 1024
 """Lines the daemon's log ring keeps for ``debug.events``."""
+
+
+DRAIN_TIMEOUT = 20.0
+"""Seconds the drain gives the live agents' sessions, all closing at once, after the running tasks are cancelled."""
 
 
 def _seconds(name: str, default: float) -> float:
@@ -66,10 +70,11 @@ def _seconds(name: str, default: float) -> float:
         return default
 
 
-IDLE_CLOSE = _seconds("ANYAGENTD_A2A_IDLE_CLOSE", 900.0)
-"""Seconds a conversation's session may stay idle (no live task) before it is closed (env
-``ANYAGENTD_A2A_IDLE_CLOSE``; 0 keeps sessions open). Its next message reopens it, resuming the agent's
-conversation where the agent can."""
+def pool_limits(loaded: Loaded) -> PoolLimits:
+    """``[a2a.pool]`` as :class:`PoolLimits`; env ``ANYAGENTD_A2A_IDLE_CLOSE`` (seconds) overrides ``idle_close``."""
+    pool = loaded.config.a2a.pool
+    return PoolLimits(idle_close=_seconds("ANYAGENTD_A2A_IDLE_CLOSE", pool.idle_close), max_live=pool.max_live,
+                      max_rss_mb=pool.max_rss_mb)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -219,7 +224,8 @@ class Daemon:
         async with anyio.create_task_group() as tg:
             self._tg = tg
             self.conversations = Conversations(self.state_dir, open_session=self._open_session,
-                                               start_pump=tg.start_soon, remember=self._remember)  # fmt: skip
+                                               start_pump=tg.start_soon, remember=self._remember,
+                                               limits=pool_limits(self.loaded))  # fmt: skip
             self.public_url = public_url
             await self._start_services(tg)
             card = build_card(self.loaded, public_url, ops=self.ops.listed(self.instance.switches()),
@@ -232,8 +238,7 @@ class Daemon:
             tg.start_soon(self._signals, server)
             tg.start_soon(self._drain_on_request, server)
             tg.start_soon(self._announce, server)
-            if IDLE_CLOSE > 0:
-                tg.start_soon(self.conversations.reap_idle, IDLE_CLOSE)
+            tg.start_soon(self.conversations.reap_idle)
             await server.serve(sockets=[sock])
             if not self.draining:
                 await self.drain()
@@ -267,7 +272,7 @@ class Daemon:
                            realm="anyagentd", check_send=self._check_send, command=self._command)  # fmt: skip
         self.dispatcher = CommandDispatcher(self.ops, self.instance, switches=self.instance.switches,
                                             save_task=self._save_task, spawn=self._tg.start_soon)  # fmt: skip
-        routes = create_agent_card_routes(self.card, cache_control="public, max-age=60")
+        routes = [card_route(self.card)]
         routes.append(Route(SCHEMA_PATH, self._schema, methods=["GET"]))
         if self.instance.device_grant is not None:
             from .auth.routes import device_routes
@@ -278,7 +283,8 @@ class Daemon:
         app = Starlette(routes=routes)
         app.router.redirect_slashes = False
         self.cors = CorsGate(app, self.loaded.config.a2a.cors_origins)
-        return self.cors
+        public_host = urlsplit(self.public_url).hostname
+        return HostGate(self.cors, {public_host} if public_host else set())
 
     async def _check_send(self, principal: Any, request_id: Any, params: dict[str, Any]) -> Any:
         """A send's own refusals, before the SDK creates or touches a task: output modes we cannot produce
@@ -352,7 +358,7 @@ class Daemon:
                 tg.start_soon(self.instance.runner.drain, CANCEL_GRACE + 1)
             if self.instance.subagents is not None:
                 tg.start_soon(self.instance.subagents.close)
-        await self.conversations.close_all()
+        await self.conversations.close_all(DRAIN_TIMEOUT)
 
     def _reload(self) -> None:
         path = self.options.config_path

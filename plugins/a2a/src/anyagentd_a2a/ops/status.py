@@ -58,7 +58,7 @@ class Status(Op):
         return StatusResult(
             instance=face.instance, uptime_ms=max(0, int(time.time() * 1000) - face.started_ms),
             draining=face.draining, paused=face.paused, model=face.agent_name, version=face.version,
-            skills=face.skills, skill_prefix="", values={}, workflows=[], runs=[],
+            skills=face.skills, skill_prefix="", values=face.values(context.principal), workflows=[], runs=[],
             conversations=conversations, activity=activity,
         )  # fmt: skip
 
