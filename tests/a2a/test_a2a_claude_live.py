@@ -93,3 +93,33 @@ def test_question_over_a2a_answered_by_label(claude: Any, a2a_daemon: Any, work:
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
     assert done["status"]["message"]["parts"][0]["text"].endswith("Blue it is.")
     assert '\\"Which color?\\"=\\"Blue\\"' in request_text(server.main_requests()[-1])
+
+
+@pytest.mark.parametrize("kind", ["permission", "question"])
+def test_a_waiting_task_survives_a_restart_and_its_answer_reaches_the_resumed_conversation(
+        claude: Any, a2a_daemon: Any, work: Path, tmp_path: Path, kind: str) -> None:  # fmt: skip
+    first_turn = WRITE_SCRIPT["turns"][0] if kind == "permission" else {"tool": {"name": "AskUserQuestion", "input": {
+        "questions": [{"question": "Which color?", "header": "Color", "multiSelect": False,
+                       "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}]}]}}}
+    # A first turn completes, so the CLI has recorded the conversation before the daemon is killed mid-request.
+    server = claude({"turns": [{"text": "Hello."}, first_turn, {"text": "Carrying on with the answer."}]})
+    state = tmp_path / "state"
+    daemon = a2a_daemon(config=claude_config(work), state_dir=state)
+    assert daemon.send_text("Hi.", context_id="paused")["status"]["state"] == "TASK_STATE_COMPLETED"
+    task = daemon.send_text("Write out.txt" if kind == "permission" else "Ask me a question", context_id="paused")
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+    daemon.signal(signal.SIGKILL)
+    daemon.wait()
+    again = a2a_daemon(config=claude_config(work), state_dir=state)
+    kept = again.rpc("GetTask", {"id": task["id"]}).json()["result"]
+    assert kept["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", kept  # still answerable
+    done = again.send_text("allow" if kind == "permission" else "blue", task_id=task["id"])
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]["message"]["parts"]
+    assert done["status"]["message"]["parts"][0]["text"] == "Carrying on with the answer."
+    assert any("resumed the agent's session" in line for line in again.stderr)
+    # the same conversation: a request after the restart carries the history and the answer (which request is the
+    # last one depends on whether the killed daemon's orphaned CLI got one more out first)
+    asked = "Write out.txt" if kind == "permission" else "Ask me a question"
+    marker = "The answer is: allow" if kind == "permission" else "Blue"
+    texts = [request_text(r) for r in server.main_requests()]
+    assert any(asked in t and "[anyagentd] The daemon restarted" in t and marker in t for t in texts), texts[-1][-2000:]

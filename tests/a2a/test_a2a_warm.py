@@ -269,3 +269,26 @@ def test_every_key_written_is_lower_camel_case_metadata_included(a2a_daemon: Any
     # the wire's own event JSON is kept as the wire writes it (snake_case), under its media type
     wire = [p for p in done["status"]["message"]["parts"] if p.get("mediaType", "").startswith(WIRE_MEDIA)]
     assert wire and "session_id" in wire[0]["data"]
+
+
+# ------------------------------------------------------------------------------------ restart without surprises
+
+
+def test_a_waiting_task_of_an_agent_that_cannot_resume_reads_failed_and_its_answer_is_refused(
+        a2a_daemon: Any, tmp_path: Any) -> None:  # fmt: skip
+    state = tmp_path / "state"
+    daemon = a2a_daemon(mock="permission", state_dir=state)
+    task = daemon.send_text("write hello.txt", context_id="paused")
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    daemon.signal(signal.SIGKILL)
+    daemon.wait()
+    again = a2a_daemon(mock="permission", state_dir=state)
+    got = again.rpc("GetTask", {"id": task["id"]}).json()["result"]
+    assert got["status"]["state"] == "TASK_STATE_FAILED"
+    why = got["status"]["message"]["parts"][0]["text"]
+    assert "waited for input" in why and "cannot resume" in why
+    message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "taskId": task["id"], "parts": [{"text": "allow"}]}
+    refused = again.rpc("SendMessage", {"message": message}).json()
+    assert refused["error"]["code"] == -32004 and why in refused["error"]["message"], refused
+    assert status_values(again)["liveAgents"] == 0  # nothing was opened for it
+    assert again.rpc("GetTask", {"id": task["id"]}).json()["result"]["status"]["state"] == "TASK_STATE_FAILED"

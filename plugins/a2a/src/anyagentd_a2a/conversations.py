@@ -46,6 +46,7 @@ from .translate import (
     data_part,
     event_part,
     request_text,
+    same_request,
     stop_state,
     turn_metadata,
 )
@@ -74,6 +75,7 @@ class TaskRun:
     reasoning: dict[str, list[str]] = field(default_factory=dict)
     artifact_open: bool = False
     usage: Any = None  # the turn's last ContextUsage
+    carried: Any = None  # (request, answer) given before a restart: the resumed agent's same request gets it
     started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 
     def __post_init__(self) -> None:
@@ -169,14 +171,15 @@ class Conversation:
         busy = any(r.conversation is self for r in self.host.runs.values())
         return self.live and not busy and self.session.status == "Idle"
 
-    async def session_for(self) -> Any:
-        """The live session, opening it (resuming the stored agent conversation when there is one); opening one
-        first makes room in the pool (:meth:`Conversations.make_room`)."""
+    async def session_for(self, require_resume: bool = False) -> Any:
+        """The live session, opening it (resuming the stored agent conversation when there is one; with
+        ``require_resume`` never afresh: ``ResumeFailed``); opening one first makes room in the pool
+        (:meth:`Conversations.make_room`)."""
         async with self._open_lock:
             if not self.live:
                 await self.host.make_room(self)
                 try:
-                    self.session = await self.host.open_session(self)
+                    self.session = await self.host.open_session(self, require_resume)
                 finally:
                     self.host.opening.discard(self)
                 self.host.start_pump(self._pump, self.session)
@@ -190,14 +193,15 @@ class Conversation:
         self._last_ticket = mine
         return previous, mine
 
-    async def prompt(self, run: TaskRun, prompt: PromptIn, ticket: tuple[anyio.Event, anyio.Event]) -> None:
+    async def prompt(self, run: TaskRun, prompt: PromptIn, ticket: tuple[anyio.Event, anyio.Event],
+                     require_resume: bool = False) -> None:
         """Deliver ``prompt`` for ``run`` once every earlier ticket's prompt was delivered: Started binds the run to
         its turn, Queued leaves it SUBMITTED, Steered completes it. Engine errors propagate (the caller fails the
         task)."""
         previous, mine = ticket
         try:
             await previous.wait()
-            session = await self.session_for()
+            session = await self.session_for(require_resume)
             if run.terminal:
                 return  # cancelled before its prompt was delivered: it never runs
             self._inflight = run
@@ -293,6 +297,13 @@ class Conversation:
         _translate(run, event, tag)
 
 
+async def _deliver(session: Any, request_id: str, answer: Any) -> None:
+    try:
+        await session.answer(request_id, answer)
+    except AnyagentError as err:
+        log.warning("the carried answer to request %s was refused: %s", request_id, err.message)
+
+
 def _flush_reasoning(run: TaskRun, message_id: str) -> None:
     # Reasoning is sent whole, one status update per reasoning message: each update lands in the task's history.
     text = "".join(run.reasoning.pop(message_id, []))
@@ -317,6 +328,12 @@ def _translate(run: TaskRun, event: Any, tag: str) -> None:
         for message_id in list(run.reasoning):
             _flush_reasoning(run, message_id)
         run.request = kind.value
+        if run.carried is not None and same_request(run.carried[0], kind.value):
+            answer, run.carried = run.carried[1], None
+            run.status(TaskState.TASK_STATE_WORKING, [Part(text="The resumed agent asked again; the answer given "
+                                                              "before the restart was delivered."), event_part(event)])
+            run.conversation.host.start_pump(_deliver, run.conversation.session, kind.value.value.id, answer)
+            return
         run.status(TaskState.TASK_STATE_INPUT_REQUIRED, [Part(text=request_text(kind.value)), event_part(event)])
     elif tag == "RequestClosed":
         if run.request is not None and run.request.value.id == kind.request_id:
@@ -392,7 +409,7 @@ class PoolLimits:
 class Conversations:
     """Every conversation of the daemon, keyed (owner, contextId), and every live run, keyed by task id.
 
-    ``open_session(conversation)`` opens the engine session (given by the daemon, which knows the runtime and the
+    ``open_session(conversation, require_resume)`` opens the engine session (given by the daemon, which knows the runtime and the
     agent); ``start_pump(fn, session)`` runs a pump in the daemon's task group; ``remember(conversation, token)``
     stores a resume token. ``limits`` bound the live agents: past ``max_live`` (or ``max_rss_mb``, measured by
     ``rss()`` in bytes) the least recently used idle conversation is closed before another opens."""
@@ -401,7 +418,7 @@ class Conversations:
         self,
         state_dir: Path,
         *,
-        open_session: Callable[[Conversation], Awaitable[Any]],
+        open_session: Callable[[Conversation, bool], Awaitable[Any]],
         start_pump: Callable[..., None],
         remember: Callable[[Conversation, str | None], None],
         limits: PoolLimits = PoolLimits(),

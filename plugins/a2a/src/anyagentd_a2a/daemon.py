@@ -29,7 +29,7 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.server.tasks import BasePushNotificationSender
-from a2a.types import CancelTaskRequest
+from a2a.types import CancelTaskRequest, TaskState
 from a2a.utils.errors import A2AError
 from a2a.utils.push_url_validator import validate_push_notification_url
 from anyagentd.errors import ResumeFailed
@@ -47,7 +47,7 @@ from .conversations import Conversation, Conversations, PoolLimits
 from .executor import CANCEL_GRACE, ConversationExecutor
 from .front import COMMAND_EXTENSION, CorsGate, Front, HostGate, invalid_params, rpc_error
 from .principals import OPERATOR, Identities
-from .store import ConversationTable, PrincipalTaskStore, engine_for, fail_interrupted
+from .store import UNRESUMABLE_MESSAGE, ConversationTable, PrincipalTaskStore, engine_for, fail_interrupted
 from .translate import accepts_our_output, url_violations
 
 log = logging.getLogger("anyagentd.a2a")
@@ -171,11 +171,14 @@ class Daemon:
         try:
             store = PrincipalTaskStore(engine)
             await store.initialize()
-            failed = await fail_interrupted(store)
-            if failed:
-                log.warning("marked %d task(s) FAILED: they were running when the daemon last stopped", failed)
             self.table = ConversationTable(engine)
             await self.table.initialize()
+            failed, self.parked = await fail_interrupted(store, await self.table.resumable(self.agent_label))
+            if failed:
+                log.warning("marked %d task(s) FAILED: they were running when the daemon last stopped", failed)
+            if self.parked:
+                log.info("%d task(s) still wait for input: their answers resume the agent's conversation",
+                         len(self.parked))  # fmt: skip
             self.task_store = store
             self.db_engine = engine
             self.ring = LogRing(LOG_RING_SIZE, stream=None, redact=secret_redactor(self._secret_references()))
@@ -257,7 +260,7 @@ class Daemon:
             validator = None if push.allow_private else validate_push_notification_url
             http = httpx.AsyncClient(timeout=10.0)
             sender = BasePushNotificationSender(http, push_store, push_url_validator=validator)
-        executor = ConversationExecutor(self.conversations, allow_private_urls=push.allow_private)
+        executor = ConversationExecutor(self.conversations, allow_private_urls=push.allow_private, parked=self.parked)
         handler = self.handler = DefaultRequestHandler(
             executor, store, card, push_config_store=push_store, push_sender=sender, extended_agent_card=card,
             extended_card_modifier=self._extend_card, push_url_validator=validator,
@@ -298,6 +301,15 @@ class Daemon:
             return rpc_error(request_id, -32004, f"task {task_id} is running and waits for no input: send the "
                              "message without taskId, in its contextId, to steer or queue it",
                              reason="UNSUPPORTED_OPERATION")  # fmt: skip
+        parked = self.parked.get(task_id) if isinstance(task_id, str) else None
+        if parked is not None and not message.get("contextId"):
+            # After a restart the SDK would give a taskId-only message a fresh contextId, and then refuse the
+            # task's own events as "another context": name the task's context, as the client could have.
+            message["contextId"] = parked[1]
+        if isinstance(task_id, str) and run is None and parked is None:
+            refused = await self._refuse_unresumable(principal, request_id, task_id)
+            if refused is not None:
+                return refused
         configuration = params.get("configuration")
         modes = configuration.get("acceptedOutputModes") if isinstance(configuration, dict) else None
         if isinstance(modes, list) and modes and not accepts_our_output(modes):
@@ -305,6 +317,19 @@ class Daemon:
                              f"({', '.join(self.card.default_output_modes)})", reason="CONTENT_TYPE_NOT_SUPPORTED")
         violations = await url_violations(params, allow_private=self.loaded.config.a2a.push.allow_private)
         return invalid_params(request_id, violations) if violations else None
+
+    async def _refuse_unresumable(self, principal: Any, request_id: Any, task_id: str) -> Any:
+        """-32004 naming why, for a message to the caller's task that a restart left unanswerable
+        (:data:`store.UNRESUMABLE_MESSAGE`); ``None`` for any other task (the SDK answers those)."""
+        context = ServerCallContext(user=_Principal(principal), state={"principal": principal})
+        task = await self.task_store.get(task_id, context)
+        if task is None or task.status.state != TaskState.TASK_STATE_FAILED:
+            return None
+        text = " ".join(p.text for p in task.status.message.parts if p.text)
+        if text != UNRESUMABLE_MESSAGE:
+            return None
+        return rpc_error(request_id, -32004, f"task {task_id} cannot be answered: {text}",
+                         reason="UNSUPPORTED_OPERATION")  # fmt: skip
 
     async def _announce(self, server: uvicorn.Server) -> None:
         while not server.started:
@@ -378,10 +403,14 @@ class Daemon:
         self.cors.origins = set(loaded.config.a2a.cors_origins)
         log.info("SIGHUP: configuration reloaded from %s", path)
 
-    async def _open_session(self, conversation: Conversation) -> Any:
+    async def _open_session(self, conversation: Conversation, require_resume: bool = False) -> Any:
+        """The conversation's engine session: resumed with its stored token when there is one, else fresh — unless
+        ``require_resume`` (an answer to a request from before a restart), then ``ResumeFailed`` instead."""
         approval = "AutoApprove" if self.instance.approval == "auto" else "Ask"
         token = await self.table.resume_token(conversation.owner, conversation.context_id, self.agent_label)
         self.agent_dir.mkdir(parents=True, exist_ok=True)
+        if require_resume and not token:
+            raise ResumeFailed("no resume token is stored for this conversation")
         if token:
             try:
                 session = await self.runtime.open(self.agent_ref, self.agent_dir, permission_mode=approval,
@@ -389,6 +418,8 @@ class Daemon:
                 log.info("conversation %s resumed the agent's session", conversation.context_id)
                 return self._opened(conversation, session)
             except ResumeFailed as err:
+                if require_resume:
+                    raise
                 log.warning("conversation %s: resume failed (%s); starting afresh", conversation.context_id,
                             err.message)  # fmt: skip
         session = await self.runtime.open(self.agent_ref, self.agent_dir, permission_mode=approval)

@@ -178,9 +178,12 @@ class Front:
                              domain=AGENTD_DOMAIN)  # fmt: skip
         params = envelope.get("params") or {}
         if method in SEND_METHODS and self.check_send is not None and not is_command(params):
+            before = json.dumps(params, sort_keys=True)
             refused = await self.check_send(principal, request_id, params)
             if refused is not None:
                 return refused
+            if json.dumps(params, sort_keys=True) != before:  # the send check completed the message (contextId)
+                request._json = envelope  # what the SDK's dispatcher reads (Starlette's cache of request.json())
         return principal, activated, envelope
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from a2a.types import Message, Part, Role, TaskState
-from anyagentd.model import ANSWER, AnswerPermission, AnswerQuestion, Choices, PermissionRequested, TextAnswer
+from anyagentd.model import ANSWER, REQUEST, AnswerPermission, AnswerQuestion, Choices, PermissionRequested, TextAnswer
 from google.protobuf.json_format import MessageToDict
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
@@ -222,6 +222,35 @@ def answer_of(message: Message, request: Any) -> Any:
     return _question_from_text(text, request)
 
 
+def parked_request(task: Any) -> Any:
+    """The open ``Request`` a task waiting for input holds, read back from its status message's event DataPart
+    (``RequestOpened``, as :func:`event_part` wrote it); ``None`` when there is none."""
+    for part in task.status.message.parts:
+        if part.WhichOneof("content") == "data" and part.media_type == EVENT_MEDIA_TYPE:
+            kind = MessageToDict(part.data).get("kind", {})
+            if isinstance(kind, dict) and "RequestOpened" in kind:
+                return REQUEST.validate_python(kind["RequestOpened"])
+    return None
+
+
+def same_request(before: Any, after: Any) -> bool:
+    """Whether ``after`` (opened by a resumed agent) asks what ``before`` (open when the daemon stopped) asked: the
+    same kind and the same words for a person (the ids are the new process's)."""
+    return type(before) is type(after) and request_text(before) == request_text(after)
+
+
+def resumed_answer_prompt(request: Any, answer: Any) -> str:
+    """The prompt that carries an answer into a resumed conversation, the request itself having died with the
+    agent process: what was asked and what the person answered, for the agent to act on."""
+    if isinstance(answer, AnswerPermission):
+        given = {"AllowOnce": "allow (once)", "AllowAlways": "allow (always)", "DenyOnce": "deny",
+                 "DenyAlways": "deny (always)"}[answer.value]  # fmt: skip
+    else:
+        given = json.dumps(to_jsonable_python(answer), ensure_ascii=False)
+    return (f"[anyagentd] The daemon restarted while your request waited for an answer. Your request was: "
+            f"{request_text(request)} The answer is: {given}. Carry on from there.")
+
+
 OUTPUT_MODES = ("text/plain", "application/json")
 """What a task's artifacts and messages carry: text parts and JSON data parts."""
 
@@ -300,6 +329,9 @@ __all__ = [
     "camel",
     "turn_metadata",
     "answer_of",
+    "parked_request",
+    "resumed_answer_prompt",
+    "same_request",
     "data_part",
     "event_part",
     "fetch_url_parts",
