@@ -115,11 +115,11 @@ def test_a_waiting_task_survives_a_restart_and_its_answer_reaches_the_resumed_co
     assert kept["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", kept  # still answerable
     done = again.send_text("allow" if kind == "permission" else "blue", task_id=task["id"])
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]["message"]["parts"]
-    assert done["status"]["message"]["parts"][0]["text"] == "Carrying on with the answer."
+    assert done["status"]["message"]["parts"][0]["text"].endswith("Carrying on with the answer.")
     assert any("resumed the agent's session" in line for line in again.stderr)
-    # the same conversation: a request after the restart carries the history and the answer (which request is the
-    # last one depends on whether the killed daemon's orphaned CLI got one more out first)
+    # the same conversation: a request after the restart carries the history and the answer — as the prompt that
+    # says so, or as the answer to the question the resumed agent asked again
     asked = "Write out.txt" if kind == "permission" else "Ask me a question"
     marker = "The answer is: allow" if kind == "permission" else "Blue"
     texts = [request_text(r) for r in server.main_requests()]
-    assert any(asked in t and "[anyagentd] The daemon restarted" in t and marker in t for t in texts), texts[-1][-2000:]
+    assert any(asked in t and "Hi." in t and marker in t for t in texts), texts[-1][-2000:]
