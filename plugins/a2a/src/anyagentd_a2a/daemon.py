@@ -363,9 +363,10 @@ class Daemon:
         server.should_exit = True
 
     async def drain(self) -> None:
-        """Stop intake (sends get DRAINING), cancel every live task through the SDK handler — so a task waiting
-        for input is recorded CANCELED too, not left to be marked FAILED at the next start — then close every
-        session, all in parallel."""
+        """Stop intake (sends get DRAINING), cancel every live task through the SDK handler — a task waiting for
+        input is recorded CANCELED too, unless its agent can resume (it has a resume token): that one stays
+        INPUT_REQUIRED and its answer after the restart resumes the conversation — then close every session, all
+        in parallel."""
         self.draining = True
         context = ServerCallContext(user=_Principal(OPERATOR), state={"principal": OPERATOR})
 
@@ -377,7 +378,9 @@ class Daemon:
                     log.info("drain: task %s: %s", task_id, err)
 
         async with anyio.create_task_group() as tg:
-            for task_id in list(self.conversations.runs):
+            for task_id, run in list(self.conversations.runs.items()):
+                if run.request is not None and _resumable(run.conversation):
+                    continue  # left waiting: after the restart its answer resumes the agent's conversation
                 tg.start_soon(cancel, task_id)
             if self.instance.runner is not None:
                 tg.start_soon(self.instance.runner.drain, CANCEL_GRACE + 1)
@@ -527,6 +530,11 @@ class Daemon:
                 "settable": self.instance.settable() if principal.is_operator else [],
             })  # fmt: skip
         return extended
+
+
+def _resumable(conversation: Conversation) -> bool:
+    session = conversation.session
+    return session is not None and bool(session.snapshot().resume_token)
 
 
 async def serve(loaded: Loaded, options: Options) -> int:
