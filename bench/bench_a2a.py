@@ -1,7 +1,13 @@
 """Benchmark of ``anyagentd a2a``: SendMessage latency and throughput against a bare a2a-sdk echo server, time to
 the listening line, and the CLI's cold start with and without the A2A stack. Prints figures; asserts nothing.
 
-Usage: .venv/bin/python bench/bench_a2a.py [--requests N] [--concurrency C] [--quick]
+Usage: .venv/bin/python bench/bench_a2a.py [--requests N] [--concurrency C] [--quick] [--warm-only] [--claude]
+
+Warm conversations (issue #19, always run; ``--warm-only`` runs nothing else): 10 sequential turns in one
+conversation over A2A (SendMessage, one contextId) against the same 10 turns over the JSON-lines wire
+(``anyagentd serve``: open, then prompt → TurnEnded), first turn and p50/p90 of the later ones, on the mock and
+(``--claude``) on the pinned Claude Code CLI against the scripted model endpoint; then 40 contexts with
+``[a2a.pool] max_live = 8``: the live-agent count, the agents' RSS (status.values) and the daemon's own VmRSS.
 
 Servers (each a child process started the same way, ``--listen 127.0.0.1:0``, its listening line read):
 - **anyagentd** — ``anyagentd a2a --mock <short reply x many turns>``, default configuration (SQLite task store);
@@ -43,10 +49,11 @@ def short_reply_script(turns: int) -> Path:
     return path
 
 
-def start(argv: list[str]) -> tuple[subprocess.Popen[str], str, float]:
+def start(argv: list[str], env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str, float]:
     """Spawn, read the listening line; returns (process, url, seconds from spawn to the line)."""
     began = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=WORK)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=WORK,
+                            env={**os.environ, **(env or {})})  # fmt: skip
     CHILDREN.append(proc)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -153,12 +160,144 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:7.1f} ms"
 
 
+TURNS = 10
+
+
+def a2a_turns(argv: list[str], env: dict[str, str] | None = None) -> list[float]:
+    """Seconds per SendMessage of :data:`TURNS` sequential turns in one contextId (the first opens the agent)."""
+    proc, url, _ = start(argv, env)
+    try:
+        with httpx.Client(timeout=120) as client:
+            context_id = str(uuid.uuid4())
+            return [send(client, url, context_id) for _ in range(TURNS)]
+    finally:
+        stop(proc)
+
+
+def wire_turns(agent: str, mock: str | None, env: dict[str, str] | None = None) -> list[float]:
+    """Seconds per prompt → TurnEnded of :data:`TURNS` turns over ``anyagentd serve``; the first includes open."""
+    argv = [str(Path(PY).with_name("anyagentd")), "serve"] + (["--mock", mock] if mock else [])
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True, cwd=WORK, env={**os.environ, **(env or {})})  # fmt: skip
+    CHILDREN.append(proc)
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def write(frame: dict) -> None:
+        proc.stdin.write(json.dumps(frame) + "\n")
+        proc.stdin.flush()
+
+    def until(check) -> dict:
+        for line in proc.stdout:
+            frame = json.loads(line)
+            if check(frame):
+                return frame
+        raise RuntimeError("anyagentd serve ended")
+
+    try:
+        until(lambda f: "hello" in f)
+        took = []
+        began = time.perf_counter()
+        write({"id": 1, "cmd": "open", "agent": agent, "dir": str(WORK)})
+        session = until(lambda f: f.get("id") == 1)["ok"]["id"]
+        for turn in range(TURNS):
+            if turn:
+                began = time.perf_counter()
+            write({"id": 10 + turn, "cmd": "prompt", "session": session, "text": "ok"})
+            until(lambda f: "TurnEnded" in f.get("event", {}).get("kind", {}))
+            took.append(time.perf_counter() - began)
+        return took
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+
+
+def later(times: list[float]) -> tuple[float, float]:
+    rest = sorted(times[1:])
+    return rest[len(rest) // 2], rest[min(len(rest) - 1, int(len(rest) * 0.9))]
+
+
+def report_turns(label: str, a2a: list[float], wire: list[float]) -> None:
+    (a50, a90), (w50, w90) = later(a2a), later(wire)
+    print(f"{label:7s} A2A  first {ms(a2a[0])}  later p50 {ms(a50)} p90 {ms(a90)}")
+    print(f"{label:7s} wire first {ms(wire[0])}  later p50 {ms(w50)} p90 {ms(w90)}   "
+          f"A2A - wire: p50 {ms(a50 - w50)}, first {ms(a2a[0] - wire[0])}")
+
+
+def status_values(url: str) -> dict:
+    command = "https://agentd.dev/a2a/ext/command"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+        "messageId": str(uuid.uuid4()), "role": "ROLE_USER", "extensions": [command],
+        "parts": [{"data": {"agentd": {"op": "status"}}, "mediaType": "application/json"}]}}}
+    reply = httpx.post(url + "/", json=body, headers={"A2A-Version": "1.0", "A2A-Extensions": command}, timeout=60)
+    return reply.json()["result"]["message"]["parts"][0]["data"]["values"]
+
+
+def pool(argv: list[str], env: dict[str, str] | None = None, contexts: int = 40) -> None:
+    config = WORK / f"pool-{uuid.uuid4().hex[:6]}.toml"
+    config.write_text(config_text(argv) + "[a2a.pool]\nmax_live = 8\nidle_close = 0\n")
+    proc, url, _ = start([*strip_config(argv), "--config", str(config)], env)
+    try:
+        with httpx.Client(timeout=120) as client:
+            began = time.perf_counter()
+            for _ in range(contexts):
+                send(client, url, str(uuid.uuid4()))
+            took = time.perf_counter() - began
+        values = status_values(url)
+        rss = next(int(l.split()[1]) for l in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+                   if l.startswith("VmRSS"))  # fmt: skip
+        print(f"pool: {contexts} contexts, cap 8 -> liveAgents {values['liveAgents']}, evictions "
+              f"{values['evictions']}, agents' RSS {values['agentRssBytes'] / 2**20:.1f} MiB, daemon VmRSS "
+              f"{rss / 1024:.1f} MiB, {took / contexts * 1000:.0f} ms per context (open + turn)")
+    finally:
+        stop(proc)
+
+
+def config_text(argv: list[str]) -> str:
+    return Path(argv[argv.index("--config") + 1]).read_text() + "\n" if "--config" in argv else ""
+
+
+def strip_config(argv: list[str]) -> list[str]:
+    if "--config" not in argv:
+        return argv
+    at = argv.index("--config")
+    return argv[:at] + argv[at + 2:]
+
+
+def warm(claude: bool) -> None:
+    script = short_reply_script(TURNS * 50)
+    anyagentd = str(Path(PY).with_name("anyagentd"))
+    state = lambda: str(WORK / f"state-{uuid.uuid4().hex[:6]}")  # noqa: E731
+    mock = [anyagentd, "a2a", "--listen", "127.0.0.1:0", "--mock", str(script), "--state-dir", state()]
+    report_turns("mock", a2a_turns(mock), wire_turns("mock", str(script)))
+    pool([anyagentd, "a2a", "--listen", "127.0.0.1:0", "--mock", str(script), "--state-dir", state()])
+    if not claude:
+        return
+    from anyagentd_testing.agents import agent_bin, claude_env, clean_environ
+    from anyagentd_testing.model_server import ModelServer
+
+    with ModelServer({"turns": [{"text": "ok"}] * 200}) as server:
+        home = WORK / "home"
+        home.mkdir(exist_ok=True)
+        env = clean_environ(claude_env(server.url, home))
+        env["ANYAGENTD_CLAUDE_BIN"] = str(agent_bin("claude"))
+        config = WORK / "claude.toml"
+        config.write_text(f'[agent]\nname = "claude"\ndir = "{WORK}"\n')
+        argv = [anyagentd, "a2a", "--listen", "127.0.0.1:0", "--config", str(config), "--state-dir", state()]
+        report_turns("claude", a2a_turns(argv, env), wire_turns("claude", None, env))
+        pool([*argv[:-1], state()], env)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--warm-only", action="store_true")
+    parser.add_argument("--claude", action="store_true")
     args = parser.parse_args()
+    warm(args.claude)
+    if args.warm_only:
+        return
     n = 40 if args.quick else args.requests
     print(f"bench_a2a: {n} requests, concurrency {args.concurrency}, load average {os.getloadavg()[0]:.2f}")
     results: dict[str, dict[str, float]] = {}

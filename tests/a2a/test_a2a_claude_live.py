@@ -93,3 +93,36 @@ def test_question_over_a2a_answered_by_label(claude: Any, a2a_daemon: Any, work:
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
     assert done["status"]["message"]["parts"][0]["text"].endswith("Blue it is.")
     assert '\\"Which color?\\"=\\"Blue\\"' in request_text(server.main_requests()[-1])
+
+
+@pytest.mark.parametrize("kind,stop", [("permission", signal.SIGKILL), ("question", signal.SIGKILL),
+                                       ("permission", signal.SIGTERM)])  # fmt: skip
+def test_a_waiting_task_survives_a_restart_and_its_answer_reaches_the_resumed_conversation(
+        claude: Any, a2a_daemon: Any, work: Path, tmp_path: Path, kind: str, stop: int) -> None:  # fmt: skip
+    first_turn = WRITE_SCRIPT["turns"][0] if kind == "permission" else {"tool": {"name": "AskUserQuestion", "input": {
+        "questions": [{"question": "Which color?", "header": "Color", "multiSelect": False,
+                       "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}]}]}}}
+    # A first turn completes, so the CLI has recorded the conversation before the daemon is killed mid-request.
+    # (a drained CLI may still get a request out as it closes: the later turns all answer the same)
+    server = claude({"turns": [{"text": "Hello."}, first_turn, *[{"text": "Carrying on with the answer."}] * 3]})
+    state = tmp_path / "state"
+    daemon = a2a_daemon(config=claude_config(work), state_dir=state)
+    assert daemon.send_text("Hi.", context_id="paused")["status"]["state"] == "TASK_STATE_COMPLETED"
+    task = daemon.send_text("Write out.txt" if kind == "permission" else "Ask me a question", context_id="paused")
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+    daemon.signal(stop)  # killed, or drained: either way the waiting task is kept
+    assert daemon.wait() in (0, -signal.SIGKILL)
+    again = a2a_daemon(config=claude_config(work), state_dir=state)
+    kept = again.rpc("GetTask", {"id": task["id"]}).json()["result"]
+    assert kept["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", kept  # still answerable
+    done = again.send_text("allow" if kind == "permission" else "blue", task_id=task["id"])
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]["message"]["parts"]
+    assert done["status"]["message"]["parts"][0]["text"].endswith("Carrying on with the answer.")
+    assert any("resumed the agent's session" in line for line in again.stderr)
+    # The same conversation: a request after the restart carries its earlier turn ("Hi.") and the request with its
+    # answer — in the prompt that says so, or as the answer to the request the resumed agent made again. (Whether
+    # the interrupted prompt itself is in the history depends on whether the killed CLI had recorded it.)
+    asked = "Write" if kind == "permission" else "Which color?"
+    marker = "The answer is: allow" if kind == "permission" else "Blue"
+    texts = [request_text(r) for r in server.main_requests()]
+    assert any("Hi." in t and asked in t and marker in t for t in texts), texts[-1][-2000:]

@@ -11,6 +11,12 @@ per caller on the extended card and adds ``commands`` and ``settable``).
 
 from __future__ import annotations
 
+import hashlib
+import json
+from email.utils import format_datetime, parsedate_to_datetime
+from datetime import UTC, datetime
+from typing import Any
+
 from a2a.server.context import ServerCallContext
 from a2a.types import (
     AgentCapabilities,
@@ -32,6 +38,8 @@ from .config import Loaded
 from .front import COMMAND_EXTENSION
 from .translate import OUTPUT_MODES
 
+CARD_PATH = "/.well-known/agent-card.json"
+CARD_CACHE_CONTROL = "public, max-age=60"
 SCHEMA_PATH = "/a2a/ext/command/schema.json"
 """Where the daemon serves the command extension's schema (the card's ``params.schema`` is this on its URL)."""
 
@@ -91,3 +99,46 @@ async def extend_for_caller(card: AgentCard, context: ServerCallContext) -> Agen
             {"principal": principal.id, "role": principal.role, "grants": list(principal.grants),
              "methods": list(principal.methods)})
     return extended
+
+
+def card_json(card: AgentCard) -> dict[str, Any]:
+    """The card as A2A 1.0 proto3 JSON (lowerCamelCase, defaults left out) and nothing else: the SDK's own card
+    route merges the 0.3 top-level fields (``url``, ``protocolVersion``, ``preferredTransport``, …) into it, which
+    a strict 1.0 parser refuses."""
+    from google.protobuf.json_format import MessageToDict
+
+    return MessageToDict(card)
+
+
+def card_route(card: AgentCard, *, modified: datetime | None = None) -> Any:
+    """The Starlette route for ``GET /.well-known/agent-card.json``: :func:`card_json`, a weak ``ETag`` (sha256 of
+    the JSON), ``Cache-Control`` :data:`CARD_CACHE_CONTROL` and ``Last-Modified`` (``modified``, default now: the
+    card is built once per start); ``If-None-Match`` or ``If-Modified-Since`` that still hold get 304."""
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    body = card_json(card)
+    etag = 'W/"' + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32] + '"'
+    stamp = (modified or datetime.now(UTC)).replace(microsecond=0)
+    headers = {"ETag": etag, "Cache-Control": CARD_CACHE_CONTROL, "Last-Modified": format_datetime(stamp, usegmt=True)}
+
+    def not_modified(request: Request) -> bool:
+        tags = request.headers.get("if-none-match")
+        if tags is not None:
+            return any(t.strip() == "*" or t.strip().removeprefix("W/") == etag.removeprefix("W/")
+                       for t in tags.split(","))  # fmt: skip
+        since = request.headers.get("if-modified-since")
+        if since:
+            try:
+                return parsedate_to_datetime(since) >= stamp
+            except (TypeError, ValueError):
+                return False
+        return False
+
+    async def serve(request: Request) -> Response:
+        if not_modified(request):
+            return Response(status_code=304, headers=headers)
+        return JSONResponse(body, headers=headers)
+
+    return Route(CARD_PATH, serve, methods=["GET"])

@@ -163,8 +163,21 @@ class SubagentsSection(_Strict):
         return self
 
 
+class PoolSection(_Strict):
+    """``[a2a.pool]``: how many conversations keep a live agent between turns. ``idle_close``: seconds a
+    conversation's agent stays open with no live task before it is closed (0: never; env
+    ``ANYAGENTD_A2A_IDLE_CLOSE`` overrides); the next message reopens it with the agent's resume token.
+    ``max_live``: live agents at most (0: no cap); opening one more first closes the least recently used idle one.
+    ``max_rss_mb``: the same when the agents' process tree (read from /proc) holds more than this many MiB."""
+
+    idle_close: Annotated[float, Field(ge=0)] = 900.0
+    max_live: Annotated[int, Field(ge=0)] = 32
+    max_rss_mb: Annotated[int, Field(ge=1)] | None = None
+
+
 class A2ASection(_Strict):
-    """``[a2a]``: the listener, the card's URL, credentials, CORS, the task store, push, TLS and the device grant."""
+    """``[a2a]``: the listener, the card's URL, credentials, CORS, the task store, push, TLS, the device grant and
+    the pool of live agents."""
 
     listen: str = "127.0.0.1:8787"
     url: str | None = None
@@ -174,6 +187,7 @@ class A2ASection(_Strict):
     introspection: bool = False
     device_grant: DeviceGrantSection = DeviceGrantSection()
     push: PushSection = PushSection()
+    pool: PoolSection = PoolSection()
     tls: TlsSection | None = None
     principals: list[PrincipalSection] = Field(default_factory=list)
 

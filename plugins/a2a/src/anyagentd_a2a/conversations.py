@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -38,7 +39,17 @@ from a2a.types import (
 from anyagentd.errors import AnyagentError
 from anyagentd.model import PromptOrigin, kind_tag
 
-from .translate import RESPONSE_ARTIFACT, PromptIn, agent_message, data_part, event_part, request_text, stop_state
+from .translate import (
+    RESPONSE_ARTIFACT,
+    PromptIn,
+    agent_message,
+    data_part,
+    event_part,
+    request_text,
+    same_request,
+    stop_state,
+    turn_metadata,
+)
 
 log = logging.getLogger("anyagentd.a2a")
 
@@ -63,6 +74,8 @@ class TaskRun:
     text: list[str] = field(default_factory=list)
     reasoning: dict[str, list[str]] = field(default_factory=dict)
     artifact_open: bool = False
+    usage: Any = None  # the turn's last ContextUsage
+    carried: Any = None  # (request, answer) given before a restart: the resumed agent's same request gets it
     started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 
     def __post_init__(self) -> None:
@@ -77,8 +90,9 @@ class TaskRun:
 
     # -- producing (the pump, or the executor) ----------------------------------------------------------
 
-    def status(self, state: int, parts: list[Part] | None = None) -> None:
-        """Queue a status update (with an agent message when ``parts``); nothing after a terminal state."""
+    def status(self, state: int, parts: list[Part] | None = None, metadata: dict[str, Any] | None = None) -> None:
+        """Queue a status update (with an agent message when ``parts``; ``metadata`` merged into the task's by the
+        SDK); nothing after a terminal state."""
         if self.terminal:
             return
         self.state = state
@@ -86,7 +100,10 @@ class TaskRun:
         if parts:
             status.message.CopyFrom(agent_message(parts, context_id=self.context_id, task_id=self.task_id))
         status.timestamp.GetCurrentTime()
-        self._send.send_nowait(TaskStatusUpdateEvent(task_id=self.task_id, context_id=self.context_id, status=status))
+        event = TaskStatusUpdateEvent(task_id=self.task_id, context_id=self.context_id, status=status)
+        if metadata:
+            event.metadata.update(metadata)
+        self._send.send_nowait(event)
         if self.terminal:
             self.conversation.forget(self)
             self.finished.set()
@@ -143,12 +160,30 @@ class Conversation:
     def runs(self) -> list[TaskRun]:
         return list({id(r): r for r in [*self._by_prompt.values(), *self._by_turn.values()]}.values())
 
-    async def session_for(self) -> Any:
-        """The live session, opening it (resuming the stored agent conversation when there is one)."""
+    @property
+    def live(self) -> bool:
+        """Whether this conversation holds an open agent session."""
+        return self.session is not None and not self.session.closed
+
+    @property
+    def idle(self) -> bool:
+        """Live, no task of it live, and its session Idle: closing it loses nothing (the next message resumes)."""
+        busy = any(r.conversation is self for r in self.host.runs.values())
+        return self.live and not busy and self.session.status == "Idle"
+
+    async def session_for(self, require_resume: bool = False) -> Any:
+        """The live session, opening it (resuming the stored agent conversation when there is one; with
+        ``require_resume`` never afresh: ``ResumeFailed``); opening one first makes room in the pool
+        (:meth:`Conversations.make_room`)."""
         async with self._open_lock:
-            if self.session is None or self.session.closed:
-                self.session = await self.host.open_session(self)
+            if not self.live:
+                await self.host.make_room(self)
+                try:
+                    self.session = await self.host.open_session(self, require_resume)
+                finally:
+                    self.host.opening.discard(self)
                 self.host.start_pump(self._pump, self.session)
+            self.last_active = anyio.current_time()
             return self.session
 
     def ticket(self) -> tuple[anyio.Event, anyio.Event]:
@@ -158,14 +193,15 @@ class Conversation:
         self._last_ticket = mine
         return previous, mine
 
-    async def prompt(self, run: TaskRun, prompt: PromptIn, ticket: tuple[anyio.Event, anyio.Event]) -> None:
+    async def prompt(self, run: TaskRun, prompt: PromptIn, ticket: tuple[anyio.Event, anyio.Event],
+                     require_resume: bool = False) -> None:
         """Deliver ``prompt`` for ``run`` once every earlier ticket's prompt was delivered: Started binds the run to
         its turn, Queued leaves it SUBMITTED, Steered completes it. Engine errors propagate (the caller fails the
         task)."""
         previous, mine = ticket
         try:
             await previous.wait()
-            session = await self.session_for()
+            session = await self.session_for(require_resume)
             if run.terminal:
                 return  # cancelled before its prompt was delivered: it never runs
             self._inflight = run
@@ -261,6 +297,13 @@ class Conversation:
         _translate(run, event, tag)
 
 
+async def _deliver(session: Any, request_id: str, answer: Any) -> None:
+    try:
+        await session.answer(request_id, answer)
+    except AnyagentError as err:
+        log.warning("the carried answer to request %s was refused: %s", request_id, err.message)
+
+
 def _flush_reasoning(run: TaskRun, message_id: str) -> None:
     # Reasoning is sent whole, one status update per reasoning message: each update lands in the task's history.
     text = "".join(run.reasoning.pop(message_id, []))
@@ -273,6 +316,8 @@ def _flush_reasoning(run: TaskRun, message_id: str) -> None:
 def _translate(run: TaskRun, event: Any, tag: str) -> None:
     kind = event.kind
     top = event.turn_info.parent_tool_id is None
+    if tag == "ContextUsage" and top:
+        run.usage = kind
     if tag == "TextDelta" and top:
         run.text_chunk(kind.text)
     elif tag == "ReasoningDelta" and top:
@@ -283,6 +328,12 @@ def _translate(run: TaskRun, event: Any, tag: str) -> None:
         for message_id in list(run.reasoning):
             _flush_reasoning(run, message_id)
         run.request = kind.value
+        if run.carried is not None and same_request(run.carried[0], kind.value):
+            answer, run.carried = run.carried[1], None
+            run.status(TaskState.TASK_STATE_WORKING, [Part(text="The resumed agent asked again; the answer given "
+                                                              "before the restart was delivered."), event_part(event)])
+            run.conversation.host.start_pump(_deliver, run.conversation.session, kind.value.value.id, answer)
+            return
         run.status(TaskState.TASK_STATE_INPUT_REQUIRED, [Part(text=request_text(kind.value)), event_part(event)])
     elif tag == "RequestClosed":
         if run.request is not None and run.request.value.id == kind.request_id:
@@ -292,7 +343,10 @@ def _translate(run: TaskRun, event: Any, tag: str) -> None:
         for message_id in list(run.reasoning):
             _flush_reasoning(run, message_id)
         run.request = None
-        run.status(stop_state(kind.stop), [Part(text=_final_text(run, kind.stop)), event_part(event)])
+        session = run.conversation.session
+        token = session.snapshot().resume_token if session is not None else None
+        run.status(stop_state(kind.stop), [Part(text=_final_text(run, kind.stop)), event_part(event)],
+                   turn_metadata(kind.stop, run.usage, token))  # fmt: skip
     elif tag in DETAIL_KINDS or tag in ("TextDelta", "ReasoningDelta"):
         run.status(TaskState.TASK_STATE_WORKING, [event_part(event)])
 
@@ -308,27 +362,122 @@ def _final_text(run: TaskRun, stop: Any) -> str:
     return f"The turn failed: {stop.message}"
 
 
+MIB = 1024 * 1024
+
+
+def process_tree_rss(root: int | None = None) -> int:
+    """Resident memory, in bytes, of every descendant process of ``root`` (default: this process), read from
+    ``/proc/<pid>/stat`` (field 24, in pages); 0 where /proc is not there. The root's own memory is not counted:
+    what is summed is the agents' (and their children's)."""
+    root = os.getpid() if root is None else root
+    parents: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()
+        except OSError:
+            continue  # gone meanwhile
+        parents[int(entry)] = int(fields[1])
+        rss[int(entry)] = int(fields[21])
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    total, stack = 0, list(children.get(root, []))
+    while stack:
+        pid = stack.pop()
+        total += rss.get(pid, 0)
+        stack.extend(children.get(pid, []))
+    return total * os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True)
+class PoolLimits:
+    """Bounds on live agents (``[a2a.pool]``): ``idle_close`` seconds with no live task before a conversation's
+    agent is closed (0: never), ``max_live`` agents at most (0: no cap), ``max_rss_mb`` MiB of the agents' process
+    tree at most (``None``: no bound)."""
+
+    idle_close: float = 900.0
+    max_live: int = 0
+    max_rss_mb: int | None = None
+
+
 class Conversations:
     """Every conversation of the daemon, keyed (owner, contextId), and every live run, keyed by task id.
 
-    ``open_session(conversation)`` opens the engine session (given by the daemon, which knows the runtime and the
+    ``open_session(conversation, require_resume)`` opens the engine session (given by the daemon, which knows the runtime and the
     agent); ``start_pump(fn, session)`` runs a pump in the daemon's task group; ``remember(conversation, token)``
-    stores a resume token."""
+    stores a resume token. ``limits`` bound the live agents: past ``max_live`` (or ``max_rss_mb``, measured by
+    ``rss()`` in bytes) the least recently used idle conversation is closed before another opens."""
 
     def __init__(
         self,
         state_dir: Path,
         *,
-        open_session: Callable[[Conversation], Awaitable[Any]],
+        open_session: Callable[[Conversation, bool], Awaitable[Any]],
         start_pump: Callable[..., None],
         remember: Callable[[Conversation, str | None], None],
+        limits: PoolLimits = PoolLimits(),
+        rss: Callable[[], int] = process_tree_rss,
     ) -> None:
         self.state_dir = state_dir
         self.open_session = open_session
         self.start_pump = start_pump
         self.remember = remember
+        self.limits = limits
+        self.rss = rss
         self.conversations: dict[tuple[str, str], Conversation] = {}
         self.runs: dict[str, TaskRun] = {}
+        self.opening: set[Conversation] = set()  # reserved a place in the pool, session not yet open
+        self.evictions = 0
+        self.idle_closes = 0
+        self._room = anyio.Lock()
+
+    def live(self) -> list[Conversation]:
+        """The conversations holding an open agent session."""
+        return [c for c in self.conversations.values() if c.live]
+
+    def values(self) -> dict[str, Any]:
+        """The pool as ``status`` shows it (``values``): live agents, the cap, their tree's RSS in bytes, evictions
+        and idle closes since start."""
+        return {"liveAgents": len(self.live()), "maxLive": self.limits.max_live,
+                "agentRssBytes": self.rss(), "maxRssBytes": (self.limits.max_rss_mb or 0) * MIB,
+                "evictions": self.evictions, "idleCloses": self.idle_closes,
+                "idleCloseSeconds": self.limits.idle_close}  # fmt: skip
+
+    def _over(self, live: int) -> str | None:
+        limits = self.limits
+        if limits.max_live and live >= limits.max_live:
+            return f"{live} live agents, cap {limits.max_live}"
+        if limits.max_rss_mb and live and self.rss() > limits.max_rss_mb * MIB:
+            return f"agents' RSS over {limits.max_rss_mb} MiB"
+        return None
+
+    async def make_room(self, opening: Conversation) -> None:
+        """Reserve ``opening`` a place among the live agents, first closing least-recently-used idle conversations
+        while the pool is at its cap; when every live one is busy it opens past the cap (saying so in the log)
+        rather than fail a message. The caller discards ``opening`` from :attr:`opening` once its session is
+        open."""
+        async with self._room:
+            while True:
+                live = [c for c in self.live() if c is not opening]
+                why = self._over(len(live) + len(self.opening))
+                if why is None:
+                    break
+                idle = [c for c in live if c.idle]
+                if not idle:
+                    log.warning("pool: %s and none idle; opening conversation %s past the cap", why,
+                                opening.context_id)  # fmt: skip
+                    break
+                victim = min(idle, key=lambda c: c.last_active)
+                self.evictions += 1
+                log.info("pool: %s; evicting the least recently used conversation %s", why, victim.context_id)
+                await victim.session.close()
+            self.opening.add(opening)
 
     def conversation(self, owner: str, context_id: str) -> Conversation:
         key = (owner, context_id)
@@ -354,21 +503,31 @@ class Conversations:
                     or now - conversation.last_active < idle):  # fmt: skip
                 continue
             log.info("closing the idle session of conversation %s", conversation.context_id)
+            self.idle_closes += 1
             await session.close()
 
-    async def reap_idle(self, idle: float) -> None:
-        """Run :meth:`close_idle` every ``idle / 4`` seconds (at most 10 s), forever."""
-        while True:
+    async def reap_idle(self) -> None:
+        """Run :meth:`close_idle` with ``limits.idle_close`` every quarter of it (at most 10 s), forever; returns at
+        once when it is 0 (never)."""
+        idle = self.limits.idle_close
+        while idle > 0:
             await anyio.sleep(min(idle / 4, 10.0))
             await self.close_idle(idle)
 
-    async def close_all(self) -> None:
-        """Cancel every running turn and close every session, concurrently (the A2A layer's drain)."""
-        async with anyio.create_task_group() as tg:
-            for conversation in list(self.conversations.values()):
-                session = conversation.session
-                if session is not None and not session.closed:
+    async def close_all(self, timeout: float) -> int:
+        """Cancel every running turn and close every session, all concurrently, within ``timeout`` seconds (the
+        A2A layer's drain: 30 agents take about as long as the slowest one, not 30 times it). Returns how many
+        sessions were still open when the time ran out."""
+        began = anyio.current_time()
+        live = [c.session for c in self.live()]
+        with anyio.move_on_after(timeout):
+            async with anyio.create_task_group() as tg:
+                for session in live:
                     tg.start_soon(_cancel_and_close, session)
+        left = sum(1 for s in live if not s.closed)
+        log.info("drain: closed %d of %d live agent session(s) in %.2f s", len(live) - left, len(live),
+                 anyio.current_time() - began)  # fmt: skip
+        return left
 
 
 async def _cancel_and_close(session: Any) -> None:

@@ -18,6 +18,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -25,11 +26,10 @@ import uvicorn
 from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.server.tasks import BasePushNotificationSender
-from a2a.types import CancelTaskRequest
+from a2a.types import CancelTaskRequest, TaskState
 from a2a.utils.errors import A2AError
 from a2a.utils.push_url_validator import validate_push_notification_url
 from anyagentd.errors import ResumeFailed
@@ -38,21 +38,25 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Route
 
-from .card import SCHEMA_PATH, build_card, extend_for_caller
+from .card import SCHEMA_PATH, build_card, card_route, extend_for_caller
 from .command.dispatch import CommandDispatcher
 from .instance import Instance
 from .logring import LogRing, RingHandler, secret_redactor
 from .config import ConfigError, Loaded, load, split_host_port, with_listen
-from .conversations import Conversation, Conversations
+from .conversations import Conversation, Conversations, PoolLimits
 from .executor import CANCEL_GRACE, ConversationExecutor
-from .front import COMMAND_EXTENSION, CorsGate, Front, invalid_params, rpc_error
+from .front import COMMAND_EXTENSION, CorsGate, Front, HostGate, invalid_params, rpc_error
 from .principals import OPERATOR, Identities
-from .store import ConversationTable, PrincipalTaskStore, engine_for, fail_interrupted
+from .store import UNRESUMABLE_MESSAGE, ConversationTable, PrincipalTaskStore, engine_for, fail_interrupted
 from .translate import accepts_our_output, url_violations
 
 log = logging.getLogger("anyagentd.a2a")
 LOG_RING_SIZE = 1024
 """Lines the daemon's log ring keeps for ``debug.events``."""
+
+
+DRAIN_TIMEOUT = 20.0
+"""Seconds the drain gives the live agents' sessions, all closing at once, after the running tasks are cancelled."""
 
 
 def _seconds(name: str, default: float) -> float:
@@ -66,10 +70,11 @@ def _seconds(name: str, default: float) -> float:
         return default
 
 
-IDLE_CLOSE = _seconds("ANYAGENTD_A2A_IDLE_CLOSE", 900.0)
-"""Seconds a conversation's session may stay idle (no live task) before it is closed (env
-``ANYAGENTD_A2A_IDLE_CLOSE``; 0 keeps sessions open). Its next message reopens it, resuming the agent's
-conversation where the agent can."""
+def pool_limits(loaded: Loaded) -> PoolLimits:
+    """``[a2a.pool]`` as :class:`PoolLimits`; env ``ANYAGENTD_A2A_IDLE_CLOSE`` (seconds) overrides ``idle_close``."""
+    pool = loaded.config.a2a.pool
+    return PoolLimits(idle_close=_seconds("ANYAGENTD_A2A_IDLE_CLOSE", pool.idle_close), max_live=pool.max_live,
+                      max_rss_mb=pool.max_rss_mb)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -166,11 +171,14 @@ class Daemon:
         try:
             store = PrincipalTaskStore(engine)
             await store.initialize()
-            failed = await fail_interrupted(store)
-            if failed:
-                log.warning("marked %d task(s) FAILED: they were running when the daemon last stopped", failed)
             self.table = ConversationTable(engine)
             await self.table.initialize()
+            failed, self.parked = await fail_interrupted(store, await self.table.resumable(self.agent_label))
+            if failed:
+                log.warning("marked %d task(s) FAILED: they were running when the daemon last stopped", failed)
+            if self.parked:
+                log.info("%d task(s) still wait for input: their answers resume the agent's conversation",
+                         len(self.parked))  # fmt: skip
             self.task_store = store
             self.db_engine = engine
             self.ring = LogRing(LOG_RING_SIZE, stream=None, redact=secret_redactor(self._secret_references()))
@@ -219,7 +227,8 @@ class Daemon:
         async with anyio.create_task_group() as tg:
             self._tg = tg
             self.conversations = Conversations(self.state_dir, open_session=self._open_session,
-                                               start_pump=tg.start_soon, remember=self._remember)  # fmt: skip
+                                               start_pump=tg.start_soon, remember=self._remember,
+                                               limits=pool_limits(self.loaded))  # fmt: skip
             self.public_url = public_url
             await self._start_services(tg)
             card = build_card(self.loaded, public_url, ops=self.ops.listed(self.instance.switches()),
@@ -232,8 +241,7 @@ class Daemon:
             tg.start_soon(self._signals, server)
             tg.start_soon(self._drain_on_request, server)
             tg.start_soon(self._announce, server)
-            if IDLE_CLOSE > 0:
-                tg.start_soon(self.conversations.reap_idle, IDLE_CLOSE)
+            tg.start_soon(self.conversations.reap_idle)
             await server.serve(sockets=[sock])
             if not self.draining:
                 await self.drain()
@@ -252,7 +260,7 @@ class Daemon:
             validator = None if push.allow_private else validate_push_notification_url
             http = httpx.AsyncClient(timeout=10.0)
             sender = BasePushNotificationSender(http, push_store, push_url_validator=validator)
-        executor = ConversationExecutor(self.conversations, allow_private_urls=push.allow_private)
+        executor = ConversationExecutor(self.conversations, allow_private_urls=push.allow_private, parked=self.parked)
         handler = self.handler = DefaultRequestHandler(
             executor, store, card, push_config_store=push_store, push_sender=sender, extended_agent_card=card,
             extended_card_modifier=self._extend_card, push_url_validator=validator,
@@ -271,7 +279,7 @@ class Daemon:
                                             save_task=self._save_task, spawn=self._tg.start_soon)  # fmt: skip
         if self.instance.runner is not None:
             self._tg.start_soon(self._follow_resumed_runs)
-        routes = create_agent_card_routes(self.card, cache_control="public, max-age=60")
+        routes = [card_route(self.card)]
         routes.append(Route(SCHEMA_PATH, self._schema, methods=["GET"]))
         if self.instance.device_grant is not None:
             from .auth.routes import device_routes
@@ -282,7 +290,8 @@ class Daemon:
         app = Starlette(routes=routes)
         app.router.redirect_slashes = False
         self.cors = CorsGate(app, self.loaded.config.a2a.cors_origins)
-        return self.cors
+        public_host = urlsplit(self.public_url).hostname
+        return HostGate(self.cors, {public_host} if public_host else set())
 
     async def _check_send(self, principal: Any, request_id: Any, params: dict[str, Any]) -> Any:
         """A send's own refusals, before the SDK creates or touches a task: output modes we cannot produce
@@ -296,6 +305,15 @@ class Daemon:
             return rpc_error(request_id, -32004, f"task {task_id} is running and waits for no input: send the "
                              "message without taskId, in its contextId, to steer or queue it",
                              reason="UNSUPPORTED_OPERATION")  # fmt: skip
+        parked = self.parked.get(task_id) if isinstance(task_id, str) else None
+        if parked is not None and not message.get("contextId"):
+            # After a restart the SDK would give a taskId-only message a fresh contextId, and then refuse the
+            # task's own events as "another context": name the task's context, as the client could have.
+            message["contextId"] = parked[1]
+        if isinstance(task_id, str) and run is None and parked is None:
+            refused = await self._refuse_unresumable(principal, request_id, task_id)
+            if refused is not None:
+                return refused
         configuration = params.get("configuration")
         modes = configuration.get("acceptedOutputModes") if isinstance(configuration, dict) else None
         if isinstance(modes, list) and modes and not accepts_our_output(modes):
@@ -303,6 +321,19 @@ class Daemon:
                              f"({', '.join(self.card.default_output_modes)})", reason="CONTENT_TYPE_NOT_SUPPORTED")
         violations = await url_violations(params, allow_private=self.loaded.config.a2a.push.allow_private)
         return invalid_params(request_id, violations) if violations else None
+
+    async def _refuse_unresumable(self, principal: Any, request_id: Any, task_id: str) -> Any:
+        """-32004 naming why, for a message to the caller's task that a restart left unanswerable
+        (:data:`store.UNRESUMABLE_MESSAGE`); ``None`` for any other task (the SDK answers those)."""
+        context = ServerCallContext(user=_Principal(principal), state={"principal": principal})
+        task = await self.task_store.get(task_id, context)
+        if task is None or task.status.state != TaskState.TASK_STATE_FAILED:
+            return None
+        text = " ".join(p.text for p in task.status.message.parts if p.text)
+        if text != UNRESUMABLE_MESSAGE:
+            return None
+        return rpc_error(request_id, -32004, f"task {task_id} cannot be answered: {text}",
+                         reason="UNSUPPORTED_OPERATION")  # fmt: skip
 
     async def _announce(self, server: uvicorn.Server) -> None:
         while not server.started:
@@ -336,9 +367,10 @@ class Daemon:
         server.should_exit = True
 
     async def drain(self) -> None:
-        """Stop intake (sends get DRAINING), cancel every live task through the SDK handler — so a task waiting
-        for input is recorded CANCELED too, not left to be marked FAILED at the next start — then close every
-        session, all in parallel."""
+        """Stop intake (sends get DRAINING), cancel every live task through the SDK handler — a task waiting for
+        input is recorded CANCELED too, unless its agent can resume (it has a resume token): that one stays
+        INPUT_REQUIRED and its answer after the restart resumes the conversation — then close every session, all
+        in parallel."""
         self.draining = True
         context = ServerCallContext(user=_Principal(OPERATOR), state={"principal": OPERATOR})
 
@@ -350,13 +382,15 @@ class Daemon:
                     log.info("drain: task %s: %s", task_id, err)
 
         async with anyio.create_task_group() as tg:
-            for task_id in list(self.conversations.runs):
+            for task_id, run in list(self.conversations.runs.items()):
+                if run.request is not None and _resumable(run.conversation):
+                    continue  # left waiting: after the restart its answer resumes the agent's conversation
                 tg.start_soon(cancel, task_id)
             if self.instance.runner is not None:
                 tg.start_soon(self.instance.runner.drain, CANCEL_GRACE + 1)
             if self.instance.subagents is not None:
                 tg.start_soon(self.instance.subagents.close)
-        await self.conversations.close_all()
+        await self.conversations.close_all(DRAIN_TIMEOUT)
 
     def _reload(self) -> None:
         path = self.options.config_path
@@ -376,16 +410,22 @@ class Daemon:
         self.cors.origins = set(loaded.config.a2a.cors_origins)
         log.info("SIGHUP: configuration reloaded from %s", path)
 
-    async def _open_session(self, conversation: Conversation) -> Any:
+    async def _open_session(self, conversation: Conversation, require_resume: bool = False) -> Any:
+        """The conversation's engine session: resumed with its stored token when there is one, else fresh — unless
+        ``require_resume`` (an answer to a request from before a restart), then ``ResumeFailed`` instead."""
         approval = "AutoApprove" if self.instance.approval == "auto" else "Ask"
         token = await self.table.resume_token(conversation.owner, conversation.context_id, self.agent_label)
         self.agent_dir.mkdir(parents=True, exist_ok=True)
+        if require_resume and not token:
+            raise ResumeFailed("no resume token is stored for this conversation")
         if token:
             try:
                 session = await self._open_agent(conversation, permission_mode=approval, resume=token)
                 log.info("conversation %s resumed the agent's session", conversation.context_id)
                 return self._opened(conversation, session)
             except ResumeFailed as err:
+                if require_resume:
+                    raise
                 log.warning("conversation %s: resume failed (%s); starting afresh", conversation.context_id,
                             err.message)  # fmt: skip
         session = await self._open_agent(conversation, permission_mode=approval)
@@ -596,6 +636,11 @@ class Daemon:
                 "settable": self.instance.settable() if principal.is_operator else [],
             })  # fmt: skip
         return extended
+
+
+def _resumable(conversation: Conversation) -> bool:
+    session = conversation.session
+    return session is not None and bool(session.snapshot().resume_token)
 
 
 async def serve(loaded: Loaded, options: Options) -> int:

@@ -18,7 +18,16 @@ from a2a.types import Part, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
 from anyagentd.errors import AnyagentError
 
 from .conversations import Conversations, TaskRun
-from .translate import agent_message, answer_of, fetch_url_parts, prompt_of, request_text
+from .translate import (
+    PromptIn,
+    agent_message,
+    answer_of,
+    fetch_url_parts,
+    parked_request,
+    prompt_of,
+    request_text,
+    resumed_answer_prompt,
+)
 
 log = logging.getLogger("anyagentd.a2a")
 
@@ -33,9 +42,11 @@ def owner_of(context: RequestContext) -> str:
 class ConversationExecutor(AgentExecutor):
     """Runs each A2A task as one prompt of its conversation; see the module docstring."""
 
-    def __init__(self, conversations: Conversations, *, allow_private_urls: bool = False) -> None:
+    def __init__(self, conversations: Conversations, *, allow_private_urls: bool = False,
+                 parked: dict[str, tuple[str, str]] | None = None) -> None:  # fmt: skip
         self.conversations = conversations
         self.allow_private_urls = allow_private_urls
+        self.parked = parked if parked is not None else {}
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task = context.current_task
@@ -43,6 +54,9 @@ class ConversationExecutor(AgentExecutor):
             await self._start(context, event_queue)
             return
         run = self.conversations.runs.get(task.id)
+        if run is None and task.id in self.parked:
+            await self._answer_parked(task, context, event_queue)
+            return
         if run is None:
             await _status(event_queue, task, TaskState.TASK_STATE_FAILED,
                           "This task's turn is no longer running in this daemon.")  # fmt: skip
@@ -87,6 +101,31 @@ class ConversationExecutor(AgentExecutor):
         except AnyagentError as err:
             run.status(TaskState.TASK_STATE_INPUT_REQUIRED,
                        [Part(text=f"The answer was refused: {err.message}. {request_text(request)}")])  # fmt: skip
+
+    async def _answer_parked(self, task: Task, context: RequestContext, event_queue: EventQueue) -> None:
+        """An answer to a request left open by a daemon that stopped: the agent's conversation is resumed with its
+        token (never a fresh session) and told the request and its answer as the next prompt; the task follows that
+        turn. Where the agent cannot resume, the task fails saying why."""
+        owner, context_id = self.parked[task.id]
+        request = parked_request(task)
+        conversation = self.conversations.conversation(owner, context_id)
+        run = self.conversations.new_run(conversation, task.id)
+        answer = answer_of(context.message, request) if request is not None else "the open request is not recorded"
+        if isinstance(answer, str):
+            self.conversations.runs.pop(task.id, None)  # still parked: the next answer comes here again
+            text = f"Not an answer: {answer}." + (f" {request_text(request)}" if request is not None else "")
+            await _status(event_queue, task, TaskState.TASK_STATE_INPUT_REQUIRED, text)
+            return
+        del self.parked[task.id]
+        run.carried = (request, answer)
+        prompt = PromptIn(resumed_answer_prompt(request, answer), ())
+        try:
+            await conversation.prompt(run, prompt, conversation.ticket(), require_resume=True)
+        except AnyagentError as err:
+            log.warning("task %s: the conversation could not resume: %s: %s", task.id, err.kind, err.message)
+            run.fail(f"The daemon restarted while this task waited for input, and the agent's conversation could "
+                     f"not be resumed ({err.kind}: {err.message}), so the answer was not delivered.")
+        await run.drain(event_queue.enqueue_event)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         run = self.conversations.runs.get(context.task_id or "")

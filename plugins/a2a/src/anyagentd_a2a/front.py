@@ -2,6 +2,7 @@
 ``docs/commands.md`` (the listener). Each refusal is plain JSON-RPC/HTTP and nothing behind it runs (no task is
 created, no agent started).
 
+Host gate (421, plain body; :class:`HostGate`: a Host neither loopback nor the public URL's — DNS rebinding) →
 CORS exact-origin gate (403, empty body; :class:`CorsGate`, a pure ASGI layer so streaming stays intact) →
 failed-credential limiter per source (429 + Retry-After, the credential not even checked — except that a live
 device-session token is still served) → ``Content-Type: application/json`` (415) → identity (401, code -31401,
@@ -27,10 +28,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from .command.envelope import COMMAND_URI as COMMAND_EXTENSION
 from .command.envelope import is_command
+from .config import is_loopback
 from .principals import (
     FAILED_CREDENTIAL_BURST,
     FAILED_CREDENTIAL_REFILL_SECONDS,
@@ -169,6 +171,9 @@ class Front:
         try:
             principal = session or await self.identities.authenticate(authorization, source,
                                                                       request.headers.get("origin"))  # fmt: skip
+            if authorization is None and not request.scope.get("state", {}).get("loopback_host", True):
+                raise Unauthenticated("a bearer token is required (the Host is not a loopback name)",
+                                      bad_credential=False)  # fmt: skip
         except Unauthenticated as err:
             if err.bad_credential:
                 self.failed.take(source)
@@ -204,9 +209,12 @@ class Front:
                              domain=AGENTD_DOMAIN)  # fmt: skip
         params = envelope.get("params") or {}
         if method in SEND_METHODS and self.check_send is not None and not is_command(params):
+            before = json.dumps(params, sort_keys=True)
             refused = await self.check_send(principal, request_id, params)
             if refused is not None:
                 return refused
+            if json.dumps(params, sort_keys=True) != before:  # the send check completed the message (contextId)
+                request._json = envelope  # what the SDK's dispatcher reads (Starlette's cache of request.json())
         return principal, activated, envelope
 
 
@@ -227,6 +235,45 @@ def _check_envelope(envelope: Any) -> Response | None:
     if "params" in envelope and not isinstance(envelope["params"], dict):
         return rpc_error(request_id, -32602, "Invalid params: params must be an object")
     return None
+
+
+def host_name(host_header: str) -> str:
+    """The name in a ``Host`` header, lower-cased, without its port (``[::1]:8787`` → ``::1``)."""
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
+
+
+def loopback_host(name: str) -> bool:
+    """Whether a Host name is a loopback one: ``localhost`` (and ``*.localhost``, RFC 6761), 127.0.0.0/8, ::1."""
+    return name == "localhost" or name.endswith(".localhost") or is_loopback(name)
+
+
+class HostGate:
+    """Pure ASGI layer, the DNS-rebinding guard, in front of everything (the CORS gate included): a request whose
+    ``Host`` is neither a loopback name/address nor one of ``public_hosts`` (the configured public URL's host) gets
+    421 with a plain body, before any parsing; a web page that rebinds its own name to 127.0.0.1 reaches nothing.
+    Sets ``scope["state"]["loopback_host"]`` for the identity step (the implicit loopback operator needs it)."""
+
+    def __init__(self, app: Any, public_hosts: set[str]) -> None:
+        self.app = app
+        self.public_hosts = {h.lower() for h in public_hosts}
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        raw = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
+        name = host_name(raw)
+        loopback = loopback_host(name)
+        if not loopback and name not in self.public_hosts:
+            log.info("refused Host %r: not loopback and not the public URL's host", raw[:80])
+            await PlainTextResponse(f"Misdirected request: Host {raw[:80]!r} is not served here.\n",
+                                    status_code=421)(scope, receive, send)  # fmt: skip
+            return
+        scope.setdefault("state", {})["loopback_host"] = loopback
+        await self.app(scope, receive, send)
 
 
 class CorsGate:

@@ -65,6 +65,10 @@ class Instance:
     def paused(self) -> bool:
         return self._paused is not None
 
+    def values(self, principal: Principal) -> dict[str, Any]:
+        """``status.values``: the pool of live agents (:meth:`Conversations.values`), for the operator only."""
+        return self.daemon.conversations.values() if principal.is_operator else {}
+
     @property
     def approval(self) -> str:
         return self.overrides.get("agent.approval", self.daemon.loaded.config.agent.approval)

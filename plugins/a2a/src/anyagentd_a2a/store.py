@@ -27,6 +27,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from .principals import OPERATOR
 
 INTERRUPTED_MESSAGE = "The daemon stopped while this task was running; its turn is lost."
+UNRESUMABLE_MESSAGE = ("The daemon stopped while this task waited for input, and the agent keeps no resume token "
+                       "for this conversation, so it cannot resume it: the request is lost and cannot be answered. "
+                       "Send a new message in this contextId.")  # fmt: skip
+"""Why a task that waited for input reads FAILED after a restart; an answer to it is refused with -32004 saying so."""
 _OPEN_STATES = ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED")
 
 
@@ -129,32 +133,41 @@ def _as_owner(context: ServerCallContext, owner: str) -> ServerCallContext:
     return context.model_copy(update={"user": _Owner(owner)})
 
 
-async def fail_interrupted(store: PrincipalTaskStore) -> int:
-    """Mark every task a dead process left open as FAILED (keeping its owner); returns how many. A workflow
-    run's task (metadata ``op`` ``workflow.run:<name>``) is left open: its run resumes and the task follows it."""
+async def fail_interrupted(store: PrincipalTaskStore, resumable: set[tuple[str, str]] = frozenset()
+                           ) -> tuple[int, dict[str, tuple[str, str]]]:  # fmt: skip
+    """Mark every task a dead process left open as FAILED (keeping its owner). A workflow run's task (metadata
+    ``op`` ``workflow.run:<name>``) is left open: its run resumes and the task follows it. A task waiting for
+    input whose (owner, contextId) is in ``resumable`` (a resume token is stored) stays INPUT_REQUIRED: its answer
+    resumes the agent's conversation; one whose conversation cannot resume reads FAILED with
+    :data:`UNRESUMABLE_MESSAGE`. Returns (how many were failed, the kept tasks: task id → (owner, contextId))."""
     await store._ensure_initialized()
     model = store.task_model
     async with store.async_session_maker.begin() as session:
         rows = (await session.execute(select(model))).scalars().all()
-        count = 0
+        count, parked = 0, {}
         for row in rows:
             status = dict(row.status or {})
             if status.get("state") not in _OPEN_STATES:
                 continue
             if str((row.task_metadata or {}).get("op", "")).startswith("workflow.run"):
                 continue
+            waiting = status.get("state") == "TASK_STATE_INPUT_REQUIRED"
+            if waiting and (row.owner, row.context_id) in resumable:
+                parked[row.id] = (row.owner, row.context_id)
+                continue
+            text = UNRESUMABLE_MESSAGE if waiting else INTERRUPTED_MESSAGE
             history = list(row.history or [])
             if status.get("message"):
                 history.append(status["message"])
             now = datetime.now(UTC)
             message = {"messageId": str(uuid.uuid4()), "role": "ROLE_AGENT", "contextId": row.context_id,
-                       "taskId": row.id, "parts": [{"text": INTERRUPTED_MESSAGE}]}  # fmt: skip
+                       "taskId": row.id, "parts": [{"text": text}]}  # fmt: skip
             row.status = {"state": "TASK_STATE_FAILED", "message": message,
                           "timestamp": now.isoformat().replace("+00:00", "Z")}  # fmt: skip
             row.history = history
             row.last_updated = now.replace(tzinfo=None)
             count += 1
-    return count
+    return count, parked
 
 
 _metadata = MetaData()
@@ -173,6 +186,13 @@ class ConversationTable:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+
+    async def resumable(self, agent: str) -> set[tuple[str, str]]:
+        """Every (owner, contextId) of ``agent`` with a resume token stored."""
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(select(conversations_table.c.owner, conversations_table.c.context_id).where(
+                conversations_table.c.agent == agent, conversations_table.c.resume_token.is_not(None)))).all()
+        return {(r[0], r[1]) for r in rows}
 
     async def initialize(self) -> None:
         async with self.engine.begin() as conn:
@@ -194,4 +214,4 @@ class ConversationTable:
             await conn.execute(conversations_table.insert().values(**values))
 
 
-__all__ = ["ConversationTable", "PrincipalTaskStore", "engine_for", "fail_interrupted"]
+__all__ = ["UNRESUMABLE_MESSAGE", "ConversationTable", "PrincipalTaskStore", "engine_for", "fail_interrupted"]

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from a2a.types import Message, Part, Role, TaskState
-from anyagentd.model import ANSWER, AnswerPermission, AnswerQuestion, Choices, PermissionRequested, TextAnswer
+from anyagentd.model import ANSWER, REQUEST, AnswerPermission, AnswerQuestion, Choices, PermissionRequested, TextAnswer
 from google.protobuf.json_format import MessageToDict
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
@@ -38,6 +38,33 @@ def stop_state(stop: Any) -> int:
         "Cancelled": TaskState.TASK_STATE_CANCELED,
         "Refused": TaskState.TASK_STATE_REJECTED,
     }.get(tag, TaskState.TASK_STATE_FAILED)
+
+
+def camel(name: str) -> str:
+    """``snake_case`` → ``lowerCamelCase``, as proto3 JSON names fields (``used_tokens`` → ``usedTokens``)."""
+    head, *rest = name.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
+def turn_metadata(stop: Any, usage: Any = None, resume_token: str | None = None) -> dict[str, Any]:
+    """A task's ``metadata`` when its turn ends, every key lowerCamelCase (A2A 1.0 is proto3 JSON): ``stopReason``
+    (Completed, Cancelled, Refused, Failed), ``stopSource`` (Protocol / Inferred, for Completed), ``stopMessage``
+    (for Failed), ``usage`` (the turn's last ``ContextUsage``: ``usedTokens``, ``windowTokens``), ``costUsd`` and
+    ``resumeToken`` when known. DataParts carrying wire events keep the wire's own keys; this is not one."""
+    tag = stop if isinstance(stop, str) else stop.TAG
+    found: dict[str, Any] = {"stopReason": tag}
+    if tag == "Completed":
+        found["stopSource"] = stop.source
+    elif tag == "Failed":
+        found["stopMessage"] = stop.message
+    if usage is not None:
+        found["usage"] = {camel(k): v for k, v in (("used_tokens", usage.used_tokens),
+                                                   ("window_tokens", usage.window_tokens)) if v is not None}
+        if usage.cost_usd is not None:
+            found["costUsd"] = usage.cost_usd
+    if resume_token:
+        found["resumeToken"] = resume_token
+    return found
 
 
 def wire_json(value: Any) -> Any:
@@ -195,6 +222,35 @@ def answer_of(message: Message, request: Any) -> Any:
     return _question_from_text(text, request)
 
 
+def parked_request(task: Any) -> Any:
+    """The open ``Request`` a task waiting for input holds, read back from its status message's event DataPart
+    (``RequestOpened``, as :func:`event_part` wrote it); ``None`` when there is none."""
+    for part in task.status.message.parts:
+        if part.WhichOneof("content") == "data" and part.media_type == EVENT_MEDIA_TYPE:
+            kind = MessageToDict(part.data).get("kind", {})
+            if isinstance(kind, dict) and "RequestOpened" in kind:
+                return REQUEST.validate_python(kind["RequestOpened"])
+    return None
+
+
+def same_request(before: Any, after: Any) -> bool:
+    """Whether ``after`` (opened by a resumed agent) asks what ``before`` (open when the daemon stopped) asked: the
+    same kind and the same words for a person (the ids are the new process's)."""
+    return type(before) is type(after) and request_text(before) == request_text(after)
+
+
+def resumed_answer_prompt(request: Any, answer: Any) -> str:
+    """The prompt that carries an answer into a resumed conversation, the request itself having died with the
+    agent process: what was asked and what the person answered, for the agent to act on."""
+    if isinstance(answer, AnswerPermission):
+        given = {"AllowOnce": "allow (once)", "AllowAlways": "allow (always)", "DenyOnce": "deny",
+                 "DenyAlways": "deny (always)"}[answer.value]  # fmt: skip
+    else:
+        given = json.dumps(to_jsonable_python(answer), ensure_ascii=False)
+    return (f"[anyagentd] The daemon restarted while your request waited for an answer. Your request was: "
+            f"{request_text(request)} The answer is: {given}. Carry on from there.")
+
+
 OUTPUT_MODES = ("text/plain", "application/json")
 """What a task's artifacts and messages carry: text parts and JSON data parts."""
 
@@ -270,7 +326,12 @@ __all__ = [
     "PromptIn",
     "accepts_our_output",
     "agent_message",
+    "camel",
+    "turn_metadata",
     "answer_of",
+    "parked_request",
+    "resumed_answer_prompt",
+    "same_request",
     "data_part",
     "event_part",
     "fetch_url_parts",

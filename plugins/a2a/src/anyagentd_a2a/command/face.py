@@ -59,6 +59,9 @@ class CommandFace(Protocol):
     @property
     def paused(self) -> bool: ...
 
+    def values(self, principal: Principal) -> dict[str, Any]:
+        """``status.values`` for ``principal`` (lowerCamelCase keys): live agents, their cap and memory."""
+
     def conversations(self, principal: Principal) -> list[ConversationView]:
         """The conversations ``principal`` owns (every one for the operator), newest first."""
 

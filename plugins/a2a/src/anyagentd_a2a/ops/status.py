@@ -60,7 +60,7 @@ class Status(Op):
         return StatusResult(
             instance=face.instance, uptime_ms=max(0, int(time.time() * 1000) - face.started_ms),
             draining=face.draining, paused=face.paused, model=face.agent_name, version=face.version,
-            skills=face.skills, skill_prefix="", values={},
+            skills=face.skills, skill_prefix="", values=face.values(context.principal),
             workflows=[{"name": name} for name in sorted(getattr(face, "workflows", None) or {})],
             runs=await _runs(face, context), conversations=conversations, activity=activity,
         )  # fmt: skip

@@ -1,0 +1,294 @@
+"""Issue #19 against a real ``anyagentd a2a``: conversations stay warm and bounded (``[a2a.pool]``: idle close,
+a cap with least-recently-used eviction, all in ``status.values``), drain closes many agents at once, the listener
+cannot be driven by a web page (Host gate, Origin gate, nothing created), the card is strict A2A 1.0, and every
+key anyagentd writes is lowerCamelCase."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+import uuid
+from email.utils import format_datetime, parsedate_to_datetime
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from a2a.types import AgentCard
+from google.protobuf.json_format import ParseDict
+
+pytestmark = pytest.mark.timeout(180)
+
+ECHO = {"turns": [[{"Emit": {"TextDelta": {"message_id": "m1", "text": "ok"}}},
+                   {"End": {"Completed": {"source": "Protocol"}}}]] * 20}  # fmt: skip
+
+
+def script(tmp_path: Any, value: dict[str, Any]) -> str:
+    """A mock script file for ``--mock`` (a session plays its turns in order)."""
+    import json
+
+    path = tmp_path / f"script-{uuid.uuid4().hex[:6]}.json"
+    path.write_text(json.dumps(value))
+    return str(path)
+
+URI = "https://agentd.dev/a2a/ext/command"
+CAMEL = re.compile(r"^[a-z][a-zA-Z0-9]*$")
+WIRE_MEDIA = "application/vnd.anyagent."
+
+
+def status_values(daemon: Any, token: str | None = None) -> dict[str, Any]:
+    """``status.values`` through the command extension (the implicit loopback operator without ``token``)."""
+    message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "extensions": [URI],
+               "parts": [{"data": {"agentd": {"op": "status"}}, "mediaType": "application/json"}]}  # fmt: skip
+    body = daemon.rpc("SendMessage", {"message": message}, token=token, headers={"A2A-Extensions": URI}).json()
+    return body["result"]["message"]["parts"][0]["data"]["values"]
+
+
+def task_ids(daemon: Any) -> set[str]:
+    return {t["id"] for t in daemon.rpc("ListTasks").json()["result"]["tasks"]}
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live descendant of ``pid``, from /proc."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as stat:
+                    parents[int(entry)] = int(stat.read().rpartition(b")")[2].split()[1])
+            except OSError:
+                continue
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def wait_log(daemon: Any, text: str, timeout: float = 15.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = next((line for line in daemon.stderr if text in line), None)
+        if line is not None:
+            return line
+        time.sleep(0.05)
+    raise AssertionError(f"no log line with {text!r}: {''.join(daemon.stderr)[-2000:]}")
+
+
+# ------------------------------------------------------------------------------------------- the pool
+
+
+def test_a_later_turn_reuses_the_live_agent(a2a_daemon: Any, tmp_path: Any) -> None:
+    daemon = a2a_daemon(mock=script(tmp_path, ECHO))
+    first = daemon.send_text("hi", context_id="warm")
+    assert status_values(daemon)["liveAgents"] == 1
+    second = daemon.send_text("again", context_id="warm")
+    sessions = {t["status"]["message"]["parts"][1]["data"]["session_id"] for t in (first, second)}
+    assert len(sessions) == 1  # no spawn: the same engine session took the second turn
+    assert status_values(daemon)["liveAgents"] == 1
+
+
+def test_idle_close_is_configuration_and_the_next_message_reopens(a2a_daemon: Any) -> None:
+    daemon = a2a_daemon(mock="hello", config="[a2a.pool]\nidle_close = 0.4\n")
+    first = daemon.send_text("hi", context_id="idle")
+    wait_log(daemon, "closing the idle session of conversation idle")
+    values = status_values(daemon)
+    assert values["liveAgents"] == 0 and values["idleCloses"] == 1 and values["idleCloseSeconds"] == 0.4
+    second = daemon.send_text("again", context_id="idle")
+    assert second["status"]["state"] == "TASK_STATE_COMPLETED"
+    sessions = {t["status"]["message"]["parts"][1]["data"]["session_id"] for t in (first, second)}
+    assert len(sessions) == 2
+
+
+def test_past_the_cap_the_least_recently_used_idle_agent_is_evicted(a2a_daemon: Any, tmp_path: Any) -> None:
+    daemon = a2a_daemon(mock=script(tmp_path, ECHO), config="[a2a.pool]\nmax_live = 2\nidle_close = 0\n")
+    daemon.send_text("one", context_id="a")
+    daemon.send_text("two", context_id="b")
+    daemon.send_text("a again", context_id="a")  # b is now the least recently used
+    assert status_values(daemon)["liveAgents"] == 2
+    daemon.send_text("three", context_id="c")
+    line = wait_log(daemon, "evicting the least recently used conversation")
+    assert line.rstrip().endswith('conversation b"}'), line
+    values = status_values(daemon)
+    assert values["liveAgents"] == 2 and values["maxLive"] == 2 and values["evictions"] == 1
+    back = daemon.send_text("b is back", context_id="b")  # reopens, evicting a (the oldest now)
+    assert back["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert status_values(daemon)["evictions"] == 2 and status_values(daemon)["liveAgents"] == 2
+
+
+def test_pool_settings_are_validated(tmp_path: Any) -> None:
+    from anyagentd_a2a.config import ConfigError, parse
+
+    assert parse({"a2a": {"pool": {"max_live": 8, "max_rss_mb": 2048}}}, env={}).config.a2a.pool.max_live == 8
+    with pytest.raises(ConfigError) as err:
+        parse({"a2a": {"pool": {"max_live": -1}}}, env={})
+    assert err.value.key == "a2a.pool.max_live"
+    with pytest.raises(ConfigError) as err:
+        parse({"a2a": {"pool": {"idle": 3}}}, env={})
+    assert err.value.key == "a2a.pool.idle" and err.value.message == "unknown key"
+
+
+def test_drain_with_many_live_agents_exits_cleanly(a2a_daemon: Any, tmp_path: Any) -> None:
+    slow = {"turns": [[{"Emit": {"TextDelta": {"message_id": "m1", "text": "working"}}}, {"Sleep": 60000},
+                       {"End": {"Completed": {"source": "Protocol"}}}]]}  # fmt: skip
+    daemon = a2a_daemon(mock=script(tmp_path, slow), config="[a2a.pool]\nmax_live = 0\n")
+    running = [daemon.send_text("go", context_id=f"c{i}", configuration={"returnImmediately": True})
+               for i in range(30)]  # fmt: skip
+    deadline = time.monotonic() + 30
+    while status_values(daemon)["liveAgents"] < 30 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert status_values(daemon)["liveAgents"] == 30
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait(timeout=60) == 0
+    assert any("drain: closed 30 of 30 live agent session(s)" in line for line in daemon.stderr)
+    assert len(running) == 30
+
+
+@pytest.mark.anyio
+async def test_close_all_closes_in_parallel_within_the_timeout(tmp_path: Any) -> None:
+    from anyagentd_a2a.conversations import Conversations
+
+    class SlowSession:  # closing takes one second, as an agent that needs its grace to exit
+        def __init__(self) -> None:
+            self.closed = False
+            self.status = "Idle"
+
+        async def cancel(self, clear_queue: bool = False) -> None:
+            return None
+
+        async def close(self) -> None:
+            await anyio.sleep(1.0)
+            self.closed = True
+
+    async def never(_: Any) -> Any:
+        raise AssertionError("nothing opens here")
+
+    pool = Conversations(tmp_path, open_session=never, start_pump=lambda *a: None, remember=lambda *a: None)
+    for i in range(30):
+        pool.conversation("operator", f"c{i}").session = SlowSession()
+    assert len(pool.live()) == 30
+    assert await pool.close_all(timeout=5.0) == 0  # one at a time, 25 would still be open
+    assert pool.live() == []
+
+
+# -------------------------------------------------------------------------------- no driving from a web page
+
+
+def test_the_rebinding_request_is_refused_and_nothing_is_created(claude: Any, a2a_daemon: Any, work: Any) -> None:
+    server = claude({"turns": [{"text": "should never run"}]})
+    daemon = a2a_daemon(config=f'[agent]\nname = "claude"\ndir = "{work}"\n')
+    port = daemon.url.rsplit(":", 1)[1]
+    evil = {"Host": f"rebind.attacker.example:{port}", "Origin": f"http://rebind.attacker.example:{port}",
+            "Content-Type": "text/plain"}  # fmt: skip
+    for method in ("message/send", "SendMessage"):
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": {
+            "messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": "rm -rf ~"}],
+            "kind": "message"}}}  # fmt: skip
+        import json
+
+        r = httpx.post(daemon.url + "/", content=json.dumps(body), headers=evil, timeout=30)
+        assert r.status_code == 421 and r.headers["content-type"].startswith("text/plain"), r
+        assert "not served here" in r.text
+        # with a loopback Host the foreign Origin is refused before any parsing (empty body, no JSON-RPC)
+        r = httpx.post(daemon.url + "/", content=json.dumps(body), timeout=30,
+                       headers={**evil, "Host": f"127.0.0.1:{port}"})  # fmt: skip
+        assert r.status_code == 403 and r.content == b""
+    r = httpx.get(daemon.url + "/.well-known/agent-card.json", headers={"Host": "rebind.attacker.example"})
+    assert r.status_code == 421
+    assert task_ids(daemon) == set()
+    assert status_values(daemon)["liveAgents"] == 0
+    assert descendants(daemon.process.pid) == set()  # no agent process was spawned
+    assert server.main_requests() == []
+
+
+def test_the_implicit_operator_needs_a_loopback_host(a2a_daemon: Any) -> None:
+    daemon = a2a_daemon(mock="hello", config='[a2a]\nurl = "https://agents.example/a2a"\n')
+    public = daemon.rpc("ListTasks", headers={"Host": "agents.example"})
+    assert public.status_code == 401 and public.json()["error"]["code"] == -31401  # the public name: a credential
+    assert daemon.rpc("ListTasks", headers={"Host": "localhost"}).status_code == 200
+    assert daemon.rpc("ListTasks", headers={"Host": "elsewhere.example"}).status_code == 421
+
+
+# -------------------------------------------------------------------------------------- strict A2A 1.0 JSON
+
+
+def test_the_card_is_strict_a2a_1_0_with_caching_headers(a2a_daemon: Any) -> None:
+    daemon = a2a_daemon(mock="hello")
+    r = httpx.get(daemon.url + "/.well-known/agent-card.json")
+    assert r.status_code == 200
+    served = r.json()
+    ParseDict(served, AgentCard(), ignore_unknown_fields=False)  # raises on any field A2A 1.0 does not define
+    for legacy in ("url", "protocolVersion", "preferredTransport", "additionalInterfaces",
+                   "supportsAuthenticatedExtendedCard", "security"):  # fmt: skip
+        assert legacy not in served, legacy
+    assert re.search(r"max-age=\d+", r.headers["Cache-Control"])
+    modified = parsedate_to_datetime(r.headers["Last-Modified"])
+    assert r.headers["ETag"].startswith('W/"')
+    again = httpx.get(daemon.url + "/.well-known/agent-card.json",
+                      headers={"If-Modified-Since": format_datetime(modified, usegmt=True)})  # fmt: skip
+    assert again.status_code == 304 and again.content == b""
+    assert httpx.get(daemon.url + "/.well-known/agent-card.json",
+                     headers={"If-None-Match": r.headers["ETag"]}).status_code == 304  # fmt: skip
+    stale = httpx.get(daemon.url + "/.well-known/agent-card.json",
+                      headers={"If-Modified-Since": "Mon, 01 Jan 2001 00:00:00 GMT"})  # fmt: skip
+    assert stale.status_code == 200 and stale.json() == served
+
+
+def non_camel_keys(value: Any, where: str = "") -> list[str]:
+    """Every object key in ``value`` that is not lowerCamelCase (``@type`` aside), with where it is; DataParts
+    that carry the wire's own JSON (media type ``application/vnd.anyagent.*``) are the wire's and skipped."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        if str(value.get("mediaType", "")).startswith(WIRE_MEDIA):
+            return []
+        for key, item in value.items():
+            if key != "@type" and not CAMEL.match(key):
+                found.append(f"{where}.{key}")
+            found.extend(non_camel_keys(item, f"{where}.{key}"))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found.extend(non_camel_keys(item, f"{where}[{index}]"))
+    return found
+
+
+def test_every_key_written_is_lower_camel_case_metadata_included(a2a_daemon: Any) -> None:
+    daemon = a2a_daemon(mock="permission")
+    task = daemon.send_text("write hello.txt", context_id="camel")
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    done = daemon.send_text("allow", task_id=task["id"])
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    metadata = done["metadata"]
+    assert metadata["stopReason"] == "Completed" and metadata["stopSource"] == "Protocol"
+    assert metadata["usage"] == {"usedTokens": 5400, "windowTokens": 200000} and metadata["costUsd"] == 0.03
+    written = [task, done, daemon.rpc("GetTask", {"id": task["id"]}).json(), daemon.rpc("ListTasks").json(),
+               daemon.rpc("GetExtendedAgentCard").json(), httpx.get(daemon.url + "/.well-known/agent-card.json").json(),
+               {"values": status_values(daemon)}]  # fmt: skip
+    assert non_camel_keys(written) == []
+    # the wire's own event JSON is kept as the wire writes it (snake_case), under its media type
+    wire = [p for p in done["status"]["message"]["parts"] if p.get("mediaType", "").startswith(WIRE_MEDIA)]
+    assert wire and "session_id" in wire[0]["data"]
+
+
+# ------------------------------------------------------------------------------------ restart without surprises
+
+
+def test_a_waiting_task_of_an_agent_that_cannot_resume_reads_failed_and_its_answer_is_refused(
+        a2a_daemon: Any, tmp_path: Any) -> None:  # fmt: skip
+    state = tmp_path / "state"
+    daemon = a2a_daemon(mock="permission", state_dir=state)
+    task = daemon.send_text("write hello.txt", context_id="paused")
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    daemon.signal(signal.SIGKILL)
+    daemon.wait()
+    again = a2a_daemon(mock="permission", state_dir=state)
+    got = again.rpc("GetTask", {"id": task["id"]}).json()["result"]
+    assert got["status"]["state"] == "TASK_STATE_FAILED"
+    why = got["status"]["message"]["parts"][0]["text"]
+    assert "waited for input" in why and "cannot resume" in why
+    message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "taskId": task["id"], "parts": [{"text": "allow"}]}
+    refused = again.rpc("SendMessage", {"message": message}).json()
+    assert refused["error"]["code"] == -32004 and why in refused["error"]["message"], refused
+    assert status_values(again)["liveAgents"] == 0  # nothing was opened for it
+    assert again.rpc("GetTask", {"id": task["id"]}).json()["result"]["status"]["state"] == "TASK_STATE_FAILED"
