@@ -5,63 +5,33 @@ the event serializes, the wire writes it, and a second session on the same ``any
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-from anyagentd.runtime import Runtime
+from lone_surrogate import LONE_SCRIPT, REPLACED, agent_environment, ended, python_api_text, wire_text, wire_turn
 from wire_client import kind_tag
 
 pytestmark = pytest.mark.timeout(90)
 
 STEP = 25.0
-LONE_SCRIPT = {"turns": [{"text": "broken \ud83d emoji"}, {"text": "still \ud83d here"}]}
-
-
-def _text(lines: list[dict[str, Any]]) -> str:
-    deltas = [line["event"]["kind"]["TextDelta"] for line in lines if "event" in line and kind_tag(line) == "TextDelta"]
-    return "".join(delta["text"] for delta in deltas)
-
-
-def _ended(line: dict[str, Any]) -> bool:
-    return "event" in line and kind_tag(line) == "TurnEnded"
 
 
 @pytest.mark.anyio
 async def test_python_api_events_with_a_lone_surrogate_serialize(claude: Any, work: Path) -> None:
     claude(LONE_SCRIPT)
-    async with Runtime() as rt:
-        session = await rt.open("claude", dir=work)
-        await session.prompt("Say something.")
-        text = ""
-        async for event in session.events():
-            event.model_dump_json()  # raised PydanticSerializationError before
-            if event.tag == "TextDelta":
-                text += event.kind.text
-            if event.tag == "TurnEnded":
-                assert event.kind.stop.TAG == "Completed"
-                break
-        await session.close()
-    assert text == "broken \ufffd emoji"
+    assert await python_api_text("claude", work) == REPLACED
 
 
 def test_over_the_wire_a_lone_surrogate_leaves_both_sessions_running(claude: Any, wire: Any, work: Path) -> None:
     claude(LONE_SCRIPT)
-    env = {k: v for k, v in os.environ.items() if k.startswith("ANYAGENTD_")}  # the fixture's CLAUDE_BIN
-    client = wire(env=env, timeout=STEP)
+    client = wire(env=agent_environment(), timeout=STEP)  # the fixture's CLAUDE_BIN
     first = client.ok("open", agent="claude", dir=str(work))["id"]
     second = client.ok("open", agent="claude", dir=str(work))["id"]
-    client.ok("prompt", session=first, text="Say something.")
-    lines = client.events(first, until=_ended)
-    assert lines[-1]["event"]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}
-    assert _text(lines) == "broken \ufffd emoji"
+    assert wire_text(wire_turn(client, first)) == REPLACED
     assert b"\xef\xbf\xbd" in b"".join(client.raw_lines)  # U+FFFD as UTF-8, never a "\ud83d" escape
     assert not any(b"\\ud83d" in raw for raw in client.raw_lines)
-    client.ok("prompt", session=second, text="Say something.")
-    lines = client.events(second, until=_ended)
-    assert lines[-1]["event"]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}
-    assert _text(lines) == "broken \ufffd emoji"
+    assert wire_text(wire_turn(client, second)) == REPLACED
     assert client.ok("info", session=first)["status"] == "Idle"
     for session in (first, second):
         client.ok("close", session=session, timeout=STEP)
@@ -98,20 +68,19 @@ def test_over_the_wire_an_mcp_result_with_a_lone_surrogate(claude: Any, wire: An
     server_path.write_text(LONE_MCP_SERVER)
     model = claude({"turns": [{"text": "Calling.", "tool": {"name": "mcp__lone__echo", "input": {"text": "x"}}},
                               {"text": "Done."}]})  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k.startswith("ANYAGENTD_")}
-    client = wire(env=env, timeout=STEP)
+    client = wire(env=agent_environment(), timeout=STEP)
     stdio = {"command": sys.executable, "args": [str(server_path)], "env": {}}
     mcp = [{"name": "lone", "connection": {"Stdio": stdio}}]
     first = client.ok("open", agent="claude", dir=str(work), mcp_servers=mcp, permission_mode="AutoApprove")["id"]
     second = client.ok("open", agent="claude", dir=str(work))["id"]
     client.ok("prompt", session=first, text="Use the tool.")
-    lines = client.events(first, until=_ended, timeout=60)
+    lines = client.events(first, until=ended, timeout=60)
     assert lines[-1]["event"]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}
     outputs = [l["event"]["kind"]["ToolUpdated"].get("output") for l in lines
                if "event" in l and kind_tag(l) == "ToolUpdated"]  # fmt: skip
     assert any(o and "tool \ufffd result" in o for o in outputs), outputs
-    assert _text(lines).endswith("Done.")
+    assert wire_text(lines).endswith("Done.")
     model.set_script({"turns": [{"text": "fine"}]})
     client.ok("prompt", session=second, text="Say something.")
-    assert client.events(second, until=_ended)[-1]["event"]["kind"]["TurnEnded"]["stop"] == {
+    assert client.events(second, until=ended)[-1]["event"]["kind"]["TurnEnded"]["stop"] == {
         "Completed": {"source": "Protocol"}}
