@@ -172,6 +172,7 @@ def test_message_ops_answer_a_message_and_create_no_task(daemon: Any) -> None:
     assert status["model"] == "mock" and status["draining"] is False and status["conversations"] == []
     config = result_of(command(daemon, "config", token=OPERATOR), "config")["config"]
     assert config["a2a"]["bearer"] == "{{secret:OP_TOKEN}}"
+    assert config["agent"]["mock_script"] == "permission"  # the effective one: --mock on the command line
     assert [p["bearer"] for p in config["a2a"]["principals"]] == ["{{secret:ALICE_TOKEN}}", "{{secret:BOB_TOKEN}}",
                                                                    "{{secret:BOT_TOKEN}}"]  # fmt: skip
     streamed = command(daemon, "status", token=ALICE, stream=True)

@@ -25,6 +25,7 @@ from ..model import (
     SessionConfiguration,
     SessionOptions,
     TextDelta,
+    diagnostic,
 )
 from .script import AwaitBranch, Emit, End, Repeat, Script, Sleep, load_script
 
@@ -91,6 +92,7 @@ class MockConnection(AgentConnection):
         self._allowed = True  # whether the last answer allowed (or answered) rather than denied
         self._dead = False
         self._emitted = 0
+        self._played = 0  # turns of the script played so far
 
     async def start_turn(self, turn_id: str, prompt: PromptInput) -> None:
         steps = next(self._turns, None)
@@ -103,7 +105,11 @@ class MockConnection(AgentConnection):
                 await self.link.emit(TextDelta(message_id="stale", text="(stale frame from the previous turn)"))
             await self.link.turn_ack()
             if steps is None:
-                await anyio.sleep_forever()  # an exhausted script hangs
+                # An exhausted script hangs (a stand-in for an agent that never ends its turn); say so once.
+                await self.link.emit(diagnostic("Warning", f"the mock's script has no turn {self._played + 1} "
+                                                           f"(it has {self._played}): this turn never ends; cancel it"))
+                await anyio.sleep_forever()
+            self._played += 1
             await self._steps(steps)
         if self._player is scope:
             self._player = None

@@ -113,6 +113,8 @@ class Instance:
         never into the configuration), with ``admin.set`` overrides applied."""
         config = self.daemon.loaded.config.model_dump(mode="json")
         config["agent"]["approval"] = self.approval
+        if self.daemon.mock_script is not None:  # --mock on the command line wins over the file
+            config["agent"]["mock_script"] = str(self.daemon.mock_script)
         config["a2a"]["introspection"] = self.introspection
         return config
 
