@@ -254,3 +254,25 @@ output = "{{steps.ask.output}}"
     status = result_of(command(daemon, "subagent.status", token=ALICE, handle=handle), "subagent.status")
     assert status["status"] == "idle" and status["mode"] == "warm"
     assert reason(command(daemon, "subagent.status", token=BOB, handle=handle)) == (-32001, "NOT_FOUND")
+
+
+def test_kill_9_mid_step_without_retry_fails_the_run_and_its_task(a2a_daemon: Any, tmp_path: Any) -> None:
+    import json as _json
+
+    slow = tmp_path / "slow.json"
+    slow.write_text(_json.dumps({"turns": [[{"Emit": {"TextDelta": {"message_id": "m", "text": "slowly"}}},
+                                            {"Sleep": 60000}, {"End": {"Completed": {"source": "Protocol"}}}]]}))
+    daemon = a2a_daemon(config=config(), env=ENV, mock=str(slow))
+    task = start_run(daemon, ALICE, issue="#12")
+    run = run_of(daemon, task, ALICE)
+    deadline = time.monotonic() + 20
+    while result_of(command(daemon, "run.get", token=ALICE, run=run), "run.get")["run"]["steps"]["write"]["status"] \
+            != "running" and time.monotonic() < deadline:  # fmt: skip
+        time.sleep(0.05)
+    daemon.process.send_signal(signal.SIGKILL)
+    daemon.process.wait(timeout=10)
+    again = a2a_daemon(config=config(), env=ENV, mock="hello", state_dir=daemon.state_dir)
+    failed = wait_run(again, run, "failed")
+    assert failed["steps"]["write"]["error"] == "interrupted" and "interrupted" in failed["error"]
+    assert failed["steps"]["go"]["status"] == "skipped" and failed["steps"]["done"]["status"] == "skipped"
+    wait_state(again, task["id"], "TASK_STATE_FAILED", token=ALICE)  # the run's task shows its end

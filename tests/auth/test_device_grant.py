@@ -132,3 +132,12 @@ async def test_revocation_is_immediate(tmp_path: Path) -> None:
     assert await sessions.lookup(token2) is None
     assert await sessions.revoke(every=True) == 0
     assert await sessions.lookup("agd_" + "x" * 43) is None and await sessions.lookup("not-ours") is None
+
+
+async def test_operator_scope_only_when_the_approver_grants_it(tmp_path: Path) -> None:
+    grant, sessions = await grant_for(tmp_path)
+    asked = grant.authorize("cli", "operator", None)
+    approved = await grant.approve(asked["user_code"], "mallory", None, "operator")
+    assert approved["scope"] == "user", "a device asking for operator scope gets user unless the approver says so"
+    again = grant.authorize("cli", "operator", None)
+    assert (await grant.approve(again["user_code"], "root-ish", "operator", "operator"))["scope"] == "operator"

@@ -584,21 +584,25 @@ class Daemon:
         return JSONResponse({"jsonrpc": "2.0", "id": request_id, "result": {"task": MessageToDict(task)}})
 
     async def _follow_resumed_runs(self) -> None:
-        """After a restart: the task of every run the runner resumed follows it again."""
+        """After a restart: the task of every run whose task is still open follows the run again — a resumed run
+        to its end, a run that ended during recovery (a step interrupted with no retry left) at once."""
         from .ops.workflow import _follow
         from .principals import Principal
 
         runner = self.instance.runner
         context = ServerCallContext(user=_Principal(OPERATOR), state={"principal": OPERATOR})
-        for record in await runner.store.list(non_terminal=True):
+        from google.protobuf.json_format import MessageToDict
+
+        for record in await runner.store.list():
             if not record.task_id:
                 continue
             task = await self.task_store.get(record.task_id, context)
             if task is None:
                 continue
-            from google.protobuf.json_format import MessageToDict
-
             stored = MessageToDict(task)
+            if stored.get("status", {}).get("state") not in ("TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED",
+                                                              "TASK_STATE_SUBMITTED"):
+                continue  # the task already shows the run's end (a run ended at recovery is brought up to date)
             owner_id = record.principal or OPERATOR.id
             owner = OPERATOR if owner_id == OPERATOR.id else Principal(owner_id, owner_id.split(":", 1)[0])
             message = (stored.get("history") or [{}])[0]

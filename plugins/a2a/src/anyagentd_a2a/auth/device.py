@@ -153,12 +153,13 @@ class DeviceGrant:
         return [p.to_json() for p in self._waiting()]
 
     async def approve(self, user_code: str, name: str, scope: str | None, approved_by: str) -> dict[str, Any]:
-        """``auth.device.approve``: sign the device in as ``user:<name>``; ``scope`` may narrow, never widen.
+        """``auth.device.approve``: sign the device in as ``user:<name>``; ``scope`` may narrow, never widen, and
+        defaults to ``user`` whatever the device asked (an operator grants operator scope only by saying so).
         Raises :class:`ApprovalRefused` naming the argument."""
         if not NAME.match(name) or name in RESERVED_NAMES or name in self.principal_ids:
             raise ApprovalRefused("as", f"{name!r} cannot be a device name (reserved, configured, or malformed)")
         pending = self._find(user_code)
-        granted = scope or pending.scope
+        granted = scope or "user"  # operator scope only when the approver says so, never by default
         if granted not in SCOPES or (pending.scope == "user" and granted == "operator"):
             raise ApprovalRefused("scope", f"scope {granted!r} would widen the requested {pending.scope!r}")
         existing = name in await self.sessions.names()

@@ -121,7 +121,15 @@ class WorkflowRunner:
                 continue
             recovery = recover(workflow, record.steps, now_ms())
             record.steps = recovery.steps
+            at = now_ms()
+            for step_id in to_skip(workflow, record.steps):  # behind a step that failed "interrupted"
+                record.steps[step_id] = move(record.steps[step_id], "skipped", finished=at)
             record.status = run_status(record.steps, record.flags)
+            interrupted = [s for s, note in recovery.notes.items() if note == "interrupted"]
+            if record.terminal:
+                record.finished = at
+                if interrupted:
+                    record.error = f"step {interrupted[0]}: interrupted (the daemon stopped while it ran)"
             await self.store.save(record)
             self._launch(record, workflow)
             resumed.append(record.id)
