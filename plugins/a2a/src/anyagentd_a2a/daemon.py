@@ -544,7 +544,7 @@ class Daemon:
                 run_id, owner = tracked
                 if principal.is_operator or owner.id == principal.id:
                     await self.instance.runner.cancel(run_id, f"cancelled by {principal.id} (CancelTask)")
-                    return await self._task_reply(request_id, params["id"], principal)
+                    return await self._task_reply(request_id, params["id"], principal, settled=True)
         return None
 
     async def _answer_run(self, principal: Any, request_id: Any, message: dict[str, Any], run_id: str,
@@ -575,12 +575,19 @@ class Daemon:
                 await anyio.sleep(0.02)
         return await self._task_reply(request_id, task_id, principal)
 
-    async def _task_reply(self, request_id: Any, task_id: str, principal: Any) -> Any:
+    async def _task_reply(self, request_id: Any, task_id: str, principal: Any, *, settled: bool = False) -> Any:
+        """The stored task as a JSON-RPC result; with ``settled``, once the follower has stored its end (5 s at
+        most), so a CancelTask answers the CANCELED task rather than the state before."""
         from google.protobuf.json_format import MessageToDict
         from starlette.responses import JSONResponse
 
         context = ServerCallContext(user=_Principal(principal), state={"principal": principal})
         task = await self.task_store.get(task_id, context)
+        with anyio.move_on_after(5 if settled else 0):
+            while settled and task is not None and MessageToDict(task).get("status", {}).get("state") in (
+                    "TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_SUBMITTED"):  # fmt: skip
+                await anyio.sleep(0.02)
+                task = await self.task_store.get(task_id, context)
         return JSONResponse({"jsonrpc": "2.0", "id": request_id, "result": {"task": MessageToDict(task)}})
 
     async def _follow_resumed_runs(self) -> None:
