@@ -27,6 +27,23 @@ def claude_config(work: Path) -> str:
     return f'[agent]\nname = "claude"\ndir = "{work}"\n'
 
 
+def wait_recorded(home: Path, text: str, timeout: float = 30.0) -> None:
+    """Wait until Claude Code has written ``text`` to a session transcript under ``home``: an agent dies with the
+    daemon at once now (its parent-death signal), so a kill -9 right after a turn could beat the CLI's own write."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in (home / ".claude" / "projects").glob("**/*.jsonl"):
+            try:
+                if text in path.read_text(encoding="utf-8", errors="replace"):
+                    return
+            except OSError:
+                continue
+        time.sleep(0.1)
+    raise AssertionError(f"Claude Code never recorded {text!r} under {home}")
+
+
 def request_text(entry: dict[str, Any]) -> str:
     return json.dumps(entry["body"].get("messages", []), ensure_ascii=False)
 
@@ -61,6 +78,7 @@ def test_kill_9_mid_turn_then_the_next_message_resumes(claude: Any, a2a_daemon: 
     daemon = a2a_daemon(config=claude_config(work), state_dir=state)
     first = daemon.send_text("Remember the word PAPAYA.", context_id="words")
     assert first["status"]["state"] == "TASK_STATE_COMPLETED", first
+    wait_recorded(tmp_path / "home", "Noted the word.")
     running = daemon.send_text("Still there?", context_id="words", configuration={"returnImmediately": True})
     server.wait_for_requests(2, timeout=60)  # the CLI is inside the second turn
     daemon.signal(signal.SIGKILL)
@@ -108,6 +126,7 @@ def test_a_waiting_task_survives_a_restart_and_its_answer_reaches_the_resumed_co
     state = tmp_path / "state"
     daemon = a2a_daemon(config=claude_config(work), state_dir=state)
     assert daemon.send_text("Hi.", context_id="paused")["status"]["state"] == "TASK_STATE_COMPLETED"
+    wait_recorded(tmp_path / "home", "Hello.")
     task = daemon.send_text("Write out.txt" if kind == "permission" else "Ask me a question", context_id="paused")
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
     daemon.signal(stop)  # killed, or drained: either way the waiting task is kept
