@@ -3,7 +3,7 @@
 against the real pinned CLIs, and checked for what they promise (the files on disk).
 
 The fresh directory holds the repository's distributions (``core``, ``testing``, ``adapters``, linked) and runs
-the README's ``setup`` block itself (a new ``.venv``, editable installs), except its ``npm ci`` line: ``tests/agents``
+the README's ``setup`` block itself (a new ``.venv``, editable installs), except its ``npm install`` line: ``tests/agents``
 is linked to the CLIs ``.ci/run`` installed with that same command before the tests.
 """
 
@@ -69,7 +69,7 @@ def clone(tmp_path: Path) -> Path:
     for part in ("core", "testing", "adapters", "plugins"):
         (fresh / part).symlink_to(ROOT / part)
     (fresh / "tests" / "agents").symlink_to(ROOT / "tests" / "agents")
-    setup = [line for line in walkthroughs()["setup"].splitlines() if "npm ci" not in line]
+    setup = [line for line in walkthroughs()["setup"].splitlines() if "npm install" not in line]
     status, _, err = run_bash("\n".join(setup), fresh, "")
     assert status == 0, err[-3000:]
     assert (fresh / ".venv" / "bin" / "anyagentd").is_file()
@@ -82,7 +82,7 @@ def test_the_walkthroughs_are_marked_in_order() -> None:
     setup = blocks["setup"]
     for distribution in ("./core", "./testing", "./adapters/claude", "./adapters/codex", "./adapters/acp_generic"):
         assert f"-e {distribution}" in setup  # what the clone fixture stands for
-    assert "npm ci" in setup
+    assert "npm install" in setup
 
 
 def test_quick_start_runs_as_written(tmp_path: Path) -> None:

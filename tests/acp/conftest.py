@@ -29,7 +29,7 @@ def codex_acp(scripted_agent: Callable[..., Any]) -> Callable[..., Any]:
     bundled ``bwrap`` on PATH, a fresh HOME. Returns the server."""
     binary = str(agent_bin("codex-acp"))
     resources = codex_resources_dir()
-    assert resources is not None, "Codex's bundled bwrap (codex-resources) is missing: npm ci in tests/agents"
+    assert resources is not None, "Codex's bundled bwrap (codex-resources) is missing: npm install in tests/agents"
 
     def environment(url: str, home: Path) -> dict[str, str]:
         env = clean_environ(codex_env(home))

@@ -1,6 +1,6 @@
 """End to end: the REAL pinned agent CLIs (tests/agents/package.json) against the scripted model server.
 
-These fail (not skip) when the CLIs are not installed: CI installs them with ``npm ci`` in tests/agents.
+These fail (not skip) when the CLIs are not installed: CI installs them with ``npm install`` in tests/agents.
 """
 
 from __future__ import annotations

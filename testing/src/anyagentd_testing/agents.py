@@ -1,6 +1,6 @@
 """Finding the pinned real agent CLIs, and the environment/flags that point them at a scripted model server.
 
-The CLIs are pinned in ``tests/agents/package.json`` (install with ``npm ci`` there); their binaries land in
+The CLIs are pinned in ``tests/agents/package.json`` (install with ``npm install`` there); their binaries land in
 ``tests/agents/node_modules/.bin``. :func:`agent_bin` finds one; ``ANYAGENTD_TEST_AGENTS_DIR`` overrides
 the directory. :func:`claude_env`, :func:`codex_args` and :func:`codex_env` give what
 ``docs/testing.md#offline-environment`` found necessary to run Claude Code and Codex offline
@@ -72,9 +72,9 @@ def agent_bin(name: str, start: str | Path | None = None) -> Path:
     if not (path.is_file() and os.access(path, os.X_OK)):
         how = (
             f"${AGENTS_DIR_ENV} is {os.environ[AGENTS_DIR_ENV]!r}; unset it to use the CLIs pinned in "
-            f"{AGENTS_PACKAGE_DIR}/package.json (installed with `npm ci` there)"
+            f"{AGENTS_PACKAGE_DIR}/package.json (installed with `npm install` there)"
             if os.environ.get(AGENTS_DIR_ENV)
-            else f"install the pinned CLIs with `npm ci --prefix {folder.parent.parent}` "
+            else f"install the pinned CLIs with `npm install --prefix {folder.parent.parent}` "
             f"or set ${AGENTS_DIR_ENV} to a directory holding them"
         )
         raise AgentNotInstalledError(f"agent CLI {name!r} not found at {path}: {how}")
