@@ -21,6 +21,16 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(autouse=True)
+def _collect_leftovers() -> None:
+    """Collect garbage before each test, outside any event loop: an HTTP client an earlier test left behind is
+    finalized here (its "event loop is closed" ignored), not inside the next async test's loop, where anyio's
+    runner would report it as that test's failure."""
+    import gc
+
+    gc.collect()
+
+
 @pytest.fixture(scope="session")
 def wire_schema() -> Any:
     """The module :mod:`wire_schema`: ``validate_line(obj)``, ``validate_def(name, obj)``, ``SCHEMA``."""
