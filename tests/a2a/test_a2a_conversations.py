@@ -23,7 +23,7 @@ from a2a.types import (
     SendMessageRequest,
     TaskState,
 )
-from a2a_helpers import SLOW, wait_state
+from a2a_helpers import ANYAGENTD, SLOW, wait_state
 from google.protobuf.json_format import MessageToDict
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -401,3 +401,26 @@ bearer = "{{secret:B_T}}"
     assert error["code"] == -32004 and "without taskId" in error["message"]
     other = daemon.rpc("SendMessage", {"message": message}, token="b-token").json()["error"]
     assert other["code"] == -32001  # another principal learns nothing about the task
+
+
+def test_a_person_answers_a_permission_from_the_command_line(a2a_daemon: Any) -> None:
+    """``anyagentd a2a send`` shows the question of a task that waits for input, exits 2 with the line that
+    answers it, and ``--task-id`` answers it into the same task and conversation."""
+    import subprocess
+
+    daemon = a2a_daemon(mock="permission")
+    anyagentd = ANYAGENTD
+    asked = subprocess.run([anyagentd, "a2a", "send", daemon.url, "write hello.txt"], capture_output=True,
+                           text=True, timeout=60)  # fmt: skip
+    assert asked.returncode == 2, asked.stderr
+    assert asked.stdout.startswith("Permission requested: Write hello.txt"), asked.stdout
+    task_id = asked.stderr.split("task ")[1].split(":")[0]
+    hint = f"answer with: anyagentd a2a send {daemon.url} ANSWER --task-id {task_id}"
+    assert ": input_required (contextId " in asked.stderr and hint in asked.stderr, asked.stderr
+    answered = subprocess.run([anyagentd, "a2a", "send", daemon.url, "allow", "--task-id", task_id],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert answered.returncode == 0, answered.stderr
+    assert "You allowed it." in answered.stdout and f"task {task_id}: completed" in answered.stderr
+    task = daemon.rpc("GetTask", {"id": task_id}).json()["result"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert [p["text"] for m in task["history"] for p in m["parts"] if p.get("text") == "allow"] == ["allow"]

@@ -110,23 +110,30 @@ def login(url: str, scope: str) -> None:
 @click.argument("url")
 @click.argument("text")
 @click.option("--context-id", metavar="ID", help="Continue this conversation (printed on stderr after each send).")
+@click.option("--task-id", metavar="ID", help="Answer this task, one that waits for input (input_required).")
 @TOKEN_OPTION
-def send(url: str, text: str, context_id: str | None, token: str | None) -> None:
-    """Send TEXT to the agent at URL as one message; prints the answer on stdout, the task's id, state and
-    contextId on stderr. Exits 1 unless the task completed."""
+def send(url: str, text: str, context_id: str | None, task_id: str | None, token: str | None) -> None:
+    """Send TEXT to the agent at URL as one message; prints the answer on stdout (for a task that waits for
+    input, its question), the task's id, state and contextId on stderr. Exits 0 when the task completed, 2 when
+    it waits for input (answer with ``--task-id``), 1 otherwise."""
     import anyio
 
-    from .client import ClientError, send as run_send, task_text
+    from .client import ClientError, question_text, send as run_send, task_text
 
     try:
-        state, task = anyio.run(lambda: run_send(url, text, _token(url, token), context_id=context_id))
+        state, task = anyio.run(lambda: run_send(url, text, _token(url, token), context_id=context_id,
+                                                 task_id=task_id))
     except ClientError as err:
         _fail(err)
-    answer = task_text(task)
+    waiting = state == "TASK_STATE_INPUT_REQUIRED"
+    answer = question_text(task) if waiting else task_text(task)
     if answer:
         click.echo(answer)
     shown = state.removeprefix("TASK_STATE_").lower()
     click.echo(f"task {task.get('id')}: {shown} (contextId {task.get('contextId')})", err=True)
+    if waiting:
+        click.echo(f"answer with: anyagentd a2a send {url} ANSWER --task-id {task.get('id')}", err=True)
+        sys.exit(2)
     if state != "TASK_STATE_COMPLETED":
         sys.exit(1)
 

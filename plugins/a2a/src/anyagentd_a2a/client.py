@@ -136,9 +136,12 @@ def _headers(token: str | None, *, command: bool = False) -> dict[str, str]:
     return headers
 
 
-async def send(url: str, text: str, token: str | None, *, context_id: str | None = None) -> tuple[str, dict[str, Any]]:
+async def send(url: str, text: str, token: str | None, *, context_id: str | None = None,
+               task_id: str | None = None) -> tuple[str, dict[str, Any]]:
     """Send ``text`` as a message with the a2a-sdk client (unary); returns ``(state, task_json)`` of the task it
-    ran as. Raises :class:`ClientError`."""
+    ran as. ``task_id`` continues that task (the answer to an ``INPUT_REQUIRED`` one: A2A 1.0 "Multi-turn
+    interactions", the message's ``taskId``); ``context_id`` continues a conversation. Raises
+    :class:`ClientError`."""
     from a2a.client import ClientConfig, ClientFactory
     from a2a.types import Message, Part, Role, SendMessageRequest
     from google.protobuf.json_format import MessageToDict
@@ -152,6 +155,8 @@ async def send(url: str, text: str, token: str | None, *, context_id: str | None
         message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
         if context_id:
             message.context_id = context_id
+        if task_id:
+            message.task_id = task_id
         try:
             responses = [r async for r in client.send_message(SendMessageRequest(message=message))]
         except Exception as err:  # noqa: BLE001
@@ -169,10 +174,13 @@ async def send(url: str, text: str, token: str | None, *, context_id: str | None
 def task_text(task: dict[str, Any]) -> str:
     """The text a person reads of a task: its artifacts' text parts, else its status message's."""
     texts = [p.get("text", "") for a in task.get("artifacts", []) for p in a.get("parts", []) if "text" in p]
-    if not texts:
-        message = task.get("status", {}).get("message", {})
-        texts = [p.get("text", "") for p in message.get("parts", []) if "text" in p]
-    return "".join(texts)
+    return "".join(texts) if texts else question_text(task)
+
+
+def question_text(task: dict[str, Any]) -> str:
+    """The text of a task's status message: what a task that waits for input asks (the request, its options)."""
+    message = task.get("status", {}).get("message", {})
+    return "".join(p.get("text", "") for p in message.get("parts", []) if "text" in p)
 
 
 def command(url: str, op: str, token: str | None, **args: Any) -> dict[str, Any]:
@@ -197,4 +205,5 @@ def command(url: str, op: str, token: str | None, **args: Any) -> dict[str, Any]
     return next(p["data"] for p in parts if "data" in p)
 
 
-__all__ = ["ClientError", "command", "credentials_path", "load_token", "login", "send", "store_token", "task_text"]
+__all__ = ["ClientError", "command", "credentials_path", "load_token", "login", "question_text", "send", "store_token",
+           "task_text"]
