@@ -593,7 +593,7 @@ class Daemon:
     async def _follow_resumed_runs(self) -> None:
         """After a restart: the task of every run whose task is still open follows the run again — a resumed run
         to its end, a run that ended during recovery (a step interrupted with no retry left) at once."""
-        from .ops.workflow import _follow
+        from .ops.workflow import run_progress
         from .principals import Principal
 
         runner = self.instance.runner
@@ -616,7 +616,7 @@ class Daemon:
             op = stored.get("metadata", {}).get("op", f"workflow.run:{record.workflow}")
             self.dispatcher.run_tasks[record.task_id] = (record.id, owner)
             self._tg.start_soon(self.dispatcher.track, owner, record.task_id, stored.get("contextId", ""), message,
-                                op, _follow(runner, record))  # fmt: skip
+                                op, run_progress(runner, record))  # fmt: skip
 
     async def _save_task(self, task: dict[str, Any], principal: Any) -> None:
         from a2a.types import Task

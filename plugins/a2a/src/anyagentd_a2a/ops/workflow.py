@@ -112,10 +112,13 @@ class WorkflowRun(Op):
         if problems:
             raise InvalidOpArguments(f"invalid inputs for {workflow.name}", problems)
         record = await face.runner.start(workflow.name, inputs, context.principal.id, task_id=context.task_id)
-        return _follow(face.runner, record)
+        return run_progress(face.runner, record)
 
 
-async def _follow(runner: Any, record: RunRecord) -> AsyncIterator[Progress]:
+async def run_progress(runner: Any, record: RunRecord) -> AsyncIterator[Progress]:
+    """The progress of the run ``record`` as a task shows it, from now to its end: its start, text, questions
+    (input_required) and step changes, then its terminal state. Used by ``workflow.run`` and by the daemon to
+    refollow a run's open task after a restart."""
     async with runner.follow(record.id) as changes:
         yield Progress("working", text=f"run {record.id} started", data={"run": record.id, "status": record.status})
         async for current, change in changes:
