@@ -262,14 +262,17 @@ def test_two_daemons_the_parent_delegates_to_a_child_instance(claude: Any, a2a_d
     assert tasks(parent) == before
     status = result_of(command(parent, "subagent.status", token=ALICE, handle=handle), "subagent.status")
     assert status["result"] == HELLO
-    _, none = task_result(command(parent, "_instance.result", token=OPERATOR, handle=handle, status="completed",
-                                  output="the detached report"), "_instance.result")  # fmt: skip
-    assert none is None
+    # the reply ended the turn: a report after it is refused and changes nothing; an emit is kept with its events
+    late = command(parent, "_instance.result", token=OPERATOR, handle=handle, status="completed", output="late")
+    assert reason(late) == (-32602, "INVALID_STATE")
     _, none = task_result(emit(parent, OPERATOR, handle, "progress", {"subject": "step", "data": {"n": 1}}),
                           "_instance.emit")  # fmt: skip
     assert none is None
     assert result_of(command(parent, "subagent.status", token=ALICE, handle=handle), "subagent.status") == {
-        "handle": handle, "status": "completed", "mode": "sync", "result": "the detached report"}  # fmt: skip
+        "handle": handle, "status": "completed", "mode": "sync", "result": HELLO}  # fmt: skip
+    got = command(parent, "subagent.get", token=ALICE, handle=handle).json()["result"]["message"]
+    assert got["metadata"]["agentd"]["events"] == [{"stream": "progress", "event": {"subject": "step",
+                                                                                    "data": {"n": 1}}}]  # fmt: skip
     assert reason(command(parent, "_instance.result", token=OPERATOR, handle="sa-nobody")) == (-32001, "NOT_FOUND")
 
 

@@ -5,7 +5,8 @@ A stream event is ``{"id", "subject", "correlation", "data"}`` (the shape ``_ins
 engine event's sequence in its session, ``subject`` its kind (``TextDelta``, ``ToolUpdated``, ``TurnEnded``…),
 ``correlation`` the turn it belongs to, ``data`` the engine event as the wire writes it, strings cut at
 :data:`STRING_LIMIT` bytes. :class:`EventMirror` picks what is worth showing: top-level text gathered into one
-event per message, a tool each time its status changes, requests, plans, diagnostics, turn starts and ends. A
+event per message, a tool each time its status changes, requests, plans, diagnostics and the turn's end (its
+start is the ``correlation``). A
 subagent's record keeps ``{"stream", "event"}`` entries, the newest :attr:`~.manager.SubagentManager.events_kept`.
 """
 
@@ -24,7 +25,7 @@ STREAM = "events"
 STRING_LIMIT = 2048
 """Bytes a string of a stream event's ``data`` keeps."""
 
-MIRRORED = frozenset({"TurnStarted", "RequestOpened", "RequestClosed", "PlanUpdated", "Diagnostic", "TurnEnded"})
+MIRRORED = frozenset({"RequestOpened", "RequestClosed", "PlanUpdated", "Diagnostic", "TurnEnded"})
 """Kinds mirrored as they come (text and tools are handled apart)."""
 
 

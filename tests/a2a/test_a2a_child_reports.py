@@ -1,0 +1,201 @@
+"""A child instance that reports: two real daemons on loopback (uvicorn on 127.0.0.1), the scripted ``mock`` agent
+on both. The parent's workflow delegates to the child (``[[subagents.instances]] reports = true``); the parent
+sends without waiting for the child's task, so only the child's ``_instance.result`` (sent with the official
+a2a-sdk client and the parent's operator credential, ``[[subagents.parents]]``) completes the handle, and its
+``_instance.emit`` events land in the parent's ``subagent.get``, beside a local subagent's own. A non-operator
+calling the reserved ops is refused before any task exists; an unreachable parent costs the child one log line and
+nothing else. Every reply is validated against the seed schema."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from a2a_helpers import wait_state
+from test_a2a_commands import ALICE, BOB, OPERATOR, command, reason, result_of, tasks, validate_envelope
+from test_a2a_subagents_live import emit
+from test_a2a_workflows import start_run
+
+pytestmark = pytest.mark.timeout(180)
+
+CHILD, PARENT_ENV = "child-secret-5d21", {"OP_TOKEN": OPERATOR, "ALICE_TOKEN": ALICE, "BOB_TOKEN": BOB}
+TOOL = {"id": "t1", "kind": "Read", "title": "Read notes.txt", "status": "Running"}
+ANSWER = "The notes say: ship it."
+
+
+def turn(text: str, *, sleep_ms: int = 0) -> list[dict[str, Any]]:
+    """A mock turn: a tool that runs and completes, ``text`` in two deltas, then the end (after ``sleep_ms``)."""
+    half = len(text) // 2
+    return [{"Emit": {"ToolUpdated": TOOL}}, {"Emit": {"ToolUpdated": {**TOOL, "status": "Completed"}}},
+            {"Emit": {"TextDelta": {"message_id": "m1", "text": text[:half]}}},
+            {"Emit": {"TextDelta": {"message_id": "m1", "text": text[half:]}}},
+            {"Emit": {"MessageEnded": {"message_id": "m1"}}}, *([{"Sleep": sleep_ms}] if sleep_ms else []),
+            {"End": {"Completed": {"source": "Protocol"}}}]  # fmt: skip
+
+
+def free_port() -> int:
+    """A loopback port free now (the parent's: the child's configuration names the parent's URL before it
+    starts)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def parent_config(child_url: str) -> str:
+    return f"""
+[a2a]
+bearer = "{{{{secret:OP_TOKEN}}}}"
+introspection = true
+[[a2a.principals]]
+id = "alice"
+bearer = "{{{{secret:ALICE_TOKEN}}}}"
+grants = ["*"]
+[[a2a.principals]]
+id = "bob"
+bearer = "{{{{secret:BOB_TOKEN}}}}"
+grants = ["*"]
+[subagents]
+enabled = true
+[[subagents.instances]]
+name = "child"
+url = "{child_url}"
+bearer = "{{{{secret:CHILD_TOKEN}}}}"
+reports = true
+[[workflows]]
+name = "delegate"
+roles = ["user"]
+[workflows.steps.ask]
+kind = "subagent"
+agent = "child"
+instruction = "Read the notes."
+[workflows.steps.mine]
+kind = "subagent"
+agent = "mock"
+instruction = "Read them here too."
+mode = "async"
+depends_on = ["ask"]
+[workflows.steps.done]
+kind = "finish"
+depends_on = ["mine"]
+output = "{{{{steps.ask.output}}}}"
+"""
+
+
+def child_config(parent_url: str) -> str:
+    return f"""
+[a2a]
+bearer = "{{{{secret:CHILD_TOKEN}}}}"
+[[subagents.parents]]
+url = "{parent_url}"
+bearer = "{{{{secret:PARENT_TOKEN}}}}"
+"""
+
+
+def script(tmp_path: Path, name: str, *turns: list[dict[str, Any]]) -> str:
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps({"turns": list(turns)}))
+    return str(path)
+
+
+def get(daemon: Any, handle: str, token: str = ALICE) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``subagent.get``: the record (validated) and the events its reply carries beside it."""
+    response = command(daemon, "subagent.get", token=token, handle=handle)
+    record = result_of(response, "subagent.get")["subagent"]
+    return record, response.json()["result"]["message"]["metadata"]["agentd"]["events"]
+
+
+def child_handle(child: Any) -> tuple[str, str]:
+    """The child's one task (its id) and its contextId: the parent's handle."""
+    deadline = time.monotonic() + 30
+    listed: list[dict[str, Any]] = []
+    while not listed and time.monotonic() < deadline:
+        listed = child.rpc("ListTasks", {}, token=CHILD).json()["result"].get("tasks", [])
+        time.sleep(0.05)
+    [task] = listed
+    return task["id"], task["contextId"]
+
+
+def test_the_childs_reports_complete_the_parents_handle(a2a_daemon: Any, tmp_path: Path) -> None:
+    port = free_port()
+    parent_url = f"http://127.0.0.1:{port}"
+    child = a2a_daemon(config=child_config(parent_url), env={"CHILD_TOKEN": CHILD, "PARENT_TOKEN": OPERATOR},
+                       mock=script(tmp_path, "child", turn(ANSWER, sleep_ms=1500)))  # fmt: skip
+    parent = a2a_daemon(config=parent_config(child.url), env={**PARENT_ENV, "CHILD_TOKEN": CHILD},
+                        listen=f"127.0.0.1:{port}", mock=script(tmp_path, "parent", turn("Here too.")))  # fmt: skip
+    assert parent.url == parent_url
+    task = start_run(parent, ALICE, workflow="delegate")
+    child_task, handle = child_handle(child)
+    # while the child works, the handle runs: an activity row of its owner, its events arriving
+    row = next(r for r in result_of(command(parent, "status", token=ALICE), "status")["activity"] if r["id"] == handle)
+    assert row["phase"] == "working" and row["round"] == 1
+    assert result_of(command(parent, "status", token=BOB), "status")["activity"] == []
+    done = wait_state(parent, task["id"], "TASK_STATE_COMPLETED", token=ALICE, timeout=60)
+    assert done["artifacts"][0]["parts"][0]["data"] == ANSWER  # the sync step's output: the reported result
+    wait_state(child, child_task, "TASK_STATE_COMPLETED", token=CHILD)
+
+    record, events = get(parent, handle)
+    assert (record["status"], record["result"], record["attempt"], record["error"]) == ("completed", ANSWER, 1, None)
+    assert record["requested_by"].startswith("delegate-")  # the run asked
+    subjects = [(e["stream"], e["event"]["subject"]) for e in events]
+    assert subjects == [("events", "ToolUpdated"), ("events", "ToolUpdated"), ("events", "TextDelta"),
+                        ("events", "TurnEnded")], subjects  # fmt: skip
+    assert events[2]["event"]["data"]["kind"]["TextDelta"]["text"] == ANSWER  # the deltas, gathered
+    for entry in events:
+        validate_envelope({"op": "_instance.emit", "handle": handle, **entry})  # as the child sent them
+
+    # the handle was completed by _instance.result: the parent did not wait for the child's task
+    ran = result_of(command(parent, "debug.events", token=OPERATOR, prefix="command.ran", limit=500), "debug.events")
+    reported = [e for e in ran["events"] if "_instance.result" in json.dumps(e)]
+    assert len(reported) == 1 and "operator" in json.dumps(reported[0]), ran["events"]
+    assert sum("_instance.emit" in json.dumps(e) for e in ran["events"]) == len(events)
+
+    # a local subagent's events: the same stream, the same reply
+    steps = result_of(command(parent, "run.get", token=ALICE, run=done["metadata"]["run"]), "run.get")["run"]["steps"]
+    local = steps["mine"]["output"]["handle"]
+    deadline = time.monotonic() + 30
+    while get(parent, local)[0]["status"] != "completed" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    mine, local_events = get(parent, local)
+    assert mine["result"] == "Here too."
+    assert [e["event"]["subject"] for e in local_events] == ["ToolUpdated", "ToolUpdated", "TextDelta", "TurnEnded"]
+    assert {e["stream"] for e in local_events} == {"events"}
+
+    # the owner only; the reserved ops refused to anyone else before any task exists, and they change nothing
+    before = tasks(parent)
+    for token in (ALICE, BOB):
+        assert reason(command(parent, "_instance.result", token=token, handle=handle, output="forged")) == (
+            -32602, "UNKNOWN_OP")  # fmt: skip
+        assert reason(emit(parent, token, handle, "events", {"subject": "forged"})) == (-32602, "UNKNOWN_OP")
+    for handle_of in (handle, local):
+        assert reason(command(parent, "subagent.get", token=BOB, handle=handle_of)) == (-32001, "NOT_FOUND")
+    # a late report (the handle has its result) is refused and changes nothing
+    late = command(parent, "_instance.result", token=OPERATOR, handle=handle, status="completed", output="late")
+    assert reason(late) == (-32602, "INVALID_STATE") and "no turn of it waits" in late.json()["error"]["message"]
+    assert tasks(parent) == before
+    assert get(parent, handle)[0]["result"] == ANSWER
+    assert not any(secret in line for line in parent.stderr + child.stderr for secret in (CHILD, OPERATOR))
+
+
+def test_an_unreachable_parent_costs_the_child_one_log_line(a2a_daemon: Any, tmp_path: Path) -> None:
+    # the child names a parent nobody listens on; a message from its operator naming that parent runs as ever
+    nobody = f"http://127.0.0.1:{free_port()}"
+    child = a2a_daemon(config=child_config(nobody), env={"CHILD_TOKEN": CHILD, "PARENT_TOKEN": OPERATOR},
+                       mock=script(tmp_path, "child", turn(ANSWER)))  # fmt: skip
+    metadata = {"agentd": {"handle": "sa-01TESTHANDLE", "parent": nobody + "/"}}
+    message = {"messageId": "m-unreachable", "role": "ROLE_USER", "parts": [{"text": "Read the notes."}],
+               "contextId": "sa-01TESTHANDLE", "metadata": metadata}  # fmt: skip
+    task = child.rpc("SendMessage", {"message": message}, token=CHILD).json()["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED" and ANSWER in json.dumps(task)
+    deadline = time.monotonic() + 30
+    said: list[str] = []
+    while not said and time.monotonic() < deadline:
+        said = [line for line in child.stderr if "did not land" in line]
+        time.sleep(0.1)
+    time.sleep(1)  # the result is tried after the events: still one line
+    said = [line for line in child.stderr if "did not land" in line]
+    assert len(said) == 1 and "sa-01TESTHANDLE" in said[0] and nobody in said[0], said
+    assert not any(OPERATOR in line or CHILD in line for line in child.stderr)
