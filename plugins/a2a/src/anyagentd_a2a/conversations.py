@@ -111,8 +111,9 @@ class TaskRun:
             self.conversation.forget(self)
             self.finished.set()
             if self.report is not None:
-                said = " ".join(p.text for p in parts or [] if p.text)
-                self.report.ended(REPORTED.get(state, "failed"), "".join(self.text) or said)
+                said = " ".join(p.text for p in parts or [] if p.text)  # the final message: the answer, or why not
+                completed = state == TaskState.TASK_STATE_COMPLETED
+                self.report.ended(REPORTED.get(state, "failed"), ("".join(self.text) if completed else "") or said)
 
     def text_chunk(self, text: str) -> None:
         if self.terminal:
