@@ -17,12 +17,13 @@ from typing import Any
 import pytest
 from a2a_helpers import wait_state
 from test_a2a_commands import ALICE, BOB, OPERATOR, command, reason, result_of, tasks, validate_envelope
-from test_a2a_subagents_live import emit
+from test_a2a_subagents_live import ENV as PARENT_ENV
+from test_a2a_subagents_live import config, emit
 from test_a2a_workflows import start_run
 
 pytestmark = pytest.mark.timeout(180)
 
-CHILD, PARENT_ENV = "child-secret-5d21", {"OP_TOKEN": OPERATOR, "ALICE_TOKEN": ALICE, "BOB_TOKEN": BOB}
+CHILD = "child-secret-5d21"
 TOOL = {"id": "t1", "kind": "Read", "title": "Read notes.txt", "status": "Running"}
 ANSWER = "The notes say: ship it."
 
@@ -45,21 +46,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def parent_config(child_url: str) -> str:
-    return f"""
-[a2a]
-bearer = "{{{{secret:OP_TOKEN}}}}"
-introspection = true
-[[a2a.principals]]
-id = "alice"
-bearer = "{{{{secret:ALICE_TOKEN}}}}"
-grants = ["*"]
-[[a2a.principals]]
-id = "bob"
-bearer = "{{{{secret:BOB_TOKEN}}}}"
-grants = ["*"]
-[subagents]
-enabled = true
+def parent_config(work: Path, child_url: str) -> str:
+    """The live subagent tests' parent (operator, alice, bob; subagents on, the mock agent) with the reporting
+    child and a workflow that delegates to it, then starts a local subagent."""
+    return config(work, f"""
 [[subagents.instances]]
 name = "child"
 url = "{child_url}"
@@ -82,7 +72,7 @@ depends_on = ["ask"]
 kind = "finish"
 depends_on = ["mine"]
 output = "{{{{steps.ask.output}}}}"
-"""
+""", agent="mock")
 
 
 def child_config(parent_url: str) -> str:
@@ -119,12 +109,12 @@ def child_handle(child: Any) -> tuple[str, str]:
     return task["id"], task["contextId"]
 
 
-def test_the_childs_reports_complete_the_parents_handle(a2a_daemon: Any, tmp_path: Path) -> None:
+def test_the_childs_reports_complete_the_parents_handle(a2a_daemon: Any, work: Path, tmp_path: Path) -> None:
     port = free_port()
     parent_url = f"http://127.0.0.1:{port}"
     child = a2a_daemon(config=child_config(parent_url), env={"CHILD_TOKEN": CHILD, "PARENT_TOKEN": OPERATOR},
                        mock=script(tmp_path, "child", turn(ANSWER, sleep_ms=1500)))  # fmt: skip
-    parent = a2a_daemon(config=parent_config(child.url), env={**PARENT_ENV, "CHILD_TOKEN": CHILD},
+    parent = a2a_daemon(config=parent_config(work, child.url), env={**PARENT_ENV, "CHILD_TOKEN": CHILD},
                         listen=f"127.0.0.1:{port}", mock=script(tmp_path, "parent", turn("Here too.")))  # fmt: skip
     assert parent.url == parent_url
     task = start_run(parent, ALICE, workflow="delegate")

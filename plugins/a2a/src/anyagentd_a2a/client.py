@@ -245,5 +245,5 @@ async def command(url: str, op: str, token: str | None, args: dict[str, Any] | N
             raise ClientError(f"{err}{hint}") from None
 
 
-__all__ = ["ClientError", "command", "command_with", "connect", "credentials_path", "load_token", "login", "send", "store_token",
-           "task_text"]
+__all__ = ["ClientError", "command", "command_with", "connect", "credentials_path", "load_token", "login", "send",
+           "store_token", "task_text"]

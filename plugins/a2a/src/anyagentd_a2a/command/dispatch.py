@@ -1,8 +1,8 @@
 """Answering a command: refused in order (:mod:`.envelope`), run as its op, replied to as a Message or a Task.
 
 A ``message`` op answers a Message (ROLE_AGENT, one DataPart ``application/json`` with the op's result,
-``extensions`` naming the command URI, ``metadata`` what the result's ``reply_metadata`` adds) and creates no task; on SendStreamingMessage it is exactly one SSE frame,
-then the stream ends. A ``task`` op answers a Task stored in the task store under the caller (so GetTask and
+``extensions`` naming the command URI, ``metadata`` what the result's ``reply_metadata`` adds) and creates no
+task; on SendStreamingMessage it is exactly one SSE frame, then the stream ends. A ``task`` op answers a Task stored in the task store under the caller (so GetTask and
 ListTasks show it): COMPLETED with one artifact ``<taskId>.result`` (a DataPart, ``extensions`` naming the URI),
 or without an artifact when the op's result schema is ``false``. A long-running task op (``workflow.run``) keeps
 its task open: each :class:`~anyagentd.ops.Progress` becomes a status update, and a unary send returns once the
