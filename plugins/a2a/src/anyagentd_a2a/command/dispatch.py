@@ -2,9 +2,10 @@
 
 A ``message`` op answers a Message (ROLE_AGENT, one DataPart ``application/json`` with the op's result,
 ``extensions`` naming the command URI, ``metadata`` what the result's ``reply_metadata`` adds) and creates no
-task; on SendStreamingMessage it is exactly one SSE frame, then the stream ends. A ``task`` op answers a Task stored in the task store under the caller (so GetTask and
-ListTasks show it): COMPLETED with one artifact ``<taskId>.result`` (a DataPart, ``extensions`` naming the URI),
-or without an artifact when the op's result schema is ``false``. A long-running task op (``workflow.run``) keeps
+task; on SendStreamingMessage it is exactly one SSE frame, then the stream ends. A ``task`` op answers a Task
+stored in the task store under the caller (so GetTask and ListTasks show it): COMPLETED with one artifact
+``<taskId>.result`` (a DataPart, ``extensions`` naming the URI), or without an artifact when the op's result
+schema is ``false``. A long-running task op (``workflow.run``) keeps
 its task open: each :class:`~anyagentd.ops.Progress` becomes a status update, and a unary send returns once the
 task ends or needs input. An :class:`~anyagentd.ops.OpError` raised before the task exists is a JSON-RPC error,
 and nothing was created.
