@@ -9,6 +9,7 @@ nothing else. Every reply is validated against the seed schema."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import time
 from pathlib import Path
@@ -170,22 +171,41 @@ def test_the_childs_reports_complete_the_parents_handle(a2a_daemon: Any, work: P
     assert not any(secret in line for line in parent.stderr + child.stderr for secret in (CHILD, OPERATOR))
 
 
-def test_an_unreachable_parent_costs_the_child_one_log_line(a2a_daemon: Any, tmp_path: Path) -> None:
-    # the child names a parent nobody listens on; a message from its operator naming that parent runs as ever
-    nobody = f"http://127.0.0.1:{free_port()}"
-    child = a2a_daemon(config=child_config(nobody), env={"CHILD_TOKEN": CHILD, "PARENT_TOKEN": OPERATOR},
-                       mock=script(tmp_path, "child", turn(ANSWER)))  # fmt: skip
-    metadata = {"agentd": {"handle": "sa-01TESTHANDLE", "parent": nobody + "/"}}
-    message = {"messageId": "m-unreachable", "role": "ROLE_USER", "parts": [{"text": "Read the notes."}],
-               "contextId": "sa-01TESTHANDLE", "metadata": metadata}  # fmt: skip
+def report_lines(child: Any, expected: int) -> list[str]:
+    """The child's "did not land" log lines, once there are ``expected`` (30 s at most), and a second later (the
+    result is tried after the events: still one line per task)."""
+    deadline = time.monotonic() + 30
+    while len([line for line in child.stderr if "did not land" in line]) < expected and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1)
+    return [line for line in child.stderr if "did not land" in line]
+
+
+def send_naming(child: Any, parent: str, handle: str) -> dict[str, Any]:
+    """A message from the child's operator in the context ``handle`` whose metadata names ``parent``."""
+    message = {"messageId": f"m-{handle}", "role": "ROLE_USER", "parts": [{"text": "Read the notes."}],
+               "contextId": handle, "metadata": {"agentd": {"handle": handle, "parent": parent}}}  # fmt: skip
     task = child.rpc("SendMessage", {"message": message}, token=CHILD).json()["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED" and ANSWER in json.dumps(task)
-    deadline = time.monotonic() + 30
-    said: list[str] = []
-    while not said and time.monotonic() < deadline:
-        said = [line for line in child.stderr if "did not land" in line]
-        time.sleep(0.1)
-    time.sleep(1)  # the result is tried after the events: still one line
-    said = [line for line in child.stderr if "did not land" in line]
-    assert len(said) == 1 and "sa-01TESTHANDLE" in said[0] and nobody in said[0], said
+    return task
+
+
+def test_an_unreachable_parent_costs_the_child_one_log_line(a2a_daemon: Any, tmp_path: Path) -> None:
+    # the child names a parent nobody listens on; a message from its operator naming that parent runs as ever
+    nobody, other = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
+    child = a2a_daemon(config=child_config(nobody), env={"CHILD_TOKEN": CHILD, "PARENT_TOKEN": OPERATOR},
+                       mock=script(tmp_path, "child", turn(ANSWER), turn(ANSWER), turn(ANSWER)))  # fmt: skip
+    send_naming(child, nobody + "/", "sa-01FIRST")  # a trailing slash names the same parent
+    [said] = report_lines(child, 1)
+    assert "sa-01FIRST" in said and nobody in said, said
+    # SIGHUP: the parents configured now are the ones reported to
+    (tmp_path / "config0.toml").write_text(child_config(other))
+    child.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while not any("configuration reloaded" in line for line in child.stderr) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    send_naming(child, nobody, "sa-02GONE")  # no longer a parent: no report
+    send_naming(child, other, "sa-03OTHER")
+    lines = report_lines(child, 2)
+    assert len(lines) == 2 and "sa-03OTHER" in lines[1] and other in lines[1], lines
     assert not any(OPERATOR in line or CHILD in line for line in child.stderr)

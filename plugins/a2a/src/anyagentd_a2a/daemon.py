@@ -2,7 +2,8 @@
 
 ``serve(loaded, options)`` runs until SIGTERM/SIGINT, then drains and returns 0: sends are refused (DRAINING),
 every running turn is cancelled and every session closed in parallel, the listener stops. SIGHUP reloads the
-configuration file (credentials, principals, CORS origins; the listener and agent need a restart). Once the
+configuration file (credentials, principals, CORS origins, the parents reported to; the listener and agent need a
+restart). Once the
 listener accepts connections the first stdout line is ``{"listening": "http://HOST:PORT"}``; logs are JSON lines on
 stderr and never carry a secret.
 """
@@ -260,8 +261,8 @@ class Daemon:
             validator = None if push.allow_private else validate_push_notification_url
             http = httpx.AsyncClient(timeout=10.0)
             sender = BasePushNotificationSender(http, push_store, push_url_validator=validator)
-        executor = ConversationExecutor(self.conversations, allow_private_urls=push.allow_private, parked=self.parked,
-                                        parents=self._parents())  # fmt: skip
+        executor = self.executor = ConversationExecutor(self.conversations, allow_private_urls=push.allow_private,
+                                                        parked=self.parked, parents=self._parents())  # fmt: skip
         handler = self.handler = DefaultRequestHandler(
             executor, store, card, push_config_store=push_store, push_sender=sender, extended_agent_card=card,
             extended_card_modifier=self._extend_card, push_url_validator=validator,
@@ -409,6 +410,7 @@ class Daemon:
         self.instance.reloaded()
         self.front.identities = Identities(loaded, self.instance.auth_sessions)
         self.cors.origins = set(loaded.config.a2a.cors_origins)
+        self.executor.parents = self._parents()  # tasks started from now on report to the parents configured now
         log.info("SIGHUP: configuration reloaded from %s", path)
 
     async def _open_session(self, conversation: Conversation, require_resume: bool = False) -> Any:

@@ -45,7 +45,9 @@ class ChildInstance:
         from ..client import ClientError, send, task_text
 
         agentd: dict[str, Any] = {"handle": handle}
-        if self.reports and parent:
+        if self.reports:
+            if not parent:
+                raise ChildFailed(f"the child instance {self.name!r} reports, but this daemon has no URL to give it")
             agentd["parent"] = parent
         try:
             state, task = await send(self.url, text, self.bearer, context_id=handle, metadata={"agentd": agentd},
