@@ -3,8 +3,10 @@ on both. The parent's workflow delegates to the child (``[[subagents.instances]]
 sends without waiting for the child's task, so only the child's ``_instance.result`` (sent with the official
 a2a-sdk client and the parent's operator credential, ``[[subagents.parents]]``) completes the handle, and its
 ``_instance.emit`` events land in the parent's ``subagent.get``, beside a local subagent's own. A non-operator
-calling the reserved ops is refused before any task exists; an unreachable parent costs the child one log line and
-nothing else. Every reply is validated against the seed schema."""
+calling the reserved ops is refused before any task exists; a warm child's later answers come back the same way;
+without a report the handle never takes the child's reply; an unreachable parent costs the child one log line per
+task and nothing else, and SIGHUP changes whom the child reports to. Every reply is validated against the seed
+schema."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from typing import Any
 
 import pytest
 from a2a_helpers import wait_state
-from test_a2a_commands import ALICE, BOB, OPERATOR, command, reason, result_of, tasks, validate_envelope
+from test_a2a_commands import ALICE, BOB, OPERATOR, command, reason, result_of, task_result, tasks, validate_envelope
 from test_a2a_subagents_live import ENV as PARENT_ENV
 from test_a2a_subagents_live import config, emit
 from test_a2a_workflows import start_run
@@ -47,10 +49,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def parent_config(work: Path, child_url: str) -> str:
+def parent_config(work: Path, child_url: str, limits: str = "") -> str:
     """The live subagent tests' parent (operator, alice, bob; subagents on, the mock agent) with the reporting
-    child and a workflow that delegates to it, then starts a local subagent."""
-    return config(work, f"""
+    child and a workflow that delegates to it (sync, then warm), then starts a local subagent."""
+    return config(work, f"""{limits}
 [[subagents.instances]]
 name = "child"
 url = "{child_url}"
@@ -63,12 +65,18 @@ roles = ["user"]
 kind = "subagent"
 agent = "child"
 instruction = "Read the notes."
+[workflows.steps.keep]
+kind = "subagent"
+agent = "child"
+instruction = "Stay around."
+mode = "warm"
+depends_on = ["ask"]
 [workflows.steps.mine]
 kind = "subagent"
 agent = "mock"
 instruction = "Read them here too."
 mode = "async"
-depends_on = ["ask"]
+depends_on = ["keep"]
 [workflows.steps.done]
 kind = "finish"
 depends_on = ["mine"]
@@ -114,7 +122,7 @@ def test_the_childs_reports_complete_the_parents_handle(a2a_daemon: Any, work: P
     port = free_port()
     parent_url = f"http://127.0.0.1:{port}"
     child = a2a_daemon(config=child_config(parent_url), env={"CHILD_TOKEN": CHILD, "PARENT_TOKEN": OPERATOR},
-                       mock=script(tmp_path, "child", turn(ANSWER, sleep_ms=1500)))  # fmt: skip
+                       mock=script(tmp_path, "child", turn(ANSWER, sleep_ms=1500), turn("Second answer.")))  # fmt: skip
     parent = a2a_daemon(config=parent_config(work, child.url), env={**PARENT_ENV, "CHILD_TOKEN": CHILD},
                         listen=f"127.0.0.1:{port}", mock=script(tmp_path, "parent", turn("Here too.")))  # fmt: skip
     assert parent.url == parent_url
@@ -141,11 +149,25 @@ def test_the_childs_reports_complete_the_parents_handle(a2a_daemon: Any, work: P
     # the handle was completed by _instance.result: the parent did not wait for the child's task
     ran = result_of(command(parent, "debug.events", token=OPERATOR, prefix="command.ran", limit=500), "debug.events")
     reported = [e for e in ran["events"] if "_instance.result" in json.dumps(e)]
-    assert len(reported) == 1 and "operator" in json.dumps(reported[0]), ran["events"]
-    assert sum("_instance.emit" in json.dumps(e) for e in ran["events"]) == len(events)
+    assert len(reported) == 2 and all("operator" in json.dumps(e) for e in reported), ran["events"]  # ask, keep
+    assert sum("_instance.emit" in json.dumps(e) for e in ran["events"]) == 2 * len(events)
+
+    steps = result_of(command(parent, "run.get", token=ALICE, run=done["metadata"]["run"]), "run.get")["run"]["steps"]
+    # a warm child: its first report left it idle; subagent.send's answer comes back by report too
+    warm = steps["keep"]["output"]
+    assert warm["result"] == ANSWER
+    _, ack = task_result(command(parent, "subagent.send", token=ALICE, handle=warm["handle"], message="More?"),
+                         "subagent.send")  # fmt: skip
+    assert ack == {"ok": True, "handle": warm["handle"]}
+    deadline = time.monotonic() + 30
+    while get(parent, warm["handle"])[0]["attempt"] < 2 or get(parent, warm["handle"])[0]["status"] != "idle":
+        assert time.monotonic() < deadline, get(parent, warm["handle"])
+        time.sleep(0.05)
+    kept, warm_events = get(parent, warm["handle"])
+    assert (kept["status"], kept["result"], kept["mode"]) == ("idle", "Second answer.", "warm")
+    assert [e["event"]["subject"] for e in warm_events].count("TurnEnded") == 2
 
     # a local subagent's events: the same stream, the same reply
-    steps = result_of(command(parent, "run.get", token=ALICE, run=done["metadata"]["run"]), "run.get")["run"]["steps"]
     local = steps["mine"]["output"]["handle"]
     deadline = time.monotonic() + 30
     while get(parent, local)[0]["status"] != "completed" and time.monotonic() < deadline:
@@ -209,3 +231,18 @@ def test_an_unreachable_parent_costs_the_child_one_log_line(a2a_daemon: Any, tmp
     lines = report_lines(child, 2)
     assert len(lines) == 2 and "sa-03OTHER" in lines[1] and other in lines[1], lines
     assert not any(OPERATOR in line or CHILD in line for line in child.stderr)
+
+
+def test_without_a_report_the_handle_never_takes_the_reply(a2a_daemon: Any, work: Path, tmp_path: Path) -> None:
+    # the child does not know the parent: it answers, but reports nothing; the parent, told to expect reports,
+    # does not take the child's reply for the result, and the turn times out saying what it waited for
+    child = a2a_daemon(config='[a2a]\nbearer = "{{secret:CHILD_TOKEN}}"\n', env={"CHILD_TOKEN": CHILD},
+                       mock=script(tmp_path, "child", turn(ANSWER)))  # fmt: skip
+    parent = a2a_daemon(config=parent_config(work, child.url, "timeout = 3"), env={**PARENT_ENV, "CHILD_TOKEN": CHILD})
+    task = start_run(parent, ALICE, workflow="delegate")
+    child_task, handle = child_handle(child)
+    wait_state(child, child_task, "TASK_STATE_COMPLETED", token=CHILD)
+    wait_state(parent, task["id"], "TASK_STATE_FAILED", token=ALICE, timeout=30)
+    record, events = get(parent, handle)
+    assert (record["status"], record["result"], events) == ("failed", None, [])
+    assert record["error"] == "timed out after 3 s waiting for the child's _instance.result"
