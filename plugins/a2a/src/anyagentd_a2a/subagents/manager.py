@@ -16,7 +16,10 @@ and a warm one is re-opened with its agent's resume token on its next message.
 
 A subagent's agent is a catalog agent (opened on the runtime; with :attr:`SubagentManager.tools` set its session
 gets the subagent MCP server one level deeper, so depth limits apply) or a configured child instance
-(:mod:`.instances`: another daemon over A2A, whose reply is the subagent's result).
+(:mod:`.instances`: another daemon over A2A, whose reply is the subagent's result, or, for a child that reports,
+its ``_instance.result``: :meth:`SubagentManager.child_result`). Either way a turn ends once, by what comes first
+(:meth:`SubagentManager._end_turn`). Each record keeps its newest events as one stream (:mod:`.streams`): a local
+subagent's from its session, a child's from its ``_instance.emit``.
 """
 
 from __future__ import annotations
