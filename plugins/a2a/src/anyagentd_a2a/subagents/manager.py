@@ -423,6 +423,7 @@ class SubagentManager:
             outcome = ("failed", None, str(err))
         finally:
             self._scopes.pop(record.handle, None)
+            record.turn_started = None
         if scope.cancelled_caught:
             return  # killed: kill() recorded it
         await self._end_turn(record, *outcome)  # nothing when a report ended it first
