@@ -217,6 +217,10 @@ def test_an_unreachable_parent_costs_the_child_one_log_line(a2a_daemon: Any, tmp
     nobody, other = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
     child = a2a_daemon(config=child_config(nobody), env={"CHILD_TOKEN": CHILD, "PARENT_TOKEN": OPERATOR},
                        mock=script(tmp_path, "child", turn(ANSWER), turn(ANSWER), turn(ANSWER)))  # fmt: skip
+    shown = command(child, "config", token=CHILD)
+    assert result_of(shown, "config")["config"]["subagents"]["parents"] == [
+        {"url": nobody, "bearer": "{{secret:PARENT_TOKEN}}", "principal": "operator"}]  # fmt: skip
+    assert OPERATOR not in shown.text  # the parent's credential: its reference only
     send_naming(child, nobody + "/", "sa-01FIRST")  # a trailing slash names the same parent
     [said] = report_lines(child, 1)
     assert "sa-01FIRST" in said and nobody in said, said
