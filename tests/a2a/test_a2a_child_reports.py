@@ -49,7 +49,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def parent_config(work: Path, child_url: str, limits: str = "") -> str:
+def parent_config(work: Path, child_url: str, limits: str = "", *, reports: bool = True) -> str:
     """The live subagent tests' parent (operator, alice, bob; subagents on, the mock agent) with the reporting
     child and a workflow that delegates to it (sync, then warm), then starts a local subagent."""
     return config(work, f"""{limits}
@@ -57,7 +57,7 @@ def parent_config(work: Path, child_url: str, limits: str = "") -> str:
 name = "child"
 url = "{child_url}"
 bearer = "{{{{secret:CHILD_TOKEN}}}}"
-reports = true
+reports = {"true" if reports else "false"}
 [[workflows]]
 name = "delegate"
 roles = ["user"]
@@ -250,3 +250,23 @@ def test_without_a_report_the_handle_never_takes_the_reply(a2a_daemon: Any, work
     record, events = get(parent, handle)
     assert (record["status"], record["result"], events) == ("failed", None, [])
     assert record["error"] == "timed out after 3 s waiting for the child's _instance.result"
+
+
+def test_the_first_end_of_a_turn_is_kept(a2a_daemon: Any, work: Path, tmp_path: Path) -> None:
+    # a child that does not report (reports = false): the parent waits for its reply, but an operator's
+    # _instance.result while the turn runs ends it first; the sync step wakes on it, the reply changes nothing
+    child = a2a_daemon(config='[a2a]\nbearer = "{{secret:CHILD_TOKEN}}"\n', env={"CHILD_TOKEN": CHILD},
+                       mock=script(tmp_path, "child", turn(ANSWER, sleep_ms=3000)))  # fmt: skip
+    parent = a2a_daemon(config=parent_config(work, child.url, reports=False), env={**PARENT_ENV, "CHILD_TOKEN": CHILD})
+    task = start_run(parent, ALICE, workflow="delegate")
+    child_task, handle = child_handle(child)
+    _, none = task_result(command(parent, "_instance.result", token=OPERATOR, handle=handle, output="early"),
+                          "_instance.result")  # fmt: skip
+    assert none is None
+    assert get(parent, handle)[0]["status"] == "completed"
+    assert wait_state(parent, task["id"], "TASK_STATE_COMPLETED", token=ALICE)["artifacts"][0]["parts"][0]["data"] \
+        == "early"  # fmt: skip
+    wait_state(child, child_task, "TASK_STATE_COMPLETED", token=CHILD)
+    time.sleep(1)  # the reply has come back by now
+    record, _ = get(parent, handle)
+    assert (record["status"], record["result"], record["attempt"]) == ("completed", "early", 1)
