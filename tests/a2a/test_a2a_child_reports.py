@@ -4,9 +4,9 @@ sends without waiting for the child's task, so only the child's ``_instance.resu
 a2a-sdk client and the parent's operator credential, ``[[subagents.parents]]``) completes the handle, and its
 ``_instance.emit`` events land in the parent's ``subagent.get``, beside a local subagent's own. A non-operator
 calling the reserved ops is refused before any task exists; a warm child's later answers come back the same way;
-without a report the handle never takes the child's reply; an unreachable parent costs the child one log line per
-task and nothing else, and SIGHUP changes whom the child reports to. Every reply is validated against the seed
-schema."""
+without a report the handle never takes the child's reply, and of a report and a reply the first is kept; an
+unreachable parent costs the child one log line per task and nothing else, and SIGHUP changes whom the child reports
+to. Every reply is validated against the seed schema."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from a2a_helpers import wait_state
+from a2a_helpers import listed_tasks, wait_state
 from test_a2a_commands import ALICE, BOB, OPERATOR, command, reason, result_of, task_result, tasks, validate_envelope
 from test_a2a_subagents_live import ENV as PARENT_ENV
 from test_a2a_subagents_live import config, emit
@@ -109,12 +109,7 @@ def get(daemon: Any, handle: str, token: str = ALICE) -> tuple[dict[str, Any], l
 
 def child_handle(child: Any) -> tuple[str, str]:
     """The child's one task (its id) and its contextId: the parent's handle."""
-    deadline = time.monotonic() + 30
-    listed: list[dict[str, Any]] = []
-    while not listed and time.monotonic() < deadline:
-        listed = child.rpc("ListTasks", {}, token=CHILD).json()["result"].get("tasks", [])
-        time.sleep(0.05)
-    [task] = listed
+    [task] = listed_tasks(child, CHILD)
     return task["id"], task["contextId"]
 
 

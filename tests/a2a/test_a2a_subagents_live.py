@@ -315,7 +315,7 @@ def test_records_survive_a_restart_and_a_warm_codex_resumes(claude: Any, model_s
 
 def test_killing_a_child_subagent_cancels_its_task_on_the_child(claude: Any, a2a_daemon: Any, work: Path,
                                                                tmp_path: Path) -> None:  # fmt: skip
-    from a2a_helpers import wait_state
+    from a2a_helpers import listed_tasks, wait_state
 
     slow = tmp_path / "slow.json"
     slow.write_text(json.dumps({"turns": [[{"Sleep": 60000}, {"End": {"Completed": {"source": "Protocol"}}}]]}))
@@ -325,12 +325,7 @@ def test_killing_a_child_subagent_cancels_its_task_on_the_child(claude: Any, a2a
     instances = f'[[subagents.instances]]\nname = "child"\nurl = "{child.url}"\nbearer = "{{{{secret:CHILD_TOKEN}}}}"'
     parent = a2a_daemon(config=config(work, instances), env={**ENV, "CHILD_TOKEN": CHILD})
     assert parent.send_text("Start the child.", token=ALICE)["status"]["state"] == "TASK_STATE_COMPLETED"
-    deadline = time.monotonic() + 30
-    listed: list[dict[str, Any]] = []
-    while not listed and time.monotonic() < deadline:
-        listed = child.rpc("ListTasks", {}, token=CHILD).json()["result"].get("tasks", [])
-        time.sleep(0.1)
-    [running] = listed
+    [running] = listed_tasks(child, CHILD)
     handle = running["contextId"]
     [row] = result_of(command(parent, "status", token=ALICE), "status")["activity"]
     assert row["id"] == handle and row["phase"] == "working"
