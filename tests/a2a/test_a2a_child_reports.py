@@ -32,13 +32,13 @@ ANSWER = "The notes say: ship it."
 
 
 def turn(text: str, *, sleep_ms: int = 0) -> list[dict[str, Any]]:
-    """A mock turn: a tool that runs and completes, ``text`` in two deltas, then the end (after ``sleep_ms``)."""
+    """A mock turn: a tool that runs (for ``sleep_ms``) and completes, ``text`` in two deltas, then the end."""
     half = len(text) // 2
-    return [{"Emit": {"ToolUpdated": TOOL}}, {"Emit": {"ToolUpdated": {**TOOL, "status": "Completed"}}},
+    return [{"Emit": {"ToolUpdated": TOOL}}, *([{"Sleep": sleep_ms}] if sleep_ms else []),
+            {"Emit": {"ToolUpdated": {**TOOL, "status": "Completed"}}},
             {"Emit": {"TextDelta": {"message_id": "m1", "text": text[:half]}}},
             {"Emit": {"TextDelta": {"message_id": "m1", "text": text[half:]}}},
-            {"Emit": {"MessageEnded": {"message_id": "m1"}}}, *([{"Sleep": sleep_ms}] if sleep_ms else []),
-            {"End": {"Completed": {"source": "Protocol"}}}]  # fmt: skip
+            {"Emit": {"MessageEnded": {"message_id": "m1"}}}, {"End": {"Completed": {"source": "Protocol"}}}]  # fmt: skip
 
 
 def free_port() -> int:
@@ -117,15 +117,18 @@ def test_the_childs_reports_complete_the_parents_handle(a2a_daemon: Any, work: P
     port = free_port()
     parent_url = f"http://127.0.0.1:{port}"
     child = a2a_daemon(config=child_config(parent_url), env={"CHILD_TOKEN": CHILD, "PARENT_TOKEN": OPERATOR},
-                       mock=script(tmp_path, "child", turn(ANSWER, sleep_ms=1500), turn("Second answer.")))  # fmt: skip
+                       mock=script(tmp_path, "child", turn(ANSWER, sleep_ms=2500), turn("Second answer.")))  # fmt: skip
     parent = a2a_daemon(config=parent_config(work, child.url), env={**PARENT_ENV, "CHILD_TOKEN": CHILD},
                         listen=f"127.0.0.1:{port}", mock=script(tmp_path, "parent", turn("Here too.")))  # fmt: skip
     assert parent.url == parent_url
     task = start_run(parent, ALICE, workflow="delegate")
     child_task, handle = child_handle(child)
-    # while the child works, the handle runs: an activity row of its owner, its events arriving
-    row = next(r for r in result_of(command(parent, "status", token=ALICE), "status")["activity"] if r["id"] == handle)
-    assert row["phase"] == "working" and row["round"] == 1
+    # while the child works, the handle runs: an activity row of its owner, showing the tool its events say runs
+    deadline, row = time.monotonic() + 10, {}
+    while row.get("tool") is None and time.monotonic() < deadline:
+        row = next(r for r in result_of(command(parent, "status", token=ALICE), "status")["activity"]
+                   if r["id"] == handle)  # fmt: skip
+    assert (row["phase"], row["round"], row["tool"]) == ("working", 1, "Read notes.txt"), row
     assert result_of(command(parent, "status", token=BOB), "status")["activity"] == []
     done = wait_state(parent, task["id"], "TASK_STATE_COMPLETED", token=ALICE, timeout=60)
     assert done["artifacts"][0]["parts"][0]["data"] == ANSWER  # the sync step's output: the reported result

@@ -38,7 +38,7 @@ from anyagentd.errors import AnyagentError
 
 from .errors import SubagentNotFound, SubagentRefused
 from .instances import ChildFailed, ChildInstance
-from .streams import STREAM, EventMirror, keep
+from .streams import STREAM, EventMirror, keep, running_tool
 
 Mode = Literal["sync", "async", "detached", "warm"]
 MODES: tuple[str, ...] = ("sync", "async", "detached", "warm")
@@ -284,8 +284,9 @@ class SubagentManager:
 
     def activity(self, owner: str | None) -> list[dict[str, Any]]:
         """``status.activity`` rows of ``owner``'s subagents whose turn runs (``None``: everyone's): ``id`` the
-        handle, ``phase`` the session's (``working`` for a child instance), the current tool, ``round`` the
-        attempt, token counts, when the turn started and the last activity (epoch ms)."""
+        handle, ``phase`` the session's (``working`` for a child instance), the current tool (a child's: the one
+        its newest mirrored event shows running, :func:`.streams.running_tool`), ``round`` the attempt, token
+        counts, when the turn started and the last activity (epoch ms)."""
         rows = []
         for record in self.owned(owner):
             if record.status != "running" or record.turn_started is None:
@@ -297,7 +298,8 @@ class SubagentManager:
             rows.append({
                 "id": record.handle, "task": None, "ctx": None,
                 "phase": (projections.phase if projections is not None else None) or "working",
-                "tool": (tool.title or tool.id) if tool is not None else None, "round": record.attempts,
+                "tool": ((tool.title or tool.id) if tool is not None else None) if projections is not None
+                        else running_tool(record.events), "round": record.attempts,
                 "tokens_in": (usage.tokens_in or 0) if usage else 0,
                 "tokens_out": (usage.tokens_out or 0) if usage else 0,
                 "started_ms": record.turn_started,

@@ -77,6 +77,21 @@ class EventMirror:
         return [stream_event(whole)]
 
 
+def running_tool(events: list[dict[str, Any]]) -> str | None:
+    """The tool the newest ``ToolUpdated`` of a record's ``events`` shows running (its title, else its id), or
+    ``None``; entries of another shape (a child names its own) are passed over."""
+    for entry in reversed(events):
+        event = entry.get("event")
+        if not isinstance(event, dict) or event.get("subject") != "ToolUpdated":
+            continue
+        kind = event.get("data", {}).get("kind") if isinstance(event.get("data"), dict) else None
+        tool = kind.get("ToolUpdated") if isinstance(kind, dict) else None
+        if isinstance(tool, dict) and tool.get("status") == "Running":
+            return str(tool.get("title") or tool.get("id") or "") or None
+        return None
+    return None
+
+
 def keep(events: list[dict[str, Any]], stream: str, event: dict[str, Any], kept: int) -> None:
     """Append ``event`` of ``stream`` to a record's ``events``, dropping the oldest past ``kept``."""
     events.append({"stream": stream, "event": event})
@@ -84,4 +99,4 @@ def keep(events: list[dict[str, Any]], stream: str, event: dict[str, Any], kept:
         del events[: len(events) - kept]
 
 
-__all__ = ["STREAM", "EventMirror", "keep", "stream_event"]
+__all__ = ["STREAM", "EventMirror", "keep", "running_tool", "stream_event"]
