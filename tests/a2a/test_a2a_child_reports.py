@@ -38,7 +38,8 @@ def turn(text: str, *, sleep_ms: int = 0) -> list[dict[str, Any]]:
             {"Emit": {"ToolUpdated": {**TOOL, "status": "Completed"}}},
             {"Emit": {"TextDelta": {"message_id": "m1", "text": text[:half]}}},
             {"Emit": {"TextDelta": {"message_id": "m1", "text": text[half:]}}},
-            {"Emit": {"MessageEnded": {"message_id": "m1"}}}, {"End": {"Completed": {"source": "Protocol"}}}]  # fmt: skip
+            {"Emit": {"MessageEnded": {"message_id": "m1"}}},
+            {"End": {"Completed": {"source": "Protocol"}}}]  # fmt: skip
 
 
 def free_port() -> int:
