@@ -25,6 +25,17 @@ def wait_state(daemon: Any, task_id: str, state: str, timeout: float = 20.0,
         time.sleep(0.05)
 
 
+def listed_tasks(daemon: Any, token: str | None, timeout: float = 30.0) -> list[dict[str, Any]]:
+    """Poll ListTasks (as ``token``'s principal) until it lists a task; returns the tasks (none after ``timeout``
+    seconds)."""
+    deadline = time.monotonic() + timeout
+    listed: list[dict[str, Any]] = []
+    while not listed and time.monotonic() < deadline:
+        listed = daemon.rpc("ListTasks", {}, token=token).json()["result"].get("tasks", [])
+        time.sleep(0.05)
+    return listed
+
+
 SLOW = {"turns": [[{"Emit": {"TextDelta": {"message_id": "m1", "text": "working"}}}, {"Sleep": 60000},
                    {"End": {"Completed": {"source": "Protocol"}}}],
                   [{"Emit": {"TextDelta": {"message_id": "m2", "text": "second"}}},

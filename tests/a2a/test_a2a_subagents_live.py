@@ -262,14 +262,17 @@ def test_two_daemons_the_parent_delegates_to_a_child_instance(claude: Any, a2a_d
     assert tasks(parent) == before
     status = result_of(command(parent, "subagent.status", token=ALICE, handle=handle), "subagent.status")
     assert status["result"] == HELLO
-    _, none = task_result(command(parent, "_instance.result", token=OPERATOR, handle=handle, status="completed",
-                                  output="the detached report"), "_instance.result")  # fmt: skip
-    assert none is None
+    # the reply ended the turn: a report after it is refused and changes nothing; an emit is kept with its events
+    late = command(parent, "_instance.result", token=OPERATOR, handle=handle, status="completed", output="late")
+    assert reason(late) == (-32602, "INVALID_STATE")
     _, none = task_result(emit(parent, OPERATOR, handle, "progress", {"subject": "step", "data": {"n": 1}}),
                           "_instance.emit")  # fmt: skip
     assert none is None
     assert result_of(command(parent, "subagent.status", token=ALICE, handle=handle), "subagent.status") == {
-        "handle": handle, "status": "completed", "mode": "sync", "result": "the detached report"}  # fmt: skip
+        "handle": handle, "status": "completed", "mode": "sync", "result": HELLO}  # fmt: skip
+    got = command(parent, "subagent.get", token=ALICE, handle=handle).json()["result"]["message"]
+    assert got["metadata"]["agentd"]["events"] == [{"stream": "progress", "event": {"subject": "step",
+                                                                                    "data": {"n": 1}}}]  # fmt: skip
     assert reason(command(parent, "_instance.result", token=OPERATOR, handle="sa-nobody")) == (-32001, "NOT_FOUND")
 
 
@@ -312,7 +315,7 @@ def test_records_survive_a_restart_and_a_warm_codex_resumes(claude: Any, model_s
 
 def test_killing_a_child_subagent_cancels_its_task_on_the_child(claude: Any, a2a_daemon: Any, work: Path,
                                                                tmp_path: Path) -> None:  # fmt: skip
-    from a2a_helpers import wait_state
+    from a2a_helpers import listed_tasks, wait_state
 
     slow = tmp_path / "slow.json"
     slow.write_text(json.dumps({"turns": [[{"Sleep": 60000}, {"End": {"Completed": {"source": "Protocol"}}}]]}))
@@ -322,12 +325,7 @@ def test_killing_a_child_subagent_cancels_its_task_on_the_child(claude: Any, a2a
     instances = f'[[subagents.instances]]\nname = "child"\nurl = "{child.url}"\nbearer = "{{{{secret:CHILD_TOKEN}}}}"'
     parent = a2a_daemon(config=config(work, instances), env={**ENV, "CHILD_TOKEN": CHILD})
     assert parent.send_text("Start the child.", token=ALICE)["status"]["state"] == "TASK_STATE_COMPLETED"
-    deadline = time.monotonic() + 30
-    listed: list[dict[str, Any]] = []
-    while not listed and time.monotonic() < deadline:
-        listed = child.rpc("ListTasks", {}, token=CHILD).json()["result"].get("tasks", [])
-        time.sleep(0.1)
-    [running] = listed
+    [running] = listed_tasks(child, CHILD)
     handle = running["contextId"]
     [row] = result_of(command(parent, "status", token=ALICE), "status")["activity"]
     assert row["id"] == handle and row["phase"] == "working"

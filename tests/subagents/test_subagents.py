@@ -190,3 +190,52 @@ def test_child_instances_in_the_configuration() -> None:
         parse({"subagents": {"instances": section["instances"] * 2}}, env={"C": "s3cret"})
     with pytest.raises(ConfigError, match="'C' is not set"):
         parse({"subagents": section}, env={})
+
+
+def test_parents_in_the_configuration() -> None:
+    from anyagentd_a2a.config import ConfigError, parse
+
+    parent = {"url": "http://127.0.0.1:9/", "bearer": "{{secret:P}}"}
+    loaded = parse({"subagents": {"parents": [parent]}}, env={"P": "p4rent"})
+    assert loaded.secrets.parents["http://127.0.0.1:9"].get_secret_value() == "p4rent"  # matched without the slash
+    assert loaded.config.subagents.parents[0].principal == "operator" and "p4rent" not in repr(loaded)
+    for bad, key in (({"bearer": "p4rent"}, "bearer"), ({"url": "x"}, "url"), ({"principal": "alice"}, "principal")):
+        with pytest.raises(ConfigError) as caught:
+            parse({"subagents": {"parents": [{**parent, **bad}]}}, env={"P": "p4rent"})
+        assert caught.value.key.endswith(key) and "p4rent" not in str(caught.value)
+    with pytest.raises(ConfigError, match="configured twice"):
+        parse({"subagents": {"parents": [parent, {**parent, "url": "http://127.0.0.1:9"}]}}, env={"P": "p4rent"})
+    with pytest.raises(ConfigError, match="'P' is not set"):
+        parse({"subagents": {"parents": [parent]}}, env={})
+
+
+TOOL = {"id": "t1", "kind": "Read", "title": "Read notes.txt", "status": "Running"}
+BUSY_TURN = [{"Emit": {"TextDelta": {"message_id": "m1", "text": "Reading "}}},
+             {"Emit": {"TextDelta": {"message_id": "m1", "text": "the notes."}}},
+             {"Emit": {"MessageEnded": {"message_id": "m1"}}}, {"Emit": {"ToolUpdated": TOOL}},
+             {"Emit": {"ToolUpdated": {**TOOL, "output": "more output, same status"}}},
+             {"Emit": {"ToolUpdated": {**TOOL, "status": "Completed"}}},
+             {"End": {"Completed": {"source": "Protocol"}}}]  # fmt: skip
+
+
+async def test_a_local_subagents_events_are_its_stream(tmp_path: Path) -> None:
+    async with Runtime(mock_script={"turns": [BUSY_TURN, BUSY_TURN]}) as runtime, anyio.create_task_group() as tg:
+        manager = SubagentManager(runtime, SubagentLimits(), work_root=tmp_path / "s", events_kept=4)
+        await tg.start(manager.serve)
+        record = await manager.spawn("user:alice", "mock", "read", "warm")
+        first = [(e["stream"], e["event"]["subject"]) for e in record.events]
+        assert first == [("events", "TextDelta"), ("events", "ToolUpdated"), ("events", "ToolUpdated"),
+                         ("events", "TurnEnded")]  # fmt: skip
+        text, running, completed, ended = (e["event"] for e in record.events)
+        assert text["data"]["kind"] == {"TextDelta": {"message_id": "m1", "text": "Reading the notes."}}  # gathered
+        assert running["data"]["kind"]["ToolUpdated"]["status"] == "Running"  # one per status change
+        assert completed["data"]["kind"]["ToolUpdated"]["status"] == "Completed"
+        assert {e["correlation"] for e in (text, running, ended)} == {ended["data"]["turn_info"]["id"]}
+        assert text["id"] < running["id"] < completed["id"] < ended["id"]
+        # the same keeping as a child's _instance.emit: bounded, newest last, one list
+        await manager.send(record.handle, "user:alice", "again")
+        assert len(record.events) == 4 and record.events[-1]["event"]["id"] > ended["id"]
+        manager.child_event(record.handle, "events", {"id": 1, "subject": "Custom", "correlation": None, "data": {}})
+        assert len(record.events) == 4 and record.events[-1] == {"stream": "events", "event": {
+            "id": 1, "subject": "Custom", "correlation": None, "data": {}}}  # fmt: skip
+        tg.cancel_scope.cancel()

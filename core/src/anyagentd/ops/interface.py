@@ -60,6 +60,11 @@ class ResultModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first use
 
+    def reply_metadata(self) -> dict[str, Any] | None:
+        """What the face sends beside the result, for what the seed schema's result has no field for (the A2A face:
+        the reply message's ``metadata``); ``None``, the default, sends nothing."""
+        return None
+
 
 # ------------------------------------------------------------------------------------------------ errors
 

@@ -145,10 +145,12 @@ def status(url: str, token: str | None) -> None:
     """The daemon's ``status`` (the command extension's op) at URL, as JSON on stdout."""
     import json
 
+    import anyio
+
     from .client import ClientError, command
 
     try:
-        result = command(url, "status", _token(url, token))
+        result = anyio.run(lambda: command(url, "status", _token(url, token)))
     except ClientError as err:
         _fail(err)
     click.echo(json.dumps(result, indent=2, ensure_ascii=False))

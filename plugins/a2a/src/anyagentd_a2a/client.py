@@ -4,7 +4,8 @@
 code and the verification URI, polls the token endpoint at the interval (adding 5 s on ``slow_down``), and stores
 the token in the user's config dir (``$XDG_CONFIG_HOME/anyagentd/credentials.json``, mode 0600, keyed by the
 daemon's URL). ``anyagentd a2a send URL TEXT`` and ``anyagentd a2a status URL`` use that token (or ``--token`` /
-``$ANYAGENTD_A2A_TOKEN``) with the official a2a-sdk client.
+``$ANYAGENTD_A2A_TOKEN``) with the official a2a-sdk client. :func:`send` and :func:`command` are also how the daemon
+talks to other daemons (a child instance's message, a child's reports to its parent).
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ import stat
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from .auth.device import GRANT_TYPE
-from .command.envelope import COMMAND_URI
+from .command.envelope import COMMAND_URI, DATA_PART_KEY, RESULT_MEDIA_TYPE
 
 CLIENT_ID = "anyagentd-cli"
 
@@ -136,39 +138,72 @@ def _headers(token: str | None, *, command: bool = False) -> dict[str, str]:
     return headers
 
 
-async def send(url: str, text: str, token: str | None, *, context_id: str | None = None,
-               task_id: str | None = None) -> tuple[str, dict[str, Any]]:
-    """Send ``text`` as a message with the a2a-sdk client (unary); returns ``(state, task_json)`` of the task it
-    ran as. ``task_id`` continues that task (the answer to an ``INPUT_REQUIRED`` one: A2A 1.0 "Multi-turn
-    interactions", the message's ``taskId``); ``context_id`` continues a conversation. Raises
-    :class:`ClientError`."""
-    from a2a.client import ClientConfig, ClientFactory
-    from a2a.types import Message, Part, Role, SendMessageRequest
-    from google.protobuf.json_format import MessageToDict
+def _said(err: BaseException) -> str:
+    """An SDK error's first line (the SDK raises many kinds; a person or a log needs one line)."""
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
-    async with httpx.AsyncClient(headers=_headers(token), timeout=httpx.Timeout(600, connect=10)) as http:
+
+@asynccontextmanager
+async def connect(url: str, token: str | None, *, command: bool = False,
+                  timeout: float = 600.0) -> AsyncIterator[Any]:  # fmt: skip
+    """The official a2a-sdk client (unary sends) of the agent at ``url``, built from its card, presenting
+    ``token``; with ``command`` every request activates the command extension (the ``A2A-Extensions`` header).
+    ``timeout``: seconds one request may take (10 s to connect). Raises :class:`ClientError` when the card cannot be
+    read."""
+    from a2a.client import ClientConfig, ClientFactory
+
+    headers = _headers(token, command=command)
+    async with httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(timeout, connect=10)) as http:
         try:
             client = await ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create_from_url(url)
         except Exception as err:  # noqa: BLE001 - the SDK raises many kinds; the person needs one line
-            said = (str(err).strip().splitlines() or [type(err).__name__])[0]
-            raise ClientError(f"cannot reach an A2A agent at {url}: {said}") from None
-        message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
-        if context_id:
-            message.context_id = context_id
-        if task_id:
-            message.task_id = task_id
+            raise ClientError(f"cannot reach an A2A agent at {url}: {_said(err)}") from None
+        yield client
+
+
+async def _send_one(client: Any, message: Any, *, immediately: bool = False) -> dict[str, Any]:
+    """Send ``message`` (an SDK ``Message``) and return the last response as proto3 JSON (``{"task": …}`` or
+    ``{"message": …}``); ``immediately``: the agent answers at once with the task as it stands
+    (``returnImmediately``) instead of when it ends. SDK errors propagate."""
+    from a2a.types import SendMessageConfiguration, SendMessageRequest
+    from google.protobuf.json_format import MessageToDict
+
+    request = SendMessageRequest(message=message)
+    if immediately:
+        request.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
+    responses = [r async for r in client.send_message(request)]
+    return MessageToDict(responses[-1]) if responses else {}
+
+
+async def send(url: str, text: str, token: str | None, *, context_id: str | None = None,
+               task_id: str | None = None, metadata: dict[str, Any] | None = None,
+               immediately: bool = False) -> tuple[str, dict[str, Any]]:  # fmt: skip
+    """Send ``text`` as a message with the a2a-sdk client (unary; in the conversation ``context_id``, carrying
+    ``metadata``); returns ``(state, task_json)`` of the task it ran as, once it ended or waits for input (with
+    ``immediately``: as it stands at once). ``task_id`` continues that task: the answer to one that waits for
+    input (A2A 1.0 "Multi-turn interactions", the message's ``taskId``). Raises :class:`ClientError`."""
+    from a2a.types import Message, Part, Role
+    from google.protobuf.json_format import ParseDict
+    from google.protobuf.struct_pb2 import Struct
+
+    message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
+    if context_id:
+        message.context_id = context_id
+    if task_id:
+        message.task_id = task_id
+    if metadata:
+        message.metadata.CopyFrom(ParseDict(metadata, Struct()))
+    async with connect(url, token) as client:
         try:
-            responses = [r async for r in client.send_message(SendMessageRequest(message=message))]
+            payload = await _send_one(client, message, immediately=immediately)
         except Exception as err:  # noqa: BLE001
-            said = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            said = _said(err)
             hint = f"; sign in with `anyagentd a2a login {_key(url)}`" if "401" in said else ""
             raise ClientError(f"{url} refused the message: {said}{hint}") from None
-    for response in reversed(responses):
-        payload = MessageToDict(response)
-        task = payload.get("task")
-        if task:
-            return task.get("status", {}).get("state", ""), task
-    raise ClientError("the agent answered no task")
+    task = payload.get("task")
+    if not task:
+        raise ClientError("the agent answered no task")
+    return task.get("status", {}).get("state", ""), task
 
 
 def task_text(task: dict[str, Any]) -> str:
@@ -183,27 +218,39 @@ def question_text(task: dict[str, Any]) -> str:
     return "".join(p.get("text", "") for p in message.get("parts", []) if "text" in p)
 
 
-def command(url: str, op: str, token: str | None, **args: Any) -> dict[str, Any]:
-    """Run a ``message`` op of the command extension (e.g. ``status``) over raw JSON-RPC; returns its result."""
-    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-        "messageId": str(uuid.uuid4()), "role": "ROLE_USER", "extensions": [COMMAND_URI],
-        "parts": [{"data": {"agentd": {"op": op, **args}}, "mediaType": "application/json"}]}}}  # fmt: skip
-    headers = {"Content-Type": "application/json", **_headers(token, command=True)}
+async def command_with(client: Any, op: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run ``op`` of the command extension on ``client`` (from :func:`connect` with ``command=True``): a message
+    marked with the extension carrying the envelope ``{"agentd": {"op", **args}}``
+    (``docs/commands.md#commands-and-ops``). Returns a ``message`` op's result document, or a ``task`` op's Task
+    (proto3 JSON). Raises :class:`ClientError` (the op refused: the daemon's message)."""
+    from a2a.types import Message, Part, Role
+    from google.protobuf.json_format import ParseDict
+    from google.protobuf.struct_pb2 import Value
+
+    envelope = {DATA_PART_KEY: {"op": op, **(args or {})}}
+    message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, extensions=[COMMAND_URI],
+                      parts=[Part(data=ParseDict(envelope, Value()), media_type=RESULT_MEDIA_TYPE)])  # fmt: skip
     try:
-        response = httpx.post(_key(url) + "/", json=body, headers=headers, timeout=60)
-    except httpx.HTTPError as err:
-        raise ClientError(f"cannot reach {url}: {err}") from None
-    try:
-        reply = response.json()
-    except ValueError:
-        raise ClientError(f"{url} answered HTTP {response.status_code} without JSON") from None
-    if "error" in reply:
-        error = reply["error"]
-        hint = f"; sign in with `anyagentd a2a login {_key(url)}`" if error.get("code") == -31401 else ""
-        raise ClientError(f"{op} refused: {error.get('message')} ({error.get('code')}){hint}")
-    parts = reply["result"]["message"]["parts"]
-    return next(p["data"] for p in parts if "data" in p)
+        payload = await _send_one(client, message)
+    except Exception as err:  # noqa: BLE001 - the SDK raises many kinds; the caller needs one line
+        raise ClientError(f"{op} refused: {_said(err)}") from None
+    if "task" in payload:
+        return payload["task"]
+    parts = payload.get("message", {}).get("parts", [])
+    return next((p["data"] for p in parts if "data" in p), {})
 
 
-__all__ = ["ClientError", "command", "credentials_path", "load_token", "login", "question_text", "send", "store_token",
-           "task_text"]
+async def command(url: str, op: str, token: str | None, args: dict[str, Any] | None = None, *,
+                  timeout: float = 60.0) -> dict[str, Any]:  # fmt: skip
+    """:func:`command_with` on a client of ``url`` made for this one op (``timeout`` seconds a request may take).
+    Raises :class:`ClientError` (unreachable, or refused)."""
+    async with connect(url, token, command=True, timeout=timeout) as client:
+        try:
+            return await command_with(client, op, args)
+        except ClientError as err:
+            hint = f"; sign in with `anyagentd a2a login {_key(url)}`" if "401" in str(err) else ""
+            raise ClientError(f"{err}{hint}") from None
+
+
+__all__ = ["ClientError", "command", "command_with", "connect", "credentials_path", "load_token", "login",
+           "question_text", "send", "store_token", "task_text"]

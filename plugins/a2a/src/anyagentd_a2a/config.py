@@ -131,21 +131,42 @@ class DeviceGrantSection(_Strict):
     token_days: Annotated[int, Field(ge=1, le=365)] = 30
 
 
+_URL = r"^https?://[^/\s]+(/\S*)?$"
+
+
 class InstanceSection(_Strict):
     """``[[subagents.instances]]``: a child instance (another anyagentd, or any A2A agent) spawned as the agent
-    ``name``: its A2A ``url`` and the ``bearer`` the parent presents to it (a credential reference)."""
+    ``name``: its A2A ``url``, the ``bearer`` the parent presents to it (a credential reference) and ``reports``:
+    whether the child reports back with ``_instance.result`` / ``_instance.emit`` (an anyagentd child that lists
+    this daemon among its ``[[subagents.parents]]``) rather than in its reply (``docs/commands.md#child-instances``)."""
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
-    url: Annotated[str, Field(pattern=r"^https?://[^/\s]+(/\S*)?$")]
+    url: Annotated[str, Field(pattern=_URL)]
     bearer: str | None = None
+    reports: bool = False
+
+    _check_bearer = field_validator("bearer", mode="before")(_reference)
+
+
+class ParentSection(_Strict):
+    """``[[subagents.parents]]``: a parent daemon this one reports to when it runs the parent's subagent. ``url``
+    is the parent's A2A URL (as its messages name it), ``bearer`` the parent's operator credential (a credential
+    reference), ``principal`` who the parent is here (the principal its messages arrive as: ``operator``, or
+    ``user:<id>`` / ``agent:<id>`` of a ``[[a2a.principals]]`` rule); a message naming the parent from anyone else
+    is run without reports."""
+
+    url: Annotated[str, Field(pattern=_URL)]
+    bearer: str
+    principal: Annotated[str, Field(pattern=r"^(operator|(user|agent):[a-z0-9][a-z0-9._-]{0,63})$")] = "operator"
 
     _check_bearer = field_validator("bearer", mode="before")(_reference)
 
 
 class SubagentsSection(_Strict):
     """``[subagents]``: whether driven agents get anyagentd's MCP server to delegate with, and its limits: which
-    agents may be spawned (patterns), how many run at once per owner, how deep they nest, a turn's timeout; and
-    the child ``instances`` that may be spawned by name (over A2A)."""
+    agents may be spawned (patterns), how many run at once per owner, how deep they nest, a turn's timeout; the
+    child ``instances`` that may be spawned by name (over A2A); and the ``parents`` this daemon reports to when it
+    is their child instance (served whether or not ``enabled``)."""
 
     enabled: bool = False
     agents: list[str] = Field(default_factory=lambda: ["*"])
@@ -153,6 +174,7 @@ class SubagentsSection(_Strict):
     depth: Annotated[int, Field(ge=1, le=8)] = 1
     timeout: Annotated[float, Field(gt=0)] = 600.0
     instances: list[InstanceSection] = Field(default_factory=list)
+    parents: list[ParentSection] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _unique_instances(self) -> SubagentsSection:
@@ -160,7 +182,16 @@ class SubagentsSection(_Strict):
         duplicate = next((n for n in names if names.count(n) > 1), None)
         if duplicate:
             raise ValueError(f"instance {duplicate!r} is configured twice")
+        urls = [parent_key(p.url) for p in self.parents]
+        duplicate = next((u for u in urls if urls.count(u) > 1), None)
+        if duplicate:
+            raise ValueError(f"parent {duplicate!r} is configured twice")
         return self
+
+
+def parent_key(url: str) -> str:
+    """A parent's URL as parents are matched: without a trailing slash."""
+    return url.rstrip("/")
 
 
 class PoolSection(_Strict):
@@ -256,13 +287,14 @@ def is_loopback(host: str) -> bool:
 
 
 class Secrets(BaseModel):
-    """The resolved credentials: the operator bearer, each principal's by principal id, and the bearer presented
-    to each child instance by instance name."""
+    """The resolved credentials: the operator bearer, each principal's by principal id, the bearer presented to
+    each child instance by instance name, and to each parent by its URL (:func:`parent_key`)."""
 
     model_config = ConfigDict(frozen=True)
     operator: SecretStr | None = None
     principals: dict[str, SecretStr] = Field(default_factory=dict)
     instances: dict[str, SecretStr] = Field(default_factory=dict)
+    parents: dict[str, SecretStr] = Field(default_factory=dict)
 
 
 class Loaded(BaseModel):
@@ -326,8 +358,12 @@ def parse(data: dict[str, Any], *, source: str | None = None, env: dict[str, str
         i.name: resolve_reference(i.bearer, f"subagents.instances.{n}.bearer", env)
         for n, i in enumerate(config.subagents.instances) if i.bearer
     }  # fmt: skip
-    loaded = Loaded(config=config, secrets=Secrets(operator=operator, principals=principals, instances=instances),
-                    source=source)  # fmt: skip
+    parents = {
+        parent_key(p.url): resolve_reference(p.bearer, f"subagents.parents.{n}.bearer", env)
+        for n, p in enumerate(config.subagents.parents)
+    }  # fmt: skip
+    secrets = Secrets(operator=operator, principals=principals, instances=instances, parents=parents)
+    loaded = Loaded(config=config, secrets=secrets, source=source)
     check_listener(loaded)
     if config.a2a.device_grant.enabled and operator is None:
         raise ConfigError("a2a.device_grant.enabled", "the device grant needs an operator credential (a2a.bearer): "

@@ -56,6 +56,8 @@ log = logging.getLogger("anyagentd.a2a")
 TERMINAL = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED,
                       TaskState.TASK_STATE_REJECTED})  # fmt: skip
 PAUSED = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
+REPORTED = {TaskState.TASK_STATE_COMPLETED: "completed", TaskState.TASK_STATE_CANCELED: "cancelled"}
+"""A terminal task state as a report to a parent gives it (any other: ``failed``)."""
 DETAIL_KINDS = frozenset({"ToolUpdated", "ToolOutputDelta", "PlanUpdated", "ContextUsage", "UserMessage",
                           "Diagnostic", "ContextCompacted", "PlanUsageUpdated"})  # fmt: skip
 
@@ -76,6 +78,7 @@ class TaskRun:
     artifact_open: bool = False
     usage: Any = None  # the turn's last ContextUsage
     carried: Any = None  # (request, answer) given before a restart: the resumed agent's same request gets it
+    report: Any = None  # the parent's subagents.reports.TaskReport, when a parent daemon asked for reports
     started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 
     def __post_init__(self) -> None:
@@ -107,6 +110,10 @@ class TaskRun:
         if self.terminal:
             self.conversation.forget(self)
             self.finished.set()
+            if self.report is not None:
+                said = " ".join(p.text for p in parts or [] if p.text)  # the final message: the answer, or why not
+                completed = state == TaskState.TASK_STATE_COMPLETED
+                self.report.ended(REPORTED.get(state, "failed"), ("".join(self.text) if completed else "") or said)
 
     def text_chunk(self, text: str) -> None:
         if self.terminal:
@@ -294,6 +301,8 @@ class Conversation:
         run = self._by_turn.get(turn.id)
         if run is None:
             return  # an agent-originated turn: no task runs it
+        if run.report is not None:
+            run.report.event(event)
         _translate(run, event, tag)
 
 

@@ -2,7 +2,8 @@
 
 ``serve(loaded, options)`` runs until SIGTERM/SIGINT, then drains and returns 0: sends are refused (DRAINING),
 every running turn is cancelled and every session closed in parallel, the listener stops. SIGHUP reloads the
-configuration file (credentials, principals, CORS origins; the listener and agent need a restart). Once the
+configuration file (credentials, principals, CORS origins, the parents reported to; the listener and agent need a
+restart). Once the
 listener accepts connections the first stdout line is ``{"listening": "http://HOST:PORT"}``; logs are JSON lines on
 stderr and never carry a secret.
 """
@@ -42,7 +43,7 @@ from .card import SCHEMA_PATH, build_card, card_route, extend_for_caller
 from .command.dispatch import CommandDispatcher
 from .instance import Instance
 from .logring import LogRing, RingHandler, secret_redactor
-from .config import ConfigError, Loaded, load, split_host_port, with_listen
+from .config import ConfigError, Loaded, load, parent_key, split_host_port, with_listen
 from .conversations import Conversation, Conversations, PoolLimits
 from .executor import CANCEL_GRACE, ConversationExecutor
 from .front import COMMAND_EXTENSION, CorsGate, Front, HostGate, invalid_params, rpc_error
@@ -260,7 +261,8 @@ class Daemon:
             validator = None if push.allow_private else validate_push_notification_url
             http = httpx.AsyncClient(timeout=10.0)
             sender = BasePushNotificationSender(http, push_store, push_url_validator=validator)
-        executor = ConversationExecutor(self.conversations, allow_private_urls=push.allow_private, parked=self.parked)
+        executor = self.executor = ConversationExecutor(self.conversations, allow_private_urls=push.allow_private,
+                                                        parked=self.parked, parents=self._parents())  # fmt: skip
         handler = self.handler = DefaultRequestHandler(
             executor, store, card, push_config_store=push_store, push_sender=sender, extended_agent_card=card,
             extended_card_modifier=self._extend_card, push_url_validator=validator,
@@ -408,6 +410,7 @@ class Daemon:
         self.instance.reloaded()
         self.front.identities = Identities(loaded, self.instance.auth_sessions)
         self.cors.origins = set(loaded.config.a2a.cors_origins)
+        self.executor.parents = self._parents()  # tasks started from now on report to the parents configured now
         log.info("SIGHUP: configuration reloaded from %s", path)
 
     async def _open_session(self, conversation: Conversation, require_resume: bool = False) -> Any:
@@ -468,7 +471,22 @@ class Daemon:
             secret = self.loaded.secrets.instances.get(child.name)
             if secret is not None and child.bearer:
                 found[secret.get_secret_value()] = child.bearer
+        for parent in self.loaded.config.subagents.parents:
+            secret = self.loaded.secrets.parents.get(parent_key(parent.url))
+            if secret is not None:
+                found[secret.get_secret_value()] = parent.bearer
         return found
+
+    def _parents(self) -> Any:
+        """The ``[[subagents.parents]]`` this daemon reports a parent's subagent to (``None`` when there are none)."""
+        configured = self.loaded.config.subagents.parents
+        if not configured:
+            return None
+        from .subagents.reports import Parent, Parents
+
+        secrets = self.loaded.secrets.parents
+        return Parents([Parent(p.url, secrets[parent_key(p.url)], p.principal) for p in configured],
+                       spawn=self._tg.start_soon)  # fmt: skip
 
     async def _services(self, engine: Any) -> None:
         """The workflow runner, the device grant and the subagent manager, as configured (their stores share the
@@ -504,7 +522,7 @@ class Daemon:
             section = self.loaded.config.subagents
             secrets = self.loaded.secrets.instances
             children = {c.name: ChildInstance(c.name, c.url, secrets[c.name].get_secret_value() if c.name in secrets
-                                              else None) for c in section.instances}  # fmt: skip
+                                              else None, reports=c.reports) for c in section.instances}  # fmt: skip
             store = await SubagentStore(self.db_engine).open()
             manager = SubagentManager(self.runtime, SubagentLimits(tuple(section.agents), section.per_owner,
                                                                    section.depth, section.timeout),

@@ -10,12 +10,14 @@ task's end (bounded by ``CANCEL_GRACE``; past it the SDK records CANCELED itself
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import anyio
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.types import Part, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
 from anyagentd.errors import AnyagentError
+from google.protobuf.json_format import MessageToDict
 
 from .conversations import Conversations, TaskRun
 from .translate import (
@@ -43,10 +45,11 @@ class ConversationExecutor(AgentExecutor):
     """Runs each A2A task as one prompt of its conversation; see the module docstring."""
 
     def __init__(self, conversations: Conversations, *, allow_private_urls: bool = False,
-                 parked: dict[str, tuple[str, str]] | None = None) -> None:  # fmt: skip
+                 parked: dict[str, tuple[str, str]] | None = None, parents: Any = None) -> None:  # fmt: skip
         self.conversations = conversations
         self.allow_private_urls = allow_private_urls
         self.parked = parked if parked is not None else {}
+        self.parents = parents  # subagents.reports.Parents: a parent daemon's subagent is reported to it
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task = context.current_task
@@ -73,6 +76,8 @@ class ConversationExecutor(AgentExecutor):
                     status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED), history=[context.message])  # fmt: skip
         task.status.timestamp.GetCurrentTime()
         run = self.conversations.new_run(conversation, context.task_id)
+        if self.parents is not None and context.message.HasField("metadata"):
+            run.report = self.parents.report_for(owner_of(context), MessageToDict(context.message.metadata))
         await event_queue.enqueue_event(task)
         try:
             fetched = await fetch_url_parts(context.message, allow_private=self.allow_private_urls)

@@ -1,10 +1,11 @@
 """Answering a command: refused in order (:mod:`.envelope`), run as its op, replied to as a Message or a Task.
 
 A ``message`` op answers a Message (ROLE_AGENT, one DataPart ``application/json`` with the op's result,
-``extensions`` naming the command URI) and creates no task; on SendStreamingMessage it is exactly one SSE frame,
-then the stream ends. A ``task`` op answers a Task stored in the task store under the caller (so GetTask and
-ListTasks show it): COMPLETED with one artifact ``<taskId>.result`` (a DataPart, ``extensions`` naming the URI),
-or without an artifact when the op's result schema is ``false``. A long-running task op (``workflow.run``) keeps
+``extensions`` naming the command URI, ``metadata`` what the result's ``reply_metadata`` adds) and creates no
+task; on SendStreamingMessage it is exactly one SSE frame, then the stream ends. A ``task`` op answers a Task
+stored in the task store under the caller (so GetTask and ListTasks show it): COMPLETED with one artifact
+``<taskId>.result`` (a DataPart, ``extensions`` naming the URI), or without an artifact when the op's result
+schema is ``false``. A long-running task op (``workflow.run``) keeps
 its task open: each :class:`~anyagentd.ops.Progress` becomes a status update, and a unary send returns once the
 task ends or needs input. An :class:`~anyagentd.ops.OpError` raised before the task exists is a JSON-RPC error,
 and nothing was created.
@@ -32,6 +33,7 @@ from anyagentd.ops import (
     OpTable,
     Principal,
     Progress,
+    ResultModel,
     TargetNotFound,
 )
 
@@ -135,6 +137,9 @@ class CommandDispatcher:
         if command.op.reply == "message":
             reply = {"message": {"messageId": str(uuid.uuid4()), "contextId": context_id, "role": "ROLE_AGENT",
                                  "parts": [data_part(_json(outcome))], "extensions": [COMMAND_URI]}}  # fmt: skip
+            extra = outcome.reply_metadata() if isinstance(outcome, ResultModel) else None
+            if extra:
+                reply["message"]["metadata"] = extra
             return self._result(request_id, method, [reply])
         assert task_id is not None
         if isinstance(outcome, AsyncIterator):

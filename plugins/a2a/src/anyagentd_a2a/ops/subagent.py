@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
-from pydantic import Field, model_serializer
+from pydantic import Field, PrivateAttr, model_serializer
 
 from anyagentd.hookspecs import hookimpl
 from anyagentd.ops import ArgsModel, InvalidOpState, Op, OpContext, ResultModel, TargetNotFound
@@ -127,7 +127,15 @@ class GetArgs(ArgsModel):
 
 
 class GetResult(ResultModel):
+    """The record; its newest events (``{stream, event}``, oldest first) travel beside it, in the reply's
+    ``metadata.agentd.events``: the seed's ``subagent.get`` result has no field for them
+    (``docs/commands.md#subagent-events``)."""
+
     subagent: dict[str, Any]
+    _events: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+
+    def reply_metadata(self) -> dict[str, Any]:
+        return {"agentd": {"events": self._events}}
 
 
 class SubagentGet(Op):
@@ -143,7 +151,9 @@ class SubagentGet(Op):
     async def run(self, context: OpContext, args: GetArgs) -> GetResult:
         with _their_own():
             record = _manager(context).get(args.handle, _owner(context))
-        return GetResult(subagent=record.to_json())
+        got = GetResult(subagent=record.to_json())
+        got._events = list(record.events)
+        return got
 
 
 class ChildResultArgs(ArgsModel):
@@ -163,7 +173,10 @@ class InstanceResult(Op):
 
     async def run(self, context: OpContext, args: ChildResultArgs) -> None:
         with _their_own():
-            await _manager(context).child_result(args.handle, args.status, args.output)
+            try:
+                await _manager(context).child_result(args.handle, args.status, args.output)
+            except SubagentRefused as err:
+                raise InvalidOpState(str(err)) from None
         return None
 
 

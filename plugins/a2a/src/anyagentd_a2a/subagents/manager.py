@@ -16,7 +16,10 @@ and a warm one is re-opened with its agent's resume token on its next message.
 
 A subagent's agent is a catalog agent (opened on the runtime; with :attr:`SubagentManager.tools` set its session
 gets the subagent MCP server one level deeper, so depth limits apply) or a configured child instance
-(:mod:`.instances`: another daemon over A2A, whose reply is the subagent's result).
+(:mod:`.instances`: another daemon over A2A, whose reply is the subagent's result, or, for a child that reports,
+its ``_instance.result``: :meth:`SubagentManager.child_result`). Either way a turn ends once, by what comes first
+(:meth:`SubagentManager._end_turn`). Each record keeps its newest events as one stream (:mod:`.streams`): a local
+subagent's from its session, a child's from its ``_instance.emit``.
 """
 
 from __future__ import annotations
@@ -35,11 +38,14 @@ from anyagentd.errors import AnyagentError
 
 from .errors import SubagentNotFound, SubagentRefused
 from .instances import ChildFailed, ChildInstance
+from .streams import STREAM, EventMirror, keep, running_tool
 
 Mode = Literal["sync", "async", "detached", "warm"]
 MODES: tuple[str, ...] = ("sync", "async", "detached", "warm")
 Status = Literal["pending", "running", "idle", "completed", "failed", "cancelled"]
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
+REPORTED = ("completed", "failed", "cancelled")
+"""The statuses a child's ``_instance.result`` may report."""
 
 
 def now_ms() -> int:
@@ -83,7 +89,8 @@ class Subagent:
     turn_started: int | None = None  # epoch ms the running turn started (status.activity), None when none runs
     session: Any = field(default=None, repr=False)
     done: anyio.Event = field(default_factory=anyio.Event, repr=False)
-    events: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    events: list[dict[str, Any]] = field(default_factory=list, repr=False)  # {stream, event}, newest last (.streams)
+    mirror: EventMirror = field(default_factory=EventMirror, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """The record as ``subagent.get`` shows it (``$defs/ops/subagent.get``): ``requested_by`` is the
@@ -236,24 +243,27 @@ class SubagentManager:
         return record
 
     async def child_result(self, handle: str, status: str | None, output: Any) -> Subagent:
-        """A child instance's first result (``_instance.result``), recorded on the parent's handle: the subagent
-        reads ``completed`` (or the child's ``status``: failed/cancelled) with ``output`` as its result."""
+        """A child instance's result (``_instance.result``): it ends the handle's running turn as the child's
+        ``status`` (``completed`` by default, ``failed``, ``cancelled``) with ``output`` as the result (completed)
+        or the error (else); the record is committed before the waiter (a ``sync`` spawn) is told, and a reply
+        that arrives later changes nothing. Raises :class:`SubagentNotFound` and :class:`SubagentRefused` (not a
+        child instance, another status, or no turn of it running: already ended by its reply, an earlier report,
+        a kill or a timeout)."""
         record = self.get(handle, None)
-        mapped = {"completed": "completed", "failed": "failed", "cancelled": "cancelled"}.get(status or "completed")
-        record.status = mapped or "completed"  # type: ignore[assignment]
-        record.result = output
-        if record.status != "completed":
-            record.error = f"the child instance reported {status}"
-        await self._save(record)  # committed before anyone waiting is told
-        record.done.set()
+        if self._child(record) is None:
+            raise SubagentRefused(f"subagent {handle} is not a child instance")
+        status = status or "completed"
+        if status not in REPORTED:
+            raise SubagentRefused(f"status must be one of {', '.join(REPORTED)}")
+        said = f": {str(output)[:1000]}" if output not in (None, "") else ""
+        if not await self._end_turn(record, status, output, f"the child instance reported {status}{said}"):
+            raise SubagentRefused(f"subagent {handle} is {record.status}: no turn of it waits for a result")
         return record
 
     def child_event(self, handle: str, stream: str, event: dict[str, Any]) -> None:
-        """A child instance's stream event (``_instance.emit``), appended to the parent's stream ``stream``."""
-        record = self.get(handle, None)
-        record.events.append({"stream": stream, "event": event})
-        if len(record.events) > self.events_kept:
-            del record.events[: len(record.events) - self.events_kept]
+        """A child instance's stream event (``_instance.emit``), kept with the handle's events like a local
+        subagent's own (:mod:`.streams`). Raises :class:`SubagentNotFound`."""
+        keep(self.get(handle, None).events, stream, event, self.events_kept)
 
     async def close(self) -> None:
         """Close every live subagent session (drain); records stay as they are."""
@@ -274,8 +284,9 @@ class SubagentManager:
 
     def activity(self, owner: str | None) -> list[dict[str, Any]]:
         """``status.activity`` rows of ``owner``'s subagents whose turn runs (``None``: everyone's): ``id`` the
-        handle, ``phase`` the session's (``working`` for a child instance), the current tool, ``round`` the
-        attempt, token counts, when the turn started and the last activity (epoch ms)."""
+        handle, ``phase`` the session's (``working`` for a child instance), the current tool (a child's: the one
+        its newest mirrored event shows running, :func:`.streams.running_tool`), ``round`` the attempt, token
+        counts, when the turn started and the last activity (epoch ms)."""
         rows = []
         for record in self.owned(owner):
             if record.status != "running" or record.turn_started is None:
@@ -287,7 +298,8 @@ class SubagentManager:
             rows.append({
                 "id": record.handle, "task": None, "ctx": None,
                 "phase": (projections.phase if projections is not None else None) or "working",
-                "tool": (tool.title or tool.id) if tool is not None else None, "round": record.attempts,
+                "tool": ((tool.title or tool.id) if tool is not None else None) if projections is not None
+                        else running_tool(record.events), "round": record.attempts,
                 "tokens_in": (usage.tokens_in or 0) if usage else 0,
                 "tokens_out": (usage.tokens_out or 0) if usage else 0,
                 "started_ms": record.turn_started,
@@ -359,7 +371,7 @@ class SubagentManager:
             with scope, anyio.move_on_after(self.limits.timeout) as deadline:
                 await session.prompt(message)
                 async for event in session.events():
-                    self._keep(record, event)
+                    self._keep(record, record.mirror.feed(event))
                     tag = event.tag
                     if tag == "TextDelta" and event.turn_info is not None and event.turn_info.parent_tool_id is None:
                         parts.append(event.kind.text)
@@ -380,21 +392,19 @@ class SubagentManager:
         finally:
             self._scopes.pop(record.handle, None)
             record.turn_started = None
+        self._keep(record, record.mirror.flush())
         if scope.cancelled_caught:
             return  # killed: kill() recorded it
-        status, result, error = outcome
-        record.result, record.error = (result, None) if status == "completed" else (record.result, error)
-        keep = record.mode == "warm" and status == "completed"
-        record.status = "idle" if keep else status
-        if not keep:
+        if not (record.mode == "warm" and outcome[0] == "completed"):
             record.session = None
             with anyio.CancelScope(shield=True):
                 await session.close()
-        await self._save(record)  # committed before anyone waiting is told
-        record.done.set()
+        await self._end_turn(record, *outcome)
 
     async def _child_turn(self, record: Subagent, child: ChildInstance, message: str) -> None:
-        """One message to a child instance; its reply is the result (a warm child stays ``idle`` after)."""
+        """One message to a child instance (a warm child stays ``idle`` after). Without reports its reply is the
+        result; with them (:attr:`ChildInstance.reports`) the turn waits for the child's ``_instance.result``
+        (:meth:`child_result` ends it), bounded by the timeout. Whichever ends the turn first is its result."""
         record.status = "running"
         record.attempts += 1
         record.turn_started = now_ms()
@@ -405,9 +415,12 @@ class SubagentManager:
         try:
             with scope, anyio.move_on_after(self.limits.timeout) as deadline:
                 answer = await child.ask(message, handle=record.handle, parent=self.parent_url)
+                if child.reports:
+                    await record.done.wait()  # the child's _instance.result ended the turn
                 outcome = ("completed", answer, None)
             if deadline.cancelled_caught:
-                outcome = ("failed", None, f"timed out after {self.limits.timeout:g} s")
+                waited = " waiting for the child's _instance.result" if child.reports else ""
+                outcome = ("failed", None, f"timed out after {self.limits.timeout:g} s{waited}")
         except ChildFailed as err:
             outcome = ("failed", None, str(err))
         finally:
@@ -415,16 +428,27 @@ class SubagentManager:
             record.turn_started = None
         if scope.cancelled_caught:
             return  # killed: kill() recorded it
-        status, result, error = outcome
-        record.result, record.error = (result, None) if status == "completed" else (record.result, error)
-        record.status = "idle" if record.mode == "warm" and status == "completed" else status
-        await self._save(record)  # committed before anyone waiting is told
-        record.done.set()
+        await self._end_turn(record, *outcome)  # nothing when a report ended it first
 
-    def _keep(self, record: Subagent, event: Any) -> None:
-        record.events.append({"sequence": event.sequence, "tag": event.tag})
-        if len(record.events) > self.events_kept:
-            del record.events[: len(record.events) - self.events_kept]
+    async def _end_turn(self, record: Subagent, status: Status, result: Any, error: str | None) -> bool:
+        """End ``record``'s running turn ``status``: a completed one takes ``result`` (a warm subagent then reads
+        ``idle``), another keeps the last result and takes ``error``. Committed before anyone waiting is told.
+        Returns ``False``, changing nothing, when no turn runs (it ended already: the first end is the one kept)."""
+        if record.status != "running":
+            return False
+        if status == "completed":
+            record.result, record.error = result, None
+        else:
+            record.error = error
+        record.status = "idle" if record.mode == "warm" and status == "completed" else status
+        record.turn_started = None
+        await self._save(record)
+        record.done.set()
+        return True
+
+    def _keep(self, record: Subagent, items: list[dict[str, Any]]) -> None:
+        for item in items:
+            keep(record.events, STREAM, item, self.events_kept)
 
 
 __all__ = ["MODES", "Subagent", "SubagentLimits", "SubagentManager", "SubagentNotFound", "SubagentRefused"]
