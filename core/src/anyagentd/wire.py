@@ -139,9 +139,14 @@ Frame = Annotated[
           Compact, Cancel, Info, Close],  # fmt: skip
     Field(discriminator="cmd"),
 ]
-FRAME = TypeAdapter(Frame, config=ConfigDict(defer_build=True))  # built by the first frame
+FRAME = TypeAdapter(Frame, config=ConfigDict(defer_build=True))  # every frame; parse_frame uses one class each
 COMMANDS = ("discover", "probe", "plan_usage", "generate", "open", "prompt", "dequeue", "answer", "configure",
             "rollback", "compact", "cancel", "info", "close")  # fmt: skip
+_FRAME_CLASSES: dict[str, type[_Cmd]] = {
+    cls.model_fields["cmd"].annotation.__args__[0]: cls  # type: ignore[union-attr]
+    for cls in (Discover, Probe, PlanUsageCmd, Generate, Open, Prompt, Dequeue, AnswerCmd, Configure, Rollback,
+                Compact, Cancel, Info, Close)
+}  # fmt: skip
 
 
 def parse_frame(line: str | bytes) -> Any:
@@ -167,9 +172,10 @@ def parse_frame(line: str | bytes) -> Any:
         cmd = clip(repr(data.get("cmd")), 60)
         raise _bad(frame_id, "unknown command", f"cmd {cmd} is not one of {', '.join(COMMANDS)}")
     try:
-        return FRAME.validate_python(data, strict=True)
+        # The frame's own class, not the union of all: the first `open` builds the schema of `open` only (issue 17).
+        return _FRAME_CLASSES[data["cmd"]].model_validate(data, strict=True)
     except ValidationError as err:
-        detail = "; ".join(f"{'.'.join(map(str, e['loc'][1:])) or e['loc'][0]}: {e['msg']}" for e in err.errors())
+        detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or data['cmd']}: {e['msg']}" for e in err.errors())
         raise _bad(frame_id, f"invalid {data['cmd']} frame", detail) from None
 
 
