@@ -9,6 +9,7 @@ answers that change what follows (``{"AwaitAnswer": {"allow": [...], "deny": [..
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -73,6 +74,17 @@ class MockAdapter(AgentAdapter):
         return MockConnection(self.script, options, link)
 
 
+def _unrolled(steps: list[Any]) -> Iterator[Any]:
+    """``steps`` with every ``Repeat`` played out, lazily (a flood's 200,000 steps are never held): a plain
+    iterator, so a repeated step costs no coroutine of its own (issue 17)."""
+    for step in steps:
+        if isinstance(step, Repeat):
+            for _ in range(step.times):
+                yield from _unrolled(step.steps)
+        else:
+            yield step
+
+
 class MockConnection(AgentConnection):
     """One session of the scripted agent: each StartTurn plays the next turn of the script from its start."""
 
@@ -115,7 +127,7 @@ class MockConnection(AgentConnection):
             self._player = None
 
     async def _steps(self, steps: list[Any]) -> None:
-        for step in steps:
+        for step in _unrolled(steps):
             if isinstance(step, Emit):
                 await self.link.emit(step.value)
                 self._emitted += 1
@@ -129,9 +141,6 @@ class MockConnection(AgentConnection):
                 await self.link.turn_ended(step.value)
             elif isinstance(step, Sleep):
                 await anyio.sleep(step.value / 1000)
-            elif isinstance(step, Repeat):
-                for _ in range(step.times):
-                    await self._steps(step.steps)
             elif step == "AwaitAnswer" or isinstance(step, AwaitBranch):
                 await self._answered.wait()
                 self._answered = anyio.Event()
