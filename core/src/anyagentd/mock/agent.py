@@ -31,8 +31,11 @@ from ..model import (
 from .script import AwaitBranch, Emit, End, Repeat, Script, Sleep, load_script
 
 MOCK_ID = "mock"
-FRAMES_PER_READ = 16
-"""Frames the scripted agent emits between yields to the event loop (a pipe read's worth)."""
+FRAMES_PER_READ = 64
+"""Frames the scripted agent emits between yields to the event loop: a pipe read's worth. A real adapter yields
+every line of one 64 KiB read of its agent's stdout (``adapters.process``) before it awaits again, hundreds of
+small frames in a flood; 64 is also the report channel's default buffer, past which the mock waits for the engine
+anyway. (It was 16: a flood then paid about 1 us per event in event-loop turns, bench/README.md.)"""
 
 
 def _details(script: Script, configuration: dict[str, ConfigValue] | None = None) -> AgentDetails:
@@ -78,11 +81,14 @@ def _unrolled(steps: list[Any]) -> Iterator[Any]:
     """``steps`` with every ``Repeat`` played out, lazily (a flood's 200,000 steps are never held): a plain
     iterator, so a repeated step costs no coroutine of its own (issue 17)."""
     for step in steps:
-        if isinstance(step, Repeat):
+        if not isinstance(step, Repeat):
+            yield step
+        elif any(isinstance(inner, Repeat) for inner in step.steps):
             for _ in range(step.times):
                 yield from _unrolled(step.steps)
         else:
-            yield step
+            for _ in range(step.times):
+                yield from step.steps
 
 
 class MockConnection(AgentConnection):
