@@ -144,3 +144,16 @@ def test_a_frame_builds_the_schema_of_its_own_command_only() -> None:
 
 def test_importing_the_model_builds_no_schema() -> None:
     assert _schemas_built("import anyagentd.model") == []
+
+
+def test_the_first_event_builds_no_schema_of_every_event_kind() -> None:
+    # Choosing how events are built (direct, or model_construct) compares instance state, not serialized bytes:
+    # the first event of a process does not build Event's schema, which holds every event kind.
+    built = _schemas_built("""
+        from anyagentd.engine import session
+        from anyagentd.model import TextDelta, TurnContext
+        event = session._new_event(1, 1_700_000_000_000_000_000, "s1", TurnContext(id="t1"),
+                                   TextDelta(message_id="m", text="x"), {})
+        assert session._new_event is session._direct_event and event.kind.text == "x"
+    """)
+    assert "Event" not in built and "SessionInfo" not in built
