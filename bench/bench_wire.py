@@ -367,11 +367,17 @@ def time_exit(argv: list[str]) -> float:
     return time.perf_counter() - t0
 
 
-def import_breakdown(top: int = 6) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
-    """Self (exclusive) import time of ``import anyagentd.cli`` (one ``-X importtime`` run), summed per top-level
-    package and per module; the top few of each, in seconds."""
-    proc = subprocess.run([PY, "-X", "importtime", "-c", "import anyagentd.cli"], capture_output=True,
-                          timeout=30, check=False, cwd=WORKDIR)  # fmt: skip
+def import_breakdown(top: int = 6, first_open: bool = False) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """Self (exclusive) import time of ``import anyagentd.cli`` (one ``-X importtime`` run), or with
+    ``first_open`` of ``anyagentd serve`` answering one ``open`` of the mock, summed per top-level package and per
+    module; the top few of each, in seconds."""
+    if first_open:
+        frame = json.dumps({"id": 1, "cmd": "open", "agent": "mock", "dir": WORKDIR}) + "\n"
+        proc = subprocess.run([PY, "-X", "importtime", "-m", "anyagentd.cli", "serve"], input=frame.encode(),
+                              capture_output=True, timeout=30, check=False, cwd=WORKDIR)  # fmt: skip
+    else:
+        proc = subprocess.run([PY, "-X", "importtime", "-c", "import anyagentd.cli"], capture_output=True,
+                              timeout=30, check=False, cwd=WORKDIR)  # fmt: skip
     packages: dict[str, float] = {}
     modules: dict[str, float] = {}
     for line in proc.stderr.decode(errors="replace").splitlines():
@@ -434,13 +440,32 @@ def bench_cold_start(runs: int) -> None:
     if serve and imp:
         print(f"  ratio serve->hello / import anyagentd.cli: {serve / imp:.2f}x  "
               f"(serve minus import: {(serve - imp) * 1000:+.0f} ms)")  # fmt: skip
+    for what, first_open in (("import anyagentd.cli", False), ("serve -> reply to open mock", True)):
+        try:
+            packages, modules = import_breakdown(first_open=first_open)
+            print(f"  {what}, self import time by package (one -X importtime run): "
+                  + ", ".join(f"{name} {sec * 1000:.0f} ms" for name, sec in packages))
+            print("    by module: " + ", ".join(f"{name} {sec * 1000:.0f} ms" for name, sec in modules))
+        except (subprocess.TimeoutExpired, OSError) as err:
+            print(f"  import breakdown ({what}): FAILED: {err}")
+
+
+def precompile() -> str:
+    """Write the bytecode of the workspace's packages the server imports (``compileall`` into their
+    ``__pycache__``), so a cold start reads .pyc files as the libraries in site-packages do. Without it, under
+    ``PYTHONDONTWRITEBYTECODE=1`` (set in some environments, this one included) every spawn compiles each of our
+    modules from source again: about 50 ms of a cold start that no installed copy pays. Returns what it did."""
+    code = ("import importlib.util, json, sys\n"
+            "names = ['anyagentd'] + sorted({m.name for m in __import__('pkgutil').iter_modules()"
+            " if m.name.startswith('anyagentd_')})\n"
+            "print(json.dumps([importlib.util.find_spec(n).submodule_search_locations[0] for n in names]))")
     try:
-        packages, modules = import_breakdown()
-        print("  import anyagentd.cli, self time by package (one -X importtime run): "
-              + ", ".join(f"{name} {sec * 1000:.0f} ms" for name, sec in packages))
-        print("    by module: " + ", ".join(f"{name} {sec * 1000:.0f} ms" for name, sec in modules))
-    except (subprocess.TimeoutExpired, OSError) as err:
-        print(f"  import breakdown: FAILED: {err}")
+        dirs = json.loads(subprocess.run([PY, "-c", code], capture_output=True, timeout=30, check=True).stdout)
+        done = subprocess.run([PY, "-m", "compileall", "-q", *dirs], capture_output=True, timeout=120, check=False)
+    except (subprocess.SubprocessError, OSError, ValueError) as err:
+        return f"not precompiled ({err})"
+    state = "written" if done.returncode == 0 else "could not all be written (read-only tree?)"
+    return f"bytecode of {len(dirs)} workspace packages {state} first (compileall)"
 
 
 # ------------------------------------------------------------------------------------------------ 3. memory
@@ -522,6 +547,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description="Benchmark anyagentd serve: wire throughput, cold start, memory.")
     ap.add_argument("--quick", action="store_true", help="1 flood run, 3 cold starts (well under 30 s)")
     ap.add_argument("--runs", type=int, help="flood runs per variant (default 3, or 1 with --quick)")
+    ap.add_argument("--no-precompile", action="store_true",
+                    help="do not write the workspace's bytecode first (e.g. for a tree you must not write to)")
     args = ap.parse_args()
     runs = args.runs or (1 if args.quick else 3)
     started = time.perf_counter()
@@ -534,6 +561,8 @@ def main() -> None:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"anyagentd {version}, Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {load}")
     print(f"server: {' '.join(anyagentd_cmd())}")
+    compiled = "not precompiled (--no-precompile)" if args.no_precompile else precompile()
+    print(f"bytecode: {compiled}; PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}")
     bench_throughput(runs, args.quick)
     bench_cold_start(3 if args.quick else 5)
     bench_memory(STALL_SECONDS)

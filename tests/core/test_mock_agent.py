@@ -107,3 +107,17 @@ def test_script_errors_name_the_place(script: dict[str, Any], expected: str) -> 
     with pytest.raises(InvalidConfiguration) as caught:
         load_script(script)
     assert caught.value.message == f"invalid mock script: {expected}"
+
+
+@pytest.mark.anyio
+async def test_repeats_play_in_order_nested_or_flat(tmp_path: Path) -> None:
+    # Repeat is played from an iterator (no coroutine per repeated step): nested and flat repeats keep their order.
+    script = {"turns": [[
+        {"Repeat": {"times": 2, "steps": [_say("a"), {"Repeat": {"times": 3, "steps": [_say("b")]}}, _say("c")]}},
+        {"Repeat": {"times": 0, "steps": [_say("never")]}},
+        {"Repeat": {"times": 2, "steps": [_say("d"), _say("e")]}}, _END,
+    ]]}  # fmt: skip
+    async with Runtime(mock_script=script) as rt:
+        session = await rt.open("mock", tmp_path)
+        assert await _turn_text(session, session.events(), "go", None) == "abbbcabbbcdede"
+        await session.close()

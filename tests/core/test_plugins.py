@@ -286,3 +286,78 @@ def test_the_readme_documents_no_hook_that_does_not_exist() -> None:
     listed = re.findall(r"^\s*[-*] `([a-z_]+)\(", _plugin_section(), flags=re.M)
     assert listed, "no hook list ('- `hook_name(args)` — ...') in README's 'Writing a plugin' section"
     assert sorted(set(listed) - set(HOOKS)) == []
+
+
+# ------------------------------------------------------------------------------------------------ op families
+
+OP_FAMILY_MODULES = ("anyagentd_a2a.ops", "anyagentd_acme_ops")
+
+
+def test_op_families_load_when_ops_are_first_asked_for() -> None:
+    # In a fresh process: a runtime and the adapters import no op family; the first ops() does, with the same
+    # environment switches as every entry point.
+    code = (
+        "import json, sys\nfrom anyagentd.plugins import Plugins\nfrom anyagentd.runtime import Runtime\n"
+        "p = Plugins(); Runtime(plugins=p); p.adapters()\n"
+        f"before = sorted(m for m in sys.modules if m.startswith({OP_FAMILY_MODULES!r}))\n"
+        "ops = p.op_origins()\n"
+        f"after = sorted(m for m in sys.modules if m.startswith({OP_FAMILY_MODULES!r}))\n"
+        "print(json.dumps([before, after, ops, [r.name for r in p.records]]))"
+    )
+
+    def run(env: dict[str, str] | None = None) -> list[Any]:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
+                             env=child_env(env)).stdout  # fmt: skip
+        return json.loads(out.strip().splitlines()[-1])
+
+    before, after, ops, names = run()
+    assert before == []
+    assert "anyagentd_a2a.ops.status" in after and "anyagentd_acme_ops" in after
+    assert ops["status"] == "a2a-status" and ops["acme.echo"] == "acme_ops"
+    assert {"a2a-status", "a2a-admin", "acme_ops", "mock"} <= set(names)
+    _, _, ops, names = run({"ANYAGENTD_DISABLE_PLUGINS": "a2a-admin,acme_ops"})
+    assert "admin.set" not in ops and "acme.echo" not in ops and "status" in ops
+    assert "a2a-admin" not in names and "acme_ops" not in names
+    _, after, ops, names = run({"ANYAGENTD_LOAD_PLUGINS": "mock,acme_ops"})
+    assert names == ["mock", "acme_ops"] and set(ops) == {"acme.echo", "acme.touch"}
+    assert after == ["anyagentd_acme_ops"]
+
+
+def test_plugins_lists_op_families_with_their_ops() -> None:
+    rows = {row["name"]: row for row in _plugins_json()}
+    assert rows["a2a-status"]["hooks"] == ["register_ops"] and rows["a2a-status"]["ops"] == ["status"]
+    assert rows["acme_ops"]["distribution"] == "anyagentd-acme-ops" and "acme.echo" in rows["acme_ops"]["ops"]
+
+
+def _op_family_entry_point(monkeypatch: pytest.MonkeyPatch, module: types.ModuleType) -> None:
+    """Install ``module`` as the only entry point, in the ``anyagentd.ops`` group."""
+    import importlib.metadata
+
+    from anyagentd import plugins as plugins_module
+
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    entry = importlib.metadata.EntryPoint(name="fake-ops", value=module.__name__, group=plugins_module.OP_FAMILY_GROUP)
+
+    def entry_points(*, group: str) -> list[importlib.metadata.EntryPoint]:
+        return [entry] if group == plugins_module.OP_FAMILY_GROUP else []
+
+    monkeypatch.setattr(plugins_module.importlib.metadata, "entry_points", entry_points)
+
+
+def test_an_op_family_with_another_hook_is_refused_when_it_loads(clean_plugin_env: pytest.MonkeyPatch) -> None:
+    module = types.ModuleType("anyagentd_fake_ops")
+    module.register_ops = hookimpl(lambda register: None)  # type: ignore[attr-defined]
+    module.register_cli_commands = hookimpl(lambda cli: None)  # type: ignore[attr-defined]
+    _op_family_entry_point(clean_plugin_env, module)
+    plugins = Plugins()  # nothing of the op family is imported yet
+    with pytest.raises(InvalidConfiguration, match="fake-ops.*register_cli_commands.*registers ops only"):
+        plugins.ops()
+
+
+def test_an_op_family_with_a_misspelled_hook_fails_loudly_when_it_loads(clean_plugin_env: pytest.MonkeyPatch) -> None:
+    module = types.ModuleType("anyagentd_fake_ops")
+    module.register_op = hookimpl(lambda register: None)  # type: ignore[attr-defined]  # no such hook
+    _op_family_entry_point(clean_plugin_env, module)
+    plugins = Plugins()
+    with pytest.raises(pluggy.PluginValidationError):
+        plugins.ops()

@@ -16,7 +16,12 @@ from wire_schema import validate_line
 # The adapters' modules a session of that agent needs; registering the adapter must not load them.
 HEAVY = ("anyagentd_codex.protocol", "anyagentd_codex.connection", "anyagentd_codex.mapping", "anyagentd_codex.launch",
          "anyagentd_claude.connection", "anyagentd_claude.mapping", "anyagentd_claude.control",
-         "anyagentd_acp.connection", "acp", "mcp", "anyagentd.engine.session", "anyagentd.wire")  # fmt: skip
+         "anyagentd_acp.connection", "acp", "mcp", "anyagentd.engine.session", "anyagentd.wire",
+         # op families (anyagentd.ops entry points) load when a face builds its op table
+         "anyagentd_a2a.ops", "anyagentd_a2a.ops.status", "anyagentd_a2a.ops.admin", "anyagentd_a2a.ops.workflow",
+         "anyagentd_a2a.command.face", "anyagentd_acme_ops", "anyagentd.ops.interface")  # fmt: skip
+# What loading the plugins (without a Runtime) must not import: MCP transports load when the Runtime asks for them.
+TRANSPORTS = ("anyagentd_mcp_stdio.transport", "anyagentd_mcp_http.transport", "anyagentd_mcp_sse.transport")
 
 _REPORT = "import sys; print(json.dumps(sorted(m for m in sys.modules if m in HEAVY)))"
 
@@ -99,3 +104,56 @@ def test_importing_the_cli_loads_neither_pydantic_nor_rich_nor_anyio() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
                          env=child_env()).stdout  # fmt: skip
     assert out.strip() == "[]"
+
+
+def test_loading_every_plugin_imports_no_op_family_nor_mcp_transport() -> None:
+    code = f"from anyagentd.plugins import Plugins\nPlugins()\nHEAVY = HEAVY + {TRANSPORTS!r}"
+    assert _loaded(code) == []
+
+
+def _schemas_built(code: str) -> list[str]:
+    """The models whose schema pydantic generated while ``code`` ran (in a fresh process), in order."""
+    program = textwrap.dedent("""
+        import json
+        from pydantic._internal import _generate_schema
+        built = []
+        original = _generate_schema.GenerateSchema._model_schema
+        def spy(self, cls):
+            built.append(cls.__name__)
+            return original(self, cls)
+        _generate_schema.GenerateSchema._model_schema = spy
+    """) + textwrap.dedent(code) + "\nprint(json.dumps(built))"
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=60,
+                         env=child_env()).stdout  # fmt: skip
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_a_mock_script_builds_the_schemas_of_the_kinds_it_emits_only() -> None:
+    # The hello script emits TextDelta, MessageEnded and ContextUsage: SessionUpdated (which holds a SessionInfo)
+    # and the request kinds are not built, so the first open does not pay for them.
+    built = _schemas_built("from anyagentd.mock.script import load_script\nload_script('hello')")
+    assert {"Script", "Emit", "TextDelta", "MessageEnded", "ContextUsage"} <= set(built)
+    assert not {"SessionUpdated", "SessionInfo", "RequestOpened", "PlanUpdated", "ToolUpdated"} & set(built)
+
+
+def test_a_frame_builds_the_schema_of_its_own_command_only() -> None:
+    built = _schemas_built("from anyagentd import wire\n"
+                           "wire.parse_frame(b'{\"id\": 1, \"cmd\": \"open\", \"agent\": \"mock\", \"dir\": \"/tmp\"}')")
+    assert "Open" in built and not {"Generate", "AnswerCmd", "Configure", "Prompt"} & set(built)
+
+
+def test_importing_the_model_builds_no_schema() -> None:
+    assert _schemas_built("import anyagentd.model") == []
+
+
+def test_the_first_event_builds_no_schema_of_every_event_kind() -> None:
+    # Choosing how events are built (direct, or model_construct) compares instance state, not serialized bytes:
+    # the first event of a process does not build Event's schema, which holds every event kind.
+    built = _schemas_built("""
+        from anyagentd.engine import session
+        from anyagentd.model import TextDelta, TurnContext
+        event = session._new_event(1, 1_700_000_000_000_000_000, "s1", TurnContext(id="t1"),
+                                   TextDelta(message_id="m", text="x"), {})
+        assert session._new_event is session._direct_event and event.kind.text == "x"
+    """)
+    assert "Event" not in built and "SessionInfo" not in built

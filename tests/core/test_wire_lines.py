@@ -62,3 +62,26 @@ def test_events_of_other_shapes_and_lone_surrogates_go_through_the_serializer() 
     assert "surrogate" in str(err.value).lower() or "utf-8" in str(err.value).lower()
     data, bad, _ = event_lines([other, broken, with_extensions])  # the unwritable one is found, the rest written
     assert bad is broken and data == serialized(other) + serialized(with_extensions)
+
+
+shared_turns = st.sampled_from([None, TurnContext(id="t1"), TurnContext(id="t%s", parent_tool_id="tool\n1")])
+batch_events = st.builds(
+    lambda kind, turn, session_id, sequence, extensions: Event(
+        sequence=sequence, session_id=session_id, turn_info=turn, kind=kind, extensions=extensions
+    ),
+    kind=st.one_of(kinds, st.builds(lambda text: diagnostic("Info", text), text)),
+    turn=st.one_of(shared_turns, turns), session_id=st.sampled_from(["s1", "s%d", "é\u2028"]),
+    sequence=st.integers(0, 2**63), extensions=st.sampled_from([{}, {}, {"a/b": 1}]),
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(events=st.lists(batch_events, max_size=12))
+def test_a_batch_of_lines_is_the_serializers_bytes_event_by_event(events) -> None:  # type: ignore[no-untyped-def]
+    # event_lines formats a burst in one loop (one format string per kind, turn and session): the bytes must be
+    # those of the serializer, one line per event, in order, whatever the mix of kinds, turns and sessions.
+    data, bad, error = event_lines(events)
+    assert (bad, error) == (None, None)
+    assert data == b"".join(serialized(event) for event in events)
+    for line in data.splitlines():
+        validate_line(json.loads(line))

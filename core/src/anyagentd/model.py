@@ -54,7 +54,9 @@ class SystemTime(Model):
         return self.secs_since_epoch + self.nanos_since_epoch / 1e9
 
 
-EPOCH = SystemTime(secs_since_epoch=0, nanos_since_epoch=0)
+# Constants are built without validation (their values are known good): validating them at import would build their
+# schemas there, and load pydantic's plugin machinery, for every command (issue 17).
+EPOCH = SystemTime.model_construct(secs_since_epoch=0, nanos_since_epoch=0)
 
 # --------------------------------------------------------------------------------------------------- config
 
@@ -454,8 +456,8 @@ class FailedStop(Variant):
 
 
 StopReason = tagged_union(Literal["Cancelled", "Refused"], CompletedStop, FailedStop)
-COMPLETED_PROTOCOL = CompletedStop(source="Protocol")
-COMPLETED_INFERRED = CompletedStop(source="Inferred")
+COMPLETED_PROTOCOL = CompletedStop.model_construct(source="Protocol")
+COMPLETED_INFERRED = CompletedStop.model_construct(source="Inferred")
 
 
 class TurnStarted(Variant):

@@ -1,7 +1,10 @@
 """Finding and loading plugins, and typed access to what they register.
 
 Plugins come from the ``anyagentd`` entry-point group (``importlib.metadata``); core's own built-ins (the
-``mock`` adapter) are entry points too, so they load exactly like third-party ones. Environment:
+``mock`` adapter) are entry points too, so they load exactly like third-party ones. Op families (modules that only
+register command-extension ops) come from the ``anyagentd.ops`` group and load the first time ops are asked for (a
+face building its op table, ``anyagentd plugins``), so a command that serves no op never imports them (issue 17).
+Environment, for both groups (one namespace of entry-point names):
 
 - ``ANYAGENTD_LOAD_PLUGINS=a,b`` loads only the named entry points (empty string: none);
 - ``ANYAGENTD_DISABLE_PLUGINS=a,b`` blocks the named entry points;
@@ -36,6 +39,8 @@ if TYPE_CHECKING:
     from .runtime import Runtime
 
 ENTRY_POINT_GROUP = "anyagentd"
+OP_FAMILY_GROUP = "anyagentd.ops"
+"""Entry points of op families: each module implements ``register_ops`` and no other hook."""
 
 
 def _names(var: str) -> set[str] | None:
@@ -65,15 +70,18 @@ class PluginRecord:
 class Plugins:
     """The plugin manager and the registries built from its hooks.
 
-    ``Plugins()`` loads the entry points at once; pass ``load_entry_points=False`` and ``register()`` plugin
-    objects yourself for an isolated manager (tests, embedding). Raises ``pluggy.PluginValidationError`` from
-    ``check_pending`` when a loaded plugin implements a hook that does not exist.
+    ``Plugins()`` loads the ``anyagentd`` entry points at once and the ``anyagentd.ops`` ones on the first
+    :meth:`ops` (or :attr:`records`); pass ``load_entry_points=False`` and ``register()`` plugin objects yourself
+    for an isolated manager (tests, embedding). Raises ``pluggy.PluginValidationError`` from ``check_pending``
+    when a loaded plugin implements a hook that does not exist, and ``InvalidConfiguration`` when an op family
+    implements a hook other than ``register_ops`` (it would be missed until ops load).
     """
 
     def __init__(self, *, load_entry_points: bool = True, extra: list[object] | None = None) -> None:
         self.pm = pluggy.PluginManager("anyagentd")
         self.pm.add_hookspecs(hookspecs)
-        self.records: list[PluginRecord] = []
+        self._records: list[PluginRecord] = []
+        self._op_families: list[importlib.metadata.EntryPoint] = []  # found at start, loaded by the first ops()
         if os.environ.get("ANYAGENTD_TRACE_PLUGINS"):
             self.pm.trace.root.setwriter(lambda text: sys.stderr.write(f"anyagentd plugins: {text}"))
             self.pm.enable_tracing()
@@ -90,14 +98,39 @@ class Plugins:
         only = _names("ANYAGENTD_LOAD_PLUGINS")
         blocked = _names("ANYAGENTD_DISABLE_PLUGINS") or set()
         seen: set[str] = set()
-        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-            if ep.name in seen or ep.name in blocked or (only is not None and ep.name not in only):
-                continue
-            seen.add(ep.name)
-            module = ep.load()
-            dist = getattr(ep, "dist", None)
-            self.register(module, name=ep.name, distribution=dist.name if dist else None,
-                          version=dist.version if dist else None)  # fmt: skip
+        for group in (ENTRY_POINT_GROUP, OP_FAMILY_GROUP):
+            for ep in importlib.metadata.entry_points(group=group):
+                if ep.name in seen or ep.name in blocked or (only is not None and ep.name not in only):
+                    continue
+                seen.add(ep.name)
+                if group == OP_FAMILY_GROUP:
+                    self._op_families.append(ep)
+                else:
+                    self._load(ep)
+
+    def _load(self, ep: importlib.metadata.EntryPoint) -> None:
+        dist = getattr(ep, "dist", None)
+        self.register(ep.load(), name=ep.name, distribution=dist.name if dist else None,
+                      version=dist.version if dist else None)  # fmt: skip
+
+    def _load_op_families(self) -> None:
+        """Load the ``anyagentd.ops`` entry points found at start (once), with the same checks as at start."""
+        families, self._op_families = self._op_families, []
+        for ep in families:
+            self._load(ep)
+            self.pm.check_pending()  # a misspelled hook fails as it would at start
+            other = [hook for hook in self._records[-1].hooks if hook != "register_ops"]
+            if other:
+                raise InvalidConfiguration(
+                    f"op family {ep.name!r} ({ep.value}, entry-point group {OP_FAMILY_GROUP!r}) implements "
+                    f"{', '.join(other)}: an op family registers ops only; list it in {ENTRY_POINT_GROUP!r}"
+                )
+
+    @property
+    def records(self) -> list[PluginRecord]:
+        """Every plugin, loaded (op families included), in loading order."""
+        self._load_op_families()
+        return self._records
 
     def register(self, plugin: object, *, name: str | None = None, distribution: str | None = None,
                  version: str | None = None) -> None:  # fmt: skip
@@ -106,7 +139,7 @@ class Plugins:
         self.pm.register(plugin, name=name)
         hooks = sorted(h.name for h in self.pm.get_hookcallers(plugin) or [])
         module = plugin.__name__ if isinstance(plugin, ModuleType) else type(plugin).__module__
-        self.records.append(PluginRecord(name, module, distribution, version, hooks))
+        self._records.append(PluginRecord(name, module, distribution, version, hooks))
         self._adapters = None
         self._ops = None
 
@@ -163,7 +196,9 @@ class Plugins:
 
     def ops(self) -> dict[str, type[Op]]:
         """Op classes by ``name``, from ``register_ops``, in registration order; cached. An op name registered
-        twice (by one plugin or two) is refused with ``InvalidConfiguration`` naming both plugins."""
+        twice (by one plugin or two) is refused with ``InvalidConfiguration`` naming both plugins. The first call
+        loads the op families (``anyagentd.ops`` entry points)."""
+        self._load_op_families()
         if self._ops is None:
             found: dict[str, type[Op]] = {}
             origins: dict[str, str] = {}

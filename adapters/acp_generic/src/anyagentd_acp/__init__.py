@@ -13,7 +13,17 @@ bounded lines, stderr tail). Modules, one idea each:
 - :mod:`.plugin`: the pluggy registration.
 """
 
-from .adapter import PROFILES, AcpAdapter
+from typing import Any
 
 __version__ = "0.1.0"
 __all__ = ["PROFILES", "AcpAdapter", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # Loading the entry point (``.plugin``) imports this package: the adapter module loads when the adapter is
+    # registered (``register_adapters``), not when plugins load (issue 17).
+    if name in ("PROFILES", "AcpAdapter"):
+        from . import adapter
+
+        return getattr(adapter, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,10 +7,10 @@ from typing import Any
 
 from anyagentd.hookspecs import hookimpl
 
-from .adapter import AcpAdapter
-
 
 @hookimpl
 def register_adapters(register: Callable[[Any], None]) -> None:
-    """Register the generic ACP adapter."""
+    """Register the generic ACP adapter (its module loads here, not when the plugin loads)."""
+    from .adapter import AcpAdapter
+
     register(AcpAdapter)

@@ -160,7 +160,13 @@ class AdapterLink:
     async def emit(self, kind: Any, *, parent_tool_id: str | None = None,
                    extensions: dict[str, Any] | None = None) -> None:  # fmt: skip
         """Report one event of ``kind`` (e.g. ``TextDelta(...)``); ``parent_tool_id`` for subagent events."""
-        await self.report(EventReport(kind, parent_tool_id, extensions))
+        report = EventReport(kind, parent_tool_id, extensions)
+        try:
+            self._send.send_nowait(report)  # the common case, without a second coroutine per event (issue 17)
+        except anyio.WouldBlock:
+            await self.report(report)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
 
     async def turn_ack(self) -> None:
         await self.report(TurnAck())

@@ -75,6 +75,7 @@ from ..model import (
     PermissionRequested,
     PromptOrigin,
     Queued,
+    ReasoningDelta,
     RequestClosed,
     RollbackScope,
     SessionInfo,
@@ -84,10 +85,12 @@ from ..model import (
     StatusChanged,
     Steered,
     SystemTime,
+    TextDelta,
     ToolUpdated,
     TurnContext,
     TurnEnded,
     TurnStarted,
+    UserMessage,
     diagnostic,
     kind_tag,
 )
@@ -101,28 +104,33 @@ if TYPE_CHECKING:
 
 CONTENT_KINDS = frozenset({"TextDelta", "ReasoningDelta", "UserMessage", "RequestOpened"})
 MESSAGE_KINDS = frozenset({"TextDelta", "ReasoningDelta", "UserMessage"})
+_MESSAGE_CLASSES = frozenset({TextDelta, ReasoningDelta, UserMessage})
 _session_ids = itertools.count(1)
 _set = object.__setattr__
 _EVENT_FIELDS = frozenset(("sequence", "occurred_at", "session_id", "turn_info", "kind", "extensions"))
 _TIME_FIELDS = frozenset(("secs_since_epoch", "nanos_since_epoch"))
 
 
-def _built(model: Any, values: dict[str, Any], fields_set: frozenset[str]) -> Any:
-    _set(model, "__dict__", values)
-    _set(model, "__pydantic_fields_set__", fields_set)
-    _set(model, "__pydantic_extra__", None)
-    _set(model, "__pydantic_private__", None)
-    return model
-
-
 def _direct_event(sequence: int, ns: int, session_id: str, turn_info: Any, kind: Any, extensions: Any) -> Event:
     # What model_construct leaves behind, without its per-field walk (at a third of its cost): every field is given,
-    # already valid, the models have no extras and no private attributes.
-    occurred = _built(SystemTime.__new__(SystemTime), {"secs_since_epoch": ns // 1_000_000_000,
-                                                       "nanos_since_epoch": ns % 1_000_000_000}, _TIME_FIELDS)
-    return _built(Event.__new__(Event), {"sequence": sequence, "occurred_at": occurred, "session_id": session_id,
-                                         "turn_info": turn_info, "kind": kind, "extensions": extensions},
-                  _EVENT_FIELDS)  # fmt: skip
+    # already valid, the models have no extras and no private attributes. Written out (no helper call) because
+    # it runs once per event (issue 17).
+    occurred = _new_time(SystemTime)
+    _set(occurred, "__dict__", {"secs_since_epoch": ns // 1_000_000_000, "nanos_since_epoch": ns % 1_000_000_000})
+    _set(occurred, "__pydantic_fields_set__", _TIME_FIELDS)
+    _set(occurred, "__pydantic_extra__", None)
+    _set(occurred, "__pydantic_private__", None)
+    event = _new_model(Event)
+    _set(event, "__dict__", {"sequence": sequence, "occurred_at": occurred, "session_id": session_id,
+                             "turn_info": turn_info, "kind": kind, "extensions": extensions})  # fmt: skip
+    _set(event, "__pydantic_fields_set__", _EVENT_FIELDS)
+    _set(event, "__pydantic_extra__", None)
+    _set(event, "__pydantic_private__", None)
+    return event
+
+
+_new_time = SystemTime.__new__
+_new_model = Event.__new__
 
 
 def _constructed_event(sequence: int, ns: int, session_id: str, turn_info: Any, kind: Any, extensions: Any) -> Event:
@@ -131,21 +139,27 @@ def _constructed_event(sequence: int, ns: int, session_id: str, turn_info: Any, 
                                  kind=kind, extensions=extensions)  # fmt: skip
 
 
+def _state(model: Any) -> tuple[Any, ...]:
+    """Everything a pydantic instance holds (what its ``==`` and its serializer read)."""
+    return (type(model), model.__dict__, model.__pydantic_fields_set__, model.__pydantic_extra__,
+            model.__pydantic_private__)  # fmt: skip
+
+
 def _pick_event_builder() -> Any:
-    # The direct build is used only if it gives exactly what model_construct gives with this pydantic.
+    # The direct build is used only if it leaves exactly what model_construct leaves with this pydantic. Compared
+    # state by state, not through the serializer: building Event's serializer (every event kind) here cost the
+    # first event of every process about 17 ms (issue 17).
     probe = (7, 1_700_000_000_123_456_789, "s0", TurnContext(id="t1"), MessageEnded(message_id="m"), {"a/b": 1})
     try:
         direct, constructed = _direct_event(*probe), _constructed_event(*probe)
-        to_json = Event.__pydantic_serializer__.to_json
-        same = (direct == constructed and direct.model_fields_set == constructed.model_fields_set
-                and to_json(direct) == to_json(constructed))  # fmt: skip
+        same = _state(direct) == _state(constructed) and _state(direct.occurred_at) == _state(constructed.occurred_at)
     except Exception:  # noqa: BLE001 - any surprise: use the public constructor
         same = False
     return _direct_event if same else _constructed_event
 
 
 def _first_event(*parts: Any) -> Event:
-    # The choice needs the Event serializer, which is built on first use: make it when the first event is.
+    # The choice is made when the first event is (not at import: the probe's kinds build their small schemas).
     global _new_event
     _new_event = _pick_event_builder()
     return _new_event(*parts)
@@ -727,7 +741,8 @@ class Session:
                     return
             except anyio.EndOfStream:
                 return
-            await self._handle(report)
+            if not self._on_delta(report):
+                await self._handle(report)
             if self.log.behind:
                 await anyio.lowlevel.checkpoint()  # a burst: let the readers drain before they reach their bound
 
@@ -751,16 +766,23 @@ class Session:
                 error = ProcessExited(report.status, report.stderr)
                 await self._shutdown(error, stop=FailedStop(message="agent exited during the turn"))
 
+    def _on_delta(self, report: Report) -> bool:
+        """The flood path, straight from :meth:`_pump`: a text delta of the running, acknowledged turn (what
+        :meth:`_on_event` does for it, in order, without its dispatch). Returns False for any other report."""
+        turn = self._turn
+        if report.__class__ is not EventReport or turn is None or not turn.acked:
+            return False
+        kind = report.kind  # type: ignore[union-attr]
+        if kind.__class__ not in _MESSAGE_CLASSES:
+            return False
+        turn.open_messages[kind.message_id] = None
+        self._emit(kind, turn.context(report.parent_tool_id), report.extensions)  # type: ignore[union-attr]
+        self._rearm()
+        return True
+
     async def _on_event(self, report: EventReport) -> None:
         kind = report.kind
         tag = kind_tag(kind)
-        turn = self._turn
-        if tag in MESSAGE_KINDS and turn is not None and turn.acked:
-            # The flood path: a delta of the running turn (what the general path below does for it, in order).
-            turn.open_messages[kind.message_id] = None
-            self._emit(kind, turn.context(report.parent_tool_id), report.extensions)
-            self._rearm()
-            return
         if tag in ENGINE_OWNED_KINDS:
             self._emit(diagnostic("Warning", f"adapter emitted engine-owned {tag}; dropped"))
             return

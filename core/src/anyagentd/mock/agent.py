@@ -9,6 +9,7 @@ answers that change what follows (``{"AwaitAnswer": {"allow": [...], "deny": [..
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -30,8 +31,11 @@ from ..model import (
 from .script import AwaitBranch, Emit, End, Repeat, Script, Sleep, load_script
 
 MOCK_ID = "mock"
-FRAMES_PER_READ = 16
-"""Frames the scripted agent emits between yields to the event loop (a pipe read's worth)."""
+FRAMES_PER_READ = 64
+"""Frames the scripted agent emits between yields to the event loop: a pipe read's worth. A real adapter yields
+every line of one 64 KiB read of its agent's stdout (``adapters.process``) before it awaits again, hundreds of
+small frames in a flood; 64 is also the report channel's default buffer, past which the mock waits for the engine
+anyway. (It was 16: a flood then paid about 1 us per event in event-loop turns, bench/README.md.)"""
 
 
 def _details(script: Script, configuration: dict[str, ConfigValue] | None = None) -> AgentDetails:
@@ -71,6 +75,20 @@ class MockAdapter(AgentAdapter):
                       *, no_tools: bool = False) -> AgentConnection:  # fmt: skip
         self.render_mcp(options.mcp_servers, {})  # the scripted agent takes no MCP server: refuse them clearly
         return MockConnection(self.script, options, link)
+
+
+def _unrolled(steps: list[Any]) -> Iterator[Any]:
+    """``steps`` with every ``Repeat`` played out, lazily (a flood's 200,000 steps are never held): a plain
+    iterator, so a repeated step costs no coroutine of its own (issue 17)."""
+    for step in steps:
+        if not isinstance(step, Repeat):
+            yield step
+        elif any(isinstance(inner, Repeat) for inner in step.steps):
+            for _ in range(step.times):
+                yield from _unrolled(step.steps)
+        else:
+            for _ in range(step.times):
+                yield from step.steps
 
 
 class MockConnection(AgentConnection):
@@ -115,7 +133,7 @@ class MockConnection(AgentConnection):
             self._player = None
 
     async def _steps(self, steps: list[Any]) -> None:
-        for step in steps:
+        for step in _unrolled(steps):
             if isinstance(step, Emit):
                 await self.link.emit(step.value)
                 self._emitted += 1
@@ -129,9 +147,6 @@ class MockConnection(AgentConnection):
                 await self.link.turn_ended(step.value)
             elif isinstance(step, Sleep):
                 await anyio.sleep(step.value / 1000)
-            elif isinstance(step, Repeat):
-                for _ in range(step.times):
-                    await self._steps(step.steps)
             elif step == "AwaitAnswer" or isinstance(step, AwaitBranch):
                 await self._answered.wait()
                 self._answered = anyio.Event()

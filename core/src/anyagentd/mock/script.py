@@ -21,17 +21,48 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, get_args
 
-from pydantic import Discriminator, Field, Tag, ValidationError
+from pydantic import Discriminator, Field, PlainValidator, Tag, TypeAdapter, ValidationError
 
 from ..errors import InvalidConfiguration
-from ..model import ConfigOption, EventKind, Model, SlashCommand, StopReason
-from ..tagged import NewtypeVariant, Variant
+from ..model import EVENT_KIND, ConfigOption, EventKind, Model, SlashCommand, StopReason
+from ..tagged import NewtypeVariant, Variant, _tag_of, tagged_union
+
+_KIND_ADAPTERS: dict[str, TypeAdapter[Any]] = {}
+
+
+def _event_kind(value: Any) -> Any:
+    """One ``EventKind`` of an ``Emit`` step, validated with the schema of its own kind only.
+
+    A script emits a few kinds; building the schema of every kind (``SessionUpdated`` holds the whole
+    ``SessionInfo``) cost about 20 ms of the first ``open`` (issue 17). The result and the errors are those of
+    ``EventKind``: the kind is a one-member tagged union, so its tag stays in the error's place, and a value whose
+    tag names no kind is validated by ``EventKind`` itself, which reports it as before."""
+    tag = _tag_of(value)
+    adapter = _KIND_ADAPTERS.get(tag) if isinstance(tag, str) else None
+    if adapter is None:
+        member = _KIND_MEMBERS.get(tag) if isinstance(tag, str) else None
+        if member is None:
+            return EVENT_KIND.validate_python(value)
+        adapter = _KIND_ADAPTERS[tag] = TypeAdapter(tagged_union(member))
+    return adapter.validate_python(value)
+
+
+def _kind_members() -> dict[str, Any]:
+    union = get_args(get_args(EventKind)[0])  # Annotated[Union[Annotated[member, Tag], ...], Discriminator]
+    members: dict[str, Any] = {}
+    for tagged in union:
+        member, tag = get_args(tagged)[0], get_args(tagged)[1].tag
+        members[tag] = member
+    return members
+
+
+_KIND_MEMBERS = _kind_members()
 
 
 class Emit(NewtypeVariant):
-    value: EventKind
+    value: Annotated[Any, PlainValidator(_event_kind)]  # an EventKind (validated by its own kind)
 
 
 class End(NewtypeVariant):

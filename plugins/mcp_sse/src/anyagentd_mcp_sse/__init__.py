@@ -1,5 +1,15 @@
 """The MCP ``Sse`` transport plugin for anyagentd (validation and checks with the official MCP SDK)."""
 
-from .transport import TRANSPORT, SseTransport
+from typing import Any
 
 __all__ = ["TRANSPORT", "SseTransport"]
+
+
+def __getattr__(name: str) -> Any:
+    # Loading the entry point (``.plugin``) imports this package: the transport (and the model it needs) loads
+    # only when it is used, not when plugins load at start-up (issue 17).
+    if name in __all__:
+        from . import transport
+
+        return getattr(transport, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
