@@ -1,7 +1,9 @@
 """A bare a2a-sdk JSON-RPC server (the baseline of bench_a2a.py): each message becomes a task that completes with
 the message's text as its artifact and final message. Started like the daemon: ``--listen HOST:PORT`` (port 0
 binds a free port), first stdout line ``{"listening": URL}``. ``--store sqlite:PATH`` uses the SDK's database task
-store instead of its in-memory one.
+store instead of its in-memory one. ``--nagle`` builds the listening socket as ``socket.socket()`` (protocol 0), so
+asyncio leaves Nagle's algorithm on for its connections — how anyagentd's listener was built before (see
+``anyagentd.listen``); without it the socket is ``IPPROTO_TCP`` and asyncio sets ``TCP_NODELAY``.
 """
 
 from __future__ import annotations
@@ -43,9 +45,10 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--listen", default="127.0.0.1:0")
     parser.add_argument("--store", default="memory")
+    parser.add_argument("--nagle", action="store_true")
     args = parser.parse_args()
     host, port = args.listen.rsplit(":", 1)
-    sock = socket.socket()
+    sock = socket.socket() if args.nagle else socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind((host, int(port)))
     sock.listen(128)
     url = f"http://{host}:{sock.getsockname()[1]}"

@@ -90,6 +90,16 @@ def test_default_config_serves_mock_on_loopback_and_logs_json(a2a_daemon: Any) -
     assert all(json.loads(line)["level"] for line in daemon.stderr if line.strip())
 
 
+def test_the_listener_serves_its_connections_with_nagle_off(tmp_path: Path) -> None:
+    """Nagle on made every SendMessage on a kept-alive connection wait ~40 ms for the client's delayed ACK."""
+    from anyagentd_a2a.daemon import Daemon, Options
+    from tcp_probe import accepted_nodelay
+
+    daemon = Daemon(parse({}), Options(listen="127.0.0.1:0", state_dir=tmp_path))
+    assert accepted_nodelay(daemon._bind())
+    assert daemon.url.startswith("http://127.0.0.1:")
+
+
 # ------------------------------------------------------------------------------------------------ durability
 
 

@@ -13,7 +13,6 @@ For ``http`` and ``sse`` the port defaults to 0 (a free one); once uvicorn serve
 
 from __future__ import annotations
 
-import socket
 import sys
 from pathlib import Path
 
@@ -46,10 +45,9 @@ async def serve_http(kind: str, port: int) -> None:
         app, path = server.streamable_http_app(), "/mcp"
     else:
         app, path = server.sse_app(), "/sse"
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(128)
+    from anyagentd.listen import listening_socket
+
+    sock = listening_socket("127.0.0.1", port)
     port = sock.getsockname()[1]
     uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
 

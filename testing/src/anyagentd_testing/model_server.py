@@ -155,9 +155,9 @@ class ModelServer:
             return self
         import uvicorn  # imported here so that reading scripts does not pull in the server stack
 
-        sock = socket.socket(socket.AF_INET6 if ":" in self._host else socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self._host, self._port))
+        from anyagentd.listen import listening_socket
+
+        sock = listening_socket(self._host, self._port)  # connections with TCP_NODELAY, as a real API's are
         self._port = sock.getsockname()[1]
         self._socket = sock
         config = uvicorn.Config(

@@ -34,6 +34,7 @@ from a2a.types import CancelTaskRequest, TaskState
 from a2a.utils.errors import A2AError
 from a2a.utils.push_url_validator import validate_push_notification_url
 from anyagentd.errors import ResumeFailed
+from anyagentd.listen import listening_socket
 from anyagentd.runtime import Runtime
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -202,14 +203,7 @@ class Daemon:
     def _bind(self) -> socket.socket:
         """The listening socket (port 0: a free one); sets ``self.url``."""
         host, port = split_host_port(self.listen)
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-            sock.listen(128)
-        except OSError:
-            sock.close()
-            raise
+        sock = listening_socket(host, port)
         scheme = "https" if self.loaded.config.a2a.tls else "http"
         shown_host = f"[{host}]" if ":" in host else host
         self.url = f"{scheme}://{shown_host}:{sock.getsockname()[1]}"

@@ -20,7 +20,6 @@ bearer is withdrawn when the session closes.
 
 import json
 import secrets
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,10 +179,9 @@ class SubagentMcpServer:
         """Serve on 127.0.0.1 until cancelled; ``task_status.started()`` once it accepts connections."""
         import uvicorn
 
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", self.port))
-        sock.listen(128)
+        from anyagentd.listen import listening_socket
+
+        sock = listening_socket("127.0.0.1", self.port)
         self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         app = self.mcp.streamable_http_app()
