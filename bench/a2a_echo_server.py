@@ -1,9 +1,10 @@
 """A bare a2a-sdk JSON-RPC server (the baseline of bench_a2a.py): each message becomes a task that completes with
 the message's text as its artifact and final message. Started like the daemon: ``--listen HOST:PORT`` (port 0
 binds a free port), first stdout line ``{"listening": URL}``. ``--store sqlite:PATH`` uses the SDK's database task
-store instead of its in-memory one. ``--nagle`` builds the listening socket as ``socket.socket()`` (protocol 0), so
-asyncio leaves Nagle's algorithm on for its connections — how anyagentd's listener was built before (see
-``anyagentd.listen``); without it the socket is ``IPPROTO_TCP`` and asyncio sets ``TCP_NODELAY``.
+store (on SQLite in WAL mode, as anyagentd's) instead of its in-memory one. ``--nagle`` builds the listening socket
+as ``socket.socket()`` (protocol 0), so asyncio leaves Nagle's algorithm on for its connections — how anyagentd's
+listener was built before (see ``anyagentd.listen``); without it the socket is ``IPPROTO_TCP`` and asyncio sets
+``TCP_NODELAY``.
 """
 
 from __future__ import annotations
@@ -59,7 +60,15 @@ async def main() -> None:
         from a2a.server.tasks import DatabaseTaskStore
         from sqlalchemy.ext.asyncio import create_async_engine
 
-        store = DatabaseTaskStore(create_async_engine(f"sqlite+aiosqlite:///{args.store[7:]}"))
+        from sqlalchemy import event
+
+        engine = create_async_engine(f"sqlite+aiosqlite:///{args.store[7:]}")
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def wal(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]  # as anyagentd's store has it
+            dbapi_conn.execute("PRAGMA journal_mode=WAL")
+
+        store = DatabaseTaskStore(engine)
     else:
         store = InMemoryTaskStore()
     handler = DefaultRequestHandler(Echo(), store, card)

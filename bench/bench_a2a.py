@@ -2,12 +2,17 @@
 the listening line, and the CLI's cold start with and without the A2A stack. Prints figures; asserts nothing.
 
 Usage: .venv/bin/python bench/bench_a2a.py [--requests N] [--concurrency C] [--quick] [--warm-only] [--claude]
+       .venv/bin/python bench/bench_a2a.py --phases
 
 Warm conversations (issue #19, always run; ``--warm-only`` runs nothing else): 10 sequential turns in one
 conversation over A2A (SendMessage, one contextId) against the same 10 turns over the JSON-lines wire
 (``anyagentd serve``: open, then prompt → TurnEnded), first turn and p50/p90 of the later ones, on the mock and
 (``--claude``) on the pinned Claude Code CLI against the scripted model endpoint; then 40 contexts with
 ``[a2a.pool] max_live = 8``: the live-agent count, the agents' RSS (status.values) and the daemon's own VmRSS.
+Beside the mock's later turns: the same request on the bare SDK (the echo server: in-memory store, SQLite store,
+and with Nagle on, as anyagentd's listener was before), and the mock's turns sent with the a2a-sdk's own client.
+Every client keeps one connection for all its requests, as a real client does (checked). ``--phases``: where a
+later turn's time goes on the server (``a2a_phases.py``), anyagentd beside the echo server.
 
 Servers (each a child process started the same way, ``--listen 127.0.0.1:0``, its listening line read):
 - **anyagentd** — ``anyagentd a2a --mock <short reply x many turns>``, default configuration (SQLite task store);
@@ -33,6 +38,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -49,10 +55,11 @@ def short_reply_script(turns: int) -> Path:
     return path
 
 
-def start(argv: list[str], env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str, float]:
+def start(argv: list[str], env: dict[str, str] | None = None, stderr: Any = subprocess.DEVNULL
+          ) -> tuple[subprocess.Popen[str], str, float]:  # fmt: skip
     """Spawn, read the listening line; returns (process, url, seconds from spawn to the line)."""
     began = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=WORK,
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=WORK,
                             env={**os.environ, **(env or {})})  # fmt: skip
     CHILDREN.append(proc)
     assert proc.stdout is not None
@@ -161,21 +168,58 @@ def ms(seconds: float) -> str:
 
 
 TURNS = 10
+WARM_SAMPLES = 40
+"""Sequential turns of the mock and of the baselines beside it (the first opens the agent; p50/p90 of the rest)."""
 
 
-def a2a_turns(argv: list[str], env: dict[str, str] | None = None) -> list[float]:
-    """Seconds per SendMessage of :data:`TURNS` sequential turns in one contextId (the first opens the agent)."""
+def a2a_turns(argv: list[str], env: dict[str, str] | None = None, turns: int = TURNS) -> list[float]:
+    """Seconds per SendMessage of ``turns`` sequential turns in one contextId (the first opens the agent), sent as
+    a real client sends them: one ``httpx.Client`` whose kept-alive connection carries every request (the
+    connection count is checked: a second connection raises)."""
     proc, url, _ = start(argv, env)
+    peers: set[tuple[str, int]] = set()
+    remember = lambda r: peers.add(r.extensions["network_stream"].get_extra_info("client_addr"))  # noqa: E731
     try:
-        with httpx.Client(timeout=120) as client:
+        with httpx.Client(timeout=120, event_hooks={"response": [remember]}) as client:
             context_id = str(uuid.uuid4())
-            return [send(client, url, context_id) for _ in range(TURNS)]
+            took = [send(client, url, context_id) for _ in range(turns)]
+            if len(peers) != 1:
+                raise RuntimeError(f"the client opened {len(peers)} connections for {turns} requests")
+            return took
     finally:
         stop(proc)
 
 
-def wire_turns(agent: str, mock: str | None, env: dict[str, str] | None = None) -> list[float]:
-    """Seconds per prompt → TurnEnded of :data:`TURNS` turns over ``anyagentd serve``; the first includes open."""
+def sdk_client_turns(argv: list[str], env: dict[str, str] | None = None, turns: int = TURNS) -> list[float]:
+    """The same turns sent with the a2a-sdk's own client (``ClientFactory.create_from_url``: the card is read
+    once, then unary SendMessage over one ``httpx.AsyncClient``) — what another agent's A2A client pays."""
+    import asyncio
+
+    from a2a.client import ClientConfig, ClientFactory
+    from a2a.types import Message, Part, Role, SendMessageRequest
+
+    proc, url, _ = start(argv, env)
+
+    async def run() -> list[float]:
+        async with httpx.AsyncClient(timeout=120) as http:
+            client = await ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create_from_url(url)
+            context_id, took = str(uuid.uuid4()), []
+            for _ in range(turns):
+                message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, context_id=context_id,
+                                  parts=[Part(text="ok")])  # fmt: skip
+                began = time.perf_counter()
+                [_ async for _ in client.send_message(SendMessageRequest(message=message))]
+                took.append(time.perf_counter() - began)
+            return took
+
+    try:
+        return asyncio.run(run())
+    finally:
+        stop(proc)
+
+
+def wire_turns(agent: str, mock: str | None, env: dict[str, str] | None = None, turns: int = TURNS) -> list[float]:
+    """Seconds per prompt → TurnEnded of ``turns`` turns over ``anyagentd serve``; the first includes open."""
     argv = [str(Path(PY).with_name("anyagentd")), "serve"] + (["--mock", mock] if mock else [])
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             text=True, cwd=WORK, env={**os.environ, **(env or {})})  # fmt: skip
@@ -199,7 +243,7 @@ def wire_turns(agent: str, mock: str | None, env: dict[str, str] | None = None) 
         began = time.perf_counter()
         write({"id": 1, "cmd": "open", "agent": agent, "dir": str(WORK)})
         session = until(lambda f: f.get("id") == 1)["ok"]["id"]
-        for turn in range(TURNS):
+        for turn in range(turns):
             if turn:
                 began = time.perf_counter()
             write({"id": 10 + turn, "cmd": "prompt", "session": session, "text": "ok"})
@@ -221,6 +265,49 @@ def report_turns(label: str, a2a: list[float], wire: list[float]) -> None:
     print(f"{label:7s} A2A  first {ms(a2a[0])}  later p50 {ms(a50)} p90 {ms(a90)}")
     print(f"{label:7s} wire first {ms(wire[0])}  later p50 {ms(w50)} p90 {ms(w90)}   "
           f"A2A - wire: p50 {ms(a50 - w50)}, first {ms(a2a[0] - wire[0])}")
+
+
+def report_baselines(a2a: list[float], wire: list[float], script: Path) -> None:
+    """The mock's later turns beside the same request on the SDK alone (the echo server), at its best (in-memory
+    store), on the SDK's SQLite store, and with Nagle on (how anyagentd's listener was built before), and beside
+    the a2a-sdk client: p50 of :data:`WARM_SAMPLES` sequential requests, one connection."""
+    echo = [PY, str(HERE / "a2a_echo_server.py"), "--listen", "127.0.0.1:0"]
+    sqlite = f"sqlite:{WORK / f'e-{uuid.uuid4().hex[:6]}.db'}"
+    rows = {"echo (memory)": echo, "echo (sqlite)": [*echo, "--store", sqlite], "echo (memory, Nagle on)": [*echo, "--nagle"]}
+    (a50, _), (w50, _) = later(a2a), later(wire)
+    print(f"{'anyagentd mock':24s} p50 {ms(a50)}   - wire {ms(a50 - w50)}")
+    for name, argv in rows.items():
+        e50, e90 = later(a2a_turns(argv, turns=WARM_SAMPLES))
+        print(f"{name:24s} p50 {ms(e50)} p90 {ms(e90)}   anyagentd - it {ms(a50 - e50)} (x{a50 / e50:.2f})")
+    anyagentd = str(Path(PY).with_name("anyagentd"))
+    state = str(WORK / f"state-{uuid.uuid4().hex[:6]}")
+    sdk = later(sdk_client_turns([anyagentd, "a2a", "--listen", "127.0.0.1:0", "--mock", str(script), "--state-dir",
+                                  state], turns=WARM_SAMPLES))  # fmt: skip
+    echo_sdk = later(sdk_client_turns(echo, turns=WARM_SAMPLES))
+    print(f"{'a2a-sdk client':24s} anyagentd p50 {ms(sdk[0])}   echo (memory) p50 {ms(echo_sdk[0])}   "
+          f"anyagentd - echo {ms(sdk[0] - echo_sdk[0])}")
+
+
+def phases(script: Path) -> None:
+    """Per-phase medians (``a2a_phases.py``) of :data:`WARM_SAMPLES` sequential later turns: the mock on anyagentd
+    and the echo server on the SDK's SQLite store, side by side."""
+    anyagentd = str(Path(PY).with_name("anyagentd"))
+    tracer = [PY, str(HERE / "a2a_phases.py")]
+    rows = {"anyagentd mock": [*tracer, anyagentd, "a2a", "--listen", "127.0.0.1:0", "--mock", str(script),
+                               "--state-dir", str(WORK / f"state-{uuid.uuid4().hex[:6]}")],
+            "echo (sqlite)": [*tracer, str(HERE / "a2a_echo_server.py"), "--listen", "127.0.0.1:0", "--store",
+                              f"sqlite:{WORK / f'p-{uuid.uuid4().hex[:6]}.db'}"]}  # fmt: skip
+    for name, argv in rows.items():
+        with tempfile.TemporaryFile("w+") as err:
+            proc, url, _ = start(argv, stderr=err)
+            with httpx.Client(timeout=60) as client:
+                context_id = str(uuid.uuid4())
+                for _ in range(WARM_SAMPLES):
+                    send(client, url, context_id)
+            stop(proc)
+            err.seek(0)
+            found = [json.loads(line)["phases"] for line in err if line.startswith('{"phases"')]
+        print(f"phases, {name}: " + ", ".join(f"{k} {v}" for k, v in (found[0] if found else {}).items()))
 
 
 def status_values(url: str) -> dict:
@@ -268,7 +355,9 @@ def warm(claude: bool) -> None:
     anyagentd = str(Path(PY).with_name("anyagentd"))
     state = lambda: str(WORK / f"state-{uuid.uuid4().hex[:6]}")  # noqa: E731
     mock = [anyagentd, "a2a", "--listen", "127.0.0.1:0", "--mock", str(script), "--state-dir", state()]
-    report_turns("mock", a2a_turns(mock), wire_turns("mock", str(script)))
+    a2a, wire = a2a_turns(mock, turns=WARM_SAMPLES), wire_turns("mock", str(script), turns=WARM_SAMPLES)
+    report_turns("mock", a2a, wire)
+    report_baselines(a2a, wire, script)
     pool([anyagentd, "a2a", "--listen", "127.0.0.1:0", "--mock", str(script), "--state-dir", state()])
     if not claude:
         return
@@ -294,7 +383,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--warm-only", action="store_true")
     parser.add_argument("--claude", action="store_true")
+    parser.add_argument("--phases", action="store_true", help="only the per-phase medians (a2a_phases.py)")
     args = parser.parse_args()
+    if args.phases:
+        phases(short_reply_script(WARM_SAMPLES * 2))
+        return
     warm(args.claude)
     if args.warm_only:
         return

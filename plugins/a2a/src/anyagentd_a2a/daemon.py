@@ -25,6 +25,7 @@ import anyio
 import httpx
 import uvicorn
 from a2a.auth.user import User
+from a2a.server.agent_execution import SimpleRequestContextBuilder
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes.common import DefaultServerCallContextBuilder
@@ -49,7 +50,8 @@ from .conversations import Conversation, Conversations, PoolLimits
 from .executor import CANCEL_GRACE, ConversationExecutor
 from .front import COMMAND_EXTENSION, CorsGate, Front, HostGate, invalid_params, rpc_error
 from .principals import OPERATOR, Identities
-from .store import UNRESUMABLE_MESSAGE, ConversationTable, PrincipalTaskStore, engine_for, fail_interrupted
+from .store import (FLUSH_DELAY, UNRESUMABLE_MESSAGE, ConversationTable, PrincipalTaskStore, PushConfigStore,
+                    engine_for, fail_interrupted)  # fmt: skip
 from .translate import accepts_our_output, url_violations
 
 log = logging.getLogger("anyagentd.a2a")
@@ -170,8 +172,8 @@ class Daemon:
         Raises ``ConfigError`` (an agent no plugin drives) and ``OSError`` (the listener cannot bind)."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         engine = engine_for(self.loaded.config.a2a.store or f"sqlite+aiosqlite:///{self.state_dir / 'a2a.db'}")
+        store = PrincipalTaskStore(engine, flush_delay=_seconds("ANYAGENTD_A2A_FLUSH_DELAY", FLUSH_DELAY))
         try:
-            store = PrincipalTaskStore(engine)
             await store.initialize()
             self.table = ConversationTable(engine)
             await self.table.initialize()
@@ -196,7 +198,10 @@ class Daemon:
                     await self._serve(store, engine, sock)
             logging.getLogger().removeHandler(ring_handler)
         finally:
-            await engine.dispose()
+            try:
+                await store.flush()  # the updates still written behind
+            finally:
+                await engine.dispose()
         log.info("stopped")
         return 0
 
@@ -237,6 +242,7 @@ class Daemon:
             tg.start_soon(self._drain_on_request, server)
             tg.start_soon(self._announce, server)
             tg.start_soon(self.conversations.reap_idle)
+            tg.start_soon(store.flush_behind)
             await server.serve(sockets=[sock])
             if not self.draining:
                 await self.drain()
@@ -249,17 +255,16 @@ class Daemon:
         push = self.loaded.config.a2a.push
         push_store = sender = http = validator = None
         if push.enabled:
-            from a2a.server.tasks import DatabasePushNotificationConfigStore
-
-            push_store = DatabasePushNotificationConfigStore(engine)
+            push_store = PushConfigStore(engine)
             validator = None if push.allow_private else validate_push_notification_url
             http = httpx.AsyncClient(timeout=10.0)
             sender = BasePushNotificationSender(http, push_store, push_url_validator=validator)
         executor = self.executor = ConversationExecutor(self.conversations, allow_private_urls=push.allow_private,
                                                         parked=self.parked, parents=self._parents())  # fmt: skip
+        contexts = SimpleRequestContextBuilder(task_id_generator=store.task_ids)  # new ids read absent, no query
         handler = self.handler = DefaultRequestHandler(
             executor, store, card, push_config_store=push_store, push_sender=sender, extended_agent_card=card,
-            extended_card_modifier=self._extend_card, push_url_validator=validator,
+            extended_card_modifier=self._extend_card, push_url_validator=validator, request_context_builder=contexts,
         )  # fmt: skip
         self.card = card
         return handler, http

@@ -2,7 +2,14 @@
 plus this daemon's conversation table (the agent's resume token per (owner, contextId)).
 
 - :class:`PrincipalTaskStore` — ``DatabaseTaskStore`` whose owner is the caller's principal id; the operator reads
-  every task, and a save by the operator keeps the task's owner.
+  every task, and a save by the operator keeps the task's owner. The durable points of a task (its first save — it
+  was accepted —, INPUT_REQUIRED/AUTH_REQUIRED, a terminal state) are written before ``save`` returns; the updates
+  between them (WORKING status, artifact chunks) are written behind, at most :data:`FLUSH_DELAY` later, so a turn's
+  reply waits for two writes, not one per streamed event. Every read (``get``, ``list``) writes what is pending
+  first: what a reader sees is what a restart finds. A task id the store handed out itself (:meth:`new_task_id`,
+  the SDK's id generator) reads as absent without a query until its first save.
+- :class:`PushConfigStore` — the SDK's database push-config store that knows which tasks have configs, so the
+  push sender's look-up on every task event queries only for those.
 - :func:`fail_interrupted` — at start-up, every task left SUBMITTED, WORKING or waiting for input by a process that
   died is marked FAILED with a message saying so (its turn is gone).
 - :class:`ConversationTable` — resume tokens, so the next message after a restart resumes the agent's conversation.
@@ -10,14 +17,20 @@ plus this daemon's conversation table (the agent's resume token per (owner, cont
 
 from __future__ import annotations
 
+import logging
 import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
+
 from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
-from a2a.server.tasks import DatabaseTaskStore
-from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
+from a2a.server.id_generator import IDGenerator, IDGeneratorContext
+from a2a.server.tasks import DatabasePushNotificationConfigStore, DatabaseTaskStore
+from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskPushNotificationConfig, TaskState
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import decode_list_tasks_cursor, encode_list_tasks_cursor
@@ -32,6 +45,19 @@ UNRESUMABLE_MESSAGE = ("The daemon stopped while this task waited for input, and
                        "Send a new message in this contextId.")  # fmt: skip
 """Why a task that waited for input reads FAILED after a restart; an answer to it is refused with -32004 saying so."""
 _OPEN_STATES = ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED")
+DURABLE_STATES = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED,
+                            TaskState.TASK_STATE_REJECTED, TaskState.TASK_STATE_INPUT_REQUIRED,
+                            TaskState.TASK_STATE_AUTH_REQUIRED})  # fmt: skip
+"""States a save writes before it returns (besides a task's first save): where a task stops, or waits for an answer."""
+FLUSH_DELAY = 0.25
+"""Seconds an update between durable points may wait in memory before :meth:`PrincipalTaskStore.flush_behind`
+writes it (env ``ANYAGENTD_A2A_FLUSH_DELAY``): what a kill -9 can lose of a running turn's streamed output."""
+
+FRESH_IDS = 4096
+"""Task ids handed out and not saved yet that the store remembers (a request that fails before its task is saved
+leaves one behind; past this many the oldest are forgotten, and reading one of those costs a query)."""
+
+log = logging.getLogger("anyagentd.a2a")
 
 
 def engine_for(url: str) -> AsyncEngine:
@@ -54,11 +80,37 @@ def _owner(context: ServerCallContext) -> str:
     return context.user.user_name
 
 
-class PrincipalTaskStore(DatabaseTaskStore):
-    """Tasks owned by the principal that created them; the operator sees (and may act on) all of them."""
+@dataclass
+class _Live:
+    """A task saved by this process that has not reached a durable state: the owner it is written for, and its
+    latest version when that is not written yet."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    context: ServerCallContext
+    unwritten: Task | None = None
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+
+class PrincipalTaskStore(DatabaseTaskStore):
+    """Tasks owned by the principal that created them; the operator sees (and may act on) all of them. Updates
+    between a task's durable points are written behind (see the module docstring); run :meth:`flush_behind` in the
+    daemon's task group and :meth:`flush` before the engine is disposed."""
+
+    def __init__(self, engine: AsyncEngine, *, flush_delay: float = FLUSH_DELAY) -> None:
         super().__init__(engine, create_table=True, owner_resolver=_owner)
+        self.flush_delay = flush_delay
+        self._live: dict[str, _Live] = {}
+        self._pending = anyio.Event()  # set when an update waits to be written behind
+        self._fresh: OrderedDict[str, None] = OrderedDict()  # ids handed out, never saved: no row has them
+        self.task_ids = _FreshIds(self)
+        """The SDK's task-id generator (``SimpleRequestContextBuilder(task_id_generator=…)``)."""
+
+    def new_task_id(self) -> str:
+        """A new task id (a UUID) that reads as absent, without a query, until it is saved."""
+        task_id = str(uuid.uuid4())
+        self._fresh[task_id] = None
+        if len(self._fresh) > FRESH_IDS:
+            self._fresh.popitem(last=False)
+        return task_id
 
     async def _owner_of(self, task_id: str) -> str | None:
         await self._ensure_initialized()
@@ -66,14 +118,71 @@ class PrincipalTaskStore(DatabaseTaskStore):
             result = await session.execute(select(self.task_model.owner).where(self.task_model.id == task_id))
             return result.scalar_one_or_none()
 
+    async def _owned(self, task_id: str, context: ServerCallContext) -> ServerCallContext:
+        """The context a save is written for: the caller's, or for the operator the task's owner."""
+        if _owner(context) != OPERATOR.id or task_id in self._fresh:
+            return context
+        live = self._live.get(task_id)
+        owner = _owner(live.context) if live is not None else await self._owner_of(task_id)
+        return _as_owner(context, owner) if owner is not None and owner != OPERATOR.id else context
+
     async def save(self, task: Task, context: ServerCallContext) -> None:
-        if _owner(context) == OPERATOR.id:
-            owner = await self._owner_of(task.id)
-            if owner is not None and owner != OPERATOR.id:
-                context = _as_owner(context, owner)
-        await super().save(task, context)
+        """Record ``task``: written before returning when it is new to this process or in a durable state, else
+        kept as the latest version to write behind."""
+        context = await self._owned(task.id, context)
+        self._fresh.pop(task.id, None)
+        live = self._live.get(task.id)
+        durable = live is None or task.status.state in DURABLE_STATES
+        if live is None:
+            live = self._live[task.id] = _Live(context)
+        live.context = context
+        live.unwritten = Task()
+        live.unwritten.CopyFrom(task)  # the SDK goes on changing its object in place
+        if not durable:
+            self._pending.set()
+            return
+        await self._write(live)
+        if live.unwritten is None and task.status.state in DURABLE_STATES and self._live.get(task.id) is live:
+            del self._live[task.id]  # written where it stops or waits: nothing more to hold
+
+    async def _write(self, live: _Live) -> None:
+        """Write ``live``'s latest unwritten version (one writer per task at a time, so the last version wins)."""
+        async with live.lock:
+            task, live.unwritten = live.unwritten, None
+            if task is None:
+                return
+            try:
+                await super().save(task, live.context)
+            except BaseException:
+                if live.unwritten is None:
+                    live.unwritten = task  # not written: the next write takes it again
+                raise
+
+    async def flush(self) -> None:
+        """Write every update waiting to be written behind."""
+        for live in list(self._live.values()):
+            if live.unwritten is not None:
+                await self._write(live)
+
+    async def flush_behind(self) -> None:
+        """Until cancelled: write pending updates at most ``flush_delay`` seconds after the first of them was saved
+        (a failed write is logged and tried again at the next round)."""
+        while True:
+            await self._pending.wait()
+            await anyio.sleep(self.flush_delay)
+            self._pending = anyio.Event()
+            try:
+                await self.flush()
+            except Exception as err:  # noqa: BLE001 - the updates stay pending; the next durable save writes them
+                log.warning("writing the running tasks' updates failed: %s", err)
+                self._pending.set()
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        if task_id in self._fresh:
+            return None
+        live = self._live.get(task_id)
+        if live is not None and live.unwritten is not None:
+            await self._write(live)
         if _owner(context) == OPERATOR.id:
             owner = await self._owner_of(task_id)
             if owner is None:
@@ -81,7 +190,12 @@ class PrincipalTaskStore(DatabaseTaskStore):
             context = _as_owner(context, owner)
         return await super().get(task_id, context)
 
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        self._live.pop(task_id, None)  # nothing of it is written behind any more
+        await super().delete(task_id, context)
+
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        await self.flush()
         if _owner(context) != OPERATOR.id:
             return await super().list(params, context)
         return await self._list_every_owner(params)
@@ -112,6 +226,48 @@ class PrincipalTaskStore(DatabaseTaskStore):
         token = encode_list_tasks_cursor(self._cursor_for(page[-1])) if len(rows) == size + 1 else None
         return ListTasksResponse(tasks=[self._from_orm(r) for r in page], total_size=total, next_page_token=token,
                                  page_size=size)  # fmt: skip
+
+
+class _FreshIds(IDGenerator):
+    def __init__(self, store: PrincipalTaskStore) -> None:
+        self.store = store
+
+    def generate(self, context: IDGeneratorContext) -> str:
+        return self.store.new_task_id()
+
+
+class PushConfigStore(DatabasePushNotificationConfigStore):
+    """Push-notification configs in the daemon's database. The SDK's sender looks a task's configs up for every
+    event it processes (one query each, almost always finding none); this store keeps the set of task ids that
+    have configs (read once, kept up to date by its own writes — the daemon is its table's only writer) and answers
+    the others' look-ups with none, without a query."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        super().__init__(engine)
+        self._with_configs: set[str] | None = None
+
+    async def _task_ids(self) -> set[str]:
+        if self._with_configs is None:
+            await self._ensure_initialized()
+            async with self.async_session_maker() as session:
+                rows = await session.execute(select(self.config_model.task_id).distinct())
+                self._with_configs = {row[0] for row in rows}
+        return self._with_configs
+
+    async def set_info(self, task_id: str, notification_config: TaskPushNotificationConfig,
+                       context: ServerCallContext) -> TaskPushNotificationConfig:  # fmt: skip
+        (await self._task_ids()).add(task_id)  # before the write: a dispatch meanwhile queries, at worst for none
+        return await super().set_info(task_id, notification_config, context)
+
+    async def get_info_for_dispatch(self, task_id: str) -> list[TaskPushNotificationConfig]:
+        if task_id not in await self._task_ids():
+            return []
+        return await super().get_info_for_dispatch(task_id)
+
+    async def delete_info(self, task_id: str, context: ServerCallContext, config_id: str | None = None) -> None:
+        await super().delete_info(task_id, context, config_id)
+        if not await super().get_info_for_dispatch(task_id):
+            (await self._task_ids()).discard(task_id)
 
 
 class _Owner(User):
@@ -214,4 +370,5 @@ class ConversationTable:
             await conn.execute(conversations_table.insert().values(**values))
 
 
-__all__ = ["UNRESUMABLE_MESSAGE", "ConversationTable", "PrincipalTaskStore", "engine_for", "fail_interrupted"]
+__all__ = ["FLUSH_DELAY", "UNRESUMABLE_MESSAGE", "ConversationTable", "PrincipalTaskStore", "PushConfigStore",
+           "engine_for", "fail_interrupted"]

@@ -1,0 +1,164 @@
+"""The daemon's task and push-config stores on a real SQLite file, read back through a second, plain sqlite3
+connection (what a restart finds): a task's durable points (accepted, waiting for input, terminal) are on disk when
+``save`` returns; the updates between them are written behind (by ``flush_behind``, or first by any read); ids the
+store handed out, and tasks without push configs, are answered without a query. The latency these save is measured
+by bench/bench_a2a.py, never here."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from a2a.server.context import ServerCallContext
+from a2a.types import (
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatus,
+)
+from anyagentd_a2a.daemon import _Principal
+from anyagentd_a2a.principals import OPERATOR, Principal
+from anyagentd_a2a.store import PrincipalTaskStore, PushConfigStore, engine_for
+from sqlalchemy import event
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+ALICE = ServerCallContext(user=_Principal(Principal("alice", "user")), state={})
+OPERATOR_CONTEXT = ServerCallContext(user=_Principal(OPERATOR), state={})
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[tuple[Any, Path, list[str]]]:
+    """(engine, database file, every SQL statement the engine runs, in order)."""
+    path = tmp_path / "a2a.db"
+    engine = engine_for(f"sqlite+aiosqlite:///{path}")
+    statements: list[str] = []
+    event.listen(engine.sync_engine, "before_cursor_execute",
+                 lambda _c, _cur, sql, *_: statements.append(sql))  # fmt: skip
+    yield engine, path, statements
+    await engine.dispose()
+
+
+def on_disk(path: Path, task_id: str) -> dict[str, Any] | None:
+    """The task's row as a restart would read it: state, artifact texts, owner."""
+    with sqlite3.connect(path) as conn:
+        row = conn.execute("select status, artifacts, owner from tasks where id = ?", (task_id,)).fetchone()
+    if row is None:
+        return None
+    texts = [p.get("text") for a in json.loads(row[1] or "[]") for p in a.get("parts", [])]
+    return {"state": json.loads(row[0])["state"], "texts": texts, "owner": row[2]}
+
+
+def task(task_id: str, state: int, *texts: str) -> Task:
+    out = Task(id=task_id, context_id="c1", status=TaskStatus(state=state),
+               history=[Message(message_id="m1", role=Role.ROLE_USER, parts=[Part(text="hi")])])  # fmt: skip
+    if texts:
+        out.artifacts.add(artifact_id="response", parts=[Part(text=t) for t in texts])
+    return out
+
+
+async def test_durable_points_are_on_disk_when_save_returns_and_updates_between_them_are_written_behind(
+        db: tuple[Any, Path, list[str]]) -> None:  # fmt: skip
+    engine, path, _ = db
+    store = PrincipalTaskStore(engine, flush_delay=0.05)
+    await store.initialize()
+    task_id = store.new_task_id()
+    await store.save(task(task_id, TaskState.TASK_STATE_SUBMITTED), ALICE)
+    assert on_disk(path, task_id) == {"state": "TASK_STATE_SUBMITTED", "texts": [], "owner": "alice"}  # accepted
+    await store.save(task(task_id, TaskState.TASK_STATE_WORKING, "wor"), ALICE)
+    await store.save(task(task_id, TaskState.TASK_STATE_WORKING, "wor", "king"), ALICE)
+    assert on_disk(path, task_id)["state"] == "TASK_STATE_SUBMITTED"  # not yet: behind
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(store.flush_behind)
+        with anyio.fail_after(5):
+            while on_disk(path, task_id)["state"] != "TASK_STATE_WORKING":
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    assert on_disk(path, task_id)["texts"] == ["wor", "king"]  # the latest version, once
+    await store.save(task(task_id, TaskState.TASK_STATE_WORKING, "wor", "king", "!"), ALICE)
+    await store.save(task(task_id, TaskState.TASK_STATE_COMPLETED, "wor", "king", "!"), ALICE)
+    assert on_disk(path, task_id) == {"state": "TASK_STATE_COMPLETED", "texts": ["wor", "king", "!"], "owner": "alice"}
+
+
+@pytest.mark.parametrize("state", [TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_FAILED,
+                                   TaskState.TASK_STATE_CANCELED])  # fmt: skip
+async def test_waiting_for_input_and_every_end_are_written_at_once(db: tuple[Any, Path, list[str]], state: int) -> None:
+    engine, path, _ = db
+    store = PrincipalTaskStore(engine, flush_delay=60)
+    await store.initialize()
+    await store.save(task("t1", TaskState.TASK_STATE_SUBMITTED), ALICE)
+    await store.save(task("t1", TaskState.TASK_STATE_WORKING, "a"), ALICE)
+    await store.save(task("t1", state, "a", "b"), ALICE)
+    assert on_disk(path, "t1")["state"] == TaskState.Name(state) and on_disk(path, "t1")["texts"] == ["a", "b"]
+
+
+async def test_every_read_writes_what_is_pending_first(db: tuple[Any, Path, list[str]]) -> None:
+    engine, path, _ = db
+    store = PrincipalTaskStore(engine, flush_delay=60)  # flush_behind never runs here
+    await store.initialize()
+    await store.save(task("t1", TaskState.TASK_STATE_SUBMITTED), ALICE)
+    await store.save(task("t1", TaskState.TASK_STATE_WORKING, "seen"), ALICE)
+    got = await store.get("t1", ALICE)
+    assert got is not None and got.status.state == TaskState.TASK_STATE_WORKING
+    assert on_disk(path, "t1")["texts"] == ["seen"]  # what GetTask showed is what a restart finds
+    await store.save(task("t1", TaskState.TASK_STATE_WORKING, "seen", "listed"), ALICE)
+    listed = await store.list(ListTasksRequest(), OPERATOR_CONTEXT)
+    assert [t.artifacts[0].parts[-1].text for t in listed.tasks] == ["listed"]
+    await store.save(task("t1", TaskState.TASK_STATE_WORKING, "seen", "listed", "left"), ALICE)
+    await store.flush()  # what the daemon does before it disposes of the engine
+    assert on_disk(path, "t1")["texts"] == ["seen", "listed", "left"]
+
+
+async def test_the_operator_writing_behind_keeps_the_owner_and_other_owners_still_read_none(
+        db: tuple[Any, Path, list[str]]) -> None:  # fmt: skip
+    engine, path, _ = db
+    store = PrincipalTaskStore(engine, flush_delay=60)
+    await store.initialize()
+    await store.save(task("t1", TaskState.TASK_STATE_SUBMITTED), ALICE)
+    await store.save(task("t1", TaskState.TASK_STATE_WORKING, "x"), OPERATOR_CONTEXT)
+    await store.save(task("t1", TaskState.TASK_STATE_COMPLETED, "x"), OPERATOR_CONTEXT)
+    assert on_disk(path, "t1") == {"state": "TASK_STATE_COMPLETED", "texts": ["x"], "owner": "alice"}
+    bob = ServerCallContext(user=_Principal(Principal("bob", "user")), state={})
+    assert await store.get("t1", bob) is None
+    assert (await store.get("t1", OPERATOR_CONTEXT)).status.state == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_an_id_the_store_handed_out_reads_absent_without_a_query_until_saved(
+        db: tuple[Any, Path, list[str]]) -> None:  # fmt: skip
+    engine, _, statements = db
+    store = PrincipalTaskStore(engine)
+    await store.initialize()
+    task_id = store.task_ids.generate(None)  # type: ignore[arg-type]  # what the SDK's context builder calls
+    before = len(statements)
+    assert await store.get(task_id, ALICE) is None and await store.get(task_id, OPERATOR_CONTEXT) is None
+    assert statements[before:] == []
+    assert await store.get("not-handed-out", ALICE) is None
+    assert any("FROM tasks" in s for s in statements[before:])  # an id from elsewhere is looked up
+    await store.save(task(task_id, TaskState.TASK_STATE_SUBMITTED), OPERATOR_CONTEXT)
+    assert (await store.get(task_id, OPERATOR_CONTEXT)).status.state == TaskState.TASK_STATE_SUBMITTED
+
+
+async def test_push_configs_are_looked_up_only_for_tasks_that_have_some(db: tuple[Any, Path, list[str]]) -> None:
+    engine, _, statements = db
+    store = PushConfigStore(engine)
+    assert await store.get_info_for_dispatch("t1") == []  # the first look-up reads which tasks have configs
+    before = len(statements)
+    assert await store.get_info_for_dispatch("t1") == [] and statements[before:] == []  # every later one: none
+    config = TaskPushNotificationConfig(task_id="t1", id="c1", url="https://hooks.example/a2a", token="tok")
+    await store.set_info("t1", config, ALICE)
+    assert [c.url for c in await store.get_info_for_dispatch("t1")] == ["https://hooks.example/a2a"]
+    again = PushConfigStore(engine)  # a restarted daemon reads them from the table
+    assert [c.id for c in await again.get_info_for_dispatch("t1")] == ["c1"]
+    await store.delete_info("t1", ALICE, "c1")
+    assert await store.get_info_for_dispatch("t1") == []
+    before = len(statements)
+    assert await store.get_info_for_dispatch("t1") == [] and statements[before:] == []
