@@ -273,7 +273,8 @@ def report_baselines(a2a: list[float], wire: list[float], script: Path) -> None:
     the a2a-sdk client: p50 of :data:`WARM_SAMPLES` sequential requests, one connection."""
     echo = [PY, str(HERE / "a2a_echo_server.py"), "--listen", "127.0.0.1:0"]
     sqlite = f"sqlite:{WORK / f'e-{uuid.uuid4().hex[:6]}.db'}"
-    rows = {"echo (memory)": echo, "echo (sqlite)": [*echo, "--store", sqlite], "echo (memory, Nagle on)": [*echo, "--nagle"]}
+    rows = {"echo (memory)": echo, "echo (sqlite)": [*echo, "--store", sqlite],
+            "echo (memory, Nagle on)": [*echo, "--nagle"]}
     (a50, _), (w50, _) = later(a2a), later(wire)
     print(f"{'anyagentd mock':24s} p50 {ms(a50)}   - wire {ms(a50 - w50)}")
     for name, argv in rows.items():

@@ -162,3 +162,28 @@ async def test_push_configs_are_looked_up_only_for_tasks_that_have_some(db: tupl
     assert await store.get_info_for_dispatch("t1") == []
     before = len(statements)
     assert await store.get_info_for_dispatch("t1") == [] and statements[before:] == []
+
+
+async def test_a_write_is_one_upsert_and_reads_back_as_the_sdk_store_reads_it(db: tuple[Any, Path, list[str]]) -> None:
+    from a2a.server.tasks import DatabaseTaskStore
+    from google.protobuf.struct_pb2 import Struct
+
+    engine, _, statements = db
+    store = PrincipalTaskStore(engine)
+    await store.initialize()
+    full = task("t1", TaskState.TASK_STATE_COMPLETED, "done")
+    full.status.timestamp.GetCurrentTime()
+    full.status.message.CopyFrom(Message(message_id="m2", role=Role.ROLE_AGENT, parts=[Part(text="bye")]))
+    metadata = Struct()
+    metadata.update({"stopReason": "Completed", "usage": {"usedTokens": 3}})
+    full.metadata.CopyFrom(metadata)
+    for state in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_COMPLETED):  # an insert, then an update
+        written = Task()
+        written.CopyFrom(full)
+        written.status.state = state
+        before = len(statements)
+        await store.save(written, ALICE)
+        sql = [s for s in statements[before:] if "tasks" in s]
+        assert len(sql) == 1 and sql[0].startswith("INSERT INTO tasks") and "ON CONFLICT (id) DO UPDATE" in sql[0]
+    plain = DatabaseTaskStore(engine, create_table=False)  # the SDK's own reading of the row
+    assert await plain.get("t1", ALICE) == full

@@ -34,7 +34,8 @@ from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskPushNotific
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import decode_list_tasks_cursor, encode_list_tasks_cursor
-from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, case, func, select
+from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, case, func, inspect, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from .principals import OPERATOR
@@ -56,6 +57,9 @@ writes it (env ``ANYAGENTD_A2A_FLUSH_DELAY``): what a kill -9 can lose of a runn
 FRESH_IDS = 4096
 """Task ids handed out and not saved yet that the store remembers (a request that fails before its task is saved
 leaves one behind; past this many the oldest are forgotten, and reading one of those costs a query)."""
+
+_UPSERTS = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
+"""Dialects whose INSERT takes ``ON CONFLICT … DO UPDATE``."""
 
 log = logging.getLogger("anyagentd.a2a")
 
@@ -152,11 +156,29 @@ class PrincipalTaskStore(DatabaseTaskStore):
             if task is None:
                 return
             try:
-                await super().save(task, live.context)
+                await self._save_row(task, live.context)
             except BaseException:
                 if live.unwritten is None:
                     live.unwritten = task  # not written: the next write takes it again
                 raise
+
+    async def _save_row(self, task: Task, context: ServerCallContext) -> None:
+        """The SDK's row for ``task`` written in one ``INSERT … ON CONFLICT (id) DO UPDATE`` on SQLite and
+        PostgreSQL (the SDK's ``save`` merges through the ORM: a SELECT, then an INSERT or UPDATE); other databases
+        get the SDK's ``save``."""
+        dialect = self.engine.dialect.name
+        if dialect not in _UPSERTS:
+            await super().save(task, context)
+            return
+        await self._ensure_initialized()
+        row = self._to_orm(task, _owner(context))
+        values = {column.name: getattr(row, attr.key) for attr in inspect(self.task_model).column_attrs
+                  for column in attr.columns}  # fmt: skip
+        insert = _UPSERTS[dialect](self.task_model.__table__).values(values)
+        upsert = insert.on_conflict_do_update(index_elements=["id"],
+                                              set_={name: insert.excluded[name] for name in values if name != "id"})
+        async with self.engine.begin() as conn:
+            await conn.execute(upsert)
 
     async def flush(self) -> None:
         """Write every update waiting to be written behind."""
