@@ -181,10 +181,9 @@ class PrincipalTaskStore(DatabaseTaskStore):
             await conn.execute(upsert)
 
     async def flush(self) -> None:
-        """Write every update waiting to be written behind."""
+        """Write every update waiting to be written behind (and wait for the writes under way)."""
         for live in list(self._live.values()):
-            if live.unwritten is not None:
-                await self._write(live)
+            await self._write(live)
 
     async def flush_behind(self) -> None:
         """Until cancelled: write pending updates at most ``flush_delay`` seconds after the first of them was saved
@@ -203,8 +202,8 @@ class PrincipalTaskStore(DatabaseTaskStore):
         if task_id in self._fresh:
             return None
         live = self._live.get(task_id)
-        if live is not None and live.unwritten is not None:
-            await self._write(live)
+        if live is not None:
+            await self._write(live)  # what is pending, after any write of it under way
         if _owner(context) == OPERATOR.id:
             owner = await self._owner_of(task_id)
             if owner is None:
