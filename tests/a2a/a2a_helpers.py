@@ -22,7 +22,7 @@ def wait_state(daemon: Any, task_id: str, state: str, timeout: float = 20.0,
         if got["status"]["state"] == state or time.monotonic() > deadline:
             assert got["status"]["state"] == state, got
             return got
-        time.sleep(0.05)
+        time.sleep(0.1)  # about 9 polls a second: a principal's default budget (120/60s) lasts through a slow run
 
 
 def listed_tasks(daemon: Any, token: str | None, timeout: float = 30.0) -> list[dict[str, Any]]:
