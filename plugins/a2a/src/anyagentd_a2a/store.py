@@ -25,7 +25,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import anyio
-
 from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
 from a2a.server.id_generator import IDGenerator, IDGeneratorContext
