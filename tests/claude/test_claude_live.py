@@ -268,7 +268,7 @@ async def test_a_background_job_of_the_bash_tool_is_gone_after_close(claude: Any
         stream = EventStream(session)
         await session.prompt("Start a sleeper")
         assert (await stream.until("TurnEnded")).kind.stop.TAG == "Completed"
-        proc = session._conn.process  # noqa: SLF001
+        proc = session.connection.process
         jobs = [p for p in marked_processes(proc.mark) if _cmdline(p).startswith("sleep 312")]
         assert jobs, "the scripted job is not running"
         assert all(os.getpgid(job) != proc.pid for job in jobs)  # outside the CLI's process group
@@ -286,7 +286,7 @@ async def test_the_running_command_of_a_crashed_cli_is_gone(claude: Any, work: P
         stream = EventStream(session)
         await session.prompt("Sleep a while")
         await stream.until("ToolUpdated")
-        proc = session._conn.process  # noqa: SLF001
+        proc = session.connection.process
         with anyio.fail_after(STEP):
             while not (jobs := [p for p in marked_processes(proc.mark) if _cmdline(p).startswith("sleep 313")]):
                 await anyio.sleep(0.05)

@@ -101,7 +101,7 @@ class CheckedStream(EventStream):
 
 def agent_process(session: Any) -> Any:
     """The ``AgentProcess`` of a session's connection (``connection.process``), for checks of what is left."""
-    conn = session._conn  # noqa: SLF001 - the kit checks what the adapter leaves running
+    conn = session.connection
     process = getattr(conn, "process", None)
     require(process is not None and getattr(process, "pid", None),
             f"{type(conn).__name__} has no `process` with a pid",
@@ -483,7 +483,7 @@ class Conformance:
         async with self.runtime() as rt:
             session, stream = await self._open(rt, work)
             advertised = feature in session.info().details.capabilities.features
-            conn = session._conn  # noqa: SLF001 - refusals are checked on the connection itself
+            conn = session.connection  # refusals are checked on the connection itself
             await session.prompt("say kiwi")
             await stream.until("TurnEnded")
             if not advertised:

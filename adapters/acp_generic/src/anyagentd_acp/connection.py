@@ -116,7 +116,7 @@ class _Client:
 
     async def request_permission(self, session_id: str, tool_call: Any, options: list[Any],
                                  **kwargs: Any) -> acp.RequestPermissionResponse:  # fmt: skip
-        return await self._conn._permission(tool_call, options)
+        return await self._conn.ask_permission(tool_call, options)
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         await self._conn.mapper.apply(update)  # not reached: updates are intercepted by the transport
@@ -379,7 +379,10 @@ class AcpConnection(ProcessConnection):
     async def on_output_end(self) -> None:
         self._release_pending()
 
-    async def _permission(self, tool_call: Any, options: list[Any]) -> acp.RequestPermissionResponse:
+    async def ask_permission(self, tool_call: Any, options: list[Any]) -> acp.RequestPermissionResponse:
+        """The agent's ``session/request_permission`` (its ``tool_call`` and ACP ``options``) as a Permission
+        request to the engine; returns the selected option once answered, ``cancelled`` after a cancel, a close,
+        or when no option maps to a choice. Waits for the answer (the library runs it as its own task)."""
         cancelled = acp.RequestPermissionResponse(outcome=acp.DeniedOutcome(outcome="cancelled"))
         if self.closing or self._cancel_requested:
             return cancelled
