@@ -1,6 +1,6 @@
 """One opencode session: its own ``opencode serve`` process on a loopback port, the event stream, the HTTP calls.
 
-See ``docs/agents/opencode.md``.
+See ``docs/agents/opencode.md#handshake`` (and the page's other sections).
 
 - Open: start ``opencode serve --port N`` in the session's directory (with ``OPENCODE_CONFIG_CONTENT``: the
   environment's settings plus the permission rules of the permission mode), wait for "listening", read the
@@ -54,7 +54,7 @@ from .mapping import SessionEvents
 
 FEATURES = ["Images", "Permissions", "Resume", "Fork", "Compact", "ContextUsage"]
 """What an opencode session can do here. Not advertised: Steer (a prompt during a turn is queued by opencode),
-Questions (its ``question`` tool is not enabled for a server), Rollback (``/revert`` marks messages reverted, but
+Questions (opencode's question requests are not mapped), Rollback (``/revert`` marks messages reverted, but
 the next prompt after it did not reach the model with opencode 1.18.33)."""
 
 DEFAULT_MODE = "build"

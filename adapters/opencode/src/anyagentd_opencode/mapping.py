@@ -1,4 +1,5 @@
-"""opencode's server-sent events → the event model, for one session: the connection's protocol state.
+"""opencode's server-sent events → the event model, for one session: the connection's protocol state
+(``docs/agents/opencode.md#events-to-events``).
 
 Events (``{"type": ..., "properties": {...}}``, opencode 1.18): ``message.updated`` (a message's role),
 ``message.part.updated`` (a part's snapshot: text, reasoning, tool with its ``state``, step-finish with tokens),
