@@ -183,15 +183,11 @@ def prompt_blocks(prompt: PromptInput, caps: acp.PromptCapabilities | None) -> l
     blocks: list[Any] = [acp.TextContentBlock(type="text", text=prompt.text)]
     for attachment in classify(prompt.attachments, images=bool(caps and caps.image), image_urls=False):
         item, media = attachment.item, attachment.media
-        if attachment.kind == "image_file":
-            try:
-                data = attachment.base64_data()
-            except OSError:
-                pass
-            else:
-                uri = Path(item).resolve().as_uri()
-                blocks.append(acp.ImageContentBlock(type="image", data=data, mime_type=media, uri=uri))
-                continue
+        data = attachment.inline_data()
+        if data is not None:
+            uri = Path(item).resolve().as_uri()
+            blocks.append(acp.ImageContentBlock(type="image", data=data, mime_type=media, uri=uri))
+            continue
         uri = item if attachment.is_url else Path(item).resolve().as_uri()
         name = os.path.basename(item.split("?")[0].rstrip("/")) or item
         blocks.append(acp.ResourceContentBlock(type="resource_link", uri=uri, name=name, mime_type=media))

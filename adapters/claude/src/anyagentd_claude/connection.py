@@ -330,15 +330,10 @@ def user_content(prompt: PromptInput) -> list[dict[str, Any]]:
         if attachment.kind == "image_url":
             blocks.append({"type": "image", "source": {"type": "url", "url": attachment.item}})
             continue
-        if attachment.kind == "image_file":
-            try:
-                data = attachment.base64_data()
-            except OSError:
-                pass
-            else:
-                source = {"type": "base64", "media_type": attachment.media, "data": data}
-                blocks.append({"type": "image", "source": source})
-                continue
+        data = attachment.inline_data()
+        if data is not None:
+            blocks.append({"type": "image", "source": {"type": "base64", "media_type": attachment.media, "data": data}})
+            continue
         mentions.append(attachment.item)
     if mentions:
         blocks.append({"type": "text", "text": "Attached: " + ", ".join(f"@{m}" for m in mentions)})

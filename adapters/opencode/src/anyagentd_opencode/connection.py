@@ -279,16 +279,12 @@ class OpencodeConnection(ProcessConnection):
         files: list[dict[str, Any]] = []
         mentions: list[str] = []
         for attachment in attachments.classify(prompt.attachments, image_urls=False):
-            if attachment.kind == "image_file":
-                try:
-                    data = attachment.base64_data()
-                except OSError:
-                    mentions.append(attachment.item)
-                    continue
-                files.append({"type": "file", "mime": attachment.media, "filename": os.path.basename(attachment.item),
-                              "url": f"data:{attachment.media};base64,{data}"})  # fmt: skip
-            else:
+            data = attachment.inline_data()
+            if data is None:
                 mentions.append(attachment.item)
+                continue
+            files.append({"type": "file", "mime": attachment.media, "filename": os.path.basename(attachment.item),
+                          "url": f"data:{attachment.media};base64,{data}"})  # fmt: skip
         if mentions:
             text += "\n\nAttached: " + ", ".join(mentions)
         body: dict[str, Any] = {"parts": [{"type": "text", "text": text}, *files], "agent": self.options["mode"]}
