@@ -53,7 +53,7 @@ PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001
 async def _until(events: Any, tag: str) -> Any:
     """The kind of the next event ``tag`` from ``events`` (a session's one ``events()`` iterator)."""
     async for event in events:
-        if not isinstance(event.kind, str) and event.kind.TAG == tag:
+        if (event.kind if isinstance(event.kind, str) else event.kind.TAG) == tag:
             return event.kind
     raise AssertionError(f"the session ended before {tag}")
 
@@ -111,3 +111,32 @@ async def test_mode_and_model_are_options_that_apply_from_the_next_prompt(openco
     assert "Plan mode" in json.dumps(first["body"]["messages"]) and first["model"] == "claude-sonnet-4-5"
     assert "Plan mode ACTIVE" not in json.dumps(second["body"]["messages"][-1])
     assert second["model"] == other.split("/")[1]
+
+
+async def test_a_compact_ends_when_opencode_has_compacted_and_the_next_prompt_gets_its_answer(opencode: Any,
+                                                                                               work: Any) -> None:
+    """``summarize`` answers before the compaction runs: the compact turn ends at the compaction's idle, so the
+    next prompt's turn is its own (not ended by the compaction's idle, its reply not left to an agent turn)."""
+    from anyagentd.runtime import Runtime
+
+    server = opencode({"turns": [{"text": "One."}, {"text": "Two."}]})
+    async with Runtime() as rt:
+        session = await rt.open("opencode", dir=work)
+        events = session.events().__aiter__()
+        assert (await _turn(session, events, "say kiwi")).TAG == "Completed"
+        await session.compact()
+        await _until(events, "ContextCompacted")
+        assert (await _until(events, "TurnEnded")).stop.TAG == "Completed"
+        await session.prompt("say lychee")
+        texts = []
+        async for event in events:
+            tag = event.kind if isinstance(event.kind, str) else event.kind.TAG
+            if tag == "TextDelta":
+                texts.append(event.kind.text)
+            if tag == "TurnEnded":
+                assert event.kind.stop.TAG == "Completed"
+                break
+        assert "".join(texts) == "Two." and session.status == "Idle"
+        await session.close()
+    last = json.dumps(server.main_requests()[-1]["body"]["messages"])
+    assert "say lychee" in last and "say kiwi" not in last  # the compacted history replaced the first exchange

@@ -12,8 +12,8 @@ See ``docs/agents/opencode.md#handshake`` (and the page's other sections).
   our abort, Failed after a ``session.error``, else Completed.
 - Answers: ``POST /session/{id}/permissions/{request}`` with ``once`` / ``always`` / ``reject``.
 - Configure: ``mode`` and ``model`` apply from the next prompt; reported at once.
-- Compact: ``POST /session/{id}/summarize`` with the current model (it answers once the summary is written):
-  ContextCompacted, then TurnEnded(Completed).
+- Compact: ``POST /session/{id}/summarize`` with the current model (it answers once the compaction is queued):
+  ``session.compacted`` → ContextCompacted, then its ``session.idle`` → TurnEnded(Completed).
 - Cancel: ``POST /session/{id}/abort``. Close/kill: the process (:class:`ProcessConnection`).
 """
 
@@ -54,8 +54,8 @@ from .mapping import SessionEvents
 
 FEATURES = ["Images", "Permissions", "Resume", "Fork", "Compact", "ContextUsage"]
 """What an opencode session can do here. Not advertised: Steer (a prompt during a turn is queued by opencode),
-Questions (opencode's question requests are not mapped), Rollback (``/revert`` marks messages reverted, but
-the next prompt after it did not reach the model with opencode 1.18.33)."""
+Questions (opencode's question requests are not mapped), Rollback (``/revert`` drops the later messages but also
+restores the files its snapshots tracked: a rollback of the conversation alone cannot be asked for)."""
 
 DEFAULT_MODE = "build"
 """opencode's default primary agent (the ``mode`` option)."""
@@ -246,7 +246,10 @@ class OpencodeConnection(ProcessConnection):
         if event.get("type") == "permission.asked" and events.ours(event.get("properties") or {}):
             await self.link.emit(events.permission(event["properties"]))
             return
-        if await events.handle(event) == "idle" and events.turn:
+        shown = await events.handle(event)
+        if shown == "compacted" and events.turn:
+            await self.link.emit("ContextCompacted")
+        if shown == "idle" and events.turn:
             events.turn = False
             if events.cancelled:
                 await self.link.turn_ended("Cancelled")
@@ -321,16 +324,16 @@ class OpencodeConnection(ProcessConnection):
         model = self._model()
         if model is None:
             raise InvalidConfiguration("opencode compacts with a model: set the model option")
+        assert self.events is not None
+        self.events.turn, self.events.cancelled = True, False  # ends at the compaction's session.idle
         self.link.start_soon(self._summarize, model)
 
     async def _summarize(self, model: dict[str, str]) -> None:
+        """``summarize`` answers ``true`` once the compaction is queued; anything else fails the compact turn."""
         try:
-            done = await self._call("POST", f"/session/{self.resume_token}/summarize", model)
+            done: Any = await self._call("POST", f"/session/{self.resume_token}/summarize", model)
         except ProtocolFailed as err:
-            await self.link.turn_ended(FailedStop(message=err.message))
-            return
-        if done is not True:
+            done = err.message
+        if done is not True and self.events is not None and self.events.turn:
+            self.events.turn = False
             await self.link.turn_ended(FailedStop(message=f"opencode did not compact: {str(done)[:200]}"))
-            return
-        await self.link.emit("ContextCompacted")
-        await self.link.turn_ended(CompletedStop(source="Protocol"))

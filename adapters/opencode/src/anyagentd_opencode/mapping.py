@@ -60,8 +60,8 @@ def tool_update(part: dict[str, Any]) -> ToolUpdate:
 
 class SessionEvents:
     """One session's protocol state and the mapping of its events; ``link`` is the connection's. Besides what the
-    events have shown, it holds the turn the connection runs: ``turn`` (a prompt of ours is running until
-    ``session.idle``) and ``cancelled`` (we aborted it)."""
+    events have shown, it holds the turn the connection runs: ``turn`` (a prompt of ours, or a compaction, is
+    running until ``session.idle``) and ``cancelled`` (we aborted it)."""
 
     def __init__(self, link: Any, session_id: str) -> None:
         self.link = link
@@ -82,8 +82,8 @@ class SessionEvents:
         return sid == self.session_id
 
     async def handle(self, event: dict[str, Any]) -> str | None:
-        """Report what ``event`` shows; returns ``"idle"`` when the session is done with the prompt,
-        ``"permission"`` with the request reported (see :meth:`permission`), else ``None``."""
+        """Report what ``event`` shows; returns ``"idle"`` when the session is done with the prompt (or the
+        compaction), ``"compacted"`` when a compaction was written, else ``None``."""
         kind = event.get("type")
         props = event.get("properties") or {}
         if not isinstance(props, dict) or not self.ours(props):
@@ -101,6 +101,8 @@ class SessionEvents:
         elif kind == "session.error":
             error = props.get("error") or {}
             self.error = str((error.get("data") or {}).get("message") or error.get("name") or "opencode failed")
+        elif kind == "session.compacted":
+            return "compacted"
         elif kind == "session.idle":
             for message_id in sorted(self.open_messages):
                 await self._end_message(message_id)
