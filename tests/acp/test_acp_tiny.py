@@ -58,7 +58,7 @@ async def test_turn_contract_without_discovery(work: Path) -> None:
         assert any(c.name == "joke" for c in session.info().details.commands)
         ended_messages = {e.kind.message_id for e in stream.of("MessageEnded")}
         assert {e.kind.message_id for e in stream.of("TextDelta")} <= ended_messages
-        pid = session._conn.process.pid
+        pid = session.connection.process.pid
         await session.close()
         await stream.rest()
         await wait_process_group_gone(pid)
@@ -305,7 +305,7 @@ async def test_close_during_a_turn_is_quick(work: Path) -> None:
         stream = EventStream(session)
         await session.prompt("slow")
         await stream.until("TextDelta")
-        pid = session._conn.process.pid
+        pid = session.connection.process.pid
         started = time.monotonic()
         await session.close()
         events = await stream.rest()

@@ -544,3 +544,38 @@ async def test_a_turn_started_before_the_last_result_is_acked_after_it() -> None
     assert isinstance(link.reports[-1], TurnEndedReport) and link.reports.count(TurnAck()) == 2
     await conn.start_turn("t3", PromptInput("three"))  # nothing owed any more: acknowledged at once
     assert link.reports[-1] == TurnAck()
+
+
+@pytest.mark.anyio
+async def test_one_object_owns_the_open_permission_requests() -> None:
+    """Issue 18: the path is CLI control request → ``conn.permissions`` → engine request; engine answer →
+    ``conn.permissions`` → CLI reply. It holds request id ↔ tool use until answered, withdrawn or denied."""
+    from anyagentd.errors import InvalidRequest
+
+    conn, link, proc = make_conn()
+    open_requests = conn.permissions
+    await conn._dispatch({"type": "control_request", "request_id": "r1", "request": {
+        "subtype": "can_use_tool", "tool_name": "Bash", "tool_use_id": "b1", "input": {"command": "ls"}}})
+    await conn._dispatch({"type": "control_request", "request_id": "rq", "request": QUESTION})
+    await conn._dispatch({"type": "control_request", "request_id": "r2", "request": {
+        "subtype": "can_use_tool", "tool_name": "Bash", "tool_use_id": "b2", "input": {"command": "pwd"}}})
+    assert len(open_requests) == 3
+    assert open_requests.tool_use_of("r1") == "b1" and open_requests.tool_use_of("rq") == "tq"
+    assert [r.kind.value.value.id for r in link.events("RequestOpened")] == ["r1", "rq", "r2"]
+    await conn.answer("r1", AnswerPermission(value="AllowOnce"))
+    assert proc.written[-1] == open_requests_reply("r1", {"behavior": "allow", "updatedInput": {"command": "ls"},
+                                                          "toolUseID": "b1"})  # fmt: skip
+    assert "r1" not in open_requests and open_requests.tool_use_of("r1") is None
+    with pytest.raises(InvalidRequest):
+        await conn.answer("r1", AnswerPermission(value="AllowOnce"))
+    await conn._dispatch({"type": "control_cancel_request", "request_id": "rq"})
+    assert "rq" not in open_requests
+    await conn.cancel()
+    denies = [w["response"] for w in proc.written if w.get("type") == "control_response"][1:]
+    assert [(d["request_id"], d["response"]["toolUseID"], d["response"]["interrupt"]) for d in denies] == [
+        ("r2", "b2", True)]  # fmt: skip
+    assert len(open_requests) == 0
+
+
+def open_requests_reply(request_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "control_response", "response": {"subtype": "success", "request_id": request_id, "response": body}}

@@ -192,7 +192,7 @@ async def test_cancel_during_a_running_command_stops_the_command(codex: Any, wor
             event = await stream.until("ToolUpdated")
             if event.kind.value.kind == "Execute" and event.kind.value.status == "Running":
                 break
-        proc = session._conn.process  # noqa: SLF001
+        proc = session.connection.process
         with anyio.fail_after(STEP):
             while not running_command(proc.mark, command):
                 await anyio.sleep(0.05)
@@ -281,7 +281,7 @@ async def test_per_session_codex_home_is_fresh_and_removed(codex: Any, work: Pat
     codex({"turns": [{"text": "Hello."}]})
     async with Runtime(adapter_config={"codex": {"codex_home": "per-session"}}) as rt:
         session = await rt.open("codex", dir=work)
-        home = session._conn.codex_home  # noqa: SLF001 - where the adapter pointed CODEX_HOME
+        home = session.connection.codex_home
         assert home and Path(home).is_dir() and not str(home).startswith(str(tmp_path / "home"))
         stream = EventStream(session)
         await session.prompt("hi")

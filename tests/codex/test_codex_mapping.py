@@ -100,7 +100,7 @@ def connection(**configure: Any) -> tuple[CodexConnection, FakeLink, FakeProcess
     options = SessionOptions(dir="/work", configure=configure)
     conn = CodexConnection(proc, link, installation=INSTALL, options=options,  # type: ignore[arg-type]
                            settings=launch.creation_settings(options))  # fmt: skip
-    conn.mapper.thread_id = THREAD
+    conn.state.thread_id = THREAD
     return conn, link, proc
 
 
@@ -180,11 +180,11 @@ async def test_a_command_that_could_not_be_stopped_stays_running_at_an_interrupt
     item = {"type": "commandExecution", "id": "c1", "command": "/bin/bash -lc 'sleep 10'", "cwd": "/work",
             "commandActions": [], "status": "inProgress"}  # fmt: skip
     await conn._dispatch({"method": "item/started", "params": {"threadId": THREAD, "turnId": "T", "item": item}})
-    conn.mapper.survivors = {"c1"}  # what the connection's stop found running but could not signal
+    conn.state.survivors = {"c1"}  # what the connection's stop found running but could not signal
     await conn.mapper.handle("turn/completed", {"threadId": THREAD, "turn": {
         "id": "T", "items": [], "status": "interrupted", "error": None}})  # fmt: skip
     assert [r.kind.value.status for r in link.events("ToolUpdated")] == ["Running"]  # TurnEnded.background
-    assert link.reports[-1].stop == "Cancelled" and not conn.mapper.survivors
+    assert link.reports[-1].stop == "Cancelled" and not conn.state.survivors
 
 
 async def test_failed_turn_error_and_401_auth_lost() -> None:
@@ -266,7 +266,7 @@ async def test_subagent_frames_carry_the_parent_tool_and_never_end_the_turn() ->
     await conn._dispatch({"method": "turn/completed", "params": {"threadId": child, "turn": {"id": "CT", "items": [],
                                                                                              "status": "completed"}}})  # fmt: skip
     assert not any(isinstance(r, TurnEndedReport) for r in link.reports)
-    assert conn.mapper.turn_id is None or conn.mapper.turn_id != "CT"
+    assert conn.state.turn_id is None or conn.state.turn_id != "CT"
     user = link.events("UserMessage")[0]
     assert user.parent_tool_id == "spawn1" and user.kind.text == "look around"
     assert link.events("TextDelta")[0].parent_tool_id == "spawn1"
@@ -307,7 +307,7 @@ async def test_legacy_approvals_and_elicitations() -> None:
 
 async def test_cancel_answers_open_approvals_then_interrupts() -> None:
     conn, link, proc = connection()
-    conn.mapper.turn_id = "T"
+    conn.state.turn_id = "T"
     await conn._dispatch({"method": "item/fileChange/requestApproval", "id": 0, "params": {
         "threadId": THREAD, "turnId": "T", "itemId": "f", "startedAtMs": 1}})  # fmt: skip
     await conn.cancel()
@@ -491,3 +491,31 @@ def test_tool_update_shapes() -> None:
                            "changes": [{"path": "/w/x", "kind": {"type": "delete"}, "diff": "gone\n"}]})  # fmt: skip
     assert deleted is not None and deleted.kind == "Delete"
     assert tool_update({"type": "agentMessage", "id": "m", "text": ""}) is None
+
+
+async def test_one_protocol_state_object_owned_by_the_connection() -> None:
+    """Issue 18: the turn's and thread's protocol state live in one object (``conn.state``) that the mapper
+    records into and the connection decides with; the turn's end resets it."""
+    conn, link, proc = connection()
+    state = conn.state
+    assert conn.mapper.state is state and conn.options is state.options and conn.thread_id == state.thread_id
+    assert not [name for name in vars(conn.mapper) if name not in ("link", "state", "cwd", "login")]
+    await conn.start_turn("t1", PromptInput("hello"))
+    assert state.requested
+    await conn.steer(PromptInput("more"))
+    assert state.held_steer == PromptInput("more")
+    await conn._dispatch({"method": "turn/started", "params": {"threadId": THREAD, "turn": {
+        "id": "T", "items": [], "status": "inProgress"}}})  # fmt: skip
+    assert state.turn_id == "T" and state.turn_started and state.held_steer is None
+    assert proc.written[-1]["method"] == "turn/steer"
+    item = {"type": "commandExecution", "id": "c1", "command": "ls", "cwd": "/work", "status": "inProgress"}
+    await conn._dispatch({"method": "item/started", "params": {"threadId": THREAD, "turnId": "T", "item": item}})
+    await conn._dispatch({"method": "item/commandExecution/requestApproval", "id": 7, "params": {
+        "threadId": THREAD, "turnId": "T", "itemId": "c1", "command": "ls"}})  # fmt: skip
+    assert set(state.tools) == {"c1"} and set(state.requests) == {"7"} and state.requests["7"].kind == "command"
+    await conn._dispatch({"method": "turn/completed", "params": {"threadId": THREAD, "turn": {
+        "id": "T", "items": [], "status": "completed", "error": None}}})  # fmt: skip
+    assert (state.turn_id, state.turn_started, state.requested, state.last_turn_id) == (None, False, False, "T")
+    assert not state.requests
+    with pytest.raises(InvalidRequest):
+        await conn.answer("7", AnswerPermission(value="AllowOnce"))

@@ -775,3 +775,30 @@ async def test_failures_reported_after_a_cancel_read_cancelled(tmp_path):
 async def test_cancel_grace_comes_from_the_environment():
     assert EngineSettings.from_env({"ANYAGENTD_CANCEL_GRACE": "1.5"}).cancel_grace == 1.5
     assert EngineSettings.from_env({}).cancel_grace == 5.0
+
+
+async def test_connection_is_the_adapter_s_live_connection(tmp_path):
+    """``Session.connection``: the public handle the conformance kit reads (issue 18), the adapter's own object."""
+    async with runtime({"turns": [[text("m", "hi"), END]]}) as rt:
+        session, ev = await open_mock(rt, tmp_path)
+        assert isinstance(session.connection, AgentConnection)
+        assert session.connection.details == session.info().details
+        await session.close()
+        await ev.rest()
+
+
+async def test_fail_ends_the_running_turn_failed_and_the_stream_with_the_error(tmp_path):
+    """``Session.fail``: the wire's way to end a session whose events cannot be written (public, issue 18)."""
+    from anyagentd.errors import ProtocolFailed
+
+    async with runtime({"turns": [[text("m", "a"), {"Sleep": 5000}, END]]}) as rt:
+        session, ev = await open_mock(rt, tmp_path)
+        await session.prompt("x")
+        await ev.until_tag("TextDelta")
+        error = ProtocolFailed("event 3 cannot be written", "it broke")
+        await session.fail(error)
+        with pytest.raises(ProtocolFailed):
+            await ev.rest()
+        ended = [e for e in ev.all if tag(e) == "TurnEnded"]
+        assert len(ended) == 1 and ended[0].kind.stop.message == error.message
+        assert session.closed

@@ -31,6 +31,16 @@ def test_classify_images_urls_and_mentions(tmp_path: Path) -> None:
     assert "image/webp" in IMAGE_TYPES
 
 
+def test_inline_data_is_none_for_what_cannot_be_inlined(tmp_path: Path) -> None:
+    png = tmp_path / "a.png"
+    png.write_bytes(b"\x89PNG")
+    image = classify([str(png)])[0]
+    assert image.inline_data() == base64.b64encode(b"\x89PNG").decode()
+    png.unlink()  # gone between classification and rendering: mentioned instead
+    assert image.inline_data() is None
+    assert classify(["https://x.test/a.png"])[0].inline_data() is None
+
+
 def test_classify_by_what_the_agent_takes(tmp_path: Path) -> None:
     png = tmp_path / "a.png"
     png.write_bytes(b"\x89PNG")

@@ -31,7 +31,7 @@ from pydantic_core import to_jsonable_python
 
 from .adapters.process import OversizedLine
 from .errors import AnyagentError, BadFrame, ProtocolFailed, SessionClosed, UnknownSession
-from .model import AgentRef, Answer, ConfigValue, Event, FailedStop, RollbackScope, SessionOptions, TurnContext, kind_tag
+from .model import AgentRef, Answer, ConfigValue, Event, RollbackScope, SessionOptions, TurnContext, kind_tag
 from .runtime import Runtime
 from .stdio import ProtocolOutput, claim_stdout, hello_line
 from .wire_settings import WireSettings
@@ -501,7 +501,7 @@ class WireServer:
                 # Not session.info(): an open in flight at EOF returns a session the runtime already closed; it
                 # is still announced (ok, then its events and its closed line), per guarantee (5).
                 self._forwarded[session.id] = anyio.Event()
-                self._out.put_nowait(ok_line(frame.id, session._snapshot()))
+                self._out.put_nowait(ok_line(frame.id, session.snapshot()))
                 commands.start_soon(self._forward, session, commands)
                 return None
             return ok_line(frame.id, await self._dispatch(frame))
@@ -584,7 +584,7 @@ def _unwritable(session_id: str, event: Any, why: Exception | None) -> ProtocolF
 async def _fail(session: Any, error: AnyagentError) -> None:
     # Like an agent breaking its protocol: the running turn ends Failed, the agent is shut down, and the
     # session's stream ends with `error` (the engine's own shutdown path; a session already ending keeps its end).
-    await session._shutdown(error, FailedStop(message=error.message))
+    await session.fail(error)
 
 
 async def serve_stdio(runtime: Runtime, output: ProtocolOutput | None = None) -> int | None:

@@ -101,7 +101,7 @@ class CheckedStream(EventStream):
 
 def agent_process(session: Any) -> Any:
     """The ``AgentProcess`` of a session's connection (``connection.process``), for checks of what is left."""
-    conn = session._conn  # noqa: SLF001 - the kit checks what the adapter leaves running
+    conn = session.connection
     process = getattr(conn, "process", None)
     require(process is not None and getattr(process, "pid", None),
             f"{type(conn).__name__} has no `process` with a pid",
@@ -135,7 +135,8 @@ class Conformance:
       ``wait_for_requests`` and ``main_requests`` (:class:`~anyagentd_testing.model_server.ModelServer`).
     - :meth:`write_tool`: the model-script tool call that makes the agent write ``hi\\n`` to a file.
     - optional: :meth:`question_tool` (needed when the agent advertises Questions), :meth:`after_cancel`,
-      :meth:`request_text`, :meth:`check_permission`, ``cancel_within``, ``version``.
+      :meth:`request_text`, :meth:`check_permission`, :meth:`denial_seen`, ``denial_aborts``, ``cancel_within``,
+      ``version``.
     """
 
     pytestmark: ClassVar[list[Any]] = [pytest.mark.anyio]
@@ -177,6 +178,14 @@ class Conformance:
         """The conversation a logged model request carries, as text (Anthropic ``messages``, Responses ``input``)."""
         body = entry["body"]
         return json.dumps(body.get("messages") or body.get("input") or [], ensure_ascii=False)
+
+    def denial_seen(self) -> str | None:
+        """For an agent whose denial lets the turn go on: the text the denied tool's Failed output and the model's
+        next request both carry (``None``: not checked)."""
+        return None
+
+    denial_aborts: ClassVar[bool] = False
+    """The agent's refusal aborts the turn: a denial ends it Cancelled, with no further model request."""
 
     def check_permission(self, request: Any) -> None:
         """Agent-specific checks of the write's permission request (default: none)."""
@@ -296,17 +305,28 @@ class Conformance:
     async def test_deny_holds(self, scripted: Any, work: Path) -> None:
         """Denying a permission request keeps the tool from running; the turn still ends (Completed, or
         Cancelled where the agent's "reject" aborts the turn)."""
-        scripted(self.write_script())
+        server = scripted(self.write_script())
         async with self.runtime() as rt:
             session, stream = await self._open(rt, work)
             await session.prompt("Write out.txt")
             request = (await stream.until("RequestOpened")).kind.value.value
             await session.answer(request.id, _deny())
             ended = await stream.until("TurnEnded")
-            require(stop_name(ended.kind.stop) in ("Completed", "Cancelled"), f"the turn ended {ended.kind.stop!r}",
+            expected = ("Cancelled",) if self.denial_aborts else ("Completed", "Cancelled")
+            require(stop_name(ended.kind.stop) in expected, f"the turn ended {ended.kind.stop!r}",
                     "a denial is an answer, not a failure: end the turn as the agent does")  # fmt: skip
             require(not (work / "out.txt").exists(), "the denied write landed",
                     "send DenyOnce to the agent as its protocol's refusal")  # fmt: skip
+        if self.denial_aborts:
+            require(len(server.main_requests()) == 1, "the model was asked again after an aborting denial",
+                    "send the agent's abort for DenyOnce")  # fmt: skip
+        seen = self.denial_seen()
+        if seen is not None:
+            failed = [e.kind.value for e in stream.of("ToolUpdated") if e.kind.value.status == "Failed"]
+            require(failed and seen in (failed[-1].output or ""), f"denied tool updates {failed!r}",
+                    "report the denied tool as ToolUpdated(Failed) with the agent's refusal as its output")
+            require(stream.text().endswith("Done.") and seen in self.request_text(server.main_requests()[-1]),
+                    f"after the denial: text {stream.text()!r}", "the model gets the refusal and the turn goes on")
 
     async def test_question_round_trip(self, scripted: Any, work: Path) -> None:
         """With Questions advertised: a question reaches the caller, the chosen answer reaches the model."""
@@ -483,7 +503,7 @@ class Conformance:
         async with self.runtime() as rt:
             session, stream = await self._open(rt, work)
             advertised = feature in session.info().details.capabilities.features
-            conn = session._conn  # noqa: SLF001 - refusals are checked on the connection itself
+            conn = session.connection  # refusals are checked on the connection itself
             await session.prompt("say kiwi")
             await stream.until("TurnEnded")
             if not advertised:

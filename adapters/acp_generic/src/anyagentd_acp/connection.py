@@ -116,7 +116,7 @@ class _Client:
 
     async def request_permission(self, session_id: str, tool_call: Any, options: list[Any],
                                  **kwargs: Any) -> acp.RequestPermissionResponse:  # fmt: skip
-        return await self._conn._permission(tool_call, options)
+        return await self._conn.ask_permission(tool_call, options)
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         await self._conn.mapper.apply(update)  # not reached: updates are intercepted by the transport
@@ -183,15 +183,11 @@ def prompt_blocks(prompt: PromptInput, caps: acp.PromptCapabilities | None) -> l
     blocks: list[Any] = [acp.TextContentBlock(type="text", text=prompt.text)]
     for attachment in classify(prompt.attachments, images=bool(caps and caps.image), image_urls=False):
         item, media = attachment.item, attachment.media
-        if attachment.kind == "image_file":
-            try:
-                data = attachment.base64_data()
-            except OSError:
-                pass
-            else:
-                uri = Path(item).resolve().as_uri()
-                blocks.append(acp.ImageContentBlock(type="image", data=data, mime_type=media, uri=uri))
-                continue
+        data = attachment.inline_data()
+        if data is not None:
+            uri = Path(item).resolve().as_uri()
+            blocks.append(acp.ImageContentBlock(type="image", data=data, mime_type=media, uri=uri))
+            continue
         uri = item if attachment.is_url else Path(item).resolve().as_uri()
         name = os.path.basename(item.split("?")[0].rstrip("/")) or item
         blocks.append(acp.ResourceContentBlock(type="resource_link", uri=uri, name=name, mime_type=media))
@@ -379,7 +375,10 @@ class AcpConnection(ProcessConnection):
     async def on_output_end(self) -> None:
         self._release_pending()
 
-    async def _permission(self, tool_call: Any, options: list[Any]) -> acp.RequestPermissionResponse:
+    async def ask_permission(self, tool_call: Any, options: list[Any]) -> acp.RequestPermissionResponse:
+        """The agent's ``session/request_permission`` (its ``tool_call`` and ACP ``options``) as a Permission
+        request to the engine; returns the selected option once answered, ``cancelled`` after a cancel, a close,
+        or when no option maps to a choice. Waits for the answer (the library runs it as its own task)."""
         cancelled = acp.RequestPermissionResponse(outcome=acp.DeniedOutcome(outcome="cancelled"))
         if self.closing or self._cancel_requested:
             return cancelled

@@ -12,7 +12,7 @@ Commands (each returns promptly):
   ``result`` per user frame). When an interrupted turn has not had its ``result`` yet (the engine ended a
   cancelled turn the CLI never confirmed), the TurnAck waits for that result: what comes before it is the old
   turn's;
-- Answer: the ``can_use_tool`` reply (see :mod:`.control`);
+- Answer: the ``can_use_tool`` reply (:class:`.permissions.OpenRequests` owns the open requests);
 - Cancel: ``interrupt``, then pending permission requests denied (with ``interrupt: true``);
 - Configure: ``set_permission_mode`` (mode) / ``set_model`` (model); the applied value is reported with
   ``info_changed(configuration=...)`` once the CLI confirms, a refusal as a Warning diagnostic;
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 import anyio
 
@@ -51,11 +51,8 @@ from anyagentd.model import (
     AgentDetails,
     AgentInstallation,
     Answer,
-    AnswerPermission,
-    AnswerQuestion,
     ConfigValue,
     McpServer,
-    RequestOpened,
     RollbackScope,
     SessionConfiguration,
     SessionOptions,
@@ -65,20 +62,10 @@ from anyagentd.model import (
 from . import control
 from .launch import MCP_TRANSPORTS, agent_details, is_authenticated, launch_argv, launch_env, login_methods
 from .mapping import RAW, FrameMapper
-from .tools import QUESTION_TOOL, tool_update
+from .permissions import OpenRequests
 
 CONTROL_TIMEOUT = 10.0
 """Seconds to wait for the CLI's answer to a control request (version, configure, rewind)."""
-
-class _Pending:
-    """A ``can_use_tool`` request from the CLI waiting for the caller."""
-
-    __slots__ = ("kind", "request")
-
-    def __init__(self, kind: str, request: dict[str, Any]) -> None:
-        self.kind = kind  # "permission" | "question"
-        self.request = request
-
 
 class ClaudeConnection(ProcessConnection):
     """A live Claude Code session (see the module doc). Build with :meth:`open`."""
@@ -99,7 +86,7 @@ class ClaudeConnection(ProcessConnection):
                                   login=login_methods(installation.executable_path))  # fmt: skip
         self.init_response: dict[str, Any] = {}
         self.details = AgentDetails()
-        self._requests: dict[str, _Pending] = {}
+        self.permissions = OpenRequests(cwd=options.dir)
         self._prompt_uuids: list[str] = []
         self._unfinished = 0  # user frames written whose result has not come yet
         self._deferred_acks = 0  # TurnAcks held until the results of earlier user frames
@@ -197,8 +184,7 @@ class ClaudeConnection(ProcessConnection):
         elif kind == "control_request":
             await self._incoming(frame)
         elif kind == "control_cancel_request":
-            pending = self._requests.pop(str(frame.get("request_id")), None)
-            if pending is not None:
+            if self.permissions.withdraw(str(frame.get("request_id"))):
                 await self.link.emit(diagnostic("Info", "Claude Code withdrew a pending request"),
                                      extensions={RAW: frame})  # fmt: skip
         elif kind == "result":
@@ -218,18 +204,8 @@ class ClaudeConnection(ProcessConnection):
         subtype = req.get("subtype")
         if subtype == "can_use_tool":
             tool_use_id = str(req.get("tool_use_id") or "")
-            parent = self.mapper.tool_parents.get(tool_use_id)
-            if req.get("tool_name") == QUESTION_TOOL:
-                self._requests[request_id] = _Pending("question", req)
-                await self.link.emit(RequestOpened(value=control.question_request(request_id, req)),
-                                     parent_tool_id=parent)  # fmt: skip
-                return
-            tool = self.mapper.tools.get(tool_use_id) or tool_update(
-                tool_use_id, str(req.get("tool_name") or "tool"), req.get("input"), self.session_options.dir
-            )
-            self._requests[request_id] = _Pending("permission", req)
-            await self.link.emit(RequestOpened(value=control.permission_request(request_id, req, tool)),
-                                 parent_tool_id=parent)  # fmt: skip
+            opened = self.permissions.open(request_id, req, self.mapper.tools.get(tool_use_id))
+            await self.link.emit(opened, parent_tool_id=self.mapper.tool_parents.get(tool_use_id))
             return
         reply: Any = {"action": "decline"} if subtype == "elicitation" else {}
         await self._write(control.success(request_id, reply))
@@ -261,15 +237,7 @@ class ClaudeConnection(ProcessConnection):
             await self.link.turn_ack()
 
     async def answer(self, request_id: str, answer: Answer) -> None:
-        pending = self._requests.pop(request_id, None)
-        if pending is None:
-            raise InvalidRequest(f"Claude Code has no pending request {request_id!r}")
-        # the engine validated the answer against the request (its kind, the choices offered)
-        if pending.kind == "question":
-            body = control.question_response(cast(AnswerQuestion, answer), pending.request)
-        else:
-            body = control.permission_response(cast(AnswerPermission, answer), pending.request)
-        if not await self._write(control.success(request_id, body)):
+        if not await self._write(self.permissions.reply(request_id, answer)):
             raise ProtocolFailed("Claude Code's input is closed")
 
     async def cancel(self) -> None:
@@ -281,9 +249,8 @@ class ClaudeConnection(ProcessConnection):
         await self._deny_pending()
 
     async def _deny_pending(self) -> None:
-        pending, self._requests = self._requests, {}
-        for request_id, item in pending.items():
-            await self._write(control.success(request_id, control.deny_response(item.request)))
+        for frame in self.permissions.deny_all():
+            await self._write(frame)
 
     async def configure(self, option: str, value: ConfigValue) -> None:
         if option == "mode":
@@ -363,15 +330,10 @@ def user_content(prompt: PromptInput) -> list[dict[str, Any]]:
         if attachment.kind == "image_url":
             blocks.append({"type": "image", "source": {"type": "url", "url": attachment.item}})
             continue
-        if attachment.kind == "image_file":
-            try:
-                data = attachment.base64_data()
-            except OSError:
-                pass
-            else:
-                source = {"type": "base64", "media_type": attachment.media, "data": data}
-                blocks.append({"type": "image", "source": source})
-                continue
+        data = attachment.inline_data()
+        if data is not None:
+            blocks.append({"type": "image", "source": {"type": "base64", "media_type": attachment.media, "data": data}})
+            continue
         mentions.append(attachment.item)
     if mentions:
         blocks.append({"type": "text", "text": "Attached: " + ", ".join(f"@{m}" for m in mentions)})

@@ -83,19 +83,9 @@ from .launch import (
     version_from_user_agent,
 )
 from .mapping import RAW, NotificationMapper, tool_update
+from .state import PendingRequest, ThreadState
 
 CLIENT_INFO = p.ClientInfo(name="anyagentd", title="anyagentd", version="0.1.0")
-
-class _Pending:
-    """A server request waiting for the caller: ``kind`` is ``command`` | ``file`` | ``question`` | ``legacy``."""
-
-    __slots__ = ("kind", "params", "rpc_id")
-
-    def __init__(self, kind: str, rpc_id: Any, params: dict[str, Any]) -> None:
-        self.kind = kind
-        self.rpc_id = rpc_id
-        self.params = params
-
 
 class CodexConnection(ProcessConnection):
     """A live Codex app-server session (see the module doc). Build with :meth:`open`."""
@@ -109,20 +99,16 @@ class CodexConnection(ProcessConnection):
         super().__init__(process, link)
         self.installation = installation
         self.session_options = options
-        self.options: dict[str, Any] = {"mode": DEFAULT_MODE, "sandbox": DEFAULT_SANDBOX, **settings}
+        self.state = ThreadState({"mode": DEFAULT_MODE, "sandbox": DEFAULT_SANDBOX, **settings})
         self.channel = RpcChannel(process.write_json)
-        self.mapper = NotificationMapper(link, cwd=options.dir, options=self.options,
+        self.mapper = NotificationMapper(link, self.state, cwd=options.dir,
                                          login=login_methods(installation.executable_path))  # fmt: skip
         self.details = AgentDetails()
         self.resume_token = None
         self.title = None
         self.codex_home = codex_home
         self._owned_home = owned_home
-        self._requests: dict[str, _Pending] = {}
         self._skills: dict[str, str] = {}
-        self._held_steer: PromptInput | None = None
-        self._turn_requested = False  # a turn/start (or compact) is in flight or running
-        self._cancel_requested = False
         self.init_response: dict[str, Any] = {}
         self._mcp_transports: list[str] | None = None
         self._models: p.ModelListResponse | None = None
@@ -135,8 +121,13 @@ class CodexConnection(ProcessConnection):
         return SessionConfiguration(options={k: v for k, v in self.options.items() if v is not None})
 
     @property
+    def options(self) -> dict[str, Any]:
+        """The live settings (model, effort, mode, sandbox): the protocol state's, updated in place."""
+        return self.state.options
+
+    @property
     def thread_id(self) -> str:
-        return self.mapper.thread_id
+        return self.state.thread_id
 
     # ------------------------------------------------------------------------------------------- opening
 
@@ -265,7 +256,7 @@ class CodexConnection(ProcessConnection):
                 raise ResumeFailed(f"Codex refused {method}: {err.message}") from None
             raise ProtocolFailed(f"{method} failed: {err.message}") from None
         opened = p.ThreadOpened.model_validate(result)
-        self.mapper.thread_id = opened.thread.id
+        self.state.thread_id = opened.thread.id
         self.resume_token = opened.thread.id
         self.title = opened.thread.name
         if opened.model:
@@ -301,15 +292,17 @@ class CodexConnection(ProcessConnection):
         elif shape == "notification":
             method = frame["method"]
             params = frame.get("params")
-            if method == p.N_TURN_COMPLETED and self._is_session_turn(params):
-                await self._before_turn_end()
+            state = self.state
+            if method == p.N_TURN_COMPLETED and state.is_session_turn(params):
+                if state.turn_ending() is not None:
+                    await self.link.steered(False)
                 if (params.get("turn") or {}).get("status") == "interrupted":
-                    self.mapper.survivors = self._stop_commands()
+                    state.survivors = self._stop_commands()
             await self.mapper.handle(method, params, frame)
-            if method == p.N_TURN_STARTED and self._is_session_turn(params) and self._held_steer is not None:
-                held, self._held_steer = self._held_steer, None
+            if method == p.N_TURN_STARTED and state.is_session_turn(params) and state.held_steer is not None:
+                held, state.held_steer = state.held_steer, None
                 await self._send_steer(held)
-            if method == p.N_TURN_STARTED and self._is_session_turn(params) and self._cancel_requested:
+            if method == p.N_TURN_STARTED and state.is_session_turn(params) and state.cancel_requested:
                 await self._interrupt()
         else:
             await self.link.emit(diagnostic("Info", "Codex wrote a frame that is not JSON-RPC"),
@@ -319,7 +312,7 @@ class CodexConnection(ProcessConnection):
         """Kill the process trees of the commands still running at an interrupt; the tool ids of those that
         could not be stopped."""
         survivors = set()
-        for tool_id, update in self.mapper.tools.items():
+        for tool_id, update in self.state.tools.items():
             if update.status not in ("Pending", "Running") or not isinstance(update.input, Command):
                 continue
             killed = lineage.stop_command(self.process.pid, update.input.command)
@@ -329,27 +322,16 @@ class CodexConnection(ProcessConnection):
                 survivors.add(tool_id)  # found, but could not be signalled
         return survivors
 
-    def _is_session_turn(self, params: Any) -> bool:
-        return isinstance(params, dict) and params.get("threadId") == self.thread_id
-
-    async def _before_turn_end(self) -> None:
-        if self._held_steer is not None:
-            self._held_steer = None
-            await self.link.steered(False)
-        self._requests.clear()
-        self._turn_requested = False
-        self._cancel_requested = False
-
     # ------------------------------------------------------------------------------------------- requests
 
     async def _incoming(self, frame: dict[str, Any]) -> None:
         method, rpc_id = frame["method"], frame["id"]
         params = frame.get("params") if isinstance(frame.get("params"), dict) else {}
         request_id = str(rpc_id)
-        parent = self.mapper.parent_of(params.get("threadId") or params.get("conversationId"))
+        parent = self.state.parent_of(params.get("threadId") or params.get("conversationId"))
         if method == p.M_COMMAND_APPROVAL:
             req = p.CommandApprovalParams.model_validate(params)
-            tool = self.mapper.tools.get(req.itemId) or tool_update(
+            tool = self.state.tools.get(req.itemId) or tool_update(
                 {"type": "commandExecution", "id": req.itemId, "command": req.command or "", "cwd": req.cwd,
                  "commandActions": params.get("commandActions"), "status": "inProgress"}, self.session_options.dir)  # fmt: skip
             tool = tool.model_copy(update={"status": "Pending"})
@@ -361,7 +343,7 @@ class CodexConnection(ProcessConnection):
             await self._open_permission("command", rpc_id, params, tool, options, req.reason, parent)
         elif method == p.M_FILE_APPROVAL:
             req = p.FileChangeApprovalParams.model_validate(params)
-            tool = self.mapper.tools.get(req.itemId) or ToolUpdate(id=req.itemId, kind="Edit", title="Edit files")
+            tool = self.state.tools.get(req.itemId) or ToolUpdate(id=req.itemId, kind="Edit", title="Edit files")
             tool = tool.model_copy(update={"status": "Pending"})
             await self._open_permission("file", rpc_id, params, tool, ["AllowOnce", "AllowAlways", "DenyOnce"],
                                         req.reason, parent)  # fmt: skip
@@ -385,7 +367,7 @@ class CodexConnection(ProcessConnection):
                 choices = [Choice(id=o.label, label=o.label, description=o.description or None) for o in q.options or []]
                 questions.append(Question(id=q.id, text=q.question, header=q.header or None, choices=choices,
                                           allows_free_text=q.isOther or not choices))  # fmt: skip
-            self._requests[request_id] = _Pending("question", rpc_id, params)
+            self.state.requests[request_id] = PendingRequest("question", rpc_id, params)
             await self.link.emit(RequestOpened(value=QuestionAsked(value=QuestionRequest(id=request_id,
                                                                                          questions=questions))),
                                  parent_tool_id=parent)  # fmt: skip
@@ -404,7 +386,7 @@ class CodexConnection(ProcessConnection):
     async def _open_permission(self, kind: str, rpc_id: Any, params: dict[str, Any], tool: ToolUpdate,
                                options: list[str], detail: str | None, parent: str | None) -> None:  # fmt: skip
         request_id = str(rpc_id)
-        self._requests[request_id] = _Pending(kind, rpc_id, params)
+        self.state.requests[request_id] = PendingRequest(kind, rpc_id, params)
         request = PermissionRequest(id=request_id, tool=tool, options=options, detail=detail)  # type: ignore[arg-type]
         await self.link.emit(RequestOpened(value=PermissionRequested(value=request)), parent_tool_id=parent)
 
@@ -446,40 +428,38 @@ class CodexConnection(ProcessConnection):
                                  effort=self.options.get("effort"), approvalPolicy=self.options.get("mode")).params()  # fmt: skip
 
     async def start_turn(self, turn_id: str, prompt: PromptInput) -> None:
-        self._turn_requested = True
-        self._cancel_requested = False
+        self.state.turn_requested()
         try:
             await self.channel.send(p.M_TURN_START, self._turn_params(prompt), callback=self._on_turn_start)
         except InputClosed:
-            self._turn_requested = False
+            self.state.requested = False
             raise ProtocolFailed("Codex's input is closed") from None
 
     async def _on_turn_start(self, result: Any, error: RpcError | None) -> None:
         if error is not None:
-            self._turn_requested = False
+            held = self.state.turn_refused()
             await self.link.turn_ack()
-            if self._held_steer is not None:
-                self._held_steer = None
+            if held is not None:
                 await self.link.steered(False)
             await self.link.turn_ended(_failed(f"Codex refused the turn: {error.message}"))
             return
         turn = result.get("turn") if isinstance(result, dict) else None
-        if isinstance(turn, dict) and isinstance(turn.get("id"), str) and self.mapper.turn_id is None:
-            self.mapper.turn_id = turn["id"]
+        if isinstance(turn, dict) and isinstance(turn.get("id"), str) and self.state.turn_id is None:
+            self.state.turn_id = turn["id"]
         await self.link.turn_ack()
-        if self._cancel_requested:
+        if self.state.cancel_requested:
             await self._interrupt()
 
     async def steer(self, prompt: PromptInput) -> None:
-        if self.mapper.turn_started and self.mapper.turn_id:
+        if self.state.turn_started and self.state.turn_id:
             await self._send_steer(prompt)
-        elif self._turn_requested:
-            self._held_steer = prompt  # sent when turn/started arrives
+        elif self.state.requested:
+            self.state.held_steer = prompt  # sent when turn/started arrives
         else:
             await self.link.steered(False)
 
     async def _send_steer(self, prompt: PromptInput) -> None:
-        params = p.TurnSteerParams(threadId=self.thread_id, expectedTurnId=str(self.mapper.turn_id),
+        params = p.TurnSteerParams(threadId=self.thread_id, expectedTurnId=str(self.state.turn_id),
                                    input=self.turn_input(prompt)).params()  # fmt: skip
 
         async def done(result: Any, error: RpcError | None) -> None:
@@ -493,7 +473,7 @@ class CodexConnection(ProcessConnection):
             await self.link.steered(False)
 
     async def answer(self, request_id: str, answer: Answer) -> None:
-        pending = self._requests.get(request_id)
+        pending = self.state.requests.get(request_id)
         if pending is None:
             raise InvalidRequest(f"Codex has no pending request {request_id!r}")
         # the engine validated the answer against the request (its kind, the choices offered)
@@ -502,25 +482,22 @@ class CodexConnection(ProcessConnection):
         else:
             choice = cast(AnswerPermission, answer).value
             result = {"decision": permission_decision(pending.kind, choice, pending.params)}
-        del self._requests[request_id]
+        del self.state.requests[request_id]
         if not await self._reply(pending.rpc_id, result):
             raise ProtocolFailed("Codex's input is closed")
 
     async def cancel(self) -> None:
-        self._cancel_requested = True
-        self._held_steer = None
-        pending, self._requests = self._requests, {}
-        for item in pending.values():
+        for item in self.state.cancel_requests().values():
             if item.kind == "question":
                 await self._reply(item.rpc_id, {"answers": {}})
             else:
                 await self._reply(item.rpc_id, {"decision": permission_decision(item.kind, "Cancel", item.params)})
-        if self.mapper.turn_id:
+        if self.state.turn_id:
             await self._interrupt()
         # else: interrupted once turn/start's result (or turn/started) names the turn
 
     async def _interrupt(self) -> None:
-        turn_id = self.mapper.turn_id
+        turn_id = self.state.turn_id
         if not turn_id:
             return
         params = p.TurnInterruptParams(threadId=self.thread_id, turnId=turn_id).params()
@@ -543,12 +520,11 @@ class CodexConnection(ProcessConnection):
         self._refresh_details()
 
     async def compact(self) -> None:
-        self._turn_requested = True
-        self._cancel_requested = False
+        self.state.turn_requested()
 
         async def done(result: Any, error: RpcError | None) -> None:
             if error is not None:
-                self._turn_requested = False
+                self.state.requested = False
                 await self.link.turn_ended(_failed(f"Codex refused to compact: {error.message}"))
 
         try:
@@ -559,7 +535,7 @@ class CodexConnection(ProcessConnection):
 
     async def close(self) -> None:
         self.closing = True
-        if self.mapper.turn_id and not self.output_done:
+        if self.state.turn_id and not self.output_done:
             with anyio.move_on_after(0.5):
                 await self._interrupt()
         await super().close()

@@ -1,9 +1,9 @@
 """App-server notifications → normalized events (``docs/agents/codex.md#notifications-to-events``).
 
-:class:`NotificationMapper` is the per-session state machine; :meth:`NotificationMapper.handle` takes one
-notification (``method``, ``params``) and reports through an :class:`~anyagentd.adapters.interface.AdapterLink`
-(or anything with the same ``emit``/``turn_ended``/``info_changed``/``auth_lost`` methods). It never raises on a
-frame: whatever it cannot read becomes an Info diagnostic with the raw frame in ``extensions["codex/raw"]``.
+:class:`NotificationMapper` translates; the session's protocol state it reads and records is the connection's
+:class:`~.state.ThreadState`. :meth:`NotificationMapper.handle` takes one notification (``method``, ``params``)
+and reports through an :class:`~anyagentd.adapters.interface.AdapterLink` (or anything with the same
+``emit``/``turn_ended``/``info_changed``/``auth_lost`` methods). It never raises on a frame: whatever it cannot read becomes an Info diagnostic with the raw frame in ``extensions["codex/raw"]``.
 
 Mapping:
 
@@ -20,7 +20,7 @@ Mapping:
 - ``thread/tokenUsage/updated`` → ContextUsage (``last.totalTokens`` of the window ``modelContextWindow``);
 - ``account/rateLimits/updated`` → PlanUsageUpdated (when a window is reported);
 - ``turn/completed`` → items still active become Cancelled (interrupted; their late ``item/completed`` is
-  dropped) or Failed — except commands the connection could not stop (``survivors``), which stay Running and so
+  dropped) or Failed — except commands the connection could not stop (the state's ``survivors``), which stay Running and so
   are listed in TurnEnded.background — then
   TurnEnded: ``completed`` → Completed(Protocol), ``interrupted`` → Cancelled, ``failed`` → Failed(error message);
 - ``error`` → Warning (``willRetry``) or Error diagnostic; ``codexErrorInfo: unauthorized`` or an HTTP 401 →
@@ -69,6 +69,7 @@ from anyagentd.model import (
 from pydantic import ValidationError
 
 from . import protocol as p
+from .state import ThreadState
 
 RAW = "codex/raw"
 FORK_POINT = "codex/fork_point"
@@ -254,26 +255,16 @@ def is_unauthorized(error: p.TurnError) -> bool:
 
 
 class NotificationMapper:
-    """Per-session mapping state (see the module doc). ``thread_id`` is the session's thread, known at open."""
+    """Translation of notifications into events (see the module doc): it reads and records the session's
+    protocol state in ``state`` (a :class:`~.state.ThreadState`, the connection's) and keeps none of its own.
+    ``cwd``: the session directory; ``login``: the login methods reported when auth is lost."""
 
-    def __init__(self, link: Any, *, thread_id: str = "", cwd: str | None = None,
-                 options: dict[str, Any] | None = None, login: list[Any] | None = None) -> None:  # fmt: skip
+    def __init__(self, link: Any, state: ThreadState, *, cwd: str | None = None,
+                 login: list[Any] | None = None) -> None:  # fmt: skip
         self.link = link
-        self.thread_id = thread_id
+        self.state = state
         self.cwd = cwd
-        self.options = options if options is not None else {}
         self.login = login or []
-        self.tools: dict[str, ToolUpdate] = {}
-        self.tool_parents: dict[str, str | None] = {}
-        self.child_threads: dict[str, str] = {}  # child thread id -> parent tool id
-        self._streamed: set[str] = set()  # message item ids that got deltas
-        self._open_messages: dict[str, str | None] = {}  # item id -> parent tool id
-        self._last_usage: ContextUsage | None = None
-        self.turn_id: str | None = None  # the session thread's running Codex turn
-        self.turn_started = False
-        self.last_turn_id: str | None = None
-        self.survivors: set[str] = set()  # set by the connection: tool ids still running after an interrupt
-        self._interrupted: set[str] = set()  # tools ended Cancelled at an interrupt: their late completion is moot
 
     # ------------------------------------------------------------------------------------------ dispatch
 
@@ -292,10 +283,7 @@ class NotificationMapper:
         await self.link.emit(diagnostic("Info", message), extensions={RAW: frame})
 
     def parent_of(self, thread_id: Any) -> str | None:
-        """``None`` for the session's own thread; the spawning tool's id for a subagent's thread."""
-        if not thread_id or thread_id == self.thread_id:
-            return None
-        return self.child_threads.get(str(thread_id), str(thread_id))
+        return self.state.parent_of(thread_id)
 
     async def _handle(self, method: str, params: dict[str, Any], frame: Any) -> None:
         if method in (p.N_ITEM_STARTED, p.N_ITEM_COMPLETED):
@@ -315,8 +303,8 @@ class NotificationMapper:
         elif method == p.N_TURN_STARTED:
             note = p.TurnNotification.model_validate(params)
             if self.parent_of(note.threadId) is None:
-                self.turn_id = note.turn.id
-                self.turn_started = True
+                self.state.turn_id = note.turn.id
+                self.state.turn_started = True
         elif method == p.N_TURN_COMPLETED:
             note = p.TurnNotification.model_validate(params)
             if self.parent_of(note.threadId) is None:
@@ -330,7 +318,7 @@ class NotificationMapper:
             if self.parent_of(note.threadId) is None:
                 usage = ContextUsage(used_tokens=max(0, note.tokenUsage.last.totalTokens),
                                      window_tokens=note.tokenUsage.modelContextWindow)  # fmt: skip
-                self._last_usage = usage
+                self.state.last_usage = usage
                 await self.link.emit(usage)
         elif method == p.N_RATE_LIMITS:
             note = p.RateLimitsNotification.model_validate(params)
@@ -352,7 +340,7 @@ class NotificationMapper:
             text = str(params.get("summary") or "") + (f" {details}" if details else "")
             await self.link.emit(diagnostic("Warning", text.strip() or "Codex configuration warning"))
         elif method == p.N_THREAD_NAME:
-            if params.get("threadId") == self.thread_id and isinstance(params.get("threadName"), str):
+            if params.get("threadId") == self.state.thread_id and isinstance(params.get("threadName"), str):
                 await self.link.info_changed(title=params["threadName"])
         elif method == p.N_MODEL_REROUTED:
             await self.link.emit(diagnostic("Info", f"Codex rerouted {params.get('fromModel')} to "
@@ -365,8 +353,8 @@ class NotificationMapper:
         elif method == p.N_THREAD_STARTED:
             thread = params.get("thread") if isinstance(params.get("thread"), dict) else {}
             tid, parent = thread.get("id"), thread.get("parentThreadId")
-            if tid and tid != self.thread_id and parent and tid not in self.child_threads:
-                self.child_threads[str(tid)] = self.parent_of(parent) or str(tid)
+            if tid and tid != self.state.thread_id and parent and tid not in self.state.child_threads:
+                self.state.child_threads[str(tid)] = self.parent_of(parent) or str(tid)
         elif method in p.QUIET_NOTIFICATIONS:
             pass
         else:
@@ -378,8 +366,8 @@ class NotificationMapper:
         if not note.delta:
             return
         parent = self.parent_of(note.threadId)
-        self._streamed.add(note.itemId)
-        self._open_messages[note.itemId] = parent
+        self.state.streamed.add(note.itemId)
+        self.state.open_messages[note.itemId] = parent
         await self.link.emit(kind(message_id=note.itemId, text=note.delta), parent_tool_id=parent)
 
     async def _item(self, note: p.ItemNotification, *, completed: bool) -> None:
@@ -401,14 +389,14 @@ class NotificationMapper:
         if itype == "contextCompaction":
             if completed and parent is None:
                 await self.link.emit("ContextCompacted")
-                if self._last_usage is not None:
-                    await self.link.emit(self._last_usage)
+                if self.state.last_usage is not None:
+                    await self.link.emit(self.state.last_usage)
             return
         if itype in QUIET_ITEMS:
             return
-        if item_id in self._interrupted:
+        if item_id in self.state.interrupted:
             return  # e.g. the command we killed at the interrupt, reported failed afterwards
-        update = tool_update(item, self.cwd, self.tools.get(item_id))
+        update = tool_update(item, self.cwd, self.state.tools.get(item_id))
         if update is None:
             await self._unknown({"method": "item", "params": note.model_dump(mode="json")},
                                 f"unknown Codex item type {itype!r}")  # fmt: skip
@@ -417,17 +405,17 @@ class NotificationMapper:
             update = update.model_copy(update={"status": "Completed"})
         if itype == "collabAgentToolCall":
             for child in item.get("receiverThreadIds") or []:
-                self.child_threads[str(child)] = item_id
+                self.state.child_threads[str(child)] = item_id
         elif itype == "subAgentActivity" and item.get("agentThreadId"):
-            self.child_threads.setdefault(str(item["agentThreadId"]), item_id)
-        self.tools[item_id] = update
-        self.tool_parents[item_id] = parent
+            self.state.child_threads.setdefault(str(item["agentThreadId"]), item_id)
+        self.state.tools[item_id] = update
+        self.state.tool_parents[item_id] = parent
         await self.link.emit(ToolUpdated(value=update), parent_tool_id=parent)
 
     async def _message_completed(self, item: dict[str, Any], turn_id: str, parent: str | None) -> None:
         item_id = str(item.get("id") or "")
         itype = item.get("type")
-        if item_id not in self._streamed:
+        if item_id not in self.state.streamed:
             if itype == "reasoning":
                 parts = [*(item.get("summary") or []), *(item.get("content") or [])]
                 text = "\n".join(str(t) for t in parts if t)
@@ -439,8 +427,8 @@ class NotificationMapper:
                     await self.link.emit(TextDelta(message_id=item_id, text=text), parent_tool_id=parent)
             if not text:
                 return
-        self._streamed.discard(item_id)
-        self._open_messages.pop(item_id, None)
+        self.state.streamed.discard(item_id)
+        self.state.open_messages.pop(item_id, None)
         extensions = {ITEM_ID: item_id}
         if turn_id:
             extensions[FORK_POINT] = turn_id
@@ -450,35 +438,33 @@ class NotificationMapper:
 
     async def turn_completed(self, turn: p.Turn) -> None:
         """End the session's turn: active tools → Cancelled (interrupted) / Failed (failed) / Completed (but the
-        ``survivors``, still running, stay Running), open messages ended, then TurnEnded with the stop reason of
-        ``turn.status``."""
+        state's ``survivors``, still running, stay Running), open messages ended, then TurnEnded with the stop
+        reason of ``turn.status``."""
+        state = self.state
         status = turn.status
         leftover = "Cancelled" if status == "interrupted" else "Failed" if status == "failed" else None
-        survivors, self.survivors = self.survivors, set()
+        survivors, state.survivors = state.survivors, set()
         if leftover is not None:
-            for tool_id, update in list(self.tools.items()):
+            for tool_id, update in list(state.tools.items()):
                 if update.status in ("Pending", "Running") and tool_id not in survivors:
                     if leftover == "Cancelled":
-                        self._interrupted.add(tool_id)
+                        state.interrupted.add(tool_id)
                     done = update.model_copy(update={"status": leftover})
-                    self.tools[tool_id] = done
-                    await self.link.emit(ToolUpdated(value=done), parent_tool_id=self.tool_parents.get(tool_id))
-        for item_id, parent in list(self._open_messages.items()):
+                    state.tools[tool_id] = done
+                    await self.link.emit(ToolUpdated(value=done), parent_tool_id=state.tool_parents.get(tool_id))
+        for item_id, parent in list(state.open_messages.items()):
             await self.link.emit(MessageEnded(message_id=item_id), parent_tool_id=parent,
                                  extensions={ITEM_ID: item_id, FORK_POINT: turn.id})  # fmt: skip
-        self._open_messages.clear()
-        self._streamed.clear()
-        self.last_turn_id = turn.id
-        self.turn_id = None
-        self.turn_started = False
+        state.turn_ended(turn.id)
         await self.link.turn_ended(stop_reason(turn))
 
     async def set_options(self, **changes: Any) -> None:
-        """Update option values; report ``info_changed(configuration=...)`` when something changed."""
-        if all(self.options.get(k) == v for k, v in changes.items()):
+        """Update the state's option values; report ``info_changed(configuration=...)`` when something changed."""
+        options = self.state.options
+        if all(options.get(k) == v for k, v in changes.items()):
             return
-        self.options.update(changes)
-        await self.link.info_changed(configuration=SessionConfiguration(options=dict(self.options)))
+        options.update(changes)
+        await self.link.info_changed(configuration=SessionConfiguration(options=dict(options)))
 
 
 def stop_reason(turn: p.Turn) -> Any:

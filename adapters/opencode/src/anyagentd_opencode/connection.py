@@ -1,11 +1,19 @@
 """One opencode session: its own ``opencode serve`` process on a loopback port, the event stream, the HTTP calls.
 
+See ``docs/agents/opencode.md#handshake`` (and the page's other sections).
+
 - Open: start ``opencode serve --port N`` in the session's directory (with ``OPENCODE_CONFIG_CONTENT``: the
-  environment's settings plus the permission rules of the permission mode), wait for "listening", follow
-  ``/event``, then create the session (``POST /session``) or check the resumed one (``GET /session/{id}``).
-- A turn: ``POST /session/{id}/prompt_async`` (TurnAck once accepted); the turn ends at ``session.idle``:
-  Cancelled after our abort, Failed after a ``session.error``, else Completed.
+  environment's settings plus the permission rules of the permission mode), wait for "listening", read the
+  options it offers (``GET /config``, ``/config/providers``, ``/agent``), follow ``/event``, then create the
+  session (``POST /session``), check the resumed one (``GET /session/{id}``) or fork one
+  (``POST /session/{id}/fork``).
+- A turn: ``POST /session/{id}/prompt_async`` with the text, the images as ``file`` parts, the ``agent`` (the
+  ``mode`` option) and the ``model`` (TurnAck once accepted); the turn ends at ``session.idle``: Cancelled after
+  our abort, Failed after a ``session.error``, else Completed.
 - Answers: ``POST /session/{id}/permissions/{request}`` with ``once`` / ``always`` / ``reject``.
+- Configure: ``mode`` and ``model`` apply from the next prompt; reported at once.
+- Compact: ``POST /session/{id}/summarize`` with the current model (it answers once the compaction is queued):
+  ``session.compacted`` → ContextCompacted, then its ``session.idle`` → TurnEnded(Completed).
 - Cancel: ``POST /session/{id}/abort``. Close/kill: the process (:class:`ProcessConnection`).
 """
 
@@ -18,11 +26,12 @@ from typing import Any, cast
 
 import anyio
 
+from anyagentd.adapters import attachments
 from anyagentd.adapters.connection import HANDSHAKE_TIMEOUT, ProcessConnection
 from anyagentd.adapters.http import HttpError, free_port, request_json, sse_events
 from anyagentd.adapters.interface import PromptInput, spawn_env
 from anyagentd.adapters.process import AgentProcess, cli_version
-from anyagentd.errors import ProtocolFailed, ResumeFailed, SpawnFailed
+from anyagentd.errors import InvalidConfiguration, ProtocolFailed, ResumeFailed, SpawnFailed
 from anyagentd.model import (
     AgentDetails,
     AgentInstallation,
@@ -31,7 +40,11 @@ from anyagentd.model import (
     Authenticated,
     Capabilities,
     CompletedStop,
+    ConfigChoice,
+    ConfigOption,
+    ConfigValue,
     FailedStop,
+    Select,
     SessionConfiguration,
     SessionOptions,
     diagnostic,
@@ -39,9 +52,13 @@ from anyagentd.model import (
 
 from .mapping import SessionEvents
 
-FEATURES = ["Permissions", "Resume", "ContextUsage"]
+FEATURES = ["Images", "Permissions", "Resume", "Fork", "Compact", "ContextUsage"]
 """What an opencode session can do here. Not advertised: Steer (a prompt during a turn is queued by opencode),
-Questions, Rollback (``/revert`` exists; not mapped yet), Fork, Compact, Images."""
+Questions (opencode's question requests are not mapped), Rollback (``/revert`` drops the later messages but also
+restores the files its snapshots tracked: a rollback of the conversation alone cannot be asked for)."""
+
+DEFAULT_MODE = "build"
+"""opencode's default primary agent (the ``mode`` option)."""
 
 REPLIES = {"AllowOnce": "once", "AllowAlways": "always", "DenyOnce": "reject", "DenyAlways": "reject"}
 LISTENING = re.compile(r"listening on (http://\S+)")
@@ -75,14 +92,15 @@ class OpencodeConnection(ProcessConnection):
         self.resume_token: str | None = None
         self.title = None
         self.events: SessionEvents | None = None
+        self.options: dict[str, ConfigValue] = {"mode": DEFAULT_MODE}
+        self._modes: list[ConfigChoice] = []
+        self._models: list[ConfigChoice] = []
         self._listening = anyio.Event()
         self._stream_ready = anyio.Event()
-        self._turn = False
-        self._cancelled = False
 
     @property  # type: ignore[override]
     def configuration(self) -> SessionConfiguration:
-        return SessionConfiguration(options={})
+        return SessionConfiguration(options=dict(self.options))
 
     # ------------------------------------------------------------------------------------------- opening
 
@@ -110,17 +128,24 @@ class OpencodeConnection(ProcessConnection):
             await self.process.stderr_drained(1.0)
             raise SpawnFailed(f"opencode exited before serving ({self.exit_status}): "
                               f"{self.process.stderr_tail() or 'no output'}")  # fmt: skip
-        version = await cli_version(installation.executable_path)
-        self.details = AgentDetails(version=version, auth=Authenticated(kind="ApiKey"),
-                                    capabilities=Capabilities(features=list(FEATURES)))  # fmt: skip
+        self._version = await cli_version(installation.executable_path)
+        await self._read_options()
+        self.options.update({k: v for k, v in self.session_options.configure.items() if k in ("mode", "model")})
+        self._refresh_details()
         if not session:
             return
         options = self.session_options
+        if options.resume and options.fork:
+            raise InvalidConfiguration("resume and fork are exclusive")
+        if options.fork_at and not options.fork:
+            raise InvalidConfiguration("fork_at needs fork")
         if options.resume:
             try:
                 info = await request_json(self.port, "GET", f"/session/{options.resume}")
             except HttpError as err:
                 raise ResumeFailed(f"opencode has no session {options.resume!r}: {err.body[:200]}") from None
+        elif options.fork:
+            info = await self._fork(options.fork, options.fork_at)
         else:
             info = await request_json(self.port, "POST", "/session", {})
         if not isinstance(info, dict) or not info.get("id"):
@@ -130,6 +155,62 @@ class OpencodeConnection(ProcessConnection):
         self.events = SessionEvents(self.link, self.resume_token)
         self.link.start_soon(self._read_events)
         await self._stream_ready.wait()
+
+    async def _read_options(self) -> None:
+        """The ``mode`` choices (opencode's primary agents that are not hidden) and the ``model`` choices
+        (``provider/model`` of each configured provider's models), with the configured model as current."""
+        try:
+            config = await request_json(self.port, "GET", "/config")
+            providers = await request_json(self.port, "GET", "/config/providers")
+            agents = await request_json(self.port, "GET", "/agent")
+        except (OSError, HttpError) as err:
+            raise ProtocolFailed(f"opencode did not list its options: {err}") from None
+        if isinstance(config, dict) and isinstance(config.get("model"), str):
+            self.options.setdefault("model", config["model"])
+        for agent in agents if isinstance(agents, list) else []:
+            if isinstance(agent, dict) and agent.get("mode") in ("primary", "all") and not agent.get("hidden"):
+                name = str(agent.get("name"))
+                self._modes.append(ConfigChoice(value=name, label=name.capitalize(),
+                                                description=agent.get("description")))  # fmt: skip
+        listed = providers.get("providers") if isinstance(providers, dict) else None
+        for provider in listed if isinstance(listed, list) else []:
+            models = provider.get("models") if isinstance(provider, dict) else None
+            for model_id, model in (models or {}).items():
+                name = model.get("name") if isinstance(model, dict) else None
+                value = f"{provider.get('id')}/{model_id}"
+                self._models.append(ConfigChoice(value=value, label=str(name or model_id)))
+
+    def _refresh_details(self) -> None:
+        modes, models = list(self._modes), list(self._models)
+        for choices, current in ((modes, self.options.get("mode")), (models, self.options.get("model"))):
+            if isinstance(current, str) and not any(c.value == current for c in choices):
+                choices.append(ConfigChoice(value=current, label=current))
+        config_options = [ConfigOption(id="mode", name="Agent", category="mode", kind=Select(choices=modes),
+                                       current=self.options.get("mode"), live=True)]  # fmt: skip
+        if models:
+            config_options.append(ConfigOption(id="model", name="Model", category="model", kind=Select(choices=models),
+                                               current=self.options.get("model"), live=True))  # fmt: skip
+        self.details = AgentDetails(version=self._version, auth=Authenticated(kind="ApiKey"),
+                                    capabilities=Capabilities(features=list(FEATURES)),
+                                    config_options=config_options)  # fmt: skip
+
+    async def _fork(self, source: str, at: str | None) -> Any:
+        """``POST /session/{source}/fork``: opencode copies the messages before its ``messageID``; ``at`` (a
+        message id, as the ``opencode/fork_point`` of MessageEnded) is the last one kept, so the cut is at the
+        message after it (none: the whole history)."""
+        body: dict[str, Any] = {}
+        try:
+            if at:
+                messages = await request_json(self.port, "GET", f"/session/{source}/message")
+                ids = [str((m.get("info") or {}).get("id")) for m in messages if isinstance(m, dict)]
+                if at not in ids:
+                    raise ResumeFailed(f"opencode's session {source!r} has no message {at!r}")
+                following = ids[ids.index(at) + 1 :]
+                if following:
+                    body["messageID"] = following[0]
+            return await request_json(self.port, "POST", f"/session/{source}/fork", body)
+        except HttpError as err:
+            raise ResumeFailed(f"opencode could not fork {source!r}: {err.body[:200]}") from None
 
     # ------------------------------------------------------------------------------------------- readers
 
@@ -160,19 +241,23 @@ class OpencodeConnection(ProcessConnection):
             pass  # the server went away: the stdout reader reports the exit
 
     async def _dispatch(self, event: dict[str, Any]) -> None:
-        assert self.events is not None
-        if event.get("type") == "permission.asked" and self.events.ours(event.get("properties") or {}):
-            await self.link.emit(self.events.permission(event["properties"]))
+        events = self.events
+        assert events is not None
+        if event.get("type") == "permission.asked" and events.ours(event.get("properties") or {}):
+            await self.link.emit(events.permission(event["properties"]))
             return
-        if await self.events.handle(event) == "idle" and self._turn:
-            self._turn = False
-            if self._cancelled:
+        shown = await events.handle(event)
+        if shown == "compacted" and events.turn:
+            await self.link.emit("ContextCompacted")
+        if shown == "idle" and events.turn:
+            events.turn = False
+            if events.cancelled:
                 await self.link.turn_ended("Cancelled")
-            elif self.events.error is not None:
-                await self.link.turn_ended(FailedStop(message=self.events.error))
+            elif events.error is not None:
+                await self.link.turn_ended(FailedStop(message=events.error))
             else:
                 await self.link.turn_ended(CompletedStop(source="Protocol"))
-            self.events.error = None
+            events.error = None
 
     # ------------------------------------------------------------------------------------------- commands
 
@@ -182,12 +267,39 @@ class OpencodeConnection(ProcessConnection):
         except (OSError, HttpError) as err:
             raise ProtocolFailed(f"opencode {method} {path} failed: {err}") from None
 
+    def _model(self) -> dict[str, str] | None:
+        """The ``model`` option as opencode's ``{providerID, modelID}`` (``None`` when not set)."""
+        model = self.options.get("model")
+        if not isinstance(model, str) or "/" not in model:
+            return None
+        provider, _, model_id = model.partition("/")
+        return {"providerID": provider, "modelID": model_id}
+
+    def prompt_body(self, prompt: PromptInput) -> dict[str, Any]:
+        """The ``prompt_async`` body: a text part, each image file as a ``file`` part (a ``data:`` URL), anything
+        else (other files, URLs, unreadable images) mentioned as ``Attached: ...``; the ``agent`` and ``model``."""
+        text = prompt.text
+        files: list[dict[str, Any]] = []
+        mentions: list[str] = []
+        for attachment in attachments.classify(prompt.attachments, image_urls=False):
+            data = attachment.inline_data()
+            if data is None:
+                mentions.append(attachment.item)
+                continue
+            files.append({"type": "file", "mime": attachment.media, "filename": os.path.basename(attachment.item),
+                          "url": f"data:{attachment.media};base64,{data}"})  # fmt: skip
+        if mentions:
+            text += "\n\nAttached: " + ", ".join(mentions)
+        body: dict[str, Any] = {"parts": [{"type": "text", "text": text}, *files], "agent": self.options["mode"]}
+        model = self._model()
+        if model is not None:
+            body["model"] = model
+        return body
+
     async def start_turn(self, turn_id: str, prompt: PromptInput) -> None:
-        self._turn, self._cancelled = True, False
-        parts: list[dict[str, Any]] = [{"type": "text", "text": prompt.text}]
-        if prompt.attachments:
-            parts[0]["text"] += "\n\nAttached: " + ", ".join(prompt.attachments)
-        await self._call("POST", f"/session/{self.resume_token}/prompt_async", {"parts": parts})
+        assert self.events is not None
+        self.events.turn, self.events.cancelled = True, False
+        await self._call("POST", f"/session/{self.resume_token}/prompt_async", self.prompt_body(prompt))
         await self.link.turn_ack()
 
     async def answer(self, request_id: str, answer: Answer) -> None:
@@ -196,6 +308,32 @@ class OpencodeConnection(ProcessConnection):
         await self._call("POST", f"/session/{self.resume_token}/permissions/{request_id}", {"response": reply})
 
     async def cancel(self) -> None:
-        if self._turn:
-            self._cancelled = True
+        if self.events is not None and self.events.turn:
+            self.events.cancelled = True
             await self._call("POST", f"/session/{self.resume_token}/abort")
+
+    async def configure(self, option: str, value: ConfigValue) -> None:
+        if option not in ("mode", "model"):
+            raise InvalidConfiguration(f"option {option!r} cannot be changed live")
+        # the engine checked the value against the option's choices
+        self.options[option] = value
+        self._refresh_details()
+        await self.link.info_changed(configuration=self.configuration)
+
+    async def compact(self) -> None:
+        model = self._model()
+        if model is None:
+            raise InvalidConfiguration("opencode compacts with a model: set the model option")
+        assert self.events is not None
+        self.events.turn, self.events.cancelled = True, False  # ends at the compaction's session.idle
+        self.link.start_soon(self._summarize, model)
+
+    async def _summarize(self, model: dict[str, str]) -> None:
+        """``summarize`` answers ``true`` once the compaction is queued; anything else fails the compact turn."""
+        try:
+            done: Any = await self._call("POST", f"/session/{self.resume_token}/summarize", model)
+        except ProtocolFailed as err:
+            done = err.message
+        if done is not True and self.events is not None and self.events.turn:
+            self.events.turn = False
+            await self.link.turn_ended(FailedStop(message=f"opencode did not compact: {str(done)[:200]}"))

@@ -1,10 +1,13 @@
-"""opencode's server-sent events → the event model, for one session: the connection's protocol state.
+"""opencode's server-sent events → the event model, for one session: the connection's protocol state
+(``docs/agents/opencode.md#events-to-events``).
 
 Events (``{"type": ..., "properties": {...}}``, opencode 1.18): ``message.updated`` (a message's role),
 ``message.part.updated`` (a part's snapshot: text, reasoning, tool with its ``state``, step-finish with tokens),
 ``message.part.delta`` (text appended to a part), ``permission.asked``, ``session.error``, ``session.idle`` (the
 prompt is done). Text parts of assistant messages become TextDelta (from the deltas, or from the snapshot where no
-delta came), tool parts ToolUpdated, a step-finish ContextUsage, the end of an assistant message MessageEnded.
+delta came), tool parts ToolUpdated, a step-finish ContextUsage, the end of an assistant message MessageEnded (with
+``opencode/fork_point`` = its message id, the ``fork_at`` that keeps the history up to it). The summary a compaction
+writes (an assistant message with ``summary``) is the agent's bookkeeping: nothing of it is reported.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from anyagentd.model import (
     ToolUpdate,
     ToolUpdated,
 )
+
+FORK_POINT = "opencode/fork_point"
+"""Extension on MessageEnded: the message's id, usable as ``fork_at``."""
 
 TOOL_KINDS = {"write": "Edit", "edit": "Edit", "patch": "Edit", "bash": "Execute", "read": "Read", "glob": "Search",
               "grep": "Search", "list": "Search", "webfetch": "Fetch", "task": "Subagent"}  # fmt: skip
@@ -53,7 +59,9 @@ def tool_update(part: dict[str, Any]) -> ToolUpdate:
 
 
 class SessionEvents:
-    """What one session's events have shown so far, and their mapping; ``link`` is the connection's."""
+    """One session's protocol state and the mapping of its events; ``link`` is the connection's. Besides what the
+    events have shown, it holds the turn the connection runs: ``turn`` (a prompt of ours, or a compaction, is
+    running until ``session.idle``) and ``cancelled`` (we aborted it)."""
 
     def __init__(self, link: Any, session_id: str) -> None:
         self.link = link
@@ -64,6 +72,8 @@ class SessionEvents:
         self.tools: dict[str, ToolUpdate] = {}  # call id → last update
         self.open_messages: set[str] = set()
         self.error: str | None = None
+        self.turn = False
+        self.cancelled = False
 
     def ours(self, props: dict[str, Any]) -> bool:
         sid = props.get("sessionID") or (props.get("info") or {}).get("sessionID")
@@ -72,15 +82,16 @@ class SessionEvents:
         return sid == self.session_id
 
     async def handle(self, event: dict[str, Any]) -> str | None:
-        """Report what ``event`` shows; returns ``"idle"`` when the session is done with the prompt,
-        ``"permission"`` with the request reported (see :meth:`permission`), else ``None``."""
+        """Report what ``event`` shows; returns ``"idle"`` when the session is done with the prompt (or the
+        compaction), ``"compacted"`` when a compaction was written, else ``None``."""
         kind = event.get("type")
         props = event.get("properties") or {}
         if not isinstance(props, dict) or not self.ours(props):
             return None
         if kind == "message.updated":
             info = props.get("info") or {}
-            self.roles[str(info.get("id"))] = str(info.get("role"))
+            role = "summary" if info.get("summary") is True and info.get("role") == "assistant" else info.get("role")
+            self.roles[str(info.get("id"))] = str(role)
             if info.get("role") == "assistant" and (info.get("time") or {}).get("completed"):
                 await self._end_message(str(info.get("id")))
         elif kind == "message.part.updated":
@@ -90,6 +101,8 @@ class SessionEvents:
         elif kind == "session.error":
             error = props.get("error") or {}
             self.error = str((error.get("data") or {}).get("message") or error.get("name") or "opencode failed")
+        elif kind == "session.compacted":
+            return "compacted"
         elif kind == "session.idle":
             for message_id in sorted(self.open_messages):
                 await self._end_message(message_id)
@@ -99,7 +112,7 @@ class SessionEvents:
     async def _part(self, part: dict[str, Any]) -> None:
         part_id, message_id, kind = str(part.get("id")), str(part.get("messageID")), part.get("type")
         self.parts[part_id] = str(kind)
-        if self.roles.get(message_id) == "user":
+        if self.roles.get(message_id) in ("user", "summary"):
             return
         if kind in ("text", "reasoning") and isinstance(part.get("text"), str):
             text = part["text"]
@@ -123,7 +136,8 @@ class SessionEvents:
         part_id, message_id = str(props.get("partID")), str(props.get("messageID"))
         delta = props.get("delta")
         kind = self.parts.get(part_id)
-        if self.roles.get(message_id) == "user" or props.get("field", "text") != "text" or not isinstance(delta, str):
+        if self.roles.get(message_id) in ("user", "summary") or props.get("field", "text") != "text" \
+                or not isinstance(delta, str):  # fmt: skip
             return
         if kind in ("text", "reasoning"):
             await self._text(kind, message_id, part_id, delta)
@@ -137,7 +151,7 @@ class SessionEvents:
     async def _end_message(self, message_id: str) -> None:
         if message_id in self.open_messages:
             self.open_messages.discard(message_id)
-            await self.link.emit(MessageEnded(message_id=message_id))
+            await self.link.emit(MessageEnded(message_id=message_id), extensions={FORK_POINT: message_id})
 
     def permission(self, props: dict[str, Any]) -> RequestOpened:
         """The RequestOpened for a ``permission.asked`` event."""

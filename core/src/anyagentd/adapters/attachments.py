@@ -46,6 +46,16 @@ class Attachment:
         with open(self.item, "rb") as fh:
             return base64.b64encode(fh.read()).decode()
 
+    def inline_data(self) -> str | None:
+        """An ``image_file``'s bytes, base64-encoded, or ``None`` when it cannot be read (or is not an image file):
+        the adapter then mentions it instead of inlining it."""
+        if self.kind != "image_file":
+            return None
+        try:
+            return self.base64_data()
+        except OSError:
+            return None
+
 
 def media_type(item: str) -> str | None:
     """The MIME type guessed from ``item``'s name (a URL's query left out)."""

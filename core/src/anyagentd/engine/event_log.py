@@ -118,7 +118,8 @@ class EventLog:
 
     # ------------------------------------------------------------------------------------------- readers
 
-    async def _wait(self) -> None:
+    async def wait_for_append(self) -> None:
+        """Wait until the next :meth:`append` (or :meth:`close`, or a reader dropped for lagging)."""
         if self._wake is None:
             self._wake = anyio.Event()
         await self._wake.wait()
@@ -131,23 +132,29 @@ class EventLog:
     def _rethreshold(self) -> None:
         lag_at = yield_at = _NEVER
         for sub in self._readers:
-            base = max(sub.cursor, sub._start)
+            base = max(sub.cursor, sub.start)
             lag_at = min(lag_at, base + sub.bound)
             yield_at = min(yield_at, base + sub.bound // 2)
         self._lag_at, self._yield_at = lag_at, yield_at
 
     def _drop_lagging(self) -> None:
-        lagging = [s for s in self._readers if self.newest_seq - max(s.cursor, s._start) > s.bound]
+        lagging = [s for s in self._readers if self.newest_seq - max(s.cursor, s.start) > s.bound]
         for sub in lagging:
             self._readers.remove(sub)
-            sub._lagged(self.newest_seq - 1)
+            sub.drop(self.newest_seq - 1)
         self._rethreshold()
         self._wake_all()
         for sub in lagging:
-            if sub._on_lag is not None:
-                sub._on_lag(sub)
+            if sub.on_lag is not None:
+                sub.on_lag(sub)
 
-    def _detach(self, sub: Subscription) -> None:
+    def reader_moved(self) -> None:
+        """A tracked reader took events: move the lag and yield thresholds along (nothing while none is tracked)."""
+        if self._readers:
+            self._rethreshold()
+
+    def detach(self, sub: Subscription) -> None:
+        """Stop tracking ``sub`` (it can no longer lag); nothing when it is not tracked."""
         if sub in self._readers:
             self._readers.remove(sub)
             self._rethreshold()
@@ -168,9 +175,11 @@ class Subscription:
         self.bound = bound
         self.dropped = 0
         self.error: ConsumerLagged | None = None
-        self._start = log.newest_seq  # the bound counts what arrived after subscribing, not the backlog
+        self.start = log.newest_seq
+        """The log's newest sequence at subscribing: the bound counts what arrived after it, not the backlog."""
         self._end_seq: int | None = None  # set when lagged: deliver up to here, then end or raise
-        self._on_lag = on_lag
+        self.on_lag = on_lag
+        """Called with this reader when it is dropped for lagging (``None``: nothing is called)."""
         self._raise_on_lag = raise_on_lag
         self._pending: list[Event] = []
         self._index = 0
@@ -180,7 +189,8 @@ class Subscription:
         """Whether this reader fell behind its bound and was dropped."""
         return self.error is not None
 
-    def _lagged(self, end_seq: int) -> None:
+    def drop(self, end_seq: int) -> None:
+        """Mark this reader lagged (called by its log): it delivers up to ``end_seq``, then ends or raises."""
         self._end_seq = end_seq
         self.error = ConsumerLagged(f"more than {self.bound} events undrained", "this reader was dropped")
 
@@ -196,8 +206,8 @@ class Subscription:
             self.cursor += gone
         batch = log.read(self.cursor, min(max_events, end - self.cursor))
         self.cursor += len(batch)
-        if self._end_seq is None and log._readers:
-            log._rethreshold()
+        if self._end_seq is None:
+            log.reader_moved()
         return batch
 
     @property
@@ -226,7 +236,7 @@ class Subscription:
                 if self.error is not None and self._raise_on_lag:
                     raise self.error
                 return None
-            await self._log._wait()
+            await self._log.wait_for_append()
 
     def __aiter__(self) -> Subscription:
         return self
@@ -244,7 +254,7 @@ class Subscription:
 
     def close(self) -> None:
         """Stop reading: the log no longer tracks this reader (it can never lag)."""
-        self._log._detach(self)
+        self._log.detach(self)
         self._end_seq = self.cursor
 
 

@@ -54,18 +54,20 @@ class Entry:
     request: Any = None
     answer: Any = None
     attachments: tuple[str, ...] = ()
-    _parts: list[str] = field(default_factory=list)
+    parts: list[str] = field(default_factory=list, repr=False)
+    """The pieces :attr:`text` joins (appended by :meth:`append`; the projections' fast path appends in place)."""
 
     @property
     def text(self) -> str:
         """The text: a prompt's, a message's assembled deltas, a tool's streamed output (``ToolOutputDelta``)."""
-        parts = self._parts
+        parts = self.parts
         if len(parts) > 1:
             parts[:] = ["".join(parts)]
         return parts[0] if parts else ""
 
-    def _append(self, text: str) -> None:
-        parts = self._parts
+    def append(self, text: str) -> None:
+        """Add ``text`` to the entry's text (pieces are joined every ``_COMPACT_PARTS`` appends)."""
+        parts = self.parts
         parts.append(text)
         if len(parts) >= _COMPACT_PARTS:
             parts[:] = ["".join(parts)]
@@ -194,7 +196,7 @@ class Projections:
         """A caller's prompt went to the agent, starting ``turn_id`` or steered into it."""
         entry = Entry("prompt", "user", prompt_id, turn_id, status="steered" if steered else "started",
                       attachments=tuple(attachments))  # fmt: skip
-        entry._parts.append(text)
+        entry.parts.append(text)
         self.transcript.append(entry)
 
     def note_answer(self, request_id: str, answer: Any) -> None:
@@ -221,10 +223,10 @@ class Projections:
             turn_id = turn_info.id if turn_info is not None else None
             entry = self._messages[key] = Entry(entry_kind, role, kind.message_id, turn_id, parent)
             self.transcript.append(entry)
-        entry._append(kind.text)
+        entry.append(kind.text)
         if not self._requests:
             self.phase = phase
-        self._fast, self._fast_parts = (kind.TAG, turn_info, kind.message_id), entry._parts
+        self._fast, self._fast_parts = (kind.TAG, turn_info, kind.message_id), entry.parts
 
     def _text(self, kind: Any, turn_info: Any, extensions: Any) -> None:
         self._delta(kind, turn_info, "message", "assistant", "responding")
@@ -261,7 +263,7 @@ class Projections:
     def _tool_output(self, kind: Any, turn_info: Any, extensions: Any) -> None:
         entry = self._tools.get(kind.tool_id)
         if entry is not None:
-            entry._append(kind.text)
+            entry.append(kind.text)
 
     def _plan(self, kind: Any, turn_info: Any, extensions: Any) -> None:
         self.plan = list(kind.entries)

@@ -377,6 +377,14 @@ class Session:
         """Whether a turn is in flight."""
         return self._turn is not None
 
+    @property
+    def connection(self) -> AgentConnection | None:
+        """The adapter's live ``AgentConnection`` (``None`` before connect), for tools that check an adapter
+        itself, like the conformance kit (``anyagentd_testing.conformance``): what process it left running, what
+        it refuses. Commands go through the Session; a caller that drives the connection directly bypasses the
+        engine's decisions."""
+        return self._conn
+
     async def wait_turn_ended(self) -> None:
         """Return once no turn is in flight (at once when none is); a session's end ends its turn."""
         while self._turn is not None:
@@ -589,6 +597,12 @@ class Session:
             await self._closed.wait()
             return
         await self._shutdown(None, stop="Cancelled")
+
+    async def fail(self, error: AnyagentError) -> None:
+        """End the session as if its agent broke its protocol: the running turn ends Failed with ``error``'s
+        message, the agent is shut down, and the event stream ends with ``error``. A session already ending keeps
+        its own end. Returns once the agent is shut down."""
+        await self._shutdown(error, FailedStop(message=error.message))
 
     # ------------------------------------------------------------------------------------------- internals
 
