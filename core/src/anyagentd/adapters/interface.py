@@ -207,6 +207,10 @@ class DiscardingLink(AdapterLink):
     async def report(self, report: Report) -> None:
         """Drop ``report``."""
 
+    async def emit(self, kind: Any, *, parent_tool_id: str | None = None,
+                   extensions: dict[str, Any] | None = None) -> None:  # fmt: skip
+        """Drop the event (the base class's fast path writes to a channel this link does not have)."""
+
 
 # ------------------------------------------------------------------------------------------------ session side
 
