@@ -22,13 +22,16 @@ Paths per agent:
 - ``codex-acp``, ``claude-acp``: **bare ACP** (``initialize``, ``session/new``, ``session/prompt`` until its
   answer) and **anyagentd** (the generic ACP adapter).
 
-The bare drivers are blocking line readers in this process: the least a client can do.
+The bare drivers are blocking line readers in this process: the least a client can do. The model server runs in a
+child process of its own, so its HTTP thread never competes for this process's GIL with the paths measured
+(anyagentd's and the SDK's event loops run here; the bare drivers mostly wait in ``read``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -36,10 +39,11 @@ import shlex
 import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,7 +56,6 @@ from anyagentd_testing.agents import (
     codex_env,
     codex_resources_dir,
 )
-from anyagentd_testing.model_server import ModelServer
 
 PROMPT = "hi"
 SCRIPT = {"turns": [{"text": "Hello from the scripted model."}]}
@@ -342,6 +345,37 @@ def agents() -> dict[str, Agent]:
 
 
 # --------------------------------------------------------------------------- driver
+SERVE = """
+import json, sys
+from anyagentd_testing.model_server import ModelServer
+server = ModelServer(json.loads(sys.argv[1])).start()
+print(server.url, flush=True)
+sys.stdin.read()
+server.stop()
+"""
+
+
+@contextlib.contextmanager
+def model_server() -> Iterator[str]:
+    """The scripted model server in a child process (until stdin closes); yields its URL."""
+    child = subprocess.Popen([sys.executable, "-c", SERVE, json.dumps(SCRIPT)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert child.stdout is not None
+        url = child.stdout.readline().strip()
+        if not url.startswith("http"):
+            raise RuntimeError("the model server did not start")
+        yield url
+    finally:
+        if child.stdin:
+            child.stdin.close()
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
 def one_run(agent: Agent, path: str, url: str) -> Figures:
     with tempfile.TemporaryDirectory(prefix="bench-home-", ignore_cleanup_errors=True) as home, \
             tempfile.TemporaryDirectory(prefix="bench-work-", ignore_cleanup_errors=True) as work:
@@ -446,9 +480,9 @@ def main() -> None:
     except Exception as e:  # noqa: BLE001
         versions.append(f"claude-agent-sdk unavailable: {e!r}")
     print(f"{'; '.join(versions)}; load average {os.getloadavg()[0]:.2f}")
-    with ModelServer(SCRIPT) as srv:
+    with model_server() as url:
         for name in chosen:
-            bench_agent(known[name], runs, srv.url, original_env)
+            bench_agent(known[name], runs, url, original_env)
     print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
 
 
