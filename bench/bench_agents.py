@@ -35,6 +35,7 @@ import contextlib
 import itertools
 import json
 import os
+import resource
 import shlex
 import signal
 import statistics
@@ -72,14 +73,18 @@ def set_environ(env: dict[str, str]) -> None:
 
 
 class Clock:
-    """Marks seconds since its creation (just before the spawn)."""
+    """Marks seconds since its creation (just before the spawn); at ``end`` also ``cpu``, the CPU seconds this
+    process spent meanwhile (the driver's own work, which on a loaded machine delays the agent too)."""
 
     def __init__(self) -> None:
         self.t0 = time.perf_counter()
+        self.c0 = time.process_time()
         self.figures: Figures = {}
 
     def mark(self, key: str) -> None:
         self.figures.setdefault(key, time.perf_counter() - self.t0)
+        if key == "end":
+            self.figures.setdefault("cpu", time.process_time() - self.c0)
 
 
 # --------------------------------------------------------------------------- bare drivers
@@ -381,7 +386,10 @@ def one_run(agent: Agent, path: str, url: str) -> Figures:
             tempfile.TemporaryDirectory(prefix="bench-work-", ignore_cleanup_errors=True) as work:
         env = agent.environment(url, home)
         set_environ(env)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         figures = agent.paths[path](env, work)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the agent, reaped by close, and what it waited for
+        figures["agent_cpu"] = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     if "end" not in figures:
         raise RuntimeError("the turn did not end")
     return figures
@@ -436,23 +444,29 @@ def bench_agent(agent: Agent, runs: int, url: str, original_env: dict[str, str])
             finally:
                 set_environ(original_env)
 
-    print(f"  medians, seconds from spawn (anyagentd: from before Runtime.open); min of end in brackets")
-    print(f"  {'path':>18} {'first text':>10} {'turn end':>9} {'(min)':>7} {'open':>7} {'prompt->end':>11}  n")
+    print("  medians, seconds from spawn (anyagentd: from before Runtime.open); min: the fastest run's end; cpu: this"
+          " process's CPU seconds, agent: the agent's (and its reaped children's)")
+    print(f"  {'path':>18} {'first text':>10} {'turn end':>9} {'min':>7} {'cpu':>7} {'agent':>7} {'open':>7}"
+          f" {'prompt->end':>11}  n")
     for p in names:
         rs = results[p]
         low = min((r["end"] for r in rs), default=None)
-        line = f"  {p:>18} {fmt(med(rs, 'first')):>10} {fmt(med(rs, 'end')):>9} {fmt(low):>7}"
+        line = f"  {p:>18} {fmt(med(rs, 'first')):>10} {fmt(med(rs, 'end')):>9} {fmt(low):>7} {fmt(med(rs, 'cpu')):>7}"
+        line += f" {fmt(med(rs, 'agent_cpu')):>7}"
         line += f" {fmt(med(rs, 'open')):>7} {fmt(med(rs, 'turn')):>11}" if p == "anyagentd" else f" {'':>7} {'':>11}"
         print(line + f"  {len(rs)}" + (f"  [{errors[p]}]" if p in errors else ""))
-    print("  ratios of medians: first text / turn end (and of the per-run ratios, same run index)")
+    print("  ratios: of medians (first text / turn end), of the fastest runs' ends (min), median of per-run end ratios"
+          " (the same run index: neighbours in time)")
     base = names[0]
     pairs = [("anyagentd", base)] + [(p, base) for p in names[2:]] + [("anyagentd", p) for p in names[2:]]
     for x, y in pairs:
         fx, fy = med(results[x], "first"), med(results[y], "first")
         ex, ey = med(results[x], "end"), med(results[y], "end")
+        lx = min((r["end"] for r in results[x]), default=None)
+        ly = min((r["end"] for r in results[y]), default=None)
         paired = [a["end"] / b["end"] for a, b in zip(results[x], results[y], strict=False)]
         per_run = f"{statistics.median(paired):.3f}x" if paired else "n/a"
-        print(f"  {x} / {y}: {ratio(fx, fy)} / {ratio(ex, ey)}   (per-run end ratio median {per_run})")
+        print(f"  {x} / {y}: {ratio(fx, fy)} / {ratio(ex, ey)}   min {ratio(lx, ly)}   per-run {per_run}")
 
 
 def main() -> None:
