@@ -35,7 +35,6 @@ import contextlib
 import itertools
 import json
 import os
-import resource
 import shlex
 import signal
 import statistics
@@ -386,10 +385,7 @@ def one_run(agent: Agent, path: str, url: str) -> Figures:
             tempfile.TemporaryDirectory(prefix="bench-work-", ignore_cleanup_errors=True) as work:
         env = agent.environment(url, home)
         set_environ(env)
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         figures = agent.paths[path](env, work)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the agent, reaped by close, and what it waited for
-        figures["agent_cpu"] = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     if "end" not in figures:
         raise RuntimeError("the turn did not end")
     return figures
@@ -445,14 +441,12 @@ def bench_agent(agent: Agent, runs: int, url: str, original_env: dict[str, str])
                 set_environ(original_env)
 
     print("  medians, seconds from spawn (anyagentd: from before Runtime.open); min: the fastest run's end; cpu: this"
-          " process's CPU seconds, agent: the agent's (and its reaped children's)")
-    print(f"  {'path':>18} {'first text':>10} {'turn end':>9} {'min':>7} {'cpu':>7} {'agent':>7} {'open':>7}"
-          f" {'prompt->end':>11}  n")
+          " process's CPU seconds")
+    print(f"  {'path':>18} {'first text':>10} {'turn end':>9} {'min':>7} {'cpu':>7} {'open':>7} {'prompt->end':>11}  n")
     for p in names:
         rs = results[p]
         low = min((r["end"] for r in rs), default=None)
         line = f"  {p:>18} {fmt(med(rs, 'first')):>10} {fmt(med(rs, 'end')):>9} {fmt(low):>7} {fmt(med(rs, 'cpu')):>7}"
-        line += f" {fmt(med(rs, 'agent_cpu')):>7}"
         line += f" {fmt(med(rs, 'open')):>7} {fmt(med(rs, 'turn')):>11}" if p == "anyagentd" else f" {'':>7} {'':>11}"
         print(line + f"  {len(rs)}" + (f"  [{errors[p]}]" if p in errors else ""))
     print("  ratios: of medians (first text / turn end), of the fastest runs' ends (min), median of per-run end ratios"
