@@ -13,7 +13,8 @@ Times are seconds from just before the agent is spawned (for anyagentd: just bef
 Paths per agent:
 
 - ``claude``: **bare CLI** (``claude -p --input-format stream-json ...``, the user frame written at spawn, no
-  handshake), **anyagentd** (``Runtime.open("claude")``), **claude-agent-sdk** (the official SDK's ``query()``
+  handshake), **anyagentd** (``Runtime.open("claude")``), **bare CLI, no -p** (the same without ``-p``, as the
+  SDKs and anyagentd start it), **claude-agent-sdk** (the official SDK's ``query()``
   with its defaults, which include an empty system prompt) and **sdk claude_code** (the same with
   ``system_prompt={"type": "preset", "preset": "claude_code"}``: Claude Code's own system prompt, as the CLI and
   anyagentd send it, so the same request reaches the model);
@@ -146,11 +147,11 @@ class LineChild:
         self.proc.wait()
 
 
-def bare_claude(env: dict[str, str], cwd: str) -> Figures:
-    """The pinned CLI in print mode, the user frame written at spawn, no handshake at all."""
+def bare_claude(env: dict[str, str], cwd: str, *, print_flag: bool = True) -> Figures:
+    """The pinned CLI (with ``-p`` unless not ``print_flag``), the user frame written at spawn, no handshake."""
     argv = [
-        str(agent_bin("claude")), "-p", "--input-format", "stream-json", "--output-format", "stream-json",
-        "--verbose", "--include-partial-messages",
+        str(agent_bin("claude")), *(["-p"] if print_flag else []), "--input-format", "stream-json",
+        "--output-format", "stream-json", "--verbose", "--include-partial-messages",
     ]  # fmt: skip
     clock = Clock()
     child = LineChild(argv, env, cwd)
@@ -330,6 +331,7 @@ def agents() -> dict[str, Agent]:
         "claude": Agent("claude", claude_environment, {
             "bare CLI": lambda env, cwd: bare_claude(env, cwd),
             "anyagentd": via_anyagentd("claude"),
+            "bare CLI, no -p": lambda env, cwd: bare_claude(env, cwd, print_flag=False),
             "claude-agent-sdk": via_sdk(),
             "sdk claude_code": via_sdk({"type": "preset", "preset": "claude_code"}),
         }, frozenset({"claude-agent-sdk", "sdk claude_code"})),  # fmt: skip
