@@ -86,7 +86,9 @@ def die_with_parent_prefix(executable: str, path: str | None) -> list[str] | Non
     the child (about 3 ms). ``None`` off Linux, without ``setpriv``, or when ``executable`` does not resolve on
     ``path`` (the child's ``PATH``): the spawn then raises the error Popen raises for it. Unlike the
     ``preexec_fn`` it does not check that the parent was still alive at ``prctl`` time; the guardian
-    (:func:`guard`) kills a process orphaned in that window, which carries the lineage mark."""
+    (:func:`guard`) kills a process orphaned in that window, which carries the lineage mark. setpriv execs with
+    ``execvp``, which runs an executable text file without a ``#!`` line with ``/bin/sh`` where Popen would raise
+    ``ENOEXEC``."""
     import shutil
 
     if _libc is None:
