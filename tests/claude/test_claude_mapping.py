@@ -458,7 +458,10 @@ def test_user_content_attachments(tmp_path: Path) -> None:
 
 def test_launch_argv_variants() -> None:
     new = launch.launch_argv("claude", SessionOptions(dir="/w"), session_id="S")
-    assert new[:2] == ["claude", "-p"] and new[-2:] == ["--session-id", "S"]
+    assert new[0] == "claude" and new[-2:] == ["--session-id", "S"]
+    # no print flag: a piped stdout makes the CLI non-interactive, and -p delays its start (launch.BASE_FLAGS)
+    assert "-p" not in new and "--print" not in new
+    assert new[new.index("--input-format") + 1] == new[new.index("--output-format") + 1] == "stream-json"
     for flag in ("--include-partial-messages", "--replay-user-messages", "--verbose"):
         assert flag in new
     assert new[new.index("--permission-prompt-tool") + 1] == "stdio"
@@ -579,3 +582,24 @@ async def test_one_object_owns_the_open_permission_requests() -> None:
 
 def open_requests_reply(request_id: str, body: dict[str, Any]) -> dict[str, Any]:
     return {"type": "control_response", "response": {"subtype": "success", "request_id": request_id, "response": body}}
+
+
+async def test_the_handshake_writes_initialize_and_the_version_request_together() -> None:
+    """The version request does not wait for the initialize answer: both are written at once and the CLI answers
+    both when it has started (one round trip before the first prompt, not two); the answers may come in any order."""
+    import anyio
+
+    conn, _, proc = make_conn()
+    init = json.loads((FIXTURES / "claude-stream-1.stdout.jsonl").read_text().splitlines()[0])["response"]["response"]
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(conn._handshake, 5.0, True)
+        await anyio.wait_all_tasks_blocked()
+        subtypes = [w["request"]["subtype"] for w in proc.written]
+        assert subtypes == ["initialize", "get_binary_version"]  # nothing answered yet
+        ids = [w["request_id"] for w in proc.written]
+        await conn._dispatch({"type": "control_response", "response": {
+            "subtype": "success", "request_id": ids[1], "response": {"version": "2.1.197"}}})  # fmt: skip
+        await conn._dispatch({"type": "control_response", "response": {
+            "subtype": "success", "request_id": ids[0], "response": init}})  # fmt: skip
+    assert conn.details.version == "2.1.197" and conn.details.auth == Authenticated(kind="ApiKey")
+    assert len(proc.written) == 2

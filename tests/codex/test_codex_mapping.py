@@ -40,7 +40,7 @@ from anyagentd_codex import launch
 from anyagentd_codex.adapter import PROFILE, CodexAdapter
 from anyagentd_codex.connection import CodexConnection, permission_decision
 from anyagentd_codex.mapping import FORK_POINT, RAW, split_unified_diff, tool_update
-from anyagentd.adapters.jsonrpc import RpcChannel, classify
+from anyagentd.adapters.jsonrpc import RpcChannel, RpcError, classify
 
 pytestmark = pytest.mark.anyio
 
@@ -410,6 +410,23 @@ async def test_rpc_ids_are_tracked_per_direction() -> None:
     assert not await channel.resolve({"id": 1, "result": {}})  # already answered
 
 
+async def test_rpc_requests_in_flight_together_and_an_answer_before_the_output_ended() -> None:
+    sent: list[Any] = []
+
+    async def write(obj: Any) -> None:
+        sent.append(obj)
+
+    channel = RpcChannel(write)
+    first, second = await channel.send("a"), await channel.send("b")
+    assert [f["id"] for f in sent] == [first, second]  # both written, neither answered
+    assert await channel.resolve({"id": first, "result": {"ok": 1}})
+    assert not await channel.resolve({"id": first, "result": {"ok": 2}})  # a duplicate answer changes nothing
+    await channel.close("the output ended")
+    assert await channel.wait(first) == {"ok": 1}  # answered before the end: still readable
+    with pytest.raises(RpcError, match="the output ended"):
+        await channel.wait(second)
+
+
 # ------------------------------------------------------------------------------------------------ launch
 
 
@@ -519,3 +536,38 @@ async def test_one_protocol_state_object_owned_by_the_connection() -> None:
     assert not state.requests
     with pytest.raises(InvalidRequest):
         await conn.answer("7", AnswerPermission(value="AllowOnce"))
+
+
+# ------------------------------------------------------------------------------------------------ handshake
+
+
+async def test_the_handshake_asks_for_the_reads_and_the_thread_at_once() -> None:
+    """Once ``initialize`` is answered, account/read, model/list, config/read, skills/list and thread/start are all
+    written before any of them is answered (one round trip before the first prompt, not five); their answers then
+    fill the details and the options in order, whatever order they come in."""
+    import anyio
+
+    conn, _, proc = connection()
+    recorded = transcript()
+    init, started = recorded[0]["result"], next(f["result"] for f in recorded if f.get("id") == 2)
+    answers = {
+        "account/read": {"account": None, "requiresOpenaiAuth": False},
+        "model/list": {"data": []},
+        "config/read": {"config": {"model": "gpt-5.5", "model_reasoning_effort": "high"}},
+        "skills/list": {"data": []},
+        "thread/start": started,
+    }
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(conn._handshake, False, True)
+        await anyio.wait_all_tasks_blocked()
+        assert [w["method"] for w in proc.written] == ["initialize"]
+        await conn._dispatch({"id": proc.written[0]["id"], "result": init})
+        await anyio.wait_all_tasks_blocked()
+        sent = [w for w in proc.written if "id" in w and w["method"] != "initialize"]
+        assert [w["method"] for w in sent] == list(answers)  # all of them, none answered yet
+        assert "model" not in sent[-1]["params"]  # the caller configured none: Codex's config picks it
+        for frame in reversed(sent):
+            await conn._dispatch({"id": frame["id"], "result": answers[frame["method"]]})
+    assert conn.thread_id == THREAD and conn.resume_token == THREAD
+    assert conn.options["effort"] == "high" and conn.options["model"]  # from config/read, then the thread
+    assert conn.details.version == "0.171.0"

@@ -177,3 +177,28 @@ def test_the_subreaper_can_be_declined(setting: str | None, expected: str) -> No
     code = "from anyagentd.adapters import lineage; print(lineage.become_subreaper())"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip() == expected
+
+
+PDEATHSIG_PROBE = "import ctypes; v = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(v)); print(v.value)"
+"""Prints the process's parent-death signal (``prctl(PR_GET_PDEATHSIG)``)."""
+
+
+@pytest.mark.anyio
+async def test_an_agent_process_gets_sigkill_as_its_parent_death_signal() -> None:
+    proc = await AgentProcess.start([sys.executable, "-c", PDEATHSIG_PROBE])
+    try:
+        lines = [line async for line in proc.lines()]
+    finally:
+        await proc.terminate(grace=1.0)
+    assert lines == [str(int(signal.SIGKILL))]  # set by setpriv's prefix where installed, else by the preexec_fn
+
+
+def test_the_setpriv_prefix_sets_the_parent_death_signal_and_declines_what_does_not_resolve() -> None:
+    prefix = lineage.die_with_parent_prefix(sys.executable, os.environ.get("PATH"))
+    if prefix is None:  # no util-linux setpriv here: the spawn keeps its preexec_fn
+        assert lineage.die_with_parent_prefix("/nonexistent/agent", None) is None
+        return
+    out = subprocess.run([*prefix, sys.executable, "-c", PDEATHSIG_PROBE], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(int(signal.SIGKILL))
+    assert lineage.die_with_parent_prefix("/nonexistent/agent", None) is None  # Popen reports it, as before
+    assert lineage.die_with_parent_prefix("no-such-agent-on-path", "/nonexistent") is None

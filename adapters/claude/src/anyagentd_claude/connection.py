@@ -126,10 +126,14 @@ class ClaudeConnection(ProcessConnection):
         return conn
 
     async def _handshake(self, timeout: float, require_auth: bool) -> None:
+        # Both requests are written at once: the CLI reads its input only once it has started, then answers both
+        # together; asking for the version after the initialize answer cost a round trip before the first prompt.
         options = self.session_options
         try:
             with anyio.fail_after(timeout):
-                init = await self.channel.request("initialize")
+                init_request = await self.channel.send("initialize")
+                version_request = await self.channel.send("get_binary_version")
+                init = await self.channel.wait(init_request)
         except TimeoutError:
             raise HandshakeTimeout(f"Claude Code did not answer initialize within {timeout:g} s") from None
         except (control.ControlError, InputClosed) as err:
@@ -151,7 +155,7 @@ class ClaudeConnection(ProcessConnection):
         self.init_response = init if isinstance(init, dict) else {}
         version = None
         try:
-            reply = await self.channel.request("get_binary_version", timeout=CONTROL_TIMEOUT)
+            reply = await self.channel.wait(version_request, timeout=CONTROL_TIMEOUT)
             version = reply.get("version") if isinstance(reply, dict) else None
         except (control.ControlError, TimeoutError):
             pass

@@ -1,7 +1,7 @@
 """How Claude Code is started and what its handshake says about it (``docs/agents/claude.md#launch``).
 
 - :func:`launch_argv`: the command line for a session (new, resumed, forked, with MCP servers and creation
-  options) — ``claude -p --output-format stream-json --input-format stream-json --verbose
+  options) — ``claude --output-format stream-json --input-format stream-json --verbose
   --include-partial-messages --permission-prompt-tool stdio --replay-user-messages ...``;
 - :func:`launch_env`: the child environment (ours, the executable's directory first on PATH, plus the headless
   defaults of :data:`HEADLESS_ENV` where not already set);
@@ -37,11 +37,16 @@ from anyagentd.model import (
 )
 
 BASE_FLAGS = (
-    "-p", "--output-format", "stream-json", "--input-format", "stream-json", "--verbose",
+    "--output-format", "stream-json", "--input-format", "stream-json", "--verbose",
     "--include-partial-messages", "--permission-prompt-tool", "stdio", "--replay-user-messages",
 )  # fmt: skip
-"""Flags of every launch: print mode with bidirectional stream-json, partial messages, permission prompts on
-the control channel, and our user messages echoed back."""
+"""Flags of every launch: bidirectional stream-json, partial messages, permission prompts on the control channel,
+and our user messages echoed back.
+
+No ``-p``: the CLI runs non-interactively because its stdout is a pipe (``claude --help``: "non-interactive mode
+(via -p, or when stdout is not a TTY)"), as the official SDKs start it. With ``-p`` Claude Code 2.1.197 answers
+``initialize`` and streams the first text about 50 ms later (median of 20 paired runs, same CPU time: a wait),
+with the same request to the model (``bench/README.md``, bench_agents.py)."""
 
 HEADLESS_ENV = {
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",

@@ -1,8 +1,9 @@
 """One Codex session: the ``codex app-server`` process, its stdout pump, and the engine's commands as JSON-RPC.
 
 :class:`CodexConnection` is created by :meth:`CodexConnection.open` (spawn, handshake ``initialize`` →
-``initialized`` → ``account/read`` → ``model/list`` → ``config/read`` → ``skills/list``, then ``thread/start`` | ``thread/resume`` |
-``thread/fork``; the resume token is the thread id, known at open). Its stdout pump (run with
+``initialized``, then ``account/read``, ``model/list``, ``config/read``, ``skills/list`` and ``thread/start`` |
+``thread/resume`` | ``thread/fork`` written together and their answers read in that order; the resume token is the
+thread id, known at open). Its stdout pump (run with
 ``link.start_soon``) routes every line by shape (:func:`.rpc.classify`): responses to our requests →
 :class:`.rpc.RpcChannel`, server requests → Permission / Question requests, notifications →
 :class:`.mapping.NotificationMapper`. When stdout ends it reports ``exited(status, stderr tail)``.
@@ -162,23 +163,30 @@ class CodexConnection(ProcessConnection):
                    codex_home=home, owned_home=owned)  # fmt: skip
         conn._mcp_transports = mcp_transports
         link.start_soon(conn._pump)
-        async def handshake() -> None:
-            await conn._handshake(require_auth)
-            if start_thread:
-                await conn._open_thread()
-
-        await conn.complete_handshake(handshake, handshake_timeout, "Codex's handshake")
+        await conn.complete_handshake(lambda: conn._handshake(require_auth, start_thread), handshake_timeout,
+                                      "Codex's handshake")  # fmt: skip
         return conn
 
     async def _call(self, method: str, params: Any) -> Any:
+        return await self._result(await self._send(method, params))
+
+    async def _send(self, method: str, params: Any) -> int:
+        """Write a handshake request without waiting for its result (:meth:`_result`); ``SpawnFailed`` when the
+        app-server's input is gone."""
         try:
-            return await self.channel.request(method, params)
+            return await self.channel.send(method, params)
+        except InputClosed:
+            raise await self._gone("its input closed") from None
+
+    async def _result(self, request_id: int) -> Any:
+        """The result of a handshake request; ``RpcError`` for an error answer, ``SpawnFailed`` when the app-server
+        went away first."""
+        try:
+            return await self.channel.wait(request_id)
         except RpcError as err:
             if self.output_done or err.code is None:
                 raise await self._gone(err.message) from None
             raise
-        except InputClosed:
-            raise await self._gone("its input closed") from None
 
     async def _gone(self, fallback: str) -> SpawnFailed:
         """The error for an app-server that went away during the handshake: its exit status (waited for, up to
@@ -192,27 +200,33 @@ class CodexConnection(ProcessConnection):
             return SpawnFailed(f"Codex stopped answering during the handshake: {detail}")
         return SpawnFailed(f"Codex exited during the handshake ({self.exit_status}): {detail}")
 
-    async def _handshake(self, require_auth: bool) -> None:
+    async def _handshake(self, require_auth: bool, start_thread: bool) -> None:
         try:
             init = await self._call(p.M_INITIALIZE, p.InitializeParams(clientInfo=CLIENT_INFO).params())
         except RpcError as err:
             raise ProtocolFailed(f"initialize failed: {err.message}") from None
         self.init_response = init if isinstance(init, dict) else {}
         await self.channel.notify(p.M_INITIALIZED)
+        # The reads and the thread are asked for at once, then their results taken in this order: one round trip
+        # before the first prompt instead of five (none of these requests needs another's result).
+        cwd = self.session_options.dir
+        account_id = await self._send(p.M_ACCOUNT_READ, p.GetAccountParams().params())
+        models_id = await self._send(p.M_MODEL_LIST, p.ModelListParams().params())
+        config_id = await self._send(p.M_CONFIG_READ, p.ConfigReadParams(cwd=cwd).params())
+        skills_id = await self._send(p.M_SKILLS_LIST, p.SkillsListParams(cwds=[cwd]).params())
+        thread = await self._start_thread() if start_thread else None
         account = None
         try:
-            account = p.GetAccountResponse.model_validate(
-                await self._call(p.M_ACCOUNT_READ, p.GetAccountParams().params()))
+            account = p.GetAccountResponse.model_validate(await self._result(account_id))
         except (RpcError, ValueError):
             account = None
         models = None
         try:
-            models = p.ModelListResponse.model_validate(await self._call(p.M_MODEL_LIST, p.ModelListParams().params()))
+            models = p.ModelListResponse.model_validate(await self._result(models_id))
         except (RpcError, ValueError):
             models = None
         try:
-            config = p.ConfigReadResponse.model_validate(
-                await self._call(p.M_CONFIG_READ, p.ConfigReadParams(cwd=self.session_options.dir).params())).config
+            config = p.ConfigReadResponse.model_validate(await self._result(config_id)).config
             if config.model and not self.options.get("model"):
                 self.options["model"] = config.model
             if config.model_reasoning_effort and not self.options.get("effort"):
@@ -221,7 +235,7 @@ class CodexConnection(ProcessConnection):
             pass
         skills = None
         try:
-            skills = await self._call(p.M_SKILLS_LIST, p.SkillsListParams(cwds=[self.session_options.dir]).params())
+            skills = await self._result(skills_id)
         except RpcError:
             skills = None
         _, self._skills = skill_commands(skills)
@@ -232,13 +246,18 @@ class CodexConnection(ProcessConnection):
         self._refresh_details()
         if require_auth and isinstance(self.details.auth, Unauthenticated):
             raise AuthRequired(login_methods(self.installation.executable_path), "Codex is not logged in")
+        if thread is not None:
+            await self._thread_opened(*thread)
 
     def _refresh_details(self) -> None:
         self.details = agent_details(version=self._version, account=self._account, models=self._models,
                                      skills=self._skills_raw, executable=self.installation.executable_path,
                                      current=self.options, mcp_transports=self._mcp_transports)  # fmt: skip
 
-    async def _open_thread(self) -> None:
+    async def _start_thread(self) -> tuple[str, int]:
+        """Send ``thread/start`` | ``thread/resume`` | ``thread/fork``; returns (method, request id) for
+        :meth:`_thread_opened`. The model is the caller's only (``None``: the one Codex's config names, which
+        ``config/read`` reports at the same time)."""
         options = self.session_options
         common = {"cwd": options.dir, "model": self.options.get("model"), "approvalPolicy": self.options["mode"],
                   "sandbox": self.options["sandbox"]}  # fmt: skip
@@ -249,8 +268,14 @@ class CodexConnection(ProcessConnection):
                                                                  **common)  # fmt: skip
         else:
             method, params = p.M_THREAD_START, p.ThreadStartParams(**common)
+        return method, await self._send(method, params.params())
+
+    async def _thread_opened(self, method: str, request_id: int) -> None:
+        """Take the thread from the answer to :meth:`_start_thread`'s request. Raises ``ResumeFailed`` (a resume or
+        fork refused), ``ProtocolFailed``."""
+        options = self.session_options
         try:
-            result = await self._call(method, params.params())
+            result = await self._result(request_id)
         except RpcError as err:
             if options.resume or options.fork:
                 raise ResumeFailed(f"Codex refused {method}: {err.message}") from None

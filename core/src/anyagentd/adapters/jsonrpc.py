@@ -91,7 +91,12 @@ class RpcChannel:
 
     async def request(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:
         """Send a request and wait for its result; raises :class:`RpcError` or ``TimeoutError``."""
-        request_id = await self.send(method, params)
+        return await self.wait(await self.send(method, params), timeout=timeout)
+
+    async def wait(self, request_id: int, *, timeout: float | None = None) -> Any:
+        """Wait for the result of a request :meth:`send` sent without a callback (several can be in flight: send
+        them all, then wait for each). Raises :class:`RpcError`, ``TimeoutError``, ``KeyError`` for an id that is not
+        pending."""
         waiter = self._pending[request_id]
         try:
             if timeout is None:
@@ -122,7 +127,7 @@ class RpcChannel:
         """Deliver a response frame; ``False`` if no request of ours has its id."""
         request_id = frame.get("id")
         waiter = self._pending.get(request_id) if isinstance(request_id, int) else None
-        if waiter is None:
+        if waiter is None or waiter.event.is_set():
             return False
         if "error" in frame and frame["error"] is not None:
             err = frame["error"] if isinstance(frame["error"], dict) else {"message": str(frame["error"])}
@@ -136,12 +141,15 @@ class RpcChannel:
         return True
 
     async def close(self, reason: str) -> None:
-        """Fail every pending request (the server's output ended)."""
+        """Fail every request still unanswered (the server's output ended). An answer that came before stays for
+        :meth:`wait` to collect."""
         self._closed = reason
-        pending, self._pending = self._pending, {}
-        for waiter in pending.values():
+        for request_id, waiter in list(self._pending.items()):
+            if waiter.event.is_set():
+                continue
             waiter.error = RpcError(reason)
             if waiter.callback is not None:
+                self._pending.pop(request_id, None)
                 with contextlib.suppress(Exception):  # the connection is going away
                     await waiter.callback(None, waiter.error)
             waiter.event.set()

@@ -402,6 +402,9 @@ async def _open_process(argv: list[str], *, cwd: str | None, env: dict[str, str]
     kwargs: dict[str, Any] = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   cwd=cwd, env=env, start_new_session=True)  # fmt: skip
     if preexec is not None:
+        prefix = lineage.die_with_parent_prefix(argv[0], env.get("PATH"))
+        if prefix is not None:  # the same signal set by `setpriv` before it execs the agent: no fork of this process
+            return await anyio.open_process([*prefix, *argv], **kwargs)
         try:
             from anyio._core._eventloop import get_async_backend
         except ImportError:  # a future anyio: spawn without the parent-death signal
