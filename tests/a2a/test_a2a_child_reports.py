@@ -81,8 +81,19 @@ depends_on = ["keep"]
 [workflows.steps.done]
 kind = "finish"
 depends_on = ["mine"]
-output = "{{{{steps.ask.output}}}}"
+output = "{{{{steps.ask.output.result}}}}"
 """, agent="mock")
+
+
+def integral_floats(value: Any) -> list[float]:
+    """The floats holding whole numbers anywhere in ``value`` (what a protobuf Struct makes of an int)."""
+    if isinstance(value, float):
+        return [value] if value.is_integer() else []
+    if isinstance(value, dict):
+        return [f for v in value.values() for f in integral_floats(v)]
+    if isinstance(value, list):
+        return [f for v in value for f in integral_floats(v)]
+    return []
 
 
 def child_config(parent_url: str) -> str:
@@ -144,6 +155,8 @@ def test_the_childs_reports_complete_the_parents_handle(a2a_daemon: Any, work: P
     assert events[2]["event"]["data"]["kind"]["TextDelta"]["text"] == ANSWER  # the deltas, gathered
     for entry in events:
         validate_envelope({"op": "_instance.emit", "handle": handle, **entry})  # as the child sent them
+    # the numbers the wire types integer are ints again, as a local subagent's (the Struct made them doubles)
+    assert integral_floats(events) == [] and isinstance(events[0]["event"]["data"]["sequence"], int), events[0]
 
     # the handle was completed by _instance.result: the parent did not wait for the child's task
     ran = result_of(command(parent, "debug.events", token=OPERATOR, prefix="command.ran", limit=500), "debug.events")
@@ -153,6 +166,7 @@ def test_the_childs_reports_complete_the_parents_handle(a2a_daemon: Any, work: P
 
     steps = result_of(command(parent, "run.get", token=ALICE, run=done["metadata"]["run"]), "run.get")["run"]["steps"]
     # a warm child: its first report left it idle; subagent.send's answer comes back by report too
+    assert steps["ask"]["output"] == {"handle": handle, "result": ANSWER}  # a sync step names its subagent too
     warm = steps["keep"]["output"]
     assert warm["result"] == ANSWER
     _, ack = task_result(command(parent, "subagent.send", token=ALICE, handle=warm["handle"], message="More?"),
@@ -187,8 +201,15 @@ def test_the_childs_reports_complete_the_parents_handle(a2a_daemon: Any, work: P
     # a late report (the handle has its result) is refused and changes nothing
     late = command(parent, "_instance.result", token=OPERATOR, handle=handle, status="completed", output="late")
     assert reason(late) == (-32602, "INVALID_STATE") and "no turn of it waits" in late.json()["error"]["message"]
+    # an oversized event is an argument refusal: before any task, nothing kept
+    huge = emit(parent, OPERATOR, handle, "events", {"id": 1, "subject": "Custom", "data": {"text": "x" * 300_000}})
+    assert reason(huge) == (-32602, "INVALID_COMMAND_ARGS") and "262144 bytes at most" in huge.text
     assert tasks(parent) == before
     assert get(parent, handle)[0]["result"] == ANSWER
+    # a mirrored event's strings are cut at 2048 bytes, as a local one's
+    emit(parent, OPERATOR, handle, "events", {"id": 2, "subject": "Custom", "data": {"text": "é" * 5000}})
+    kept = get(parent, handle)[1][-1]["event"]["data"]["text"]
+    assert len(kept.encode()) <= 2048 and kept.endswith("…") and len(kept) > 1000
     assert not any(secret in line for line in parent.stderr + child.stderr for secret in (CHILD, OPERATOR))
 
 
@@ -255,7 +276,7 @@ def test_the_first_end_of_a_turn_is_kept(a2a_daemon: Any, work: Path, tmp_path: 
     # a child that does not report (reports = false): the parent waits for its reply, but an operator's
     # _instance.result while the turn runs ends it first; the sync step wakes on it, the reply changes nothing
     child = a2a_daemon(config='[a2a]\nbearer = "{{secret:CHILD_TOKEN}}"\n', env={"CHILD_TOKEN": CHILD},
-                       mock=script(tmp_path, "child", turn(ANSWER, sleep_ms=3000)))  # fmt: skip
+                       mock=script(tmp_path, "child", turn(ANSWER, sleep_ms=6000)))  # fmt: skip
     parent = a2a_daemon(config=parent_config(work, child.url, reports=False), env={**PARENT_ENV, "CHILD_TOKEN": CHILD})
     task = start_run(parent, ALICE, workflow="delegate")
     child_task, handle = child_handle(child)
@@ -263,9 +284,87 @@ def test_the_first_end_of_a_turn_is_kept(a2a_daemon: Any, work: Path, tmp_path: 
                           "_instance.result")  # fmt: skip
     assert none is None
     assert get(parent, handle)[0]["status"] == "completed"
-    assert wait_state(parent, task["id"], "TASK_STATE_COMPLETED", token=ALICE)["artifacts"][0]["parts"][0]["data"] \
-        == "early"  # fmt: skip
-    wait_state(child, child_task, "TASK_STATE_COMPLETED", token=CHILD)
-    time.sleep(1)  # the reply has come back by now
+    # a kill of a subagent that has ended leaves its record as it is, but cancels what still runs on the child
+    _, ack = task_result(command(parent, "subagent.kill", token=ALICE, handle=handle, reason="enough"),
+                         "subagent.kill")  # fmt: skip
+    assert ack == {"ok": True, "handle": handle}
+    wait_state(child, child_task, "TASK_STATE_CANCELED", token=CHILD)
+    deadline, done = time.monotonic() + 60, {}
+    while done.get("status", {}).get("state") != "TASK_STATE_COMPLETED":  # the warm step's child takes 6 s
+        assert time.monotonic() < deadline, done
+        time.sleep(0.5)
+        done = parent.rpc("GetTask", {"id": task["id"]}, token=ALICE).json()["result"]
+    assert done["artifacts"][0]["parts"][0]["data"] == "early"  # the sync step woke on the report
     record, _ = get(parent, handle)
-    assert (record["status"], record["result"], record["attempt"]) == ("completed", "early", 1)
+    assert (record["status"], record["result"], record["attempt"], record["error"]) == ("completed", "early", 1, None)
+
+
+WAITS = [{"Emit": {"ToolUpdated": TOOL}}, {"Sleep": 60000}, {"End": {"Completed": {"source": "Protocol"}}}]
+"""A child turn that outlasts any parent timeout here."""
+
+
+def test_a_timed_out_child_is_cancelled_on_the_child(a2a_daemon: Any, work: Path, tmp_path: Path) -> None:
+    # the child works on past the parent's timeout: the parent's turn fails, and the child's task is cancelled
+    port = free_port()
+    child = a2a_daemon(config=child_config(f"http://127.0.0.1:{port}"), env={"CHILD_TOKEN": CHILD,
+                       "PARENT_TOKEN": OPERATOR}, mock=script(tmp_path, "child", WAITS))  # fmt: skip
+    parent = a2a_daemon(config=parent_config(work, child.url, "timeout = 3"), env={**PARENT_ENV, "CHILD_TOKEN": CHILD},
+                        listen=f"127.0.0.1:{port}")  # fmt: skip
+    task = start_run(parent, ALICE, workflow="delegate")
+    child_task, handle = child_handle(child)
+    failed = wait_state(parent, task["id"], "TASK_STATE_FAILED", token=ALICE, timeout=30)
+    wait_state(child, child_task, "TASK_STATE_CANCELED", token=CHILD, timeout=30)
+    record, _ = get(parent, handle)
+    assert (record["status"], record["error"]) == ("failed", "timed out after 3 s waiting for the child's "
+                                                             "_instance.result")  # fmt: skip
+    # the failed step names its subagent in its output, not only in its error
+    steps = result_of(command(parent, "run.get", token=ALICE, run=failed["metadata"]["run"]), "run.get")["run"]["steps"]
+    assert steps["ask"]["output"] == {"handle": handle} and steps["ask"]["status"] == "failed"
+
+
+@pytest.mark.parametrize("reports", [True, False])
+def test_a_child_that_needs_input_fails_at_once_and_is_cancelled(a2a_daemon: Any, work: Path, tmp_path: Path,
+                                                                 reports: bool) -> None:  # fmt: skip
+    # nobody at the parent can answer the child's question: a reporting child reports it failed at once (the
+    # parent's timeout is far off), a child without reports ends its reply INPUT_REQUIRED; either way the parent's
+    # turn fails and the task waiting on the child is cancelled
+    port = free_port()
+    child = a2a_daemon(config=child_config(f"http://127.0.0.1:{port}"), env={"CHILD_TOKEN": CHILD,
+                       "PARENT_TOKEN": OPERATOR}, mock="permission")  # fmt: skip
+    parent = a2a_daemon(config=parent_config(work, child.url, "timeout = 120", reports=reports),
+                        env={**PARENT_ENV, "CHILD_TOKEN": CHILD}, listen=f"127.0.0.1:{port}")  # fmt: skip
+    task = start_run(parent, ALICE, workflow="delegate")
+    child_task, handle = child_handle(child)
+    wait_state(parent, task["id"], "TASK_STATE_FAILED", token=ALICE, timeout=30)
+    wait_state(child, child_task, "TASK_STATE_CANCELED", token=CHILD, timeout=30)
+    record, _ = get(parent, handle)
+    assert record["status"] == "failed"
+    if reports:
+        assert record["error"].startswith("the child instance reported failed: the child needs input: "), record
+        assert "hello.txt" in record["error"]
+    else:
+        assert f"the child's task {child_task} ended INPUT_REQUIRED" in record["error"], record
+
+
+def test_a_kill_whose_cancel_fails_says_so(a2a_daemon: Any, work: Path, tmp_path: Path) -> None:
+    # the child dies while the parent's subagent runs: the kill still ends the record, its error says the cancel
+    # on the child failed, and the parent logs one line (no credential in it)
+    port = free_port()
+    child = a2a_daemon(config=child_config(f"http://127.0.0.1:{port}"), env={"CHILD_TOKEN": CHILD,
+                       "PARENT_TOKEN": OPERATOR}, mock=script(tmp_path, "child", WAITS))  # fmt: skip
+    parent = a2a_daemon(config=parent_config(work, child.url), env={**PARENT_ENV, "CHILD_TOKEN": CHILD},
+                        listen=f"127.0.0.1:{port}")  # fmt: skip
+    start_run(parent, ALICE, workflow="delegate")
+    _, handle = child_handle(child)
+    child.signal(signal.SIGKILL)
+    child.wait()
+    task_result(command(parent, "subagent.kill", token=ALICE, handle=handle, reason="stop"), "subagent.kill")
+    record, _ = get(parent, handle)
+    assert record["status"] == "cancelled"
+    assert record["error"].startswith("stop; cancel on the child failed: cannot "), record
+    lines = [line for line in parent.stderr if "were not cancelled" in line]
+    assert len(lines) == 1 and handle in lines[0], lines
+    # a second kill changes nothing: the record keeps its first ending
+    task_result(command(parent, "subagent.kill", token=ALICE, handle=handle, reason="again"), "subagent.kill")
+    assert get(parent, handle)[0]["error"] == record["error"]
+    assert not any(secret in line for line in parent.stderr for secret in (CHILD, OPERATOR))

@@ -312,6 +312,11 @@ def test_unknown_agent_refuses_to_start_and_a_missing_one_fails_its_task(a2a_dae
     result = run_cli("--config", str(config), "--listen", "127.0.0.1:0", "--state-dir", str(tmp_path / "s"))
     assert result.returncode == 2 and "agent.name" in result.stderr and "no-such-agent" in result.stderr
     assert result.stdout == ""  # never announced a listener
+    # a child instance named like an installed agent would hide it from every spawn
+    config.write_text('[[subagents.instances]]\nname = "mock"\nurl = "http://127.0.0.1:9"\n')
+    result = run_cli("--config", str(config), "--listen", "127.0.0.1:0", "--state-dir", str(tmp_path / "s"))
+    assert result.returncode == 2 and "subagents.instances.0.name" in result.stderr and result.stdout == ""
+    assert "'mock' is an installed agent here" in result.stderr and "Traceback" not in result.stderr
     daemon = a2a_daemon(config='[agent]\nname = "gemini"\n', env={"PATH": "/usr/bin:/bin",
                                                                   "ANYAGENTD_NO_LOGIN_SHELL": "1"})  # fmt: skip
     task = daemon.send_text("hi")

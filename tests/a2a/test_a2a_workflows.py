@@ -237,7 +237,7 @@ depends_on = ["ask"]
 [workflows.steps.done]
 kind = "finish"
 depends_on = ["keep"]
-output = "{{steps.ask.output}}"
+output = "{{steps.ask.output.result}}"
 """
     from test_a2a_commands import CONFIG
 
@@ -250,6 +250,11 @@ output = "{{steps.ask.output}}"
     steps = result_of(command(daemon, "run.get", token=ALICE, run=run), "run.get")["run"]["steps"]
     handle = steps["keep"]["output"]["handle"]
     assert steps["keep"]["output"]["result"] == HELLO
+    # a sync subagent's handle is in its step's output too: its owner can still ask about it
+    sync = steps["ask"]["output"]
+    assert sync["result"] == HELLO and sync["handle"].startswith("sa-") and set(sync) == {"handle", "result"}
+    ended = result_of(command(daemon, "subagent.status", token=ALICE, handle=sync["handle"]), "subagent.status")
+    assert (ended["status"], ended["mode"]) == ("completed", "sync")
     # the warm one outlived its step and belongs to the run's owner
     status = result_of(command(daemon, "subagent.status", token=ALICE, handle=handle), "subagent.status")
     assert status["status"] == "idle" and status["mode"] == "warm"

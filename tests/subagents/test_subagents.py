@@ -239,3 +239,83 @@ async def test_a_local_subagents_events_are_its_stream(tmp_path: Path) -> None:
         assert len(record.events) == 4 and record.events[-1] == {"stream": "events", "event": {
             "id": 1, "subject": "Custom", "correlation": None, "data": {}}}  # fmt: skip
         tg.cancel_scope.cancel()
+
+
+async def test_mirrored_events_are_cut_and_their_integers_are_ints(tmp_path: Path) -> None:
+    async with Runtime(mock_script=THREE_TURNS) as runtime, anyio.create_task_group() as tg:
+        manager = SubagentManager(runtime, SubagentLimits(), work_root=tmp_path / "s")
+        await tg.start(manager.serve)
+        record = await manager.spawn("user:alice", "mock", "hello")
+        # as an _instance.emit brings it: a protobuf Struct made every number a double
+        manager.child_event(record.handle, "events", {"id": 3.0, "subject": "Custom", "correlation": "t" * 3000,
+                                                      "data": {"sequence": 3.0, "ratio": 0.5, "text": "x" * 5000,
+                                                               "at": {"secs_since_epoch": 1796127474.0}}})  # fmt: skip
+        kept = record.events[-1]["event"]
+        assert kept["id"] == 3 and type(kept["id"]) is int and type(kept["data"]["sequence"]) is int
+        assert type(kept["data"]["at"]["secs_since_epoch"]) is int and kept["data"]["ratio"] == 0.5
+        for text in (kept["correlation"], kept["data"]["text"]):
+            assert len(text.encode()) <= 2048 and text.endswith("…")
+        tg.cancel_scope.cancel()
+
+
+async def test_a_kill_leaves_an_ended_subagent_as_it_was(tmp_path: Path) -> None:
+    slow = {"turns": [[{"Sleep": 10000}]]}
+    async with Runtime(mock_script=slow) as runtime, anyio.create_task_group() as tg:
+        manager = SubagentManager(runtime, SubagentLimits(), work_root=tmp_path / "s")
+        await tg.start(manager.serve)
+        record = await manager.spawn("user:alice", "mock", "take your time", "async")
+        with anyio.fail_after(10):
+            while record.status != "running":
+                await anyio.sleep(0.01)
+        await manager.kill(record.handle, "user:alice", "first")
+        assert (record.status, record.error) == ("cancelled", "first")
+        await manager.kill(record.handle, "user:alice", "second")
+        assert (record.status, record.error) == ("cancelled", "first")
+        tg.cancel_scope.cancel()
+
+
+async def test_instance_result_is_for_child_instances_only(tmp_path: Path) -> None:
+    async with Runtime(mock_script=THREE_TURNS) as runtime, anyio.create_task_group() as tg:
+        manager = SubagentManager(runtime, SubagentLimits(), work_root=tmp_path / "s")
+        await tg.start(manager.serve)
+        record = await manager.spawn("user:alice", "mock", "hello", "warm")
+        record.status = "running"  # even with a turn running, a local subagent takes no report
+        with pytest.raises(SubagentRefused, match="is not a child instance"):
+            await manager.child_result(record.handle, "completed", "forged")
+        assert record.result == HELLO and record.status == "running"
+        tg.cancel_scope.cancel()
+
+
+def test_a_parent_reports_only_to_messages_from_its_principal() -> None:
+    from pydantic import SecretStr
+
+    from anyagentd_a2a.subagents.reports import Parent, Parents, TaskReport
+
+    started: list[object] = []
+    parents = Parents([Parent("http://127.0.0.1:9", SecretStr("p4rent"), "user:alice")], spawn=started.append)
+    metadata = {"agentd": {"handle": "sa-01X", "parent": "http://127.0.0.1:9/"}}
+    assert parents.report_for("user:bob", metadata) is None
+    assert parents.report_for("operator", metadata) is None
+    assert started == []
+    report = parents.report_for("user:alice", metadata)
+    assert isinstance(report, TaskReport) and report.handle == "sa-01X" and started == [report.run]
+
+
+def test_subagent_configuration_refusals() -> None:
+    from anyagentd_a2a.config import ConfigError, parse
+
+    child = {"name": "child", "url": "http://127.0.0.1:9"}
+    with pytest.raises(ConfigError) as caught:
+        parse({"subagents": {"instances": [{**child, "reports": "yes"}]}}, env={})
+    assert caught.value.key == "subagents.instances.0.reports"
+    parent = {"url": "http://127.0.0.1:9", "bearer": "{{secret:P}}", "principal": "user:carol"}
+    with pytest.raises(ConfigError) as caught:
+        parse({"subagents": {"parents": [parent]}}, env={"P": "p4rent"})
+    assert caught.value.key == "subagents.parents.0.principal"
+    assert "'user:carol' is not a configured" in str(caught.value)
+    principal = {"id": "carol", "bearer": "{{secret:C}}"}
+    loaded = parse({"a2a": {"principals": [principal]}, "subagents": {"parents": [parent]}}, env={"P": "p", "C": "c"})
+    assert loaded.config.subagents.parents[0].principal == "user:carol"
+    with pytest.raises(ConfigError, match="'agent:carol' is not a configured"):  # the role is part of the name
+        parse({"a2a": {"principals": [principal]}, "subagents": {"parents": [{**parent, "principal": "agent:carol"}]}},
+              env={"P": "p", "C": "c"})  # fmt: skip

@@ -216,3 +216,16 @@ async def test_a_follower_sees_every_step_then_the_end(tmp_path: Path) -> None:
         assert (await runner.get(record.id)).output == HELLO
         async with runner.follow(record.id) as after:  # an ended run: the stream ends at once
             assert [c async for c in after] == []
+
+
+async def test_a_field_of_a_text_output_fails_the_step_not_the_runner(tmp_path: Path) -> None:
+    # {{steps.a.output.result}} where a's output is text: the finish step fails naming the reference
+    flow = {"name": "f", "steps": {"a": {"kind": "agent", "agent": "mock", "prompt": "x"},
+                                   "b": {"kind": "finish", "depends_on": ["a"], "output": "{{steps.a.output.result}}"}}}
+    harness = Harness(tmp_path, [flow])
+    async with daemon(tmp_path, harness) as (runtime, store, runner):
+        record = await runner.start("f", {}, None)
+        ended = await runner.wait(record.id)
+        assert ended.status == "failed" and ended.steps["b"].error == "KeyError: 'steps.a.output.result'"
+        again = await runner.wait((await runner.start("f", {}, None)).id)  # the runner still runs
+        assert again.status == "failed"

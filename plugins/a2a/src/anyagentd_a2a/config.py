@@ -18,7 +18,16 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    StrictBool,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 _REFERENCE = re.compile(r"^\{\{(secret|secret-file):([^}]+)\}\}$")
 _RATE = re.compile(r"^(\d+)/(\d+(?:\.\d+)?)s$")
@@ -143,7 +152,7 @@ class InstanceSection(_Strict):
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
     url: Annotated[str, Field(pattern=_URL)]
     bearer: str | None = None
-    reports: bool = False
+    reports: StrictBool = False
 
     _check_bearer = field_validator("bearer", mode="before")(_reference)
 
@@ -362,6 +371,12 @@ def parse(data: dict[str, Any], *, source: str | None = None, env: dict[str, str
         parent_key(p.url): resolve_reference(p.bearer, f"subagents.parents.{n}.bearer", env)
         for n, p in enumerate(config.subagents.parents)
     }  # fmt: skip
+    known = {f"{p.role}:{p.id}" for p in config.a2a.principals} | {"operator"}
+    for n, parent in enumerate(config.subagents.parents):
+        if parent.principal not in known:
+            raise ConfigError(f"subagents.parents.{n}.principal",
+                              f"{parent.principal!r} is not a configured principal (operator, or one of "
+                              "[[a2a.principals]])")  # fmt: skip
     secrets = Secrets(operator=operator, principals=principals, instances=instances, parents=parents)
     loaded = Loaded(config=config, secrets=secrets, source=source)
     check_listener(loaded)

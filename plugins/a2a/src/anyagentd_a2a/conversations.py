@@ -107,6 +107,11 @@ class TaskRun:
         if metadata:
             event.metadata.update(metadata)
         self._send.send_nowait(event)
+        if state == TaskState.TASK_STATE_INPUT_REQUIRED and self.report is not None:
+            # nobody at the parent can answer here: report the question as a failure at once rather than hold
+            # the parent's turn until its timeout (the parent then cancels this task)
+            said = " ".join(p.text for p in parts or [] if p.text)
+            self.report.ended("failed", f"the child needs input: {said}")
         if self.terminal:
             self.conversation.forget(self)
             self.finished.set()

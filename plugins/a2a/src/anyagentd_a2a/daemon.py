@@ -169,7 +169,8 @@ class Daemon:
 
     async def run(self) -> int:
         """Open the store (marking tasks a dead process left open FAILED), bind, serve until drained; returns 0.
-        Raises ``ConfigError`` (an agent no plugin drives) and ``OSError`` (the listener cannot bind)."""
+        Raises ``ConfigError`` (an agent no plugin drives, a child instance named like an installed agent) and
+        ``OSError`` (the listener cannot bind)."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         engine = engine_for(self.loaded.config.a2a.store or f"sqlite+aiosqlite:///{self.state_dir / 'a2a.db'}")
         store = PrincipalTaskStore(engine, flush_delay=_seconds("ANYAGENTD_A2A_FLUSH_DELAY", FLUSH_DELAY))
@@ -220,6 +221,10 @@ class Daemon:
         if isinstance(self.agent_ref, str) and self.agent_ref not in known:
             raise ConfigError("agent.name", f"no installed plugin drives an agent named {self.agent_ref!r} "
                                             f"(known: {', '.join(sorted(known))})")  # fmt: skip
+        for n, child in enumerate(self.loaded.config.subagents.instances):
+            if child.name in known:  # a spawn by that name would reach the child, never the local agent
+                raise ConfigError(f"subagents.instances.{n}.name", f"{child.name!r} is an installed agent here; "
+                                                                   "a child instance needs another name")  # fmt: skip
 
     async def _serve(self, store: PrincipalTaskStore, engine: Any, sock: socket.socket) -> None:
         tls = self.loaded.config.a2a.tls

@@ -5,11 +5,12 @@ are the operator's alone and never listed on a card."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
-from pydantic import Field, PrivateAttr, model_serializer
+from pydantic import Field, PrivateAttr, field_validator, model_serializer
 
 from anyagentd.hookspecs import hookimpl
 from anyagentd.ops import ArgsModel, InvalidOpState, Op, OpContext, ResultModel, TargetNotFound
@@ -180,10 +181,23 @@ class InstanceResult(Op):
         return None
 
 
+EMIT_LIMIT = 256 * 1024
+"""Bytes (UTF-8 JSON) one ``_instance.emit`` event may take; a bigger one is refused (-32602) before any task."""
+
+
 class EmitArgs(ArgsModel):
     handle: Annotated[str, Field(min_length=1)]
     stream: Annotated[str, Field(min_length=1)]
     event: dict[str, Any]
+
+    @field_validator("event")
+    @classmethod
+    def _bounded(cls, value: dict[str, Any]) -> dict[str, Any]:
+        # an argument refusal, so it comes before the task store write like every other (command/dispatch.py)
+        size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+        if size > EMIT_LIMIT:
+            raise ValueError(f"an event takes {EMIT_LIMIT} bytes at most (this one: {size})")
+        return value
 
 
 class InstanceEmit(Op):

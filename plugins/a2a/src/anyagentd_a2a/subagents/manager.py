@@ -24,6 +24,7 @@ subagent's from its session, a child's from its ``_instance.emit``.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -38,7 +39,9 @@ from anyagentd.errors import AnyagentError
 
 from .errors import SubagentNotFound, SubagentRefused
 from .instances import ChildFailed, ChildInstance
-from .streams import STREAM, EventMirror, keep, running_tool
+from .streams import STREAM, EventMirror, keep, mirrored, running_tool
+
+log = logging.getLogger("anyagentd.a2a.subagents")
 
 Mode = Literal["sync", "async", "detached", "warm"]
 MODES: tuple[str, ...] = ("sync", "async", "detached", "warm")
@@ -46,6 +49,8 @@ Status = Literal["pending", "running", "idle", "completed", "failed", "cancelled
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 REPORTED = ("completed", "failed", "cancelled")
 """The statuses a child's ``_instance.result`` may report."""
+CHILD_CANCEL_TIMEOUT = 30.0
+"""Seconds cancelling a context's open tasks on a child instance may take (``ListTasks`` + ``CancelTask``)."""
 
 
 def now_ms() -> int:
@@ -218,8 +223,11 @@ class SubagentManager:
         return record
 
     async def kill(self, handle: str, owner: str | None, reason: str | None = None) -> Subagent:
-        """Cancel the subagent: its turn is cancelled, its session closed (the agent process gone), status
-        ``cancelled`` with ``error = reason``."""
+        """Cancel the subagent: its turn is cancelled, its session closed (the agent process gone), and a child
+        instance's open tasks of its context cancelled on the child whatever the record's status (a turn that
+        timed out or failed may have left one). A subagent that had not ended reads ``cancelled`` with ``error =
+        reason`` (plus "; cancel on the child failed: …" when that cancel failed); one that had ended keeps its
+        status and error. A failed cancel on the child also costs one log line."""
         record = self.get(handle, owner)
         scope = self._scopes.get(handle)
         if scope is not None:
@@ -229,18 +237,32 @@ class SubagentManager:
             with anyio.CancelScope(shield=True):
                 await session.close()
         child = self._child(record)
-        if child is not None and record.status not in TERMINAL:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(30):
-                try:
-                    await child.cancel(record.handle)
-                except ChildFailed as err:
-                    record.error = str(err)
-        if record.status not in ("completed", "failed") or record.mode == "warm":
+        failed = None
+        if child is not None:
+            with anyio.CancelScope(shield=True):
+                failed = await self._cancel_on_child(record, child)
+        if record.status not in TERMINAL:
             record.status = "cancelled"
             record.error = reason or "killed"
+            if failed is not None:
+                record.error += f"; cancel on the child failed: {failed}"
         await self._save(record)  # committed before anyone waiting is told
         record.done.set()
         return record
+
+    async def _cancel_on_child(self, record: Subagent, child: ChildInstance) -> str | None:
+        """Cancel the open tasks of ``record``'s context on ``child`` (best effort, bounded by
+        :data:`CHILD_CANCEL_TIMEOUT`); returns ``None``, or what went wrong after logging it in one line (the
+        child's name and the handle, never its credential)."""
+        failed = f"no answer from the child instance {child.name!r} in {CHILD_CANCEL_TIMEOUT:g} s"
+        with anyio.move_on_after(CHILD_CANCEL_TIMEOUT):
+            try:
+                await child.cancel(record.handle)
+                return None
+            except ChildFailed as err:
+                failed = str(err)
+        log.warning("subagent %s: its tasks on the child were not cancelled: %s", record.handle, failed)
+        return failed
 
     async def child_result(self, handle: str, status: str | None, output: Any) -> Subagent:
         """A child instance's result (``_instance.result``): it ends the handle's running turn as the child's
@@ -262,8 +284,8 @@ class SubagentManager:
 
     def child_event(self, handle: str, stream: str, event: dict[str, Any]) -> None:
         """A child instance's stream event (``_instance.emit``), kept with the handle's events like a local
-        subagent's own (:mod:`.streams`). Raises :class:`SubagentNotFound`."""
-        keep(self.get(handle, None).events, stream, event, self.events_kept)
+        subagent's own, cut the same way (:func:`.streams.mirrored`). Raises :class:`SubagentNotFound`."""
+        keep(self.get(handle, None).events, stream, mirrored(event), self.events_kept)
 
     async def close(self) -> None:
         """Close every live subagent session (drain); records stay as they are."""
@@ -429,6 +451,10 @@ class SubagentManager:
         if scope.cancelled_caught:
             return  # killed: kill() recorded it
         await self._end_turn(record, *outcome)  # nothing when a report ended it first
+        if record.status == "failed":
+            # timed out, refused, ended INPUT_REQUIRED, or reported failed: the child may still hold the task
+            # open (and a live agent); the record is committed first, so a waiter does not wait on this
+            await self._cancel_on_child(record, child)
 
     async def _end_turn(self, record: Subagent, status: Status, result: Any, error: str | None) -> bool:
         """End ``record``'s running turn ``status``: a completed one takes ``result`` (a warm subagent then reads

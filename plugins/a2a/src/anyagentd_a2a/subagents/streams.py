@@ -29,11 +29,35 @@ MIRRORED = frozenset({"RequestOpened", "RequestClosed", "PlanUpdated", "Diagnost
 """Kinds mirrored as they come (text and tools are handled apart)."""
 
 
+def cut(event: dict[str, Any]) -> dict[str, Any]:
+    """A stream event with every string cut at :data:`STRING_LIMIT` bytes: a local subagent's and a child's
+    mirrored ones alike."""
+    return truncate(event, STRING_LIMIT)  # type: ignore[no-any-return]
+
+
 def stream_event(event: Any) -> dict[str, Any]:
     """One engine ``Event`` as a stream event (see the module doc)."""
     turn = event.turn_info
-    return {"id": event.sequence, "subject": event.tag, "correlation": turn.id if turn is not None else None,
-            "data": truncate(wire_json(event), STRING_LIMIT)}  # fmt: skip
+    return cut({"id": event.sequence, "subject": event.tag, "correlation": turn.id if turn is not None else None,
+                "data": wire_json(event)})  # fmt: skip
+
+
+def _integral(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return value
+
+
+def mirrored(event: dict[str, Any]) -> dict[str, Any]:
+    """A child's ``_instance.emit`` event as a record keeps it: cut like a local one (:func:`cut`), and every
+    integral float an int again. The child's event travels in a protobuf ``Struct`` (the command's DataPart), whose
+    numbers are all doubles, so ``id``, ``sequence`` or ``secs_since_epoch`` arrive as ``3.0``; the wire types them
+    integer, and a local subagent's events carry ints."""
+    return cut(_integral(event))
 
 
 class EventMirror:
@@ -99,4 +123,4 @@ def keep(events: list[dict[str, Any]], stream: str, event: dict[str, Any], kept:
         del events[: len(events) - kept]
 
 
-__all__ = ["STREAM", "EventMirror", "keep", "running_tool", "stream_event"]
+__all__ = ["STREAM", "EventMirror", "cut", "keep", "mirrored", "running_tool", "stream_event"]

@@ -436,6 +436,8 @@ class WorkflowRunner:
                                                         wait=None)}, {"type": "step", "steps": [step_id]})
                 return
             after = after_failure(state, step.retry.max, status, error or status, now_ms())  # type: ignore[arg-type]
+            if output is not None:
+                after = replace(after, output=output)  # what the failed attempt left to find (a subagent's handle)
             if after.status != "pending":
                 live.record.error = f"step {step_id}: {error}"
             await self._commit(live, {step_id: after}, {"type": "step", "steps": [step_id]})
@@ -462,9 +464,10 @@ class WorkflowRunner:
         return await self._agent(live, step_id, step)
 
     async def _subagent(self, live: _Live, step: Step) -> tuple[str, Any, str | None]:
-        """A subagent of the run's owner: ``sync`` and ``warm`` wait for its first result (the output is the
-        result, plus the handle for ``warm``, which stays alive after the step); ``async``/``detached`` end the
-        step with the handle at once."""
+        """A subagent of the run's owner: ``sync`` and ``warm`` wait for its first result, ``async``/``detached``
+        end the step at once. The output names the subagent in every mode: ``{"handle", "result"}`` (sync, warm:
+        a warm one stays alive after the step) or ``{"handle"}``; a step whose subagent ended otherwise fails with
+        ``{"handle"}`` as its output (``docs/commands.md#workflows``)."""
         if self.subagents is None:
             return "failed", None, "subagents are not enabled ([subagents] enabled = true)"
         from ..subagents.errors import SubagentRefused
@@ -475,13 +478,9 @@ class WorkflowRunner:
             record = await self.subagents.spawn(owner, step.agent, instruction, step.mode, parent=live.record.id)
         except SubagentRefused as err:
             return "failed", None, f"subagent refused: {err}"
-        if step.mode == "sync":
-            if record.status != "completed":
-                return "failed", None, f"subagent {record.handle} {record.status}: {record.error}"
-            return "done", record.result, None
-        if step.mode == "warm":
-            if record.status != "idle":
-                return "failed", None, f"subagent {record.handle} {record.status}: {record.error}"
+        if step.mode in ("sync", "warm"):
+            if record.status != ("completed" if step.mode == "sync" else "idle"):
+                return "failed", {"handle": record.handle}, f"subagent {record.handle} {record.status}: {record.error}"
             return "done", {"handle": record.handle, "result": record.result}, None
         return "done", {"handle": record.handle}, None
 
@@ -564,6 +563,8 @@ def _render_value(text: str, scope: dict[str, Any]) -> Any:
     if len(refs) == 1 and _ONE_REF.fullmatch(text):
         node: Any = scope
         for key in refs[0]:
+            if not isinstance(node, dict) or key not in node:  # a field of a string output: missing, as render says
+                raise KeyError(".".join(refs[0]))
             node = node[key]
         return node
     return render(text, scope)
