@@ -584,6 +584,7 @@ def open_requests_reply(request_id: str, body: dict[str, Any]) -> dict[str, Any]
     return {"type": "control_response", "response": {"subtype": "success", "request_id": request_id, "response": body}}
 
 
+@pytest.mark.anyio
 async def test_the_handshake_writes_initialize_and_the_version_request_together() -> None:
     """The version request does not wait for the initialize answer: both are written at once and the CLI answers
     both when it has started (one round trip before the first prompt, not two); the answers may come in any order."""
