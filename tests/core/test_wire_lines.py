@@ -85,3 +85,42 @@ def test_a_batch_of_lines_is_the_serializers_bytes_event_by_event(events) -> Non
     assert data == b"".join(serialized(event) for event in events)
     for line in data.splitlines():
         validate_line(json.loads(line))
+
+
+def as_parts(event: Event) -> tuple[object, ...]:
+    """The event log's parts of ``event`` (what the engine appends, issue 17)."""
+    at = event.occurred_at
+    return (event.sequence, at.secs_since_epoch * 1_000_000_000 + at.nanos_since_epoch, event.session_id,
+            event.turn_info, event.kind, event.extensions or None)  # fmt: skip
+
+
+def model_of(entry: object) -> Event:
+    from anyagentd.engine.event_log import EventLog
+    from anyagentd.engine.session import _build_event
+
+    return EventLog(1, _build_event).model(entry)  # type: ignore[arg-type]
+
+
+@settings(max_examples=200, deadline=None)
+@given(events=st.lists(st.tuples(batch_events, st.booleans()), max_size=12))
+def test_lines_from_the_logs_parts_are_the_serializers_bytes(events) -> None:  # type: ignore[no-untyped-def]
+    # The wire's writer formats lines straight from the parts the event log holds (no model built), mixed with
+    # models: the bytes must be the serializer's for the model each entry stands for, and valid wire lines.
+    entries = [as_parts(event) if raw else event for event, raw in events]
+    data, bad, error = event_lines(entries, model_of)
+    assert (bad, error) == (None, None)
+    assert data == b"".join(serialized(event) for event, _ in events)
+    for entry, (event, _) in zip(entries, events):
+        assert model_of(entry) == event
+    for line in data.splitlines():
+        validate_line(json.loads(line))
+
+
+def test_an_unwritable_event_among_parts_is_reported_as_its_model() -> None:
+    turn = TurnContext(id="t1")
+    good = Event(sequence=1, session_id="s", turn_info=turn, kind=TextDelta(message_id="m", text="a"))
+    broken = Event(sequence=2, session_id="s", turn_info=turn, kind=TextDelta(message_id="m", text="a\ud800"))
+    other = Event(sequence=3, session_id="s", kind=diagnostic("Info", "hi"))
+    data, bad, error = event_lines([as_parts(good), as_parts(broken), as_parts(other)], model_of)
+    assert data == serialized(good) + serialized(other) and error is not None
+    assert isinstance(bad, Event) and bad == broken
