@@ -64,12 +64,17 @@ def test_events_of_other_shapes_and_lone_surrogates_go_through_the_serializer() 
     assert bad is broken and data == serialized(other) + serialized(with_extensions)
 
 
+shared_ids = st.sampled_from(["m1", "m%s", 'm"%%d'])  # bursts of one message (its id is baked into the format)
+burst_kinds = st.one_of(
+    st.builds(TextDelta, message_id=shared_ids, text=text), st.builds(ToolOutputDelta, tool_id=shared_ids, text=text),
+    st.builds(MessageEnded, message_id=shared_ids),
+)  # fmt: skip
 shared_turns = st.sampled_from([None, TurnContext(id="t1"), TurnContext(id="t%s", parent_tool_id="tool\n1")])
 batch_events = st.builds(
     lambda kind, turn, session_id, sequence, extensions: Event(
         sequence=sequence, session_id=session_id, turn_info=turn, kind=kind, extensions=extensions
     ),
-    kind=st.one_of(kinds, st.builds(lambda text: diagnostic("Info", text), text)),
+    kind=st.one_of(kinds, burst_kinds, st.builds(lambda text: diagnostic("Info", text), text)),
     turn=st.one_of(shared_turns, turns), session_id=st.sampled_from(["s1", "s%d", "é\u2028"]),
     sequence=st.integers(0, 2**63), extensions=st.sampled_from([{}, {}, {"a/b": 1}]),
 )  # fmt: skip

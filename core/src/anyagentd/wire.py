@@ -248,6 +248,7 @@ def _flat_kinds() -> dict[type, tuple[str, Callable[[dict[str, Any]], Any], int]
     kinds = {}
     for cls in (TextDelta, ReasoningDelta, UserMessage, MessageEnded, ToolOutputDelta, RequestClosed):
         names = tuple(cls.model_fields)
+        assert len(names) in (1, 2), f"{cls.__name__}: _flat_lines formats kinds of one or two fields"
         body = ",".join(f'"{name}":%s' for name in names)
         kinds[cls] = ('"turn_info":%s,"kind":{"' + cls.TAG + '":{' + body + '}},"extensions":{}}}\n',
                       itemgetter(*names), len(names))  # fmt: skip
@@ -298,9 +299,8 @@ def _flat_lines(events: list[Any], model: Callable[[Any], Any]) -> bytes:
     kinds = _FLAT_KINDS if _FLAT_KINDS is not None else (_FLAT_KINDS := _flat_kinds())
     chunks: list[bytes] = []
     out: list[str] = []
-    key: tuple[Any, ...] = (None, None, None)
-    line, values = "", None
-    count = 0
+    key: tuple[Any, ...] = (None, None, None, None)
+    line = ""
     for event in events:
         if event.__class__ is tuple:
             sequence, ns, session_id, turn, kind, extensions = event
@@ -320,16 +320,16 @@ def _flat_lines(events: list[Any], model: Callable[[Any], Any]) -> bytes:
                 out.clear()
             chunks.append(event_line(model(event)))
             continue
-        if key[0] is not kind.__class__ or key[1] is not turn or key[2] != session_id:
-            key = (kind.__class__, turn, session_id)
-            tail, values, count = spec
-            head = _FLAT_HEAD.replace("%s", _encode(session_id).replace("%", "%%"))
-            line = head + tail.replace("%s", _turn_json(turn).replace("%", "%%"), 1)
+        tail, values, count = spec
         picked = values(kind.__dict__)
-        if count == 1:
-            out.append(line % (sequence, secs, nanos, _encode(picked)))
-        else:
-            out.append(line % (sequence, secs, nanos, *map(_encode, picked)))
+        first, last = (None, picked) if count == 1 else picked  # (message/tool id, text) or (the one id)
+        if key[0] is not kind.__class__ or key[1] is not turn or key[2] != session_id or key[3] != first:
+            # A burst shares kind, turn, session and (for deltas) message id: one format string for all of them.
+            key = (kind.__class__, turn, session_id, first)
+            baked = (_turn_json(turn),) if count == 1 else (_turn_json(turn), _encode(first))
+            line = (_FLAT_HEAD.replace("%s", _encode(session_id).replace("%", "%%"))
+                    + tail % (*(part.replace("%", "%%") for part in baked), "%s"))  # leaves the last value's %s
+        out.append(line % (sequence, secs, nanos, _encode(last)))
     if out:
         chunks.append("".join(out).encode())
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
