@@ -311,8 +311,8 @@ def _flat_lines(events: list[Any], model: Callable[[Any], Any]) -> bytes:
             session_id, extensions = fields["session_id"], fields["extensions"]
             at = fields["occurred_at"].__dict__
             secs, nanos = at["secs_since_epoch"], at["nanos_since_epoch"]
-        else:
-            kind = extensions = None
+        else:  # not an Event itself: the serializer judges it
+            kind = turn = extensions = None
         spec = kinds.get(kind.__class__)
         if spec is None or extensions or (turn is not None and turn.__class__ is not TurnContext):
             if out:

@@ -48,7 +48,7 @@ class EventLog:
         self._build = build  # Event from (sequence, ns, session_id, turn_info, kind, extensions); for appended parts
         self.newest_seq = 0
         self.closed = False
-        self._ring: list[Event | tuple[Any, ...]] = []  # grows to capacity, then wraps: the event of seq s is at (s - 1) % capacity
+        self._ring: list[Event | tuple[Any, ...]] = []  # grows to capacity, then wraps: seq s is at (s - 1) % capacity
         self._readers: list[Subscription] = []
         self._wake: anyio.Event | None = None
         self._lag_at: float = _NEVER  # a reader lags when newest_seq passes this
