@@ -3,6 +3,7 @@ independent readers with their own bounds, and the primary reader (events()/even
 
 from __future__ import annotations
 
+import json
 import random
 import weakref
 from typing import Any
@@ -296,3 +297,96 @@ async def test_a_consumer_that_stops_early_leaves_the_rest_to_the_next_iterator(
                     break
         assert seen == list(range(1, seen[-1] + 1))  # nothing was taken and lost between the two iterators
         assert [e.tag for e in session.log.events()].count("TurnEnded") == 2 and len(seen) > 8
+
+
+# ------------------------------------------------------------------------------- parts in place of models
+
+
+def parts(seq: int, text: str = "x") -> tuple[Any, ...]:
+    from anyagentd.model import TextDelta, TurnContext
+
+    return (seq, 1_700_000_000_000_000_000 + seq, "s", TurnContext(id="t1"), TextDelta(message_id="m", text=text), None)
+
+
+def test_appended_parts_are_read_as_models_built_once_and_shared():
+    # The engine appends an event's parts (issue 17); a reader that wants models gets Event models, each built the
+    # first time any reader takes it and then kept, so every reader shares one instance; a parts reader gets the
+    # parts tuple as appended until a model reader has built it.
+    from anyagentd.engine import session as engine
+
+    built: list[int] = []
+
+    def build(*fields: Any) -> Event:
+        built.append(fields[0])
+        return engine._constructed_event(*fields)
+
+    log = EventLog(4, build)
+    for seq in range(1, 7):  # wraps: 3..6 are held
+        log.append(parts(seq))
+    raw = log.read(2, 2, parts=True)
+    assert [entry.__class__ for entry in raw] == [tuple, tuple] and built == []
+    models = log.read(0, 10)
+    assert [e.sequence for e in models] == [3, 4, 5, 6] and built == [3, 4, 5, 6]
+    assert models[0] == engine._constructed_event(*parts(3)[:5], {}) and models[0].extensions == {}
+    assert models[0].occurred_at.nanos_since_epoch == 3
+    again = log.read(0, 10)
+    assert all(a is b for a, b in zip(again, models)) and built == [3, 4, 5, 6]  # built once, shared
+    assert log.read(4, 2, parts=True) == models[2:]  # once built, parts readers get the model too
+    assert log.model(parts(9)).sequence == 9 and log.model(models[0]) is models[0]
+
+
+async def test_subscribers_get_models_while_the_primary_reads_parts():
+    log = EventLog(8, lambda *fields: Event.model_construct(sequence=fields[0], session_id=fields[2], turn_info=None,
+                                                            kind=fields[4], extensions=fields[5]))  # fmt: skip
+    primary, other = log.subscribe(0), log.subscribe(0)
+    for seq in (1, 2, 3):
+        log.append(parts(seq))
+    assert [entry[0] for entry in primary.take(2, parts=True)] == [1, 2]
+    taken = await other.next_batch(10)
+    assert [e.sequence for e in taken] == [1, 2, 3] and all(isinstance(e, Event) for e in taken)
+    assert primary.take(10, parts=True) == [taken[2]]  # the model the other reader built took its parts' place
+
+
+async def test_a_wire_flood_builds_no_event_model_per_delta(tmp_path, monkeypatch):
+    # The wire's writer formats deltas from the log's parts: no Event is built for them (the flood's largest cost
+    # before, issue 17), while the lines are still written in full and in order.
+    from anyagentd.engine import session as engine
+    from anyagentd.wire import WireServer
+
+    kinds: list[str] = []
+    real = engine._constructed_event
+
+    def counting(*fields: Any) -> Event:
+        kinds.append(fields[4].TAG if hasattr(fields[4], "TAG") else str(fields[4]))
+        return real(*fields)
+
+    monkeypatch.setattr(engine, "_new_event", counting)
+    commands = [b'{"id":1,"cmd":"open","agent":"mock","dir":"/tmp"}\n']
+    out: list[bytes] = []
+    opened, ended = anyio.Event(), anyio.Event()
+    opened_id: list[str] = []
+
+    async def read_line() -> bytes:
+        if commands:
+            return commands.pop()
+        if not opened.is_set():
+            await opened.wait()
+            return b'{"id":2,"cmd":"prompt","session":"%s","text":"go"}\n' % opened_id[0].encode()
+        await ended.wait()
+        return b""
+
+    async def write(data: bytes) -> None:
+        out.append(data)
+        if b'"ok"' in data and not opened.is_set():
+            opened_id.append(json.loads(data.splitlines()[-1])["ok"]["id"])
+            opened.set()
+        if b"TurnEnded" in data:
+            ended.set()
+
+    async with runtime(flood(3000)) as rt:
+        with anyio.fail_after(30):
+            await WireServer(rt, read_line, write).run()
+    lines = b"".join(out).splitlines()
+    deltas = [line for line in lines if b'"TextDelta"' in line]
+    assert len(deltas) == 3000
+    assert "TextDelta" not in kinds and "TurnEnded" in kinds  # a line the serializer writes still has its model

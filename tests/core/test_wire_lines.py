@@ -64,12 +64,17 @@ def test_events_of_other_shapes_and_lone_surrogates_go_through_the_serializer() 
     assert bad is broken and data == serialized(other) + serialized(with_extensions)
 
 
+shared_ids = st.sampled_from(["m1", "m%s", 'm"%%d'])  # bursts of one message (its id is baked into the format)
+burst_kinds = st.one_of(
+    st.builds(TextDelta, message_id=shared_ids, text=text), st.builds(ToolOutputDelta, tool_id=shared_ids, text=text),
+    st.builds(MessageEnded, message_id=shared_ids),
+)  # fmt: skip
 shared_turns = st.sampled_from([None, TurnContext(id="t1"), TurnContext(id="t%s", parent_tool_id="tool\n1")])
 batch_events = st.builds(
     lambda kind, turn, session_id, sequence, extensions: Event(
         sequence=sequence, session_id=session_id, turn_info=turn, kind=kind, extensions=extensions
     ),
-    kind=st.one_of(kinds, st.builds(lambda text: diagnostic("Info", text), text)),
+    kind=st.one_of(kinds, burst_kinds, st.builds(lambda text: diagnostic("Info", text), text)),
     turn=st.one_of(shared_turns, turns), session_id=st.sampled_from(["s1", "s%d", "é\u2028"]),
     sequence=st.integers(0, 2**63), extensions=st.sampled_from([{}, {}, {"a/b": 1}]),
 )  # fmt: skip
@@ -85,3 +90,42 @@ def test_a_batch_of_lines_is_the_serializers_bytes_event_by_event(events) -> Non
     assert data == b"".join(serialized(event) for event in events)
     for line in data.splitlines():
         validate_line(json.loads(line))
+
+
+def as_parts(event: Event) -> tuple[object, ...]:
+    """The event log's parts of ``event`` (what the engine appends, issue 17)."""
+    at = event.occurred_at
+    return (event.sequence, at.secs_since_epoch * 1_000_000_000 + at.nanos_since_epoch, event.session_id,
+            event.turn_info, event.kind, event.extensions or None)  # fmt: skip
+
+
+def model_of(entry: object) -> Event:
+    from anyagentd.engine.event_log import EventLog
+    from anyagentd.engine.session import _build_event
+
+    return EventLog(1, _build_event).model(entry)  # type: ignore[arg-type]
+
+
+@settings(max_examples=200, deadline=None)
+@given(events=st.lists(st.tuples(batch_events, st.booleans()), max_size=12))
+def test_lines_from_the_logs_parts_are_the_serializers_bytes(events) -> None:  # type: ignore[no-untyped-def]
+    # The wire's writer formats lines straight from the parts the event log holds (no model built), mixed with
+    # models: the bytes must be the serializer's for the model each entry stands for, and valid wire lines.
+    entries = [as_parts(event) if raw else event for event, raw in events]
+    data, bad, error = event_lines(entries, model_of)
+    assert (bad, error) == (None, None)
+    assert data == b"".join(serialized(event) for event, _ in events)
+    for entry, (event, _) in zip(entries, events):
+        assert model_of(entry) == event
+    for line in data.splitlines():
+        validate_line(json.loads(line))
+
+
+def test_an_unwritable_event_among_parts_is_reported_as_its_model() -> None:
+    turn = TurnContext(id="t1")
+    good = Event(sequence=1, session_id="s", turn_info=turn, kind=TextDelta(message_id="m", text="a"))
+    broken = Event(sequence=2, session_id="s", turn_info=turn, kind=TextDelta(message_id="m", text="a\ud800"))
+    other = Event(sequence=3, session_id="s", kind=diagnostic("Info", "hi"))
+    data, bad, error = event_lines([as_parts(good), as_parts(broken), as_parts(other)], model_of)
+    assert data == serialized(good) + serialized(other) and error is not None
+    assert isinstance(bad, Event) and bad == broken

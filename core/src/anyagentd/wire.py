@@ -248,6 +248,7 @@ def _flat_kinds() -> dict[type, tuple[str, Callable[[dict[str, Any]], Any], int]
     kinds = {}
     for cls in (TextDelta, ReasoningDelta, UserMessage, MessageEnded, ToolOutputDelta, RequestClosed):
         names = tuple(cls.model_fields)
+        assert len(names) in (1, 2), f"{cls.__name__}: _flat_lines formats kinds of one or two fields"
         body = ",".join(f'"{name}":%s' for name in names)
         kinds[cls] = ('"turn_info":%s,"kind":{"' + cls.TAG + '":{' + body + '}},"extensions":{}}}\n',
                       itemgetter(*names), len(names))  # fmt: skip
@@ -288,55 +289,68 @@ def _turn_json(turn: Any) -> str:
     return f'{{"id":{_encode(turn.id)},"parent_tool_id":{"null" if parent is None else _encode(parent)}}}'
 
 
-def _flat_lines(events: list[Any]) -> bytes:
-    """The lines of ``events``, as :func:`event_line` writes them one by one, formatted in one loop: the events of
-    a burst (one kind, one turn, one session) share one format string and the batch is encoded once (issue 17:
-    a third less per delta than a call per event). Raises like :func:`event_line` (``UnicodeEncodeError`` for a
-    lone surrogate), so :func:`event_lines` can look for the culprit."""
+def _flat_lines(events: list[Any], model: Callable[[Any], Any]) -> bytes:
+    """The lines of ``events`` (models, or the parts tuples of an event log read with ``parts``, which ``model``
+    turns into models), as :func:`event_line` writes them one by one, formatted in one loop: the events of a burst
+    (one kind, one turn, one session) share one format string and the batch is encoded once (issue 17: a third
+    less per delta than a call per event; from parts, no model is built at all). Raises like :func:`event_line`
+    (``UnicodeEncodeError`` for a lone surrogate), so :func:`event_lines` can look for the culprit."""
     global _FLAT_KINDS
     kinds = _FLAT_KINDS if _FLAT_KINDS is not None else (_FLAT_KINDS := _flat_kinds())
     chunks: list[bytes] = []
     out: list[str] = []
-    key: tuple[Any, ...] = (None, None, None)
-    line, values = "", None
-    count = 0
+    key: tuple[Any, ...] = (None, None, None, None)
+    line = ""
     for event in events:
-        fields = event.__dict__
-        kind, turn, session_id = fields["kind"], fields["turn_info"], fields["session_id"]
+        if event.__class__ is tuple:
+            sequence, ns, session_id, turn, kind, extensions = event
+            secs, nanos = ns // 1_000_000_000, ns % 1_000_000_000
+        elif event.__class__ is Event:
+            fields = event.__dict__
+            sequence, kind, turn = fields["sequence"], fields["kind"], fields["turn_info"]
+            session_id, extensions = fields["session_id"], fields["extensions"]
+            at = fields["occurred_at"].__dict__
+            secs, nanos = at["secs_since_epoch"], at["nanos_since_epoch"]
+        else:  # not an Event itself: the serializer judges it
+            kind = turn = extensions = None
         spec = kinds.get(kind.__class__)
-        if spec is None or fields["extensions"] or event.__class__ is not Event or (
-            turn is not None and turn.__class__ is not TurnContext
-        ):
+        if spec is None or extensions or (turn is not None and turn.__class__ is not TurnContext):
             if out:
                 chunks.append("".join(out).encode())
                 out.clear()
-            chunks.append(event_line(event))
+            chunks.append(event_line(model(event)))
             continue
-        if key[0] is not kind.__class__ or key[1] is not turn or key[2] != session_id:
-            key = (kind.__class__, turn, session_id)
-            tail, values, count = spec
-            head = _FLAT_HEAD.replace("%s", _encode(session_id).replace("%", "%%"))
-            line = head + tail.replace("%s", _turn_json(turn).replace("%", "%%"), 1)
-        at = fields["occurred_at"].__dict__
+        tail, values, count = spec
         picked = values(kind.__dict__)
-        if count == 1:
-            out.append(line % (fields["sequence"], at["secs_since_epoch"], at["nanos_since_epoch"], _encode(picked)))
-        else:
-            out.append(line % (fields["sequence"], at["secs_since_epoch"], at["nanos_since_epoch"],
-                               *map(_encode, picked)))  # fmt: skip
+        first, last = (None, picked) if count == 1 else picked  # (message/tool id, text) or (the one id)
+        if key[0] is not kind.__class__ or key[1] is not turn or key[2] != session_id or key[3] != first:
+            # A burst shares kind, turn, session and (for deltas) message id: one format string for all of them.
+            key = (kind.__class__, turn, session_id, first)
+            baked = (_turn_json(turn),) if count == 1 else (_turn_json(turn), _encode(first))
+            line = (_FLAT_HEAD.replace("%s", _encode(session_id).replace("%", "%%"))
+                    + tail % (*(part.replace("%", "%%") for part in baked), "%s"))  # leaves the last value's %s
+        out.append(line % (sequence, secs, nanos, _encode(last)))
     if out:
         chunks.append("".join(out).encode())
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def event_lines(events: list[Any]) -> tuple[bytes, Any, Exception | None]:
-    """The lines of ``events`` that can be written, the first event that cannot (or ``None``) and its error."""
+def _as_is(event: Any) -> Any:
+    return event
+
+
+def event_lines(events: list[Any], model: Callable[[Any], Any] = _as_is) -> tuple[bytes, Any, Exception | None]:
+    """The lines of ``events`` that can be written, the first event that cannot (or ``None``, else its model) and
+    its error. ``events`` may hold the parts tuples of an event log read with ``parts``; ``model`` (the log's
+    :meth:`~anyagentd.engine.event_log.EventLog.model`) builds the model of one when its line needs the
+    serializer."""
     try:
-        return _flat_lines(events), None, None
+        return _flat_lines(events, model), None, None
     except Exception:  # noqa: BLE001 - rare: find the culprit one by one
         pass
     written, bad, error = [], None, None
     for event in events:
+        event = model(event)
         try:
             written.append(event_line(event))
         except Exception as err:  # noqa: BLE001 - whatever it is, it fails its session, not the writer
@@ -558,8 +572,8 @@ class WireServer:
         unwritable: AnyagentError | None = None
         error: AnyagentError | None = None
         try:
-            async for batch in session.event_batches(BATCH):
-                data, bad, why = event_lines(batch)
+            async for batch in session.event_batches(BATCH, parts=True):
+                data, bad, why = event_lines(batch, session.log.model)
                 if data:
                     await self._out.put(data)
                 if bad is not None and unwritable is None:

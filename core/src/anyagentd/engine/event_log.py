@@ -9,10 +9,17 @@ ring skips what is gone and counts it in ``dropped``.
 Cost per appended event: a list store and two integer compares; readers take slices, not single events, and never
 yield to the event loop while events are waiting (a reader that never blocks drains everything in one go). The
 engine yields to its readers during a burst when one of them is half way to its bound (:attr:`EventLog.behind`).
+
+The engine appends an event's parts, a plain tuple ``(sequence, ns, session_id, turn_info, kind, extensions)``
+(wall clock in ns, ``extensions`` ``None`` for none), not its pydantic model: building an ``Event`` and its
+``SystemTime`` per delta was a fifth of the flood's cost (issue 17). A reader gets models (each built once, the
+first time any reader takes it, and kept in the ring in place of its parts) unless it asks for parts
+(``parts=True``: the wire's writer formats its lines from them; :meth:`EventLog.model` builds one on demand).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -34,13 +41,14 @@ class EventLog:
     last event, and later appends are ignored.
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, build: Callable[..., Event] | None = None) -> None:
         if capacity < 1:
             raise ValueError("an event log holds at least one event")
         self.capacity = capacity
+        self._build = build  # Event from (sequence, ns, session_id, turn_info, kind, extensions); for appended parts
         self.newest_seq = 0
         self.closed = False
-        self._ring: list[Event] = []  # grows to capacity, then wraps: the event of seq s is at (s - 1) % capacity
+        self._ring: list[Event | tuple[Any, ...]] = []  # grows to capacity, then wraps: seq s is at (s - 1) % capacity
         self._readers: list[Subscription] = []
         self._wake: anyio.Event | None = None
         self._lag_at: float = _NEVER  # a reader lags when newest_seq passes this
@@ -58,9 +66,10 @@ class EventLog:
         """Whether a reader has left half its bound undrained: the engine should let its readers run."""
         return self.newest_seq > self._yield_at
 
-    def append(self, event: Event) -> None:
-        """Hold ``event`` (its ``sequence`` must be ``newest_seq + 1``), wake waiting readers and drop the readers
-        it puts past their bound. Ignored after :meth:`close`."""
+    def append(self, event: Event | tuple[Any, ...]) -> None:
+        """Hold ``event``, a model or its parts (see the module; parts need the log's ``build``); its ``sequence``
+        must be ``newest_seq + 1``. Wakes waiting readers and drops the readers it puts past their bound. Ignored
+        after :meth:`close`."""
         if self.closed:
             return
         ring = self._ring
@@ -76,17 +85,36 @@ class EventLog:
             self._wake = None
             wake.set()
 
-    def read(self, after: int, limit: int) -> list[Event]:
-        """Up to ``limit`` held events with sequence greater than ``after``, oldest first."""
+    def read(self, after: int, limit: int, *, parts: bool = False) -> list[Any]:
+        """Up to ``limit`` held events with sequence greater than ``after``, oldest first: models, or with
+        ``parts`` as held (a model or its parts tuple, see the module)."""
         start = max(after + 1, self.oldest_seq)
         stop = min(self.newest_seq, start + limit - 1)
         if stop < start:
             return []
         ring, capacity = self._ring, self.capacity
         if len(ring) < capacity:
-            return ring[start - 1 : stop]
-        i, j = (start - 1) % capacity, (stop - 1) % capacity + 1
+            i, j = start - 1, stop
+        else:
+            i, j = (start - 1) % capacity, (stop - 1) % capacity + 1
+        if not parts:
+            self._build_models(i, j)
         return ring[i:j] if i < j else ring[i:] + ring[:j]
+
+    def model(self, event: Event | tuple[Any, ...]) -> Event:
+        """The ``Event`` of an entry :meth:`read` returned with ``parts`` (built anew for parts; not kept)."""
+        if event.__class__ is not tuple:
+            return event  # type: ignore[return-value]
+        assert self._build is not None, "parts were appended to a log without a build function"
+        sequence, ns, session_id, turn_info, kind, extensions = event
+        return self._build(sequence, ns, session_id, turn_info, kind, {} if extensions is None else extensions)
+
+    def _build_models(self, i: int, j: int) -> None:
+        # Replace the parts in ring[i:j] (wrapping when j <= i) by their models, so every reader shares them.
+        ring, model = self._ring, self.model
+        for k in range(i, j) if i < j else itertools.chain(range(i, len(ring)), range(j)):
+            if ring[k].__class__ is tuple:
+                ring[k] = model(ring[k])
 
     def events(self) -> list[Event]:
         """Every event held, oldest first (a copy)."""
@@ -194,8 +222,9 @@ class Subscription:
         self._end_seq = end_seq
         self.error = ConsumerLagged(f"more than {self.bound} events undrained", "this reader was dropped")
 
-    def take(self, max_events: int) -> list[Event]:
-        """The events waiting for this reader (at most ``max_events``), without waiting; ``[]`` if none."""
+    def take(self, max_events: int, *, parts: bool = False) -> list[Any]:
+        """The events waiting for this reader (at most ``max_events``), without waiting; ``[]`` if none. With
+        ``parts``, as the log holds them (see :meth:`EventLog.read`)."""
         log = self._log
         end = log.newest_seq if self._end_seq is None else self._end_seq
         if self.cursor >= end:
@@ -204,7 +233,7 @@ class Subscription:
         if gone > 0:
             self.dropped += gone
             self.cursor += gone
-        batch = log.read(self.cursor, min(max_events, end - self.cursor))
+        batch = log.read(self.cursor, min(max_events, end - self.cursor), parts=parts)
         self.cursor += len(batch)
         if self._end_seq is None:
             log.reader_moved()
@@ -225,11 +254,11 @@ class Subscription:
         while (batch := await self.next_batch(max_events)) is not None:
             yield batch
 
-    async def next_batch(self, max_events: int = 1024) -> list[Event] | None:
+    async def next_batch(self, max_events: int = 1024, *, parts: bool = False) -> list[Any] | None:
         """The next batch (waiting for one when none is there), or ``None`` at the end; raises ``ConsumerLagged``
-        once the events held when this reader lagged are taken."""
+        once the events held when this reader lagged are taken. ``parts`` as for :meth:`take`."""
         while True:
-            batch = self.take(max_events)
+            batch = self.take(max_events, parts=parts)
             if batch:
                 return batch
             if self.finished:

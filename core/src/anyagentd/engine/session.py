@@ -169,6 +169,11 @@ _new_event = _first_event
 """Build one ``Event`` from valid parts (sequence, wall clock in ns, session id, turn_info, kind, extensions)."""
 
 
+def _build_event(*parts: Any) -> Event:
+    """The session log's ``build``: :data:`_new_event` as it is when a reader first asks for the model."""
+    return _new_event(*parts)
+
+
 def next_session_id() -> str:
     """A process-global session id, ``s1``, ``s2``…"""
     return f"s{next(_session_ids)}"
@@ -253,7 +258,7 @@ class Session:
         self._steer: _PendingSteer | None = None
         self._status: SessionStatus = "Idle"
         self._admission = admission or Admission()
-        self.log = EventLog(max(settings.log_size, settings.event_bound))
+        self.log = EventLog(max(settings.log_size, settings.event_bound), _build_event)
         self.projections = Projections()
         # The primary reader exists from the start, so events wait for events()/event_batches() (the wire's).
         self._primary = self.log.subscribe(0, bound=settings.event_bound, on_lag=self._lagged, raise_on_lag=False)
@@ -410,12 +415,14 @@ class Session:
         finally:
             self._consumed = False  # closing this iterator frees the primary reader at once
 
-    async def event_batches(self, max_events: int = 1024) -> AsyncIterator[list[Event]]:
+    async def event_batches(self, max_events: int = 1024, *, parts: bool = False) -> AsyncIterator[list[Any]]:
         """Like :meth:`events`, but yields every event already waiting (up to ``max_events``) as one list, so a
-        consumer that writes them together keeps up with a fast agent."""
+        consumer that writes them together keeps up with a fast agent. With ``parts`` a list may hold an event's
+        parts tuple in place of its model (see :mod:`.event_log`; ``self.log.model`` builds it): the wire's writer
+        formats its lines from them without building a model per event."""
         self._claim_primary()
         try:
-            async for batch in self._batches(max_events):
+            async for batch in self._batches(max_events, parts):
                 yield batch
         finally:
             self._consumed = False
@@ -425,9 +432,9 @@ class Session:
             raise InvalidRequest("this session's events already have a consumer")
         self._consumed = True
 
-    async def _batches(self, max_events: int) -> AsyncIterator[list[Event]]:
+    async def _batches(self, max_events: int, parts: bool = False) -> AsyncIterator[list[Any]]:
         primary = self._primary
-        while (batch := await primary.next_batch(max_events)) is not None:
+        while (batch := await primary.next_batch(max_events, parts=parts)) is not None:
             yield batch
         error, self._terminal_error = self._terminal_error, None
         if error is not None:
@@ -627,8 +634,7 @@ class Session:
         if log.closed:
             return  # the session has ended: nothing more is emitted
         ns = time.time_ns()
-        extensions = {} if extensions is None else extensions
-        log.append(_new_event(log.newest_seq + 1, ns, self.id, turn_info, kind, extensions))
+        log.append((log.newest_seq + 1, ns, self.id, turn_info, kind, extensions))  # its parts: see EventLog
         self.projections.apply(kind if isinstance(kind, str) else kind.TAG, kind, turn_info, extensions, ns)
 
     def _lagged(self, reader: Subscription) -> None:
