@@ -1,6 +1,6 @@
 """The conformance suite's own tests: it passes a sound adapter, and it fails a deliberately broken one with a
 message that tells the author what to fix (one that reports a Failed stop for a cancel, one that leaves its
-process behind).
+process behind, one that never ends a turn).
 
 Each case runs the kit in a fresh pytest (``pytester``) against the real pinned Claude Code: the adapter is the
 real one, wrapped so that it breaks one rule. The inner suite is what an author outside this repository writes: a
@@ -56,6 +56,19 @@ class LeftBehind(ClaudeAdapter):
         return conn
 
 
+class NeverEnds(ClaudeAdapter):
+    """Never reports the end of a turn."""
+
+    async def connect(self, *args: Any, **kwargs: Any) -> AgentConnection:
+        conn = await super().connect(*args, **kwargs)
+
+        async def turn_ended(stop: Any) -> None:
+            pass
+
+        conn.link.turn_ended = turn_ended
+        return conn
+
+
 class TestKit(Conformance):
     agent = "claude"
     ADAPTER = os.environ["KIT_ADAPTER"]
@@ -70,7 +83,8 @@ class TestKit(Conformance):
 
     def runtime(self):
         rt = Runtime()
-        adapters = {"FailedCancel": FailedCancel, "LeftBehind": LeftBehind, "ClaudeAdapter": ClaudeAdapter}
+        adapters = {"FailedCancel": FailedCancel, "LeftBehind": LeftBehind, "NeverEnds": NeverEnds,
+                    "ClaudeAdapter": ClaudeAdapter}
         rt.adapters["claude"] = adapters[self.ADAPTER]()
         return rt
 '''
@@ -109,3 +123,11 @@ def test_a_process_left_behind_fails_the_kit_saying_what_to_fix(pytester: pytest
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*AdapterContractError: processes * of the agent are still running after close*",
                                  "*what to fix: close (and kill) must end the agent's whole process group*"])
+
+
+def test_a_turn_that_never_ends_fails_the_kit_naming_the_usual_causes(pytester: pytest.Pytester) -> None:
+    result = run_kit(pytester, "NeverEnds", "test_text_assembly")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*AdapterContractError: no TurnEnded within 25.0 s (last events: [*'MessageEnded'*",
+                                 "*what to fix: report TurnAck (link.turn_ack()) when the agent accepts the prompt*"])
+    result.stdout.no_fnmatch_line("*processes * still running*")

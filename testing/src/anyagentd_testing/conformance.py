@@ -76,12 +76,21 @@ def schema_errors(event: Any) -> list[str]:
 
 
 class CheckedStream(EventStream):
-    """An :class:`EventStream` that checks every event it reads against the wire schema."""
+    """An :class:`EventStream` that checks every event it reads against the wire schema; a wait that runs out
+    raises :class:`AdapterContractError` naming what was awaited and the usual causes."""
 
     async def next(self, timeout: float | None = None) -> Any:
         event = await super().next(timeout)
         self._check(event)
         return event
+
+    async def until(self, name: str, timeout: float | None = None) -> Any:
+        try:
+            return await super().until(name, timeout)
+        except TimeoutError:
+            seen = [e.tag for e in self.seen[-8:]]
+            require(False, f"no {name} within {self.timeout if timeout is None else timeout} s (last events: {seen})",
+                    STALLED_FIX)  # fmt: skip
 
     async def rest(self, timeout: float | None = None) -> list[Any]:
         out = await super().rest(timeout)
@@ -94,6 +103,13 @@ class CheckedStream(EventStream):
         errors = schema_errors(event)
         require(not errors, f"event {event.tag} is not valid on the wire: {errors[:3]}",
                 "build events from anyagentd.model types with the fields the schema requires")  # fmt: skip
+
+
+STALLED_FIX = (
+    "report TurnAck (link.turn_ack()) when the agent accepts the prompt and before the turn's events and its "
+    "TurnEnded: the engine drops content and ends that come before the ack as the previous turn's; end every "
+    "turn with link.turn_ended(...); when the agent's output ends, call output_ended() (ProcessConnection's "
+    "reader does) so a dead agent fails the turn instead of stalling it")
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -113,7 +129,7 @@ async def wait_gone(process: Any, timeout: float = 3.0) -> list[int]:
     """The pids of ``process``'s group and lineage still running once they are gone or ``timeout`` s passed."""
     deadline = time.monotonic() + timeout
     while True:
-        left = ([process.pid] if process_group_alive(process.pid) else []) + marked_processes(process.mark)
+        left = sorted({*([process.pid] if process_group_alive(process.pid) else []), *marked_processes(process.mark)})
         if not left or time.monotonic() > deadline:
             return left
         await anyio.sleep(0.05)
@@ -222,7 +238,7 @@ class Conformance:
             await process.kill()  # so the suite goes on: the adapter under test left these running
         require(not left, f"processes {left} of the agent are still running after close",
                 "close (and kill) must end the agent's whole process group: ProcessConnection.close does, or "
-                "call AgentProcess.close from your connection's close")  # fmt: skip
+                "call AgentProcess.terminate (kill: AgentProcess.kill) from your connection's close")  # fmt: skip
         await stream.rest()
         require(took < self.close_within, f"close took {took:.1f} s (more than {self.close_within} s)",
                 "close ends the agent gracefully and promptly; the engine kills it after 5 s")  # fmt: skip
@@ -526,7 +542,9 @@ class Conformance:
         await self._wait_requests(server, 2)
         steer = await session.prompt("also this")
         require(steer.kind.TAG == "Steered" and steer.kind.turn_id == first.kind.turn_id,
-                f"a prompt into a running turn was {steer.kind.TAG}", "report Steered(accepted=True)")  # fmt: skip
+                f"a prompt into a running turn was {steer.kind.TAG}",
+                "the agent advertises Steer: implement steer and report Steered(accepted=True), or stop "
+                "advertising Steer")  # fmt: skip
         ended = await stream.until("TurnEnded")
         require(stop_name(ended.kind.stop) == "Completed", f"the steered turn ended {ended.kind.stop!r}",
                 "the steered turn goes on to its end")  # fmt: skip
