@@ -424,3 +424,24 @@ def test_a_person_answers_a_permission_from_the_command_line(a2a_daemon: Any) ->
     task = daemon.rpc("GetTask", {"id": task_id}).json()["result"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert [p["text"] for m in task["history"] for p in m["parts"] if p.get("text") == "allow"] == ["allow"]
+
+
+def test_a_daemon_that_dies_mid_send_is_a_lost_connection_not_a_refusal(a2a_daemon: Any, tmp_path: Path) -> None:
+    """``anyagentd a2a send`` to a daemon killed while the turn runs: one line saying the connection was lost
+    (the daemon refused nothing), exit 1, no traceback."""
+    import signal
+    import subprocess
+
+    script = tmp_path / "slow.json"
+    script.write_text(json.dumps(SLOW))
+    daemon = a2a_daemon(mock=str(script))
+    sending = subprocess.Popen([ANYAGENTD, "a2a", "send", daemon.url, "go"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not daemon.rpc("ListTasks", {}).json()["result"].get("tasks") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    daemon.process.send_signal(signal.SIGKILL)
+    out, err = sending.communicate(timeout=60)
+    assert sending.returncode == 1 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith(f"anyagentd a2a: lost the connection to {daemon.url} before its answer: "), err

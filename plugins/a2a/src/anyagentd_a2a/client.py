@@ -143,6 +143,17 @@ def _said(err: BaseException) -> str:
     return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
 
+def _transport_failed(err: BaseException) -> bool:
+    """Whether ``err`` (or what it wraps: the SDK re-raises httpx's errors as its own) is a failure of the
+    connection itself (refused, reset, closed mid-answer, timed out) rather than an answer."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, httpx.TransportError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 @asynccontextmanager
 async def connect(url: str, token: str | None, *, command: bool = False,
                   timeout: float = 600.0) -> AsyncIterator[Any]:  # fmt: skip
@@ -198,6 +209,8 @@ async def send(url: str, text: str, token: str | None, *, context_id: str | None
             payload = await _send_one(client, message, immediately=immediately)
         except Exception as err:  # noqa: BLE001
             said = _said(err)
+            if _transport_failed(err):  # the daemon went away (or never answered): it refused nothing
+                raise ClientError(f"lost the connection to {url} before its answer: {said}") from None
             hint = f"; sign in with `anyagentd a2a login {_key(url)}`" if "401" in said else ""
             raise ClientError(f"{url} refused the message: {said}{hint}") from None
     task = payload.get("task")
