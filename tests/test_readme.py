@@ -78,9 +78,10 @@ def clone(tmp_path: Path) -> Path:
 
 def test_the_walkthroughs_are_marked_in_order() -> None:
     blocks = walkthroughs()
-    assert list(blocks) == ["quick-start", "a2a", "setup", "shell", "claude", "codex", "acp"]
+    assert list(blocks) == ["quick-start", "a2a", "setup", "shell", "claude", "codex", "acp", "opencode"]
     setup = blocks["setup"]
-    for distribution in ("./core", "./testing", "./adapters/claude", "./adapters/codex", "./adapters/acp_generic"):
+    for distribution in ("./core", "./testing", "./adapters/claude", "./adapters/codex", "./adapters/acp_generic",
+                         "./adapters/opencode"):
         assert f"-e {distribution}" in setup  # what the clone fixture stands for
     assert "npm install" in setup
 
@@ -99,16 +100,17 @@ def test_quick_start_runs_as_written(tmp_path: Path) -> None:
 
 def test_real_agent_walkthroughs_run_as_written(clone: Path) -> None:
     blocks = walkthroughs()
-    script = "\n".join(blocks[name] for name in ("shell", "claude", "codex", "acp"))
-    status, out, err = run_bash(script, clone, "y\n" * 4)  # one answer per permission prompt, in order
+    script = "\n".join(blocks[name] for name in ("shell", "claude", "codex", "acp", "opencode"))
+    status, out, err = run_bash(script, clone, "y\n" * 5)  # one answer per permission prompt, in order
     assert status == 0, f"stdout:\n{out[-2000:]}\nstderr:\n{err[-5000:]}"
     assert "command not found" not in err
     assert (clone / "work" / "hello.txt").read_text() == "hello\n"  # claude's Write
     assert (clone / "work" / "hello-codex.txt").read_text() == "hello from codex\n"  # codex's command
     assert (clone / "work-acp" / "hello-codex.txt").read_text() == "hello from codex\n"  # codex-acp
     assert (clone / "work-acp" / "hello.txt").read_text() == "hello\n"  # claude-acp
-    assert err.count("Allow?") == 4 and err.count("■ Completed") == 4
-    assert out.splitlines() == ["hello", "hello from codex", "hello from codex", "hello"]  # the `cat`s
+    assert (clone / "work" / "hello-opencode.txt").read_text() == "hi\n"  # opencode's write
+    assert err.count("Allow?") == 5 and err.count("■ Completed") == 5
+    assert out.splitlines() == ["hello", "hello from codex", "hello from codex", "hello", "hi"]  # the `cat`s
 
 
 def test_python_api_example_runs_as_written(tmp_path: Path) -> None:

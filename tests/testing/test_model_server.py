@@ -588,6 +588,8 @@ def test_cli_writes_env_and_url_files_ready_for_a_shell(tmp_path):
         assert acp.endswith("-c approval_policy=untrusted -c sandbox_mode=workspace-write")
         assert values["ANYAGENTD_CODEX_ACP_ARGS"].startswith(values["ANYAGENTD_CODEX_ARGS"])
         assert "codex-resources" in values["PATH"].split(":")[0]  # Codex's bwrap first on PATH
+        opencode = json.loads(values["OPENCODE_CONFIG_CONTENT"])
+        assert opencode["provider"]["anthropic"]["options"]["baseURL"] == url + "/v1"
         reply = httpx.post(url + "/v1/messages", json={"model": "m", "max_tokens": 99, "tools": TOOLS,
                                                           "messages": [user()]})
         assert reply.json()["content"][0]["text"] == "sourced"

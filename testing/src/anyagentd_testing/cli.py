@@ -31,10 +31,11 @@ def environment(url: str) -> dict[str, str]:
     """The variables that point every pinned agent CLI at the model server at ``url``: Claude Code's
     (``claude_env``), Codex's key (``codex_env``), the provider flags for Codex (``ANYAGENTD_CODEX_ARGS``) and
     codex-acp (``ANYAGENTD_CODEX_ACP_ARGS``, with an approval policy and sandbox that ask before writing), and the
-    server's URL. ``HOME`` is left to the caller (use a throwaway one)."""
-    from .agents import claude_env, codex_args, codex_env
+    server's URL, and opencode's (``opencode_env``: its Anthropic provider in ``OPENCODE_CONFIG_CONTENT``).
+    ``HOME`` is left to the caller (use a throwaway one)."""
+    from .agents import claude_env, codex_args, codex_env, opencode_env
 
-    env = {URL_ENV: url, **claude_env(url), **codex_env()}
+    env = {URL_ENV: url, **claude_env(url), **codex_env(), **opencode_env(url)}
     env["ANYAGENTD_CODEX_ARGS"] = shlex.join(codex_args(url))
     env["ANYAGENTD_CODEX_ACP_ARGS"] = shlex.join([*codex_args(url), *ACP_APPROVAL_ARGS])
     return env
