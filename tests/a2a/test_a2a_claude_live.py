@@ -96,6 +96,48 @@ def test_kill_9_mid_turn_then_the_next_message_resumes(claude: Any, a2a_daemon: 
     wait_state(again, answer["id"], "TASK_STATE_COMPLETED")
 
 
+def test_an_idle_session_is_closed_and_the_next_message_resumes_it(claude: Any, a2a_daemon: Any, work: Path,
+                                                                    tmp_path: Path) -> None:  # fmt: skip
+    """``[a2a.pool] idle_close``: Claude Code's idle session is closed (its process gone) and the next message in the
+    context resumes the agent's conversation with its token: the model endpoint sees the earlier turn."""
+    import time
+
+    from test_a2a_warm import descendants, status_values, wait_log
+
+    server = claude({"turns": [{"text": "Noted the word."}, {"text": "The word was MANGO."}]})
+
+    def clis() -> list[int]:
+        """The daemon's descendants running Claude Code."""
+        found = []
+        for pid in descendants(daemon.process.pid):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                    if b"claude" in cmdline.read():
+                        found.append(pid)
+            except OSError:
+                continue
+        return found
+
+    daemon = a2a_daemon(config=claude_config(work) + "[a2a.pool]\nidle_close = 3\n")
+    first = daemon.send_text("Remember the word MANGO.", context_id="fruit")
+    assert first["status"]["state"] == "TASK_STATE_COMPLETED", first
+    assert clis()  # warm: the CLI outlives the turn
+    wait_recorded(tmp_path / "home", "Noted the word.")
+    wait_log(daemon, "closing the idle session of conversation fruit", timeout=30)
+    deadline = time.monotonic() + 10
+    while clis() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not clis()  # the CLI is gone
+    assert status_values(daemon)["liveAgents"] == 0 and status_values(daemon)["idleCloses"] == 1
+    answer = daemon.send_text("Which word?", context_id="fruit")
+    assert answer["status"]["state"] == "TASK_STATE_COMPLETED", answer
+    assert answer["status"]["message"]["parts"][0]["text"] == "The word was MANGO."
+    text = request_text(server.main_requests()[-1])
+    assert "Remember the word MANGO." in text and "Noted the word." in text  # the history came back
+    assert any("resumed the agent's session" in line for line in daemon.stderr)
+    assert "freshSession" not in answer.get("metadata", {})
+
+
 def test_question_over_a2a_answered_by_label(claude: Any, a2a_daemon: Any, work: Path) -> None:
     server = claude({"turns": [
         {"tool": {"name": "AskUserQuestion", "input": {"questions": [{

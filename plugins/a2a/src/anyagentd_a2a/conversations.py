@@ -164,6 +164,7 @@ class Conversation:
         self._open_lock = anyio.Lock()
         self._last_ticket = anyio.Event()  # set when the previous prompt was delivered: prompts keep arrival order
         self._last_ticket.set()
+        self.fresh_note: str | None = None  # set when the session was reopened afresh after earlier turns
         self._inflight: TaskRun | None = None
         self._by_prompt: dict[str, TaskRun] = {}
         self._by_turn: dict[str, TaskRun] = {}
@@ -182,6 +183,15 @@ class Conversation:
         """Live, no task of it live, and its session Idle: closing it loses nothing (the next message resumes)."""
         busy = any(r.conversation is self for r in self.host.runs.values())
         return self.live and not busy and self.session.status == "Idle"
+
+    @property
+    def resumable(self) -> bool:
+        """Whether closing the live session loses nothing: the agent advertises Resume and the session has a
+        resume token (the next message reopens it where it was)."""
+        if not self.live:
+            return False
+        info = self.session.info()
+        return bool(info.resume_token) and info.details.capabilities.has("Resume")
 
     async def session_for(self, require_resume: bool = False) -> Any:
         """The live session, opening it (resuming the stored agent conversation when there is one; with
@@ -216,6 +226,9 @@ class Conversation:
             session = await self.session_for(require_resume)
             if run.terminal:
                 return  # cancelled before its prompt was delivered: it never runs
+            if self.fresh_note:  # say so on the task: the agent no longer knows the earlier turns
+                note, self.fresh_note = self.fresh_note, None
+                run.status(TaskState.TASK_STATE_WORKING, [Part(text=note)], metadata={"freshSession": True})
             self._inflight = run
             try:
                 delivery = await session.prompt(prompt.text, list(prompt.attachments))
@@ -449,6 +462,7 @@ class Conversations:
         self.opening: set[Conversation] = set()  # reserved a place in the pool, session not yet open
         self.evictions = 0
         self.idle_closes = 0
+        self.kept_unresumable: set[str] = set()  # contexts whose "kept open" was logged (once each)
         self._room = anyio.Lock()
 
     def live(self) -> list[Conversation]:
@@ -487,9 +501,13 @@ class Conversations:
                     log.warning("pool: %s and none idle; opening conversation %s past the cap", why,
                                 opening.context_id)  # fmt: skip
                     break
-                victim = min(idle, key=lambda c: c.last_active)
+                # one whose agent resumes loses nothing: the least recently used of those first
+                victim = min(idle, key=lambda c: (not c.resumable, c.last_active))
                 self.evictions += 1
                 log.info("pool: %s; evicting the least recently used conversation %s", why, victim.context_id)
+                if not victim.resumable:
+                    log.warning("pool: the agent of conversation %s cannot resume; its next message starts a fresh "
+                                "agent conversation", victim.context_id)  # fmt: skip
                 await victim.session.close()
             self.opening.add(opening)
 
@@ -508,13 +526,21 @@ class Conversations:
 
     async def close_idle(self, idle: float) -> None:
         """Close the session of every conversation with no live task, an Idle session and no activity for ``idle``
-        seconds; the next message reopens it (resuming the agent's conversation where the agent can)."""
+        seconds whose agent can resume (the next message reopens it where it was); one whose agent cannot stays open
+        (closing it would lose the conversation; only the cap, :meth:`make_room`, closes it)."""
         busy = {id(r.conversation) for r in self.runs.values()}
         now = anyio.current_time()
         for conversation in list(self.conversations.values()):
             session = conversation.session
             if (session is None or session.closed or id(conversation) in busy or session.status != "Idle"
                     or now - conversation.last_active < idle):  # fmt: skip
+                continue
+            if not conversation.resumable:
+                # closing it would lose the conversation: only the cap (eviction) may close it
+                if conversation.context_id not in self.kept_unresumable:
+                    self.kept_unresumable.add(conversation.context_id)
+                    log.info("conversation %s is idle, but its agent cannot resume: its session stays open (the "
+                             "pool's cap still bounds it)", conversation.context_id)  # fmt: skip
                 continue
             log.info("closing the idle session of conversation %s", conversation.context_id)
             self.idle_closes += 1

@@ -436,6 +436,9 @@ class Daemon:
                 log.warning("conversation %s: resume failed (%s); starting afresh", conversation.context_id,
                             err.message)  # fmt: skip
         session = await self._open_agent(conversation, permission_mode=approval)
+        if conversation.turns:  # the agent no longer knows this conversation's earlier turns: the task says so
+            conversation.fresh_note = ("This conversation's agent session was closed and could not be resumed; "
+                                       "this turn starts a fresh agent conversation.")  # fmt: skip
         return self._opened(conversation, session)
 
     async def _open_agent(self, conversation: Conversation, **options: Any) -> Any:
