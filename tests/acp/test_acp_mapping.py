@@ -13,7 +13,14 @@ from anyagentd.errors import InvalidConfiguration
 from anyagentd.model import AgentInstallation
 from anyagentd_acp.connection import login_methods, mcp_renderers, prompt_blocks
 from anyagentd_acp.launch import extra_args, launch_argv
-from anyagentd_acp.mapping import RAW_UPDATE, SessionState, UpdateMapper, merge_tool, stop_reason
+from anyagentd_acp.mapping import (
+    CLOSED_AT_TURN_END,
+    RAW_UPDATE,
+    SessionState,
+    UpdateMapper,
+    merge_tool,
+    stop_reason,
+)
 
 FIXTURES = Path(__file__).with_name("fixtures")
 pytestmark = pytest.mark.anyio
@@ -90,6 +97,67 @@ async def test_message_ids_and_suppressed_replay() -> None:
     mapper.suppress_content = True
     await mapper.handle({"sessionId": "x", "update": chunk})
     assert len(link.reports) == 6
+
+
+SID = "01a231be-8c48-7313-8c39-dda7118f372d"
+CALL = "call_mock_cd88422399a1457ca757cebe"
+UNFINISHED_EXEC = [  # codex-acp 0.16.0 under load (trimmed): the exec's tool_call, never its completed update
+    {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Writing the file."}},
+    {"sessionUpdate": "tool_call", "toolCallId": CALL, "title": "printf 'hi\\n' > out.txt", "kind": "execute",
+     "status": "in_progress",
+     "rawInput": {"call_id": CALL, "command": ["/bin/bash", "-lc", "printf 'hi\\n' > out.txt"]}},
+    {"sessionUpdate": "usage_update", "used": 9639, "size": 258400},
+    {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Done."}},
+    {"sessionUpdate": "usage_update", "used": 9739, "size": 258400},
+]  # fmt: skip
+"""Then ``{"result": {"stopReason": "end_turn"}}``; nothing about the tool came later (3 s watched)."""
+
+
+async def ended_tools(updates: list[dict[str, Any]], reason: str) -> list[Any]:
+    """The ToolUpdated reports (kind, extensions) of ``updates`` then the prompt's answer ``reason``."""
+    link = RecordingLink()
+    mapper = UpdateMapper(link, SessionState())
+    for update in updates:
+        await mapper.handle({"sessionId": SID, "update": update})
+    await mapper.end_turn(stop_reason(reason))
+    return [(r.kind.value, r.extensions) for r in link.reports if getattr(r.kind, "TAG", None) == "ToolUpdated"]
+
+
+async def test_a_tool_left_running_at_end_turn_is_completed() -> None:
+    (running, _), (done, extensions) = await ended_tools(UNFINISHED_EXEC, "end_turn")
+    assert running.status == "Running" and running.input.command.endswith("out.txt")
+    assert done.status == "Completed" and done.id == CALL and done.input == running.input
+    assert extensions == {CLOSED_AT_TURN_END: True}
+
+
+@pytest.mark.parametrize(("reason", "status"), [("cancelled", "Cancelled"), ("max_tokens", "Failed"),
+                                                ("refusal", "Completed")])  # fmt: skip
+async def test_a_tool_left_open_follows_the_stop(reason: str, status: str) -> None:
+    tools = await ended_tools(UNFINISHED_EXEC, reason)
+    assert [t.status for t, _ in tools] == ["Running", status]
+
+
+async def test_a_tool_that_never_started_is_cancelled_and_finished_tools_stay() -> None:
+    pending = {"sessionUpdate": "tool_call", "toolCallId": "p", "title": "rm x", "kind": "execute", "status": "pending"}
+    done = [{"sessionUpdate": "tool_call", "toolCallId": "d", "title": "ls", "kind": "execute",
+             "status": "in_progress"},
+            {"sessionUpdate": "tool_call_update", "toolCallId": "d", "status": "failed"}]  # fmt: skip
+    tools = await ended_tools([pending, *done], "end_turn")
+    assert [(t.id, t.status) for t, _ in tools] == [("p", "Pending"), ("d", "Running"), ("d", "Failed"),
+                                                    ("p", "Cancelled")]  # fmt: skip
+
+
+async def test_only_reported_tools_are_ended_and_each_once() -> None:
+    link = RecordingLink()
+    mapper = UpdateMapper(link, SessionState())
+    mapper.permission_tool(s.ToolCallUpdate(tool_call_id="asked", title="rm x", kind="execute", status="pending"))
+    await mapper.end_turn(stop_reason("end_turn"))
+    assert not link.events("ToolUpdated")  # a permission's tool the agent never reported: nothing to end
+    for update in UNFINISHED_EXEC:
+        await mapper.handle({"sessionId": SID, "update": update})
+    await mapper.end_turn(stop_reason("end_turn"))
+    await mapper.end_turn(stop_reason("end_turn"))  # the next prompt's end: the tool is over already
+    assert [t.value.status for t in link.events("ToolUpdated")] == ["Running", "Completed"]
 
 
 def test_merge_tool_is_cumulative() -> None:

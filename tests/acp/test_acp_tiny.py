@@ -24,7 +24,7 @@ from anyagentd.model import AnswerPermission, Http, McpServer, Sse, Stdio
 from anyagentd.runtime import Runtime
 from anyagentd_testing.events import EventStream, event_tag, wait_process_group_gone
 from anyagentd_acp.connection import RAW_LINE
-from anyagentd_acp.mapping import RAW_UPDATE
+from anyagentd_acp.mapping import CLOSED_AT_TURN_END, RAW_UPDATE
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -77,6 +77,20 @@ async def test_tools_and_plan(work: Path) -> None:
         assert last.kind == "Edit" and last.title == "Edit a.txt" and last.output == "edited"
         assert last.diffs[0].new_text == "b" and last.locations == ["/w/a.txt:3"]
         assert last.raw is not None and last.raw.input == {"path": "/w/a.txt"}
+
+
+async def test_a_tool_the_agent_leaves_running_ends_with_the_turn(work: Path) -> None:
+    """codex-acp 0.16.0 under load sometimes answers end_turn without the exec's completed update; the prompt's
+    answer means no tool call is pending (ACP prompt turn), so the tool ends Completed before TurnEnded."""
+    async with Runtime() as rt:
+        session = await rt.open(tiny_ref(), dir=work)
+        stream = EventStream(session)
+        ended = await run_turn(session, stream, "unfinished")
+        assert ended.kind.stop.TAG == "Completed" and ended.kind.background == []
+        tools = stream.of("ToolUpdated")
+        assert [e.kind.value.status for e in tools] == ["Running", "Completed"]
+        assert tools[-1].turn_info.id == ended.turn_info.id and tools[-1].extensions == {CLOSED_AT_TURN_END: True}
+        assert session.status == "Idle"
 
 
 @pytest.mark.parametrize("choice", ["AllowOnce", "AllowAlways", "DenyOnce", "DenyAlways"])

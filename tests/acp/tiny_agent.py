@@ -4,6 +4,7 @@ It shows what the real agents don't: agent-originated content, malformed updates
 crash mid-turn, refusals, modes and config options, session/load. The first word of the prompt picks the act:
 
 ``hello`` thought + text + usage (with cost) + title · ``tools`` plan + a tool call with diff, locations, output ·
+``unfinished`` a tool call left in_progress, then end_turn (codex-acp 0.16.0 sometimes drops the final update) ·
 ``permission`` asks permission (all four option kinds), says which option came back · ``slow`` waits up to 10 s
 for session/cancel · ``deaf N`` ignores session/cancel for N s · ``later`` ends the turn, then writes unprompted text · ``malformed`` a bogus update and a
 non-JSON line, then text · ``oversized N`` an N-byte line, then text · ``crash`` text then exit 3 ·
@@ -171,6 +172,13 @@ class TinyAgent:
         await self.update(sid, s.ToolCallProgress(session_update="tool_call_update", tool_call_id="t1",
                                                   status="completed", content=[s.ContentToolCallContent(
                                                       type="content", content=text("edited"))]))  # fmt: skip
+        await self.say(sid, "Done.")
+        return "end_turn"
+
+    async def act_unfinished(self, sid: str, rest: str, prompt: list[Any]) -> str:
+        await self.update(sid, s.ToolCallStart(session_update="tool_call", tool_call_id="u1", title="printf hi",
+                                               kind="execute", status="in_progress",
+                                               raw_input={"command": ["/bin/bash", "-lc", "printf hi"]}))  # fmt: skip
         await self.say(sid, "Done.")
         return "end_turn"
 

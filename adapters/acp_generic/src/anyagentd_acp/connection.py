@@ -6,8 +6,9 @@
 - Client capabilities sent: no ``fs``, no ``terminal`` (the agents write files themselves; we serve neither),
   ``auth.terminal`` (so agents list their terminal login methods, which AuthRequired carries).
 - StartTurn: TurnAck, then ``session/prompt`` in a task; its ``stopReason`` ends the turn (end_turn → Completed
-  Protocol, cancelled → Cancelled, refusal → Refused, else Failed). Prompted turn ends are deterministic;
-  content between turns opens agent-originated turns that end by inferred completion.
+  Protocol, cancelled → Cancelled, refusal → Refused, else Failed), after the tools the agent left open are
+  ended (``UpdateMapper.end_turn``). Prompted turn ends are deterministic; content between turns opens
+  agent-originated turns that end by inferred completion.
 - ``session/request_permission`` → a Permission request (ACP option kinds → choices); the answer selects the
   exact option offered for that kind. Cancel = ``session/cancel`` notification, then every pending permission
   is answered ``cancelled`` (the engine ends a turn the agent does not end within its ``cancel_grace``).
@@ -448,16 +449,20 @@ class AcpConnection(ProcessConnection):
                 await self.link.auth_lost(login_methods(self.installation.executable_path, self.init))
             else:
                 detail = f"{err}" + (f" ({err.data})" if err.data else "")
-                await self.link.turn_ended(FailedStop(message=f"session/prompt failed: {detail}"))
+                await self._end_turn(FailedStop(message=f"session/prompt failed: {detail}"))
             return
         except Exception as err:  # noqa: BLE001 - e.g. a response the schema refuses
             if self._finish(token):
-                await self.link.turn_ended(FailedStop(message=f"session/prompt failed: {err}"))
+                await self._end_turn(FailedStop(message=f"session/prompt failed: {err}"))
             return
         if not self._finish(token):
             return
-        await self.mapper.new_turn()
-        await self.link.turn_ended(stop_reason(response.stop_reason))
+        await self._end_turn(stop_reason(response.stop_reason))
+
+    async def _end_turn(self, stop: Any) -> None:
+        """Report the prompt's end: the tools the agent left open are ended first (``UpdateMapper.end_turn``)."""
+        await self.mapper.end_turn(stop)
+        await self.link.turn_ended(stop)
 
     async def _prompt(self, blocks: list[Any], token: int) -> acp.PromptResponse:
         """``session/prompt`` once the agent is settled after a cancel (see the module doc); its response."""

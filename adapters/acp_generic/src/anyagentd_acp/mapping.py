@@ -6,7 +6,8 @@
   PlanUpdated, ``usage_update`` → ContextUsage (with ``cost_usd`` for a USD cost); ``available_commands_update``,
   ``current_mode_update``, ``config_option_update`` and ``session_info_update`` change the session's facts
   (reported with ``info_changed``). An update the schema refuses becomes an Info diagnostic carrying the raw
-  update in extensions under :data:`RAW_UPDATE`.
+  update in extensions under :data:`RAW_UPDATE`. When the prompt is answered, :meth:`UpdateMapper.end_turn`
+  ends the tools the agent reported but left open (see there).
 - :class:`SessionState` holds the agent's modes, config options, commands and capabilities, and builds
   ``AgentDetails`` / ``SessionConfiguration`` from them (modes → the live ``mode`` option, set with
   ``session/set_mode``; config options → live options, set with ``session/set_config_option``).
@@ -21,6 +22,7 @@ from typing import Any
 
 from acp import schema as acp
 from anyagentd.model import (
+    ACTIVE_TOOL_STATUSES,
     Mcp,
     AgentDetails,
     Capabilities,
@@ -28,6 +30,7 @@ from anyagentd.model import (
     ConfigChoice,
     ConfigOption,
     ContextUsage,
+    FailedStop,
     FileDiff,
     MessageEnded,
     PathInput,
@@ -52,6 +55,10 @@ from pydantic import ValidationError
 
 RAW_UPDATE = "acp/raw_update"
 """Extension key of an unparseable (or unmapped) update's raw JSON."""
+
+CLOSED_AT_TURN_END = "acp/closed_at_turn_end"
+"""Extension key (value ``true``) of a ToolUpdated whose final status the adapter inferred from the prompt's
+answer because the agent never sent one (:meth:`UpdateMapper.end_turn`)."""
 
 TOOL_KINDS = {
     "read": "Read", "edit": "Edit", "delete": "Delete", "move": "Move", "search": "Search",
@@ -256,6 +263,7 @@ class UpdateMapper:
         self.link = link
         self.state = state
         self.tools: dict[str, ToolUpdate] = {}
+        self._open_tools: set[str] = set()  # ids of tools reported Pending/Running
         self.suppress_content = False
         self._message_ids = itertools.count(1)
         self._segment: tuple[str, str] | None = None  # (update kind, message id) of the open message
@@ -317,6 +325,10 @@ class UpdateMapper:
             if isinstance(update, acp.ToolCallStart) and update.status is None:
                 tool = tool.model_copy(update={"status": "Pending"})
             self.tools[tool.id] = tool
+            if tool.status in ACTIVE_TOOL_STATUSES:
+                self._open_tools.add(tool.id)
+            else:
+                self._open_tools.discard(tool.id)
             await link.emit(ToolUpdated(value=tool))
         elif isinstance(update, acp.AgentPlanUpdate):
             if self.suppress_content:
@@ -353,11 +365,33 @@ class UpdateMapper:
         self.tools[call.tool_call_id] = merge_tool(previous, call.model_copy(update={"content": None}))
         return merge_tool(previous, call)
 
+    async def end_turn(self, stop: Any) -> None:
+        """The prompt was answered with ``stop`` (a ``StopReason``): end the open message, then end every tool
+        reported Pending/Running since its last final status, with extension :data:`CLOSED_AT_TURN_END`.
+
+        ACP's prompt turn ("Check for Completion") has the agent answer ``session/prompt`` only when no tool call
+        is pending, so such a tool is over; only its final ``tool_call_update`` is missing (codex-acp 0.16.0
+        sometimes never sends an exec command's). Its status follows the stop: Cancelled for a cancelled turn,
+        Failed for a failed one, else Completed when it was running (its result went back to the model) and
+        Cancelled when it never started. Without this it would stay Running, and the engine would list it in
+        TurnEnded's ``background`` as a tool still running."""
+        await self._end_segment()
+        open_tools, self._open_tools = self._open_tools, set()
+        for tool_id in sorted(open_tools):
+            tool = self.tools[tool_id]
+            if stop == "Cancelled" or isinstance(stop, FailedStop):
+                status = "Cancelled" if stop == "Cancelled" else "Failed"
+            else:
+                status = "Completed" if tool.status == "Running" else "Cancelled"
+            self.tools[tool_id] = tool = tool.model_copy(update={"status": status})
+            await self.link.emit(ToolUpdated(value=tool), extensions={CLOSED_AT_TURN_END: True})
+
     async def end_message(self) -> None:
         """End the open message (a permission request interrupts it)."""
         await self._end_segment()
 
 
 __all__ = [
-    "PERMISSION_KINDS", "RAW_UPDATE", "SessionState", "UpdateMapper", "merge_tool", "stop_reason", "tool_input",
+    "CLOSED_AT_TURN_END", "PERMISSION_KINDS", "RAW_UPDATE", "SessionState", "UpdateMapper", "merge_tool",
+    "stop_reason", "tool_input",
 ]  # fmt: skip
