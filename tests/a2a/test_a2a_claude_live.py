@@ -48,6 +48,18 @@ def request_text(entry: dict[str, Any]) -> str:
     return json.dumps(entry["body"].get("messages", []), ensure_ascii=False)
 
 
+def ask_the_word(daemon: Any, server: Any, context_id: str, word: str) -> dict[str, Any]:
+    """Ask for the word of the conversation's first turn and check the resumed agent knew it: the answer, the
+    earlier turn in the model's last request, and the daemon's "resumed" log line. Returns the answer's task."""
+    answer = daemon.send_text("Which word did I ask you to remember?", context_id=context_id)
+    assert answer["status"]["state"] == "TASK_STATE_COMPLETED", answer
+    assert answer["status"]["message"]["parts"][0]["text"] == f"The word was {word}."
+    text = request_text(server.main_requests()[-1])
+    assert f"Remember the word {word}." in text and "Noted the word." in text  # the history came back
+    assert any("resumed the agent's session" in line for line in daemon.stderr)
+    return answer
+
+
 @pytest.mark.parametrize("answer", ["allow", "deny"])
 def test_permission_over_a2a(claude: Any, a2a_daemon: Any, work: Path, answer: str) -> None:
     server = claude(WRITE_SCRIPT)
@@ -87,12 +99,7 @@ def test_kill_9_mid_turn_then_the_next_message_resumes(claude: Any, a2a_daemon: 
     lost = again.rpc("GetTask", {"id": running["id"]}).json()["result"]
     assert lost["status"]["state"] == "TASK_STATE_FAILED"
     assert {t["id"] for t in again.rpc("ListTasks").json()["result"]["tasks"]} == {first["id"], running["id"]}
-    answer = again.send_text("Which word did I ask you to remember?", context_id="words")
-    assert answer["status"]["state"] == "TASK_STATE_COMPLETED", answer
-    assert answer["status"]["message"]["parts"][0]["text"] == "The word was PAPAYA."
-    text = request_text(server.main_requests()[-1])
-    assert "Remember the word PAPAYA." in text and "Noted the word." in text  # the history came back
-    assert any("resumed the agent's session" in line for line in again.stderr)
+    answer = ask_the_word(again, server, "words", "PAPAYA")
     wait_state(again, answer["id"], "TASK_STATE_COMPLETED")
 
 
@@ -129,12 +136,7 @@ def test_an_idle_session_is_closed_and_the_next_message_resumes_it(claude: Any, 
         time.sleep(0.1)
     assert not clis()  # the CLI is gone
     assert status_values(daemon)["liveAgents"] == 0 and status_values(daemon)["idleCloses"] == 1
-    answer = daemon.send_text("Which word?", context_id="fruit")
-    assert answer["status"]["state"] == "TASK_STATE_COMPLETED", answer
-    assert answer["status"]["message"]["parts"][0]["text"] == "The word was MANGO."
-    text = request_text(server.main_requests()[-1])
-    assert "Remember the word MANGO." in text and "Noted the word." in text  # the history came back
-    assert any("resumed the agent's session" in line for line in daemon.stderr)
+    answer = ask_the_word(daemon, server, "fruit", "MANGO")
     assert "freshSession" not in answer.get("metadata", {})
 
 
