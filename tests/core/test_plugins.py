@@ -84,6 +84,24 @@ def test_disable_plugins_removes_mock_from_discover() -> None:
     assert [a["id"] for a in json.loads(result.stdout)["agents"]] == ["mock"]
 
 
+def test_loading_plugins_reads_the_installed_entry_points_once(
+        clean_plugin_env: pytest.MonkeyPatch) -> None:  # fmt: skip
+    # Each read scans every installed distribution's metadata (a few ms at start-up); both groups come from one.
+    import importlib.metadata
+
+    calls: list[dict[str, Any]] = []
+    real = importlib.metadata.entry_points
+
+    def counting(**params: Any) -> Any:
+        calls.append(params)
+        return real(**params)
+
+    clean_plugin_env.setattr(importlib.metadata, "entry_points", counting)
+    plugins = Plugins()
+    assert len(calls) == 1
+    assert "mock" in plugins.adapters() and "status" in plugins.ops()  # both groups loaded
+
+
 def test_disable_plugins_in_process(clean_plugin_env: pytest.MonkeyPatch) -> None:
     clean_plugin_env.setenv("ANYAGENTD_DISABLE_PLUGINS", "other, mock")
     plugins = Plugins()
@@ -338,8 +356,8 @@ def _op_family_entry_point(monkeypatch: pytest.MonkeyPatch, module: types.Module
     monkeypatch.setitem(sys.modules, module.__name__, module)
     entry = importlib.metadata.EntryPoint(name="fake-ops", value=module.__name__, group=plugins_module.OP_FAMILY_GROUP)
 
-    def entry_points(*, group: str) -> list[importlib.metadata.EntryPoint]:
-        return [entry] if group == plugins_module.OP_FAMILY_GROUP else []
+    def entry_points(**params: Any) -> importlib.metadata.EntryPoints:
+        return importlib.metadata.EntryPoints([entry]).select(**params)
 
     monkeypatch.setattr(plugins_module.importlib.metadata, "entry_points", entry_points)
 

@@ -24,6 +24,11 @@ HEAVY = ("anyagentd_codex.protocol", "anyagentd_codex.connection", "anyagentd_co
 TRANSPORTS = ("anyagentd_mcp_stdio.transport", "anyagentd_mcp_http.transport", "anyagentd_mcp_sse.transport")
 
 _REPORT = "import sys; print(json.dumps(sorted(m for m in sys.modules if m in HEAVY)))"
+# The first-party adapters register lazily (anyagentd.adapters.lazy): loading and registering them imports their
+# package and plugin module, nothing else of theirs, until a session, probe or plan query uses them.
+ADAPTER_PACKAGES = ("anyagentd_claude", "anyagentd_codex", "anyagentd_opencode", "anyagentd_acp")
+_ADAPTER_MODULES = ("sorted(m for m in sys.modules if m.split('.')[0] in " + repr(ADAPTER_PACKAGES)
+                    + " and m.partition('.')[2] not in ('', 'plugin'))")
 
 
 def _loaded(code: str) -> list[str]:
@@ -53,6 +58,7 @@ def test_serve_greets_first_and_opens_the_mock_without_adapter_session_modules(t
         def report_and_exit(code):
             loaded = sorted(m for m in sys.modules if m in HEAVY and not m.startswith("anyagentd."))
             os.write(2, ("LOADED " + json.dumps(loaded) + "\\n").encode())
+            os.write(2, ("ADAPTER MODULES " + json.dumps({_ADAPTER_MODULES}) + "\\n").encode())
             real_exit(code)
 
         os._exit = report_and_exit
@@ -69,6 +75,29 @@ def test_serve_greets_first_and_opens_the_mock_without_adapter_session_modules(t
     assert "hello" in lines[0] and lines[1]["id"] == 1 and lines[1]["ok"]["agent"]["id"] == "mock"
     assert lines[-1] == {"closed": lines[1]["ok"]["id"]}
     assert "LOADED []" in result.stderr, result.stderr
+    assert "ADAPTER MODULES []" in result.stderr, result.stderr  # every adapter is registered, none imported
+
+
+def test_help_imports_no_adapter_module_nor_the_event_model() -> None:
+    # `anyagentd --help` loads every plugin (for their subcommands) and registers no adapter: only the adapters'
+    # packages and plugin modules load, and neither the event model nor pydantic nor anyio.
+    code = textwrap.dedent(f"""
+        import json, sys
+        from anyagentd.cli import main
+        try:
+            main(["--help"], prog_name="anyagentd")
+        except SystemExit as exit:
+            assert exit.code in (0, None), exit.code
+        print(json.dumps([{_ADAPTER_MODULES}, sorted(m for m in sys.modules if m.split(".")[0] in {ADAPTER_PACKAGES!r}),
+                          sorted(m for m in ("anyagentd.model", "pydantic", "anyio", "anyagentd.adapters.interface")
+                                 if m in sys.modules)]))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
+                         env=child_env()).stdout  # fmt: skip
+    adapter_modules, packages, heavy = json.loads(out.strip().splitlines()[-1])
+    assert "Usage: anyagentd" in out and "serve" in out
+    assert {"anyagentd_claude.plugin", "anyagentd_codex.plugin", "anyagentd_acp.plugin"} <= set(packages)
+    assert adapter_modules == [] and heavy == []
 
 
 def test_serve_writes_hello_before_it_loads_the_engine(tmp_path: Path) -> None:

@@ -31,7 +31,9 @@ def register_adapters(register: Callable[[type[AgentAdapter]], None]) -> None:
     """Register agent adapters: call ``register(AdapterClass)`` for each ``AgentAdapter`` subclass.
 
     The class's ``PLUGIN_NAME`` names it and its ``profiles`` are the catalog entries it drives; a profile id
-    registered twice is refused with ``InvalidConfiguration``.
+    registered twice is refused with ``InvalidConfiguration``. ``register(lazy_adapter("pkg.adapter:MyAdapter",
+    name=..., profiles=...))`` (:mod:`anyagentd.adapters.lazy`) registers an adapter whose module is imported only
+    when a session, probe or plan query first uses it, as the first-party adapters do.
     """
 
 

@@ -98,8 +98,9 @@ class Plugins:
         only = _names("ANYAGENTD_LOAD_PLUGINS")
         blocked = _names("ANYAGENTD_DISABLE_PLUGINS") or set()
         seen: set[str] = set()
+        installed = importlib.metadata.entry_points()  # one scan of the distributions for both groups (issue 17)
         for group in (ENTRY_POINT_GROUP, OP_FAMILY_GROUP):
-            for ep in importlib.metadata.entry_points(group=group):
+            for ep in installed.select(group=group):
                 if ep.name in seen or ep.name in blocked or (only is not None and ep.name not in only):
                     continue
                 seen.add(ep.name)

@@ -15,15 +15,17 @@ bounded lines, stderr tail). Modules, one idea each:
 
 from typing import Any
 
+from .plugin import PROFILES
+
 __version__ = "0.1.0"
-__all__ = ["PROFILES", "AcpAdapter", "__version__"]
+__all__ = ["AcpAdapter", "PROFILES", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
     # Loading the entry point (``.plugin``) imports this package: the adapter module loads when the adapter is
-    # registered (``register_adapters``), not when plugins load (issue 17).
-    if name in ("PROFILES", "AcpAdapter"):
-        from . import adapter
+    # first used (``anyagentd.adapters.lazy``), not when plugins load (issue 17).
+    if name == "AcpAdapter":
+        from .adapter import AcpAdapter
 
-        return getattr(adapter, name)
+        return AcpAdapter
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

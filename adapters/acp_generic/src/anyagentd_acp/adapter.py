@@ -10,21 +10,12 @@ from __future__ import annotations
 import tempfile
 
 from anyagentd.adapters.connection import short_lived
-from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile
+from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection
 from anyagentd.model import AgentDetails, AgentInstallation, SessionOptions
 
-# The ACP library takes most of a second to import: it loads only when a session or probe needs it, so
-# `anyagentd serve` and discovery start fast whether or not this plugin is installed.
-PROFILES = (
-    AgentProfile(id="codex-acp", name="Codex (ACP)", executable="codex-acp",
-                 install_hint="npm install -g @zed-industries/codex-acp", acp_args=()),
-    AgentProfile(id="claude-acp", name="Claude Code (ACP)", executable="claude-agent-acp",
-                 install_hint="npm install -g @zed-industries/claude-agent-acp", acp_args=()),
-    AgentProfile(id="gemini", name="Gemini CLI", executable="gemini",
-                 install_hint="npm install -g @google/gemini-cli", acp_args=("--experimental-acp",)),
-)  # fmt: skip
-"""The ACP agents the catalog knows (environment overrides ``ANYAGENTD_CODEX_ACP_BIN``,
-``ANYAGENTD_CLAUDE_ACP_BIN``, ``ANYAGENTD_GEMINI_BIN``)."""
+from .plugin import PROFILES  # the catalog entries live with the registration, which must not import this module
+
+# The ACP library takes most of a second to import: it loads only when a session or probe needs it (.connection).
 
 
 class AcpAdapter(AgentAdapter):

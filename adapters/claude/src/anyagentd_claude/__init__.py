@@ -12,7 +12,19 @@ stream-json``) and the control protocol on the same pipes. Modules, one idea eac
 - :mod:`.plugin`: the pluggy registration.
 """
 
-from .adapter import PROFILE, ClaudeAdapter
+from typing import Any
+
+from .plugin import PROFILE
 
 __version__ = "0.1.0"
 __all__ = ["ClaudeAdapter", "PROFILE", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # Loading the entry point (``.plugin``) imports this package: the adapter module loads when the adapter is
+    # first used (``anyagentd.adapters.lazy``), not when plugins load (issue 17).
+    if name == "ClaudeAdapter":
+        from .adapter import ClaudeAdapter
+
+        return ClaudeAdapter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

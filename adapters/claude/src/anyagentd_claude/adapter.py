@@ -10,22 +10,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from anyagentd.adapters.connection import short_lived
-from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile
+from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection
 from anyagentd.model import AgentDetails, AgentInstallation, SessionOptions
+
+from .plugin import PROFILE  # the catalog entry lives with the registration, which must not import this module
 
 # The session's modules (connection, control, mapping, tools) load on first use, not when the plugin registers the
 # adapter: `anyagentd serve` and `anyagentd run mock` never import them.
 if TYPE_CHECKING:
     from .connection import ClaudeConnection
-
-PROFILE = AgentProfile(
-    id="claude",
-    name="Claude Code",
-    executable="claude",
-    install_hint="npm install -g @anthropic-ai/claude-code",
-    extra_paths=("~/.claude/local", "~/.local/bin"),
-)
-"""Claude Code's catalog entry (environment override ``ANYAGENTD_CLAUDE_BIN``)."""
 
 
 class ClaudeAdapter(AgentAdapter):

@@ -1,15 +1,28 @@
-"""The ``claude`` plugin (entry point ``anyagentd: claude = "anyagentd_claude.plugin"``)."""
+"""The ``claude`` plugin (entry point ``anyagentd: claude = "anyagentd_claude.plugin"``): the catalog entry, and the
+adapter registered lazily (:mod:`.adapter` and what it imports load when a Claude session or probe first needs
+them, not when ``anyagentd --help`` loads the plugins or ``serve`` builds its runtime: issue 17)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
+from anyagentd.adapters.profile import AgentProfile
 from anyagentd.hookspecs import hookimpl
 
-from .adapter import ClaudeAdapter
+PROFILE = AgentProfile(
+    id="claude",
+    name="Claude Code",
+    executable="claude",
+    install_hint="npm install -g @anthropic-ai/claude-code",
+    extra_paths=("~/.claude/local", "~/.local/bin"),
+)
+"""Claude Code's catalog entry (environment override ``ANYAGENTD_CLAUDE_BIN``)."""
 
 
 @hookimpl
 def register_adapters(register: Callable[[Any], None]) -> None:
-    """Register the Claude Code adapter."""
-    register(ClaudeAdapter)
+    """Register the Claude Code adapter (:class:`~anyagentd_claude.adapter.ClaudeAdapter`, imported on first use)."""
+    from anyagentd.adapters.lazy import lazy_adapter
+
+    register(lazy_adapter("anyagentd_claude.adapter:ClaudeAdapter", name="claude", profiles=(PROFILE,)))

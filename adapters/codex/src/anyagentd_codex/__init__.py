@@ -13,7 +13,19 @@ Codex runs as ``codex app-server`` (JSON-RPC 2.0 over stdio, protocol v2). Modul
 - :mod:`.plugin`: the pluggy registration.
 """
 
-from .adapter import PROFILE, CodexAdapter
+from typing import Any
+
+from .plugin import PROFILE
 
 __version__ = "0.1.0"
-__all__ = ["PROFILE", "CodexAdapter", "__version__"]
+__all__ = ["CodexAdapter", "PROFILE", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # Loading the entry point (``.plugin``) imports this package: the adapter module loads when the adapter is
+    # first used (``anyagentd.adapters.lazy``), not when plugins load (issue 17).
+    if name == "CodexAdapter":
+        from .adapter import CodexAdapter
+
+        return CodexAdapter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

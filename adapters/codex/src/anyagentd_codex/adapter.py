@@ -20,10 +20,12 @@ import tempfile
 from typing import TYPE_CHECKING, Any
 
 from anyagentd.adapters.connection import short_lived
-from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile
+from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection
 from anyagentd.adapters.jsonrpc import RpcError
 from anyagentd.errors import AuthRequired, UnsupportedFeature
 from anyagentd.model import AgentDetails, AgentInstallation, PlanUsage, SessionOptions, Unauthenticated
+
+from .plugin import PROFILE  # the catalog entry lives with the registration, which must not import this module
 
 if TYPE_CHECKING:
     from .connection import CodexConnection
@@ -31,13 +33,6 @@ if TYPE_CHECKING:
 # The session's modules (protocol models, connection, mapping) load on first use, not when the plugin registers
 # the adapter: `anyagentd serve` and `anyagentd run mock` never import them.
 
-PROFILE = AgentProfile(
-    id="codex",
-    name="Codex",
-    executable="codex",
-    install_hint="npm install -g @openai/codex",
-)
-"""Codex's catalog entry (environment override ``ANYAGENTD_CODEX_BIN``)."""
 
 HOME_ENV = "ANYAGENTD_CODEX_HOME"
 

@@ -6,13 +6,11 @@ from __future__ import annotations
 import tempfile
 
 from anyagentd.adapters.connection import short_lived
-from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile
+from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection
 from anyagentd.model import AgentDetails, AgentInstallation, SessionOptions
 
 from .connection import OpencodeConnection
-
-PROFILE = AgentProfile(id="opencode", name="opencode", executable="opencode",
-                       install_hint="npm install -g opencode-ai", extra_paths=("~/.opencode/bin",))  # fmt: skip
+from .plugin import PROFILE  # the catalog entry lives with the registration, which must not import this module
 
 
 class OpencodeAdapter(AgentAdapter):

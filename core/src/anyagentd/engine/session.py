@@ -750,9 +750,10 @@ class Session:
     async def _pump(self) -> None:
         reports = self._reports
         assert reports is not None
+        receive_nowait = reports.receive_nowait  # a run of reports per wake-up, one bound call each
         while True:
             try:
-                report = reports.receive_nowait()
+                report = receive_nowait()
             except anyio.WouldBlock:
                 await self._promote()
                 try:
