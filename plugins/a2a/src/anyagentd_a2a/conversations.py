@@ -165,6 +165,7 @@ class Conversation:
         self._last_ticket = anyio.Event()  # set when the previous prompt was delivered: prompts keep arrival order
         self._last_ticket.set()
         self.fresh_note: str | None = None  # set when the session was reopened afresh after earlier turns
+        self.kept_open_said = False  # the log said once that this idle session stays open (its agent cannot resume)
         self._inflight: TaskRun | None = None
         self._by_prompt: dict[str, TaskRun] = {}
         self._by_turn: dict[str, TaskRun] = {}
@@ -462,7 +463,6 @@ class Conversations:
         self.opening: set[Conversation] = set()  # reserved a place in the pool, session not yet open
         self.evictions = 0
         self.idle_closes = 0
-        self.kept_unresumable: set[str] = set()  # contexts whose "kept open" was logged (once each)
         self._room = anyio.Lock()
 
     def live(self) -> list[Conversation]:
@@ -537,8 +537,8 @@ class Conversations:
                 continue
             if not conversation.resumable:
                 # closing it would lose the conversation: only the cap (eviction) may close it
-                if conversation.context_id not in self.kept_unresumable:
-                    self.kept_unresumable.add(conversation.context_id)
+                if not conversation.kept_open_said:
+                    conversation.kept_open_said = True
                     log.info("conversation %s is idle, but its agent cannot resume: its session stays open (the "
                              "pool's cap still bounds it)", conversation.context_id)  # fmt: skip
                 continue
