@@ -74,7 +74,8 @@ class EventMirror:
         if tag == "TextDelta":
             if event.turn_info is not None and event.turn_info.parent_tool_id is None:
                 _, parts = self._text.get(event.kind.message_id, (None, []))
-                self._text[event.kind.message_id] = (event, [*parts, event.kind.text])
+                parts.append(event.kind.text)  # in place: a long message's deltas are not copied again each time
+                self._text[event.kind.message_id] = (event, parts)
             return []
         if tag == "MessageEnded":
             return self._text_of(event.kind.message_id)
