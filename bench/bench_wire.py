@@ -408,6 +408,7 @@ def time_first_open(argv: list[str]) -> float:
 
 
 LIBS = "import pydantic, anyio, click"
+FLOOR = str(Path(__file__).with_name("wire_floor.py"))
 
 
 def bench_cold_start(runs: int) -> None:
@@ -420,6 +421,7 @@ def bench_cold_start(runs: int) -> None:
         (f"python -c '{LIBS}'", lambda: time_exit([PY, "-c", LIBS])),
         ("anyagentd --help", lambda: time_exit([*anyagentd_cmd(), "--help"])),
         ("anyagentd run mock hi", lambda: time_exit([*anyagentd_cmd(), "run", "mock", "hi", "--dir", WORKDIR])),
+        ("stack floor -> reply to open", lambda: time_first_open([PY, FLOOR])),
     ]
     times: dict[str, list[float]] = {name: [] for name, _ in cases}
     for _ in range(runs):
@@ -431,12 +433,16 @@ def bench_cold_start(runs: int) -> None:
     med = {name: statistics.median(ts) for name, ts in times.items() if ts}
     for name, t in med.items():
         print(f"  {name:<36}{t * 1000:8.0f} ms   (min {min(times[name]) * 1000:.0f}, max {max(times[name]) * 1000:.0f})")
-    serve, bare, imp, first_open, libs, help_, run = (med.get(name) for name, _ in cases)
+    serve, bare, imp, first_open, libs, help_, run, floor = (med.get(name) for name, _ in cases)
     if libs:
         for name, value in (("serve->hello", serve), ("serve->open reply", first_open), ("--help", help_),
-                            ("run mock", run)):  # fmt: skip
+                            ("run mock", run), ("stack floor", floor)):  # fmt: skip
             if value:
                 print(f"  ratio {name} / python -c '{LIBS}': {value / libs:.2f}x")
+    if floor:
+        for name, value in (("serve->open reply", first_open), ("run mock", run)):
+            if value:
+                print(f"  ratio {name} / stack floor: {value / floor:.2f}x")
     if serve and bare:
         print(f"  ratio serve->hello / python -c pass: {serve / bare:.1f}x")
     if serve and imp:
