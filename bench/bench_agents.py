@@ -25,7 +25,9 @@ Paths per agent:
 
 The bare drivers are blocking line readers in this process: the least a client can do. The model server runs in a
 child process of its own, so its HTTP thread never competes for this process's GIL with the paths measured
-(anyagentd's and the SDK's event loops run here; the bare drivers mostly wait in ``read``).
+(anyagentd's and the SDK's event loops run here; the bare drivers mostly wait in ``read``). Each bare driver's agent
+runs in a session (so a process group) of its own, ended as a whole when the driver is done, fails, times out
+(:data:`TIMEOUT`) or is interrupted (^C, SIGTERM, SIGHUP): see :class:`LineChild`.
 """
 
 from __future__ import annotations
@@ -42,12 +44,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from anyagentd_testing.agents import (
     agent_bin,
@@ -61,6 +64,11 @@ from anyagentd_testing.agents import (
 PROMPT = "hi"
 SCRIPT = {"turns": [{"text": "Hello from the scripted model."}]}
 TIMEOUT = 120.0
+"""Seconds a path's turn may take (a bare driver's agent is killed then, and its read raises ``TimeoutError``)."""
+EXIT_GRACE = 3.0
+"""Seconds a bare driver's agent gets to exit by itself once its stdin is closed, before its group gets SIGTERM."""
+TERM_GRACE = 1.0
+"""Seconds between the SIGTERM to a bare driver's agent's process group and the SIGKILL to it."""
 CODEX_ACP_FLAGS = ["-c", "approval_policy=untrusted", "-c", "sandbox_mode=workspace-write"]
 """What tests/acp gives codex-acp (tests/acp/acp_support.py), on both paths."""
 
@@ -88,14 +96,38 @@ class Clock:
 
 
 # --------------------------------------------------------------------------- bare drivers
-class LineChild:
-    """A child speaking line-delimited JSON on stdio, read with blocking reads (stderr discarded), in a process
-    group of its own that :meth:`close` sweeps (ACP agents run the CLI as a child)."""
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(OSError):  # ProcessLookupError: the group is gone already
+        os.killpg(pgid, sig)
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: str) -> None:
+
+class LineChild:
+    """A child speaking line-delimited JSON on stdio, read with blocking reads (stderr discarded), in a session (so
+    a process group) of its own: the Node launchers and the ACP agents run the real CLI as their child, and a
+    session of its own is out of reach of the terminal's ^C and hang-up. Use it as a context manager: leaving the
+    block ends the whole group (:meth:`close`), whatever the way out. A watchdog kills the group ``timeout``
+    seconds (default :data:`TIMEOUT`) after the spawn; the blocked read then raises ``TimeoutError``. POSIX only
+    (``os.waitid``, ``os.killpg``)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str, *, timeout: float | None = None) -> None:
+        self.timeout = TIMEOUT if timeout is None else timeout
+        self.expired = False
         self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True, start_new_session=True)  # fmt: skip
         self._ids = itertools.count(1)
+        self._watchdog = threading.Timer(self.timeout, self._expire)
+        self._watchdog.daemon = True
+        self._watchdog.start()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def _expire(self) -> None:
+        self.expired = True
+        _signal_group(self.proc.pid, signal.SIGKILL)
 
     def send(self, frame: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
@@ -109,7 +141,9 @@ class LineChild:
                 yield json.loads(line)
             except ValueError:
                 continue
-        raise RuntimeError(f"the agent's output ended (exit {self.proc.poll()})")
+        if self.expired:
+            raise TimeoutError(f"the agent did not finish within {self.timeout:g} s (killed)")
+        raise RuntimeError(f"the agent's output ended ({self._leader_exit(0.5) or 'still running'})")
 
     def request(self, method: str, params: Any, on_message: Callable[[dict[str, Any]], None] | None = None) -> Any:
         """A JSON-RPC request; every other message read meanwhile goes to ``on_message``. Returns the result."""
@@ -130,21 +164,51 @@ class LineChild:
             frame["params"] = params
         self.send(frame)
 
-    def close(self) -> None:
-        if self.proc.stdin:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
+    def _leader_exit(self, within: float) -> str | None:
+        """How the agent's process ended (``exit 1``, ``signal 9``), waiting up to ``within`` seconds; None while it
+        runs. It is left unreaped (``WNOWAIT``), so its pid, the group's id, cannot be reused before :meth:`close`
+        has killed the group."""
+        deadline = time.monotonic() + within
+        while True:
+            info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            if info is not None:
+                return f"{'exit' if info.si_code == os.CLD_EXITED else 'signal'} {info.si_status}"
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.02)
+
+    def close(self, grace: float | None = None) -> None:
+        """End the agent and every process of its group: stdin closed (its cue to exit), up to ``grace`` seconds
+        (default :data:`EXIT_GRACE`) for it to exit, SIGTERM to the group, up to :data:`TERM_GRACE` seconds more
+        when it still runs, then SIGKILL to the group — the SIGKILL and the reaping even when an exception (^C, a
+        signal turned into ``SystemExit``) interrupts the waits. Returns once the agent is reaped (the group's other
+        members die as the SIGKILL reaches them, a moment later); a second call does nothing."""
+        if self.proc.returncode is not None:
+            return
         try:
-            self.proc.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        self.proc.wait()
+            if self.proc.stdin:
+                with contextlib.suppress(OSError):
+                    self.proc.stdin.close()
+            if self._leader_exit(EXIT_GRACE if grace is None else grace) is None:
+                _signal_group(self.proc.pid, signal.SIGTERM)
+                self._leader_exit(TERM_GRACE)
+        finally:
+            self._watchdog.cancel()
+            self._watchdog.join()  # a kill under way is over before the pid is freed
+            _signal_group(self.proc.pid, signal.SIGKILL)  # the CLI under a launcher outlives it otherwise
+            self.proc.wait()
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def end_on_signals() -> None:
+    """Make SIGTERM and SIGHUP end this process by raising ``SystemExit`` (as ^C raises ``KeyboardInterrupt``), so
+    the bare drivers' ``with`` blocks end their agents' groups: being sessions of their own, those groups would
+    outlive this process otherwise."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _exit_on_signal)
 
 
 def bare_claude(env: dict[str, str], cwd: str, *, print_flag: bool = True) -> Figures:
@@ -154,8 +218,7 @@ def bare_claude(env: dict[str, str], cwd: str, *, print_flag: bool = True) -> Fi
         "--output-format", "stream-json", "--verbose", "--include-partial-messages",
     ]  # fmt: skip
     clock = Clock()
-    child = LineChild(argv, env, cwd)
-    try:
+    with LineChild(argv, env, cwd) as child:
         child.send({"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": PROMPT}]}})
         for msg in child.frames():
             kind = msg.get("type")
@@ -168,8 +231,6 @@ def bare_claude(env: dict[str, str], cwd: str, *, print_flag: bool = True) -> Fi
             elif kind == "result":
                 clock.mark("end")
                 break
-    finally:
-        child.close()
     return clock.figures
 
 
@@ -177,8 +238,7 @@ def bare_codex(env: dict[str, str], cwd: str) -> Figures:
     """``codex app-server``: initialize, initialized, thread/start, turn/start, notifications to turn/completed."""
     argv = [str(agent_bin("codex")), "app-server", *shlex.split(env["ANYAGENTD_CODEX_ARGS"])]
     clock = Clock()
-    child = LineChild(argv, env, cwd)
-    try:
+    with LineChild(argv, env, cwd) as child:
         child.request("initialize", {"clientInfo": {"name": "bench", "title": "bench", "version": "0"}})
         child.notify("initialized")
         thread = child.request("thread/start", {"cwd": cwd})["thread"]["id"]
@@ -192,8 +252,6 @@ def bare_codex(env: dict[str, str], cwd: str) -> Figures:
                 break
             elif "id" in msg and method:  # a server request: not expected in a text-only turn
                 child.send({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "bench"}})
-    finally:
-        child.close()
     return clock.figures
 
 
@@ -202,16 +260,15 @@ def bare_acp(argv: list[str]) -> Callable[[dict[str, str], str], Figures]:
 
     def run(env: dict[str, str], cwd: str) -> Figures:
         clock = Clock()
-        child = LineChild(argv, env, cwd)
+        with LineChild(argv, env, cwd) as child:
 
-        def on_message(msg: dict[str, Any]) -> None:
-            update = (msg.get("params") or {}).get("update") or {}
-            if msg.get("method") == "session/update" and update.get("sessionUpdate") == "agent_message_chunk":
-                clock.mark("first")
-            elif "id" in msg and msg.get("method"):  # a client request: not expected in a text-only turn
-                child.send({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "bench"}})
+            def on_message(msg: dict[str, Any]) -> None:
+                update = (msg.get("params") or {}).get("update") or {}
+                if msg.get("method") == "session/update" and update.get("sessionUpdate") == "agent_message_chunk":
+                    clock.mark("first")
+                elif "id" in msg and msg.get("method"):  # a client request: not expected in a text-only turn
+                    child.send({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "bench"}})
 
-        try:
             child.request("initialize", {"protocolVersion": 1, "clientCapabilities": {
                 "fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}})  # fmt: skip
             session = child.request("session/new", {"cwd": cwd, "mcpServers": []}, on_message)["sessionId"]
@@ -220,8 +277,6 @@ def bare_acp(argv: list[str]) -> Callable[[dict[str, str], str], Figures]:
             clock.mark("end")
             if (result or {}).get("stopReason") != "end_turn":
                 raise RuntimeError(f"session/prompt ended {result!r}")
-        finally:
-            child.close()
         return clock.figures
 
     return run
@@ -466,6 +521,7 @@ def bench_agent(agent: Agent, runs: int, url: str, original_env: dict[str, str])
 
 
 def main() -> None:
+    end_on_signals()
     known = agents()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)

@@ -1,14 +1,15 @@
 """The daemon's task and push-config stores on a real SQLite file, read back through a second, plain sqlite3
 connection (what a restart finds): a task's durable points (accepted, waiting for input, terminal) are on disk when
 ``save`` returns; the updates between them are written behind (by ``flush_behind``, or first by any read); ids the
-store handed out, and tasks without push configs, are answered without a query. The latency these save is measured
-by bench/bench_a2a.py, never here."""
+store handed out, and tasks without push configs, are answered without a query; a conversation's resume token is one
+row per (owner, contextId), updated in place. The latency these save is measured by bench/bench_a2a.py, never here."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from a2a.types import (
 )
 from anyagentd_a2a.daemon import _Principal
 from anyagentd_a2a.principals import OPERATOR, Principal
-from anyagentd_a2a.store import PrincipalTaskStore, PushConfigStore, engine_for
+from anyagentd_a2a.store import ConversationTable, PrincipalTaskStore, PushConfigStore, engine_for
 from sqlalchemy import event
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -187,3 +188,70 @@ async def test_a_write_is_one_upsert_and_reads_back_as_the_sdk_store_reads_it(db
         assert len(sql) == 1 and sql[0].startswith("INSERT INTO tasks") and "ON CONFLICT (id) DO UPDATE" in sql[0]
     plain = DatabaseTaskStore(engine, create_table=False)  # the SDK's own reading of the row
     assert await plain.get("t1", ALICE) == full
+
+
+def conversation_rows(path: Path) -> list[tuple[str, str, str, str | None]]:
+    """Every stored conversation as a restart would read it: (owner, contextId, agent, resume token)."""
+    with sqlite3.connect(path) as conn:
+        return conn.execute("select owner, context_id, agent, resume_token from anyagentd_conversations "
+                            "order by owner, context_id").fetchall()  # fmt: skip
+
+
+def log_deletes(path: Path) -> None:
+    """Make the database file itself record every conversation row deleted (in table ``deleted``)."""
+    with sqlite3.connect(path) as conn:
+        conn.executescript("""
+            create table deleted (owner text, context_id text);
+            create trigger log_delete after delete on anyagentd_conversations
+            begin insert into deleted values (old.owner, old.context_id); end;""")
+
+
+def deleted(path: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("select owner, context_id from deleted").fetchall()
+
+
+async def test_remembering_a_conversation_twice_keeps_one_row_with_the_second_values(
+        db: tuple[Any, Path, list[str]]) -> None:  # fmt: skip
+    engine, path, _ = db
+    table = ConversationTable(engine)
+    await table.initialize()
+    await table.remember("alice", "c1", "codex", "first")
+    await table.remember("bob", "c1", "codex", "bob's")  # the same contextId, another owner: its own row
+    await table.remember("alice", "c1", "claude", "second")
+    assert conversation_rows(path) == [("alice", "c1", "claude", "second"), ("bob", "c1", "codex", "bob's")]
+    assert await table.resume_token("alice", "c1", "claude") == "second"
+    assert await table.resume_token("alice", "c1", "codex") is None  # the agent is part of the row it replaced
+    assert await table.resumable("codex") == {("bob", "c1")} and await table.resumable("claude") == {("alice", "c1")}
+
+
+async def test_a_remembered_conversation_is_updated_in_place_by_one_upsert_never_deleted(
+        db: tuple[Any, Path, list[str]]) -> None:  # fmt: skip
+    engine, path, statements = db
+    table = ConversationTable(engine)
+    await table.initialize()
+    log_deletes(path)
+    for token in ("first", "second"):  # an insert, then an update
+        before = len(statements)
+        await table.remember("alice", "c1", "codex", token)
+        sql = [s for s in statements[before:] if "anyagentd_conversations" in s]
+        assert len(sql) == 1 and sql[0].startswith("INSERT INTO anyagentd_conversations")
+        assert "ON CONFLICT (owner, context_id) DO UPDATE" in sql[0]
+    assert deleted(path) == []  # a reader between two statements never finds the conversation gone
+    assert conversation_rows(path) == [("alice", "c1", "codex", "second")]
+
+
+async def test_the_upsert_of_a_database_without_on_conflict_updates_in_place_too(
+        db: tuple[Any, Path, list[str]]) -> None:  # fmt: skip
+    from anyagentd_a2a.store import _update_or_insert, conversations_table
+
+    engine, path, _ = db
+    table = ConversationTable(engine)
+    await table.initialize()
+    log_deletes(path)
+    for token in ("first", "second"):
+        values = {"owner": "alice", "context_id": "c1", "agent": "codex", "resume_token": token,
+                  "updated": datetime(2025, 1, 1)}  # fmt: skip
+        async with engine.begin() as conn:
+            await _update_or_insert(conn, conversations_table, ("owner", "context_id"), values)
+    assert conversation_rows(path) == [("alice", "c1", "codex", "second")] and deleted(path) == []

@@ -13,6 +13,7 @@ plus this daemon's conversation table (the agent's resume token per (owner, cont
 - :func:`fail_interrupted` — at start-up, every task left SUBMITTED, WORKING or waiting for input by a process that
   died is marked FAILED with a message saying so (its turn is gone).
 - :class:`ConversationTable` — resume tokens, so the next message after a restart resumes the agent's conversation.
+- :func:`upsert` — how both write a row by its key: updated in place when it exists, never deleted first.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -35,7 +37,7 @@ from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import decode_list_tasks_cursor, encode_list_tasks_cursor
 from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, case, func, inspect, select
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from .principals import OPERATOR
 
@@ -77,6 +79,30 @@ def engine_for(url: str) -> AsyncEngine:
             cursor.close()
 
     return engine
+
+
+async def upsert(engine: AsyncEngine, table: Table, key: Sequence[str], values: Mapping[str, Any]) -> None:
+    """Write ``values`` (column name → value, the ``key`` columns and at least one other among them) as ``table``'s
+    row with that key, in one transaction: a new row, or the existing row updated in place — never deleted and
+    inserted again. On SQLite and PostgreSQL that is one ``INSERT … ON CONFLICT (key) DO UPDATE``; on other
+    databases an UPDATE of the keyed row, then an INSERT when none matched. Raises what the driver raises
+    (SQLAlchemy's ``DBAPIError`` family)."""
+    async with engine.begin() as conn:
+        dialect_insert = _UPSERTS.get(conn.dialect.name)
+        if dialect_insert is None:
+            await _update_or_insert(conn, table, key, values)
+            return
+        insert = dialect_insert(table).values(dict(values))
+        changed = {name: insert.excluded[name] for name in values if name not in key}
+        await conn.execute(insert.on_conflict_do_update(index_elements=list(key), set_=changed))
+
+
+async def _update_or_insert(conn: AsyncConnection, table: Table, key: Sequence[str], values: Mapping[str, Any]) -> None:
+    """:func:`upsert` for a database without ``ON CONFLICT``, inside the caller's transaction."""
+    keyed = table.update().where(*(table.c[name] == values[name] for name in key))
+    updated = await conn.execute(keyed.values({name: value for name, value in values.items() if name not in key}))
+    if updated.rowcount == 0:
+        await conn.execute(table.insert().values(dict(values)))
 
 
 def _owner(context: ServerCallContext) -> str:
@@ -162,22 +188,13 @@ class PrincipalTaskStore(DatabaseTaskStore):
                 raise
 
     async def _save_row(self, task: Task, context: ServerCallContext) -> None:
-        """The SDK's row for ``task`` written in one ``INSERT … ON CONFLICT (id) DO UPDATE`` on SQLite and
-        PostgreSQL (the SDK's ``save`` merges through the ORM: a SELECT, then an INSERT or UPDATE); other databases
-        get the SDK's ``save``."""
-        dialect = self.engine.dialect.name
-        if dialect not in _UPSERTS:
-            await super().save(task, context)
-            return
+        """The SDK's row for ``task`` written by :func:`upsert` keyed by id: one statement on SQLite and PostgreSQL
+        (the SDK's ``save`` merges through the ORM: a SELECT, then an INSERT or UPDATE)."""
         await self._ensure_initialized()
         row = self._to_orm(task, _owner(context))
         values = {column.name: getattr(row, attr.key) for attr in inspect(self.task_model).column_attrs
                   for column in attr.columns}  # fmt: skip
-        insert = _UPSERTS[dialect](self.task_model.__table__).values(values)
-        upsert = insert.on_conflict_do_update(index_elements=["id"],
-                                              set_={name: insert.excluded[name] for name in values if name != "id"})
-        async with self.engine.begin() as conn:
-            await conn.execute(upsert)
+        await upsert(self.engine, self.task_model.__table__, ("id",), values)
 
     async def flush(self) -> None:
         """Write every update waiting to be written behind (and wait for the writes under way)."""
@@ -382,13 +399,12 @@ class ConversationTable:
         return row[0] if row else None
 
     async def remember(self, owner: str, context_id: str, agent: str, token: str | None) -> None:
+        """Store ``token`` as the resume token of (``owner``, ``context_id``), now driven by ``agent``: the one row
+        of that conversation, written by :func:`upsert` (its agent, token and time replaced)."""
         now = datetime.now(UTC).replace(tzinfo=None)
         values = {"owner": owner, "context_id": context_id, "agent": agent, "resume_token": token, "updated": now}
-        key = (conversations_table.c.owner == owner, conversations_table.c.context_id == context_id)
-        async with self.engine.begin() as conn:  # portable upsert: one transaction, delete then insert
-            await conn.execute(conversations_table.delete().where(*key))
-            await conn.execute(conversations_table.insert().values(**values))
+        await upsert(self.engine, conversations_table, ("owner", "context_id"), values)
 
 
 __all__ = ["FLUSH_DELAY", "UNRESUMABLE_MESSAGE", "ConversationTable", "PrincipalTaskStore", "PushConfigStore",
-           "engine_for", "fail_interrupted"]
+           "engine_for", "fail_interrupted", "upsert"]
