@@ -375,7 +375,7 @@ conversations_table = Table(
 
 
 class ConversationTable:
-    """Resume tokens by (owner, contextId, agent)."""
+    """Resume tokens: one row per (owner, contextId), holding the agent that drives it and its resume token."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
