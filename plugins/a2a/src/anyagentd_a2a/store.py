@@ -18,6 +18,7 @@ plus this daemon's conversation table (the agent's resume token per (owner, cont
 
 from __future__ import annotations
 
+import importlib
 import logging
 import uuid
 from collections import OrderedDict
@@ -36,7 +37,6 @@ from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import decode_list_tasks_cursor, encode_list_tasks_cursor
 from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, case, func, inspect, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from .principals import OPERATOR
@@ -59,8 +59,16 @@ FRESH_IDS = 4096
 """Task ids handed out and not saved yet that the store remembers (a request that fails before its task is saved
 leaves one behind; past this many the oldest are forgotten, and reading one of those costs a query)."""
 
-_UPSERTS = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
-"""Dialects whose INSERT takes ``ON CONFLICT … DO UPDATE``."""
+_UPSERT_DIALECTS = frozenset({"sqlite", "postgresql"})
+"""Dialects whose INSERT takes ``ON CONFLICT … DO UPDATE``. Each one's ``insert`` is imported on its first upsert:
+SQLAlchemy's PostgreSQL dialect alone costs a SQLite daemon ~65 ms of its start (issue 17, target 4)."""
+
+
+def _dialect_insert(dialect: str) -> Any:
+    """``sqlalchemy.dialects.<dialect>.insert`` for a dialect of :data:`_UPSERT_DIALECTS`, else None."""
+    if dialect not in _UPSERT_DIALECTS:
+        return None
+    return importlib.import_module(f"sqlalchemy.dialects.{dialect}").insert
 
 log = logging.getLogger("anyagentd.a2a")
 
@@ -88,7 +96,7 @@ async def upsert(engine: AsyncEngine, table: Table, key: Sequence[str], values: 
     databases an UPDATE of the keyed row, then an INSERT when none matched. Raises what the driver raises
     (SQLAlchemy's ``DBAPIError`` family)."""
     async with engine.begin() as conn:
-        dialect_insert = _UPSERTS.get(conn.dialect.name)
+        dialect_insert = _dialect_insert(conn.dialect.name)
         if dialect_insert is None:
             await _update_or_insert(conn, table, key, values)
             return
