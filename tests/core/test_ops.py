@@ -32,6 +32,7 @@ from anyagentd.ops import (
     permits,
     seed_mismatches,
 )
+from anyagentd.ops.registry import schema_properties
 from anyagentd.plugins import Plugins
 
 pytestmark = pytest.mark.timeout(60)
@@ -179,6 +180,34 @@ def test_seed_ops_must_match_the_schema() -> None:
     assert any("reserved is False" in p for p in seed_mismatches(NotReserved))
     with pytest.raises(InvalidConfiguration, match=r"op 'plan.get' \(plugin 'x'\) does not match"):
         OpTable({"plan.get": WrongReply}, {"plan.get": "x"})
+
+
+def _from_schema(model: Any) -> tuple[set[str], set[str]]:
+    schema = model.model_json_schema(by_alias=True)
+    return set(schema.get("properties", {})), set(schema.get("required", []))
+
+
+def test_the_seed_check_reads_the_properties_the_json_schema_lists() -> None:
+    """The check reads a model's fields instead of building its JSON schema (issue 17): for every installed op's
+    arguments and result, and for aliases, defaults and root models, both give the same names."""
+
+    class Aliased(ArgsModel):
+        run_id: str = Field(alias="runId")
+        checked: str = Field(validation_alias="checkedBy")
+        limit: int = 10
+        tags: list[str] = Field(default_factory=list)
+        maybe: str | None
+
+    class Whole(RootModel[dict[str, Any]]):
+        pass
+
+    models = [Aliased, Whole, PlanArgs, PlanResult, NoArgs]
+    for op in Plugins().ops().values():
+        models += [op.args] + ([op.result] if op.result is not None else [])
+    assert len(models) > 20  # the installed ops were found
+    for model in models:
+        assert schema_properties(model) == _from_schema(model), model
+    assert schema_properties(Aliased) == ({"runId", "checkedBy", "limit", "tags", "maybe"}, {"runId", "checkedBy", "maybe"})
 
 
 def test_a_result_of_any_shape_is_a_root_model() -> None:

@@ -85,8 +85,7 @@ def seed_mismatches(op: type[Op], schema: Mapping[str, Any] | None = None) -> li
     else:
         expected_props = set(envelope.get("properties", {})) - {"op"}
         expected_required = set(envelope.get("required", [])) - {"op"}
-    args_schema = op.args.model_json_schema(by_alias=True)
-    props, required = set(args_schema.get("properties", {})), set(args_schema.get("required", []))
+    props, required = schema_properties(op.args)
     if props != expected_props:
         problems.append(_diff("arguments", props, expected_props))
     if required != expected_required:
@@ -99,10 +98,30 @@ def seed_mismatches(op: type[Op], schema: Mapping[str, Any] | None = None) -> li
         elif op.result is None:
             problems.append("the schema defines a result: the op must declare its result model")
         elif isinstance(result, dict) and "properties" in result:
-            got = set(op.result.model_json_schema(by_alias=True).get("properties", {}))
+            got = schema_properties(op.result)[0]
             if got != set(result["properties"]):
                 problems.append(_diff("result properties", got, set(result["properties"])))
     return problems
+
+
+def schema_properties(model: Any) -> tuple[set[str], set[str]]:
+    """The property names and the required ones of ``model``'s JSON schema (validation mode, by alias), for a
+    pydantic model class. Read from ``model_fields`` for a plain model: building the schema itself cost the A2A
+    daemon ~25 ms of its start for its ops (issue 17, target 4); a ``RootModel``'s properties are its root type's,
+    so they come from the schema."""
+    from pydantic import RootModel
+
+    if issubclass(model, RootModel):
+        schema = model.model_json_schema(by_alias=True)
+        return set(schema.get("properties", {})), set(schema.get("required", []))
+    props: set[str] = set()
+    required: set[str] = set()
+    for name, field in model.model_fields.items():
+        key = field.validation_alias if isinstance(field.validation_alias, str) else field.alias or name
+        props.add(key)
+        if field.is_required():
+            required.add(key)
+    return props, required
 
 
 def _diff(what: str, got: set[str], expected: set[str]) -> str:
