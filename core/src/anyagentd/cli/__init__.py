@@ -9,7 +9,6 @@ stdout; a typed error is one line with an exit status per kind (:mod:`.failures`
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import os
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from .. import __version__
+from .. import __version__, startup
 from ..errors import AnyagentError
 from .failures import EXIT_INTERRUPTED, NoAnswer, report, unwrap
 
@@ -54,8 +53,10 @@ _mock_option = click.option(
 _plugins: Plugins | None = None
 
 
-def _loaded_plugins() -> Plugins:
-    """The process's plugin manager, loaded once (the CLI group needs it at import for plugin subcommands)."""
+def loaded_plugins() -> Plugins:
+    """The process's plugin manager, loaded once: the CLI group loads it to find plugins' subcommands, and a
+    subcommand that runs a :class:`~anyagentd.runtime.Runtime` (``anyagentd a2a``) passes it on rather than
+    loading the entry points a second time."""
     global _plugins
     if _plugins is None:
         from ..plugins import Plugins
@@ -67,7 +68,7 @@ def _loaded_plugins() -> Plugins:
 def _runtime(mock_script: str | None) -> Any:
     from ..runtime import Runtime
 
-    return Runtime(mock_script=mock_script, plugins=_loaded_plugins())
+    return Runtime(mock_script=mock_script, plugins=loaded_plugins())
 
 
 def _print_json(value: Any) -> None:
@@ -127,7 +128,7 @@ class _Commands(click.Group):
             return
         self._plugins_added = True
         try:
-            _loaded_plugins().add_cli_commands(self)
+            loaded_plugins().add_cli_commands(self)
         except Exception as exc:  # noqa: BLE001 - a broken plugin must not take the CLI down
             _console().print(f"[yellow]warning[/]: plugin CLI commands not loaded: {exc}")
 
@@ -179,7 +180,7 @@ def serve(mock_script: str | None) -> None:
         runtime = _runtime(mock_script)
         # What start-up built (modules, schemas, plugins) lives as long as the process: out of the collector's
         # sight, a flood's full collections no longer walk it (about 7 % more events/s, bench/README.md).
-        gc.freeze()
+        startup.done()
         signum = anyio.run(serve_stdio, runtime, output)
     except AnyagentError as err:
         _fail(err)
@@ -274,7 +275,7 @@ def plugins(as_json: bool) -> None:
     """List the installed plugins, the hooks they implement and the agents they drive."""
     from rich.table import Table
 
-    manager = _loaded_plugins()
+    manager = loaded_plugins()
     adapters = manager.adapters()
     ops_by_plugin: dict[str, list[str]] = {}
     for op_name, plugin_name in manager.op_origins().items():
@@ -350,6 +351,7 @@ async def _converse(runtime: Any, agent: str, prompt: str | None, *, chat: bool,
             agent, directory.resolve(), permission_mode="AutoApprove" if auto_approve else None,
             resume=None if fork else resume, fork=resume if fork else None, configure=configure,
         )  # fmt: skip
+        startup.done()  # the session is open: what follows is the conversation, not the start
         log.info("session %s: %s at %s (%s), version %s", session.id, session.installation.id,
                  session.installation.executable_path, session.installation.source, session.info().details.version)
         mode = ", permissions allowed automatically" if auto_approve else ""

@@ -50,13 +50,14 @@ def a2a(ctx: click.Context, config_path: str | None, check_path: str | None, lis
     except ConfigError as err:
         _config_error(err)
     import anyio
+    from anyagentd.cli import loaded_plugins
     from anyagentd.errors import AnyagentError
 
     from .daemon import Options, serve
 
     try:
         code = anyio.run(serve, loaded, Options(listen=listen, mock_script=mock_script, state_dir=state_dir,
-                                                config_path=config_path))
+                                                config_path=config_path, plugins=loaded_plugins()))
     except ConfigError as err:
         _config_error(err)
     except OSError as err:

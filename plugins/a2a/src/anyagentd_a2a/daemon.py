@@ -22,7 +22,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
-import httpx
 import uvicorn
 from a2a.auth.user import User
 from a2a.server.agent_execution import SimpleRequestContextBuilder
@@ -34,8 +33,10 @@ from a2a.server.tasks import BasePushNotificationSender
 from a2a.types import CancelTaskRequest, TaskState
 from a2a.utils.errors import A2AError
 from a2a.utils.push_url_validator import validate_push_notification_url
+from anyagentd import startup
 from anyagentd.errors import ResumeFailed
 from anyagentd.listen import listening_socket
+from anyagentd.plugins import Plugins
 from anyagentd.runtime import Runtime
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -50,6 +51,7 @@ from .conversations import Conversation, Conversations, PoolLimits
 from .executor import CANCEL_GRACE, ConversationExecutor
 from .front import COMMAND_EXTENSION, CorsGate, Front, HostGate, invalid_params, rpc_error
 from .principals import OPERATOR, Identities
+from .push import OnDemandClient
 from .store import (FLUSH_DELAY, UNRESUMABLE_MESSAGE, ConversationTable, PrincipalTaskStore, PushConfigStore,
                     engine_for, fail_interrupted)  # fmt: skip
 from .translate import accepts_our_output, url_violations
@@ -84,12 +86,14 @@ def pool_limits(loaded: Loaded) -> PoolLimits:
 @dataclass(frozen=True)
 class Options:
     """Command-line overrides: ``listen`` (HOST:PORT), ``mock_script``, ``state_dir``, ``config_path`` (for
-    SIGHUP reloads)."""
+    SIGHUP reloads), and ``plugins``: the plugin manager the command line already loaded (None: the runtime
+    loads its own)."""
 
     listen: str | None = None
     mock_script: str | None = None
     state_dir: Path | None = None
     config_path: str | None = None
+    plugins: Plugins | None = None
 
 
 class JsonLines(logging.Formatter):
@@ -146,8 +150,18 @@ class PrincipalContextBuilder(DefaultServerCallContextBuilder):
 
 
 class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = anyio.Event()
+        """Set once uvicorn has started serving its sockets (``startup`` returned with ``started`` true)."""
+
     def capture_signals(self) -> Any:  # signals are the daemon's (drain, reload), not uvicorn's
         return nullcontext()
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self.listening.set()
 
 
 class Daemon:
@@ -191,7 +205,7 @@ class Daemon:
             logging.getLogger().addHandler(ring_handler)
             self.instance = Instance(self, self.ring)
             with self._bind() as sock:
-                async with Runtime(mock_script=self.mock_script) as runtime:
+                async with Runtime(mock_script=self.mock_script, plugins=self.options.plugins) as runtime:
                     self.runtime = runtime
                     self._check_agent(runtime)
                     self.ops = runtime.plugins.op_table()
@@ -262,7 +276,7 @@ class Daemon:
         if push.enabled:
             push_store = PushConfigStore(engine)
             validator = None if push.allow_private else validate_push_notification_url
-            http = httpx.AsyncClient(timeout=10.0)
+            http = OnDemandClient(timeout=10.0)  # made by the first push: its TLS context is not the start's
             sender = BasePushNotificationSender(http, push_store, push_url_validator=validator)
         executor = self.executor = ConversationExecutor(self.conversations, allow_private_urls=push.allow_private,
                                                         parked=self.parked, parents=self._parents())  # fmt: skip
@@ -341,9 +355,9 @@ class Daemon:
         return rpc_error(request_id, -32004, f"task {task_id} cannot be answered: {text}",
                          reason="UNSUPPORTED_OPERATION")  # fmt: skip
 
-    async def _announce(self, server: uvicorn.Server) -> None:
-        while not server.started:
-            await anyio.sleep(0.01)
+    async def _announce(self, server: _Server) -> None:
+        await server.listening.wait()
+        startup.done()  # the daemon has started: what it built is frozen out of the collector's sight
         sys.stdout.write(json.dumps({"listening": self.url}) + "\n")
         sys.stdout.flush()
         log.info("listening on %s (agent %s in %s)", self.url, self.agent_label, self.agent_dir)
