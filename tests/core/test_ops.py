@@ -12,7 +12,8 @@ from typing import Annotated, Any
 
 import anyio
 import pytest
-from pydantic import Field, RootModel
+from pydantic import AliasChoices, AliasPath, ConfigDict, Field, RootModel
+from pydantic.json_schema import SkipJsonSchema
 from wire_client import child_env
 
 from anyagentd.errors import InvalidConfiguration
@@ -201,13 +202,47 @@ def test_the_seed_check_reads_the_properties_the_json_schema_lists() -> None:
     class Whole(RootModel[dict[str, Any]]):
         pass
 
-    models = [Aliased, Whole, PlanArgs, PlanResult, NoArgs]
+    class Choices(ArgsModel):  # the schema names the first choice
+        conversation_id: str | None = Field(None, validation_alias=AliasChoices("id", "conversation"))
+        path: int = Field(0, validation_alias=AliasPath("deep", 0))
+
+    class Skipped(ArgsModel):  # the schema leaves the field out
+        hidden: SkipJsonSchema[int] = 1
+        shown: str
+
+    class Serialized(ArgsModel):  # the schema is the serialization one: its aliases
+        model_config = ConfigDict(json_schema_mode_override="serialization")
+        run_id: str = Field(validation_alias="in", serialization_alias="out")
+
+    class Extra(ArgsModel):
+        model_config = ConfigDict(json_schema_extra=lambda schema: schema["properties"].pop("dropped"))
+        dropped: int = 0
+        kept: int = 0
+
+    models = [Aliased, Whole, Choices, Skipped, Serialized, Extra, PlanArgs, PlanResult, NoArgs]
     for op in Plugins().ops().values():
         models += [op.args] + ([op.result] if op.result is not None else [])
     assert len(models) > 20  # the installed ops were found
     for model in models:
         assert schema_properties(model) == _from_schema(model), model
-    assert schema_properties(Aliased) == ({"runId", "checkedBy", "limit", "tags", "maybe"}, {"runId", "checkedBy", "maybe"})
+    assert schema_properties(Aliased) == ({"runId", "checkedBy", "limit", "tags", "maybe"},
+                                          {"runId", "checkedBy", "maybe"})  # fmt: skip
+    assert schema_properties(Choices)[0] == {"id", "path"}  # AliasPath: the schema keeps the field name
+    assert schema_properties(Skipped) == ({"shown"}, {"shown"})
+    assert schema_properties(Serialized)[0] == {"out"} and schema_properties(Extra)[0] == {"kept"}
+
+
+def test_an_op_whose_arguments_take_alias_choices_still_matches_the_seed() -> None:
+    # The seed's plan.get takes "id"; an op reading it through AliasChoices matched before the fields were read.
+    class ChoiceArgs(ArgsModel):
+        conversation_id: Annotated[str, Field(min_length=1)] | None = Field(
+            None, validation_alias=AliasChoices("id", "conversation"))
+
+    class AltPlanGet(PlanGet):
+        args = ChoiceArgs
+
+    assert seed_mismatches(AltPlanGet) == []
+    assert "plan.get" in OpTable({"plan.get": AltPlanGet}, {"plan.get": "alt"})
 
 
 def test_a_result_of_any_shape_is_a_root_model() -> None:

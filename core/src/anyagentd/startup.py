@@ -16,22 +16,22 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-START_THRESHOLDS = (50_000, 10, 10)
-"""``gc.set_threshold`` while starting: a young collection per 50,000 allocations instead of 700 (the A2A daemon's
-start then runs ~11 young collections instead of ~265 young, 24 middle and 2 full ones). The older generations keep
-their default ratios, so a long-running command that never calls :func:`done` still collects fully, ~70× less
-often."""
+YOUNG_THRESHOLD = 50_000
+"""The young generation's ``gc`` threshold while starting: a young collection per 50,000 allocations instead of 700
+(the A2A daemon's start then runs ~11 young collections instead of ~265 young, 24 middle and 2 full ones). The
+older generations keep the thresholds they had, so a long-running command that never calls :func:`done` still
+collects fully, only less often (~70× at the defaults)."""
 
 _saved: tuple[int, int, int] | None = None
 
 
 def begin() -> None:
-    """Raise the collector's thresholds to :data:`START_THRESHOLDS` (once; the current ones are kept for
+    """Raise the young generation's threshold to :data:`YOUNG_THRESHOLD` (once; the thresholds found are kept for
     :func:`done`)."""
     global _saved
     if _saved is None:
         _saved = gc.get_threshold()
-        gc.set_threshold(*START_THRESHOLDS)
+        gc.set_threshold(YOUNG_THRESHOLD, *_saved[1:])
 
 
 def done() -> None:

@@ -106,22 +106,43 @@ def seed_mismatches(op: type[Op], schema: Mapping[str, Any] | None = None) -> li
 
 def schema_properties(model: Any) -> tuple[set[str], set[str]]:
     """The property names and the required ones of ``model``'s JSON schema (validation mode, by alias), for a
-    pydantic model class. Read from ``model_fields`` for a plain model: building the schema itself cost the A2A
-    daemon ~25 ms of its start for its ops (issue 17, target 4); a ``RootModel``'s properties are its root type's,
-    so they come from the schema."""
-    from pydantic import RootModel
+    pydantic model class.
 
-    if issubclass(model, RootModel):
+    A plain model's are read from ``model_fields``: building the schema itself cost the A2A daemon ~25 ms of its
+    start for its ops (issue 17, target 4). Anything that makes the schema's names differ from the fields' (a root
+    model, an ``AliasChoices``/``AliasPath`` validation alias, a field left out with ``SkipJsonSchema``, a schema
+    mode override, a model-level ``json_schema_extra`` or a custom ``__get_pydantic_json_schema__``) sends the model
+    to the schema itself."""
+    if not _plain(model):
         schema = model.model_json_schema(by_alias=True)
         return set(schema.get("properties", {})), set(schema.get("required", []))
     props: set[str] = set()
     required: set[str] = set()
     for name, field in model.model_fields.items():
-        key = field.validation_alias if isinstance(field.validation_alias, str) else field.alias or name
+        key = field.validation_alias or field.alias or name
         props.add(key)
         if field.is_required():
             required.add(key)
     return props, required
+
+
+def _plain(model: Any) -> bool:
+    """Whether ``model``'s JSON schema properties are its fields' validation names (see :func:`schema_properties`)."""
+    from pydantic import BaseModel, RootModel
+    from pydantic.json_schema import SkipJsonSchema
+
+    if issubclass(model, RootModel) or model.model_config.get("json_schema_mode_override") is not None:
+        return False
+    if model.model_config.get("json_schema_extra") is not None:
+        return False
+    if model.__get_pydantic_json_schema__.__func__ is not BaseModel.__get_pydantic_json_schema__.__func__:
+        return False
+    for field in model.model_fields.values():
+        if field.validation_alias is not None and not isinstance(field.validation_alias, str):
+            return False
+        if any(isinstance(meta, SkipJsonSchema) for meta in field.metadata):
+            return False
+    return True
 
 
 def _diff(what: str, got: set[str], expected: set[str]) -> str:

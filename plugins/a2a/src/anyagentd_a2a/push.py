@@ -33,6 +33,7 @@ class OnDemandClient:
         return await self._client.post(url, **kwargs)
 
     async def aclose(self) -> None:
+        """Close the client if one was made (a later ``post`` makes a new one)."""
         if self._client is not None:
             await self._client.aclose()
             self._client = None
