@@ -82,6 +82,36 @@ def test_check_config_exits_2_naming_the_key(tmp_path: Path) -> None:
     assert exposed.returncode == 2 and "a2a.listen" in exposed.stderr
 
 
+def test_a_store_that_cannot_be_opened_is_one_line_naming_it_with_its_password_hidden(tmp_path: Path) -> None:
+    cases = {  # a2a.store -> what the line says; each refused by --check-config too, before anything is served
+        "postgresql+asyncpg://anyagentd:hunter2@127.0.0.1:1/tasks": "its driver is not installed (pip install asyncpg)",
+        "mysql+aiomysql://anyagentd:hunter2@db/tasks": "its driver is not installed (pip install aiomysql)",
+        "postgresql://anyagentd:hunter2@db/tasks": "'postgresql' is not an async driver",
+        "tasks.db": "not a database URL",
+        "nosuch+driver://anyagentd:hunter2@db/tasks": "SQLAlchemy has no database 'nosuch+driver'",
+    }
+    for n, (url, said) in enumerate(cases.items()):
+        config = tmp_path / f"store{n}.toml"
+        config.write_text(f'[a2a]\nstore = "{url}"\n')
+        for args in (("--check-config", str(config)), ("--config", str(config), "--listen", "127.0.0.1:0")):
+            result = run_cli(*args)
+            assert result.returncode == 2, (url, result.stderr)
+            assert "a2a.store: " in result.stderr and said in result.stderr, result.stderr
+            assert "hunter2" not in result.stderr and "Traceback" not in result.stderr
+            assert len(result.stderr.strip().splitlines()) == 1
+    # A well-formed store that cannot be opened (its directory does not exist): exit 1, one line, no traceback.
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    config = tmp_path / "unopenable.toml"
+    config.write_text(f'[a2a]\nstore = "sqlite+aiosqlite:///{blocker}/sub/a2a.db"\n')
+    assert run_cli("--check-config", str(config)).returncode == 0
+    served = run_cli("--config", str(config), "--listen", "127.0.0.1:0")
+    assert served.returncode == 1 and "Traceback" not in served.stderr, served.stderr
+    line = [ln for ln in served.stderr.splitlines() if "task store" in ln]
+    assert line == [f"anyagentd a2a: cannot open the task store sqlite+aiosqlite:///{blocker}/sub/a2a.db: "
+                    f"the directory {blocker}/sub does not exist"], served.stderr
+
+
 def test_default_config_serves_mock_on_loopback_and_logs_json(a2a_daemon: Any) -> None:
     daemon = a2a_daemon()
     assert daemon.url.startswith("http://127.0.0.1:")

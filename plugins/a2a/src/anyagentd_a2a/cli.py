@@ -54,12 +54,16 @@ def a2a(ctx: click.Context, config_path: str | None, check_path: str | None, lis
     from anyagentd.errors import AnyagentError
 
     from .daemon import Options, serve
+    from .store import StoreUnavailable
 
     try:
         code = anyio.run(serve, loaded, Options(listen=listen, mock_script=mock_script, state_dir=state_dir,
                                                 config_path=config_path, plugins=loaded_plugins()))
     except ConfigError as err:
         _config_error(err)
+    except StoreUnavailable as err:
+        click.echo(f"anyagentd a2a: {err}", err=True)
+        sys.exit(1)
     except OSError as err:
         click.echo(f"anyagentd a2a: cannot listen on {listen or loaded.config.a2a.listen}: {err.strerror or err}",
                    err=True)  # fmt: skip

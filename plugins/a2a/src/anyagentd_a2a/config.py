@@ -42,6 +42,33 @@ class ConfigError(Exception):
         self.message = message
 
 
+def check_store_url(url: str) -> None:
+    """Raise ``ValueError`` unless SQLAlchemy can open ``url`` (``a2a.store``) from the event loop: a database URL
+    whose dialect exists, whose driver is an async one and is installed. The message shows the URL with its
+    password hidden. SQLAlchemy is imported only when a store is configured."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ValueError("not a database URL (dialect+driver://user:password@host/database, e.g. "
+                         "sqlite+aiosqlite:///path/a2a.db or postgresql+asyncpg://host/db)") from None  # fmt: skip
+    shown = parsed.render_as_string(hide_password=True)
+    try:
+        dialect = parsed.get_dialect()
+    except NoSuchModuleError:
+        raise ValueError(f"{shown}: SQLAlchemy has no database {parsed.drivername!r}") from None
+    if not getattr(dialect, "is_async", False):
+        raise ValueError(f"{shown}: {parsed.drivername!r} is not an async driver "
+                         "(sqlite+aiosqlite, postgresql+asyncpg)")  # fmt: skip
+    try:
+        dialect.import_dbapi()
+    except ImportError as err:
+        missing = err.name or parsed.get_driver_name()
+        raise ValueError(f"{shown}: its driver is not installed (pip install {missing})") from None
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -237,6 +264,13 @@ class A2ASection(_Strict):
     @classmethod
     def _listen(cls, value: str) -> str:
         split_host_port(value)
+        return value
+
+    @field_validator("store")
+    @classmethod
+    def _store(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_store_url(value)
         return value
 
     @field_validator("cors_origins")

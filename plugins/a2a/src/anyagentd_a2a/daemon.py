@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import anyio
 import uvicorn
+from sqlalchemy.exc import SQLAlchemyError
 from a2a.auth.user import User
 from a2a.server.agent_execution import SimpleRequestContextBuilder
 from a2a.server.context import ServerCallContext
@@ -53,7 +54,7 @@ from .front import COMMAND_EXTENSION, CorsGate, Front, HostGate, invalid_params,
 from .principals import OPERATOR, Identities
 from .push import OnDemandClient
 from .store import (FLUSH_DELAY, UNRESUMABLE_MESSAGE, ConversationTable, PrincipalTaskStore, PushConfigStore,
-                    engine_for, fail_interrupted)  # fmt: skip
+                    StoreUnavailable, check_sqlite_directory, engine_for, fail_interrupted)  # fmt: skip
 from .translate import accepts_our_output, url_violations
 
 log = logging.getLogger("anyagentd.a2a")
@@ -183,16 +184,21 @@ class Daemon:
 
     async def run(self) -> int:
         """Open the store (marking tasks a dead process left open FAILED), bind, serve until drained; returns 0.
-        Raises ``ConfigError`` (an agent no plugin drives, a child instance named like an installed agent) and
-        ``OSError`` (the listener cannot bind)."""
+        Raises ``ConfigError`` (an agent no plugin drives, a child instance named like an installed agent),
+        ``StoreUnavailable`` (the task store cannot be opened) and ``OSError`` (the listener cannot bind)."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        engine = engine_for(self.loaded.config.a2a.store or f"sqlite+aiosqlite:///{self.state_dir / 'a2a.db'}")
+        url = self.loaded.config.a2a.store or f"sqlite+aiosqlite:///{self.state_dir / 'a2a.db'}"
+        check_sqlite_directory(url)
+        engine = engine_for(url)
         store = PrincipalTaskStore(engine, flush_delay=_seconds("ANYAGENTD_A2A_FLUSH_DELAY", FLUSH_DELAY))
         try:
-            await store.initialize()
-            self.table = ConversationTable(engine)
-            await self.table.initialize()
-            failed, self.parked = await fail_interrupted(store, await self.table.resumable(self.agent_label))
+            try:
+                await store.initialize()
+                self.table = ConversationTable(engine)
+                await self.table.initialize()
+                failed, self.parked = await fail_interrupted(store, await self.table.resumable(self.agent_label))
+            except (OSError, SQLAlchemyError) as err:  # unreachable, refused, unwritable: not the listener
+                raise StoreUnavailable(engine.url.render_as_string(hide_password=True), err) from None
             if failed:
                 log.warning("marked %d task(s) FAILED: they were running when the daemon last stopped", failed)
             if self.parked:

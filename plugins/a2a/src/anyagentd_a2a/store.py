@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -71,6 +72,32 @@ def _dialect_insert(dialect: str) -> Any:
     return importlib.import_module(f"sqlalchemy.dialects.{dialect}").insert
 
 log = logging.getLogger("anyagentd.a2a")
+
+
+class StoreUnavailable(Exception):
+    """The task store could not be opened: ``url`` (its password hidden) and ``reason``, the driver's error (the
+    database unreachable or refusing us, a SQLite file that cannot be created)."""
+
+    def __init__(self, url: str, reason: BaseException) -> None:
+        detail = getattr(reason, "orig", None) or reason  # SQLAlchemy wraps the driver's own error
+        super().__init__(f"cannot open the task store {url}: {detail}")
+        self.url = url
+        self.reason = str(detail)
+
+
+def check_sqlite_directory(url: str) -> None:
+    """Raise ``StoreUnavailable`` when ``url`` is a SQLite file whose directory does not exist (SQLite creates the
+    file, never its directory). Checked before the engine exists: a failed aiosqlite connect hands its worker thread
+    a close that it delivers after the caller's event loop may have closed, which prints a thread's traceback."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return
+    directory = Path(parsed.database).expanduser().parent
+    if not directory.is_dir():
+        raise StoreUnavailable(parsed.render_as_string(hide_password=True),
+                               FileNotFoundError(f"the directory {directory} does not exist"))
 
 
 def engine_for(url: str) -> AsyncEngine:
@@ -415,4 +442,4 @@ class ConversationTable:
 
 
 __all__ = ["FLUSH_DELAY", "UNRESUMABLE_MESSAGE", "ConversationTable", "PrincipalTaskStore", "PushConfigStore",
-           "engine_for", "fail_interrupted", "upsert"]
+           "StoreUnavailable", "check_sqlite_directory", "engine_for", "fail_interrupted", "upsert"]
