@@ -23,7 +23,6 @@ from urllib.parse import urlsplit
 
 import anyio
 import uvicorn
-from sqlalchemy.exc import SQLAlchemyError
 from a2a.auth.user import User
 from a2a.server.agent_execution import SimpleRequestContextBuilder
 from a2a.server.context import ServerCallContext
@@ -39,6 +38,7 @@ from anyagentd.errors import ResumeFailed
 from anyagentd.listen import listening_socket
 from anyagentd.plugins import Plugins
 from anyagentd.runtime import Runtime
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Route
