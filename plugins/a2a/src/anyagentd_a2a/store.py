@@ -71,6 +71,7 @@ def _dialect_insert(dialect: str) -> Any:
         return None
     return importlib.import_module(f"sqlalchemy.dialects.{dialect}").insert
 
+
 log = logging.getLogger("anyagentd.a2a")
 
 
