@@ -71,7 +71,8 @@ def test_each_refusal_in_order_creates_nothing(daemon: Any) -> None:
     assert r.status_code == 403 and r.content == b""
     # 3. Content-Type (before identity and everything after)
     r = post(url, b"not json", token="wrong", version=None, content_type="text/plain")
-    assert r.status_code == 415
+    assert r.status_code == 415  # A2A's ContentTypeNotSupportedError in the JSON-RPC body (TCK JSONRPC-SSE-002)
+    assert r.json()["error"]["code"] == -32005 and r.json()["id"] is None
     # 4. identity: an unknown bearer is refused and never falls through to anonymous
     r = post(url, b"not json", token="wrong", version=None)
     assert r.status_code == 401 and r.json()["error"]["code"] == -31401 and r.json()["id"] is None

@@ -5,7 +5,7 @@ created, no agent started).
 Host gate (421, plain body; :class:`HostGate`: a Host neither loopback nor the public URL's — DNS rebinding) →
 CORS exact-origin gate (403, empty body; :class:`CorsGate`, a pure ASGI layer so streaming stays intact) →
 failed-credential limiter per source (429 + Retry-After, the credential not even checked — except that a live
-device-session token is still served) → ``Content-Type: application/json`` (415) → identity (401, code -31401,
+device-session token is still served) → ``Content-Type: application/json`` (415, code -32005 ContentTypeNotSupported) → identity (401, code -31401,
 ``WWW-Authenticate: Bearer realm=…``; configured bearers, then device sessions) → JSON-RPC envelope
 (-32700; -32600 batch / missing id / wrong jsonrpc / no method; -32602 params not an object) → ``A2A-Version``
 1.0 or 1.0.x (-32009 VERSION_NOT_SUPPORTED) → per-principal rate (429) → exact method route (-32601) → extension
@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from .command.envelope import COMMAND_URI as COMMAND_EXTENSION
-from .command.envelope import is_command
+from .command.envelope import CONTENT_TYPE_NOT_SUPPORTED, is_command
 from .config import is_loopback
 from .principals import (
     FAILED_CREDENTIAL_BURST,
@@ -167,7 +167,8 @@ class Front:
                                  headers={"Retry-After": str(math.ceil(wait))})  # fmt: skip
         media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type != "application/json":
-            return rpc_error(None, -32600, "Content-Type must be application/json", status=415)
+            # A2A 1.0 §5.4 ContentTypeNotSupportedError (-32005) in a 415: the TCK (JSONRPC-SSE-002) reads the code.
+            return rpc_error(None, CONTENT_TYPE_NOT_SUPPORTED, "Content-Type must be application/json", status=415)
         try:
             principal = session or await self.identities.authenticate(authorization, source,
                                                                       request.headers.get("origin"))  # fmt: skip
