@@ -2,7 +2,8 @@
 the client side for people: ``login URL`` (the device grant), ``send URL TEXT`` and ``status URL``.
 
 Exit codes of the daemon: 0 after a drain (SIGTERM/SIGINT), 2 for a configuration that cannot be served (one line
-on stderr naming the key), 1 when the listener cannot start. The subcommands exit 0, or 1 with one line on stderr
+on stderr naming the key), 1 when the listener cannot start (one line: the port taken, the task store unreachable,
+the state dir held by another daemon or not creatable). The subcommands exit 0, or 1 with one line on stderr
 (:class:`~anyagentd_a2a.client.ClientError`), never a traceback.
 """
 
@@ -54,6 +55,7 @@ def a2a(ctx: click.Context, config_path: str | None, check_path: str | None, lis
     from anyagentd.errors import AnyagentError
 
     from .daemon import Options, serve
+    from .statedir import StateDirUnusable
     from .store import StoreUnavailable
 
     try:
@@ -61,7 +63,7 @@ def a2a(ctx: click.Context, config_path: str | None, check_path: str | None, lis
                                                 config_path=config_path, plugins=loaded_plugins()))
     except ConfigError as err:
         _config_error(err)
-    except StoreUnavailable as err:
+    except (StoreUnavailable, StateDirUnusable) as err:
         click.echo(f"anyagentd a2a: {err}", err=True)
         sys.exit(1)
     except OSError as err:

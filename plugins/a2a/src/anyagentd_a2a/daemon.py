@@ -700,5 +700,12 @@ def _resumable(conversation: Conversation) -> bool:
 
 
 async def serve(loaded: Loaded, options: Options) -> int:
+    """Run one daemon for ``loaded`` until it drains; returns its exit status. Holds the state dir for the daemon's
+    lifetime (:func:`.statedir.hold`: raises ``StateDirUnusable`` when another daemon holds it or it cannot be
+    created), then raises what :meth:`Daemon.run` raises."""
+    from .statedir import hold
+
     setup_logging()
-    return await Daemon(loaded, options).run()
+    daemon = Daemon(loaded, options)
+    with hold(daemon.state_dir):
+        return await daemon.run()
