@@ -414,6 +414,7 @@ def parse(data: dict[str, Any], *, source: str | None = None, env: dict[str, str
     secrets = Secrets(operator=operator, principals=principals, instances=instances, parents=parents)
     loaded = Loaded(config=config, secrets=secrets, source=source)
     check_listener(loaded)
+    check_tls(config.a2a.tls)
     if config.a2a.device_grant.enabled and operator is None:
         raise ConfigError("a2a.device_grant.enabled", "the device grant needs an operator credential (a2a.bearer): "
                                                       "an operator approves every device")  # fmt: skip
@@ -430,6 +431,28 @@ def check_listener(loaded: Loaded) -> None:
         raise ConfigError("a2a.listen", f"{a2a.listen} is not loopback: configure [a2a.tls] cert and key")
     if not loaded.credentialed:
         raise ConfigError("a2a.listen", f"{a2a.listen} is not loopback: configure a2a.bearer or [[a2a.principals]]")
+
+
+def check_tls(tls: TlsSection | None) -> None:
+    """Refuse ``[a2a.tls]`` files the listener could not load, before anything starts: ``ConfigError`` on
+    ``a2a.tls.cert`` / ``a2a.tls.key`` for a file that cannot be read (its OS reason), on ``a2a.tls`` for a pair
+    that is not a PEM certificate chain and its unencrypted private key (``ssl.SSLContext.load_cert_chain``, what
+    uvicorn's ``ssl_certfile``/``ssl_keyfile`` do; an encrypted key is refused here rather than prompted for)."""
+    if tls is None:
+        return
+    import ssl
+
+    for key, path in (("a2a.tls.cert", tls.cert), ("a2a.tls.key", tls.key)):
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as err:
+            raise ConfigError(key, f"cannot read {path}: {err.strerror or err}") from None
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(tls.cert, tls.key, password=lambda: b"")
+    except ssl.SSLError as err:
+        raise ConfigError("a2a.tls", f"{tls.cert} and {tls.key} are not a PEM certificate chain and its unencrypted "
+                                     f"private key ({err.reason or err})") from None  # fmt: skip
 
 
 def with_listen(loaded: Loaded, listen: str | None) -> Loaded:
