@@ -70,7 +70,8 @@ def check_store_url(url: str) -> None:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: a TOML value of the wrong type is refused naming its key, never coerced ("yes", 1 or "off" for a bool)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 def _reference(value: Any) -> Any:

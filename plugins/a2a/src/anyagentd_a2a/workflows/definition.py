@@ -52,7 +52,8 @@ Duration = Annotated[float, Field(ge=0)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict, as the daemon's own configuration: a value of the wrong type is refused naming its key, never coerced
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class Retry(_Strict):
