@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 ANYAGENTD = str(Path(sys.executable).with_name("anyagentd"))
 """The ``anyagentd`` console script of this environment."""
@@ -42,3 +47,49 @@ SLOW = {"turns": [[{"Emit": {"TextDelta": {"message_id": "m1", "text": "working"
                    {"End": {"Completed": {"source": "Protocol"}}}]]}  # fmt: skip
 
 
+
+
+class PushReceiver(BaseHTTPRequestHandler):
+    """A push-notification endpoint: every POST's (headers, JSON body) lands in :attr:`received`, in order."""
+
+    received: ClassVar[list[tuple[dict[str, str], Any]]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.received.append((dict(self.headers), json.loads(body)))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def push_receiver() -> Iterator[ThreadingHTTPServer]:
+    """A :class:`PushReceiver` listening on a loopback port (``server_address``), its ``received`` emptied."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), PushReceiver)
+    PushReceiver.received = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+
+
+def pushed_states(task_id: str) -> list[str]:
+    """The states the receiver was told of ``task_id``, in arrival order (status updates and whole tasks)."""
+    states = []
+    for _, body in list(PushReceiver.received):
+        found = body.get("statusUpdate") or body.get("task") or {}
+        if found.get("taskId", found.get("id")) == task_id and found.get("status", {}).get("state"):
+            states.append(found["status"]["state"])
+    return states
+
+
+def wait_pushed(task_id: str, state: str, timeout: float = 20.0) -> list[str]:
+    """Wait until the receiver was told ``task_id`` reached ``state``; returns every state it was told of it."""
+    deadline = time.monotonic() + timeout
+    while state not in pushed_states(task_id) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert state in pushed_states(task_id), pushed_states(task_id)
+    return pushed_states(task_id)

@@ -7,14 +7,12 @@ import json
 import signal
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
-from a2a_helpers import ANYAGENTD, SLOW, wait_state
+from a2a_helpers import ANYAGENTD, SLOW, PushReceiver, push_receiver, wait_pushed, wait_state
 from anyagentd_a2a.config import ConfigError, load, parse
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.anyio]
@@ -204,26 +202,10 @@ def test_sighup_reloads_principals(a2a_daemon: Any, tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------------ push
 
 
-class _Receiver(BaseHTTPRequestHandler):
-    received: ClassVar[list[tuple[dict[str, str], Any]]] = []
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.received.append((dict(self.headers), json.loads(body)))
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def receiver() -> Any:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
-    _Receiver.received = []
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
+    with push_receiver() as server:
+        yield server
 
 
 def test_push_notifications_reach_a_loopback_receiver(a2a_daemon: Any, receiver: Any) -> None:
@@ -234,13 +216,13 @@ def test_push_notifications_reach_a_loopback_receiver(a2a_daemon: Any, receiver:
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not any(
-            "COMPLETED" in json.dumps(b) for _, b in _Receiver.received):  # fmt: skip
+            "COMPLETED" in json.dumps(b) for _, b in PushReceiver.received):  # fmt: skip
         time.sleep(0.05)
-    assert _Receiver.received, "no notification arrived"
-    headers, _ = _Receiver.received[-1]
+    assert PushReceiver.received, "no notification arrived"
+    headers, _ = PushReceiver.received[-1]
     assert headers["X-A2A-Notification-Token"] == "push-token-1"
     assert any(b.get("statusUpdate", {}).get("status", {}).get("state") == "TASK_STATE_COMPLETED"
-               for _, b in _Receiver.received)  # fmt: skip
+               for _, b in PushReceiver.received)  # fmt: skip
     configs = daemon.rpc("ListTaskPushNotificationConfigs", {"taskId": task["id"]}).json()["result"]
     assert configs["configs"][0]["url"] == url
     config_id = configs["configs"][0]["id"]
@@ -249,6 +231,40 @@ def test_push_notifications_reach_a_loopback_receiver(a2a_daemon: Any, receiver:
     daemon.rpc("DeleteTaskPushNotificationConfig", {"taskId": task["id"], "id": config_id}).raise_for_status()
     left = daemon.rpc("ListTaskPushNotificationConfigs", {"taskId": task["id"]}).json()["result"]
     assert not left.get("configs")
+
+
+def test_push_subscribers_are_told_of_the_failure_a_restart_records(a2a_daemon: Any, receiver: Any,
+                                                                     tmp_path: Path) -> None:  # fmt: skip
+    script = tmp_path / "slow.json"
+    script.write_text(json.dumps(SLOW))
+    state = tmp_path / "state"
+    config = "[a2a.push]\nallow_private = true\n"
+    daemon = a2a_daemon(config=config, mock=str(script), state_dir=state)
+    push = {"url": f"http://127.0.0.1:{receiver.server_address[1]}/hook", "token": "push-token-2"}
+    running = daemon.send_text("long", configuration={"returnImmediately": True, "taskPushNotificationConfig": push})
+    wait_state(daemon, running["id"], "TASK_STATE_WORKING")
+    daemon.signal(signal.SIGKILL)
+    daemon.wait()
+    again = a2a_daemon(config=config, mock=str(script), state_dir=state)
+    assert again.rpc("GetTask", {"id": running["id"]}).json()["result"]["status"]["state"] == "TASK_STATE_FAILED"
+    told = wait_pushed(running["id"], "TASK_STATE_FAILED")
+    assert told[-1] == "TASK_STATE_FAILED"
+    failure = next(b for _, b in reversed(PushReceiver.received) if "statusUpdate" in b)["statusUpdate"]
+    assert "stopped while this task was running" in failure["status"]["message"]["parts"][0]["text"]
+    assert PushReceiver.received[-1][0]["X-A2A-Notification-Token"] == "push-token-2"
+
+
+def test_push_subscribers_are_told_of_the_cancel_a_drain_records(a2a_daemon: Any, receiver: Any,
+                                                                 tmp_path: Path) -> None:  # fmt: skip
+    script = tmp_path / "slow.json"
+    script.write_text(json.dumps(SLOW))
+    daemon = a2a_daemon(config="[a2a.push]\nallow_private = true\n", mock=str(script))
+    push = {"url": f"http://127.0.0.1:{receiver.server_address[1]}/hook"}
+    running = daemon.send_text("long", configuration={"returnImmediately": True, "taskPushNotificationConfig": push})
+    wait_state(daemon, running["id"], "TASK_STATE_WORKING")
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait(timeout=30) == 0
+    assert wait_pushed(running["id"], "TASK_STATE_CANCELED", timeout=1)[-1] == "TASK_STATE_CANCELED"
 
 
 def test_push_to_a_private_address_is_refused_by_default(a2a_daemon: Any) -> None:

@@ -2,7 +2,8 @@
 connection (what a restart finds): a task's durable points (accepted, waiting for input, terminal) are on disk when
 ``save`` returns; the updates between them are written behind (by ``flush_behind``, or first by any read); ids the
 store handed out, and tasks without push configs, are answered without a query; a conversation's resume token is one
-row per (owner, contextId), updated in place. The latency these save is measured by bench/bench_a2a.py, never here."""
+row per (owner, contextId), updated in place; a restart does to each open task what the task rules decide. The
+latency these save is measured by bench/bench_a2a.py, never here."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ from a2a.types import (
 )
 from anyagentd_a2a.daemon import _Principal
 from anyagentd_a2a.principals import OPERATOR, Principal
-from anyagentd_a2a.store import ConversationTable, PrincipalTaskStore, PushConfigStore, engine_for
+from anyagentd_a2a.store import ConversationTable, PrincipalTaskStore, PushConfigStore, engine_for, fail_interrupted
+from anyagentd_a2a.tasks.state import INTERRUPTED_MESSAGE, UNRESUMABLE_MESSAGE
 from sqlalchemy import event
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -131,6 +133,42 @@ async def test_the_operator_writing_behind_keeps_the_owner_and_other_owners_stil
     bob = ServerCallContext(user=_Principal(Principal("bob", "user")), state={})
     assert await store.get("t1", bob) is None
     assert (await store.get("t1", OPERATOR_CONTEXT)).status.state == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_a_restart_does_to_each_open_task_what_the_task_rules_decide(db: tuple[Any, Path, list[str]]) -> None:
+    engine, path, _ = db
+    store = PrincipalTaskStore(engine, flush_delay=60)
+    await store.initialize()
+    asked = Message(message_id="q1", role=Role.ROLE_AGENT, parts=[Part(text="may I?")])
+    left = {"running": TaskState.TASK_STATE_WORKING, "queued": TaskState.TASK_STATE_SUBMITTED,
+            "asked-resumable": TaskState.TASK_STATE_INPUT_REQUIRED, "asked-lost": TaskState.TASK_STATE_INPUT_REQUIRED,
+            "a-runs": TaskState.TASK_STATE_WORKING, "named-like-a-run": TaskState.TASK_STATE_WORKING,
+            "done": TaskState.TASK_STATE_COMPLETED}  # fmt: skip
+    for n, (task_id, state) in enumerate(left.items()):
+        stored = task(task_id, state, "partial")
+        stored.context_id = f"c{n}"
+        if state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            stored.status.message.CopyFrom(asked)
+        if task_id == "named-like-a-run":  # its op names a run, but no run says it is its task
+            stored.metadata.update({"op": "workflow.run:pipe"})
+        await store.save(stored, ALICE)
+    failed, parked = await fail_interrupted(store, resumable={("alice", "c2"), ("alice", "c6")}, run_tasks={"a-runs"})
+    assert parked == {"asked-resumable": ("alice", "c2")}
+    assert {e.task_id: (e.context_id, TaskState.Name(e.status.state), e.status.message.parts[0].text)
+            for e in failed} == {
+        "running": ("c0", "TASK_STATE_FAILED", INTERRUPTED_MESSAGE),
+        "queued": ("c1", "TASK_STATE_FAILED", INTERRUPTED_MESSAGE),
+        "asked-lost": ("c3", "TASK_STATE_FAILED", UNRESUMABLE_MESSAGE),
+        "named-like-a-run": ("c5", "TASK_STATE_FAILED", INTERRUPTED_MESSAGE),
+    }  # fmt: skip
+    kept = {"asked-resumable": "TASK_STATE_INPUT_REQUIRED", "a-runs": "TASK_STATE_WORKING",
+            "done": "TASK_STATE_COMPLETED"}  # fmt: skip
+    for task_id in left:
+        assert on_disk(path, task_id) == {"state": kept.get(task_id, "TASK_STATE_FAILED"), "texts": ["partial"],
+                                          "owner": "alice"}  # fmt: skip
+    lost = await store.get("asked-lost", ALICE)
+    assert lost.history[-1].parts[0].text == "may I?"  # the question moved to the history, the reason took its place
+    assert lost.status.message.parts[0].text == UNRESUMABLE_MESSAGE and lost.status.message.task_id == "asked-lost"
 
 
 async def test_an_id_the_store_handed_out_reads_absent_without_a_query_until_saved(

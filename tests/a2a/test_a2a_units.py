@@ -1,24 +1,23 @@
-"""Pure pieces of the A2A face, in process: answers from messages, request texts, prompts from parts, stop states,
-identities, token buckets, extension header parsing."""
+"""Pure pieces of the A2A face, in process: answers from messages, request texts, prompts from parts, identities,
+token buckets, extension header parsing (stop states: ``test_a2a_task_state.py``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from a2a.types import Message, Part, Role, TaskState
+from a2a.types import Message, Part, Role
 from anyagentd.model import (
     REQUEST,
     AnswerPermission,
     AnswerQuestion,
     Choices,
-    FailedStop,
     TextAnswer,
 )
 from anyagentd_a2a.config import parse
 from anyagentd_a2a.front import requested_extensions
 from anyagentd_a2a.principals import OPERATOR, Identities, TokenBucket, Unauthenticated
-from anyagentd_a2a.translate import answer_of, file_name, prompt_of, request_text, stop_state
+from anyagentd_a2a.translate import answer_of, file_name, prompt_of, request_text
 
 TOOL = {"id": "t1", "kind": "Edit", "title": "Write a.txt", "status": "Pending", "input": {"Path": "a.txt"},
         "output": None, "diffs": [], "locations": [], "raw": None}  # fmt: skip
@@ -84,15 +83,6 @@ def test_prompt_from_parts(tmp_path: Path) -> None:
         prompt_of(message(Part(url="https://example.com/f.txt")), tmp_path)
     assert file_name(Part(url="https://example.com/dir/..%2F.hidden?x=1"), 3)[9:] == "_2F.hidden"
     assert file_name(Part(raw=b"x"), 3).endswith("-part-3")
-
-
-def test_stop_states() -> None:
-    from anyagentd.model import COMPLETED_INFERRED
-
-    assert stop_state(COMPLETED_INFERRED) == TaskState.TASK_STATE_COMPLETED
-    assert stop_state("Cancelled") == TaskState.TASK_STATE_CANCELED
-    assert stop_state("Refused") == TaskState.TASK_STATE_REJECTED
-    assert stop_state(FailedStop(message="x")) == TaskState.TASK_STATE_FAILED
 
 
 def test_identities() -> None:

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 import pytest
-from a2a_helpers import wait_state
+from a2a_helpers import PushReceiver, push_receiver, pushed_states, wait_pushed, wait_state
 from test_a2a_commands import ALICE, BOB, ENV, OPERATOR, command, reason, result_of, task_result, validate_result
 
 pytestmark = pytest.mark.timeout(180)
@@ -125,6 +125,22 @@ def test_a_run_is_a_task_resumed_by_a_signal(a2a_daemon: Any) -> None:
     validate_result("workflow.run", artifact["parts"][0]["data"])
     final = wait_run(daemon, run, "completed", ALICE)
     assert final["steps"]["go"]["output"] == {"signal": "go", "payload": {"ok": 1}, "from": "user:alice"}
+
+
+def test_a_runs_task_tells_its_push_subscribers_every_state(a2a_daemon: Any) -> None:
+    with push_receiver() as receiver:
+        daemon = a2a_daemon(config=config() + "[a2a.push]\nallow_private = true\n", env=ENV, mock="hello")
+        task = start_run(daemon, ALICE, issue="#9")
+        run = run_of(daemon, task, ALICE)
+        wait_run(daemon, run, "suspended", ALICE)
+        hook = {"taskId": task["id"], "url": f"http://127.0.0.1:{receiver.server_address[1]}/hook", "token": "run-t"}
+        assert "result" in daemon.rpc("CreateTaskPushNotificationConfig", hook, token=ALICE).json()
+        command(daemon, "workflow.signal", token=ALICE, name="go")
+        wait_state(daemon, task["id"], "TASK_STATE_COMPLETED", token=ALICE)
+        told = wait_pushed(task["id"], "TASK_STATE_COMPLETED")
+        assert set(told) <= {"TASK_STATE_WORKING", "TASK_STATE_COMPLETED"} and told[-1] == "TASK_STATE_COMPLETED"
+        assert all(headers["X-A2A-Notification-Token"] == "run-t" for headers, _ in PushReceiver.received)
+        assert pushed_states(task["id"]).count("TASK_STATE_COMPLETED") == 1
 
 
 def test_permission_and_commands(a2a_daemon: Any) -> None:

@@ -47,15 +47,12 @@ from .translate import (
     event_part,
     request_text,
     same_request,
-    stop_state,
     turn_metadata,
 )
+from .tasks.state import PAUSED, TERMINAL, from_stop, move
 
 log = logging.getLogger("anyagentd.a2a")
 
-TERMINAL = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED,
-                      TaskState.TASK_STATE_REJECTED})  # fmt: skip
-PAUSED = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
 REPORTED = {TaskState.TASK_STATE_COMPLETED: "completed", TaskState.TASK_STATE_CANCELED: "cancelled"}
 """A terminal task state as a report to a parent gives it (any other: ``failed``)."""
 DETAIL_KINDS = frozenset({"ToolUpdated", "ToolOutputDelta", "PlanUpdated", "ContextUsage", "UserMessage",
@@ -95,10 +92,11 @@ class TaskRun:
 
     def status(self, state: int, parts: list[Part] | None = None, metadata: dict[str, Any] | None = None) -> None:
         """Queue a status update (with an agent message when ``parts``; ``metadata`` merged into the task's by the
-        SDK); nothing after a terminal state."""
+        SDK); nothing after a terminal state (a late event after the end is dropped). Any other move the rules
+        refuse raises :class:`.tasks.state.MoveRefused`."""
         if self.terminal:
             return
-        self.state = state
+        self.state = move(self.state, state)
         status = TaskStatus(state=state)
         if parts:
             status.message.CopyFrom(agent_message(parts, context_id=self.context_id, task_id=self.task_id))
@@ -373,7 +371,7 @@ def _translate(run: TaskRun, event: Any, tag: str) -> None:
         run.request = None
         session = run.conversation.session
         token = session.snapshot().resume_token if session is not None else None
-        run.status(stop_state(kind.stop), [Part(text=_final_text(run, kind.stop)), event_part(event)],
+        run.status(from_stop(kind.stop), [Part(text=_final_text(run, kind.stop)), event_part(event)],
                    turn_metadata(kind.stop, run.usage, token))  # fmt: skip
     elif tag in DETAIL_KINDS or tag in ("TextDelta", "ReasoningDelta"):
         run.status(TaskState.TASK_STATE_WORKING, [event_part(event)])

@@ -30,7 +30,7 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.server.tasks import BasePushNotificationSender
-from a2a.types import CancelTaskRequest, TaskState
+from a2a.types import CancelTaskRequest
 from a2a.utils.errors import A2AError
 from a2a.utils.push_url_validator import validate_push_notification_url
 from anyagentd import startup
@@ -53,8 +53,9 @@ from .executor import CANCEL_GRACE, ConversationExecutor
 from .front import COMMAND_EXTENSION, CorsGate, Front, HostGate, invalid_params, rpc_error
 from .principals import OPERATOR, Identities
 from .push import OnDemandClient
-from .store import (FLUSH_DELAY, UNRESUMABLE_MESSAGE, ConversationTable, PrincipalTaskStore, PushConfigStore,
-                    StoreUnavailable, check_sqlite_directory, engine_for, fail_interrupted)  # fmt: skip
+from .store import (FLUSH_DELAY, ConversationTable, PrincipalTaskStore, PushConfigStore, StoreUnavailable,
+                    check_sqlite_directory, engine_for, fail_interrupted)  # fmt: skip
+from .tasks.state import FAILED, OPEN, UNRESUMABLE_MESSAGE, on_drain
 from .translate import accepts_our_output, url_violations
 
 log = logging.getLogger("anyagentd.a2a")
@@ -183,7 +184,8 @@ class Daemon:
         self.mock_script = options.mock_script or agent.mock_script
 
     async def run(self) -> int:
-        """Open the store (marking tasks a dead process left open FAILED), bind, serve until drained; returns 0.
+        """Open the store (a task a dead process left open gets what :func:`.tasks.state.on_restart` decides; the
+        push subscribers of those it fails are told), bind, serve until drained; returns 0.
         Raises ``ConfigError`` (an agent no plugin drives, a child instance named like an installed agent),
         ``StoreUnavailable`` (the task store cannot be opened) and ``OSError`` (the listener cannot bind)."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -196,11 +198,13 @@ class Daemon:
                 await store.initialize()
                 self.table = ConversationTable(engine)
                 await self.table.initialize()
-                failed, self.parked = await fail_interrupted(store, await self.table.resumable(self.agent_label))
+                failed, self.parked = await fail_interrupted(store, await self.table.resumable(self.agent_label),
+                                                             await self._run_tasks(engine))  # fmt: skip
             except (OSError, SQLAlchemyError) as err:  # unreachable, refused, unwritable: not the listener
                 raise StoreUnavailable(engine.url.render_as_string(hide_password=True), err) from None
             if failed:
-                log.warning("marked %d task(s) FAILED: they were running when the daemon last stopped", failed)
+                log.warning("marked %d task(s) FAILED: they were running when the daemon last stopped", len(failed))
+            self.interrupted = failed  # their push subscribers are told once the push sender exists
             if self.parked:
                 log.info("%d task(s) still wait for input: their answers resume the agent's conversation",
                          len(self.parked))  # fmt: skip
@@ -259,6 +263,10 @@ class Daemon:
             card = build_card(self.loaded, public_url, ops=self.ops.listed(self.instance.switches()),
                               schema_url=f"{public_url}{SCHEMA_PATH}")  # fmt: skip
             handler, http = self._handler(store, engine, card)
+            if self.push_sender is not None:
+                for event in self.interrupted:  # failed by this start: the SDK pushes only what it serves
+                    tg.start_soon(self.push_sender.send_notification, event.task_id, event)
+            self.interrupted = []
             config = uvicorn.Config(self._app(handler), log_config=None, access_log=False, lifespan="off",
                                     timeout_graceful_shutdown=5, ssl_certfile=tls.cert if tls else None,
                                     ssl_keyfile=tls.key if tls else None)  # fmt: skip
@@ -284,6 +292,7 @@ class Daemon:
             validator = None if push.allow_private else validate_push_notification_url
             http = OnDemandClient(timeout=10.0)  # made by the first push: its TLS context is not the start's
             sender = BasePushNotificationSender(http, push_store, push_url_validator=validator)
+        self.push_sender = sender
         executor = self.executor = ConversationExecutor(self.conversations, allow_private_urls=push.allow_private,
                                                         parked=self.parked, parents=self._parents())  # fmt: skip
         contexts = SimpleRequestContextBuilder(task_id_generator=store.task_ids)  # new ids read absent, no query
@@ -350,10 +359,10 @@ class Daemon:
 
     async def _refuse_unresumable(self, principal: Any, request_id: Any, task_id: str) -> Any:
         """-32004 naming why, for a message to the caller's task that a restart left unanswerable
-        (:data:`store.UNRESUMABLE_MESSAGE`); ``None`` for any other task (the SDK answers those)."""
+        (:data:`.tasks.state.UNRESUMABLE_MESSAGE`); ``None`` for any other task (the SDK answers those)."""
         context = ServerCallContext(user=_Principal(principal), state={"principal": principal})
         task = await self.task_store.get(task_id, context)
-        if task is None or task.status.state != TaskState.TASK_STATE_FAILED:
+        if task is None or task.status.state != FAILED:
             return None
         text = " ".join(p.text for p in task.status.message.parts if p.text)
         if text != UNRESUMABLE_MESSAGE:
@@ -393,10 +402,11 @@ class Daemon:
         server.should_exit = True
 
     async def drain(self) -> None:
-        """Stop intake (sends get DRAINING), cancel every live task through the SDK handler — a task waiting for
-        input is recorded CANCELED too, unless its agent can resume (it has a resume token): that one stays
-        INPUT_REQUIRED and its answer after the restart resumes the conversation — then close every session, all
-        in parallel."""
+        """Stop intake (sends get DRAINING), do to every live conversation task what
+        :func:`.tasks.state.on_drain` decides — cancel it through the SDK handler (recorded CANCELED), or park it
+        (waiting for input, its agent has a resume token: it stays INPUT_REQUIRED and its answer after the restart
+        resumes the conversation) — checkpoint the workflow runs (their tasks are kept: the runs resume after the
+        restart), then close every session, all in parallel."""
         self.draining = True
         context = ServerCallContext(user=_Principal(OPERATOR), state={"principal": OPERATOR})
 
@@ -409,9 +419,9 @@ class Daemon:
 
         async with anyio.create_task_group() as tg:
             for task_id, run in list(self.conversations.runs.items()):
-                if run.request is not None and _resumable(run.conversation):
-                    continue  # left waiting: after the restart its answer resumes the agent's conversation
-                tg.start_soon(cancel, task_id)
+                decision = on_drain(run.state, run_task=False, resumable=_resumable(run.conversation))
+                if decision.action == "cancel":
+                    tg.start_soon(cancel, task_id)
             if self.instance.runner is not None:
                 tg.start_soon(self.instance.runner.drain, CANCEL_GRACE + 1)
             if self.instance.subagents is not None:
@@ -515,16 +525,25 @@ class Daemon:
         return Parents([Parent(p.url, secrets[parent_key(p.url)], p.principal) for p in configured],
                        spawn=self._tg.start_soon)  # fmt: skip
 
+    async def _run_tasks(self, engine: Any) -> set[str]:
+        """Open the workflow runs' store (with ``workflows`` configured) and return the ids of the tasks its runs run
+        under: the restart keeps those tasks open (:func:`.tasks.state.on_restart`), their runs follow them. None
+        without workflows: no runner would follow them, so they fail like any task a dead process left open."""
+        if not self.loaded.config.workflows:
+            return set()
+        from .workflows.store import RunStore
+
+        self.run_store = await RunStore(engine).open()
+        return await self.run_store.task_ids()
+
     async def _services(self, engine: Any) -> None:
         """The workflow runner, the device grant and the subagent manager, as configured (their stores share the
-        daemon's database)."""
+        daemon's database; the runs' store is already open, :meth:`_run_tasks`)."""
         config = self.loaded.config
         if config.workflows:
             from .workflows.definition import load_workflows
-            from .workflows.store import RunStore
 
             self.instance.workflows = load_workflows(config.workflows)
-            self.run_store = await RunStore(engine).open()
         if config.a2a.device_grant.enabled:
             from .auth.device import DeviceGrant
             from .auth.sessions import AuthSessions
@@ -629,8 +648,7 @@ class Daemon:
         context = ServerCallContext(user=_Principal(principal), state={"principal": principal})
         task = await self.task_store.get(task_id, context)
         with anyio.move_on_after(5 if settled else 0):
-            while settled and task is not None and MessageToDict(task).get("status", {}).get("state") in (
-                    "TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_SUBMITTED"):  # fmt: skip
+            while settled and task is not None and task.status.state in OPEN:
                 await anyio.sleep(0.02)
                 task = await self.task_store.get(task_id, context)
         return JSONResponse({"jsonrpc": "2.0", "id": request_id, "result": {"task": MessageToDict(task)}})
@@ -651,10 +669,9 @@ class Daemon:
             task = await self.task_store.get(record.task_id, context)
             if task is None:
                 continue
-            stored = MessageToDict(task)
-            if stored.get("status", {}).get("state") not in ("TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED",
-                                                              "TASK_STATE_SUBMITTED"):
+            if task.status.state not in OPEN:
                 continue  # the task already shows the run's end (a run ended at recovery is brought up to date)
+            stored = MessageToDict(task)
             owner_id = record.principal or OPERATOR.id
             owner = OPERATOR if owner_id == OPERATOR.id else Principal(owner_id, owner_id.split(":", 1)[0])
             message = (stored.get("history") or [{}])[0]
@@ -664,11 +681,18 @@ class Daemon:
                                 op, run_progress(runner, record))  # fmt: skip
 
     async def _save_task(self, task: dict[str, Any], principal: Any) -> None:
-        from a2a.types import Task
+        """Store a command's task (proto3 JSON) under ``principal``, then tell its push subscribers its status: the
+        SDK serves none of these tasks, so it pushes none of their states (the sender looks up only tasks with
+        push configs)."""
+        from a2a.types import Task, TaskStatusUpdateEvent
         from google.protobuf.json_format import ParseDict
 
         context = ServerCallContext(user=_Principal(principal), state={"principal": principal})
-        await self.task_store.save(ParseDict(task, Task(), ignore_unknown_fields=True), context)
+        stored = ParseDict(task, Task(), ignore_unknown_fields=True)
+        await self.task_store.save(stored, context)
+        if self.push_sender is not None:
+            await self.push_sender.send_notification(stored.id, TaskStatusUpdateEvent(
+                task_id=stored.id, context_id=stored.context_id, status=stored.status, metadata=stored.metadata))
 
     async def _schema(self, request: Request) -> Any:
         from starlette.responses import JSONResponse

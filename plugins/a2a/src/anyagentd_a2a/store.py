@@ -10,8 +10,9 @@ plus this daemon's conversation table (the agent's resume token per (owner, cont
   the SDK's id generator) reads as absent without a query until its first save.
 - :class:`PushConfigStore` — the SDK's database push-config store that knows which tasks have configs, so the
   push sender's look-up on every task event queries only for those.
-- :func:`fail_interrupted` — at start-up, every task left SUBMITTED, WORKING or waiting for input by a process that
-  died is marked FAILED with a message saying so (its turn is gone).
+- :func:`fail_interrupted` — at start-up, every task a process that died left open gets what
+  :func:`.tasks.state.on_restart` decides: kept (a run's task), parked (waiting for input, its conversation
+  resumable) or marked FAILED with the message saying why.
 - :class:`ConversationTable` — resume tokens, so the next message after a restart resumes the agent's conversation.
 - :func:`upsert` — how both write a row by its key: updated in place when it exists, never deleted first.
 """
@@ -22,7 +23,7 @@ import importlib
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,24 +34,19 @@ from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
 from a2a.server.id_generator import IDGenerator, IDGeneratorContext
 from a2a.server.tasks import DatabasePushNotificationConfigStore, DatabaseTaskStore
-from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskPushNotificationConfig, TaskState
+from a2a.types import (ListTasksRequest, ListTasksResponse, Task, TaskPushNotificationConfig, TaskState, TaskStatus,
+                       TaskStatusUpdateEvent)  # fmt: skip
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import decode_list_tasks_cursor, encode_list_tasks_cursor
+from google.protobuf.json_format import ParseDict
 from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, case, func, inspect, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from .principals import OPERATOR
+from .tasks.state import FAILED, PAUSED, TERMINAL, StateError, move, name, of_name, on_restart
 
-INTERRUPTED_MESSAGE = "The daemon stopped while this task was running; its turn is lost."
-UNRESUMABLE_MESSAGE = ("The daemon stopped while this task waited for input, and the agent keeps no resume token "
-                       "for this conversation, so it cannot resume it: the request is lost and cannot be answered. "
-                       "Send a new message in this contextId.")  # fmt: skip
-"""Why a task that waited for input reads FAILED after a restart; an answer to it is refused with -32004 saying so."""
-_OPEN_STATES = ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED")
-DURABLE_STATES = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED,
-                            TaskState.TASK_STATE_REJECTED, TaskState.TASK_STATE_INPUT_REQUIRED,
-                            TaskState.TASK_STATE_AUTH_REQUIRED})  # fmt: skip
+DURABLE_STATES = TERMINAL | PAUSED
 """States a save writes before it returns (besides a task's first save): where a task stops, or waits for an answer."""
 FLUSH_DELAY = 0.25
 """Seconds an update between durable points may wait in memory before :meth:`PrincipalTaskStore.flush_behind`
@@ -362,41 +358,45 @@ def _as_owner(context: ServerCallContext, owner: str) -> ServerCallContext:
     return context.model_copy(update={"user": _Owner(owner)})
 
 
-async def fail_interrupted(store: PrincipalTaskStore, resumable: set[tuple[str, str]] = frozenset()
-                           ) -> tuple[int, dict[str, tuple[str, str]]]:  # fmt: skip
-    """Mark every task a dead process left open as FAILED (keeping its owner). A workflow run's task (metadata
-    ``op`` ``workflow.run:<name>``) is left open: its run resumes and the task follows it. A task waiting for
-    input whose (owner, contextId) is in ``resumable`` (a resume token is stored) stays INPUT_REQUIRED: its answer
-    resumes the agent's conversation; one whose conversation cannot resume reads FAILED with
-    :data:`UNRESUMABLE_MESSAGE`. Returns (how many were failed, the kept tasks: task id → (owner, contextId))."""
+async def fail_interrupted(store: PrincipalTaskStore, resumable: Set[tuple[str, str]] = frozenset(),
+                           run_tasks: Set[str] = frozenset()) -> tuple[list[TaskStatusUpdateEvent],
+                                                                       dict[str, tuple[str, str]]]:  # fmt: skip
+    """Do to every stored task what :func:`.tasks.state.on_restart` decides for it (its owner kept): ``run_tasks``
+    are the ids of the tasks workflow runs run under, ``resumable`` the (owner, contextId) pairs with a resume
+    token stored. A task to fail gets its decision's message as its status (the message before it moves to the
+    history); one to park or keep is left as it is. Returns (the status update of every task failed, for its push
+    subscribers; the parked tasks: task id → (owner, contextId))."""
     await store._ensure_initialized()
     model = store.task_model
+    failed: list[TaskStatusUpdateEvent] = []
+    parked: dict[str, tuple[str, str]] = {}
     async with store.async_session_maker.begin() as session:
         rows = (await session.execute(select(model))).scalars().all()
-        count, parked = 0, {}
         for row in rows:
             status = dict(row.status or {})
-            if status.get("state") not in _OPEN_STATES:
-                continue
-            if str((row.task_metadata or {}).get("op", "")).startswith("workflow.run"):
-                continue
-            waiting = status.get("state") == "TASK_STATE_INPUT_REQUIRED"
-            if waiting and (row.owner, row.context_id) in resumable:
+            try:
+                state = of_name(str(status.get("state")))
+            except StateError:
+                continue  # no state we know: nothing to decide
+            decision = on_restart(state, run_task=row.id in run_tasks,
+                                  resumable=(row.owner, row.context_id) in resumable)  # fmt: skip
+            if decision.action == "park":
                 parked[row.id] = (row.owner, row.context_id)
+            if decision.action != "fail":
                 continue
-            text = UNRESUMABLE_MESSAGE if waiting else INTERRUPTED_MESSAGE
             history = list(row.history or [])
             if status.get("message"):
                 history.append(status["message"])
             now = datetime.now(UTC)
             message = {"messageId": str(uuid.uuid4()), "role": "ROLE_AGENT", "contextId": row.context_id,
-                       "taskId": row.id, "parts": [{"text": text}]}  # fmt: skip
-            row.status = {"state": "TASK_STATE_FAILED", "message": message,
+                       "taskId": row.id, "parts": [{"text": decision.reason}]}  # fmt: skip
+            row.status = {"state": name(move(state, FAILED)), "message": message,
                           "timestamp": now.isoformat().replace("+00:00", "Z")}  # fmt: skip
             row.history = history
             row.last_updated = now.replace(tzinfo=None)
-            count += 1
-    return count, parked
+            failed.append(TaskStatusUpdateEvent(task_id=row.id, context_id=row.context_id,
+                                                status=ParseDict(row.status, TaskStatus())))  # fmt: skip
+    return failed, parked
 
 
 _metadata = MetaData()
@@ -442,5 +442,5 @@ class ConversationTable:
         await upsert(self.engine, conversations_table, ("owner", "context_id"), values)
 
 
-__all__ = ["FLUSH_DELAY", "UNRESUMABLE_MESSAGE", "ConversationTable", "PrincipalTaskStore", "PushConfigStore",
+__all__ = ["FLUSH_DELAY", "ConversationTable", "PrincipalTaskStore", "PushConfigStore",
            "StoreUnavailable", "check_sqlite_directory", "engine_for", "fail_interrupted", "upsert"]

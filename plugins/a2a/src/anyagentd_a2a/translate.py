@@ -5,7 +5,8 @@
 - :func:`event_part` — an engine ``Event`` → a DataPart holding the wire's own event JSON.
 - :func:`request_text` — an open request rendered for a person.
 - :func:`answer_of` — a follow-up Message → an engine ``Answer`` for the open request, or the reason it is not one.
-- :data:`STOP_STATES` — how a ``TurnEnded`` stop maps to a terminal task state.
+
+How a ``TurnEnded`` stop maps to a terminal task state is a task-state rule: :func:`.tasks.state.from_stop`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from a2a.types import Message, Part, Role, TaskState
+from a2a.types import Message, Part, Role
 from anyagentd.model import ANSWER, REQUEST, AnswerPermission, AnswerQuestion, Choices, PermissionRequested, TextAnswer
 from google.protobuf.json_format import MessageToDict
 from pydantic import ValidationError
@@ -27,17 +28,6 @@ EVENT_MEDIA_TYPE = "application/vnd.anyagent.event+json"
 """Media type of a DataPart that carries one wire ``Event``."""
 RESPONSE_ARTIFACT = "response"
 """Artifact id of a task's streamed response text."""
-
-
-def stop_state(stop: Any) -> int:
-    """The terminal ``TaskState`` for a ``StopReason``: Completed → COMPLETED, Cancelled → CANCELED, Refused →
-    REJECTED, Failed → FAILED."""
-    tag = stop if isinstance(stop, str) else stop.TAG
-    return {
-        "Completed": TaskState.TASK_STATE_COMPLETED,
-        "Cancelled": TaskState.TASK_STATE_CANCELED,
-        "Refused": TaskState.TASK_STATE_REJECTED,
-    }.get(tag, TaskState.TASK_STATE_FAILED)
 
 
 def camel(name: str) -> str:
@@ -338,7 +328,6 @@ __all__ = [
     "file_name",
     "prompt_of",
     "request_text",
-    "stop_state",
     "url_violations",
     "wire_json",
 ]  # fmt: skip

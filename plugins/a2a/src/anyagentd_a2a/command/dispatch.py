@@ -37,6 +37,7 @@ from anyagentd.ops import (
     TargetNotFound,
 )
 
+from ..tasks.state import TERMINAL, WORKING, from_progress, move, name
 from .envelope import (
     COMMAND_URI,
     ERROR_DOMAIN,
@@ -51,11 +52,6 @@ from .envelope import (
 
 log = logging.getLogger("anyagentd.a2a.command")
 
-STATE = {
-    "working": "TASK_STATE_WORKING", "input_required": "TASK_STATE_INPUT_REQUIRED",
-    "completed": "TASK_STATE_COMPLETED", "failed": "TASK_STATE_FAILED", "cancelled": "TASK_STATE_CANCELED",
-    "rejected": "TASK_STATE_REJECTED",
-}  # fmt: skip
 STREAMING = "SendStreamingMessage"
 
 SaveTask = Callable[[dict[str, Any], Principal], Awaitable[None]]
@@ -174,7 +170,7 @@ class CommandDispatcher:
         history = dict(message, taskId=task_id, contextId=context_id)
         task: dict[str, Any] = {"id": task_id, "contextId": context_id, "history": [history],
                                 "metadata": {"op": op, "extension": COMMAND_URI},
-                                "status": {"state": STATE[state], "timestamp": now()}}  # fmt: skip
+                                "status": {"state": name(from_progress(state)), "timestamp": now()}}  # fmt: skip
         parts = ([{"text": text}] if text else []) + ([data_part(data)] if data is not None else [])
         if parts:
             task["status"]["message"] = {"messageId": str(uuid.uuid4()), "role": "ROLE_AGENT", "taskId": task_id,
@@ -214,8 +210,10 @@ class CommandDispatcher:
     async def track(self, principal: Principal, task_id: str, context_id: str, message: Mapping[str, Any], op: str,
                     progress: AsyncIterator[Progress], send: Any = None, first: anyio.Event | None = None) -> None:
         """Store every :class:`Progress` of a long-running op as its task's new state (and offer it to ``send``,
-        a live request's stream, while one listens) until a terminal one. Also what a restart uses to follow a
-        resumed run's task again (no ``send`` then)."""
+        a live request's stream, while one listens) until a terminal one; a progress whose state may not follow
+        the last (:func:`.tasks.state.move`) fails the task. Also what a restart uses to follow a resumed run's
+        task again (no ``send`` then)."""
+        state = WORKING
         task = self._task(task_id, context_id, message, "working", op=op)
         await self.save_task(task, principal)
         if send is not None:
@@ -224,6 +222,7 @@ class CommandDispatcher:
             first.set()
         try:
             async for step in progress:
+                state = move(state, from_progress(step.state))
                 task = self._task(task_id, context_id, message, step.state, op=op, text=step.text,
                                   data=step.data, result=step.result)  # fmt: skip
                 if step.data and "run" in step.data:
@@ -238,7 +237,7 @@ class CommandDispatcher:
                                                          "artifact": task["artifacts"][0], "lastChunk": True}})
                     if step.state == "input_required":
                         _offer(send, {"pause": task})
-                if step.terminal:
+                if state in TERMINAL:
                     break
         except Exception as err:  # noqa: BLE001 - a failing op ends its task FAILED, never the daemon
             log.exception("op %s failed", op)

@@ -1,9 +1,10 @@
 """The workflow op family: start, watch, signal and cancel runs; ``run.get`` (introspection); and the operator's
 ``admin.cancel`` (``$defs/ops/workflow.*``, ``run.get``, ``admin.cancel``).
 
-``workflow.run {workflow, inputs?}`` is a long-running task op: its task follows the run (pending, running,
-suspended and paused read WORKING; completed COMPLETED; refused REJECTED; cancelled CANCELED; failed and stalled
-FAILED; INPUT_REQUIRED while an ``ask`` step waits), step transitions and agent text stream as status updates, and
+``workflow.run {workflow, inputs?}`` is a long-running task op: its task follows the run (its state per
+:func:`..tasks.state.from_run`: pending, running, suspended and paused read WORKING; completed COMPLETED; refused
+REJECTED; cancelled CANCELED; failed and stalled FAILED; INPUT_REQUIRED while an ``ask`` step waits), step
+transitions and agent text stream as status updates, and
 the run's output is the result artifact. Whether the caller may run a workflow (a grant ``workflow.run:<name>``
 or a role the workflow lists) is checked before anything exists, and a workflow the caller may not run is
 PERMISSION_DENIED whether or not it exists. Ownership as everywhere: another principal's run is "no such run".
@@ -37,8 +38,6 @@ if TYPE_CHECKING:
     from ..workflows.store import RunRecord
 
 RUN_TRUNCATE_BYTES = 2048
-PROGRESS_OF = {"completed": "completed", "refused": "rejected", "cancelled": "cancelled", "failed": "failed",
-               "stalled": "failed"}  # fmt: skip
 
 
 def may_run(principal: Principal, workflow: Any) -> bool:
@@ -135,8 +134,10 @@ async def run_progress(runner: Any, record: RunRecord) -> AsyncIterator[Progress
                                data={"run": current.id, "status": current.status, "steps": steps})  # fmt: skip
             if current.status in RUN_TERMINAL:
                 break
+    from ..tasks.state import from_run, progress_of  # imports a2a-sdk: by a run, never with the op table
+
     final = await runner.get(record.id)
-    state = PROGRESS_OF.get(final.status, "failed") if final.status in RUN_TERMINAL else "working"
+    state = progress_of(from_run(final.status))
     text = f"run {final.id} {final.status}" + (f": {final.error}" if final.error else "")
     yield Progress(state, text=text, data=summary(final),  # type: ignore[arg-type]
                    result=RunOutput(final.output) if state == "completed" else None)

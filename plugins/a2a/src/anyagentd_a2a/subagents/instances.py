@@ -43,6 +43,7 @@ class ChildInstance:
         soon as the child took the message (its ``_instance.result`` to ``parent``, this daemon's URL, is the
         answer). Raises :class:`ChildFailed` (unreachable, refused, or its task ended other than completed)."""
         from ..client import ClientError, send, task_text
+        from ..tasks.state import COMPLETED, TERMINAL, name
 
         agentd: dict[str, Any] = {"handle": handle}
         if self.reports:
@@ -54,8 +55,8 @@ class ChildInstance:
                                      immediately=self.reports)  # fmt: skip
         except ClientError as err:
             raise ChildFailed(f"the child instance {self.name!r}: {err}") from None
-        if self.reports and state not in ENDED_OTHERWISE:
-            return None
+        if self.reports and state not in {name(s) for s in TERMINAL - {COMPLETED}}:
+            return None  # taken: the report brings the answer (failed, rejected or cancelled already: none comes)
         if state != "TASK_STATE_COMPLETED":
             raise ChildFailed(f"the child's task {task.get('id')} ended {state.removeprefix('TASK_STATE_')}: "
                               f"{task_text(task)[:500]}")  # fmt: skip
@@ -63,18 +64,17 @@ class ChildInstance:
 
     async def cancel(self, handle: str) -> int:
         """Cancel every task of the context ``handle`` on the child that has not ended; returns how many."""
-        from a2a.types import CancelTaskRequest, ListTasksRequest, TaskState
+        from a2a.types import CancelTaskRequest, ListTasksRequest
 
         from ..client import ClientError, connect
+        from ..tasks.state import TERMINAL
 
-        ended = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED,
-                 TaskState.TASK_STATE_REJECTED}  # fmt: skip
         cancelled = 0
         try:
             async with connect(self.url, self.bearer) as client:
                 listed = await client.list_tasks(ListTasksRequest(context_id=handle))
                 for task in listed.tasks:
-                    if task.status.state not in ended:
+                    if task.status.state not in TERMINAL:
                         await client.cancel_task(CancelTaskRequest(id=task.id))
                         cancelled += 1
         except ClientError as err:
@@ -82,10 +82,6 @@ class ChildInstance:
         except Exception as err:  # noqa: BLE001 - the SDK raises many kinds; the record needs one line
             raise ChildFailed(f"cannot cancel on the child instance {self.name!r}: {err}") from None
         return cancelled
-
-
-ENDED_OTHERWISE = frozenset({"TASK_STATE_FAILED", "TASK_STATE_REJECTED", "TASK_STATE_CANCELED"})
-"""Task states a reporting child's immediate answer can already show: the message failed there, no report comes."""
 
 
 __all__ = ["ChildFailed", "ChildInstance"]

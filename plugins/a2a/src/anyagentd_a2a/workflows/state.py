@@ -3,8 +3,9 @@
 Run statuses (``docs/commands.md``): ``pending``, ``running``, ``suspended``, ``paused`` and the terminal
 ``completed``, ``failed``, ``refused``, ``cancelled``, ``stalled``. Step statuses: ``pending``, ``running``,
 ``suspended`` and the terminal ``done``, ``failed``, ``skipped``, ``cancelled``, ``timeout``. The runner asks this
-module which steps may start, what a step's outcome makes of it (a retry or its end), what the run's status is,
-and which A2A task state shows it; it never decides any of that itself.
+module which steps may start, what a step's outcome makes of it (a retry or its end) and what the run's status
+is; it never decides any of that itself. Which A2A task state shows a run is a task rule, not a run's
+(:func:`anyagentd_a2a.tasks.state.from_run`).
 """
 
 from __future__ import annotations
@@ -34,19 +35,6 @@ STEP_MOVES: dict[str, frozenset[str]] = {
     "skipped": frozenset(),
     "cancelled": frozenset(),
 }
-
-TASK_STATE: dict[str, str] = {
-    "completed": "TASK_STATE_COMPLETED",
-    "refused": "TASK_STATE_REJECTED",
-    "cancelled": "TASK_STATE_CANCELED",
-    "failed": "TASK_STATE_FAILED",
-    "stalled": "TASK_STATE_FAILED",
-    "pending": "TASK_STATE_WORKING",
-    "running": "TASK_STATE_WORKING",
-    "suspended": "TASK_STATE_WORKING",
-    "paused": "TASK_STATE_WORKING",
-}
-
 
 class StateError(ValueError):
     """A move the rules do not allow (a bug in the caller, never the user's input)."""
@@ -159,14 +147,6 @@ def run_status(steps: dict[str, StepState], flags: RunFlags) -> RunStatus:
     return "stalled"
 
 
-def task_state(status: str, awaiting_input: bool = False) -> str:
-    """The A2A task state that shows a run: INPUT_REQUIRED while an ``ask`` step waits for an answer, else per
-    :data:`TASK_STATE`."""
-    if awaiting_input and status not in RUN_TERMINAL:
-        return "TASK_STATE_INPUT_REQUIRED"
-    return TASK_STATE[status]
-
-
 @dataclass
 class Recovery:
     """What a restart does to one stored run's steps (:func:`recover`): the new step states and, per step, why."""
@@ -204,7 +184,6 @@ __all__ = [
     "ready",
     "recover",
     "run_status",
-    "task_state",
     "to_skip",
     "waiting",
 ]

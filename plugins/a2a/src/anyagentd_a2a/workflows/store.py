@@ -167,6 +167,13 @@ class RunStore:
                 by_run.setdefault(step.run_id, []).append(step)
             return [_record(r, by_run.get(r.id, [])) for r in rows]
 
+    async def task_ids(self) -> set[str]:
+        """The id of every task a stored run runs under (the daemon's restart keeps those tasks: their runs follow
+        them)."""
+        async with self._sessions() as session:
+            rows = await session.execute(select(RunRow.task_id).where(RunRow.task_id.is_not(None)))
+            return {row[0] for row in rows}
+
     async def signals(self, run_id: str) -> list[dict[str, Any]]:
         async with self._sessions() as session:
             rows = (await session.execute(select(SignalRow).where(SignalRow.run_id == run_id)
