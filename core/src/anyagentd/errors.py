@@ -94,7 +94,31 @@ class InvalidRequest(_Detailed):
 
 
 class ResumeFailed(_Detailed):
-    """Resume or fork could not be honoured. Fields: ``detail``."""
+    """Resume or fork could not be honoured. Fields: ``detail`` (the agent's own words), and ``reason``
+    :data:`NOT_SAVED` when the agent has no saved session under the token at all: it was never persisted (the
+    agent process died before it wrote it, e.g. killed right after its first prompt) or it was deleted. Nothing can
+    resume it; a client opens a fresh session and, to carry on, gives it again what the lost one was told.
+    (``docs/wire.md#error-kinds``.)"""
+
+    NOT_SAVED: ClassVar[str] = "not_saved"
+    """``reason`` of a resume whose token names no saved session."""
+
+    def __init__(self, detail: str, message: str | None = None, *, reason: str | None = None) -> None:
+        super().__init__(detail, message)
+        if reason is not None:
+            self.fields["reason"] = reason
+
+    @classmethod
+    def not_saved(cls, token: str, detail: str, agent: str = "the agent") -> ResumeFailed:
+        """The error for a resume of ``token`` that ``agent`` reports (in ``detail``) as naming no saved session."""
+        return cls(detail, f"{agent} has no saved session {token}: it was never saved (the agent stopped before "
+                           "writing it) or was removed, so it cannot be resumed; open a fresh session",
+                   reason=cls.NOT_SAVED)  # fmt: skip
+
+    @property
+    def never_saved(self) -> bool:
+        """Whether ``reason`` is :data:`NOT_SAVED` (also for an error rebuilt by :func:`error_from_body`)."""
+        return self.fields.get("reason") == self.NOT_SAVED
 
 
 class ProtocolFailed(_Detailed):

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from anyagentd.adapters.connection import short_lived
 from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection
+from anyagentd.errors import ResumeFailed
 from anyagentd.model import AgentDetails, AgentInstallation, SessionOptions
 
 from .plugin import PROFILE  # the catalog entry lives with the registration, which must not import this module
@@ -19,6 +20,10 @@ from .plugin import PROFILE  # the catalog entry lives with the registration, wh
 # adapter: `anyagentd serve` and `anyagentd run mock` never import them.
 if TYPE_CHECKING:
     from .connection import ClaudeConnection
+
+NO_SAVED_SESSION = "No conversation found with session ID"
+"""What Claude Code (2.1.197) writes to stderr, then exits, when ``--resume`` names a session it has no transcript
+for under ``$HOME/.claude/projects/<cwd>/`` (``docs/agents/claude.md#resume-and-fork``)."""
 
 
 class ClaudeAdapter(AgentAdapter):
@@ -50,6 +55,10 @@ class ClaudeAdapter(AgentAdapter):
         """Start Claude Code in ``options.dir`` (new session ``--session-id``, ``--resume``, or
         ``--resume --fork-session``) and complete the handshake; the resume token is known at once.
 
+        A resume (or fork) of a token Claude Code has no transcript for (:data:`NO_SAVED_SESSION` in its stderr: the
+        session was never written, or was removed) is ``ResumeFailed`` with ``reason: "not_saved"``
+        (:meth:`ResumeFailed.not_saved`); any other refusal is ``ResumeFailed`` with the CLI's words.
+
         ``options.mcp_servers`` go to ``--mcp-config`` through :meth:`render_mcp`: a transport without an installed
         plugin (``anyagentd-mcp-stdio``/``-http``/``-sse``) is refused with ``UnsupportedFeature`` before anything
         is spawned."""
@@ -57,8 +66,14 @@ class ClaudeAdapter(AgentAdapter):
         from .launch import MCP_RENDERERS, MCP_TRANSPORTS
 
         mcp = self.render_mcp(options.mcp_servers, MCP_RENDERERS)
-        return await ClaudeConnection.open(installation, options, link, no_tools=no_tools, mcp=mcp,
-                                           handshake_timeout=self.handshake_timeout,
-                                           mcp_transports=self.effective_mcp_transports(MCP_TRANSPORTS))  # fmt: skip
+        try:
+            return await ClaudeConnection.open(
+                installation, options, link, no_tools=no_tools, mcp=mcp, handshake_timeout=self.handshake_timeout,
+                mcp_transports=self.effective_mcp_transports(MCP_TRANSPORTS))  # fmt: skip
+        except ResumeFailed as err:
+            token = options.resume or options.fork
+            if token and NO_SAVED_SESSION in str(err.fields.get("detail", "")):
+                raise ResumeFailed.not_saved(token, err.fields["detail"], "Claude Code") from None
+            raise
 
 

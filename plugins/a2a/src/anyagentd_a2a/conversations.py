@@ -25,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from a2a.types import (
@@ -36,7 +36,7 @@ from a2a.types import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
-from anyagentd.errors import AnyagentError
+from anyagentd.errors import AnyagentError, ResumeFailed
 from anyagentd.model import PromptOrigin, kind_tag
 
 from .translate import (
@@ -52,6 +52,18 @@ from .translate import (
 from .tasks.state import PAUSED, TERMINAL, from_stop, move
 
 log = logging.getLogger("anyagentd.a2a")
+
+Opening = Literal["resume", "require_resume", "fresh"]
+"""How a conversation's session is opened when it has none live (:meth:`Conversation.session_for`)."""
+
+
+class ReplayRefused(Exception):
+    """A turn whose session the agent never saved cannot be replayed in a fresh one; ``str()`` says why."""
+
+
+Replay = Callable[[ResumeFailed], Awaitable[PromptIn]]
+"""Given the resume's ``ResumeFailed`` (never saved), the prompt that replays the turn; raises
+:class:`ReplayRefused`."""
 
 REPORTED = {TaskState.TASK_STATE_COMPLETED: "completed", TaskState.TASK_STATE_CANCELED: "cancelled"}
 """A terminal task state as a report to a parent gives it (any other: ``failed``)."""
@@ -75,6 +87,7 @@ class TaskRun:
     artifact_open: bool = False
     usage: Any = None  # the turn's last ContextUsage
     carried: Any = None  # (request, answer) given before a restart: the resumed agent's same request gets it
+    replayed: bool = False  # the turn is replayed in a fresh session: it must ask what ``carried`` answered
     report: Any = None  # the parent's subagents.reports.TaskReport, when a parent daemon asked for reports
     started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 
@@ -192,15 +205,16 @@ class Conversation:
         info = self.session.info()
         return bool(info.resume_token) and info.details.capabilities.has("Resume")
 
-    async def session_for(self, require_resume: bool = False) -> Any:
-        """The live session, opening it (resuming the stored agent conversation when there is one; with
-        ``require_resume`` never afresh: ``ResumeFailed``); opening one first makes room in the pool
-        (:meth:`Conversations.make_room`)."""
+    async def session_for(self, opening: Opening = "resume") -> Any:
+        """The live session, opening it when there is none as ``opening`` says (:data:`Opening`: resume the stored
+        agent conversation when there is one, else afresh; ``"require_resume"``: never afresh, ``ResumeFailed``
+        instead; ``"fresh"``: never resume); opening one first makes room in the pool
+        (:meth:`Conversations.make_room`). Raises what the daemon's ``open_session`` raises."""
         async with self._open_lock:
             if not self.live:
                 await self.host.make_room(self)
                 try:
-                    self.session = await self.host.open_session(self, require_resume)
+                    self.session = await self.host.open_session(self, opening)
                 finally:
                     self.host.opening.discard(self)
                 self.host.start_pump(self._pump, self.session)
@@ -215,14 +229,23 @@ class Conversation:
         return previous, mine
 
     async def prompt(self, run: TaskRun, prompt: PromptIn, ticket: tuple[anyio.Event, anyio.Event],
-                     require_resume: bool = False) -> None:
-        """Deliver ``prompt`` for ``run`` once every earlier ticket's prompt was delivered: Started binds the run to
-        its turn, Queued leaves it SUBMITTED, Steered completes it. Engine errors propagate (the caller fails the
-        task)."""
+                     opening: Opening = "resume", replay: Replay | None = None) -> None:
+        """Deliver ``prompt`` for ``run`` once every earlier ticket's prompt was delivered, in a session opened as
+        ``opening`` says (:meth:`session_for`): Started binds the run to its turn, Queued leaves it SUBMITTED,
+        Steered completes it. With ``replay``, a resume refused because the agent never saved the session
+        (``ResumeFailed.never_saved``) is not the end: ``await replay(err)`` returns the prompt to give a fresh
+        session instead (still in this ticket's place, so no other prompt of the conversation gets in first), or
+        raises :class:`ReplayRefused`. Engine errors and ``ReplayRefused`` propagate (the caller fails the task)."""
         previous, mine = ticket
         try:
             await previous.wait()
-            session = await self.session_for(require_resume)
+            try:
+                session = await self.session_for(opening)
+            except ResumeFailed as err:
+                if replay is None or not err.never_saved:
+                    raise
+                prompt = await replay(err)
+                session = await self.session_for("fresh")
             if run.terminal:
                 return  # cancelled before its prompt was delivered: it never runs
             if self.fresh_note:  # say so on the task: the agent no longer knows the earlier turns
@@ -323,6 +346,13 @@ class Conversation:
         _translate(run, event, tag)
 
 
+async def _cancel_turn(session: Any) -> None:
+    try:
+        await session.cancel()
+    except AnyagentError as err:
+        log.warning("cancelling the replayed turn failed: %s", err.message)
+
+
 async def _deliver(session: Any, request_id: str, answer: Any) -> None:
     try:
         await session.answer(request_id, answer)
@@ -356,9 +386,17 @@ def _translate(run: TaskRun, event: Any, tag: str) -> None:
         run.request = kind.value
         if run.carried is not None and same_request(run.carried[0], kind.value):
             answer, run.carried = run.carried[1], None
-            run.status(TaskState.TASK_STATE_WORKING, [Part(text="The resumed agent asked again; the answer given "
-                                                              "before the restart was delivered."), event_part(event)])
+            said = ("The replayed turn asked again; the answer given before the restart was applied." if run.replayed
+                    else "The resumed agent asked again; the answer given before the restart was delivered.")
+            run.status(TaskState.TASK_STATE_WORKING, [Part(text=said), event_part(event)])
             run.conversation.host.start_pump(_deliver, run.conversation.session, kind.value.value.id, answer)
+            return
+        if run.replayed and run.carried is not None:
+            # a replay is driven to the question that was answered, or not at all: nobody answered this one
+            run.fail(f"The turn was replayed in a fresh agent conversation, but the agent asked something else "
+                     f"({request_text(kind.value)}) before what was answered ({request_text(run.carried[0])}), so "
+                     f"the answer was not applied and the turn was cancelled.")  # fmt: skip
+            run.conversation.host.start_pump(_cancel_turn, run.conversation.session)
             return
         run.status(TaskState.TASK_STATE_INPUT_REQUIRED, [Part(text=request_text(kind.value)), event_part(event)])
     elif tag == "RequestClosed":
@@ -371,6 +409,12 @@ def _translate(run: TaskRun, event: Any, tag: str) -> None:
         run.request = None
         session = run.conversation.session
         token = session.snapshot().resume_token if session is not None else None
+        if run.replayed and run.carried is not None:  # it never asked what was answered
+            run.status(TaskState.TASK_STATE_FAILED, [Part(text=(
+                f"The turn was replayed in a fresh agent conversation, but it ended without asking again what was "
+                f"answered ({request_text(run.carried[0])}), so the answer was not applied. The agent's last words: "
+                f"{_final_text(run, kind.stop)}")), event_part(event)], turn_metadata(kind.stop, run.usage, token))
+            return
         run.status(from_stop(kind.stop), [Part(text=_final_text(run, kind.stop)), event_part(event)],
                    turn_metadata(kind.stop, run.usage, token))  # fmt: skip
     elif tag in DETAIL_KINDS or tag in ("TextDelta", "ReasoningDelta"):
@@ -435,16 +479,17 @@ class PoolLimits:
 class Conversations:
     """Every conversation of the daemon, keyed (owner, contextId), and every live run, keyed by task id.
 
-    ``open_session(conversation, require_resume)`` opens the engine session (given by the daemon, which knows the runtime and the
-    agent); ``start_pump(fn, session)`` runs a pump in the daemon's task group; ``remember(conversation, token)``
-    stores a resume token. ``limits`` bound the live agents: past ``max_live`` (or ``max_rss_mb``, measured by
-    ``rss()`` in bytes) the least recently used idle conversation is closed before another opens."""
+    ``open_session(conversation, opening)`` opens the engine session (given by the daemon, which knows the runtime and
+    the agent; ``opening`` is an :data:`Opening`); ``start_pump(fn, session)`` runs a pump in the daemon's task
+    group; ``remember(conversation, token)`` stores a resume token. ``limits`` bound the live agents: past
+    ``max_live`` (or ``max_rss_mb``, measured by ``rss()`` in bytes) the least recently used idle conversation is
+    closed before another opens."""
 
     def __init__(
         self,
         state_dir: Path,
         *,
-        open_session: Callable[[Conversation, bool], Awaitable[Any]],
+        open_session: Callable[[Conversation, Opening], Awaitable[Any]],
         start_pump: Callable[..., None],
         remember: Callable[[Conversation, str | None], None],
         limits: PoolLimits = PoolLimits(),

@@ -48,7 +48,7 @@ from .command.dispatch import CommandDispatcher
 from .instance import Instance
 from .logring import LogRing, RingHandler, secret_redactor
 from .config import ConfigError, Loaded, load, parent_key, split_host_port, with_listen
-from .conversations import Conversation, Conversations, PoolLimits
+from .conversations import Conversation, Conversations, Opening, PoolLimits
 from .executor import CANCEL_GRACE, ConversationExecutor
 from .front import COMMAND_EXTENSION, CorsGate, Front, HostGate, invalid_params, rpc_error
 from .principals import OPERATOR, Identities
@@ -294,7 +294,8 @@ class Daemon:
             sender = BasePushNotificationSender(http, push_store, push_url_validator=validator)
         self.push_sender = sender
         executor = self.executor = ConversationExecutor(self.conversations, allow_private_urls=push.allow_private,
-                                                        parked=self.parked, parents=self._parents())  # fmt: skip
+                                                        parked=self.parked, parents=self._parents(),
+                                                        tasks_of=store.tasks_of)  # fmt: skip
         contexts = SimpleRequestContextBuilder(task_id_generator=store.task_ids)  # new ids read absent, no query
         handler = self.handler = DefaultRequestHandler(
             executor, store, card, push_config_store=push_store, push_sender=sender, extended_agent_card=card,
@@ -447,28 +448,39 @@ class Daemon:
         self.executor.parents = self._parents()  # tasks started from now on report to the parents configured now
         log.info("SIGHUP: configuration reloaded from %s", path)
 
-    async def _open_session(self, conversation: Conversation, require_resume: bool = False) -> Any:
-        """The conversation's engine session: resumed with its stored token when there is one, else fresh — unless
-        ``require_resume`` (an answer to a request from before a restart), then ``ResumeFailed`` instead."""
+    async def _open_session(self, conversation: Conversation, opening: Opening = "resume") -> Any:
+        """The conversation's engine session, opened as ``opening`` says (:data:`.conversations.Opening`):
+        ``"resume"``: with its stored resume token when there is one, else — no token, or the resume failed — afresh,
+        the next task saying so (``Conversation.fresh_note``) when the agent no longer knows earlier turns;
+        ``"require_resume"`` (an answer to a request from before a restart): ``ResumeFailed`` instead of afresh
+        (``never_saved`` when the agent has no saved session under the token); ``"fresh"`` (a replay,
+        :meth:`.executor.ConversationExecutor._answer_parked`): afresh without trying the token, the caller saying
+        so. The new session's token is stored. Raises what ``Runtime.open`` raises."""
         approval = "AutoApprove" if self.instance.approval == "auto" else "Ask"
-        token = await self.table.resume_token(conversation.owner, conversation.context_id, self.agent_label)
+        token = None
+        if opening != "fresh":
+            token = await self.table.resume_token(conversation.owner, conversation.context_id, self.agent_label)
         self.agent_dir.mkdir(parents=True, exist_ok=True)
-        if require_resume and not token:
+        if opening == "require_resume" and not token:
             raise ResumeFailed("no resume token is stored for this conversation")
+        failed: ResumeFailed | None = None
         if token:
             try:
                 session = await self._open_agent(conversation, permission_mode=approval, resume=token)
                 log.info("conversation %s resumed the agent's session", conversation.context_id)
                 return self._opened(conversation, session)
             except ResumeFailed as err:
-                if require_resume:
+                if opening == "require_resume":
                     raise
+                failed = err
                 log.warning("conversation %s: resume failed (%s); starting afresh", conversation.context_id,
                             err.message)  # fmt: skip
         session = await self._open_agent(conversation, permission_mode=approval)
-        if conversation.turns:  # the agent no longer knows this conversation's earlier turns: the task says so
-            conversation.fresh_note = ("This conversation's agent session was closed and could not be resumed; "
-                                       "this turn starts a fresh agent conversation.")  # fmt: skip
+        if opening != "fresh" and (conversation.turns or failed is not None):
+            # the agent no longer knows this conversation's earlier turns: the task says so
+            why = "was never saved by the agent" if failed is not None and failed.never_saved else "was closed"
+            conversation.fresh_note = (f"This conversation's agent session {why} and could not be resumed; this turn "
+                                       "starts a fresh agent conversation.")  # fmt: skip
         return self._opened(conversation, session)
 
     async def _open_agent(self, conversation: Conversation, **options: Any) -> Any:

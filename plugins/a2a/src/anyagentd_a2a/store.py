@@ -179,6 +179,17 @@ class PrincipalTaskStore(DatabaseTaskStore):
             result = await session.execute(select(self.task_model.owner).where(self.task_model.id == task_id))
             return result.scalar_one_or_none()
 
+    async def tasks_of(self, owner: str, context_id: str) -> list[Task]:
+        """Every stored task ``owner`` has in ``context_id`` (one conversation's), what is pending written first; in
+        no particular order. Raises what the driver raises."""
+        await self.flush()
+        await self._ensure_initialized()
+        model = self.task_model
+        async with self.async_session_maker() as session:
+            rows = (await session.execute(select(model).where(model.owner == owner,
+                                                              model.context_id == context_id))).scalars().all()
+        return [self._from_orm(row) for row in rows]
+
     async def _owned(self, task_id: str, context: ServerCallContext) -> ServerCallContext:
         """The context a save is written for: the caller's, or for the operator the task's owner."""
         if _owner(context) != OPERATOR.id or task_id in self._fresh:
