@@ -1,6 +1,6 @@
 """The conformance suite's own tests: it passes a sound adapter, and it fails a deliberately broken one with a
-message that tells the author what to fix (one that reports a Failed stop for a cancel, one that leaves its
-process behind, one that never ends a turn).
+message that tells the author what to fix (one that reports a Failed stop for a cancel, one whose close returns with
+its agent still running, one whose close and kill both do nothing, one that never ends a turn).
 
 Each case runs the kit in a fresh pytest (``pytester``) against the real pinned Claude Code: the adapter is the
 real one, wrapped so that it breaks one rule. The inner suite is what an author outside this repository writes: a
@@ -56,6 +56,20 @@ class LeftBehind(ClaudeAdapter):
         return conn
 
 
+class CloseReturns(ClaudeAdapter):
+    """Its close says it is closing and returns, the agent still running: an override that forgot
+    `await super().close()` (the README's toolkit section); its kill is the toolkit's."""
+
+    async def connect(self, *args: Any, **kwargs: Any) -> AgentConnection:
+        conn = await super().connect(*args, **kwargs)
+
+        async def close() -> None:
+            conn.closing = True
+
+        conn.close = close
+        return conn
+
+
 class NeverEnds(ClaudeAdapter):
     """Never reports the end of a turn."""
 
@@ -83,8 +97,8 @@ class TestKit(Conformance):
 
     def runtime(self):
         rt = Runtime()
-        adapters = {"FailedCancel": FailedCancel, "LeftBehind": LeftBehind, "NeverEnds": NeverEnds,
-                    "ClaudeAdapter": ClaudeAdapter}
+        adapters = {"FailedCancel": FailedCancel, "LeftBehind": LeftBehind, "CloseReturns": CloseReturns,
+                    "NeverEnds": NeverEnds, "ClaudeAdapter": ClaudeAdapter}
         rt.adapters["claude"] = adapters[self.ADAPTER]()
         return rt
 '''
@@ -118,11 +132,18 @@ def test_a_failed_stop_for_a_cancel_fails_the_kit_saying_what_to_fix(pytester: p
                                  "*what to fix: report TurnEnded(Cancelled) for a turn the caller cancelled*"])
 
 
-def test_a_process_left_behind_fails_the_kit_saying_what_to_fix(pytester: pytest.Pytester) -> None:
-    result = run_kit(pytester, "LeftBehind", "test_close_leaves_no_process")
+@pytest.mark.parametrize("adapter", ["CloseReturns", "LeftBehind"])
+def test_a_close_that_leaves_the_agent_running_fails_the_kit_saying_what_to_fix(pytester: pytest.Pytester,
+                                                                               adapter: str) -> None:  # fmt: skip
+    # The engine kills what the adapter's close left (so the runtime's exit does not wait for it for ever), and the
+    # scenario fails naming those pids and what to fix; the kit's own check then finds nothing left running.
+    result = run_kit(pytester, adapter, "test_close_leaves_no_process")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*AdapterContractError: processes * of the agent are still running after close*",
-                                 "*what to fix: close (and kill) must end the agent's whole process group*"])
+    result.stdout.fnmatch_lines(["*AdapterContractError: close() left processes [[]*[]] of the agent running: the "
+                                 "engine killed them 5 s after close began*",
+                                 "*what to fix: close (and kill) must end the agent's whole process group before "
+                                 "returning*"])  # fmt: skip
+    result.stdout.no_fnmatch_line("*still running after close*")
 
 
 def test_a_turn_that_never_ends_fails_the_kit_naming_the_usual_causes(pytester: pytest.Pytester) -> None:

@@ -112,6 +112,11 @@ STALLED_FIX = (
     "reader does) so a dead agent fails the turn instead of stalling it")
 
 
+CLOSE_FIX = (
+    "close (and kill) must end the agent's whole process group before returning: ProcessConnection.close does, or "
+    "call AgentProcess.terminate (kill: AgentProcess.kill) from your connection's close")
+
+
 # ------------------------------------------------------------------------------------------------ helpers
 
 
@@ -233,15 +238,17 @@ class Conformance:
         started = time.monotonic()
         await session.close()
         took = time.monotonic() - started
+        killed = list(session.killed_at_close)  # what the engine had to kill: the adapter's close() left it
         left = await wait_gone(process)
         if left:
-            await process.kill()  # so the suite goes on: the adapter under test left these running
-        require(not left, f"processes {left} of the agent are still running after close",
-                "close (and kill) must end the agent's whole process group: ProcessConnection.close does, or "
-                "call AgentProcess.terminate (kill: AgentProcess.kill) from your connection's close")  # fmt: skip
+            await process.kill()  # so the suite goes on: not even the engine's kill ended these
+        grace = session.settings.close_grace
+        require(not killed, f"close() left processes {killed} of the agent running: the engine killed them "
+                f"{grace:g} s after close began", CLOSE_FIX)  # fmt: skip
+        require(not left, f"processes {left} of the agent are still running after close", CLOSE_FIX)
         await stream.rest()
         require(took < self.close_within, f"close took {took:.1f} s (more than {self.close_within} s)",
-                "close ends the agent gracefully and promptly; the engine kills it after 5 s")  # fmt: skip
+                f"close ends the agent gracefully and promptly; the engine kills it after {grace:g} s")  # fmt: skip
 
     # -------------------------------------------------------------------------------------------- scenarios
 

@@ -25,7 +25,7 @@ through :attr:`AgentAdapter.handshake_timeout <anyagentd.adapters.interface.Agen
 
 CLOSE_STEP = 2.0
 """Seconds :meth:`ProcessConnection.close` waits after closing stdin, and again after SIGTERM, before escalating
-(the engine kills after 5 s in total)."""
+(within the engine's ``close_grace``, 5 s, after which the engine kills what is left)."""
 
 ABANDON_GRACE = 1.0
 """Seconds :meth:`ProcessConnection.abandon` gives the agent after closing its stdin, and after SIGTERM."""

@@ -254,7 +254,10 @@ class AgentConnection(ABC):
 
     @abstractmethod
     async def close(self) -> None:
-        """Shut the agent down gracefully. The engine gives it 5 s, then calls :meth:`kill`."""
+        """Shut the agent down gracefully and return once it is gone. The engine gives it ``close_grace`` seconds
+        (``EngineSettings``, 5 s) and calls :meth:`kill` when it has not returned by then or raised; whatever of the
+        agent's processes still runs once the grace has passed, the engine kills itself and reports
+        (``Session.killed_at_close``, a Warning diagnostic; ``docs/engine.md#close``)."""
 
     async def kill(self) -> None:
         """Stop the agent at once (SIGKILL to its process group). Default: nothing to kill."""

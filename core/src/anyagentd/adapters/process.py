@@ -17,6 +17,10 @@ so the child leads its own process group), and offers:
   do not forward signals, so signalling the group is what leaves nothing running. Then (and after
   :meth:`AgentProcess.kill`) the rest of the agent's lineage is swept: what left the group (commands run in a
   session of their own, orphans of a crashed agent) is found through :mod:`.lineage` and SIGKILLed;
+- :meth:`AgentProcess.running`: the pids of the agent's tree still running (itself, its group, its lineage);
+- :meth:`AgentProcess.start` reports each process it starts to :mod:`.spawns`: a session's engine records those its
+  adapter starts while connecting, and kills what of them an adapter's ``close`` left running
+  (``docs/engine.md#close``);
 - on Linux the agent gets SIGKILL when anyagentd dies, however it dies (a parent-death signal), a guardian process
   kills what the agent left outside its group then, and anyagentd is a child subreaper, so the agent's orphans
   stay its children until reaped (see :mod:`.lineage`).
@@ -48,7 +52,7 @@ import anyio.abc
 from .. import text
 from ..errors import SpawnFailed
 from ..model import diagnostic
-from . import lineage
+from . import lineage, spawns
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 """Longest stdout line accepted, in bytes (64 MiB); longer lines are skipped and reported as OversizedLine."""
@@ -177,7 +181,9 @@ class AgentProcess:
         except (OSError, ValueError) as exc:
             raise SpawnFailed(f"{argv[0]}: {exc}") from exc
         lineage.guard(mark)
-        return cls(process, list(argv), max_line_bytes, mark)
+        started = cls(process, list(argv), max_line_bytes, mark)
+        spawns.record(started)  # the session connecting owns it (Session.connect)
+        return started
 
     @property
     def max_line_bytes(self) -> int:
@@ -299,6 +305,24 @@ class AgentProcess:
     def returncode(self) -> int | None:
         """The ``Popen``-style return code once the child has been reaped, else ``None``."""
         return self._process.returncode
+
+    def running(self) -> list[int]:
+        """The pids of this agent's tree still running, sorted (empty once all of it is gone): the agent itself until
+        it exits, its process group, its descendants and the processes carrying its mark (:func:`.lineage.lineage`,
+        read from ``/proc``); zombies are not running. Where there is no ``/proc`` (macOS, BSD): the agent's pid
+        while it has not been reaped or its process group has a member."""
+        table = lineage.processes()
+        if not table:
+            try:
+                os.killpg(self.pid, 0)
+                alive = True
+            except (ProcessLookupError, PermissionError):
+                alive = self._process.returncode is None
+            return [self.pid] if alive else []
+        found = lineage.lineage(self.pid, self.mark, table)
+        if self._process.returncode is None and table.get(self.pid, ("Z",))[0] != "Z":
+            found.add(self.pid)
+        return sorted(found)
 
     async def wait(self) -> str:
         """Wait for the child to exit; return its status like ``"exit status: 3"`` or ``"signal: 9 (SIGKILL)"``."""

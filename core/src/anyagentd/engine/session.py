@@ -43,6 +43,7 @@ from ..adapters.interface import (
     TurnAck,
     TurnEndedReport,
 )
+from ..adapters.spawns import recording_spawns
 from ..errors import (
     AnyagentError,
     ResumeFailed,
@@ -100,6 +101,7 @@ from .projections import Projections
 from .settings import EngineSettings
 
 if TYPE_CHECKING:
+    from ..adapters.process import AgentProcess
     from ..model import Answer, StopReason
 
 CONTENT_KINDS = frozenset({"TextDelta", "ReasoningDelta", "UserMessage", "RequestOpened"})
@@ -277,33 +279,41 @@ class Session:
         self._turn_ended.set()
         self._deterministic = (True, True)  # (prompted, agent-originated)
         self._owed_end = False  # the engine ended a cancelled turn itself; the agent's own end may still come
+        self._spawned: list[AgentProcess] = []  # what the adapter started while connecting (recording_spawns)
+        self.killed_at_close: tuple[int, ...] = ()
+        """The pids of the agent's processes the engine killed because they were still running ``close_grace``
+        seconds after the session's close began, whatever the connection's ``close()``/``kill()`` did (empty when
+        they ended the agent themselves). The conformance kit reads it (``test_close_leaves_no_process``)."""
 
     # ------------------------------------------------------------------------------------------- lifecycle
 
     async def connect(self, adapter: Any, options: Any, *, no_tools: bool = False, buffer: int | None = None) -> None:
         """Connect the adapter (spawn + handshake, bounded by ``handshake_timeout``) and build the info snapshot.
 
-        Raises what the adapter raises (``SpawnFailed``, ``HandshakeTimeout``, ``ResumeFailed``…), and
-        ``InvalidConfiguration`` when ``options.configure`` names an unknown option or a value of the wrong type.
+        Every :class:`~..adapters.process.AgentProcess` the adapter starts meanwhile (or later, from the tasks it
+        starts meanwhile) is the session's: what of it still runs when a connect fails, or ``close_grace`` seconds
+        after close began, the engine kills (:meth:`close`).
+
+        Raises what the adapter raises (``SpawnFailed``, ``HandshakeTimeout``, ``ResumeFailed``…; an untyped
+        exception as ``ProtocolFailed``), and ``InvalidConfiguration`` when ``options.configure`` names an unknown
+        option or a value of the wrong type.
         """
         assert self._tg is not None, "start Session.run first"
         size = buffer or getattr(adapter, "report_buffer", None) or self.settings.adapter_buffer
         send, self._reports = anyio.create_memory_object_stream[Report](size)
         link = AdapterLink(send, self._tg.start_soon)
         try:
-            with anyio.fail_after(self.settings.handshake_timeout):
+            with anyio.fail_after(self.settings.handshake_timeout), recording_spawns(self._spawned):
                 conn = await adapter.connect(self.installation, options, link, no_tools=no_tools)
-        except TimeoutError:
+        except BaseException as err:
+            with anyio.CancelScope(shield=True):
+                await self._kill_left(self._spawned)  # the adapter had its chance to stop what it started
             self._abandon()
-            raise HandshakeTimeout() from None
-        except AnyagentError:
-            self._abandon()
-            raise
-        except Exception as err:  # an adapter bug must not take the caller (or the wire) down
-            self._abandon()
-            raise ProtocolFailed(f"{type(err).__name__}: {err}", "the adapter failed to connect") from err
-        except BaseException:
-            self._abandon()
+            if isinstance(err, TimeoutError):
+                raise HandshakeTimeout() from None
+            if isinstance(err, Exception) and not isinstance(err, AnyagentError):
+                # an adapter bug must not take the caller (or the wire) down
+                raise ProtocolFailed(f"{type(err).__name__}: {err}", "the adapter failed to connect") from err
             raise
         self._conn = conn
         try:
@@ -598,8 +608,16 @@ class Session:
 
     async def close(self) -> None:
         """Close the session: a pending steer fails with ``SessionClosed``, the running turn ends ``Cancelled``
-        (open messages and requests closed first), the agent gets ``close_grace`` seconds to exit before it is
-        killed, and the event stream ends. Idempotent."""
+        (open messages and requests closed first), the agent is shut down, and the event stream ends. Idempotent
+        (a second call waits for the first). Returns once the agent's processes are gone.
+
+        The shutdown (``docs/engine.md#close``): the connection's ``close()`` gets ``close_grace`` seconds; when it
+        has not returned by then, or raised, ``kill()`` follows (bounded by ``close_grace`` too). Then whatever of
+        the agent's process tree (:meth:`AgentProcess.running
+        <anyagentd.adapters.process.AgentProcess.running>` of the processes started during :meth:`connect`, and
+        the connection's ``process``) still runs once ``close_grace`` has passed since close began is SIGKILLed
+        by the engine, whatever ``close()`` did: its pids go to :attr:`killed_at_close`, with a Warning
+        diagnostic."""
         if self._shutdown_started:
             await self._closed.wait()
             return
@@ -938,16 +956,59 @@ class Session:
             self._on_closed(self)
 
     async def _shutdown_agent(self) -> None:
+        # See close(): the connection's close(), its kill() when close() runs out or raises, then the engine's own
+        # kill of what still runs at the end of the grace.
         conn = self._conn
         if conn is None:
             return
-        with anyio.move_on_after(self.settings.close_grace) as scope:
+        grace = self.settings.close_grace
+        with anyio.move_on_after(grace) as scope:
             try:
                 await conn.close()
             except Exception:  # noqa: BLE001 - a failing close still ends in a kill
                 scope.cancel()
         if scope.cancelled_caught or scope.cancel_called:
-            await conn.kill()
+            with anyio.move_on_after(grace):
+                try:
+                    await conn.kill()
+                except Exception:  # noqa: BLE001 - what it left running is killed below
+                    pass
+        processes = self._processes()
+        if not any(process.running() for process in processes):
+            return
+        with anyio.move_on_after(scope.deadline - anyio.current_time()):  # what is left of the grace
+            for process in processes:
+                await process.wait()  # the agents themselves
+            while any(process.running() for process in processes):
+                await anyio.sleep(0.05)  # what they leave behind, until it has ended or the grace has
+        killed = await self._kill_left(processes)
+        if killed:
+            self.killed_at_close = tuple(killed)
+            self._emit(diagnostic("Warning", f"the agent's processes {killed} were still running {grace:g} s after "
+                                             "close began (the adapter's close() left them); killed"))  # fmt: skip
+
+    def _processes(self) -> list[AgentProcess]:
+        # The session's agent processes: those started while it connected, and the connection's own `process`
+        # (a ProcessConnection's), once each. The process toolkit is loaded only if the adapter uses it.
+        found = list(self._spawned)
+        own = getattr(self._conn, "process", None)
+        if own is not None and all(own is not p for p in found):
+            from ..adapters.process import AgentProcess
+
+            if isinstance(own, AgentProcess):
+                found.append(own)
+        return found
+
+    @staticmethod
+    async def _kill_left(processes: list[AgentProcess]) -> list[int]:
+        # SIGKILL the tree (group and lineage) of each process with something still running; returns those pids.
+        killed: list[int] = []
+        for process in processes:
+            running = process.running()
+            if running:
+                killed += running
+                await process.kill()
+        return sorted(killed)
 
 
 def _validate_answer(request: Any, answer: Any) -> None:

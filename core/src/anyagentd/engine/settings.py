@@ -13,7 +13,9 @@ class EngineSettings:
     - ``event_bound``: undrained events a session may hold for its consumer before it is closed (events; 1024).
     - ``quiet_prompted`` / ``quiet_agent``: seconds of silence after which a turn whose end the agent does not
       report is inferred Completed (prompted turns 120 s, agent-originated turns 20 s).
-    - ``close_grace``: seconds an agent gets to shut down on close before it is killed (5 s).
+    - ``close_grace``: seconds an agent gets to shut down on close before it is killed (5 s): the connection's
+      ``close()`` is bounded by it, and whatever of the agent's processes still runs this long after close began
+      the engine kills, whatever ``close()`` did (``Session.close``).
     - ``adapter_buffer``: reports the adapter→engine channel holds before the adapter waits (64).
     - ``handshake_timeout``: seconds an adapter may take to connect (30 s).
     - ``cancel_grace``: seconds an agent gets to end a turn after the engine forwarded Cancel; then the engine
