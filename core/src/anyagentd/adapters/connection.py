@@ -4,7 +4,8 @@
   and :class:`~.interface.AdapterLink`, the closing flag, the end of the agent's output (:meth:`output_ended`:
   the exit status, stderr, ``Exited`` unless we are closing), and ``close``/``kill``/:meth:`abandon`.
 - :func:`short_lived`: run a body against a connection no session owns (``probe``, ``plan_usage``) and stop it.
-- :data:`HANDSHAKE_TIMEOUT`: the seconds an agent gets for its handshake where no engine bounds it (a probe).
+- :data:`HANDSHAKE_TIMEOUT`: the seconds an agent gets for its handshake where no engine bounds it (a probe):
+  ``EngineSettings.handshake_timeout``'s default.
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ from typing import Any, TypeVar
 
 import anyio
 
+from ..engine.settings import EngineSettings
 from ..errors import HandshakeTimeout
 from .interface import AdapterLink, AgentConnection, DiscardingLink
 from .process import AgentProcess
 
-HANDSHAKE_TIMEOUT = 30.0
-"""Seconds an agent gets to complete its handshake by default (the engine's ``handshake_timeout`` bounds a
-session's connect; this bounds what no engine does, e.g. ``probe``). Adapters read ``config["handshake_timeout"]``
-through :attr:`AgentAdapter.handshake_timeout <anyagentd.adapters.interface.AgentAdapter.handshake_timeout>`."""
+HANDSHAKE_TIMEOUT: float = EngineSettings.handshake_timeout
+"""Seconds an agent gets to complete its handshake by default: ``EngineSettings.handshake_timeout``'s default
+(30 s), its one home, named here for the adapters that import it (the engine's setting bounds a session's connect;
+this bounds what no engine does, e.g. ``probe``). Adapters read ``config["handshake_timeout"]`` through
+:attr:`AgentAdapter.handshake_timeout <anyagentd.adapters.interface.AgentAdapter.handshake_timeout>`."""
 
 CLOSE_STEP = 2.0
 """Seconds :meth:`ProcessConnection.close` waits after closing stdin, and again after SIGTERM, before escalating

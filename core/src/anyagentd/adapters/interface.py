@@ -286,10 +286,11 @@ class AgentAdapter(ABC):
     @property
     def handshake_timeout(self) -> float:
         """Seconds the agent gets for its handshake: ``config["handshake_timeout"]``, default
-        :data:`anyagentd.adapters.connection.HANDSHAKE_TIMEOUT`."""
-        from .connection import HANDSHAKE_TIMEOUT
+        ``EngineSettings.handshake_timeout``'s default (30 s; also named
+        :data:`anyagentd.adapters.connection.HANDSHAKE_TIMEOUT`)."""
+        from ..engine.settings import EngineSettings
 
-        return float(self.config.get("handshake_timeout", HANDSHAKE_TIMEOUT))
+        return float(self.config.get("handshake_timeout", EngineSettings.handshake_timeout))
 
     def render_mcp(self, servers: Sequence[McpServer], renderers: Renderers) -> list[tuple[McpServer, Any]]:
         """The ``mcp_servers`` of ``open`` in this agent's format (see :func:`anyagentd.mcp.render_mcp_servers`):

@@ -17,7 +17,9 @@ class EngineSettings:
       ``close()`` is bounded by it, and whatever of the agent's processes still runs this long after close began
       the engine kills, whatever ``close()`` did (``Session.close``).
     - ``adapter_buffer``: reports the adapter→engine channel holds before the adapter waits (64).
-    - ``handshake_timeout``: seconds an adapter may take to connect (30 s).
+    - ``handshake_timeout``: seconds an adapter may take to connect (30 s). Its default is also the adapters' own
+      handshake bound where no engine bounds one, e.g. a probe (``anyagentd.adapters.connection.HANDSHAKE_TIMEOUT``
+      names it).
     - ``cancel_grace``: seconds an agent gets to end a turn after the engine forwarded Cancel; then the engine
       ends it ``Cancelled`` itself, with a Warning diagnostic (5 s).
     - ``log_size``: events each session's log ring holds for its readers (``Session.subscribe``, ``Session.log``);

@@ -1,0 +1,90 @@
+"""Core's adapter toolkit (``anyagentd.adapters``) has no import circle, counting every import, at module level or
+inside a function (issue 30: ``interface`` reached back into ``connection`` for ``HANDSHAKE_TIMEOUT``, a default
+whose one home is ``EngineSettings``)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import anyagentd
+
+PACKAGE = Path(anyagentd.__file__).resolve().parent
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = ("anyagentd", *path.relative_to(PACKAGE).with_suffix("").parts)
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The anyagentd modules ``name`` (at ``path``) imports anywhere in its source."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package
+            for _ in range(node.level - 1):
+                base = base.rpartition(".")[0]
+            module = (f"{base}.{node.module}" if node.module else base) if node.level else node.module or ""
+            targets = [f"{module}.{alias.name}" for alias in node.names] + [module]
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                out.add(target)
+    return out
+
+
+def circles(prefix: str) -> list[list[str]]:
+    """The import circles among the modules under ``prefix`` (strongly connected components of two or more)."""
+    modules = _modules()
+    graph = {name: {m for m in imports_of(name, path, modules) if m.startswith(prefix)}
+             for name, path in modules.items() if name.startswith(prefix)}  # fmt: skip
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_check_sees_an_import_inside_a_function(tmp_path: Path) -> None:
+    a = tmp_path / "a.py"
+    a.write_text("def f():\n    from .b import X\n")
+    modules = {"anyagentd.adapters.a": a, "anyagentd.adapters.b": tmp_path / "b.py"}
+    assert imports_of("anyagentd.adapters.a", a, modules) == {"anyagentd.adapters.b"}
+
+
+def test_core_adapters_import_no_circle() -> None:
+    assert circles("anyagentd.adapters") == []
+
