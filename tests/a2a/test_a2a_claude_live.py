@@ -68,7 +68,7 @@ def test_permission_over_a2a(claude: Any, a2a_daemon: Any, work: Path, answer: s
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
     parts = task["status"]["message"]["parts"]
     assert parts[0]["text"].startswith("Permission requested:")
-    request = parts[1]["data"]["kind"]["RequestOpened"]["Permission"]
+    request = json.loads(parts[1]["text"])["kind"]["RequestOpened"]["Permission"]
     assert request["tool"]["kind"] == "Edit" and request["tool"]["diffs"][0]["new_text"] == "hi\n"
     done = daemon.send_text(answer, task_id=task["id"])
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", done

@@ -166,7 +166,8 @@ def _asking(request_id: str) -> dict[str, Any]:
     """An agent message carrying a RequestOpened event for a permission with ``request_id``."""
     event = {"kind": {"RequestOpened": {"Permission": {"id": request_id}}}}
     return {"messageId": f"m-{request_id}", "role": "ROLE_AGENT", "parts": [
-        {"text": "Permission requested"}, {"data": event, "mediaType": "application/vnd.anyagent.event+json"}]}
+        {"text": "Permission requested"},
+        {"text": json.dumps(event), "mediaType": "application/vnd.anyagent.event+json"}]}
 
 
 PROMPT = {"messageId": "p", "role": "ROLE_USER", "parts": [{"text": "write note.txt"}]}

@@ -24,7 +24,6 @@ from a2a.types import (
     TaskState,
 )
 from a2a_helpers import ANYAGENTD, SLOW, wait_state
-from google.protobuf.json_format import MessageToDict
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -61,7 +60,7 @@ def event_kinds(task: Any) -> list[str]:
     for message in [*task.history, task.status.message]:
         for part in message.parts:
             if part.media_type == EVENT_MEDIA_TYPE:
-                kinds.append(next(iter(MessageToDict(part.data)["kind"])))
+                kinds.append(next(iter(json.loads(part.text)["kind"])))
     return kinds
 
 
@@ -75,21 +74,21 @@ async def test_unary_turn_completes_with_the_response_artifact(a2a_daemon: Any, 
     assert [a.artifact_id for a in task.artifacts] == ["response"]
     assert "".join(p.text for p in task.artifacts[0].parts) == text
     assert task.status.message.role == Role.ROLE_AGENT and task.status.message.parts[0].text == text
-    # usage streamed as a status update carrying the wire's own event JSON, valid against the wire schema
+    # usage streamed as a status update carrying the wire's own event JSON, exactly: valid against the wire schema,
+    # its integers integers (a protobuf Struct would have made them doubles)
+    sequences = []
     for message in [*task.history, task.status.message]:
         for part in message.parts:
             if part.media_type == EVENT_MEDIA_TYPE:
-                wire_schema.validate_def("Event", json.loads(json.dumps(MessageToDict(part.data)), parse_float=_int))
+                event = json.loads(part.text)
+                wire_schema.validate_def("Event", event)
+                sequences.append(event["sequence"])
+    assert sequences and all(type(n) is int for n in sequences) and sequences == sorted(sequences)
     assert "ContextUsage" in event_kinds(task) and event_kinds(task)[-1] == "TurnEnded"
     fetched = await client.get_task(GetTaskRequest(id=task.id))
     assert fetched.status.state == TaskState.TASK_STATE_COMPLETED and fetched.context_id == task.context_id
     listed = await client.list_tasks(ListTasksRequest())
     assert [t.id for t in listed.tasks] == [task.id]
-
-
-def _int(text: str) -> int | float:
-    value = float(text)
-    return int(value) if value.is_integer() else value  # protobuf Struct numbers are doubles
 
 
 async def test_streaming_turn_streams_working_chunks_and_the_end(a2a_daemon: Any, wire_schema: Any) -> None:
@@ -102,16 +101,16 @@ async def test_streaming_turn_streams_working_chunks_and_the_end(a2a_daemon: Any
     assert TaskState.TASK_STATE_WORKING in states and states[-1] == TaskState.TASK_STATE_INPUT_REQUIRED
     chunks = [r.artifact_update for r in events if r.HasField("artifact_update")]
     assert chunks[0].artifact.parts[0].text == "I'll create hello.txt for you." and not chunks[0].append
-    data_kinds = [next(iter(MessageToDict(p.data)["kind"])) for r in events if r.HasField("status_update")
+    data_kinds = [next(iter(json.loads(p.text)["kind"])) for r in events if r.HasField("status_update")
                   for p in r.status_update.status.message.parts if p.media_type == EVENT_MEDIA_TYPE]  # fmt: skip
     assert {"PlanUpdated", "ToolUpdated", "RequestOpened"} <= set(data_kinds)
     for response in events:  # every event DataPart is the wire's own Event, valid against the wire schema
         for part in response.status_update.status.message.parts if response.HasField("status_update") else []:
             if part.media_type == EVENT_MEDIA_TYPE:
-                wire_schema.validate_def("Event", json.loads(json.dumps(MessageToDict(part.data)), parse_float=_int))
+                wire_schema.validate_def("Event", json.loads(part.text))
     reasoning = [p for r in events if r.HasField("status_update") for p in r.status_update.status.message.parts
                  if "reasoning" in p.media_type]  # fmt: skip
-    assert MessageToDict(reasoning[0].data)["ReasoningDelta"]["text"].startswith("I am the scripted agent")
+    assert json.loads(reasoning[0].text)["ReasoningDelta"]["text"].startswith("I am the scripted agent")
     task_id = events[0].task.id
     # answer with the wire's Answer JSON in a DataPart, streamed: the rest of the turn arrives, then COMPLETED
     answer = user_message(data({"Permission": "AllowOnce"}), task_id=task_id)
@@ -132,7 +131,7 @@ async def test_permission_answered_by_text(a2a_daemon: Any, answer: str, state: 
     task = await send(client, user_message(Part(text="write hello.txt")))
     assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     assert task.status.message.parts[0].text.startswith("Permission requested: Write hello.txt")
-    request = MessageToDict(task.status.message.parts[1].data)["kind"]["RequestOpened"]["Permission"]
+    request = json.loads(task.status.message.parts[1].text)["kind"]["RequestOpened"]["Permission"]
     assert request["id"] == "req1" and request["options"] == ["AllowOnce", "AllowAlways", "DenyOnce"]
     refused = await send(client, user_message(Part(text="perhaps"), task_id=task.id))
     assert refused.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
@@ -256,7 +255,7 @@ bearer = "{{secret:BOB_TOKEN}}"
     bob = daemon.send_text("hi", token="bob-secret-1", context_id="shared")
     assert alice["status"]["state"] == bob["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     # separate conversations: each has its own engine session (the mock restarts its script per session)
-    sessions = {t["status"]["message"]["parts"][1]["data"]["session_id"] for t in (alice, bob)}
+    sessions = {json.loads(t["status"]["message"]["parts"][1]["text"])["session_id"] for t in (alice, bob)}
     assert len(sessions) == 2
     # another principal's task is -32001 for GetTask, CancelTask and a follow-up message alike
     for method, params in [("GetTask", {"id": alice["id"]}), ("CancelTask", {"id": alice["id"]}),
@@ -296,7 +295,9 @@ async def test_a_message_steered_into_the_running_turn_completes_at_once(a2a_dae
     steered = daemon.send_text("also this", context_id=first["contextId"])
     assert steered["status"]["state"] == "TASK_STATE_COMPLETED"
     assert steered["status"]["message"]["parts"][0]["text"].startswith("Delivered: steered into the running turn t1")
-    assert steered["status"]["message"]["parts"][1]["data"] == {"Steered": {"turn_id": "t1"}}
+    delivery = steered["status"]["message"]["parts"][1]  # the engine's delivery, as the wire writes it
+    assert delivery["mediaType"] == "application/vnd.anyagent.delivery+json"
+    assert json.loads(delivery["text"]) == {"Steered": {"turn_id": "t1"}}
     assert daemon.rpc("GetTask", {"id": first["id"]}).json()["result"]["status"]["state"] == "TASK_STATE_WORKING"
 
 
@@ -347,7 +348,7 @@ async def test_an_agent_that_dies_fails_its_task_and_the_next_message_reopens(a2
     assert "agent exited during the turn" in task.status.message.parts[0].text
     again = await send(client, user_message(Part(text="again"), context_id=task.context_id))
     assert again.status.state == TaskState.TASK_STATE_FAILED  # a fresh session (which dies again: same script)
-    sessions = {MessageToDict(p.data)["session_id"] for t in (task, again) for p in t.status.message.parts
+    sessions = {json.loads(p.text)["session_id"] for t in (task, again) for p in t.status.message.parts
                 if p.media_type == EVENT_MEDIA_TYPE}  # fmt: skip
     assert len(sessions) == 2
 

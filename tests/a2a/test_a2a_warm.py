@@ -5,6 +5,7 @@ key anyagentd writes is lowerCamelCase."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -85,7 +86,7 @@ def test_a_later_turn_reuses_the_live_agent(a2a_daemon: Any, tmp_path: Any) -> N
     first = daemon.send_text("hi", context_id="warm")
     assert status_values(daemon)["liveAgents"] == 1
     second = daemon.send_text("again", context_id="warm")
-    sessions = {t["status"]["message"]["parts"][1]["data"]["session_id"] for t in (first, second)}
+    sessions = {json.loads(t["status"]["message"]["parts"][1]["text"])["session_id"] for t in (first, second)}
     assert len(sessions) == 1  # no spawn: the same engine session took the second turn
     assert status_values(daemon)["liveAgents"] == 1
 
@@ -245,12 +246,10 @@ def test_the_card_is_strict_a2a_1_0_with_caching_headers(a2a_daemon: Any) -> Non
 
 
 def non_camel_keys(value: Any, where: str = "") -> list[str]:
-    """Every object key in ``value`` that is not lowerCamelCase (``@type`` aside), with where it is; DataParts
-    that carry the wire's own JSON (media type ``application/vnd.anyagent.*``) are the wire's and skipped."""
+    """Every object key in ``value`` that is not lowerCamelCase (``@type`` aside), with where it is (A2A 1.0 §5.5,
+    the TCK's DM-SERIAL-001); nothing is skipped."""
     found: list[str] = []
     if isinstance(value, dict):
-        if str(value.get("mediaType", "")).startswith(WIRE_MEDIA):
-            return []
         for key, item in value.items():
             if key != "@type" and not CAMEL.match(key):
                 found.append(f"{where}.{key}")
@@ -273,10 +272,12 @@ def test_every_key_written_is_lower_camel_case_metadata_included(a2a_daemon: Any
     written = [task, done, daemon.rpc("GetTask", {"id": task["id"]}).json(), daemon.rpc("ListTasks").json(),
                daemon.rpc("GetExtendedAgentCard").json(), httpx.get(daemon.url + "/.well-known/agent-card.json").json(),
                {"values": status_values(daemon)}]  # fmt: skip
-    assert non_camel_keys(written) == []
-    # the wire's own event JSON is kept as the wire writes it (snake_case), under its media type
+    assert non_camel_keys(written) == []  # the wire's event parts included: their JSON is their text, not A2A keys
+    # the wire's own event JSON is kept as the wire writes it (snake_case, integers), the text of a typed part
     wire = [p for p in done["status"]["message"]["parts"] if p.get("mediaType", "").startswith(WIRE_MEDIA)]
-    assert wire and "session_id" in wire[0]["data"]
+    assert wire and set(wire[0]) == {"text", "mediaType"}
+    event = json.loads(wire[0]["text"])
+    assert "session_id" in event and type(event["sequence"]) is int
 
 
 # ------------------------------------------------------------------------------------ restart without surprises

@@ -9,9 +9,9 @@ a task parked in INPUT_REQUIRED keeps collecting events until it is answered.
 
 Mapping (``docs/engine.md`` for the engine side): TurnStarted → WORKING; top-level text deltas → chunks
 of the ``response`` artifact (append); reasoning (per message), tools, plans, usage, subagent text, diagnostics →
-WORKING status updates whose message carries a DataPart with the wire event; RequestOpened → INPUT_REQUIRED (text
-for a person and the event's DataPart); RequestClosed → WORKING; TurnEnded → COMPLETED / CANCELED / REJECTED /
-FAILED with a final agent message. A prompt the engine queues stays SUBMITTED until its turn starts; one it steers
+WORKING status updates whose message carries a text part with the wire event's JSON (:func:`.translate.wire_part`);
+RequestOpened → INPUT_REQUIRED (text for a person and the event's part); RequestClosed → WORKING; TurnEnded →
+COMPLETED / CANCELED / REJECTED / FAILED with a final agent message. A prompt the engine queues stays SUBMITTED until its turn starts; one it steers
 into the running turn completes at once, saying which task's turn took it.
 """
 
@@ -40,14 +40,16 @@ from anyagentd.errors import AnyagentError, ResumeFailed
 from anyagentd.model import PromptOrigin, kind_tag
 
 from .translate import (
+    DELIVERY_MEDIA_TYPE,
+    REASONING_MEDIA_TYPE,
     RESPONSE_ARTIFACT,
     PromptIn,
     agent_message,
-    data_part,
     event_part,
     request_text,
     same_request,
     turn_metadata,
+    wire_part,
 )
 from .tasks.state import PAUSED, TERMINAL, from_stop, move
 
@@ -270,8 +272,8 @@ class Conversation:
             self._by_prompt.pop(delivery.prompt_id, None)
             owner = self._by_turn.get(kind.turn_id)
             note = f"steered into the running turn {kind.turn_id}" + (f" of task {owner.task_id}" if owner else "")
-            run.status(TaskState.TASK_STATE_COMPLETED, [Part(text=f"Delivered: {note}."),
-                                                        data_part({"Steered": {"turn_id": kind.turn_id}})])  # fmt: skip
+            delivered = [Part(text=f"Delivered: {note}."), wire_part(kind, DELIVERY_MEDIA_TYPE)]
+            run.status(TaskState.TASK_STATE_COMPLETED, delivered)
         elif kind.TAG == "Queued":
             run.status(TaskState.TASK_STATE_SUBMITTED,
                        [Part(text=f"Queued behind {kind.position + 1} prompt(s) of this conversation.")])  # fmt: skip
@@ -364,8 +366,7 @@ def _flush_reasoning(run: TaskRun, message_id: str) -> None:
     # Reasoning is sent whole, one status update per reasoning message: each update lands in the task's history.
     text = "".join(run.reasoning.pop(message_id, []))
     if text:
-        part = data_part({"ReasoningDelta": {"message_id": message_id, "text": text}},
-                         "application/vnd.anyagent.reasoning+json")  # fmt: skip
+        part = wire_part({"ReasoningDelta": {"message_id": message_id, "text": text}}, REASONING_MEDIA_TYPE)
         run.status(TaskState.TASK_STATE_WORKING, [part])
 
 

@@ -24,11 +24,11 @@ from google.protobuf.json_format import MessageToDict
 
 from .conversations import Conversations, ReplayRefused, TaskRun
 from .translate import (
-    EVENT_MEDIA_TYPE,
     PromptIn,
     agent_message,
     answer_of,
     fetch_url_parts,
+    opened_request,
     parked_request,
     prompt_of,
     request_text,
@@ -71,15 +71,10 @@ def replay_refusal(task: Task, conversation_tasks: list[Task]) -> str | None:
 
 
 def _request_id(message: Any) -> str | None:
-    """The id of the request a ``RequestOpened`` event DataPart of ``message`` carries (None: no such part)."""
-    for part in message.parts:
-        if part.WhichOneof("content") == "data" and part.media_type == EVENT_MEDIA_TYPE:
-            opened = MessageToDict(part.data).get("kind", {})
-            if isinstance(opened, dict) and isinstance(opened.get("RequestOpened"), dict):
-                request = next(iter(opened["RequestOpened"].values()), None)
-                if isinstance(request, dict) and request.get("id"):
-                    return str(request["id"])
-    return None
+    """The id of the request a ``RequestOpened`` event part of ``message`` opens (None: no such part)."""
+    opened = opened_request(message)
+    request = next(iter(opened.values()), None) if opened else None
+    return str(request["id"]) if isinstance(request, dict) and request.get("id") else None
 
 
 def owner_of(context: RequestContext) -> str:

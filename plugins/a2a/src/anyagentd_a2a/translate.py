@@ -2,7 +2,8 @@
 
 - :func:`prompt_of` — a user Message's parts → the prompt's text and attachments (file parts saved to a
   directory, data parts given as JSON text).
-- :func:`event_part` — an engine ``Event`` → a DataPart holding the wire's own event JSON.
+- :func:`event_part` — an engine ``Event`` → a text Part holding the wire's own event JSON (:func:`wire_part`);
+  :func:`wire_of_part` reads it back.
 - :func:`request_text` — an open request rendered for a person.
 - :func:`answer_of` — a follow-up Message → an engine ``Answer`` for the open request, or the reason it is not one.
 
@@ -25,7 +26,11 @@ from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
 EVENT_MEDIA_TYPE = "application/vnd.anyagent.event+json"
-"""Media type of a DataPart that carries one wire ``Event``."""
+"""Media type of a text Part that carries one wire ``Event`` as its JSON text (:func:`wire_part`)."""
+DELIVERY_MEDIA_TYPE = "application/vnd.anyagent.delivery+json"
+"""Media type of a text Part that carries the engine's delivery of a prompt as wire JSON (``{"Steered": …}``)."""
+REASONING_MEDIA_TYPE = "application/vnd.anyagent.reasoning+json"
+"""Media type of a text Part that carries one reasoning message, whole, as ``{"ReasoningDelta": …}`` wire JSON."""
 RESPONSE_ARTIFACT = "response"
 """Artifact id of a task's streamed response text."""
 
@@ -62,17 +67,35 @@ def wire_json(value: Any) -> Any:
     return to_jsonable_python(value)
 
 
+def wire_part(value: Any, media_type: str = EVENT_MEDIA_TYPE) -> Part:
+    """A text Part of ``media_type`` (``application/vnd.anyagent.*+json``) whose text is ``value``'s wire JSON,
+    compact, exactly as the wire writes it.
+
+    Not a DataPart: a DataPart's ``data`` is a protobuf ``Value``, whose numbers are all doubles (``"sequence": 7.0``)
+    and whose keys an A2A reader takes for A2A's own (A2A 1.0 §5.5 wants them lowerCamelCase: the TCK's
+    DM-SERIAL-001); the wire's keys are snake_case and its integers integers (anyagent-wire.schema.json). In a text
+    part both stay the wire's, and ``json.loads(part.text)`` is the wire's object."""
+    return Part(text=json.dumps(wire_json(value), separators=(",", ":"), ensure_ascii=False), media_type=media_type)
+
+
 def event_part(event: Any) -> Part:
-    """A DataPart holding one engine ``Event`` as the wire writes it."""
-    part = Part(media_type=EVENT_MEDIA_TYPE)
-    part.data.struct_value.update(wire_json(event))
-    return part
+    """A text Part (:data:`EVENT_MEDIA_TYPE`) holding one engine ``Event`` as the wire writes it (:func:`wire_part`)."""
+    return wire_part(event)
 
 
-def data_part(value: Any, media_type: str = "application/json") -> Part:
-    part = Part(media_type=media_type)
-    part.data.struct_value.update(value)
-    return part
+def wire_of_part(part: Part) -> Any:
+    """The wire JSON a Part of media type ``application/vnd.anyagent.*+json`` holds: its text parsed (as
+    :func:`wire_part` writes it), or the DataPart that daemons before it wrote (their stored tasks are still read;
+    its numbers are doubles). ``None`` for a part holding neither."""
+    content = part.WhichOneof("content")
+    if content == "text":
+        try:
+            return json.loads(part.text)
+        except ValueError:
+            return None
+    if content == "data":
+        return MessageToDict(part.data)
+    return None
 
 
 def agent_message(parts: list[Part], *, context_id: str, task_id: str) -> Message:
@@ -212,15 +235,23 @@ def answer_of(message: Message, request: Any) -> Any:
     return _question_from_text(text, request)
 
 
-def parked_request(task: Any) -> Any:
-    """The open ``Request`` a task waiting for input holds, read back from its status message's event DataPart
-    (``RequestOpened``, as :func:`event_part` wrote it); ``None`` when there is none."""
-    for part in task.status.message.parts:
-        if part.WhichOneof("content") == "data" and part.media_type == EVENT_MEDIA_TYPE:
-            kind = MessageToDict(part.data).get("kind", {})
-            if isinstance(kind, dict) and "RequestOpened" in kind:
-                return REQUEST.validate_python(kind["RequestOpened"])
+def opened_request(message: Any) -> dict[str, Any] | None:
+    """The wire JSON of the request (``{"Permission": {...}}`` / ``{"Question": {...}}``) that a ``RequestOpened``
+    event part of ``message`` (a2a-sdk ``Message``) opens, as :func:`event_part` wrote it; ``None`` when it has none."""
+    for part in message.parts:
+        if part.media_type == EVENT_MEDIA_TYPE:
+            event = wire_of_part(part)
+            kind = event.get("kind") if isinstance(event, dict) else None
+            if isinstance(kind, dict) and isinstance(kind.get("RequestOpened"), dict):
+                return kind["RequestOpened"]  # type: ignore[no-any-return]
     return None
+
+
+def parked_request(task: Any) -> Any:
+    """The open ``Request`` a task waiting for input holds, read back from its status message's event part
+    (:func:`opened_request`); ``None`` when there is none."""
+    opened = opened_request(task.status.message)
+    return REQUEST.validate_python(opened) if opened is not None else None
 
 
 def same_request(before: Any, after: Any) -> bool:
@@ -309,9 +340,11 @@ async def fetch_url_parts(message: Message, *, allow_private: bool) -> dict[int,
 
 
 __all__ = [
+    "DELIVERY_MEDIA_TYPE",
     "EVENT_MEDIA_TYPE",
     "MAX_FILE_BYTES",
     "OUTPUT_MODES",
+    "REASONING_MEDIA_TYPE",
     "RESPONSE_ARTIFACT",
     "PromptIn",
     "accepts_our_output",
@@ -319,10 +352,10 @@ __all__ = [
     "camel",
     "turn_metadata",
     "answer_of",
+    "opened_request",
     "parked_request",
     "resumed_answer_prompt",
     "same_request",
-    "data_part",
     "event_part",
     "fetch_url_parts",
     "file_name",
@@ -330,4 +363,6 @@ __all__ = [
     "request_text",
     "url_violations",
     "wire_json",
+    "wire_of_part",
+    "wire_part",
 ]  # fmt: skip
