@@ -118,3 +118,27 @@ def test_token_bucket_refills_over_time() -> None:
 
 def test_requested_extensions_header_parsing() -> None:
     assert requested_extensions(["a, b", " c ,a", ""]) == ["a", "b", "c"]
+
+
+def test_a_request_reads_back_from_its_event_part_as_written_now_and_as_earlier_daemons_stored_it() -> None:
+    """``event_part`` writes a text part holding the wire's JSON; a task stored by a daemon before it holds a DataPart
+    (whose numbers came back as doubles). ``parked_request`` reads both the same, so a task left waiting across an
+    upgrade is still answerable."""
+    import json
+
+    from a2a.types import Task, TaskStatus
+    from anyagentd.model import Event
+    from anyagentd_a2a.translate import EVENT_MEDIA_TYPE, event_part, parked_request, wire_json
+
+    event = Event.model_validate({"sequence": 7, "session_id": "s1", "turn_info": None, "extensions": {},
+                                  "occurred_at": {"secs_since_epoch": 1700000000, "nanos_since_epoch": 5},
+                                  "kind": {"RequestOpened": PERMISSION.model_dump()}})  # fmt: skip
+    now = event_part(event)
+    assert now.WhichOneof("content") == "text" and now.media_type == EVENT_MEDIA_TYPE
+    assert json.loads(now.text) == wire_json(event) and type(json.loads(now.text)["sequence"]) is int
+    before = data(wire_json(event))
+    before.media_type = EVENT_MEDIA_TYPE
+    for part in (now, before):
+        task = Task(id="t", context_id="c", status=TaskStatus(message=message(Part(text="Permission"), part)))
+        assert parked_request(task) == PERMISSION
+    assert parked_request(Task(id="t", context_id="c", status=TaskStatus(message=message(Part(text="x"))))) is None
