@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -243,19 +244,67 @@ class PoolSection(_Strict):
     max_rss_mb: Annotated[int, Field(ge=1)] | None = None
 
 
+MIB = 1024 * 1024
+FILE_BYTES = 20 * MIB
+"""The largest file part saved for a prompt (``translate.MAX_FILE_BYTES``): the ceiling of ``part_bytes``."""
+
+
+class LimitsSection(_Strict):
+    """``[a2a.limits]``: how much one request and one task may hold. A request over a limit is refused by the front
+    before anything is stored or started, the refusal naming the limit's key (:mod:`.limits`).
+
+    ``body_bytes`` (default 4 MiB, 4096 to 64 MiB): a ``POST /`` body; more is HTTP 413 — a ``Content-Length``
+    over it before any of the body is read, a body sent without one as soon as it passes it. 4 MiB is gRPC's
+    default message limit, so what the A2A gRPC binding takes by default this binding takes too; the daemon
+    holds a few copies of a body while it parses one, so this bounds what one request costs in memory.
+    ``message_parts`` (default 64): parts of one sent message. ``part_bytes`` (default 2 MiB, at most
+    ``body_bytes`` and at most 20 MiB, the largest file saved for a prompt): one part's content — a text part's
+    UTF-8 bytes, an inline file's bytes (sent as base64, 4/3 of that, so a 2 MiB file fits a 4 MiB body with room
+    for the envelope), a data part's JSON, a URL's characters; a file by URL is fetched up to 20 MiB whatever
+    this says. 2 MiB of text is about half a million tokens, more than any agent's context window.
+    ``task_history`` (default 100, at least 2): messages of a task's history answered — GetTask, ListTasks and a
+    send's Task carry at most this many, the newest (an absent ``historyLength`` is taken as this, a larger one as
+    this: A2A 1.0 §3.2.4 lets a server return fewer); :func:`.limits.bound_history` is the rule for trimming the
+    history a store keeps to it (the prompt and the newest)."""
+
+    body_bytes: Annotated[int, Field(ge=4096, le=64 * MIB)] = 4 * MIB
+    message_parts: Annotated[int, Field(ge=1, le=10_000)] = 64
+    part_bytes: Annotated[int, Field(ge=1, le=FILE_BYTES)] = 2 * MIB
+    task_history: Annotated[int, Field(ge=2, le=100_000)] = 100
+
+    @model_validator(mode="after")
+    def _part_fits_a_body(self) -> LimitsSection:
+        if self.part_bytes > self.body_bytes:
+            raise ConfigError("a2a.limits.part_bytes", f"{self.part_bytes} is more than a2a.limits.body_bytes "
+                                                       f"({self.body_bytes}): no request could carry such a part")
+        return self
+
+
+def _proxy(value: str) -> str:
+    """A ``trusted_proxies`` entry, checked by :func:`.proxies.parse_proxy` (an error names the entry's index)."""
+    from .proxies import parse_proxy
+
+    parse_proxy(value)
+    return value
+
+
 class A2ASection(_Strict):
-    """``[a2a]``: the listener, the card's URL, credentials, CORS, the task store, push, TLS, the device grant and
-    the pool of live agents."""
+    """``[a2a]``: the listener, the card's URL, credentials, CORS, the reverse proxies trusted to name the client
+    (``trusted_proxies``: addresses and CIDR networks; only from one of them is ``X-Forwarded-For`` read, see
+    :mod:`.proxies`), the task store, push, TLS, the device grant, the pool of live agents and the request and
+    task limits."""
 
     listen: str = "127.0.0.1:8787"
     url: str | None = None
     bearer: str | None = None
     cors_origins: list[str] = Field(default_factory=list)
+    trusted_proxies: list[Annotated[str, AfterValidator(_proxy)]] = Field(default_factory=list)
     store: str | None = None
     introspection: bool = False
     device_grant: DeviceGrantSection = DeviceGrantSection()
     push: PushSection = PushSection()
     pool: PoolSection = PoolSection()
+    limits: LimitsSection = LimitsSection()
     tls: TlsSection | None = None
     principals: list[PrincipalSection] = Field(default_factory=list)
 

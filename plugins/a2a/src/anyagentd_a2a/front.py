@@ -4,18 +4,25 @@ created, no agent started).
 
 Host gate (421, plain body; :class:`HostGate`: a Host neither loopback nor the public URL's — DNS rebinding) →
 CORS exact-origin gate (403, empty body; :class:`CorsGate`, a pure ASGI layer so streaming stays intact) →
-failed-credential limiter per source (429 + Retry-After, the credential not even checked — except that a live
-device-session token is still served) → ``Content-Type: application/json`` (415, code -32005 ContentTypeNotSupported) → identity (401, code -31401,
-``WWW-Authenticate: Bearer realm=…``; configured bearers, then device sessions) → JSON-RPC envelope
-(-32700; -32600 batch / missing id / wrong jsonrpc / no method; -32602 params not an object) → ``A2A-Version``
-1.0 or 1.0.x (-32009 VERSION_NOT_SUPPORTED) → per-principal rate (429) → exact method route (-32601) → extension
-negotiation (activated URIs echoed in ``A2A-Extensions``) → method authorization (403, -31403) → while draining,
-sends refused (-32603 DRAINING) → send checks (-32005 when ``acceptedOutputModes`` excludes everything we
-produce; -32602 for a file URL that is not http(s) or points at a private address; -32004 for a message naming
-one's own task that runs and waits for no input) → the SDK's
-``JsonRpcDispatcher.handle_requests`` (one Starlette endpoint; the body is parsed once, Starlette caches it).
-An answer to a caller signed in with a device session ends when that session is revoked
-(:class:`~.auth.revocable.RevocableResponse`).
+failed-credential limiter per source (429 + Retry-After for a source past its allowance, unless what it presents
+is valid: a configured bearer, a live device session or the implicit loopback operator is served whatever its
+source; the source is the peer, or behind ``[a2a] trusted_proxies`` the client ``X-Forwarded-For`` names,
+:mod:`.proxies`) → ``Content-Type: application/json`` (415, code -32005 ContentTypeNotSupported) → identity (401,
+code -31401, ``WWW-Authenticate: Bearer realm=…``; configured bearers, then device sessions; a bad credential
+counts against its source) → request body at most ``a2a.limits.body_bytes`` (413 + ``Connection: close``, code
+-32600 naming the limit; a ``Content-Length`` over it before any of the body is read, a body without one cut off
+as soon as it passes it: :func:`.limits.read_body`) → JSON-RPC envelope (-32700; -32600 batch / missing id /
+wrong jsonrpc / no method; -32602 params not an object) → ``A2A-Version`` 1.0 or 1.0.x (-32009
+VERSION_NOT_SUPPORTED) → per-principal rate (429) → exact method route (-32601) → extension negotiation
+(activated URIs echoed in ``A2A-Extensions``) → method authorization (403, -31403) → while draining, sends
+refused (-32603 DRAINING) → message limits, for every send (-32602 LIMIT_EXCEEDED naming
+``a2a.limits.message_parts`` or ``a2a.limits.part_bytes``: :func:`.limits.message_refusal`) → send checks
+(-32005 when ``acceptedOutputModes`` excludes everything we produce; -32602 for a file URL that is not http(s)
+or points at a private address; -32004 for a message naming one's own task that runs and waits for no input) →
+the SDK's ``JsonRpcDispatcher.handle_requests`` (one Starlette endpoint; the body is read once, Starlette caches
+it). What passes has its ``historyLength`` held to ``a2a.limits.task_history`` (GetTask, ListTasks, sends other
+than commands: :func:`.limits.held_history`). An answer to a caller signed in with a device session ends when
+that session is revoked (:class:`~.auth.revocable.RevocableResponse`).
 """
 
 from __future__ import annotations
@@ -32,7 +39,9 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from .command.envelope import COMMAND_URI as COMMAND_EXTENSION
 from .command.envelope import CONTENT_TYPE_NOT_SUPPORTED, is_command
-from .config import is_loopback
+from .config import A2ASection, Loaded, is_loopback
+from .limits import TooLarge, body_too_large, held_history, message_refusal, read_body
+from .proxies import Network, client_address, parse_proxy
 from .principals import (
     FAILED_CREDENTIAL_BURST,
     FAILED_CREDENTIAL_REFILL_SECONDS,
@@ -87,7 +96,8 @@ class Front:
     ``check_send(principal, request_id, params)`` returns the refusal of a send, if any (commands have their own,
     in order, after these); ``intercept(principal, request_id, method, params, activated)`` answers what the
     daemon serves itself (commands, and the tasks of workflow runs), or ``None`` to pass on to the SDK. The principal is left in
-    ``request.state.principal`` for the call-context builder."""
+    ``request.state.principal`` for the call-context builder. The limits and the trusted proxies are those of the
+    configuration ``identities`` holds (:attr:`settings`), so a reload that replaces it applies them."""
 
     def __init__(
         self,
@@ -113,11 +123,28 @@ class Front:
         self.realm = realm
         self.rates = RateLimits()
         self.failed = TokenBucket(FAILED_CREDENTIAL_BURST, FAILED_CREDENTIAL_REFILL_SECONDS)
+        self._proxies: tuple[Loaded | None, list[Network]] = (None, [])
+
+    @property
+    def settings(self) -> A2ASection:
+        """The ``[a2a]`` section served now: the configuration :attr:`identities` was built from, which a reload
+        (SIGHUP) replaces — so ``limits`` and ``trusted_proxies`` change with it."""
+        return self.identities.loaded.config.a2a
+
+    def source_of(self, request: Request) -> str:
+        """The client address of ``request``: its peer, or behind a trusted proxy the address ``X-Forwarded-For``
+        names (:func:`.proxies.client_address`); ``"unknown"`` without a peer."""
+        peer = request.client.host if request.client else "unknown"
+        loaded, proxies = self._proxies
+        if loaded is not self.identities.loaded:  # parsed once per configuration
+            proxies = [parse_proxy(p) for p in self.settings.trusted_proxies]
+            self._proxies = (self.identities.loaded, proxies)
+        return client_address(peer, request.headers.getlist("x-forwarded-for"), proxies)
 
     async def handle(self, request: Request) -> Response:
         checked = await self._check(request)
         if isinstance(checked, Response):
-            source = request.client.host if request.client else "unknown"
+            source = self.source_of(request)
             log.info("refused %s from %s: HTTP %d %s", request.headers.get("a2a-version", "-"), source,
                      checked.status_code, checked.body[:160].decode("utf-8", "replace"))  # fmt: skip
             return checked
@@ -156,32 +183,35 @@ class Front:
     async def _check(self, request: Request) -> Response | tuple[Principal, list[str], dict[str, Any]]:
         """Every step of the pipeline in order: the first refusal, or (principal, activated extension URIs, the
         JSON-RPC envelope). A command's own refusals come after these (:mod:`.command.envelope`)."""
-        source = request.client.host if request.client else "unknown"
+        settings = self.settings
+        source = self.source_of(request)
         authorization = request.headers.get("authorization")
         wait = self.failed.peek(source)
-        session = None
-        if wait > 0:
-            session = await self.identities.session_principal(authorization)  # a live session is still served
-            if session is None:
+        principal = None
+        if wait > 0:  # a source past its allowance: only valid evidence is served (checked as cheaply as ever)
+            try:
+                principal = await self._identify(request, authorization, source)
+            except Unauthenticated:
                 return rpc_error(None, -31429, "too many failed credentials from this source", status=429,
                                  headers={"Retry-After": str(math.ceil(wait))})  # fmt: skip
         media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type != "application/json":
             # A2A 1.0 §5.4 ContentTypeNotSupportedError (-32005) in a 415: the TCK (JSONRPC-SSE-002) reads the code.
             return rpc_error(None, CONTENT_TYPE_NOT_SUPPORTED, "Content-Type must be application/json", status=415)
+        if principal is None:
+            try:
+                principal = await self._identify(request, authorization, source)
+            except Unauthenticated as err:
+                if err.bad_credential:
+                    self.failed.take(source)
+                return rpc_error(None, -31401, str(err), status=401,
+                                 headers={"WWW-Authenticate": f'Bearer realm="{self.realm}"'})  # fmt: skip
         try:
-            principal = session or await self.identities.authenticate(authorization, source,
-                                                                      request.headers.get("origin"))  # fmt: skip
-            if authorization is None and not request.scope.get("state", {}).get("loopback_host", True):
-                raise Unauthenticated("a bearer token is required (the Host is not a loopback name)",
-                                      bad_credential=False)  # fmt: skip
-        except Unauthenticated as err:
-            if err.bad_credential:
-                self.failed.take(source)
-            return rpc_error(None, -31401, str(err), status=401,
-                             headers={"WWW-Authenticate": f'Bearer realm="{self.realm}"'})  # fmt: skip
+            body = await read_body(request, settings.limits.body_bytes)
+        except TooLarge as err:
+            return body_too_large(err)
         try:
-            envelope = json.loads(await request.body())
+            envelope = json.loads(body)
         except (ValueError, RecursionError):
             return rpc_error(None, -32700, "Parse error: the body is not JSON")
         refused = _check_envelope(envelope)
@@ -209,14 +239,32 @@ class Front:
             return rpc_error(request_id, -32603, "the daemon is draining: no new messages", reason="DRAINING",
                              domain=AGENTD_DOMAIN)  # fmt: skip
         params = envelope.get("params") or {}
-        if method in SEND_METHODS and self.check_send is not None and not is_command(params):
+        if method in SEND_METHODS:
+            refused = message_refusal(request_id, params, settings.limits)
+            if refused is not None:
+                return refused
+        command = method in SEND_METHODS and is_command(params)
+        if method in SEND_METHODS and self.check_send is not None and not command:
             before = json.dumps(params, sort_keys=True)
             refused = await self.check_send(principal, request_id, params)
             if refused is not None:
                 return refused
             if json.dumps(params, sort_keys=True) != before:  # the send check completed the message (contextId)
                 request._json = envelope  # what the SDK's dispatcher reads (Starlette's cache of request.json())
+        held = None if command else held_history(method, params, settings.limits.task_history)
+        if held is not None:
+            envelope["params"] = held
+            request._json = envelope
         return principal, activated, envelope
+
+    async def _identify(self, request: Request, authorization: str | None, source: str) -> Principal:
+        """The caller's principal from its evidence (:meth:`.principals.Identities.authenticate`: configured bearers
+        compared in constant time, then device sessions, then the implicit loopback operator — whose peer is
+        ``source``, and who needs a loopback ``Host``); raises :class:`~.principals.Unauthenticated`."""
+        principal = await self.identities.authenticate(authorization, source, request.headers.get("origin"))
+        if authorization is None and not request.scope.get("state", {}).get("loopback_host", True):
+            raise Unauthenticated("a bearer token is required (the Host is not a loopback name)", bad_credential=False)
+        return principal
 
 
 def _check_envelope(envelope: Any) -> Response | None:
