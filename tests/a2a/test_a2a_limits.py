@@ -235,9 +235,6 @@ def test_behind_a_trusted_proxy_the_forwarded_client_is_the_source(a2a_daemon: A
     assert "from 203.0.113.7" in "".join(daemon.stderr)  # the refusal's log line names the client
 
 
-@pytest.mark.xfail(strict=True, reason="uvicorn's own proxy_headers (on by default, trusting 127.0.0.1 and ::1) "
-                   "rewrites the peer from X-Forwarded-For before the front sees it: daemon.py's uvicorn.Config "
-                   "needs proxy_headers=False (engineer B)")  # fmt: skip
 def test_an_untrusted_peer_cannot_name_its_own_address(a2a_daemon: Any) -> None:
     daemon = a2a_daemon(config=CREDENTIALS, env=ENV, mock="hello")  # no trusted_proxies: the header is ignored
     with httpx.Client(timeout=60) as client:
@@ -313,8 +310,6 @@ def test_bound_history_keeps_the_prompt_the_requests_and_the_newest() -> None:
     assert [m.message_id for m in task.history] == ["prompt", "d"]
 
 
-@pytest.mark.xfail(strict=True, reason="the task store does not trim yet: PrincipalTaskStore.save needs "
-                   "bound_history(task, self.history_kept) and daemon.py the value (engineers D and B)")  # fmt: skip
 def test_the_store_keeps_at_most_task_history_messages(a2a_daemon: Any, tmp_path: Path) -> None:
     import sqlite3
 

@@ -192,7 +192,8 @@ class Daemon:
         url = self.loaded.config.a2a.store or f"sqlite+aiosqlite:///{self.state_dir / 'a2a.db'}"
         check_sqlite_directory(url)
         engine = engine_for(url)
-        store = PrincipalTaskStore(engine, flush_delay=_seconds("ANYAGENTD_A2A_FLUSH_DELAY", FLUSH_DELAY))
+        store = PrincipalTaskStore(engine, flush_delay=_seconds("ANYAGENTD_A2A_FLUSH_DELAY", FLUSH_DELAY),
+                                   history_kept=self.loaded.config.a2a.limits.task_history)  # fmt: skip
         try:
             try:
                 await store.initialize()
@@ -267,9 +268,11 @@ class Daemon:
                 for event in self.interrupted:  # failed by this start: the SDK pushes only what it serves
                     tg.start_soon(self.push_sender.send_notification, event.task_id, event)
             self.interrupted = []
+            # proxy_headers off: uvicorn would take X-Forwarded-For from any loopback peer and rewrite the client
+            # address before the front sees it; the front trusts only [a2a] trusted_proxies (.proxies)
             config = uvicorn.Config(self._app(handler), log_config=None, access_log=False, lifespan="off",
                                     timeout_graceful_shutdown=5, ssl_certfile=tls.cert if tls else None,
-                                    ssl_keyfile=tls.key if tls else None)  # fmt: skip
+                                    ssl_keyfile=tls.key if tls else None, proxy_headers=False)  # fmt: skip
             server = _Server(config)
             tg.start_soon(self._signals, server)
             tg.start_soon(self._drain_on_request, server)

@@ -43,6 +43,7 @@ from google.protobuf.json_format import ParseDict
 from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, case, func, inspect, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from .limits import bound_history
 from .principals import OPERATOR
 from .tasks.state import FAILED, PAUSED, TERMINAL, StateError, move, name, of_name, on_restart
 
@@ -156,9 +157,10 @@ class PrincipalTaskStore(DatabaseTaskStore):
     between a task's durable points are written behind (see the module docstring); run :meth:`flush_behind` in the
     daemon's task group and :meth:`flush` before the engine is disposed."""
 
-    def __init__(self, engine: AsyncEngine, *, flush_delay: float = FLUSH_DELAY) -> None:
+    def __init__(self, engine: AsyncEngine, *, flush_delay: float = FLUSH_DELAY, history_kept: int = 100) -> None:
         super().__init__(engine, create_table=True, owner_resolver=_owner)
         self.flush_delay = flush_delay
+        self.history_kept = history_kept  # messages of a task's history kept (``a2a.limits.task_history``)
         self._live: dict[str, _Live] = {}
         self._pending = anyio.Event()  # set when an update waits to be written behind
         self._fresh: OrderedDict[str, None] = OrderedDict()  # ids handed out, never saved: no row has them
@@ -199,8 +201,10 @@ class PrincipalTaskStore(DatabaseTaskStore):
         return _as_owner(context, owner) if owner is not None and owner != OPERATOR.id else context
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
-        """Record ``task``: written before returning when it is new to this process or in a durable state, else
-        kept as the latest version to write behind."""
+        """Record ``task``: its history first bounded to :attr:`history_kept` messages (in place: the SDK's own copy
+        stops growing too; :func:`.limits.bound_history`), then written before returning when it is new to this
+        process or in a durable state, else kept as the latest version to write behind."""
+        bound_history(task, self.history_kept)
         context = await self._owned(task.id, context)
         self._fresh.pop(task.id, None)
         live = self._live.get(task.id)
