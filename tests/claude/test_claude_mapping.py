@@ -604,3 +604,26 @@ async def test_the_handshake_writes_initialize_and_the_version_request_together(
             "subtype": "success", "request_id": ids[0], "response": init}})  # fmt: skip
     assert conn.details.version == "2.1.197" and conn.details.auth == Authenticated(kind="ApiKey")
     assert len(proc.written) == 2
+
+
+@pytest.mark.anyio
+async def test_mcp_status_statuses() -> None:
+    """What ``mcp_status`` says of each forwarded server (issue 32): ``pending`` keeps it pending, ``connected`` is
+    quiet, anything else is a Warning naming it (``failed`` with the CLI's error; never the server's config)."""
+    conn, link, _ = make_conn()
+    pending = {"ok", "slow", "down", "auth", "off", "missing"}
+    config = {"type": "http", "url": "http://h/mcp", "headers": {"Authorization": "Bearer sk-secret"}}
+    await conn._note_mcp_status({"mcpServers": [
+        {"name": "ok", "status": "connected", "config": config}, {"name": "slow", "status": "pending"},
+        {"name": "down", "status": "failed", "error": "Connection closed", "config": config},
+        {"name": "auth", "status": "needs-auth", "config": config}, {"name": "off", "status": "disabled"},
+        {"name": "theirs", "status": "failed", "error": "not forwarded by us"}]}, pending)  # fmt: skip
+    assert pending == {"slow"}
+    warnings = [r.kind.value.message for r in link.events("Diagnostic:Warning")]
+    assert warnings == [
+        "MCP server 'auth' is not connected: needs-auth",
+        "MCP server 'down' failed to connect: Connection closed",
+        "MCP server 'missing' is not connected: Claude Code reports nothing for it",
+        "MCP server 'off' is not connected: disabled",
+    ]
+    assert len(link.reports) == 4 and all(r.extensions is None for r in link.events())  # no raw frame: the config holds secrets

@@ -22,10 +22,12 @@ STARTUP = 30.0
 """Seconds an HTTP/SSE marker server may take to print READY (importing the SDK alone takes seconds)."""
 
 
-def stdio_marker(name: str = "marker") -> McpServer:
-    """The marker server over stdio: ``python marker_server.py stdio``."""
+def stdio_marker(name: str = "marker", initialize_delay: float | None = None) -> McpServer:
+    """The marker server over stdio: ``python marker_server.py stdio [initialize_delay]`` (with a delay it answers
+    ``initialize`` that many seconds late at the earliest: it reads nothing before)."""
+    delay = [] if initialize_delay is None else [str(initialize_delay)]
     return McpServer.model_validate({"name": name, "connection": {"Stdio": {
-        "command": sys.executable, "args": [str(MARKER_SERVER), "stdio"]}}})  # fmt: skip
+        "command": sys.executable, "args": [str(MARKER_SERVER), "stdio", *delay]}}})  # fmt: skip
 
 
 def url_server(name: str, transport: str, url: str, headers: dict[str, str] | None = None) -> McpServer:

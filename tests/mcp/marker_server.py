@@ -3,17 +3,20 @@
 Its tool ``write_marker(path, text)`` writes ``text`` to ``path`` and returns ``MARKER_WRITTEN:<text reversed>``,
 a value only the server computes (so a test can tell its result reached the agent).
 
-    python marker_server.py stdio          # MCP over stdin/stdout
+    python marker_server.py stdio [DELAY]  # MCP over stdin/stdout; DELAY: seconds before it reads anything
     python marker_server.py http  [PORT]   # streamable HTTP at http://127.0.0.1:PORT/mcp
     python marker_server.py sse   [PORT]   # legacy HTTP+SSE at http://127.0.0.1:PORT/sse
 
 For ``http`` and ``sse`` the port defaults to 0 (a free one); once uvicorn serves, the server prints one line
-``READY http://127.0.0.1:PORT/<path>`` on stdout.
+``READY http://127.0.0.1:PORT/<path>`` on stdout. With a ``DELAY`` the stdio server sleeps that long before it
+reads its input, so the client's ``initialize`` is answered no sooner than ``DELAY`` seconds after the server
+started (a slow server, as an agent sees one that is still starting up).
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -65,11 +68,13 @@ async def serve_http(kind: str, port: int) -> None:
 def main(argv: list[str]) -> None:
     kind = argv[0] if argv else "stdio"
     if kind == "stdio":
+        if len(argv) > 1:
+            time.sleep(float(argv[1]))
         server.run("stdio")
     elif kind in ("http", "sse"):
         anyio.run(serve_http, kind, int(argv[1]) if len(argv) > 1 else 0)
     else:
-        raise SystemExit(f"usage: marker_server.py stdio|http [PORT]|sse [PORT] (not {kind!r})")
+        raise SystemExit(f"usage: marker_server.py stdio [DELAY]|http [PORT]|sse [PORT] (not {kind!r})")
 
 
 if __name__ == "__main__":

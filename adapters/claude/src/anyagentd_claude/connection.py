@@ -6,14 +6,24 @@ stdout pump (run with ``link.start_soon``) routes every line: ``control_response
 and noted as an Info diagnostic), everything else → :class:`FrameMapper`. When stdout ends it reports
 ``exited(status, stderr tail)``.
 
+MCP servers forwarded at ``open`` (``--mcp-config``) connect in the background: the CLI answers ``initialize``
+before they are up, and a prompt it gets while one is still ``pending`` runs without that server's tools ("No such
+tool available", issue 32). The CLI sends no notification when a server connects, so the connection asks
+``mcp_status`` (first with the handshake, then every :data:`MCP_STATUS_INTERVAL` seconds while a forwarded server is
+``pending``) until every forwarded server is settled (``connected``, ``failed``, ``needs-auth``, ``disabled``), or
+until the handshake timeout after the spawn; then it sends the prompts held meanwhile. A server that did not connect
+is a Warning diagnostic naming it (with the CLI's error, for ``failed``); so is one still pending at the deadline.
+
 Commands (each returns promptly):
 
 - StartTurn: one ``user`` frame with a fresh uuid, then TurnAck (the CLI handles its input in order, one
-  ``result`` per user frame). When an interrupted turn has not had its ``result`` yet (the engine ended a
+  ``result`` per user frame). Until the forwarded MCP servers are settled (above) the frame is held, and written
+  (then TurnAck) once they are. When an interrupted turn has not had its ``result`` yet (the engine ended a
   cancelled turn the CLI never confirmed), the TurnAck waits for that result: what comes before it is the old
   turn's;
 - Answer: the ``can_use_tool`` reply (:class:`.permissions.OpenRequests` owns the open requests);
-- Cancel: ``interrupt``, then pending permission requests denied (with ``interrupt: true``);
+- Cancel: ``interrupt``, then pending permission requests denied (with ``interrupt: true``). A prompt still held
+  for the MCP servers is dropped instead (TurnAck, then TurnEnded Cancelled: the CLI never had it);
 - Configure: ``set_permission_mode`` (mode) / ``set_model`` (model); the applied value is reported with
   ``info_changed(configuration=...)`` once the CLI confirms, a refusal as a Warning diagnostic;
 - Compact: the user message ``/compact`` (the engine runs it as an agent-originated turn); the CLI reports
@@ -67,6 +77,14 @@ from .permissions import OpenRequests
 CONTROL_TIMEOUT = 10.0
 """Seconds to wait for the CLI's answer to a control request (version, configure, rewind)."""
 
+MCP_STATUS_INTERVAL = 0.1
+"""Seconds between two ``mcp_status`` requests while a forwarded MCP server is ``pending`` (Claude Code 2.1.197
+reports a server's connection in no frame before the first prompt's ``system/init``; ``mcp_status`` answers at once
+with each server's current ``status``: ``docs/agents/claude.md#the-first-prompt-waits-for-the-servers``)."""
+
+MCP_SETTLED = ("connected", "failed", "needs-auth", "disabled")
+"""The ``mcp_status`` statuses of a server that is done connecting (the other one is ``pending``)."""
+
 class ClaudeConnection(ProcessConnection):
     """A live Claude Code session (see the module doc). Build with :meth:`open`."""
 
@@ -92,6 +110,11 @@ class ClaudeConnection(ProcessConnection):
         self._deferred_acks = 0  # TurnAcks held until the results of earlier user frames
         self._unconfirmed_interrupt = False  # an interrupt was sent and no result has come since
         self.mcp_transports: list[str] = list(MCP_TRANSPORTS)
+        self.mcp_servers: list[str] = []
+        """The names of the MCP servers forwarded in ``--mcp-config``."""
+        self._holding = False  # prompts wait until the forwarded MCP servers are settled (_settle_mcp)
+        self._mcp_request: str | None = None  # the mcp_status request sent with the handshake
+        self._held: list[dict[str, Any]] = []  # user frames of prompts held while _holding
 
     @property  # type: ignore[override]
     def configuration(self) -> SessionConfiguration:
@@ -110,19 +133,27 @@ class ClaudeConnection(ProcessConnection):
         handshake), ``ResumeFailed`` (a resume/fork the CLI refused), ``HandshakeTimeout``, ``AuthRequired``
         (``require_auth`` and no credentials), ``InvalidConfiguration`` (bad creation options). ``mcp``: the
         servers as ``AgentAdapter.render_mcp`` rendered them; ``mcp_transports``: what ``details`` advertises.
+
+        With ``mcp``, prompts are held until Claude Code reports those servers settled, for at most
+        ``handshake_timeout`` seconds after the spawn (see the module doc); ``open`` itself does not wait for them.
         """
+        deadline = anyio.current_time() + handshake_timeout
         token = options.resume or str(uuid.uuid4())
         argv = launch_argv(installation.executable_path, options, session_id=token, no_tools=no_tools,
                            persist=persist, mcp=mcp)  # fmt: skip
         process = await AgentProcess.start(argv, cwd=options.dir, env=launch_env(installation))
         conn = cls(process, link, installation=installation, options=options, session_token=token)
         conn.mcp_transports = list(mcp_transports)
+        conn.mcp_servers = [server.name for server, _ in mcp or ()]
         link.start_soon(conn._pump)
         try:
             await conn._handshake(handshake_timeout, require_auth)
         except BaseException:
             await conn.abandon()
             raise
+        if conn.mcp_servers:
+            conn._holding = True
+            link.start_soon(conn._settle_mcp, deadline, handshake_timeout)
         return conn
 
     async def _handshake(self, timeout: float, require_auth: bool) -> None:
@@ -133,6 +164,8 @@ class ClaudeConnection(ProcessConnection):
             with anyio.fail_after(timeout):
                 init_request = await self.channel.send("initialize")
                 version_request = await self.channel.send("get_binary_version")
+                if self.mcp_servers:
+                    self._mcp_request = await self.channel.send("mcp_status")
                 init = await self.channel.wait(init_request)
         except TimeoutError:
             raise HandshakeTimeout(f"Claude Code did not answer initialize within {timeout:g} s") from None
@@ -168,6 +201,67 @@ class ClaudeConnection(ProcessConnection):
         if require_auth and not is_authenticated(self.details.auth):
             raise AuthRequired(login_methods(self.installation.executable_path),
                                "Claude Code is not logged in")  # fmt: skip
+
+    # ------------------------------------------------------------------------------------------- MCP servers
+
+    async def _settle_mcp(self, deadline: float, timeout: float) -> None:
+        """Wait until Claude Code's ``mcp_status`` reports no forwarded server ``pending``, or until ``deadline``
+        (``anyio.current_time()``, ``timeout`` seconds after the spawn; then a Warning names the servers still
+        pending), then write the held prompts. Asks again every :data:`MCP_STATUS_INTERVAL` seconds while a server is
+        pending. A CLI that refuses ``mcp_status`` (an error answer) holds nothing (Info diagnostic); a CLI whose
+        input or output ended releases at once."""
+        pending = set(self.mcp_servers)
+        request_id, self._mcp_request = self._mcp_request, None
+        try:
+            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+                while pending:
+                    if request_id is None:
+                        await anyio.sleep(MCP_STATUS_INTERVAL)
+                        request_id = await self.channel.send("mcp_status")
+                    reply = await self.channel.wait(request_id)
+                    request_id = None
+                    await self._note_mcp_status(reply, pending)
+        except control.ControlError as err:
+            if not self.output_done:
+                await self.link.emit(diagnostic("Info", f"Claude Code did not answer mcp_status ({err.detail}); "
+                                                        "prompts do not wait for its MCP servers"))  # fmt: skip
+            pending.clear()
+        except InputClosed:
+            pending.clear()
+        if pending and not self.output_done:
+            names = ", ".join(repr(name) for name in sorted(pending))
+            servers, them = ("servers", "them") if len(pending) > 1 else ("server", "it")
+            message = (f"MCP {servers} {names} still connecting {timeout:g} s after Claude Code started; "
+                       f"prompts no longer wait for {them}")
+            await self.link.emit(diagnostic("Warning", message))
+        self._holding = False
+        while self._held and not self.closing:
+            try:
+                await self._send_prompt(self._held.pop(0))
+            except ProtocolFailed:
+                return  # the CLI is gone: the pump reports its exit
+
+    async def _note_mcp_status(self, reply: Any, pending: set[str]) -> None:
+        """Drop from ``pending`` each server the ``mcp_status`` ``reply`` (``{"mcpServers": [{name, status,
+        error?, ...}]}``) shows settled; one that did not connect is a Warning diagnostic (its ``config``, which may
+        hold secrets, is never reported). A server the reply does not list counts as settled."""
+        servers = reply.get("mcpServers") if isinstance(reply, dict) else None
+        listed = {s.get("name"): s for s in servers or () if isinstance(s, dict)}
+        for name in sorted(pending):
+            entry = listed.get(name)
+            status = entry.get("status") if entry is not None else None
+            if status == "pending":
+                continue
+            pending.discard(name)
+            if status == "connected":
+                continue
+            if status == "failed":
+                message = f"MCP server {name!r} failed to connect: {(entry or {}).get('error') or 'no reason given'}"
+            elif status in MCP_SETTLED:
+                message = f"MCP server {name!r} is not connected: {status}"
+            else:
+                message = f"MCP server {name!r} is not connected: Claude Code reports {status or 'nothing'} for it"
+            await self.link.emit(diagnostic("Warning", message))
 
     # ------------------------------------------------------------------------------------------- stdout
 
@@ -226,15 +320,24 @@ class ClaudeConnection(ProcessConnection):
     # ------------------------------------------------------------------------------------------- commands
 
     async def start_turn(self, turn_id: str, prompt: PromptInput) -> None:
-        message_uuid = str(uuid.uuid4())
         frame = {"type": "user", "message": {"role": "user", "content": user_content(prompt)},
-                 "parent_tool_use_id": None, "session_id": "", "uuid": message_uuid}  # fmt: skip
+                 "parent_tool_use_id": None, "session_id": "", "uuid": str(uuid.uuid4())}  # fmt: skip
+        if self._holding:
+            if self.output_done:
+                raise ProtocolFailed("Claude Code's input is closed")
+            self._held.append(frame)  # written by _settle_mcp
+            return
+        await self._send_prompt(frame)
+
+    async def _send_prompt(self, frame: dict[str, Any]) -> None:
+        """Write the user ``frame`` of a prompt and report TurnAck (deferred after an unconfirmed interrupt).
+        Raises ``ProtocolFailed`` when the CLI's input is closed."""
         self.mapper.turn_active = True
         earlier = self._unfinished if self._unconfirmed_interrupt else 0
         if not await self._write(frame):
             raise ProtocolFailed("Claude Code's input is closed")
         self._unfinished += 1
-        self._prompt_uuids.append(message_uuid)
+        self._prompt_uuids.append(frame["uuid"])
         if earlier:
             self._deferred_acks += 1
         else:
@@ -245,6 +348,11 @@ class ClaudeConnection(ProcessConnection):
             raise ProtocolFailed("Claude Code's input is closed")
 
     async def cancel(self) -> None:
+        if self._held:  # the CLI never had the prompt: it ends here
+            self._held.clear()
+            await self.link.turn_ack()
+            await self.link.turn_ended("Cancelled")
+            return
         try:
             await self.channel.send("interrupt")
         except InputClosed:
@@ -315,6 +423,7 @@ class ClaudeConnection(ProcessConnection):
 
     async def close(self) -> None:
         self.closing = True
+        self._held.clear()
         if self.mapper.turn_active and not self.output_done:
             try:
                 with anyio.move_on_after(0.5):
