@@ -8,14 +8,24 @@ thread id, known at open). Its stdout pump (run with
 :class:`.rpc.RpcChannel`, server requests → Permission / Question requests, notifications →
 :class:`.mapping.NotificationMapper`. When stdout ends it reports ``exited(status, stderr tail)``.
 
+MCP servers forwarded at ``open`` (``-c mcp_servers.<name>...``) start in the background once the thread exists:
+``thread/start`` is answered while they are ``starting``, and a turn whose model request Codex builds before a server
+is ready runs without that server's tools (issue 32). Codex reports each server's startup for the thread with
+``mcpServer/startupStatus/updated`` (``starting`` → ``ready`` | ``failed`` | ``cancelled``; Codex itself gives up on a
+server after its ``startup_timeout_sec``, 30 s by default). Until every forwarded server is settled, or until the
+handshake timeout after the spawn, prompts are held and sent then; a server that failed or was cancelled is a
+Warning diagnostic naming it (with Codex's error), and so is one still starting at the deadline
+(``docs/agents/codex.md#the-first-prompt-waits-for-the-servers``).
+
 Commands (each returns promptly; outcomes arrive through the pump):
 
 - StartTurn: ``turn/start`` with the live settings (model, effort, approval policy); its result → TurnAck, an error
-  → TurnAck + TurnEnded(Failed);
+  → TurnAck + TurnEnded(Failed). Held until the forwarded MCP servers are settled (above);
 - Steer: ``turn/steer`` with ``expectedTurnId`` — only once the turn's ``turn/started`` arrived; a steer that
   comes earlier is held and sent then. Result → Steered(true), error or turn end first → Steered(false);
 - Answer: the reply to the server request (``accept`` / ``acceptForSession`` / ``decline``; answers by question id);
-- Cancel: open approvals answered ``cancel``, then ``turn/interrupt`` (sent once the turn id is known). Codex
+- Cancel: a prompt still held for the MCP servers is dropped (TurnAck, then TurnEnded Cancelled: Codex never had
+  it); otherwise open approvals answered ``cancel``, then ``turn/interrupt`` (sent once the turn id is known). Codex
   ends an interrupted turn without stopping the commands it runs: at ``turn/completed`` (interrupted) each command
   still running is found under the app-server by its command line and its process tree killed (sandbox wrapper
   included, :func:`anyagentd.adapters.lineage.stop_command`); one that cannot be stopped stays Running (listed
@@ -116,6 +126,14 @@ class CodexConnection(ProcessConnection):
         self._account: p.GetAccountResponse | None = None
         self._skills_raw: Any = None
         self._version: str | None = None
+        self.mcp_servers: list[str] = [server.name for server in options.mcp_servers]
+        """The names of the MCP servers forwarded at ``open``."""
+        self.mcp_status: dict[str, str] = {}
+        """Each forwarded server's last startup status on the session's thread (``mcpServer/startupStatus/updated``)."""
+        self._mcp_settled = anyio.Event()  # no forwarded server is starting any more (or the deadline passed)
+        if not self.mcp_servers:
+            self._mcp_settled.set()
+        self._held: list[PromptInput] = []  # prompts waiting for _mcp_settled
 
     @property  # type: ignore[override]
     def configuration(self) -> SessionConfiguration:
@@ -143,8 +161,11 @@ class CodexConnection(ProcessConnection):
         path for ``CODEX_HOME``; ``None`` leaves Codex's own default.
 
         Raises ``SpawnFailed``, ``HandshakeTimeout``, ``AuthRequired``, ``ResumeFailed`` (resume or fork refused),
-        ``InvalidConfiguration``.
+        ``InvalidConfiguration``. With MCP servers (``options.mcp_servers``, rendered in ``mcp``) prompts are held
+        until Codex reports them started, for at most ``handshake_timeout`` seconds after the spawn (see the module
+        doc); ``open`` itself does not wait for them.
         """
+        deadline = anyio.current_time() + handshake_timeout
         if options.resume and options.fork:
             raise InvalidConfiguration("resume and fork are exclusive")
         if options.fork_at and not options.fork:
@@ -165,6 +186,8 @@ class CodexConnection(ProcessConnection):
         link.start_soon(conn._pump)
         await conn.complete_handshake(lambda: conn._handshake(require_auth, start_thread), handshake_timeout,
                                       "Codex's handshake")  # fmt: skip
+        if not conn._mcp_settled.is_set():
+            link.start_soon(conn._settle_mcp, deadline, handshake_timeout)
         return conn
 
     async def _call(self, method: str, params: Any) -> Any:
@@ -290,6 +313,46 @@ class CodexConnection(ProcessConnection):
             self.options["effort"] = opened.reasoningEffort
         self._refresh_details()
 
+    # ------------------------------------------------------------------------------------------- MCP servers
+
+    async def _on_mcp_startup(self, params: Any) -> None:
+        """``mcpServer/startupStatus/updated`` for a forwarded server on the session's thread (any thread while the
+        thread id is not known yet: the app-server has no other): note it; a server that failed or was cancelled is a
+        Warning diagnostic; the last forwarded server to settle releases the held prompts."""
+        if not isinstance(params, dict) or params.get("name") not in self.mcp_servers:
+            return
+        thread = params.get("threadId")
+        if self.state.thread_id and thread and thread != self.state.thread_id:
+            return  # a subagent's thread
+        name, status = str(params["name"]), str(params.get("status"))
+        self.mcp_status[name] = status
+        if status in ("failed", "cancelled"):
+            reason = params.get("error") or status
+            await self.link.emit(diagnostic("Warning", f"MCP server {name!r} did not start: {reason}"))
+        if all(self.mcp_status.get(n) in p.MCP_STARTUP_SETTLED for n in self.mcp_servers):
+            self._mcp_settled.set()
+
+    async def _settle_mcp(self, deadline: float, timeout: float) -> None:
+        """Wait until no forwarded MCP server is starting, or until ``deadline`` (``anyio.current_time()``,
+        ``timeout`` seconds after the spawn; then a Warning names those still starting), then send the held
+        prompts."""
+        with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+            await self._mcp_settled.wait()
+        if not self._mcp_settled.is_set():
+            pending = [n for n in self.mcp_servers if self.mcp_status.get(n) not in p.MCP_STARTUP_SETTLED]
+            if pending and not self.output_done:
+                names = ", ".join(repr(name) for name in sorted(pending))
+                servers, them = ("servers", "them") if len(pending) > 1 else ("server", "it")
+                message = (f"MCP {servers} {names} still starting {timeout:g} s after Codex started; "
+                           f"prompts no longer wait for {them}")
+                await self.link.emit(diagnostic("Warning", message))
+            self._mcp_settled.set()
+        while self._held and not self.closing:
+            try:
+                await self._send_turn(self._held.pop(0))
+            except ProtocolFailed:
+                return  # the app-server is gone: the pump reports its exit
+
     # ------------------------------------------------------------------------------------------- stdout
 
     async def _pump(self) -> None:
@@ -305,6 +368,7 @@ class CodexConnection(ProcessConnection):
 
     async def on_output_end(self) -> None:
         await self.channel.close("Codex's output ended")
+        self._mcp_settled.set()  # nothing will start any more
 
     async def _dispatch(self, frame: Any) -> None:
         shape = classify(frame)
@@ -318,6 +382,8 @@ class CodexConnection(ProcessConnection):
             method = frame["method"]
             params = frame.get("params")
             state = self.state
+            if method == p.N_MCP_STARTUP:
+                await self._on_mcp_startup(params)
             if method == p.N_TURN_COMPLETED and state.is_session_turn(params):
                 if state.turn_ending() is not None:
                     await self.link.steered(False)
@@ -453,6 +519,15 @@ class CodexConnection(ProcessConnection):
                                  effort=self.options.get("effort"), approvalPolicy=self.options.get("mode")).params()  # fmt: skip
 
     async def start_turn(self, turn_id: str, prompt: PromptInput) -> None:
+        if not self._mcp_settled.is_set():
+            self.state.turn_requested()  # a steer meanwhile is held for the turn, as before turn/started
+            self._held.append(prompt)  # sent by _settle_mcp
+            return
+        await self._send_turn(prompt)
+
+    async def _send_turn(self, prompt: PromptInput) -> None:
+        """Send ``turn/start`` for ``prompt`` (its result or error comes to :meth:`_on_turn_start`). Raises
+        ``ProtocolFailed`` when the app-server's input is closed."""
         self.state.turn_requested()
         try:
             await self.channel.send(p.M_TURN_START, self._turn_params(prompt), callback=self._on_turn_start)
@@ -512,6 +587,14 @@ class CodexConnection(ProcessConnection):
             raise ProtocolFailed("Codex's input is closed")
 
     async def cancel(self) -> None:
+        if self._held:  # Codex never had the prompt: it ends here
+            self._held.clear()
+            steer = self.state.turn_refused()
+            await self.link.turn_ack()
+            if steer is not None:
+                await self.link.steered(False)
+            await self.link.turn_ended("Cancelled")
+            return
         for item in self.state.cancel_requests().values():
             if item.kind == "question":
                 await self._reply(item.rpc_id, {"answers": {}})
@@ -560,6 +643,7 @@ class CodexConnection(ProcessConnection):
 
     async def close(self) -> None:
         self.closing = True
+        self._held.clear()
         if self.state.turn_id and not self.output_done:
             with anyio.move_on_after(0.5):
                 await self._interrupt()

@@ -81,6 +81,11 @@ N_REASONING_TEXT = "item/reasoning/textDelta"
 N_MCP_PROGRESS = "item/mcpToolCall/progress"
 N_RATE_LIMITS = "account/rateLimits/updated"
 N_MODEL_REROUTED = "model/rerouted"
+N_MCP_STARTUP = "mcpServer/startupStatus/updated"
+"""``{threadId, name, status: starting|ready|failed|cancelled, error}``: a configured MCP server's startup, for a
+thread (the connection holds the first turn on it; the mapper maps nothing from it)."""
+MCP_STARTUP_SETTLED = ("ready", "failed", "cancelled")
+"""The ``McpServerStartupState`` values of a server that is done starting (the other one is ``starting``)."""
 SERVER_NOTIFICATIONS = (
     N_ERROR, N_WARNING, N_CONFIG_WARNING, N_DEPRECATION, N_GUARDIAN_WARNING, N_THREAD_STARTED, N_THREAD_NAME,
     N_TOKEN_USAGE, N_TURN_STARTED, N_TURN_COMPLETED, N_PLAN_UPDATED, N_ITEM_STARTED, N_ITEM_COMPLETED,
@@ -91,7 +96,7 @@ SERVER_NOTIFICATIONS = (
 QUIET_NOTIFICATIONS = frozenset({
     "thread/status/changed", "thread/readState/changed", "thread/settings/updated", "thread/compacted",
     "remoteControl/status/changed", "serverRequest/resolved", "turn/diff/updated", "item/reasoning/summaryPartAdded",
-    "item/fileChange/patchUpdated", "mcpServer/startupStatus/updated", "skills/changed", "hook/started",
+    "item/fileChange/patchUpdated", N_MCP_STARTUP, "skills/changed", "hook/started",
     "hook/completed", "account/updated", "thread/environment/connected", "thread/goal/updated",
     "thread/queue/changed", "app/list/updated", "item/commandExecution/terminalInteraction",
 })  # fmt: skip
