@@ -1,16 +1,20 @@
 """``anyagentd a2a``: serve the configured agent over A2A, or check a configuration file; and, as subcommands,
-the client side for people: ``login URL`` (the device grant), ``send URL TEXT`` and ``status URL``.
+the client side for people: ``login URL`` (the device grant), ``send URL TEXT``, ``status URL``, ``op URL OP``
+(any command op), ``tasks URL`` and ``runs URL`` (listings), each with ``--token`` and ``--cacert``.
 
 Exit codes of the daemon: 0 after a drain (SIGTERM/SIGINT), 2 for a configuration that cannot be served (one line
 on stderr naming the key), 1 when the listener cannot start (one line: the port taken, the task store unreachable,
-the state dir held by another daemon or not creatable). The subcommands exit 0, or 1 with one line on stderr
-(:class:`~anyagentd_a2a.client.ClientError`), never a traceback.
+the state dir held by another daemon or not creatable). The subcommands exit 0; 2 when a task they sent waits for
+input (``send``, a task op of ``op``: its question on stdout, the command that answers it on stderr); 1 with one
+line on stderr (:class:`~anyagentd_a2a.client.ClientError`: unreachable, refused, failed, bad arguments), never a
+traceback; 130 when interrupted.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any, NoReturn
 
 import click
 
@@ -80,11 +84,31 @@ def a2a(ctx: click.Context, config_path: str | None, check_path: str | None, lis
 
 TOKEN_OPTION = click.option("--token", envvar="ANYAGENTD_A2A_TOKEN", metavar="TOKEN",
                             help="Bearer token (default: $ANYAGENTD_A2A_TOKEN, else the one `login` stored).")
+CACERT_OPTION = click.option("--cacert", envvar="ANYAGENTD_A2A_CACERT", metavar="FILE",
+                             type=click.Path(dir_okay=False),
+                             help="Verify the daemon's TLS certificate against the CA certificates in this PEM file "
+                                  "only (default: $ANYAGENTD_A2A_CACERT, else the system's trust store).")  # fmt: skip
+
+STATES = ("submitted", "working", "input_required", "auth_required", "completed", "failed", "canceled", "rejected")
+"""What ``tasks --state`` takes (A2A's ``TASK_STATE_…`` names, lowercased and without the prefix)."""
 
 
-def _fail(err: Exception) -> None:
-    click.echo(f"anyagentd a2a: {err}", err=True)
+def _fail(err: Exception, cacert: str | None = None) -> NoReturn:
+    """One line on stderr for ``err`` (a certificate not trusted says how to trust it), exit 1."""
+    from .client import UntrustedCertificate
+
+    line = str(err)
+    if isinstance(err, UntrustedCertificate):
+        line += f" — checked against {cacert}" if cacert else "; give the CA that signed it with --cacert FILE"
+    click.echo(f"anyagentd a2a: {line}", err=True)
     sys.exit(1)
+
+
+def _interrupted() -> NoReturn:
+    """Ctrl-C: one line, exit 130."""
+    click.echo("anyagentd a2a: interrupted (a task the daemon started goes on; see `anyagentd a2a tasks URL`)",
+               err=True)  # fmt: skip
+    sys.exit(130)
 
 
 def _token(url: str, given: str | None) -> str | None:
@@ -93,19 +117,72 @@ def _token(url: str, given: str | None) -> str | None:
     return given or load_token(url)
 
 
-@a2a.command()
+def _run(call: Any, cacert: str | None) -> Any:
+    """``anyio.run(call)``; a :class:`ClientError` is one line and exit 1, Ctrl-C exit 130."""
+    import anyio
+
+    from .client import ClientError
+
+    try:
+        return anyio.run(call)
+    except ClientError as err:
+        _fail(err, cacert)
+    except KeyboardInterrupt:
+        _interrupted()
+
+
+def _given(ctx: click.Context, name: str) -> bool:
+    """Whether the option ``name`` was typed on this command line (not taken from the environment or a default)."""
+    from click.core import ParameterSource
+
+    return ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
+
+
+def _print_json(value: Any) -> None:
+    """``value`` as pretty JSON on stdout (indent 2, keys in their order, non-ASCII kept)."""
+    import json
+
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def _stopped(ctx: click.Context, url: str, task: dict[str, Any]) -> None:
+    """Say where ``task`` stopped, on stderr: ``task ID: state (contextId …)``; for one that waits for input, also
+    the command that answers it (the answers it takes; ``--token``/``--cacert`` kept when typed on this command
+    line, the token itself never printed), then exit 2. Its question is the caller's to print, on stdout."""
+    import shlex
+
+    from .client import answer_hint, task_state
+
+    state = task_state(task)
+    shown = state.removeprefix("TASK_STATE_").lower()
+    click.echo(f"task {task.get('id')}: {shown} (contextId {task.get('contextId')})", err=True)
+    if state != "TASK_STATE_INPUT_REQUIRED":
+        return
+    extra = ""
+    if _given(ctx, "cacert"):
+        extra += f" --cacert {shlex.quote(ctx.params['cacert'])}"
+    if _given(ctx, "token"):
+        extra += ' --token "$ANYAGENTD_A2A_TOKEN"'
+    click.echo(answer_hint(url, task, extra=extra), err=True)
+    if _given(ctx, "token"):
+        click.echo("(the token given with --token is not printed: set ANYAGENTD_A2A_TOKEN to it first)", err=True)
+    sys.exit(2)
+
+
+@a2a.command(short_help="Sign in with the device grant; stores the token.")
 @click.argument("url")
 @click.option("--scope", type=click.Choice(["user", "operator"]), default="user", show_default=True,
               help="What to ask for; the approving operator may narrow it, never widen it.")
-def login(url: str, scope: str) -> None:
+@CACERT_OPTION
+def login(url: str, scope: str, cacert: str | None) -> None:
     """Sign in to the daemon at URL with the device grant: shows a code for an operator to approve, waits, and
     stores the token (0600) in the config dir."""
     from .client import ClientError, login as run_login, store_token
 
     try:
-        body = run_login(url, scope=scope)
+        body = run_login(url, scope=scope, cacert=cacert)
     except ClientError as err:
-        _fail(err)
+        _fail(err, cacert)
     except KeyboardInterrupt:
         click.echo("anyagentd a2a: sign-in interrupted", err=True)
         sys.exit(130)
@@ -113,51 +190,201 @@ def login(url: str, scope: str) -> None:
     click.echo(f"Signed in to {url.rstrip('/')} (scope {body.get('scope')}); token stored in {path}", err=True)
 
 
-@a2a.command()
+@a2a.command(short_help="Send one message; prints the answer.")
 @click.argument("url")
 @click.argument("text")
 @click.option("--context-id", metavar="ID", help="Continue this conversation (printed on stderr after each send).")
 @click.option("--task-id", metavar="ID", help="Answer this task, one that waits for input (input_required).")
 @TOKEN_OPTION
-def send(url: str, text: str, context_id: str | None, task_id: str | None, token: str | None) -> None:
+@CACERT_OPTION
+@click.pass_context
+def send(ctx: click.Context, url: str, text: str, context_id: str | None, task_id: str | None, token: str | None,
+         cacert: str | None) -> None:  # fmt: skip
     """Send TEXT to the agent at URL as one message; prints the answer on stdout (for a task that waits for
     input, its question), the task's id, state and contextId on stderr. Exits 0 when the task completed, 2 when
-    it waits for input (answer with ``--task-id``), 1 otherwise."""
-    import anyio
+    it waits for input (stderr names the command that answers it: `send URL allow --task-id ID`), 1 otherwise."""
+    from .client import question_text, send as run_send, task_text
 
-    from .client import ClientError, question_text, send as run_send, task_text
-
-    try:
-        state, task = anyio.run(lambda: run_send(url, text, _token(url, token), context_id=context_id,
-                                                 task_id=task_id))
-    except ClientError as err:
-        _fail(err)
-    waiting = state == "TASK_STATE_INPUT_REQUIRED"
-    answer = question_text(task) if waiting else task_text(task)
+    state, task = _run(lambda: run_send(url, text, _token(url, token), context_id=context_id, task_id=task_id,
+                                        cacert=cacert), cacert)  # fmt: skip
+    answer = question_text(task) if state == "TASK_STATE_INPUT_REQUIRED" else task_text(task)
     if answer:
         click.echo(answer)
-    shown = state.removeprefix("TASK_STATE_").lower()
-    click.echo(f"task {task.get('id')}: {shown} (contextId {task.get('contextId')})", err=True)
-    if waiting:
-        click.echo(f"answer with: anyagentd a2a send {url} ANSWER --task-id {task.get('id')}", err=True)
-        sys.exit(2)
+    _stopped(ctx, url, task)
     if state != "TASK_STATE_COMPLETED":
         sys.exit(1)
 
 
-@a2a.command()
+@a2a.command(short_help="The status op, as JSON.")
 @click.argument("url")
 @TOKEN_OPTION
-def status(url: str, token: str | None) -> None:
-    """The daemon's ``status`` (the command extension's op) at URL, as JSON on stdout."""
+@CACERT_OPTION
+def status(url: str, token: str | None, cacert: str | None) -> None:
+    """The daemon's ``status`` (the command extension's op) at URL, as JSON on stdout: keys in the daemon's order,
+    whole numbers as integers."""
+    from .client import run_op
+
+    reply = _run(lambda: run_op(url, "status", _token(url, token), cacert=cacert), cacert)
+    _print_json(reply.result)
+
+
+def _op_args(pairs: tuple[str, ...], args_json: str | None) -> dict[str, Any]:
+    """The op's arguments from ``--arg KEY=VALUE`` (each VALUE parsed as JSON when it is JSON — numbers,
+    true/false/null, arrays, objects, "quoted strings" — else kept as text) or ``--args JSON`` (an object), never
+    both. Raises :class:`ClientError` naming what is wrong."""
     import json
+    import math
 
-    import anyio
+    from .client import ClientError
 
-    from .client import ClientError, command
+    if pairs and args_json is not None:
+        raise ClientError("give the arguments with --arg KEY=VALUE or with --args JSON, not both")
+    if args_json is not None:
+        try:
+            args = json.loads(args_json, parse_constant=_no_constant)
+        except ValueError as err:
+            raise ClientError(f"--args is not JSON: {err}") from None
+        if not isinstance(args, dict):
+            raise ClientError(f"--args is not a JSON object: {args_json}")
+    else:
+        args = {}
+        for pair in pairs:
+            key, sep, value = pair.partition("=")
+            if not sep or not key.strip():
+                raise ClientError(f"--arg {pair!r} is not KEY=VALUE")
+            if key in args:
+                raise ClientError(f"--arg {key} is given twice")
+            try:
+                args[key] = json.loads(value, parse_constant=_no_constant)
+            except ValueError:
+                args[key] = value
+            if isinstance(args[key], float) and not math.isfinite(args[key]):
+                args[key] = value
+    if "op" in args:
+        raise ClientError("`op` is not an argument: it is OP itself")
+    return args
+
+
+def _no_constant(name: str) -> Any:
+    """``json.loads``'s ``parse_constant``: ``NaN`` and ``Infinity`` are not JSON values (they stay text)."""
+    raise ValueError(f"{name} is not a JSON value")
+
+
+@a2a.command("op", short_help="Run any command op; prints its result as JSON.")
+@click.argument("url")
+@click.argument("op_name", metavar="OP")
+@click.option("--arg", "pairs", multiple=True, metavar="KEY=VALUE",
+              help="One argument (repeatable); VALUE is parsed as JSON when it is JSON (5, true, {\"a\": 1}, "
+                   "\"5\"), else taken as text.")  # fmt: skip
+@click.option("--args", "args_json", metavar="JSON", help="All the arguments as one JSON object (not with --arg).")
+@TOKEN_OPTION
+@CACERT_OPTION
+@click.pass_context
+def op_command(ctx: click.Context, url: str, op_name: str, pairs: tuple[str, ...], args_json: str | None,
+               token: str | None, cacert: str | None) -> None:  # fmt: skip
+    """Run the command op OP (`status`, `workflow.run`, `run.get`, `admin.pause`, `auth.device.approve`, ...) at
+    URL with its arguments: the command extension activated and the message marked for you. Prints the op's result
+    as JSON on stdout (keys in the daemon's order, whole numbers as integers; `null` for an op that has none) and
+    exits 0. A task op (workflow.run, admin.*, ...) is followed to its end: its id and state on stderr; one that
+    waits for input prints its question and the command that answers it, exit 2. A refusal (the JSON-RPC code,
+    reason and message) or a task that failed is one line on stderr, exit 1."""
+    from .client import ClientError, question_text, run_op, task_state
 
     try:
-        result = anyio.run(lambda: command(url, "status", _token(url, token)))
+        args = _op_args(pairs, args_json)
     except ClientError as err:
         _fail(err)
-    click.echo(json.dumps(result, indent=2, ensure_ascii=False))
+    reply = _run(lambda: run_op(url, op_name, _token(url, token), args, cacert=cacert), cacert)
+    if reply.task is None:  # a message op
+        _print_json(reply.result)
+        return
+    task, state = reply.task, task_state(reply.task)
+    if state == "TASK_STATE_COMPLETED":
+        _print_json(reply.result)
+        _stopped(ctx, url, task)
+    elif state == "TASK_STATE_INPUT_REQUIRED":
+        click.echo(question_text(task))
+        _stopped(ctx, url, task)  # exits 2
+    else:
+        shown = state.removeprefix("TASK_STATE_").lower() or "stopped"
+        _fail(ClientError(f"{op_name} {shown} (task {task.get('id')}): {question_text(task) or 'no reason given'}"))
+
+
+def _when(timestamp: str | None) -> str:
+    """An RFC 3339 timestamp as ``YYYY-MM-DD HH:MM:SSZ`` (UTC, whole seconds); ``-`` without one."""
+    from datetime import datetime, timezone
+
+    if not timestamp:
+        return "-"
+    try:
+        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00")).astimezone(timezone.utc)
+    except ValueError:
+        return timestamp
+    return moment.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    """``rows`` as a rich table on stdout; as wide as it needs when stdout is not a terminal (ids never cut)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(*columns, title=title)
+    for row in rows:
+        table.add_row(*row)
+    console = Console(width=None if sys.stdout.isatty() else 1000, highlight=False)
+    console.print(table)
+
+
+@a2a.command(short_help="List your tasks.")
+@click.argument("url")
+@click.option("--context", "context_id", metavar="ID", help="Only the tasks of this conversation (contextId).")
+@click.option("--state", metavar="STATE", help=f"Only the tasks in this state: {', '.join(STATES)}.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most this many tasks.")
+@click.option("--json", "as_json", is_flag=True, help="Print the tasks (A2A Task JSON, no history) as a JSON array.")
+@TOKEN_OPTION
+@CACERT_OPTION
+def tasks(url: str, context_id: str | None, state: str | None, limit: int, as_json: bool, token: str | None,
+          cacert: str | None) -> None:  # fmt: skip
+    """List your tasks at URL (ListTasks; the operator sees everyone's), newest first: id, context, state and
+    last update, as a table on stdout, or JSON with --json."""
+    from .client import ClientError, list_tasks, task_state
+
+    wanted = None
+    if state is not None:
+        key = state.strip().lower().removeprefix("task_state_").replace("-", "_")
+        if key not in STATES:
+            _fail(ClientError(f"--state {state!r} is not a task state: {', '.join(STATES)}"))
+        wanted = f"TASK_STATE_{key.upper()}"
+    found = _run(lambda: list_tasks(url, _token(url, token), context_id=context_id, state=wanted, limit=limit,
+                                    cacert=cacert), cacert)  # fmt: skip
+    if as_json:
+        _print_json(found)
+        return
+    if not found:
+        click.echo("no tasks", err=True)
+        return
+    _table("Tasks", ["id", "context", "state", "updated"],
+           [[str(t.get("id")), str(t.get("contextId")), task_state(t).removeprefix("TASK_STATE_").lower(),
+             _when(t.get("status", {}).get("timestamp"))] for t in found])  # fmt: skip
+
+
+@a2a.command(short_help="List the workflow runs.")
+@click.argument("url")
+@click.option("--json", "as_json", is_flag=True, help="Print the runs ({run, workflow, status, output, error}) as JSON")
+@TOKEN_OPTION
+@CACERT_OPTION
+def runs(url: str, as_json: bool, token: str | None, cacert: str | None) -> None:
+    """List the workflow runs at URL that you started (the operator: every run) — the ``workflow.status`` op: run
+    id, workflow, status and error, as a table on stdout, or JSON with --json (outputs included)."""
+    from .client import list_runs
+
+    found = _run(lambda: list_runs(url, _token(url, token), cacert=cacert), cacert)
+    if as_json:
+        _print_json(found)
+        return
+    if not found:
+        click.echo("no runs", err=True)
+        return
+    _table("Workflow runs", ["run", "workflow", "status", "error"],
+           [[str(r.get("run")), str(r.get("workflow")), str(r.get("status")), str(r.get("error") or "-")]
+            for r in found])  # fmt: skip

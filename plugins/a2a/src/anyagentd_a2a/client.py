@@ -3,15 +3,28 @@
 ``anyagentd a2a login URL`` runs RFC 8628 from a terminal: it asks the daemon for a code pair, prints the user
 code and the verification URI, polls the token endpoint at the interval (adding 5 s on ``slow_down``), and stores
 the token in the user's config dir (``$XDG_CONFIG_HOME/anyagentd/credentials.json``, mode 0600, keyed by the
-daemon's URL). ``anyagentd a2a send URL TEXT`` and ``anyagentd a2a status URL`` use that token (or ``--token`` /
-``$ANYAGENTD_A2A_TOKEN``) with the official a2a-sdk client. :func:`send` and :func:`command` are also how the daemon
-talks to other daemons (a child instance's message, a child's reports to its parent).
+daemon's URL). ``anyagentd a2a send URL TEXT`` uses that token (or ``--token`` / ``$ANYAGENTD_A2A_TOKEN``) with the
+official a2a-sdk client. :func:`send` and :func:`command_with` are also how the daemon talks to other daemons (a
+child instance's message, a child's reports to its parent).
+
+Command ops (``status``, ``op``, ``runs``) and task listings (``tasks``) go through a :class:`Session`: the agent's
+card read with the SDK's resolver, then JSON-RPC requests whose replies are parsed as the daemon wrote them. Not the
+SDK's protobuf types, for two reasons: a DataPart is a protobuf ``Struct``, which keeps no key order and holds every
+number as a double, so an op's result read through them changes its key order and prints ``"turns": 1.0``; and the
+SDK's JSON of a ``Struct`` writes ``5.0`` for an argument given as ``5``, which the daemon's strict argument types
+refuse for an integer (``"limit": 5.0`` is INVALID_COMMAND_ARGS). Results still pass :func:`whole_numbers`: what
+the daemon read back from its task store (GetTask, ListTasks) went through a ``Struct`` there.
+
+``cacert`` everywhere: verify the daemon's TLS certificate against the CA certificates in that PEM file only (the
+default: the system's trust store, as httpx has it).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
+import ssl
 import stat
 import sys
 import time
@@ -31,6 +44,66 @@ CLIENT_ID = "anyagentd-cli"
 
 class ClientError(Exception):
     """What the client tells a person in one line (no traceback)."""
+
+
+class UntrustedCertificate(ClientError):
+    """The daemon's TLS certificate failed verification (against the ``cacert`` given, or the default trust store)."""
+
+
+class OpRefused(ClientError):
+    """A JSON-RPC error the daemon answered to ``what`` (an op's name, or a method): its ``code`` and ``message``,
+    the ``reason`` of its google.rpc ``ErrorInfo`` and the ``field: description`` of each ``BadRequest`` field
+    violation. ``str()`` is the one line for a person: ``what refused: CODE REASON: message (field: description)``."""
+
+    def __init__(self, what: str, error: dict[str, Any], hint: str = "") -> None:
+        self.code = error.get("code")
+        self.message = str(error.get("message") or "")
+        data = error.get("data")
+        details = [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
+        self.reason = next((str(d.get("reason")) for d in details if str(d.get("@type", "")).endswith(".ErrorInfo")
+                            and d.get("reason")), None)  # fmt: skip
+        self.violations = [f"{v.get('field')}: {v.get('description')}" for d in details
+                           if str(d.get("@type", "")).endswith(".BadRequest")
+                           for v in d.get("fieldViolations") or [] if isinstance(v, dict)]  # fmt: skip
+        line = f"{what} refused: {self.code}" + (f" {self.reason}" if self.reason else "") + f": {self.message}"
+        if self.violations:
+            line += f" ({'; '.join(self.violations)})"
+        super().__init__(line + hint)
+
+
+def tls_verify(cacert: str | Path | None) -> ssl.SSLContext | bool:
+    """What httpx verifies a daemon's certificate with: ``True`` (the default trust store) without ``cacert``, else
+    a context trusting only the CA certificates in that PEM file. Raises :class:`ClientError` when the file cannot be
+    read or holds no certificate."""
+    if cacert is None:
+        return True
+    try:
+        return ssl.create_default_context(cafile=str(cacert))
+    except OSError as err:  # ssl.SSLError included: not PEM, no certificate in it
+        raise ClientError(f"cannot use the CA file {cacert}: {err.strerror or err}") from None
+
+
+def _found(err: BaseException | None, kind: type[BaseException]) -> BaseException | None:
+    """``err`` or the first exception it wraps (causes and contexts, as the SDK and httpx chain them) of ``kind``."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, kind):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def _unreachable(url: str, err: BaseException) -> ClientError:
+    """The one line for a daemon whose card could not be read: an untrusted certificate says so, naming why."""
+    cert = _found(err, ssl.SSLCertVerificationError)
+    if cert is not None:
+        why = getattr(cert, "verify_message", "") or _said(cert)
+        return UntrustedCertificate(f"cannot reach {_key(url)}: its TLS certificate is not trusted ({why})")
+    transport = _found(err, httpx.TransportError)
+    if transport is not None:  # refused, unresolvable, timed out: the SDK's wrapping adds nothing for a person
+        return ClientError(f"cannot reach {_key(url)}: {_said(transport) or type(transport).__name__}")
+    return ClientError(f"cannot reach an A2A agent at {url}: {_said(err)}")
 
 
 def credentials_path(env: dict[str, str] | None = None) -> Path:
@@ -70,13 +143,17 @@ def store_token(url: str, body: dict[str, Any], path: Path | None = None) -> Pat
 
 
 def login(url: str, *, scope: str = "user", say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
-          sleep: Callable[[float], None] = time.sleep, timeout: float = 900) -> dict[str, Any]:  # fmt: skip
-    """Run the device grant against ``url``; returns the token response. Raises :class:`ClientError`."""
+          sleep: Callable[[float], None] = time.sleep, timeout: float = 900,
+          cacert: str | Path | None = None) -> dict[str, Any]:  # fmt: skip
+    """Run the device grant against ``url`` (its certificate verified against ``cacert``); returns the token
+    response. Raises :class:`ClientError`."""
     base = _key(url)
-    with httpx.Client(timeout=30) as http:
+    with httpx.Client(timeout=30, verify=tls_verify(cacert)) as http:
         try:
             answer = http.post(f"{base}/oauth2/device_authorization", data={"client_id": CLIENT_ID, "scope": scope})
         except httpx.HTTPError as err:
+            if _found(err, ssl.SSLCertVerificationError):
+                raise _unreachable(url, err) from None
             raise ClientError(f"cannot reach {base}: {err}") from None
         if answer.status_code != 200:
             raise ClientError(f"{base} refused the sign-in: {_oauth_error(answer)}")
@@ -155,20 +232,21 @@ def _transport_failed(err: BaseException) -> bool:
 
 
 @asynccontextmanager
-async def connect(url: str, token: str | None, *, command: bool = False,
-                  timeout: float = 600.0) -> AsyncIterator[Any]:  # fmt: skip
+async def connect(url: str, token: str | None, *, command: bool = False, timeout: float = 600.0,
+                  cacert: str | Path | None = None) -> AsyncIterator[Any]:  # fmt: skip
     """The official a2a-sdk client (unary sends) of the agent at ``url``, built from its card, presenting
     ``token``; with ``command`` every request activates the command extension (the ``A2A-Extensions`` header).
-    ``timeout``: seconds one request may take (10 s to connect). Raises :class:`ClientError` when the card cannot be
-    read."""
+    ``timeout``: seconds one request may take (10 s to connect); ``cacert``: see :func:`tls_verify`. Raises
+    :class:`ClientError` when the card cannot be read."""
     from a2a.client import ClientConfig, ClientFactory
 
     headers = _headers(token, command=command)
-    async with httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(timeout, connect=10)) as http:
+    async with httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(timeout, connect=10),
+                                 verify=tls_verify(cacert)) as http:  # fmt: skip
         try:
             client = await ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create_from_url(url)
         except Exception as err:  # noqa: BLE001 - the SDK raises many kinds; the person needs one line
-            raise ClientError(f"cannot reach an A2A agent at {url}: {_said(err)}") from None
+            raise _unreachable(url, err) from None
         yield client
 
 
@@ -188,13 +266,17 @@ async def _send_one(client: Any, message: Any, *, immediately: bool = False) -> 
 
 async def send(url: str, text: str, token: str | None, *, context_id: str | None = None,
                task_id: str | None = None, metadata: dict[str, Any] | None = None,
-               immediately: bool = False) -> tuple[str, dict[str, Any]]:  # fmt: skip
+               immediately: bool = False, cacert: str | Path | None = None,
+               poll: float = 1.0) -> tuple[str, dict[str, Any]]:  # fmt: skip
     """Send ``text`` as a message with the a2a-sdk client (unary; in the conversation ``context_id``, carrying
     ``metadata``); returns ``(state, task_json)`` of the task it ran as, once it ended or waits for input (with
     ``immediately``: as it stands at once). ``task_id`` continues that task: the answer to one that waits for
-    input (A2A 1.0 "Multi-turn interactions", the message's ``taskId``). Raises :class:`ClientError`."""
-    from a2a.types import Message, Part, Role
-    from google.protobuf.json_format import ParseDict
+    input (A2A 1.0 "Multi-turn interactions", the message's ``taskId``). A reply whose task has not stopped yet
+    (:data:`STOPPED`; a daemon answering an ``ask`` step's answer with the task as it stood) is followed with
+    GetTask every ``poll`` seconds until it has. ``cacert``: see :func:`tls_verify`. Raises :class:`ClientError`."""
+    import anyio
+    from a2a.types import GetTaskRequest, Message, Part, Role
+    from google.protobuf.json_format import MessageToDict, ParseDict
     from google.protobuf.struct_pb2 import Struct
 
     message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
@@ -204,7 +286,7 @@ async def send(url: str, text: str, token: str | None, *, context_id: str | None
         message.task_id = task_id
     if metadata:
         message.metadata.CopyFrom(ParseDict(metadata, Struct()))
-    async with connect(url, token) as client:
+    async with connect(url, token, cacert=cacert) as client:
         try:
             payload = await _send_one(client, message, immediately=immediately)
         except Exception as err:  # noqa: BLE001
@@ -213,22 +295,35 @@ async def send(url: str, text: str, token: str | None, *, context_id: str | None
                 raise ClientError(f"lost the connection to {url} before its answer: {said}") from None
             hint = f"; sign in with `anyagentd a2a login {_key(url)}`" if "401" in said else ""
             raise ClientError(f"{url} refused the message: {said}{hint}") from None
-    task = payload.get("task")
-    if not task:
-        raise ClientError("the agent answered no task")
-    return task.get("status", {}).get("state", ""), task
+        task = payload.get("task")
+        if not task:
+            raise ClientError("the agent answered no task")
+        while not immediately and task_state(task) not in STOPPED and task.get("id"):
+            await anyio.sleep(poll)
+            try:
+                task = MessageToDict(await client.get_task(GetTaskRequest(id=task["id"])))
+            except Exception as err:  # noqa: BLE001
+                raise ClientError(f"lost task {task['id']} at {url} while it ran: {_said(err)}") from None
+    return task_state(task), task
+
+
+def _readable(part: dict[str, Any]) -> bool:
+    """Whether a part (proto3 JSON) is text for a person: a text part of no media type or a ``text/*`` one, not the
+    wire's JSON carried as text (``application/vnd.anyagent.*+json``)."""
+    media = str(part.get("mediaType") or "")
+    return "text" in part and (not media or media.startswith("text/"))
 
 
 def task_text(task: dict[str, Any]) -> str:
     """The text a person reads of a task: its artifacts' text parts, else its status message's."""
-    texts = [p.get("text", "") for a in task.get("artifacts", []) for p in a.get("parts", []) if "text" in p]
+    texts = [p.get("text", "") for a in task.get("artifacts", []) for p in a.get("parts", []) if _readable(p)]
     return "".join(texts) if texts else question_text(task)
 
 
 def question_text(task: dict[str, Any]) -> str:
     """The text of a task's status message: what a task that waits for input asks (the request, its options)."""
     message = task.get("status", {}).get("message", {})
-    return "".join(p.get("text", "") for p in message.get("parts", []) if "text" in p)
+    return "".join(p.get("text", "") for p in message.get("parts", []) if _readable(p))
 
 
 async def command_with(client: Any, op: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -254,16 +349,265 @@ async def command_with(client: Any, op: str, args: dict[str, Any] | None = None)
 
 
 async def command(url: str, op: str, token: str | None, args: dict[str, Any] | None = None, *,
-                  timeout: float = 60.0) -> dict[str, Any]:  # fmt: skip
-    """:func:`command_with` on a client of ``url`` made for this one op (``timeout`` seconds a request may take).
-    Raises :class:`ClientError` (unreachable, or refused)."""
-    async with connect(url, token, command=True, timeout=timeout) as client:
+                  timeout: float = 60.0, cacert: str | Path | None = None) -> dict[str, Any]:  # fmt: skip
+    """:func:`run_op` for callers that want one document: a ``message`` op's result, or a ``task`` op's Task
+    (proto3 JSON, as last read). ``timeout``: seconds a message op may take. Raises :class:`ClientError`
+    (unreachable, or refused: :class:`OpRefused`)."""
+    reply = await run_op(url, op, token, args, cacert=cacert, timeout=timeout)
+    return reply.result if reply.task is None else reply.task
+
+
+STOPPED = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED",
+                     "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"})  # fmt: skip
+"""Task states a follower stops at: the terminal ones, and those that wait for the caller (input, auth)."""
+
+
+def whole_numbers(value: Any) -> Any:
+    """``value`` (JSON) with every float that is a whole number made an ``int`` again, keys in their order.
+
+    A protobuf ``Struct`` holds every number as a double, so what went through one (a task the daemon read back
+    from its store) says ``1.0`` for ``1``. Done for every whole float, not only where the command schema types
+    an integer: the schema types no result field as a non-integer ``number`` (every number it types is an
+    ``integer``), and for the untyped values (a run's output, a signal's payload) ``1`` and ``1.0`` are the same
+    JSON number; so the same result prints the same whether it came in the reply or through the store."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [whole_numbers(v) for v in value]
+    return value
+
+
+def task_state(task: dict[str, Any]) -> str:
+    """A task's (proto3 JSON) state name, ``TASK_STATE_…`` (empty when it has none)."""
+    return str(task.get("status", {}).get("state", ""))
+
+
+def task_result(task: dict[str, Any]) -> Any:
+    """A task op's result: the data of its ``<taskId>.result`` artifact (``None`` without one, as for an op whose
+    result schema is ``false``)."""
+    name = f"{task.get('id')}.result"
+    for artifact in task.get("artifacts") or []:
+        if name in (artifact.get("artifactId"), artifact.get("name")):
+            return next((p["data"] for p in artifact.get("parts") or [] if "data" in p), None)
+    return None
+
+
+class OpReply:
+    """What an op answered: ``kind`` ``"message"`` (``result``: its result document, ``task`` None) or ``"task"``
+    (``task``: the Task as last read, once it stopped — see :data:`STOPPED`; ``result``: :func:`task_result` of
+    it). Both with :func:`whole_numbers` applied, keys in the daemon's order."""
+
+    def __init__(self, kind: str, result: Any, task: dict[str, Any] | None = None) -> None:
+        self.kind, self.result, self.task = kind, result, task
+
+    @property
+    def state(self) -> str:
+        """The task's state name (``TASK_STATE_…``); ``""`` for a message op."""
+        return task_state(self.task) if self.task is not None else ""
+
+
+class Session:
+    """JSON-RPC 2.0 requests to one A2A agent: ``http`` (headers, credential and TLS verification set) posting to
+    ``endpoint`` (the JSON-RPC interface its card names). Replies are parsed as the agent wrote them (key order
+    kept, ``1`` an int); a JSON-RPC error is :class:`OpRefused`. Made by :func:`session`."""
+
+    def __init__(self, url: str, http: httpx.AsyncClient, endpoint: str, ops: dict[str, str]) -> None:
+        self.url, self.http, self.endpoint = url, http, endpoint
+        self.ops = ops
+        """What the card's command extension lists: op → reply kind (``message`` / ``task``)."""
+
+    async def call(self, method: str, params: dict[str, Any], *, what: str | None = None,
+                   unbounded: bool = False) -> dict[str, Any]:  # fmt: skip
+        """``method`` with ``params``; returns the reply's ``result``. ``what``: how a refusal names the request
+        (default: the method). ``unbounded``: wait for the reply as long as it takes (else the session's
+        timeout). Raises :class:`OpRefused` (a JSON-RPC error) or :class:`ClientError` (lost connection, not
+        JSON-RPC)."""
+        what = what or method
+        body = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
+        extra: dict[str, Any] = {"timeout": httpx.Timeout(None, connect=10)} if unbounded else {}
         try:
-            return await command_with(client, op, args)
-        except ClientError as err:
-            hint = f"; sign in with `anyagentd a2a login {_key(url)}`" if "401" in str(err) else ""
-            raise ClientError(f"{err}{hint}") from None
+            response = await self.http.post(self.endpoint, json=body, **extra)
+        except httpx.TransportError as err:
+            if isinstance(err, (httpx.ConnectError, httpx.ConnectTimeout)):
+                raise _unreachable(self.url, err) from None
+            raise ClientError(f"lost the connection to {_key(self.url)} before its answer to {what}: "
+                              f"{_said(err)}") from None  # fmt: skip
+        try:
+            reply = response.json()
+        except ValueError:
+            reply = None
+        if isinstance(reply, dict) and isinstance(reply.get("error"), dict):
+            unauthenticated = response.status_code == 401 or reply["error"].get("code") == -31401
+            hint = f"; sign in with `anyagentd a2a login {_key(self.url)}`" if unauthenticated else ""
+            raise OpRefused(what, reply["error"], hint)
+        if response.status_code != 200 or not isinstance(reply, dict) or not isinstance(reply.get("result"), dict):
+            raise ClientError(f"{what} refused: {_key(self.url)} answered HTTP {response.status_code} "
+                              f"{response.reason_phrase}, not a JSON-RPC result")  # fmt: skip
+        return reply["result"]
+
+    async def op(self, op: str, args: dict[str, Any] | None = None, *, poll: float = 1.0) -> OpReply:
+        """Run ``op`` of the command extension with ``args``: one message marked with the extension (the session
+        activates it in every request's ``A2A-Extensions``) holding the DataPart ``{"agentd": {"op", **args}}``.
+        A ``message`` op's reply may take the session's timeout; a ``task`` op's (as the card lists it) as long
+        as the task takes to stop: the unary send answers when it ends or needs input, and a task that is still
+        running in that answer is read again (GetTask every ``poll`` seconds) until it stops (:data:`STOPPED`).
+        Returns an :class:`OpReply`. Raises :class:`OpRefused` (the op refused) or :class:`ClientError`."""
+        message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "extensions": [COMMAND_URI],
+                   "parts": [{"data": {DATA_PART_KEY: {"op": op, **(args or {})}}, "mediaType": RESULT_MEDIA_TYPE}]}
+        result = await self.call("SendMessage", {"message": message}, what=op, unbounded=self.ops.get(op) == "task")
+        if isinstance(result.get("message"), dict):
+            parts = result["message"].get("parts") or []
+            return OpReply("message", whole_numbers(next((p["data"] for p in parts if "data" in p), None)))
+        task = result.get("task")
+        if not isinstance(task, dict) or not task.get("id"):
+            raise ClientError(f"{op}: {_key(self.url)} answered neither a message nor a task")
+        import anyio
+
+        while task_state(task) not in STOPPED:
+            await anyio.sleep(poll)
+            task = await self.call("GetTask", {"id": task["id"]}, what=f"{op} (GetTask {task['id']})")
+        task = whole_numbers(task)
+        return OpReply("task", task_result(task), task)
+
+    async def tasks(self, *, context_id: str | None = None, state: str | None = None,
+                    limit: int = 50) -> list[dict[str, Any]]:  # fmt: skip
+        """ListTasks: the caller's tasks (the operator's: everyone's), newest first as the agent orders them, at
+        most ``limit`` (following ``nextPageToken``), in ``context_id`` and in ``state`` (``TASK_STATE_…``) when
+        given; without history or artifacts. Each task as the agent wrote it, :func:`whole_numbers` applied."""
+        found: list[dict[str, Any]] = []
+        token = ""
+        while len(found) < limit:
+            params: dict[str, Any] = {"pageSize": min(limit - len(found), 100), "historyLength": 0,
+                                      "includeArtifacts": False}  # fmt: skip
+            if context_id:
+                params["contextId"] = context_id
+            if state:
+                params["status"] = state
+            if token:
+                params["pageToken"] = token
+            page = await self.call("ListTasks", params)
+            found += [t for t in page.get("tasks") or [] if isinstance(t, dict)]
+            token = str(page.get("nextPageToken") or "")
+            if not token or not page.get("tasks"):
+                break
+        return whole_numbers(found[:limit])
 
 
-__all__ = ["ClientError", "command", "command_with", "connect", "credentials_path", "load_token", "login",
-           "question_text", "send", "store_token", "task_text"]
+def _card_ops(card: Any) -> dict[str, str]:
+    """The ``ops`` (op → reply kind) the card's command extension lists."""
+    from google.protobuf.json_format import MessageToDict
+
+    for extension in card.capabilities.extensions:
+        if extension.uri == COMMAND_URI:
+            listed = MessageToDict(extension.params).get("ops") or []
+            return {str(o.get("op")): str(o.get("reply")) for o in listed if isinstance(o, dict)}
+    return {}
+
+
+@asynccontextmanager
+async def session(url: str, token: str | None, *, cacert: str | Path | None = None,
+                  timeout: float = 60.0) -> AsyncIterator[Session]:  # fmt: skip
+    """A :class:`Session` with the agent at ``url``: its card read with the a2a-sdk's resolver, every request
+    carrying ``token``, ``A2A-Version: 1.0`` and the command extension's activation (``A2A-Extensions``), the
+    certificate verified per ``cacert`` (:func:`tls_verify`); ``timeout``: seconds a request may take by default
+    (10 s to connect). Raises :class:`ClientError` when the card cannot be read or names no JSON-RPC interface."""
+    from a2a.client import A2ACardResolver
+
+    headers = _headers(token, command=True)
+    async with httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(timeout, connect=10),
+                                 verify=tls_verify(cacert)) as http:  # fmt: skip
+        try:
+            card = await A2ACardResolver(http, url).get_agent_card()
+        except Exception as err:  # noqa: BLE001 - the SDK raises many kinds; the person needs one line
+            raise _unreachable(url, err) from None
+        endpoint = next((i.url for i in card.supported_interfaces if i.protocol_binding == "JSONRPC"), "")
+        if not endpoint:
+            raise ClientError(f"{_key(url)} serves no JSON-RPC interface (its agent card lists none)")
+        yield Session(url, http, endpoint, _card_ops(card))
+
+
+async def run_op(url: str, op: str, token: str | None, args: dict[str, Any] | None = None, *,
+                 cacert: str | Path | None = None, timeout: float = 60.0) -> OpReply:  # fmt: skip
+    """:meth:`Session.op` on a :func:`session` made for this one op. Raises :class:`ClientError` (unreachable,
+    or refused: :class:`OpRefused`)."""
+    async with session(url, token, cacert=cacert, timeout=timeout) as daemon:
+        return await daemon.op(op, args)
+
+
+async def list_tasks(url: str, token: str | None, *, context_id: str | None = None, state: str | None = None,
+                     limit: int = 50, cacert: str | Path | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """:meth:`Session.tasks` on a :func:`session` of ``url``. Raises :class:`ClientError`."""
+    async with session(url, token, cacert=cacert) as daemon:
+        return await daemon.tasks(context_id=context_id, state=state, limit=limit)
+
+
+async def list_runs(url: str, token: str | None, *, cacert: str | Path | None = None) -> list[dict[str, Any]]:
+    """The workflow runs the caller may see (the operator: every run): the ``workflow.status`` op without ``run``,
+    each ``{run, workflow, status, output, error}``. Raises :class:`ClientError`."""
+    reply = await run_op(url, "workflow.status", token, cacert=cacert)
+    runs = reply.result.get("runs") if isinstance(reply.result, dict) else None
+    return runs if isinstance(runs, list) else []
+
+
+_WORDS = {"AllowOnce": "allow", "AllowAlways": "always", "DenyOnce": "deny", "DenyAlways": "deny"}
+
+
+def open_request(task: dict[str, Any]) -> dict[str, Any] | None:
+    """The request (the wire's ``Request`` JSON, ``{"Permission": …}`` or ``{"Question": …}``) a task that waits for
+    input holds in its status message: a conversation's ``RequestOpened`` event (the wire's JSON in a text part of
+    media type ``application/vnd.anyagent.event+json``, or in a DataPart from a daemon before that), or a workflow
+    ``ask`` step's ``{"request": …}`` DataPart. ``None`` when it holds none."""
+    for part in task.get("status", {}).get("message", {}).get("parts") or []:
+        data = part.get("data")
+        if "text" in part and str(part.get("mediaType", "")).startswith("application/vnd.anyagent."):
+            try:
+                data = json.loads(part["text"])
+            except ValueError:
+                continue
+        if not isinstance(data, dict):
+            continue
+        request = (data.get("kind") or {}).get("RequestOpened") if isinstance(data.get("kind"), dict) else None
+        request = request or data.get("request")
+        if isinstance(request, dict) and ({"Permission", "Question"} & set(request)):
+            return request
+    return None
+
+
+def answer_hint(url: str, task: dict[str, Any], *, extra: str = "") -> str:
+    """One line for a person whose task waits for input: which answers it takes and the command that gives one,
+    ready to paste: ``answer (allow, always or deny): anyagentd a2a send URL allow --task-id ID`` + ``extra``
+    (options to keep, e.g. ``--cacert FILE``; already shell-quoted). The words are the request's: a permission's
+    offered allow/always/deny, a question's choice labels (and free text where allowed)."""
+    def command(answer: str) -> str:
+        task_id = shlex.quote(str(task.get("id")))
+        return f"anyagentd a2a send {shlex.quote(_key(url))} {answer} --task-id {task_id}{extra}"
+
+    request = open_request(task) or {}
+    if "Permission" in request:
+        offered = list(dict.fromkeys(_WORDS[o] for o in request["Permission"].get("options") or [] if o in _WORDS))
+        offered = sorted(offered, key=["allow", "always", "deny"].index) or ["allow", "always", "deny"]
+        return f"answer ({_or(offered)}): " + command(offered[0])
+    questions = (request.get("Question") or {}).get("questions") or [] if "Question" in request else []
+    if len(questions) > 1:
+        return (f"task {task.get('id')} asks {len(questions)} questions at once: answer it with a message holding "
+                "a DataPart with the Answer JSON ({\"Question\": [...]}); `anyagentd a2a send` sends one text")
+    if questions:
+        labels = [str(c.get("label")) for c in questions[0].get("choices") or [] if c.get("label")]
+        free = bool(questions[0].get("allows_free_text"))
+        words = labels + (["free text"] if free else []) or ["an answer"]
+        first = labels[0] if labels else "your answer"
+        return f"answer ({_or(words)}): " + command(shlex.quote(first))
+    return "answer with: " + command(shlex.quote("your answer"))
+
+
+def _or(words: list[str]) -> str:
+    """``a``, ``a or b``, ``a, b or c``."""
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + f" or {words[-1]}"
+
+
+__all__ = ["STOPPED", "ClientError", "OpRefused", "OpReply", "Session", "UntrustedCertificate", "answer_hint",
+           "command", "command_with", "connect", "credentials_path", "list_runs", "list_tasks", "load_token", "login",
+           "open_request", "question_text", "run_op", "send", "session", "store_token", "task_result", "task_state",
+           "task_text", "tls_verify", "whole_numbers"]
