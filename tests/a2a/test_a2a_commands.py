@@ -205,6 +205,11 @@ def test_conversations_in_status_plan_and_transcript(daemon: Any) -> None:
     got = result_of(command(daemon, "conversation.get", token=ALICE, id="ctx-a", limit=2), "conversation.get")
     assert got["conversation"]["total_messages"] >= 3 and len(got["conversation"]["messages"]) == 2
     assert got["conversation"]["messages"][0]  # the newest two
+    # the a2a-sdk's client sends an envelope through a protobuf Struct, so 2 arrives as 2.0: the same argument
+    as_sent = result_of(command(daemon, "conversation.get", token=ALICE, id="ctx-a", limit=2.0), "conversation.get")
+    assert as_sent["conversation"]["messages"] == got["conversation"]["messages"]
+    assert reason(command(daemon, "conversation.get", token=ALICE, id="ctx-a", limit=2.5)) == \
+        (-32602, "INVALID_COMMAND_ARGS")  # fmt: skip
     events = result_of(command(daemon, "debug.events", token=OPERATOR, limit=500), "debug.events")
     assert events["events"] and events["newest_seq"] >= events["oldest_seq"] >= 1
     assert reason(command(daemon, "admin.set", token=OPERATOR, path="a2a.introspection.enabled", value="true")) == \

@@ -11,9 +11,9 @@ Command ops (``status``, ``op``, ``runs``) and task listings (``tasks``) go thro
 card read with the SDK's resolver, then JSON-RPC requests whose replies are parsed as the daemon wrote them. Not the
 SDK's protobuf types, for two reasons: a DataPart is a protobuf ``Struct``, which keeps no key order and holds every
 number as a double, so an op's result read through them changes its key order and prints ``"turns": 1.0``; and the
-SDK's JSON of a ``Struct`` writes ``5.0`` for an argument given as ``5``, which the daemon's strict argument types
-refuse for an integer (``"limit": 5.0`` is INVALID_COMMAND_ARGS). Results still pass :func:`whole_numbers`: what
-the daemon read back from its task store (GetTask, ListTasks) went through a ``Struct`` there.
+SDK's JSON of a ``Struct`` writes ``5.0`` for an argument given as ``5`` (the daemon takes that as 5 now, but an
+older one refused it). Results still pass :func:`~.structjson.whole_numbers`: what the daemon read back from its
+task store (GetTask, ListTasks) went through a ``Struct`` there.
 
 ``cacert`` everywhere: verify the daemon's TLS certificate against the CA certificates in that PEM file only (the
 default: the system's trust store, as httpx has it).
@@ -38,6 +38,7 @@ import httpx
 
 from .auth.device import GRANT_TYPE
 from .command.envelope import COMMAND_URI, DATA_PART_KEY, RESULT_MEDIA_TYPE
+from .structjson import whole_numbers
 
 CLIENT_ID = "anyagentd-cli"
 
@@ -362,23 +363,6 @@ STOPPED = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CA
 """Task states a follower stops at: the terminal ones, and those that wait for the caller (input, auth)."""
 
 
-def whole_numbers(value: Any) -> Any:
-    """``value`` (JSON) with every float that is a whole number made an ``int`` again, keys in their order.
-
-    A protobuf ``Struct`` holds every number as a double, so what went through one (a task the daemon read back
-    from its store) says ``1.0`` for ``1``. Done for every whole float, not only where the command schema types
-    an integer: the schema types no result field as a non-integer ``number`` (every number it types is an
-    ``integer``), and for the untyped values (a run's output, a signal's payload) ``1`` and ``1.0`` are the same
-    JSON number; so the same result prints the same whether it came in the reply or through the store."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: whole_numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [whole_numbers(v) for v in value]
-    return value
-
-
 def task_state(task: dict[str, Any]) -> str:
     """A task's (proto3 JSON) state name, ``TASK_STATE_…`` (empty when it has none)."""
     return str(task.get("status", {}).get("state", ""))
@@ -610,4 +594,4 @@ def _or(words: list[str]) -> str:
 __all__ = ["STOPPED", "ClientError", "OpRefused", "OpReply", "Session", "UntrustedCertificate", "answer_hint",
            "command", "command_with", "connect", "credentials_path", "list_runs", "list_tasks", "load_token", "login",
            "open_request", "question_text", "run_op", "send", "session", "store_token", "task_result", "task_state",
-           "task_text", "tls_verify", "whole_numbers"]
+           "task_text", "tls_verify"]

@@ -22,6 +22,8 @@ from typing import Any
 
 from anyagentd.ops import ArgsModel, InvalidOpArguments, Op, OpTable, Principal, permits
 
+from ..structjson import whole_numbers
+
 COMMAND_URI = "https://agentd.dev/a2a/ext/command"
 DATA_PART_KEY = "agentd"
 RESULT_MEDIA_TYPE = "application/json"
@@ -129,7 +131,8 @@ def resolve_command(params: Mapping[str, Any], *, activated_uris: Iterable[str],
                              f"command results are {RESULT_MEDIA_TYPE}, which acceptedOutputModes excludes")  # fmt: skip
     envelope = envelopes[0]
     op = _served_op(envelope, table, principal, switches)
-    raw_args = {k: v for k, v in envelope.items() if k != "op"}
+    # a client on the a2a-sdk sends the envelope through a protobuf Struct: 5 arrives as 5.0 (structjson)
+    raw_args = whole_numbers({k: v for k, v in envelope.items() if k != "op"})
     try:
         args = op.parse_args(raw_args)
     except InvalidOpArguments as err:

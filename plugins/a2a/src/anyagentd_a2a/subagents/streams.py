@@ -17,6 +17,7 @@ from typing import Any
 from anyagentd.model import Event, TextDelta
 
 from ..ops._views import truncate
+from ..structjson import whole_numbers
 from ..translate import wire_json
 
 STREAM = "events"
@@ -42,22 +43,12 @@ def stream_event(event: Any) -> dict[str, Any]:
                 "data": wire_json(event)})  # fmt: skip
 
 
-def _integral(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _integral(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_integral(v) for v in value]
-    return value
-
-
 def mirrored(event: dict[str, Any]) -> dict[str, Any]:
     """A child's ``_instance.emit`` event as a record keeps it: cut like a local one (:func:`cut`), and every
     integral float an int again. The child's event travels in a protobuf ``Struct`` (the command's DataPart), whose
     numbers are all doubles, so ``id``, ``sequence`` or ``secs_since_epoch`` arrive as ``3.0``; the wire types them
     integer, and a local subagent's events carry ints."""
-    return cut(_integral(event))
+    return cut(whole_numbers(event))
 
 
 class EventMirror:
