@@ -16,6 +16,7 @@ from anyagentd.adapters.interface import (
     TurnAck,
     TurnEndedReport,
 )
+from anyagentd.adapters.mcp_startup import McpStartup
 from anyagentd.errors import InvalidConfiguration
 from anyagentd.model import (
     AgentInstallation,
@@ -611,14 +612,14 @@ async def test_mcp_status_statuses() -> None:
     """What ``mcp_status`` says of each forwarded server (issue 32): ``pending`` keeps it pending, ``connected`` is
     quiet, anything else is a Warning naming it (``failed`` with the CLI's error; never the server's config)."""
     conn, link, _ = make_conn()
-    pending = {"ok", "slow", "down", "auth", "off", "missing"}
+    conn.mcp_startup = McpStartup(["ok", "slow", "down", "auth", "off", "missing"], 30, agent="Claude Code")
     config = {"type": "http", "url": "http://h/mcp", "headers": {"Authorization": "Bearer sk-secret"}}
     await conn._note_mcp_status({"mcpServers": [
         {"name": "ok", "status": "connected", "config": config}, {"name": "slow", "status": "pending"},
         {"name": "down", "status": "failed", "error": "Connection closed", "config": config},
         {"name": "auth", "status": "needs-auth", "config": config}, {"name": "off", "status": "disabled"},
-        {"name": "theirs", "status": "failed", "error": "not forwarded by us"}]}, pending)  # fmt: skip
-    assert pending == {"slow"}
+        {"name": "theirs", "status": "failed", "error": "not forwarded by us"}]})  # fmt: skip
+    assert conn.mcp_startup.pending == ["slow"]
     warnings = [r.kind.value.message for r in link.events("Diagnostic:Warning")]
     assert warnings == [
         "MCP server 'auth' is not connected: needs-auth",

@@ -13,6 +13,8 @@ tool available", issue 32). The CLI sends no notification when a server connects
 ``pending``) until every forwarded server is settled (``connected``, ``failed``, ``needs-auth``, ``disabled``), or
 until the handshake timeout after the spawn; then it sends the prompts held meanwhile. A server that did not connect
 is a Warning diagnostic naming it (with the CLI's error, for ``failed``); so is one still pending at the deadline.
+What is pending, the held prompts and the Warning texts are :class:`~anyagentd.adapters.mcp_startup.McpStartup`'s
+(:attr:`ClaudeConnection.mcp_startup`); this module asks and maps the CLI's statuses.
 
 Commands (each returns promptly):
 
@@ -47,6 +49,7 @@ import anyio
 from anyagentd.adapters.attachments import classify
 from anyagentd.adapters.connection import HANDSHAKE_TIMEOUT, ProcessConnection
 from anyagentd.adapters.interface import PromptInput
+from anyagentd.adapters.mcp_startup import McpStartup
 from anyagentd.adapters.process import AgentProcess, InputClosed, cli_version, json_frames
 from anyagentd.errors import (
     AuthRequired,
@@ -85,6 +88,7 @@ with each server's current ``status``: ``docs/agents/claude.md#the-first-prompt-
 MCP_SETTLED = ("connected", "failed", "needs-auth", "disabled")
 """The ``mcp_status`` statuses of a server that is done connecting (the other one is ``pending``)."""
 
+
 class ClaudeConnection(ProcessConnection):
     """A live Claude Code session (see the module doc). Build with :meth:`open`."""
 
@@ -110,11 +114,10 @@ class ClaudeConnection(ProcessConnection):
         self._deferred_acks = 0  # TurnAcks held until the results of earlier user frames
         self._unconfirmed_interrupt = False  # an interrupt was sent and no result has come since
         self.mcp_transports: list[str] = list(MCP_TRANSPORTS)
-        self.mcp_servers: list[str] = []
-        """The names of the MCP servers forwarded in ``--mcp-config``."""
-        self._holding = False  # prompts wait until the forwarded MCP servers are settled (_settle_mcp)
+        self.mcp_startup: McpStartup[dict[str, Any]] = McpStartup()
+        """The MCP servers forwarded in ``--mcp-config`` and the user frames held until they are settled (set by
+        :meth:`open`)."""
         self._mcp_request: str | None = None  # the mcp_status request sent with the handshake
-        self._held: list[dict[str, Any]] = []  # user frames of prompts held while _holding
 
     @property  # type: ignore[override]
     def configuration(self) -> SessionConfiguration:
@@ -137,23 +140,23 @@ class ClaudeConnection(ProcessConnection):
         With ``mcp``, prompts are held until Claude Code reports those servers settled, for at most
         ``handshake_timeout`` seconds after the spawn (see the module doc); ``open`` itself does not wait for them.
         """
-        deadline = anyio.current_time() + handshake_timeout
+        spawned = anyio.current_time()
         token = options.resume or str(uuid.uuid4())
         argv = launch_argv(installation.executable_path, options, session_id=token, no_tools=no_tools,
                            persist=persist, mcp=mcp)  # fmt: skip
         process = await AgentProcess.start(argv, cwd=options.dir, env=launch_env(installation))
         conn = cls(process, link, installation=installation, options=options, session_token=token)
         conn.mcp_transports = list(mcp_transports)
-        conn.mcp_servers = [server.name for server, _ in mcp or ()]
+        conn.mcp_startup = McpStartup([server.name for server, _ in mcp or ()], handshake_timeout, since=spawned,
+                                      agent="Claude Code")  # fmt: skip
         link.start_soon(conn._pump)
         try:
             await conn._handshake(handshake_timeout, require_auth)
         except BaseException:
             await conn.abandon()
             raise
-        if conn.mcp_servers:
-            conn._holding = True
-            link.start_soon(conn._settle_mcp, deadline, handshake_timeout)
+        if conn.mcp_startup.holding:
+            link.start_soon(conn._settle_mcp)
         return conn
 
     async def _handshake(self, timeout: float, require_auth: bool) -> None:
@@ -164,7 +167,7 @@ class ClaudeConnection(ProcessConnection):
             with anyio.fail_after(timeout):
                 init_request = await self.channel.send("initialize")
                 version_request = await self.channel.send("get_binary_version")
-                if self.mcp_servers:
+                if self.mcp_startup.servers:
                     self._mcp_request = await self.channel.send("mcp_status")
                 init = await self.channel.wait(init_request)
         except TimeoutError:
@@ -204,64 +207,55 @@ class ClaudeConnection(ProcessConnection):
 
     # ------------------------------------------------------------------------------------------- MCP servers
 
-    async def _settle_mcp(self, deadline: float, timeout: float) -> None:
-        """Wait until Claude Code's ``mcp_status`` reports no forwarded server ``pending``, or until ``deadline``
-        (``anyio.current_time()``, ``timeout`` seconds after the spawn; then a Warning names the servers still
-        pending), then write the held prompts. Asks again every :data:`MCP_STATUS_INTERVAL` seconds while a server is
-        pending. A CLI that refuses ``mcp_status`` (an error answer) holds nothing (Info diagnostic); a CLI whose
-        input or output ended releases at once."""
-        pending = set(self.mcp_servers)
+    async def _settle_mcp(self) -> None:
+        """Ask ``mcp_status`` until it reports no forwarded server ``pending`` (again every
+        :data:`MCP_STATUS_INTERVAL` seconds while one is), or until :attr:`mcp_startup`'s deadline (then a Warning
+        names the servers still pending), then write the held prompts. A CLI that refuses ``mcp_status`` (an error
+        answer) holds nothing (Info diagnostic); a CLI whose input or output ended releases at once."""
+        startup = self.mcp_startup
         request_id, self._mcp_request = self._mcp_request, None
         try:
-            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
-                while pending:
+            with anyio.move_on_after(startup.remaining()):
+                while startup.pending:
                     if request_id is None:
                         await anyio.sleep(MCP_STATUS_INTERVAL)
                         request_id = await self.channel.send("mcp_status")
                     reply = await self.channel.wait(request_id)
                     request_id = None
-                    await self._note_mcp_status(reply, pending)
+                    await self._note_mcp_status(reply)
         except control.ControlError as err:
             if not self.output_done:
                 await self.link.emit(diagnostic("Info", f"Claude Code did not answer mcp_status ({err.detail}); "
                                                         "prompts do not wait for its MCP servers"))  # fmt: skip
-            pending.clear()
+            startup.stop()
         except InputClosed:
-            pending.clear()
-        if pending and not self.output_done:
-            names = ", ".join(repr(name) for name in sorted(pending))
-            servers, them = ("servers", "them") if len(pending) > 1 else ("server", "it")
-            message = (f"MCP {servers} {names} still connecting {timeout:g} s after Claude Code started; "
-                       f"prompts no longer wait for {them}")
-            await self.link.emit(diagnostic("Warning", message))
-        self._holding = False
-        while self._held and not self.closing:
-            try:
-                await self._send_prompt(self._held.pop(0))
-            except ProtocolFailed:
-                return  # the CLI is gone: the pump reports its exit
+            startup.stop()
+        late = await startup.settled()
+        if late is not None and not self.output_done:
+            await self.link.emit(diagnostic("Warning", late))
+        await startup.release(self._send_prompt)
 
-    async def _note_mcp_status(self, reply: Any, pending: set[str]) -> None:
-        """Drop from ``pending`` each server the ``mcp_status`` ``reply`` (``{"mcpServers": [{name, status,
-        error?, ...}]}``) shows settled; one that did not connect is a Warning diagnostic (its ``config``, which may
-        hold secrets, is never reported). A server the reply does not list counts as settled."""
+    async def _note_mcp_status(self, reply: Any) -> None:
+        """Report to :attr:`mcp_startup` each pending server the ``mcp_status`` ``reply`` (``{"mcpServers": [{name,
+        status, error?, ...}]}``) shows settled: ``connected``; ``failed`` (with the CLI's error); ``needs-auth``,
+        ``disabled``, another status or none (a server the reply does not list) as failed, "is not connected". Each
+        failure is a Warning diagnostic (the server's ``config``, which may hold secrets, is never reported)."""
         servers = reply.get("mcpServers") if isinstance(reply, dict) else None
         listed = {s.get("name"): s for s in servers or () if isinstance(s, dict)}
-        for name in sorted(pending):
-            entry = listed.get(name)
-            status = entry.get("status") if entry is not None else None
+        for name in self.mcp_startup.pending:
+            entry = listed.get(name) or {}
+            status = entry.get("status")
             if status == "pending":
                 continue
-            pending.discard(name)
             if status == "connected":
-                continue
-            if status == "failed":
-                message = f"MCP server {name!r} failed to connect: {(entry or {}).get('error') or 'no reason given'}"
-            elif status in MCP_SETTLED:
-                message = f"MCP server {name!r} is not connected: {status}"
+                warning = self.mcp_startup.settle(name, "connected")
+            elif status == "failed":
+                warning = self.mcp_startup.settle(name, "failed", entry.get("error"))
             else:
-                message = f"MCP server {name!r} is not connected: Claude Code reports {status or 'nothing'} for it"
-            await self.link.emit(diagnostic("Warning", message))
+                reason = status if status in MCP_SETTLED else f"Claude Code reports {status or 'nothing'} for it"
+                warning = self.mcp_startup.settle(name, "failed", reason, failure="is not connected")
+            if warning is not None:
+                await self.link.emit(diagnostic("Warning", warning))
 
     # ------------------------------------------------------------------------------------------- stdout
 
@@ -322,10 +316,10 @@ class ClaudeConnection(ProcessConnection):
     async def start_turn(self, turn_id: str, prompt: PromptInput) -> None:
         frame = {"type": "user", "message": {"role": "user", "content": user_content(prompt)},
                  "parent_tool_use_id": None, "session_id": "", "uuid": str(uuid.uuid4())}  # fmt: skip
-        if self._holding:
+        if self.mcp_startup.holding:
             if self.output_done:
                 raise ProtocolFailed("Claude Code's input is closed")
-            self._held.append(frame)  # written by _settle_mcp
+            self.mcp_startup.hold(frame)  # written by _settle_mcp
             return
         await self._send_prompt(frame)
 
@@ -348,8 +342,7 @@ class ClaudeConnection(ProcessConnection):
             raise ProtocolFailed("Claude Code's input is closed")
 
     async def cancel(self) -> None:
-        if self._held:  # the CLI never had the prompt: it ends here
-            self._held.clear()
+        if self.mcp_startup.drop():  # the CLI never had the prompt: it ends here
             await self.link.turn_ack()
             await self.link.turn_ended("Cancelled")
             return
@@ -423,7 +416,7 @@ class ClaudeConnection(ProcessConnection):
 
     async def close(self) -> None:
         self.closing = True
-        self._held.clear()
+        self.mcp_startup.drop()
         if self.mapper.turn_active and not self.output_done:
             try:
                 with anyio.move_on_after(0.5):

@@ -15,7 +15,9 @@ is ready runs without that server's tools (issue 32). Codex reports each server'
 server after its ``startup_timeout_sec``, 30 s by default). Until every forwarded server is settled, or until the
 handshake timeout after the spawn, prompts are held and sent then; a server that failed or was cancelled is a
 Warning diagnostic naming it (with Codex's error), and so is one still starting at the deadline
-(``docs/agents/codex.md#the-first-prompt-waits-for-the-servers``).
+(``docs/agents/codex.md#the-first-prompt-waits-for-the-servers``). What is pending, the held prompts and the Warning
+texts are :class:`~anyagentd.adapters.mcp_startup.McpStartup`'s (:attr:`CodexConnection.mcp_startup`); this module
+maps Codex's statuses (:data:`.protocol.MCP_STARTUP_STATUS`).
 
 Commands (each returns promptly; outcomes arrive through the pump):
 
@@ -46,6 +48,7 @@ from anyagentd.adapters import attachments
 from anyagentd.adapters.connection import HANDSHAKE_TIMEOUT, ProcessConnection
 from anyagentd.adapters.interface import PromptInput
 from anyagentd.adapters.jsonrpc import RpcChannel, RpcError, classify
+from anyagentd.adapters.mcp_startup import McpStartup
 from anyagentd.adapters import lineage
 from anyagentd.adapters.process import AgentProcess, InputClosed, cli_version, json_frames
 from anyagentd.errors import (
@@ -126,14 +129,9 @@ class CodexConnection(ProcessConnection):
         self._account: p.GetAccountResponse | None = None
         self._skills_raw: Any = None
         self._version: str | None = None
-        self.mcp_servers: list[str] = [server.name for server in options.mcp_servers]
-        """The names of the MCP servers forwarded at ``open``."""
-        self.mcp_status: dict[str, str] = {}
-        """Each forwarded server's last startup status on the session's thread (``mcpServer/startupStatus/updated``)."""
-        self._mcp_settled = anyio.Event()  # no forwarded server is starting any more (or the deadline passed)
-        if not self.mcp_servers:
-            self._mcp_settled.set()
-        self._held: list[PromptInput] = []  # prompts waiting for _mcp_settled
+        self.mcp_startup: McpStartup[PromptInput] = McpStartup()
+        """The MCP servers forwarded at ``open``, their startup on the session's thread and the prompts held until
+        they are settled (set by :meth:`open`)."""
 
     @property  # type: ignore[override]
     def configuration(self) -> SessionConfiguration:
@@ -165,7 +163,7 @@ class CodexConnection(ProcessConnection):
         until Codex reports them started, for at most ``handshake_timeout`` seconds after the spawn (see the module
         doc); ``open`` itself does not wait for them.
         """
-        deadline = anyio.current_time() + handshake_timeout
+        spawned = anyio.current_time()
         if options.resume and options.fork:
             raise InvalidConfiguration("resume and fork are exclusive")
         if options.fork_at and not options.fork:
@@ -183,11 +181,14 @@ class CodexConnection(ProcessConnection):
         conn = cls(process, link, installation=installation, options=options, settings=settings,
                    codex_home=home, owned_home=owned)  # fmt: skip
         conn._mcp_transports = mcp_transports
+        conn.mcp_startup = McpStartup([server.name for server in options.mcp_servers], handshake_timeout,
+                                      since=spawned, agent="Codex", waiting="starting",
+                                      failure="did not start")  # fmt: skip
         link.start_soon(conn._pump)
         await conn.complete_handshake(lambda: conn._handshake(require_auth, start_thread), handshake_timeout,
                                       "Codex's handshake")  # fmt: skip
-        if not conn._mcp_settled.is_set():
-            link.start_soon(conn._settle_mcp, deadline, handshake_timeout)
+        if conn.mcp_startup.holding:
+            link.start_soon(conn._settle_mcp)
         return conn
 
     async def _call(self, method: str, params: Any) -> Any:
@@ -317,41 +318,27 @@ class CodexConnection(ProcessConnection):
 
     async def _on_mcp_startup(self, params: Any) -> None:
         """``mcpServer/startupStatus/updated`` for a forwarded server on the session's thread (any thread while the
-        thread id is not known yet: the app-server has no other): note it; a server that failed or was cancelled is a
-        Warning diagnostic; the last forwarded server to settle releases the held prompts."""
-        if not isinstance(params, dict) or params.get("name") not in self.mcp_servers:
+        thread id is not known yet: the app-server has no other): report it to :attr:`mcp_startup`; a server that
+        failed or was cancelled is a Warning diagnostic; the last forwarded server to settle releases the held
+        prompts."""
+        startup = self.mcp_startup
+        if not isinstance(params, dict) or params.get("name") not in startup.servers:
             return
         thread = params.get("threadId")
         if self.state.thread_id and thread and thread != self.state.thread_id:
             return  # a subagent's thread
         name, status = str(params["name"]), str(params.get("status"))
-        self.mcp_status[name] = status
-        if status in ("failed", "cancelled"):
-            reason = params.get("error") or status
-            await self.link.emit(diagnostic("Warning", f"MCP server {name!r} did not start: {reason}"))
-        if all(self.mcp_status.get(n) in p.MCP_STARTUP_SETTLED for n in self.mcp_servers):
-            self._mcp_settled.set()
+        warning = startup.settle(name, p.MCP_STARTUP_STATUS.get(status, "pending"), params.get("error") or status)
+        if warning is not None:
+            await self.link.emit(diagnostic("Warning", warning))
 
-    async def _settle_mcp(self, deadline: float, timeout: float) -> None:
-        """Wait until no forwarded MCP server is starting, or until ``deadline`` (``anyio.current_time()``,
-        ``timeout`` seconds after the spawn; then a Warning names those still starting), then send the held
-        prompts."""
-        with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
-            await self._mcp_settled.wait()
-        if not self._mcp_settled.is_set():
-            pending = [n for n in self.mcp_servers if self.mcp_status.get(n) not in p.MCP_STARTUP_SETTLED]
-            if pending and not self.output_done:
-                names = ", ".join(repr(name) for name in sorted(pending))
-                servers, them = ("servers", "them") if len(pending) > 1 else ("server", "it")
-                message = (f"MCP {servers} {names} still starting {timeout:g} s after Codex started; "
-                           f"prompts no longer wait for {them}")
-                await self.link.emit(diagnostic("Warning", message))
-            self._mcp_settled.set()
-        while self._held and not self.closing:
-            try:
-                await self._send_turn(self._held.pop(0))
-            except ProtocolFailed:
-                return  # the app-server is gone: the pump reports its exit
+    async def _settle_mcp(self) -> None:
+        """Wait until no forwarded MCP server is starting, or until :attr:`mcp_startup`'s deadline (then a Warning
+        names those still starting), then send the held prompts."""
+        late = await self.mcp_startup.settled()
+        if late is not None and not self.output_done:
+            await self.link.emit(diagnostic("Warning", late))
+        await self.mcp_startup.release(self._send_turn)
 
     # ------------------------------------------------------------------------------------------- stdout
 
@@ -368,7 +355,7 @@ class CodexConnection(ProcessConnection):
 
     async def on_output_end(self) -> None:
         await self.channel.close("Codex's output ended")
-        self._mcp_settled.set()  # nothing will start any more
+        self.mcp_startup.stop()  # nothing will start any more
 
     async def _dispatch(self, frame: Any) -> None:
         shape = classify(frame)
@@ -519,9 +506,9 @@ class CodexConnection(ProcessConnection):
                                  effort=self.options.get("effort"), approvalPolicy=self.options.get("mode")).params()  # fmt: skip
 
     async def start_turn(self, turn_id: str, prompt: PromptInput) -> None:
-        if not self._mcp_settled.is_set():
+        if self.mcp_startup.holding:
             self.state.turn_requested()  # a steer meanwhile is held for the turn, as before turn/started
-            self._held.append(prompt)  # sent by _settle_mcp
+            self.mcp_startup.hold(prompt)  # sent by _settle_mcp
             return
         await self._send_turn(prompt)
 
@@ -587,8 +574,7 @@ class CodexConnection(ProcessConnection):
             raise ProtocolFailed("Codex's input is closed")
 
     async def cancel(self) -> None:
-        if self._held:  # Codex never had the prompt: it ends here
-            self._held.clear()
+        if self.mcp_startup.drop():  # Codex never had the prompt: it ends here
             steer = self.state.turn_refused()
             await self.link.turn_ack()
             if steer is not None:
@@ -643,7 +629,7 @@ class CodexConnection(ProcessConnection):
 
     async def close(self) -> None:
         self.closing = True
-        self._held.clear()
+        self.mcp_startup.drop()
         if self.state.turn_id and not self.output_done:
             with anyio.move_on_after(0.5):
                 await self._interrupt()

@@ -18,6 +18,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from anyagentd.adapters.mcp_startup import Status
+
 SCHEMA_FILE = "codex_app_server_protocol.schemas.json"
 """The bundled schema (all definitions; the v2 ones nested under ``definitions.v2``)."""
 
@@ -84,8 +86,9 @@ N_MODEL_REROUTED = "model/rerouted"
 N_MCP_STARTUP = "mcpServer/startupStatus/updated"
 """``{threadId, name, status: starting|ready|failed|cancelled, error}``: a configured MCP server's startup, for a
 thread (the connection holds the first turn on it; the mapper maps nothing from it)."""
-MCP_STARTUP_SETTLED = ("ready", "failed", "cancelled")
-"""The ``McpServerStartupState`` values of a server that is done starting (the other one is ``starting``)."""
+MCP_STARTUP_STATUS: dict[str, Status] = {"ready": "connected", "failed": "failed", "cancelled": "failed"}
+"""The ``McpServerStartupState`` values of a server that is done starting, as
+:meth:`anyagentd.adapters.mcp_startup.McpStartup.settle` takes them (the other one, ``starting``, is ``pending``)."""
 SERVER_NOTIFICATIONS = (
     N_ERROR, N_WARNING, N_CONFIG_WARNING, N_DEPRECATION, N_GUARDIAN_WARNING, N_THREAD_STARTED, N_THREAD_NAME,
     N_TOKEN_USAGE, N_TURN_STARTED, N_TURN_COMPLETED, N_PLAN_UPDATED, N_ITEM_STARTED, N_ITEM_COMPLETED,
