@@ -150,6 +150,36 @@ def test_a_turn_after_an_earlier_one_is_not_replayed_and_the_task_says_why(
     wait_state(again, failed["id"], "TASK_STATE_FAILED")
 
 
+def test_an_answer_after_the_conversation_went_on_afresh_fails_and_never_reaches_the_fresh_agent(
+        claude: Any, a2a_daemon: Any, work: Path, tmp_path: Path) -> None:  # fmt: skip
+    """A new message before the answer opens the conversation afresh (its session was never saved): the agent of
+    that fresh session never asked the parked question, so the answer is not given to it as "the daemon restarted
+    while your request waited" — the parked task fails, saying why (found by a fresh-eyes review)."""
+    server = claude({"turns": [WRITE_NOTE, {"text": "Not written."}]})
+    state = tmp_path / "state"
+    daemon = a2a_daemon(config=config(work), state_dir=state)
+    task = daemon.send_text("write note.txt", context_id="third")
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+    kill_before_the_session_is_saved(daemon, tmp_path / "home")
+
+    again = a2a_daemon(config=config(work), state_dir=state)
+    # the resume fails, so this opens a fresh agent conversation, whose agent (the script's turn 0) asks for itself
+    other = again.send_text("hello there", context_id="third")
+    assert other["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", other
+    assert any("could not be resumed" in t for t in texts(other)), texts(other)
+    failed = again.send_text("allow", task_id=task["id"])
+    assert failed["status"]["state"] == "TASK_STATE_FAILED", texts(failed)
+    why = failed["status"]["message"]["parts"][0]["text"]
+    assert "went on in a fresh agent session" in why and "the answer was not delivered" in why, why
+    assert len(server.main_requests()) == 2  # the killed turn and "hello there": nothing told the fresh agent
+    # the fresh agent's own question is still its own: it waits, and its answer is its own
+    assert again.rpc("GetTask", {"id": other["id"]}).json()["result"]["status"]["state"] == \
+        "TASK_STATE_INPUT_REQUIRED"  # fmt: skip
+    assert again.send_text("deny", task_id=other["id"])["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert not (work / "note.txt").exists()
+    assert not any("[anyagentd]" in t for r in server.main_requests() for t in user_prompts(r))
+
+
 # ------------------------------------------------------------------------------------------ the rule on its own
 
 

@@ -178,6 +178,9 @@ class Conversation:
         self._last_ticket = anyio.Event()  # set when the previous prompt was delivered: prompts keep arrival order
         self._last_ticket.set()
         self.fresh_note: str | None = None  # set when the session was reopened afresh after earlier turns
+        # since this process started, the agent conversation went on afresh (a new message after a resume that
+        # failed, a replay): a request parked from before the restart can no longer reach the agent that asked it
+        self.went_fresh = False
         self.kept_open_said = False  # the log said once that this idle session stays open (its agent cannot resume)
         self._inflight: TaskRun | None = None
         self._by_prompt: dict[str, TaskRun] = {}
@@ -211,8 +214,13 @@ class Conversation:
         """The live session, opening it when there is none as ``opening`` says (:data:`Opening`: resume the stored
         agent conversation when there is one, else afresh; ``"require_resume"``: never afresh, ``ResumeFailed``
         instead; ``"fresh"``: never resume); opening one first makes room in the pool
-        (:meth:`Conversations.make_room`). Raises what the daemon's ``open_session`` raises."""
+        (:meth:`Conversations.make_room`). Raises what the daemon's ``open_session`` raises, and ``ResumeFailed``
+        for ``"require_resume"`` once the conversation :attr:`went_fresh` (live or not: a fresh session's own token,
+        resumed, is not the conversation the parked request was asked in)."""
         async with self._open_lock:
+            if opening == "require_resume" and self.went_fresh:
+                raise ResumeFailed("after the restart this conversation went on in a fresh agent session, which "
+                                   "never saw the request this answer is for")  # fmt: skip
             if not self.live:
                 await self.host.make_room(self)
                 try:

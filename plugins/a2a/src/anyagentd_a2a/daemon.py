@@ -479,6 +479,7 @@ class Daemon:
                 log.warning("conversation %s: resume failed (%s); starting afresh", conversation.context_id,
                             err.message)  # fmt: skip
         session = await self._open_agent(conversation, permission_mode=approval)
+        conversation.went_fresh = True
         if opening != "fresh" and (conversation.turns or failed is not None):
             # the agent no longer knows this conversation's earlier turns: the task says so
             why = "was never saved by the agent" if failed is not None and failed.never_saved else "was closed"
