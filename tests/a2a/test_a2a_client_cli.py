@@ -409,3 +409,15 @@ def test_the_readmes_sign_in_block_runs_as_written(a2a_daemon: Any, tmp_path: Pa
     assert json.loads(out[out.index("{"):out.rindex("}") + 1])["conversations"][0]["principal"] == "user:dana"
     assert out.count("│ completed │") >= 1 and "exit 1: without --cacert" in out
     assert "its TLS certificate is not trusted" in err and "Traceback" not in err
+
+
+def test_a_task_that_fails_after_some_text_says_why(a2a_daemon: Any, tmp_path: Path) -> None:
+    """``send`` prints the response text on stdout; when the task then fails, its status message (why) comes on
+    stderr too — it was skipped whenever the task had response text (found by a fresh-eyes review)."""
+    daemon = a2a_daemon(mock="dies")
+    result = cli(tmp_path, "send", daemon.url, "go")
+    assert result.returncode == 1 and result.stdout == "Starting... \n", result
+    lines = result.stderr.strip().splitlines()
+    assert re.fullmatch(r"task \S+: failed \(contextId \S+\)", lines[0]), lines
+    assert len(lines) == 2 and "agent exited during the turn" in lines[1], lines
+    assert "Traceback" not in result.stderr

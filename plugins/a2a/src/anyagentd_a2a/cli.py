@@ -146,17 +146,23 @@ def _print_json(value: Any) -> None:
 
 
 def _stopped(ctx: click.Context, url: str, task: dict[str, Any]) -> None:
-    """Say where ``task`` stopped, on stderr: ``task ID: state (contextId …)``; for one that waits for input, also
+    """Say where ``task`` stopped, on stderr: ``task ID: state (contextId …)``; for one that failed, was cancelled
+    or rejected, its status message (why) unless it was the text printed; for one that waits for input, also
     the command that answers it (the answers it takes; ``--token``/``--cacert`` kept when typed on this command
     line, the token itself never printed), then exit 2. Its question is the caller's to print, on stdout."""
     import shlex
 
-    from .client import answer_hint, task_state
+    from .client import answer_hint, question_text, task_state, task_text
 
     state = task_state(task)
     shown = state.removeprefix("TASK_STATE_").lower()
     click.echo(f"task {task.get('id')}: {shown} (contextId {task.get('contextId')})", err=True)
+    if state == "TASK_STATE_COMPLETED":
+        return
     if state != "TASK_STATE_INPUT_REQUIRED":
+        why = question_text(task)  # a task that failed or was cancelled says why in its status message
+        if why and why != task_text(task):  # not already printed as the answer (a task with no response text)
+            click.echo(why, err=True)
         return
     extra = ""
     if _given(ctx, "cacert"):
