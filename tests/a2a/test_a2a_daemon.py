@@ -97,17 +97,18 @@ def test_a_store_that_cannot_be_opened_is_one_line_naming_it_with_its_password_h
             assert "a2a.store: " in result.stderr and said in result.stderr, result.stderr
             assert "hunter2" not in result.stderr and "Traceback" not in result.stderr
             assert len(result.stderr.strip().splitlines()) == 1
-    # A well-formed store that cannot be opened (its directory does not exist): exit 1, one line, no traceback.
+    # A well-formed store that cannot be opened (its directory does not exist): refused by --check-config and the
+    # start alike (the preflight, before anything is bound), exit 2, one line naming a2a.store, no traceback.
     blocker = tmp_path / "file"
     blocker.write_text("")
     config = tmp_path / "unopenable.toml"
     config.write_text(f'[a2a]\nstore = "sqlite+aiosqlite:///{blocker}/sub/a2a.db"\n')
-    assert run_cli("--check-config", str(config)).returncode == 0
-    served = run_cli("--config", str(config), "--listen", "127.0.0.1:0")
-    assert served.returncode == 1 and "Traceback" not in served.stderr, served.stderr
-    line = [ln for ln in served.stderr.splitlines() if "task store" in ln]
-    assert line == [f"anyagentd a2a: cannot open the task store sqlite+aiosqlite:///{blocker}/sub/a2a.db: "
-                    f"the directory {blocker}/sub does not exist"], served.stderr
+    for args in (("--check-config", str(config)), ("--config", str(config), "--listen", "127.0.0.1:0")):
+        result = run_cli(*args)
+        assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr, result.stderr
+        assert result.stderr.strip().splitlines() == [
+            f"anyagentd a2a: configuration error: a2a.store: cannot open the task store "
+            f"sqlite+aiosqlite:///{blocker}/sub/a2a.db: the directory {blocker}/sub does not exist"], result.stderr
 
 
 def test_default_config_serves_mock_on_loopback_and_logs_json(a2a_daemon: Any) -> None:

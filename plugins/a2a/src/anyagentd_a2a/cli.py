@@ -3,8 +3,11 @@ the client side for people: ``login URL`` (the device grant), ``send URL TEXT``,
 (any command op), ``tasks URL`` and ``runs URL`` (listings), each with ``--token`` and ``--cacert``.
 
 Exit codes of the daemon: 0 after a drain (SIGTERM/SIGINT), 2 for a configuration that cannot be served (one line
-on stderr naming the key), 1 when the listener cannot start (one line: the port taken, the task store unreachable,
-the state dir held by another daemon or not creatable). The subcommands exit 0; 2 when a task they sent waits for
+on stderr naming the key: :func:`.config.parse`, then :func:`.preflight.preflight`, whose warnings are logged), 1
+when the listener cannot start (one line: the port taken, the task store unreachable, the state dir held by another
+daemon or not creatable). ``--check-config FILE`` runs the same checks and serves nothing: a line per warning and
+per error on stderr (``configuration error: KEY: message``), exit 2 when there is an error, else ``FILE: ok`` and
+exit 0. The subcommands exit 0; 2 when a task they sent waits for
 input (``send``, a task op of ``op``: its question on stdout, the command that answers it on stderr); 1 with one
 line on stderr (:class:`~anyagentd_a2a.client.ClientError`: unreachable, refused, failed, bad arguments), never a
 traceback; 130 when interrupted.
@@ -19,16 +22,33 @@ from typing import Any, NoReturn
 import click
 
 
-def _config_error(err: Exception) -> None:
+def _config_error(err: Exception) -> NoReturn:
     click.echo(f"anyagentd a2a: configuration error: {err}", err=True)
     sys.exit(2)
+
+
+def _preflight(loaded: Any) -> Any:
+    """:func:`.preflight.preflight` of ``loaded`` against this process's plugins (``loaded_plugins()``); a plugin
+    set the registry refuses (two plugins registering one op) is one line, exit 1, as at start."""
+    from anyagentd.cli import loaded_plugins
+    from anyagentd.errors import AnyagentError
+
+    from .preflight import preflight
+
+    try:
+        return preflight(loaded, loaded_plugins())
+    except AnyagentError as err:
+        click.echo(f"anyagentd a2a: {err.kind}: {err.message}", err=True)
+        sys.exit(1)
 
 
 @click.group(invoke_without_command=True)
 @click.option("--config", "config_path", metavar="FILE", type=click.Path(dir_okay=False),
               help="TOML configuration ([agent], [a2a]); default: the embedded mock agent on loopback.")
 @click.option("--check-config", "check_path", metavar="FILE", type=click.Path(dir_okay=False),
-              help="Validate FILE (secrets included) and exit: 0 if it can be served, 2 naming the bad key.")
+              help="Check FILE as the start does (secrets, files, directories, installed agents and MCP "
+                   "transports, workflow steps and commands; grants matching no op are warnings) and exit: 0 if "
+                   "it can be served, 2 with a line per problem naming its key.")  # fmt: skip
 @click.option("--listen", metavar="HOST:PORT", help="Override a2a.listen; port 0 binds a free port.")
 @click.option("--mock", "mock_script", metavar="SCRIPT",
               help="Script for the scripted agent `mock`: a JSON file or a shipped example name.")
@@ -43,22 +63,39 @@ def a2a(ctx: click.Context, config_path: str | None, check_path: str | None, lis
         return
     from .config import ConfigError, default_config, load, with_listen
 
-    if check_path is not None:
+    if check_path is not None:  # what the start checks of its configuration, errors and warnings all printed
         try:
-            load(check_path)
+            checked = _preflight(load(check_path))
         except ConfigError as err:
             _config_error(err)
+        for warning in checked.warnings:
+            click.echo(f"anyagentd a2a: warning: {warning}", err=True)
+        for error in checked.errors:
+            click.echo(f"anyagentd a2a: configuration error: {error}", err=True)
+        if checked.errors:
+            sys.exit(2)
         click.echo(f"{check_path}: ok", err=True)
         return
     try:
         loaded = with_listen(load(config_path) if config_path else default_config(), listen)
     except ConfigError as err:
         _config_error(err)
+    found = _preflight(loaded)
+    if found.errors:  # one line: the first error, and how to see the others
+        more = len(found.errors) - 1
+        hint = f" ({more} more: anyagentd a2a --check-config {config_path})" if more and config_path else ""
+        _config_error(Exception(f"{found.errors[0]}{hint}"))
+    import logging
+
     import anyio
     from anyagentd.cli import loaded_plugins
     from anyagentd.errors import AnyagentError
 
-    from .daemon import Options, serve
+    from .daemon import Options, serve, setup_logging
+
+    setup_logging()
+    for warning in found.warnings:
+        logging.getLogger("anyagentd.a2a.preflight").warning("configuration: %s", warning)
     from .statedir import StateDirUnusable
     from .store import StoreUnavailable
 

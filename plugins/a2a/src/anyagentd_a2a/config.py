@@ -70,6 +70,20 @@ def check_store_url(url: str) -> None:
         raise ValueError(f"{shown}: its driver is not installed (pip install {missing})") from None
 
 
+def missing_sqlite_directory(url: str) -> Path | None:
+    """The directory of the SQLite file ``url`` names when it does not exist (SQLite creates the file, never its
+    directory), else ``None`` (another database, an in-memory one, a directory that exists). The rule of
+    :func:`anyagentd_a2a.store.check_sqlite_directory`, without importing the store (and the a2a-sdk server) for
+    ``--check-config``; ``url`` has passed :func:`check_store_url`."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return None
+    directory = Path(parsed.database).expanduser().parent
+    return None if directory.is_dir() else directory
+
+
 class _Strict(BaseModel):
     # strict: a TOML value of the wrong type is refused naming its key, never coerced ("yes", 1 or "off" for a bool)
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
