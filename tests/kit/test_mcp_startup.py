@@ -23,8 +23,10 @@ async def test_statuses_in_warnings_out_then_the_held_prompts_in_order() -> None
     startup: McpStartup[str] = McpStartup(["web", "db", "auth"], 30, agent="Codex", waiting="starting",
                                           failure="did not start")  # fmt: skip
     assert startup.holding and startup.pending == ["auth", "db", "web"]
-    startup.hold("first")
-    startup.hold("second")
+    # the first prompt held says why it waits (an Info for the client: nothing else comes until they settle)
+    said = startup.hold("first")
+    assert said is not None and said.startswith("The prompt waits for MCP servers 'auth', 'db', 'web' (still starting")
+    assert startup.hold("second") is None  # said once
     assert startup.settle("web", "pending") is None
     assert startup.settle("theirs", "failed", "not ours") is None  # a server not forwarded is not ours to report
     assert startup.settle("web", "connected") is None

@@ -319,7 +319,9 @@ class ClaudeConnection(ProcessConnection):
         if self.mcp_startup.holding:
             if self.output_done:
                 raise ProtocolFailed("Claude Code's input is closed")
-            self.mcp_startup.hold(frame)  # written by _settle_mcp
+            waits = self.mcp_startup.hold(frame)  # written by _settle_mcp
+            if waits:
+                await self.link.emit(diagnostic("Info", waits))
             return
         await self._send_prompt(frame)
 

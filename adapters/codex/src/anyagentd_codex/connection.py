@@ -508,7 +508,9 @@ class CodexConnection(ProcessConnection):
     async def start_turn(self, turn_id: str, prompt: PromptInput) -> None:
         if self.mcp_startup.holding:
             self.state.turn_requested()  # a steer meanwhile is held for the turn, as before turn/started
-            self.mcp_startup.hold(prompt)  # sent by _settle_mcp
+            waits = self.mcp_startup.hold(prompt)  # sent by _settle_mcp
+            if waits:
+                await self.link.emit(diagnostic("Info", waits))
             return
         await self._send_turn(prompt)
 

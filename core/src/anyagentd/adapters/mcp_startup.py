@@ -132,9 +132,18 @@ class McpStartup(Generic[P]):
         prompts it has not sent yet are held (a new one goes behind them)."""
         return not self._released or (self._releasing and bool(self._held))
 
-    def hold(self, prompt: P) -> None:
-        """Keep ``prompt`` for :meth:`release` (after those already held)."""
+    def hold(self, prompt: P) -> str | None:
+        """Keep ``prompt`` for :meth:`release` (after those already held). Returns, for the first prompt held while
+        servers are pending, the Info text that says the prompt waits (``The prompt waits for MCP server(s) 'a'
+        (still <waiting>, at most N s more)``), so the client knows why nothing happens yet; else ``None``."""
         self._held.append(prompt)
+        pending = self.pending
+        if len(self._held) != 1 or not pending:
+            return None
+        names = ", ".join(repr(name) for name in pending)
+        servers = "servers" if len(pending) > 1 else "server"
+        return (f"The prompt waits for MCP {servers} {names} (still {self.waiting}, at most "
+                f"{self.remaining():.0f} s more)")
 
     def drop(self) -> bool:
         """Forget the held prompts (a cancel, a close); whether there were any. A cancelled held prompt ends its turn
