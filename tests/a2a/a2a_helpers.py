@@ -30,6 +30,19 @@ def wait_state(daemon: Any, task_id: str, state: str, timeout: float = 20.0,
         time.sleep(0.1)  # about 9 polls a second: a principal's default budget (120/60s) lasts through a slow run
 
 
+def wait_task(daemon: Any, task_id: str, holds: Any, what: str, timeout: float = 20.0,
+              token: str | None = None) -> dict[str, Any]:
+    """Poll GetTask (as ``token``'s principal) until ``holds(task)`` is true; returns the task (fails naming ``what``
+    and the last task seen)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = daemon.rpc("GetTask", {"id": task_id}, token=token).json()["result"]
+        if holds(got) or time.monotonic() > deadline:
+            assert holds(got), f"{what}: {got}"
+            return got
+        time.sleep(0.1)
+
+
 def listed_tasks(daemon: Any, token: str | None, timeout: float = 30.0) -> list[dict[str, Any]]:
     """Poll ListTasks (as ``token``'s principal) until it lists a task; returns the tasks (none after ``timeout``
     seconds)."""

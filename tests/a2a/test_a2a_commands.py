@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import jsonschema
 import pytest
-from a2a_helpers import wait_state
+from a2a_helpers import wait_state, wait_task
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -227,7 +227,12 @@ def test_pause_holds_new_turns_and_resume_releases_them(daemon: Any) -> None:
     assert got["artifacts"][0]["name"] == f"{task['id']}.result" and got["status"]["state"] == "TASK_STATE_COMPLETED"
     assert result_of(command(daemon, "status", token=OPERATOR), "status")["paused"] is True
     held = daemon.send_text("write hello.txt", token=ALICE, context_id="held", configuration={"returnImmediately": True})
-    wait_state(daemon, held["id"], "TASK_STATE_SUBMITTED", token=ALICE)  # queued: nothing new starts
+    said = wait_task(daemon, held["id"], lambda t: t["status"].get("message"), "the held task says why",
+                     token=ALICE)  # fmt: skip
+    assert said["status"]["state"] == "TASK_STATE_SUBMITTED"  # queued: nothing new starts
+    # it names the pause, not a queue of the conversation's prompts (issue 25)
+    assert said["status"]["message"]["parts"][0]["text"] == ("The instance is paused by the operator "
+                                                             "(maintenance); this prompt runs when it is resumed.")
     _, resumed = task_result(command(daemon, "admin.resume", token=OPERATOR), "admin.resume")
     assert resumed == {"ok": True, "state": "running"}
     assert result_of(command(daemon, "status", token=OPERATOR), "status")["paused"] is False

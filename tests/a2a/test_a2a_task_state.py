@@ -206,3 +206,32 @@ def test_a_runs_rules_know_no_task_state() -> None:
     assert "TASK_STATE" not in (PACKAGE / "workflows" / "state.py").read_text()
     # the restart knows a run's task by being told, not by the op name in its metadata
     assert "workflow.run" not in (PACKAGE / "store.py").read_text()
+
+
+def _sleep_polls(source: str) -> list[int]:
+    """Lines of the loops in ``source`` that wait for something by sleeping a fixed time each round (``while …:
+    … await anyio.sleep(0.02)``): a poll where an event the owner sets can be awaited."""
+    found = []
+    for loop in ast.walk(ast.parse(source)):
+        if not isinstance(loop, ast.While):
+            continue
+        for node in ast.walk(loop):
+            if (isinstance(node, ast.Await) and isinstance(node.value, ast.Call)
+                    and isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "sleep"
+                    and node.value.args and isinstance(node.value.args[0], ast.Constant)):  # fmt: skip
+                found.append(loop.lineno)
+                break
+    return found
+
+
+def test_nothing_waits_for_a_state_by_polling() -> None:
+    """Issue 25: the daemon waited for a run's task to leave INPUT_REQUIRED, or to end after a CancelTask, in loops
+    sleeping 20 ms a round; each now awaits what the task's writer signals (``command/dispatch.TrackedTask``)."""
+    polls = {f"{path.relative_to(PACKAGE)}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
+             for line in _sleep_polls(path.read_text())}  # fmt: skip
+    assert polls == set(), polls
+
+
+def test_the_poll_scan_finds_a_poll() -> None:
+    assert _sleep_polls("async def f():\n    while waiting():\n        await anyio.sleep(0.02)\n") == [2]
+    assert _sleep_polls("async def f():\n    while True:\n        await anyio.sleep(backoff)\n") == []

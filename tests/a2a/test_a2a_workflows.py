@@ -5,6 +5,7 @@ resumes the run without running its done steps again. Every reply is validated a
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from typing import Any
@@ -165,27 +166,92 @@ def test_permission_and_commands(a2a_daemon: Any) -> None:
     assert wait_run(daemon, run, "suspended")["vars"] == {"issue": "#9"}
 
 
-def test_an_ask_step_is_answered_by_a_message_and_cancel(a2a_daemon: Any) -> None:
+def answer(daemon: Any, task_id: str, text: str, token: str = ALICE) -> dict[str, Any]:
+    """The JSON-RPC body answering SendMessage of ``text`` to the task ``task_id``."""
+    return daemon.rpc("SendMessage", {"message": {"messageId": f"m-{time.monotonic_ns()}", "role": "ROLE_USER",
+                                                  "taskId": task_id, "parts": [{"text": text}]}},
+                      token=token).json()  # fmt: skip
+
+
+def listed(daemon: Any) -> list[str]:
+    return [t["id"] for t in daemon.rpc("ListTasks", {}, token=OPERATOR).json()["result"].get("tasks", [])]
+
+
+def test_an_ask_steps_task_shows_the_request_as_a_conversation_does(a2a_daemon: Any) -> None:
+    """Issue 25: a run's waiting task's status message is what a conversation's is — a line for a person (the step,
+    then :func:`request_text`'s words) and the ``RequestOpened`` event part (the wire's JSON as text) — before the
+    run's DataPart; it used to carry only "step a waits for an answer" and the DataPart."""
     daemon = a2a_daemon(config=config(), env=ENV, mock="permission")
     task = start_run(daemon, ALICE, workflow="asking")
     waiting = wait_state(daemon, task["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE)
-    assert waiting["status"]["message"]["parts"][0]["text"].startswith("step a waits for an answer")
-    wrong = daemon.rpc("SendMessage", {"message": {"messageId": "x", "role": "ROLE_USER", "taskId": task["id"],
-                                                   "parts": [{"text": "perhaps"}]}}, token=ALICE).json()
-    assert wrong["error"]["code"] == -32602  # not an answer: it keeps waiting
-    assert daemon.rpc("SendMessage", {"message": {"messageId": "y", "role": "ROLE_USER", "taskId": task["id"],
-                                                  "parts": [{"text": "allow"}]}}, token=BOB).json()["error"]["code"] \
-        == -32001  # fmt: skip
-    answered = daemon.rpc("SendMessage", {"message": {"messageId": "z", "role": "ROLE_USER", "taskId": task["id"],
-                                                      "parts": [{"text": "allow"}]}}, token=ALICE).json()
-    assert "result" in answered, answered
+    text, event, data = waiting["status"]["message"]["parts"]
+    assert text["text"] == ("step a waits for an answer: Permission requested: Write hello.txt (Write a new file "
+                            "hello.txt (scripted: nothing is written either way)). Reply allow, always, deny."), text
+    assert event["mediaType"] == "application/vnd.anyagent.event+json"
+    request = json.loads(event["text"])["kind"]["RequestOpened"]["Permission"]
+    assert request["id"] == "req1" and request["options"] == ["AllowOnce", "AllowAlways", "DenyOnce"]
+    assert data["data"]["run"] == waiting["metadata"]["run"] and data["data"]["step"] == "a"
+
+
+def test_a_wrong_answer_keeps_a_runs_task_waiting(a2a_daemon: Any) -> None:
+    """Issue 25: a wrong answer to a run's waiting task keeps it INPUT_REQUIRED with a status saying what is expected,
+    as a conversation task's does (it was a -32602 error: rewritten to the one behaviour); nothing else changes —
+    no task is created, the run still waits — and the next right answer advances it. Another principal's answer
+    is "no such task"; CancelTask of a running run's task cancels the run."""
+    daemon = a2a_daemon(config=config(), env=ENV, mock="permission")
+    task = start_run(daemon, ALICE, workflow="asking")
+    waiting = wait_state(daemon, task["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE)
+    run, before = waiting["metadata"]["run"], listed(daemon)
+    refused = answer(daemon, task["id"], "perhaps")["result"]["task"]
+    assert refused["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert refused["status"]["message"]["parts"][0]["text"] == (
+        "Not an answer: 'perhaps' is not an answer to the permission request: reply allow, always or deny. "
+        "Permission requested: Write hello.txt (Write a new file hello.txt (scripted: nothing is written either "
+        "way)). Reply allow, always, deny.")  # fmt: skip
+    assert wait_state(daemon, task["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE)["status"] == refused["status"]
+    assert listed(daemon) == before
+    assert result_of(command(daemon, "run.get", token=ALICE, run=run), "run.get")["run"]["status"] == "suspended"
+    assert answer(daemon, task["id"], "allow", token=BOB)["error"]["code"] == -32001
+    answered = answer(daemon, task["id"], "allow")
+    assert answered["result"]["task"]["status"]["state"] != "TASK_STATE_INPUT_REQUIRED", answered  # taken
     wait_state(daemon, task["id"], "TASK_STATE_COMPLETED", token=ALICE)
     # CancelTask of a running run's task cancels the run
     second = start_run(daemon, ALICE, workflow="asking")
     wait_state(daemon, second["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE)
     cancelled = daemon.rpc("CancelTask", {"id": second["id"]}, token=ALICE).json()
     assert cancelled["result"]["task"]["status"]["state"] == "TASK_STATE_CANCELED", cancelled
-    wait_state(daemon, second["id"], "TASK_STATE_CANCELED", token=ALICE)
+
+
+def test_a_runs_task_history_holds_its_status_messages(a2a_daemon: Any) -> None:
+    """Issue 25: each status message of a run's task moves into its history at the next update (the SDK's
+    TaskManager rule, as for a conversation task), and the answers sent to it land there too; the history used
+    to hold only the first message."""
+    daemon = a2a_daemon(config=config(), env=ENV, mock="permission")
+    task = start_run(daemon, ALICE, workflow="asking")
+    run = wait_state(daemon, task["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE)["metadata"]["run"]
+    answer(daemon, task["id"], "perhaps")
+    answer(daemon, task["id"], "allow")
+    done = wait_state(daemon, task["id"], "TASK_STATE_COMPLETED", token=ALICE)
+    texts = [p.get("text", "") for m in done["history"] for p in m["parts"]]
+    assert done["history"][0]["role"] == "ROLE_USER" and "data" in done["history"][0]["parts"][0]  # the command
+    assert f"run {run} started" in texts, texts
+    assert any(t.startswith("step a waits for an answer: Permission requested") for t in texts), texts
+    assert any(t.startswith("Not an answer: 'perhaps'") for t in texts), texts
+    assert [t for t in texts if t in ("perhaps", "allow")] == ["perhaps", "allow"], texts
+
+
+def test_cancelling_an_ended_run_is_refused(a2a_daemon: Any) -> None:
+    """Issue 25: ``workflow.cancel`` (and ``admin.cancel``) of a run that has ended is refused as ``admin.pause`` of
+    it is: -32602 INVALID_STATE, creating no task; it used to answer success."""
+    daemon = a2a_daemon(config=config(), env=ENV, mock="hello")
+    task = start_run(daemon, OPERATOR, workflow="ops-only")
+    run = wait_state(daemon, task["id"], "TASK_STATE_COMPLETED", token=OPERATOR)["metadata"]["run"]
+    before = listed(daemon)
+    assert reason(command(daemon, "admin.pause", token=OPERATOR, run=run)) == (-32602, "INVALID_STATE")
+    assert reason(command(daemon, "workflow.cancel", token=OPERATOR, run=run)) == (-32602, "INVALID_STATE")
+    assert reason(command(daemon, "admin.cancel", token=OPERATOR, run=run)) == (-32602, "INVALID_STATE")
+    assert listed(daemon) == before, "a refused command creates no task"
+    assert reason(command(daemon, "workflow.cancel", token=OPERATOR, run="ops-only-nope")) == (-32001, "NOT_FOUND")
 
 
 def test_kill_9_while_waiting_then_the_run_completes_without_rerunning(a2a_daemon: Any) -> None:

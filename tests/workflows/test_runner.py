@@ -171,8 +171,12 @@ async def test_cancel_closes_the_running_session_and_pause_holds(tmp_path: Path)
         assert all(s.closed for s in runtime._sessions.values()), "the step's session is closed"
         with pytest.raises(RunStateRefused):
             await runner.pause(record.id)
+        with pytest.raises(RunStateRefused):  # issue 25: cancelling an ended run is refused as pausing it is
+            await runner.cancel(record.id)
         with pytest.raises(RunNotFound):
             await runner.pause("slow-nope")
+        with pytest.raises(RunNotFound):
+            await runner.cancel("slow-nope")
 
         paused = await runner.start("slow", {}, None)
         await runner.pause(paused.id)
@@ -194,6 +198,7 @@ async def test_an_ask_step_waits_for_its_answer(tmp_path: Path) -> None:
         waiting = await wait_status(runner, record.id, "suspended")
         pending = runner.awaiting_input(record.id)
         assert pending is not None and pending["step"] == "a" and "Permission" in pending["request"]
+        assert pending["event"]["kind"]["RequestOpened"] == pending["request"]  # the event, as the wire writes it
         assert waiting.steps["a"].wait["on"] == "input"
         assert await runner.answer(record.id, AnswerPermission(value="AllowOnce"))
         ended = await runner.wait(record.id)

@@ -11,8 +11,9 @@ Mapping (``docs/engine.md`` for the engine side): TurnStarted → WORKING; top-l
 of the ``response`` artifact (append); reasoning (per message), tools, plans, usage, subagent text, diagnostics →
 WORKING status updates whose message carries a text part with the wire event's JSON (:func:`.translate.wire_part`);
 RequestOpened → INPUT_REQUIRED (text for a person and the event's part); RequestClosed → WORKING; TurnEnded →
-COMPLETED / CANCELED / REJECTED / FAILED with a final agent message. A prompt the engine queues stays SUBMITTED until its turn starts; one it steers
-into the running turn completes at once, saying which task's turn took it.
+COMPLETED / CANCELED / REJECTED / FAILED with a final agent message. A prompt the engine queues stays SUBMITTED until
+its turn starts, its status saying behind how many prompts, or — the instance paused — that it runs once the
+instance is resumed; one it steers into the running turn completes at once, saying which task's turn took it.
 """
 
 from __future__ import annotations
@@ -283,8 +284,10 @@ class Conversation:
             delivered = [Part(text=f"Delivered: {note}."), wire_part(kind, DELIVERY_MEDIA_TYPE)]
             run.status(TaskState.TASK_STATE_COMPLETED, delivered)
         elif kind.TAG == "Queued":
-            run.status(TaskState.TASK_STATE_SUBMITTED,
-                       [Part(text=f"Queued behind {kind.position + 1} prompt(s) of this conversation.")])  # fmt: skip
+            paused = self.host.paused()
+            said = (f"The instance is {paused}; this prompt runs when it is resumed." if paused is not None
+                    else f"Queued behind {kind.position + 1} prompt(s) of this conversation.")  # fmt: skip
+            run.status(TaskState.TASK_STATE_SUBMITTED, [Part(text=said)])
 
     async def cancel(self, run: TaskRun) -> None:
         """Cancel ``run``: dequeue its prompt if it has not started, else cancel the running turn (it ends
@@ -490,7 +493,9 @@ class Conversations:
 
     ``open_session(conversation, opening)`` opens the engine session (given by the daemon, which knows the runtime and
     the agent; ``opening`` is an :data:`Opening`); ``start_pump(fn, session)`` runs a pump in the daemon's task
-    group; ``remember(conversation, token)`` stores a resume token. ``limits`` bound the live agents: past
+    group; ``remember(conversation, token)`` stores a resume token; ``paused()`` says how the instance is paused
+    (``"paused by the operator (maintenance)"``), ``None`` while it is not — a prompt queued then waits for the
+    resume, and its task says so rather than name a queue. ``limits`` bound the live agents: past
     ``max_live`` (or ``max_rss_mb``, measured by ``rss()`` in bytes) the least recently used idle conversation is
     closed before another opens."""
 
@@ -503,8 +508,10 @@ class Conversations:
         remember: Callable[[Conversation, str | None], None],
         limits: PoolLimits = PoolLimits(),
         rss: Callable[[], int] = process_tree_rss,
+        paused: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.state_dir = state_dir
+        self.paused = paused
         self.open_session = open_session
         self.start_pump = start_pump
         self.remember = remember

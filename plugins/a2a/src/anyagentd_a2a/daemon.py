@@ -17,6 +17,7 @@ import socket
 import sys
 from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -55,7 +56,7 @@ from .principals import OPERATOR, Identities
 from .push import OnDemandClient
 from .store import (FLUSH_DELAY, ConversationTable, PrincipalTaskStore, PushConfigStore, StoreUnavailable,
                     check_sqlite_directory, engine_for, fail_interrupted)  # fmt: skip
-from .tasks.state import FAILED, OPEN, UNRESUMABLE_MESSAGE, on_drain
+from .tasks.state import FAILED, INPUT_REQUIRED, OPEN, TERMINAL, UNRESUMABLE_MESSAGE, on_drain
 from .translate import accepts_our_output, url_violations
 
 log = logging.getLogger("anyagentd.a2a")
@@ -258,7 +259,8 @@ class Daemon:
             self._tg = tg
             self.conversations = Conversations(self.state_dir, open_session=self._open_session,
                                                start_pump=tg.start_soon, remember=self._remember,
-                                               limits=pool_limits(self.loaded))  # fmt: skip
+                                               limits=pool_limits(self.loaded),
+                                               paused=self.instance.pause_note)  # fmt: skip
             self.public_url = public_url
             await self._start_services(tg)
             card = build_card(self.loaded, public_url, ops=self.ops.listed(self.instance.switches()),
@@ -315,7 +317,8 @@ class Daemon:
                            realm="anyagentd", check_send=self._check_send, intercept=self._intercept,
                            spawn=self._tg.start_soon)  # fmt: skip
         self.dispatcher = CommandDispatcher(self.ops, self.instance, switches=self.instance.switches,
-                                            save_task=self._save_task, spawn=self._tg.start_soon)  # fmt: skip
+                                            save_task=self._save_task, spawn=self._tg.start_soon,
+                                            open_task=self._task_manager, tell=self._tell)  # fmt: skip
         if self.instance.runner is not None:
             self._tg.start_soon(self._follow_resumed_runs)
         routes = [card_route(self.card)]
@@ -610,6 +613,7 @@ class Daemon:
         """Commands; a message answering a workflow run's ``ask`` step; CancelTask of a run's task. ``None``:
         the SDK's handler serves it."""
         from .command.envelope import is_command
+        from .workflows.runner import RunStateRefused
 
         if method in ("SendMessage", "SendStreamingMessage"):
             if is_command(params):
@@ -623,18 +627,32 @@ class Daemon:
             if tracked is not None:
                 run_id, owner = tracked
                 if principal.is_operator or owner.id == principal.id:
-                    await self.instance.runner.cancel(run_id, f"cancelled by {principal.id} (CancelTask)")
-                    return await self._task_reply(request_id, params["id"], principal, settled=True)
+                    task = self.dispatcher.tracked.get(params["id"])
+                    try:
+                        await self.instance.runner.cancel(run_id, f"cancelled by {principal.id} (CancelTask)")
+                    except RunStateRefused:
+                        return None  # it ended meanwhile: the SDK refuses to cancel an ended task
+                    if task is not None:
+                        with anyio.move_on_after(5):  # the writer stores the run's end (CANCELED) right after it
+                            await task.wait(lambda state: state in TERMINAL)
+                    return await self._task_reply(request_id, params["id"], principal)
         return None
 
     async def _answer_run(self, principal: Any, request_id: Any, message: dict[str, Any], run_id: str,
                           owner: Any) -> Any:  # fmt: skip
         """A SendMessage naming a run's task: the answer to its waiting ``ask`` step (a DataPart with the wire's
-        Answer JSON, or allow/deny/… text), or a refusal that keeps it waiting."""
+        Answer JSON, or allow/deny/… text), answered with the task once it no longer waits (30 s at most); or, as
+        for a conversation task (:meth:`.executor.ConversationExecutor._answer`), something that is not an answer:
+        the task stays INPUT_REQUIRED with a status saying why and what is expected, the run still waits. Either
+        way the message joins the task's history. Another principal's task is -32001; a run that waits for no
+        answer is -32004."""
         from a2a.types import Message
         from google.protobuf.json_format import ParseDict
 
-        from .translate import answer_of
+        from anyagentd.model import REQUEST
+        from anyagentd.ops import Progress
+
+        from .translate import answer_of, request_text
 
         task_id = message["taskId"]
         if not (principal.is_operator or owner.id == principal.id):
@@ -643,42 +661,37 @@ class Daemon:
         waiting = runner.awaiting_input(run_id)
         if waiting is None:
             return rpc_error(request_id, -32004, f"run {run_id} waits for no answer", reason="UNSUPPORTED_OPERATION")
-        from anyagentd.model import REQUEST
-
         request = REQUEST.validate_python(waiting["request"])
         answer = answer_of(ParseDict(message, Message(), ignore_unknown_fields=True), request)
         if isinstance(answer, str):
-            return rpc_error(request_id, -32602, f"not an answer: {answer}", reason="INVALID_ANSWER")
-        await runner.answer(run_id, answer)
-        with anyio.move_on_after(30):
-            while runner.awaiting_input(run_id) is not None:
-                await anyio.sleep(0.02)
+            said = Progress("input_required", text=f"Not an answer: {answer}. {request_text(request)}")
+            await self.dispatcher.note(task_id, said, received=message)
+            return await self._task_reply(request_id, task_id, principal)
+        task = self.dispatcher.tracked.get(task_id)
+        await self.dispatcher.receive(task_id, message)
+        if await runner.answer(run_id, answer) and task is not None:
+            with anyio.move_on_after(30):  # the writer stores the step's next state once the agent has the answer
+                await task.wait(lambda state: state != INPUT_REQUIRED)
         return await self._task_reply(request_id, task_id, principal)
 
-    async def _task_reply(self, request_id: Any, task_id: str, principal: Any, *, settled: bool = False) -> Any:
-        """The stored task as a JSON-RPC result; with ``settled``, once the follower has stored its end (5 s at
-        most), so a CancelTask answers the CANCELED task rather than the state before."""
+    async def _task_reply(self, request_id: Any, task_id: str, principal: Any) -> Any:
+        """The stored task ``task_id`` (read as ``principal``) as the JSON-RPC result of request ``request_id``."""
         from google.protobuf.json_format import MessageToDict
         from starlette.responses import JSONResponse
 
         context = ServerCallContext(user=_Principal(principal), state={"principal": principal})
         task = await self.task_store.get(task_id, context)
-        with anyio.move_on_after(5 if settled else 0):
-            while settled and task is not None and task.status.state in OPEN:
-                await anyio.sleep(0.02)
-                task = await self.task_store.get(task_id, context)
         return JSONResponse({"jsonrpc": "2.0", "id": request_id, "result": {"task": MessageToDict(task)}})
 
     async def _follow_resumed_runs(self) -> None:
         """After a restart: the task of every run whose task is still open follows the run again — a resumed run
-        to its end, a run that ended during recovery (a step interrupted with no retry left) at once."""
+        to its end, a run that ended during recovery (a step interrupted with no retry left) at once — going on
+        from the stored task (its history kept)."""
         from .ops.workflow import run_progress
         from .principals import Principal
 
         runner = self.instance.runner
         context = ServerCallContext(user=_Principal(OPERATOR), state={"principal": OPERATOR})
-        from google.protobuf.json_format import MessageToDict
-
         for record in await runner.store.list():
             if not record.task_id:
                 continue
@@ -687,14 +700,27 @@ class Daemon:
                 continue
             if task.status.state not in OPEN:
                 continue  # the task already shows the run's end (a run ended at recovery is brought up to date)
-            stored = MessageToDict(task)
             owner_id = record.principal or OPERATOR.id
             owner = OPERATOR if owner_id == OPERATOR.id else Principal(owner_id, owner_id.split(":", 1)[0])
-            message = (stored.get("history") or [{}])[0]
-            op = stored.get("metadata", {}).get("op", f"workflow.run:{record.workflow}")
+            op = task.metadata["op"] if "op" in task.metadata else f"workflow.run:{record.workflow}"
             self.dispatcher.run_tasks[record.task_id] = (record.id, owner)
-            self._tg.start_soon(self.dispatcher.track, owner, record.task_id, stored.get("contextId", ""), message,
-                                op, run_progress(runner, record))  # fmt: skip
+            self._tg.start_soon(partial(self.dispatcher.track, owner, record.task_id, task.context_id, {}, op,
+                                        run_progress(runner, record), resumed=True))  # fmt: skip
+
+    def _task_manager(self, principal: Any, task_id: str, context_id: str) -> Any:
+        """The SDK's ``TaskManager`` of task ``task_id`` (in ``context_id``) in the daemon's store, under
+        ``principal``: what a command's long-running task is written through
+        (:class:`.command.dispatch.TrackedTask`)."""
+        from a2a.server.tasks import TaskManager
+
+        context = ServerCallContext(user=_Principal(principal), state={"principal": principal})
+        return TaskManager(self.task_store, context, task_id, context_id, None)
+
+    async def _tell(self, event: Any) -> None:
+        """Tell a command task's push subscribers its status update ``event`` (the SDK serves none of these
+        tasks, so it pushes none of their states)."""
+        if self.push_sender is not None:
+            await self.push_sender.send_notification(event.task_id, event)
 
     async def _save_task(self, task: dict[str, Any], principal: Any) -> None:
         """Store a command's task (proto3 JSON) under ``principal``, then tell its push subscribers its status: the

@@ -65,6 +65,11 @@ class Instance:
     def paused(self) -> bool:
         return self._paused is not None
 
+    def pause_note(self) -> str | None:
+        """How the instance is paused, for a task that waits for the resume: ``"paused by the operator (<reason>)"``
+        (only the operator pauses it: ``admin.pause``); ``None`` while it is not paused."""
+        return None if self._paused is None else f"paused by the operator ({self._paused})"
+
     def values(self, principal: Principal) -> dict[str, Any]:
         """``status.values``: the pool of live agents (:meth:`Conversations.values`), for the operator only."""
         return self.daemon.conversations.values() if principal.is_operator else {}

@@ -6,9 +6,10 @@ task; on SendStreamingMessage it is exactly one SSE frame, then the stream ends.
 stored in the task store under the caller (so GetTask and ListTasks show it): COMPLETED with one artifact
 ``<taskId>.result`` (a DataPart, ``extensions`` naming the URI), or without an artifact when the op's result
 schema is ``false``. A long-running task op (``workflow.run``) keeps
-its task open: each :class:`~anyagentd.ops.Progress` becomes a status update, and a unary send returns once the
-task ends or needs input. An :class:`~anyagentd.ops.OpError` raised before the task exists is a JSON-RPC error,
-and nothing was created.
+its task open: each :class:`~anyagentd.ops.Progress` becomes a status update, written through the SDK's
+``TaskManager`` (:class:`TrackedTask`: the previous status message moves into the history, as a conversation
+task's does), and a unary send returns once the task ends or needs input. An :class:`~anyagentd.ops.OpError`
+raised before the task exists is a JSON-RPC error, and nothing was created.
 """
 
 from __future__ import annotations
@@ -17,10 +18,14 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 import anyio
+from a2a.server.tasks import TaskManager
+from a2a.types import Message, Task, TaskArtifactUpdateEvent, TaskStatus, TaskStatusUpdateEvent
+from google.protobuf.json_format import MessageToDict, ParseDict
 from pydantic import BaseModel
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
@@ -38,6 +43,7 @@ from anyagentd.ops import (
 )
 
 from ..tasks.state import TERMINAL, WORKING, from_progress, move, name
+from ..translate import wire_part
 from .envelope import (
     COMMAND_URI,
     ERROR_DOMAIN,
@@ -56,6 +62,52 @@ STREAMING = "SendStreamingMessage"
 
 SaveTask = Callable[[dict[str, Any], Principal], Awaitable[None]]
 """Stores a task (proto3 JSON) under its owner; the daemon's bridge to the SDK's task store."""
+OpenTask = Callable[[Principal, str, str], TaskManager]
+"""The SDK's ``TaskManager`` of task (id, contextId) in the daemon's store, under its owner."""
+TellTask = Callable[[TaskStatusUpdateEvent], Awaitable[None]]
+"""Tells a task's push subscribers one of its status updates (the SDK serves none of the tracked tasks)."""
+
+
+@dataclass(frozen=True)
+class EventProgress(Progress):
+    """A :class:`Progress` that also shows one engine event: ``event``, the wire's JSON of it, becomes the status
+    message's event part (:func:`.translate.wire_part`) after the text, as a conversation task's does
+    (``workflow.run``'s ``ask`` step: its ``RequestOpened``)."""
+
+    event: dict[str, Any] | None = None
+
+
+@dataclass
+class TrackedTask:
+    """A long-running op's task, held by its one writer (:meth:`CommandDispatcher.track`) until it ends.
+
+    Every write goes through ``manager``, the SDK's ``TaskManager`` over the daemon's store: a status update moves
+    the previous status message into the history and a message received joins it, as for a conversation task
+    (``TaskManager.save_task_event`` / ``update_with_message``). ``state`` is the last state saved; :meth:`wait`
+    wakes on every save and at the end (``ended``)."""
+
+    manager: TaskManager
+    principal: Principal
+    metadata: dict[str, Any]
+    state: int = WORKING
+    task: Task | None = None
+    ended: bool = False
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    _saved: anyio.Event = field(default_factory=anyio.Event)
+
+    def saved(self, task: Task | None) -> None:
+        """Record ``task`` (what the manager just saved) and wake every :meth:`wait`."""
+        if task is not None:
+            self.task = task
+            self.state = task.status.state
+        self._saved.set()
+        self._saved = anyio.Event()
+
+    async def wait(self, done: Callable[[int], bool]) -> int:
+        """The task's state once ``done(state)`` holds or the task is no longer tracked (its writer ended)."""
+        while not (done(self.state) or self.ended):
+            await self._saved.wait()
+        return self.state
 
 
 def now() -> str:
@@ -87,18 +139,24 @@ def data_part(value: Any) -> dict[str, Any]:
 
 class CommandDispatcher:
     """Runs commands for the front. Takes the start-up :class:`OpTable`, the ``face`` ops act on, ``switches()``
-    (the configuration switches in force), ``save_task`` and ``spawn`` (runs a long-running op's remainder in
-    the daemon's task group)."""
+    (the configuration switches in force), ``save_task`` (an op's finished task), ``spawn`` (runs a long-running
+    op's remainder in the daemon's task group), ``open_task`` (the SDK's TaskManager a long-running op's task is
+    written through) and ``tell`` (its push subscribers)."""
 
     def __init__(self, table: OpTable, face: Any, *, switches: Callable[[], Mapping[str, bool]],
-                 save_task: SaveTask, spawn: Callable[..., None]) -> None:  # fmt: skip
+                 save_task: SaveTask, spawn: Callable[..., None], open_task: OpenTask,
+                 tell: TellTask | None = None) -> None:  # fmt: skip
         self.table = table
         self.face = face
         self.switches = switches
         self.save_task = save_task
         self.spawn = spawn
+        self.open_task = open_task
+        self.tell = tell
         self.run_tasks: dict[str, tuple[str, Principal]] = {}
         """Open tasks of long-running ops that follow a workflow run: task id → (run id, its principal)."""
+        self.tracked: dict[str, TrackedTask] = {}
+        """Every open task of a long-running op, by task id (:meth:`track` adds and removes it)."""
 
     async def respond(self, principal: Principal, request_id: Any, method: str, params: Mapping[str, Any],
                       activated: list[str]) -> Response | None:  # fmt: skip
@@ -208,48 +266,113 @@ class CommandDispatcher:
         return self._result(request_id, method, [{"task": final}])
 
     async def track(self, principal: Principal, task_id: str, context_id: str, message: Mapping[str, Any], op: str,
-                    progress: AsyncIterator[Progress], send: Any = None, first: anyio.Event | None = None) -> None:
-        """Store every :class:`Progress` of a long-running op as its task's new state (and offer it to ``send``,
+                    progress: AsyncIterator[Progress], send: Any = None, first: anyio.Event | None = None, *,
+                    resumed: bool = False) -> None:  # fmt: skip
+        """Store every :class:`Progress` of a long-running op as its task's new status (and offer it to ``send``,
         a live request's stream, while one listens) until a terminal one; a progress whose state may not follow
         the last (:func:`.tasks.state.move`) fails the task. Also what a restart uses to follow a resumed run's
-        task again (no ``send`` then)."""
-        state = WORKING
-        task = self._task(task_id, context_id, message, "working", op=op)
-        await self.save_task(task, principal)
-        if send is not None:
-            send.send_nowait({"task": task})
-        if first is not None:
-            first.set()
+        task again (``resumed``: the stored task, its history included, is where it goes on; no ``send``)."""
+        metadata = {"op": op, "extension": COMMAND_URI}
+        tracked = TrackedTask(self.open_task(principal, task_id, context_id), principal, metadata)
+        self.tracked[task_id] = tracked
         try:
-            async for step in progress:
-                state = move(state, from_progress(step.state))
-                task = self._task(task_id, context_id, message, step.state, op=op, text=step.text,
-                                  data=step.data, result=step.result)  # fmt: skip
-                if step.data and "run" in step.data:
-                    task["metadata"]["run"] = step.data["run"]
-                    self.run_tasks[task_id] = (step.data["run"], principal)
-                await self.save_task(task, principal)
+            if resumed:
+                tracked.saved(await tracked.manager.get_task())
+            else:
+                task = ParseDict(self._task(task_id, context_id, message, "working", op=op), Task())
+                tracked.saved(await tracked.manager.save_task_event(task))
                 if send is not None:
-                    _offer(send, {"statusUpdate": {"taskId": task_id, "contextId": context_id,
-                                                   "status": task["status"], "metadata": task["metadata"]}})
-                    if step.result is not None:
-                        _offer(send, {"artifactUpdate": {"taskId": task_id, "contextId": context_id,
-                                                         "artifact": task["artifacts"][0], "lastChunk": True}})
+                    send.send_nowait({"task": MessageToDict(tracked.task)})
+            if first is not None:
+                first.set()
+            async for step in progress:
+                if step.data and "run" in step.data:
+                    metadata["run"] = step.data["run"]
+                    self.run_tasks[task_id] = (step.data["run"], principal)
+                event, artifact = await self._write(tracked, step)
+                if send is not None:
+                    _offer(send, {"statusUpdate": MessageToDict(event)})
+                    if artifact is not None:
+                        _offer(send, {"artifactUpdate": MessageToDict(artifact)})
                     if step.state == "input_required":
-                        _offer(send, {"pause": task})
-                if state in TERMINAL:
+                        _offer(send, {"pause": MessageToDict(tracked.task)})
+                if tracked.state in TERMINAL:
                     break
         except Exception as err:  # noqa: BLE001 - a failing op ends its task FAILED, never the daemon
             log.exception("op %s failed", op)
-            task = self._task(task_id, context_id, message, "failed", op=op, text=f"{type(err).__name__}: {err}")
-            await self.save_task(task, principal)
-            if send is not None:
-                _offer(send, {"statusUpdate": {"taskId": task_id, "contextId": context_id, "status": task["status"]}})
+            if tracked.task is not None and tracked.state not in TERMINAL:
+                event, _ = await self._write(tracked, Progress("failed", text=f"{type(err).__name__}: {err}"))
+                if send is not None:
+                    _offer(send, {"statusUpdate": MessageToDict(event)})
         finally:
             self.run_tasks.pop(task_id, None)
+            self.tracked.pop(task_id, None)
+            tracked.ended = True
+            tracked.saved(None)
+            if first is not None:
+                first.set()
             if send is not None:
-                _offer(send, {"end": task})
+                _offer(send, {"end": MessageToDict(tracked.task) if tracked.task is not None else {}})
                 send.close()
+
+    async def _write(self, tracked: TrackedTask, step: Progress) -> tuple[TaskStatusUpdateEvent,
+                                                                          TaskArtifactUpdateEvent | None]:
+        """Save ``step`` as the tracked task's next status (its result first, as its artifact) through the SDK's
+        TaskManager, tell the push subscribers, and return the status update and the artifact update (``None``
+        without a result). Raises :class:`.tasks.state.MoveRefused` when the step's state may not follow the
+        task's."""
+        async with tracked.lock:
+            assert tracked.task is not None
+            task_id, context_id = tracked.task.id, tracked.task.context_id
+            state = move(tracked.state, from_progress(step.state))
+            parts = ([{"text": step.text}] if step.text else [])
+            if isinstance(step, EventProgress) and step.event is not None:
+                parts.append(MessageToDict(wire_part(step.event)))
+            if step.data is not None:
+                parts.append(data_part(step.data))
+            status: dict[str, Any] = {"state": name(state), "timestamp": now()}
+            if parts:
+                status["message"] = {"messageId": str(uuid.uuid4()), "role": "ROLE_AGENT", "taskId": task_id,
+                                     "contextId": context_id, "parts": parts}  # fmt: skip
+            artifact = None
+            if step.result is not None:
+                artifact = ParseDict({"taskId": task_id, "contextId": context_id, "lastChunk": True, "artifact": {
+                    "artifactId": f"{task_id}.result", "name": f"{task_id}.result",
+                    "parts": [data_part(_json(step.result))], "extensions": [COMMAND_URI]}},
+                    TaskArtifactUpdateEvent())  # fmt: skip
+                tracked.saved(await tracked.manager.save_task_event(artifact))
+            event = TaskStatusUpdateEvent(task_id=task_id, context_id=context_id,
+                                          status=ParseDict(status, TaskStatus()))  # fmt: skip
+            event.metadata.update(tracked.metadata)
+            tracked.saved(await tracked.manager.save_task_event(event))
+        if self.tell is not None:
+            await self.tell(event)
+        return event, artifact
+
+    async def note(self, task_id: str, step: Progress, received: Mapping[str, Any] | None = None) -> Task | None:
+        """Write ``step`` on the open task ``task_id`` as :meth:`track` writes its progress, after the message
+        ``received`` (proto3 JSON: a follow-up the task was sent) joins its history (``TaskManager``'s
+        ``update_with_message``); the task as saved, or ``None`` when no such task is tracked. For an answer the
+        task refuses (``Not an answer``): it keeps waiting, saying so, as a conversation task does."""
+        tracked = self.tracked.get(task_id)
+        if tracked is None or tracked.task is None:
+            return None
+        if received is not None:
+            await self.receive(task_id, received)
+        await self._write(tracked, step)
+        return tracked.task
+
+    async def receive(self, task_id: str, received: Mapping[str, Any]) -> None:
+        """Add the message ``received`` (proto3 JSON) to the open task ``task_id``'s history, the SDK's way
+        (``TaskManager.update_with_message``: the status message moves there first, then the message); nothing
+        for a task no longer tracked."""
+        tracked = self.tracked.get(task_id)
+        if tracked is None or tracked.task is None:
+            return
+        async with tracked.lock:
+            message = ParseDict(dict(received), Message(), ignore_unknown_fields=True)
+            task = tracked.manager.update_with_message(message, tracked.task)
+            tracked.saved(await tracked.manager.save_task_event(task))
 
     async def _frames(self, request_id: Any, receive: Any) -> AsyncIterator[bytes]:
         async with receive:

@@ -8,6 +8,7 @@ transitions and agent text stream as status updates, and
 the run's output is the result artifact. Whether the caller may run a workflow (a grant ``workflow.run:<name>``
 or a role the workflow lists) is checked before anything exists, and a workflow the caller may not run is
 PERMISSION_DENIED whether or not it exists. Ownership as everywhere: another principal's run is "no such run".
+``workflow.cancel`` and ``admin.cancel`` of a run that has ended are INVALID_STATE, as ``admin.pause`` of it is.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from anyagentd.hookspecs import hookimpl
 from anyagentd.ops import (
     ArgsModel,
     InvalidOpArguments,
+    InvalidOpState,
     Op,
     OpContext,
     OpNotPermitted,
@@ -125,9 +127,7 @@ async def run_progress(runner: Any, record: RunRecord) -> AsyncIterator[Progress
             if kind == "text":
                 yield Progress("working", text=change["text"], data={"run": current.id, "step": change["step"]})
             elif kind == "input":
-                pending = runner.awaiting_input(current.id)
-                yield Progress("input_required", text=f"step {change['step']} waits for an answer",
-                               data={"run": current.id, **(pending or {})})  # fmt: skip
+                yield _asking(current.id, change["step"], runner.awaiting_input(current.id))
             elif kind == "step":
                 steps = {s: current.steps[s].status for s in change.get("steps", ())}
                 yield Progress("working", text=", ".join(f"{s}: {v}" for s, v in steps.items()),
@@ -141,6 +141,24 @@ async def run_progress(runner: Any, record: RunRecord) -> AsyncIterator[Progress
     text = f"run {final.id} {final.status}" + (f": {final.error}" if final.error else "")
     yield Progress(state, text=text, data=summary(final),  # type: ignore[arg-type]
                    result=RunOutput(final.output) if state == "completed" else None)
+
+
+def _asking(run_id: str, step: str, pending: dict[str, Any] | None) -> Progress:
+    """The input_required progress of an ``ask`` step waiting on ``pending`` (``runner.awaiting_input``): shown as a
+    conversation task shows an open request — a line for a person (the step, then the request's words,
+    :func:`..translate.request_text`) and the ``RequestOpened`` event part — then the run's DataPart ``{run, step,
+    request}``."""
+    from anyagentd.model import REQUEST
+
+    from ..command.dispatch import EventProgress
+    from ..translate import request_text
+
+    pending = dict(pending or {})
+    event = pending.pop("event", None)
+    text = f"step {step} waits for an answer"
+    if pending.get("request") is not None:
+        text += f": {request_text(REQUEST.validate_python(pending['request']))}"
+    return EventProgress("input_required", text=text, data={"run": run_id, "step": step, **pending}, event=event)
 
 
 def _input_problems(schema: dict[str, Any], inputs: dict[str, Any]) -> list[tuple[str, str]]:
@@ -190,8 +208,21 @@ class WorkflowCancel(Op):
 
     async def run(self, context: OpContext, args: RunIdArgs) -> None:
         await owned_run(context, args.run)
-        await runner_of(context).cancel(args.run, f"cancelled by {context.principal.id}")
+        await _cancel(context, args.run, f"cancelled by {context.principal.id}")
         return None
+
+
+async def _cancel(context: OpContext, run_id: str, reason: str) -> None:
+    """Cancel run ``run_id``, the runner's refusals as the ops give them: an unknown run is "no such run", one that
+    has ended INVALID_STATE (as ``admin.pause`` of it is)."""
+    from ..workflows.runner import RunNotFound, RunStateRefused
+
+    try:
+        await runner_of(context).cancel(run_id, reason)
+    except RunNotFound:
+        raise TargetNotFound("no such run") from None
+    except RunStateRefused as err:
+        raise InvalidOpState(str(err)) from None
 
 
 class SignalArgs(ArgsModel):
@@ -260,12 +291,7 @@ class AdminCancel(Op):
     description = "Cancel any run"
 
     async def run(self, context: OpContext, args: CancelArgs) -> CancelResult:
-        from ..workflows.runner import RunNotFound
-
-        try:
-            await runner_of(context).cancel(args.run, args.reason or "cancelled by the operator")
-        except RunNotFound:
-            raise TargetNotFound("no such run") from None
+        await _cancel(context, args.run, args.reason or "cancelled by the operator")
         return CancelResult(ok=True, cancelled=args.run)
 
 

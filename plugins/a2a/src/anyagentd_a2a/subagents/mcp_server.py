@@ -185,13 +185,21 @@ class SubagentMcpServer:
         self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         app = self.mcp.streamable_http_app()
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        started = anyio.Event()
+
+        class Server(uvicorn.Server):
+            async def startup(self, sockets: Any = None) -> None:
+                await super().startup(sockets=sockets)
+                started.set()  # serving (``started``), or failed to: either way, no longer starting
+
+        server = Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
         server.config.setup_event_loop = lambda: None  # type: ignore[method-assign]
         self._server = server
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.serve, [sock])
-            while not server.started:
-                await anyio.sleep(0.01)
+            await started.wait()
+            if not server.started:
+                raise RuntimeError(f"the subagent MCP server did not start on {self.url}")
             task_status.started()
             try:
                 await anyio.sleep_forever()

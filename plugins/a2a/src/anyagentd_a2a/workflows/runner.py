@@ -23,6 +23,7 @@ from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pydantic_core import to_jsonable_python
 from ulid import ULID
 
 from anyagentd.errors import AnyagentError
@@ -69,8 +70,10 @@ class _Live:
     wake: anyio.Event = field(default_factory=anyio.Event)
     scopes: dict[str, anyio.CancelScope] = field(default_factory=dict)
     signals: dict[str, tuple[anyio.Event, list[Any]]] = field(default_factory=dict)
-    asks: dict[str, tuple[Any, str]] = field(default_factory=dict)  # step -> (session, request id)
+    asks: dict[str, tuple[Any, str, dict[str, Any]]] = field(default_factory=dict)  # step -> (session, request id,
+    # the wire's JSON of the RequestOpened event that opened it)
     done: anyio.Event = field(default_factory=anyio.Event)
+    step_ended: anyio.Event = field(default_factory=anyio.Event)  # set (and renewed) as each step leaves
     lock: anyio.Lock = field(default_factory=anyio.Lock)
 
 
@@ -149,10 +152,9 @@ class WorkflowRunner:
                 if live.workflow.steps[step_id].kind == "agent":
                     scope.cancel()
         with anyio.move_on_after(timeout):
-            while any(
-                live.workflow.steps[s].kind == "agent" for live in self._live.values() for s in live.scopes
-            ):
-                await anyio.sleep(0.02)
+            for live in list(self._live.values()):
+                while any(live.workflow.steps[s].kind == "agent" for s in live.scopes):
+                    await live.step_ended.wait()  # set by each step as it leaves (``_step``)
 
     # ------------------------------------------------------------------------------------------ requests
 
@@ -175,13 +177,10 @@ class WorkflowRunner:
         return live.record if live is not None else await self.store.get(run_id)
 
     async def cancel(self, run_id: str, reason: str | None = None) -> RunRecord:
-        """Cancel a run: running steps are cancelled (their sessions closed), pending ones never start."""
-        live = self._live.get(run_id)
-        if live is None:
-            record = await self.store.get(run_id)
-            if record is None:
-                raise RunNotFound(run_id)
-            return record  # already ended
+        """Cancel a run: running steps are cancelled (their sessions closed), pending ones never start; returns
+        once it has ended. A run that has ended is refused (:class:`RunStateRefused`, as pausing it is), an
+        unknown one is :class:`RunNotFound`."""
+        live = await self._need_live(run_id, "cancel")
         record = live.record
         record.flags = replace(record.flags, cancelled=True)
         record.error = reason or record.error
@@ -236,18 +235,19 @@ class WorkflowRunner:
         live = self._live.get(run_id)
         if live is None or not live.asks:
             return False
-        step_id, (session, request_id) = next(iter(live.asks.items()))
+        step_id, (session, request_id, _) = next(iter(live.asks.items()))
         await session.answer(request_id, answer)
         return True
 
     def awaiting_input(self, run_id: str) -> dict[str, Any] | None:
-        """The request an ``ask`` step of the run waits on (``{"step", "request"}``), or ``None``."""
+        """The request an ``ask`` step of the run waits on, or ``None``: ``{"step", "request", "event"}``, the
+        request and the ``RequestOpened`` event that opened it as the wire's JSON."""
         live = self._live.get(run_id)
         if live is None:
             return None
-        for step_id in live.asks:
+        for step_id, (_, _, event) in live.asks.items():
             wait = live.record.steps[step_id].wait or {}
-            return {"step": step_id, "request": wait.get("request")}
+            return {"step": step_id, "request": wait.get("request"), "event": event}
         return None
 
     @asynccontextmanager
@@ -385,6 +385,8 @@ class WorkflowRunner:
             live.asks.pop(step_id, None)
             live.signals.pop(step_id, None)
             live.wake.set()
+            live.step_ended.set()
+            live.step_ended = anyio.Event()
 
     async def _cancelled(self, live: _Live, step_id: str) -> None:
         state = live.record.steps[step_id]
@@ -516,7 +518,7 @@ class WorkflowRunner:
                     await self._tell(record, {"type": "text", "step": step_id, "text": event.kind.text})
                 elif tag == "RequestOpened":
                     request = event.kind.value
-                    live.asks[step_id] = (session, request.value.id)
+                    live.asks[step_id] = (session, request.value.id, to_jsonable_python(event))
                     state = record.steps[step_id]
                     wait = {"on": "input", "request": request.model_dump(mode="json")}
                     await self._commit(live, {step_id: move(state, "suspended", wait=wait)},
