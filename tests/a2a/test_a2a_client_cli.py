@@ -244,7 +244,8 @@ def test_a_task_op_that_waits_for_input_names_the_command_that_answers_it(a2a_da
     asked = cli(tmp_path, "op", daemon.url, "workflow.run", "--args", '{"workflow": "asking"}', "--token", OPERATOR,
                 timeout=60)  # fmt: skip
     assert asked.returncode == 2, asked.stderr
-    assert asked.stdout == "step a waits for an answer\n"
+    # a run's waiting task says what a conversation's does (issue 25): the step, then the request's words
+    assert asked.stdout.startswith("step a waits for an answer: Permission requested: Write hello.txt"), asked.stdout
     assert ": input_required (contextId " in asked.stderr and OPERATOR not in asked.stderr + asked.stdout
     hint = hint_of(asked.stderr)
     task_id = asked.stderr.split("task ")[1].split(":")[0]
