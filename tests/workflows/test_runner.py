@@ -206,6 +206,28 @@ async def test_an_ask_step_waits_for_its_answer(tmp_path: Path) -> None:
         assert runner.awaiting_input(record.id) is None
 
 
+async def test_a_runs_task_that_subscribes_after_the_ask_still_reads_waiting(tmp_path: Path) -> None:
+    """``workflow.run``'s task follows its run (``ops.workflow.run_progress``) from when it subscribes: a run that
+    reached its ``ask`` step before that (a fast run on a fresh daemon) sends no change for it any more, and the task
+    read WORKING for ever. It reads the run as it stands instead: started, then input_required, then the end."""
+    from anyagentd_a2a.ops.workflow import run_progress
+
+    flow = {"name": "ask", "steps": {"a": {"kind": "agent", "agent": "mock", "prompt": "x", "approval": "ask"}}}
+    harness = Harness(tmp_path, [flow], script="permission")
+    async with daemon(tmp_path, harness) as (runtime, store, runner):
+        record = await runner.start("ask", {}, None)
+        await wait_status(runner, record.id, "suspended")  # the ask came before anyone followed
+        seen = []
+        with anyio.fail_after(20):  # a bound, not a wait: without the fix the second progress never comes
+            async for progress in run_progress(runner, record):
+                seen.append(progress.state)
+                if progress.state == "input_required":
+                    assert progress.data["step"] == "a" and "Permission" in progress.data["request"]
+                    assert await runner.answer(record.id, AnswerPermission(value="AllowOnce"))
+        assert seen[:2] == ["working", "input_required"] and seen.count("input_required") == 1, seen
+        assert seen[-1] == "completed", seen
+
+
 async def test_a_follower_sees_every_step_then_the_end(tmp_path: Path) -> None:
     flow = {"name": "f", "steps": {"a": {"kind": "agent", "agent": "mock", "prompt": "x"},
                                    "b": {"kind": "finish", "depends_on": ["a"], "output": "{{steps.a.output}}"}}}

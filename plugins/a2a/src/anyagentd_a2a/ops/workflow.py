@@ -122,11 +122,19 @@ async def run_progress(runner: Any, record: RunRecord) -> AsyncIterator[Progress
     refollow a run's open task after a restart."""
     async with runner.follow(record.id) as changes:
         yield Progress("working", text=f"run {record.id} started", data={"run": record.id, "status": record.status})
+        # a run that reached an ask step before this follower subscribed sends no change for it any more: the task
+        # would read WORKING for ever, so its waiting is read from the run as it stands now
+        asked = runner.awaiting_input(record.id)
+        if asked is not None:
+            yield _asking(record.id, asked["step"], asked)
         async for current, change in changes:
             kind = change.get("type")
             if kind == "text":
                 yield Progress("working", text=change["text"], data={"run": current.id, "step": change["step"]})
             elif kind == "input":
+                if asked is not None and change["step"] == asked["step"]:
+                    asked = None  # it came between the subscription and the look: already said
+                    continue
                 yield _asking(current.id, change["step"], runner.awaiting_input(current.id))
             elif kind == "step":
                 steps = {s: current.steps[s].status for s in change.get("steps", ())}
