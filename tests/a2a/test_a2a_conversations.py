@@ -417,7 +417,8 @@ def test_a_person_answers_a_permission_from_the_command_line(a2a_daemon: Any) ->
     assert asked.returncode == 2, asked.stderr
     assert asked.stdout.startswith("Permission requested: Write hello.txt"), asked.stdout
     task_id = asked.stderr.split("task ")[1].split(":")[0]
-    hint = f"answer with: anyagentd a2a send {daemon.url} ANSWER --task-id {task_id}"
+    # the hint is a command to paste: the request's own answer words, then the line itself
+    hint = f"answer (allow, always or deny): anyagentd a2a send {daemon.url} allow --task-id {task_id}"
     assert ": input_required (contextId " in asked.stderr and hint in asked.stderr, asked.stderr
     answered = subprocess.run([anyagentd, "a2a", "send", daemon.url, "allow", "--task-id", task_id],
                               capture_output=True, text=True, timeout=60)  # fmt: skip
