@@ -121,10 +121,10 @@ async def run_progress(runner: Any, record: RunRecord) -> AsyncIterator[Progress
     (input_required) and step changes, then its terminal state. Used by ``workflow.run`` and by the daemon to
     refollow a run's open task after a restart."""
     async with runner.follow(record.id) as changes:
-        yield Progress("working", text=f"run {record.id} started", data={"run": record.id, "status": record.status})
-        # a run that reached an ask step before this follower subscribed sends no change for it any more: the task
-        # would read WORKING for ever, so its waiting is read from the run as it stands now
+        # read with no await since subscribing: an ask the run waits on now came before, and sends no change any
+        # more (the task would read WORKING for ever); any later change is in ``changes``
         asked = runner.awaiting_input(record.id)
+        yield Progress("working", text=f"run {record.id} started", data={"run": record.id, "status": record.status})
         if asked is not None:
             yield _asking(record.id, asked["step"], asked)
         async for current, change in changes:
@@ -132,9 +132,6 @@ async def run_progress(runner: Any, record: RunRecord) -> AsyncIterator[Progress
             if kind == "text":
                 yield Progress("working", text=change["text"], data={"run": current.id, "step": change["step"]})
             elif kind == "input":
-                if asked is not None and change["step"] == asked["step"]:
-                    asked = None  # it came between the subscription and the look: already said
-                    continue
                 yield _asking(current.id, change["step"], runner.awaiting_input(current.id))
             elif kind == "step":
                 steps = {s: current.steps[s].status for s in change.get("steps", ())}
