@@ -6,6 +6,7 @@ against its own scripted model endpoint on 127.0.0.1 (fails, never skips, when a
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -173,7 +174,9 @@ def test_an_ask_step_on_claude_is_answered_over_a2a(claude: Any, a2a_daemon: Any
     task = start_run(daemon, ALICE, workflow="write-and-review")
     run = run_of(daemon, task, ALICE)
     waiting = wait_state(daemon, task["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE, timeout=120)
-    request = waiting["status"]["message"]["parts"][1]["data"]["request"]
+    parts = waiting["status"]["message"]["parts"]  # as a conversation's: a line, the event part, then the run's data
+    request = parts[2]["data"]["request"]
+    assert json.loads(parts[1]["text"])["kind"]["RequestOpened"] == request
     assert request["Permission"]["tool"]["kind"] == "Edit"
     assert not (state / "runs" / run / "change.txt").exists()
     answered = daemon.rpc("SendMessage", {"message": {"messageId": "a1", "role": "ROLE_USER", "taskId": task["id"],
