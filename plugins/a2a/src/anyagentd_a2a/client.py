@@ -358,9 +358,15 @@ async def command(url: str, op: str, token: str | None, args: dict[str, Any] | N
     return reply.result if reply.task is None else reply.task
 
 
-STOPPED = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED",
-                     "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"})  # fmt: skip
-"""Task states a follower stops at: the terminal ones, and those that wait for the caller (input, auth)."""
+def _stopped() -> frozenset[str]:
+    from .tasks.state import PAUSED, TERMINAL, name  # the one owner of the task-state sets
+
+    return frozenset(name(state) for state in TERMINAL | PAUSED)
+
+
+STOPPED = _stopped()
+"""Task states (proto3 JSON names) a follower stops at: the terminal ones, and those that wait for the caller
+(input, auth): :data:`.tasks.state.TERMINAL` | :data:`.tasks.state.PAUSED`."""
 
 
 def task_state(task: dict[str, Any]) -> str:
