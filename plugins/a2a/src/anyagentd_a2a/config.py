@@ -294,6 +294,17 @@ class LimitsSection(_Strict):
         return self
 
 
+class MetricsSection(_Strict):
+    """``[a2a.metrics]``: ``GET /metrics`` (Prometheus text format, :mod:`.observe.metrics`). ``enabled`` (default
+    true; false: no route, and the Prometheus client is never imported); ``token``: a scrape credential (a
+    credential reference) accepted besides the operator's, for a scraper that should hold nothing else."""
+
+    enabled: bool = True
+    token: str | None = None
+
+    _check_token = field_validator("token", mode="before")(_reference)
+
+
 def _proxy(value: str) -> str:
     """A ``trusted_proxies`` entry, checked by :func:`.proxies.parse_proxy` (an error names the entry's index)."""
     from .proxies import parse_proxy
@@ -319,6 +330,7 @@ class A2ASection(_Strict):
     push: PushSection = PushSection()
     pool: PoolSection = PoolSection()
     limits: LimitsSection = LimitsSection()
+    metrics: MetricsSection = MetricsSection()
     tls: TlsSection | None = None
     principals: list[PrincipalSection] = Field(default_factory=list)
 
@@ -402,6 +414,7 @@ class Secrets(BaseModel):
     principals: dict[str, SecretStr] = Field(default_factory=dict)
     instances: dict[str, SecretStr] = Field(default_factory=dict)
     parents: dict[str, SecretStr] = Field(default_factory=dict)
+    metrics: SecretStr | None = None  # the scrape token, ``a2a.metrics.token``
 
 
 class Loaded(BaseModel):
@@ -475,7 +488,10 @@ def parse(data: dict[str, Any], *, source: str | None = None, env: dict[str, str
             raise ConfigError(f"subagents.parents.{n}.principal",
                               f"{parent.principal!r} is not a configured principal (operator, or one of "
                               "[[a2a.principals]])")  # fmt: skip
-    secrets = Secrets(operator=operator, principals=principals, instances=instances, parents=parents)
+    token = config.a2a.metrics.token
+    metrics = resolve_reference(token, "a2a.metrics.token", env) if token else None
+    secrets = Secrets(operator=operator, principals=principals, instances=instances, parents=parents,
+                      metrics=metrics)  # fmt: skip
     loaded = Loaded(config=config, secrets=secrets, source=source)
     check_listener(loaded)
     check_tls(config.a2a.tls)

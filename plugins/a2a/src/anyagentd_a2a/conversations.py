@@ -336,6 +336,8 @@ class Conversation:
         if tag == "SessionUpdated":
             self.host.remember(self, kind.value.resume_token)
             return
+        if tag == "ContextUsage" and self.host.on_usage is not None:
+            self.host.on_usage(kind, event.extensions)
         turn = event.turn_info
         if turn is None:
             return
@@ -522,6 +524,8 @@ class Conversations:
         self.opening: set[Conversation] = set()  # reserved a place in the pool, session not yet open
         self.evictions = 0
         self.idle_closes = 0
+        self.on_usage: Callable[[Any, dict[str, Any]], None] | None = None
+        """Told every ``ContextUsage`` event (its kind and extensions): the metrics' token counts."""
         self._room = anyio.Lock()
 
     def live(self) -> list[Conversation]:

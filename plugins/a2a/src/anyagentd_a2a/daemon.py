@@ -328,7 +328,11 @@ class Daemon:
 
             routes.extend(device_routes(self.instance.device_grant, self.instance.auth_sessions,
                                         issuer=lambda: self.public_url, on_event=self.ring.emit))  # fmt: skip
-        routes.append(Route("/", self.front.handle, methods=["POST"]))
+        from .observe import observe
+
+        observed, timed = observe(self)  # /healthz, /readyz, /metrics; POST / counted
+        routes.extend(observed)
+        routes.append(Route("/", timed(self.front.handle), methods=["POST"]))
         app = Starlette(routes=routes)
         app.router.redirect_slashes = False
         self.cors = CorsGate(app, self.loaded.config.a2a.cors_origins)
@@ -519,6 +523,8 @@ class Daemon:
         config, found = self.loaded.config.a2a, {}
         if self.loaded.secrets.operator is not None and config.bearer:
             found[self.loaded.secrets.operator.get_secret_value()] = config.bearer
+        if self.loaded.secrets.metrics is not None and config.metrics.token:
+            found[self.loaded.secrets.metrics.get_secret_value()] = config.metrics.token
         for section in config.principals:
             secret = self.loaded.secrets.principals.get(section.id)
             if secret is not None:

@@ -218,6 +218,7 @@ class Front:
         if refused is not None:
             return refused
         request_id = envelope["id"]
+        request.state.rpc_method = envelope["method"]  # the metrics' method label (.observe.metrics)
         version = request.headers.get("a2a-version", "")
         if not _VERSION.match(version.strip()):
             shown = version or "(missing)"
