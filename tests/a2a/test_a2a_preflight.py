@@ -181,7 +181,8 @@ def test_the_readmes_configuration_block_names_what_this_machine_lacks(tmp_path:
             .replace("/run/secrets/alice", str(tmp_path / "alice")))  # fmt: skip
     config = tmp_path / "readme.toml"
     config.write_text(text)
-    checked = run_cli("--check-config", str(config), env={"AGENTD_OPERATOR_TOKEN": "operator-token"})
+    checked = run_cli("--check-config", str(config), env={"AGENTD_OPERATOR_TOKEN": "operator-token",
+                                                          "AGENTD_SCRAPE_TOKEN": "scrape-token"})
     assert checked.returncode == 2 and "Traceback" not in checked.stderr and "ok" not in checked.stderr
     errors = [line.removeprefix("anyagentd a2a: configuration error: ") for line in checked.stderr.splitlines()
               if "configuration error" in line]  # fmt: skip
