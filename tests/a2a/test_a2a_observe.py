@@ -13,20 +13,29 @@ from typing import Any
 
 import httpx
 import pytest
-from a2a_helpers import ANYAGENTD
+from a2a_helpers import ANYAGENTD, wait_state
+from test_a2a_device_grant import OPERATOR, sign_in
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.anyio]
 
-TOKENS = {"OP_T": "op-secret-1", "ALICE_T": "alice-secret-1", "SCRAPE_T": "scrape-secret-1"}
+COMMAND = "https://agentd.dev/a2a/ext/command"
+TOKENS = {"OP_T": OPERATOR, "ALICE_T": "alice-secret-1", "SCRAPE_T": "scrape-secret-1"}
 CONFIG = """
 [a2a]
 bearer = "{{secret:OP_T}}"
 [a2a.metrics]
 token = "{{secret:SCRAPE_T}}"
+[a2a.device_grant]
+enabled = true
 [[a2a.principals]]
 id = "alice"
 bearer = "{{secret:ALICE_T}}"
+[[workflows]]
+name = "ops-only"
+[workflows.steps.a]
+kind = "finish"
+output = "x"
 """
 # one turn that reports its context usage, then answers
 USAGE = {"turns": [[{"Emit": {"ContextUsage": {"used_tokens": 1234, "window_tokens": 200000}}},
@@ -57,30 +66,41 @@ def test_probes_and_metrics_of_a_served_daemon(a2a_daemon: Any, tmp_path: Path) 
     assert daemon.rpc("ListTasks", token="wrong").status_code == 401  # the front's HTTP refusals count too
     assert daemon.rpc("ListTasks", token=TOKENS["ALICE_T"], headers={"Content-Type": "text/plain"}).status_code == 415
     assert daemon.rpc("NoSuchMethod", token=TOKENS["ALICE_T"]).json()["error"]["code"] == -32601
+    run = daemon.rpc("SendMessage", {
+        "message": {"messageId": "run-1", "role": "ROLE_USER", "extensions": [COMMAND],
+                    "parts": [{"data": {"agentd": {"op": "workflow.run", "workflow": "ops-only", "inputs": {}}}}]},
+        "configuration": {"returnImmediately": True}}, token=TOKENS["OP_T"],
+        headers={"A2A-Extensions": COMMAND}).json()["result"]["task"]  # fmt: skip
+    wait_state(daemon, run["id"], "TASK_STATE_COMPLETED", token=TOKENS["OP_T"])
+    signed_in, _ = sign_in(daemon, "carol")  # a live device session (its approval is one more command)
 
-    scraped = httpx.get(daemon.url + "/metrics", headers={"Authorization": "Bearer op-secret-1"})
+    scraped = httpx.get(daemon.url + "/metrics", headers={"Authorization": f"Bearer {OPERATOR}"})
     assert scraped.status_code == 200 and scraped.headers["content-type"].startswith("text/plain")
     got = samples(scraped.text)
-    assert got[("anyagentd_a2a_requests_total", (("method", "SendMessage"), ("outcome", "ok")))] == 1
+    assert got[("anyagentd_a2a_requests_total", (("method", "SendMessage"), ("outcome", "ok")))] == 3
     assert got[("anyagentd_a2a_requests_total", (("method", "none"), ("outcome", "-31401")))] == 1
     assert got[("anyagentd_a2a_requests_total", (("method", "none"), ("outcome", "-32005")))] == 1
     assert got[("anyagentd_a2a_requests_total", (("method", "other"), ("outcome", "-32601")))] == 1
-    assert got[("anyagentd_a2a_request_duration_seconds_count", (("method", "SendMessage"),))] == 1
-    assert got[("anyagentd_a2a_tasks", (("state", "completed"),))] == 1
+    assert got[("anyagentd_a2a_request_duration_seconds_count", (("method", "SendMessage"),))] == 3
+    assert got[("anyagentd_a2a_tasks", (("state", "completed"),))] == 3  # the turn's, the run's, the approval's
     assert got[("anyagentd_a2a_tasks", (("state", "working"),))] == 0
     assert got[("anyagentd_a2a_context_tokens_count", ())] == 1
     assert got[("anyagentd_a2a_context_tokens_sum", ())] == 1234
     assert got[("anyagentd_a2a_tokens_total", (("direction", "in"),))] == 0  # the mock reports no in/out tokens
     assert got[("anyagentd_a2a_live_agents", ())] == 1
     assert got[("anyagentd_a2a_pool_evictions_total", ())] == 0
-    assert not any(name.startswith(("anyagentd_a2a_workflow_runs", "anyagentd_a2a_subagents",
-                                    "anyagentd_a2a_device_sessions")) for name, _ in got)  # none configured
+    assert got[("anyagentd_a2a_workflow_runs", (("status", "completed"),))] == 1
+    assert got[("anyagentd_a2a_workflow_runs", (("status", "running"),))] == 0
+    assert got[("anyagentd_a2a_device_sessions", ())] == 1
+    assert not any(name.startswith("anyagentd_a2a_subagents") for name, _ in got)  # not enabled
 
     by_token = httpx.get(daemon.url + "/metrics", headers={"Authorization": "Bearer scrape-secret-1"})
     assert by_token.status_code == 200
     # the scrape itself is no JSON-RPC request: the counts are as they were
-    assert samples(by_token.text)[("anyagentd_a2a_requests_total", (("method", "SendMessage"), ("outcome", "ok")))] == 1
-    assert not any(secret in line for line in daemon.stderr for secret in TOKENS.values())
+    assert samples(by_token.text)[("anyagentd_a2a_requests_total", (("method", "SendMessage"), ("outcome", "ok")))] == 3
+    as_user = httpx.get(daemon.url + "/metrics", headers={"Authorization": f"Bearer {signed_in}"})
+    assert as_user.status_code == 403  # a signed-in user is not the operator
+    assert not any(secret in line for line in daemon.stderr for secret in [*TOKENS.values(), signed_in])
 
 
 async def test_readyz_is_503_while_draining_and_when_the_store_does_not_answer(tmp_path: Path) -> None:
