@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SecretStr,
@@ -294,6 +295,40 @@ class LimitsSection(_Strict):
         return self
 
 
+_DURATION = re.compile(r"^(\d+)(s|m|h|d)$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration(value: Any) -> Any:
+    """A retention age: a string ``"<n><unit>"`` (unit ``s``, ``m``, ``h`` or ``d``: ``"30d"``, ``"1s"``) or
+    ``0`` (keep forever); returned as seconds (``int``). Anything else (a bare number other than 0, ``"1w"``,
+    ``"1.5h"``, a bool) is refused, pydantic naming the key."""
+    if isinstance(value, int) and not isinstance(value, bool) and value == 0:
+        return 0
+    if isinstance(value, str) and (match := _DURATION.match(value)):
+        return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    raise ValueError(f"{value!r} is not a duration: \"<n>s\", \"<n>m\", \"<n>h\" or \"<n>d\" (e.g. \"30d\"), "
+                     "or 0 to keep forever")
+
+
+class RetentionSection(_Strict):
+    """``[a2a.retention]``: how long ended things stay in the daemon's database and state dir (:mod:`.retention`
+    prunes them). Each age is a duration string (``"30d"``, ``"12h"``, ``"90m"``, ``"1s"``) or ``0`` (keep
+    forever), held as seconds. ``tasks`` (default 30 days): terminal tasks (COMPLETED, FAILED, CANCELED, REJECTED)
+    last updated longer ago, their push configs, and the conversations whose tasks are all gone and that are not
+    live (their resume-token row and their ``conversations/<digest>/`` files). ``runs`` (30 days): workflow runs
+    ended longer ago, their steps and signals and their ``runs/<run id>/`` work dir. ``sessions`` (7 days):
+    device-grant sessions expired, or revoked and issued, longer ago. ``subagents`` (30 days): subagent records
+    ended (done, failed, cancelled) and last updated longer ago, and their ``subagents/<handle>/`` work dir.
+    ``interval`` (default 1 hour, at least 1 s): how often a prune runs; one runs at start too."""
+
+    tasks: Annotated[int, BeforeValidator(_duration)] = 30 * 86400
+    runs: Annotated[int, BeforeValidator(_duration)] = 30 * 86400
+    sessions: Annotated[int, BeforeValidator(_duration)] = 7 * 86400
+    subagents: Annotated[int, BeforeValidator(_duration)] = 30 * 86400
+    interval: Annotated[int, BeforeValidator(_duration), Field(ge=1)] = 3600
+
+
 class MetricsSection(_Strict):
     """``[a2a.metrics]``: ``GET /metrics`` (Prometheus text format, :mod:`.observe.metrics`). ``enabled`` (default
     true; false: no route, and the Prometheus client is never imported); ``token``: a scrape credential (a
@@ -331,6 +366,7 @@ class A2ASection(_Strict):
     pool: PoolSection = PoolSection()
     limits: LimitsSection = LimitsSection()
     metrics: MetricsSection = MetricsSection()
+    retention: RetentionSection = RetentionSection()
     tls: TlsSection | None = None
     principals: list[PrincipalSection] = Field(default_factory=list)
 

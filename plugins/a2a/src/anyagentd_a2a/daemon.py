@@ -281,6 +281,9 @@ class Daemon:
             tg.start_soon(self._announce, server)
             tg.start_soon(self.conversations.reap_idle)
             tg.start_soon(store.flush_behind)
+            from .retention import for_daemon
+
+            tg.start_soon(for_daemon(self, store).serve)  # a prune now, then every [a2a.retention] interval
             await server.serve(sockets=[sock])
             if not self.draining:
                 await self.drain()

@@ -25,7 +25,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,8 @@ from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import decode_list_tasks_cursor, encode_list_tasks_cursor
 from google.protobuf.json_format import ParseDict
-from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, case, func, inspect, select
+from sqlalchemy import (Column, DateTime, Index, MetaData, String, Table, Text, case, delete, exists, func, inspect,
+                        select)  # fmt: skip
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from .limits import bound_history
@@ -56,6 +57,9 @@ writes it (env ``ANYAGENTD_A2A_FLUSH_DELAY``): what a kill -9 can lose of a runn
 FRESH_IDS = 4096
 """Task ids handed out and not saved yet that the store remembers (a request that fails before its task is saved
 leaves one behind; past this many the oldest are forgotten, and reading one of those costs a query)."""
+
+PUSH_TABLE = "push_notification_configs"
+"""The SDK's push-config table (:class:`PushConfigStore`'s default name), pruned with the tasks."""
 
 _UPSERT_DIALECTS = frozenset({"sqlite", "postgresql"})
 """Dialects whose INSERT takes ``ON CONFLICT … DO UPDATE``. Each one's ``insert`` is imported on its first upsert:
@@ -107,6 +111,9 @@ def engine_for(url: str) -> AsyncEngine:
         @event.listens_for(engine.sync_engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
             cursor = dbapi_conn.cursor()
+            # before anything writes the header: a new file frees pages at PRAGMA incremental_vacuum (an older
+            # file keeps auto_vacuum NONE and reuses its free pages, .retention)
+            cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA busy_timeout=30000")
             cursor.close()
@@ -164,6 +171,7 @@ class PrincipalTaskStore(DatabaseTaskStore):
         self._live: dict[str, _Live] = {}
         self._pending = anyio.Event()  # set when an update waits to be written behind
         self._fresh: OrderedDict[str, None] = OrderedDict()  # ids handed out, never saved: no row has them
+        self._indexed = False  # the index :meth:`prune` reads by is created (if missing) by its first call
         self.task_ids = _FreshIds(self)
         """The SDK's task-id generator (``SimpleRequestContextBuilder(task_id_generator=…)``)."""
 
@@ -277,6 +285,31 @@ class PrincipalTaskStore(DatabaseTaskStore):
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         self._live.pop(task_id, None)  # nothing of it is written behind any more
         await super().delete(task_id, context)
+
+    async def prune(self, older_than: float, keep: Set[str] = frozenset()) -> int:
+        """Delete every terminal task (:data:`.tasks.state.TERMINAL`) last updated more than ``older_than`` seconds
+        ago, except the ids in ``keep`` (the tasks of runs that have not ended), and the push configs of tasks no
+        longer stored; returns how many tasks went. One DELETE on ``last_updated`` (indexed here: the SDK indexes
+        it only after ``owner``) and the state; a task that is not terminal is never touched. Raises what the
+        driver raises."""
+        await self._ensure_initialized()
+        model = self.task_model
+        cutoff = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=older_than)
+        terminal = sorted(name(state) for state in TERMINAL)
+        async with self.engine.begin() as conn:
+            if not self._indexed:
+                index = Index("anyagentd_tasks_last_updated", model.__table__.c.last_updated)
+                await conn.run_sync(lambda sync: index.create(sync, checkfirst=True))
+                self._indexed = True
+            stmt = delete(model).where(model.last_updated < cutoff,
+                                       model.status["state"].as_string().in_(terminal))  # fmt: skip
+            if keep:
+                stmt = stmt.where(model.id.not_in(sorted(keep)))
+            gone = (await conn.execute(stmt)).rowcount
+            if await conn.run_sync(lambda sync: inspect(sync).has_table(PUSH_TABLE)):
+                push = Table(PUSH_TABLE, MetaData(), Column("task_id", String(36)))
+                await conn.execute(delete(push).where(push.c.task_id.not_in(select(model.id))))
+        return gone
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         await self.flush()
@@ -428,6 +461,8 @@ conversations_table = Table(
 class ConversationTable:
     """Resume tokens: one row per (owner, contextId), holding the agent that drives it and its resume token."""
 
+    table = conversations_table
+
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
 
@@ -448,6 +483,23 @@ class ConversationTable:
                 conversations_table.c.owner == owner, conversations_table.c.context_id == context_id,
                 conversations_table.c.agent == agent))).first()  # fmt: skip
         return row[0] if row else None
+
+    async def prune(self, older_than: float, tasks: Table, live: Set[tuple[str, str]] = frozenset()
+                    ) -> list[tuple[str, str]]:  # fmt: skip
+        """Delete the conversations (resume-token rows) updated more than ``older_than`` seconds ago that have no
+        task left in ``tasks`` (the task store's table) and are not in ``live`` (the daemon's (owner, contextId)
+        in memory); returns their (owner, contextId) pairs, for their files to go too. Raises what the driver
+        raises."""
+        cutoff = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=older_than)
+        table = conversations_table
+        orphan = ~exists().where(tasks.c.owner == table.c.owner, tasks.c.context_id == table.c.context_id)
+        async with self.engine.begin() as conn:
+            rows = (await conn.execute(select(table.c.owner, table.c.context_id)
+                                       .where(table.c.updated < cutoff, orphan))).all()  # fmt: skip
+            gone = [(r[0], r[1]) for r in rows if (r[0], r[1]) not in live]
+            for owner, context_id in gone:
+                await conn.execute(delete(table).where(table.c.owner == owner, table.c.context_id == context_id))
+        return gone
 
     async def remember(self, owner: str, context_id: str, agent: str, token: str | None) -> None:
         """Store ``token`` as the resume token of (``owner``, ``context_id``), now driven by ``agent``: the one row

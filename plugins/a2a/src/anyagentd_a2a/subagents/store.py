@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Integer, String, Text, select
+from sqlalchemy import JSON, BigInteger, Integer, String, Text, delete, select
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from .manager import Subagent
+from .manager import TERMINAL, Subagent, now_ms
 
 
 class _Base(DeclarativeBase):
@@ -60,6 +60,17 @@ class SubagentStore:
                 attempts=record.attempts, tokens=record.tokens, result=record.result, error=record.error,
                 resume_token=record.resume_token, created=record.created, updated=record.updated,
             ))  # fmt: skip
+
+    async def prune(self, older_than: float) -> list[str]:
+        """Delete the records that ended (:data:`.manager.TERMINAL`) and were last updated more than ``older_than``
+        seconds ago; returns their handles (the manager forgets them, their work dirs go: :mod:`..retention`). One
+        that has not ended (pending, running, idle) is never touched. Raises what the driver raises."""
+        cutoff = now_ms() - int(older_than * 1000)
+        ended = (SubagentRow.status.in_(sorted(TERMINAL)), SubagentRow.updated < cutoff)
+        async with self._sessions() as db, db.begin():
+            handles = list((await db.execute(select(SubagentRow.handle).where(*ended))).scalars())
+            await db.execute(delete(SubagentRow).where(*ended))
+        return handles
 
     async def load(self) -> list[Subagent]:
         """Every record, with the restart rule of the module doc applied (and saved)."""

@@ -8,12 +8,13 @@ it acts on it, so a daemon killed at any moment finds on restart exactly what ha
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Integer, String, Text, select, update
+from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Index, Integer, String, Text, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -69,6 +70,10 @@ class SignalRow(_Base):
     at: Mapped[int] = mapped_column(BigInteger)
 
 
+_FINISHED = Index("agentd_runs_finished", RunRow.finished)
+"""What :meth:`RunStore.prune` reads by (created by it when missing: a database older than it has none)."""
+
+
 @dataclass
 class RunRecord:
     """A run as stored: its fields and its steps (``{step_id: StepState}``)."""
@@ -105,6 +110,7 @@ class RunStore:
             engine = engine_for(engine)
         self.engine: AsyncEngine = engine
         self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+        self._indexed = False
 
     async def open(self) -> RunStore:
         async with self.engine.begin() as conn:
@@ -173,6 +179,25 @@ class RunStore:
         async with self._sessions() as session:
             rows = await session.execute(select(RunRow.task_id).where(RunRow.task_id.is_not(None)))
             return {row[0] for row in rows}
+
+    async def prune(self, older_than: float) -> list[str]:
+        """Delete every run ended (:data:`.state.RUN_TERMINAL`) more than ``older_than`` seconds ago, with its
+        steps and signals, in one transaction; returns the ids deleted (their work dirs go too, :mod:`..retention`).
+        A run that has not ended is never touched. Reads by ``finished`` (indexed here on first use, so an older
+        database gets the index too). Raises what the driver raises."""
+        cutoff = int((time.time() - older_than) * 1000)
+        async with self._tx() as tx:
+            if not self._indexed:
+                await (await tx.connection()).run_sync(lambda sync: _FINISHED.create(sync, checkfirst=True))
+                self._indexed = True
+            ids = list((await tx.execute(select(RunRow.id).where(RunRow.status.in_(sorted(RUN_TERMINAL)),
+                                                                 RunRow.finished < cutoff))).scalars())  # fmt: skip
+            for chunk in (ids[i:i + 500] for i in range(0, len(ids), 500)):  # SQLite's bound-parameter limit
+                # explicit: SQLite enforces the foreign keys' ON DELETE CASCADE only with PRAGMA foreign_keys=ON
+                await tx.execute(delete(StepRow).where(StepRow.run_id.in_(chunk)))
+                await tx.execute(delete(SignalRow).where(SignalRow.run_id.in_(chunk)))
+                await tx.execute(delete(RunRow).where(RunRow.id.in_(chunk)))
+        return ids
 
     async def signals(self, run_id: str) -> list[dict[str, Any]]:
         async with self._sessions() as session:

@@ -1,0 +1,167 @@
+"""Retention (``[a2a.retention]``): what ended long enough ago is deleted, so the database and the state dir stop
+growing with every turn.
+
+:class:`Retention` takes the daemon's stores and runs :meth:`Retention.prune` once at start and then every
+``interval`` seconds (:meth:`Retention.serve`, in the daemon's task group). Each store deletes its own rows by age
+(``PrincipalTaskStore.prune``, ``ConversationTable.prune``, ``RunStore.prune``, ``AuthSessions.prune``,
+``SubagentStore.prune``); here the files those rows owned go with them, and one JSON log line says what went
+(``"retention pruned tasks=N conversations=N runs=N sessions=N subagents=N"``). Nothing live is touched: a task that is not terminal, a run that has not
+ended (nor its task), a conversation the daemon holds in memory, a subagent that is pending, running or idle.
+
+Space: on SQLite a database created by this version has ``auto_vacuum=INCREMENTAL`` (:func:`.store.engine_for`),
+and a prune that deleted something runs ``PRAGMA incremental_vacuum`` and a WAL checkpoint, so the file shrinks;
+an older file (``auto_vacuum`` NONE) reuses its free pages for new rows and keeps its size (a ``VACUUM`` with the
+daemon stopped shrinks it). PostgreSQL reuses the space through its autovacuum.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+import time
+from collections.abc import Callable, Set
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+from sqlalchemy import select
+
+from .config import RetentionSection
+
+log = logging.getLogger("anyagentd.a2a")
+
+
+def conversation_dir(state_dir: Path, owner: str, context_id: str) -> Path:
+    """The directory of a conversation's files under ``state_dir`` (as :class:`.conversations.Conversation` names
+    it: ``conversations/<sha256(owner NUL contextId)[:24]>``)."""
+    digest = hashlib.sha256(f"{owner}\0{context_id}".encode()).hexdigest()[:24]
+    return state_dir / "conversations" / digest
+
+
+@dataclass
+class Retention:
+    """The prune of one daemon. ``section``: the ages (seconds, 0: keep forever); ``state_dir``: where the
+    conversations', runs' and subagents' files are; ``tasks`` (a ``PrincipalTaskStore``) and ``conversations``
+    (a ``ConversationTable``) always, ``runs`` (``RunStore``), ``sessions`` (``AuthSessions``) and ``subagents``
+    (``SubagentStore``) when configured, else ``None``; ``subagent_manager`` forgets the records pruned;
+    ``live`` returns the (owner, contextId) of the conversations in memory; ``run_tasks`` the task ids of the runs
+    that have not ended (awaitable)."""
+
+    section: RetentionSection
+    state_dir: Path
+    tasks: Any
+    conversations: Any
+    live: Callable[[], Set[tuple[str, str]]]
+    runs: Any = None
+    sessions: Any = None
+    subagents: Any = None
+    subagent_manager: Any = None
+
+    async def serve(self) -> None:
+        """Until cancelled: a prune now, then one every ``interval`` seconds. A failed prune is logged (a warning)
+        and tried again at the next round."""
+        while True:
+            try:
+                await self.prune()
+            except Exception as err:  # noqa: BLE001 - the rows stay; the next round tries again
+                log.warning("retention: the prune failed: %s", err)
+            await anyio.sleep(self.section.interval)
+
+    async def prune(self) -> dict[str, int]:
+        """One prune of everything whose age is set; returns the counts logged (``tasks``, ``conversations`` (resume
+        token rows), ``files`` (conversation file directories), ``runs``, ``sessions``, ``subagents``). Raises what
+        the driver raises."""
+        counts = {"tasks": 0, "conversations": 0, "files": 0, "runs": 0, "sessions": 0, "subagents": 0}
+        section = self.section
+        if section.runs and self.runs is not None:
+            ids = await self.runs.prune(section.runs)
+            for run_id in ids:
+                _remove(self.state_dir / "runs" / run_id)
+            counts["runs"] = len(ids)
+        if section.tasks:
+            keep = set()
+            if self.runs is not None:
+                keep = {r.task_id for r in await self.runs.list(non_terminal=True) if r.task_id}
+            counts["tasks"] = await self.tasks.prune(section.tasks, keep)
+            gone = await self.conversations.prune(section.tasks, self.tasks.task_model.__table__, self.live())
+            counts["conversations"] = len(gone)
+            counts["files"] = await self._orphan_files(section.tasks)
+        if section.sessions and self.sessions is not None:
+            counts["sessions"] = await self.sessions.prune(section.sessions)
+        if section.subagents and self.subagents is not None:
+            handles = await self.subagents.prune(section.subagents)
+            for handle in handles:
+                if self.subagent_manager is not None:
+                    self.subagent_manager._all.pop(handle, None)
+                _remove(self.state_dir / "subagents" / handle)
+            counts["subagents"] = len(handles)
+        if any(counts.values()):
+            await self._reclaim()
+        log.info("retention pruned %s", " ".join(f"{key}={n}" for key, n in counts.items()))
+        return counts
+
+    async def _orphan_files(self, older_than: float) -> int:
+        """Remove each ``conversations/<digest>/`` directory (a conversation's saved file parts) not modified for
+        ``older_than`` seconds whose conversation has no stored task, no resume-token row and is not live; returns
+        how many went. A conversation with no resume token has no row to prune, so its files are found by their
+        digest (:func:`conversation_dir`); the owners' (owner, contextId) pairs are read once."""
+        root = self.state_dir / "conversations"
+        if not root.is_dir():
+            return 0
+        cutoff = time.time() - older_than
+        old = [d for d in root.iterdir() if d.is_dir() and _newest_mtime(d) < cutoff]
+        if not old:
+            return 0
+        tasks = self.tasks.task_model.__table__
+        rows = self.conversations.table
+        async with self.tasks.engine.connect() as conn:
+            pairs = set((await conn.execute(select(tasks.c.owner, tasks.c.context_id).distinct())).all())
+            pairs |= set((await conn.execute(select(rows.c.owner, rows.c.context_id))).all())
+        kept = {conversation_dir(root.parent, owner, context_id).name for owner, context_id in pairs | self.live()}
+        gone = [d for d in old if d.name not in kept]
+        for directory in gone:
+            _remove(directory)
+        return len(gone)
+
+    async def _reclaim(self) -> None:
+        """SQLite: hand the freed pages back to the file system (a file with ``auto_vacuum=INCREMENTAL``) and
+        checkpoint the WAL so the main file is what shrinks; elsewhere nothing (PostgreSQL's autovacuum)."""
+        engine = self.tasks.engine
+        if engine.dialect.name != "sqlite":
+            return
+        async with engine.connect() as conn:
+            raw = await conn.get_raw_connection()
+            # a script: the pragma frees one page per step, and execute() steps a statement without columns once
+            await raw.driver_connection.executescript("PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(TRUNCATE);")
+
+
+def for_daemon(daemon: Any, tasks: Any) -> Retention:
+    """The retention of a started :class:`.daemon.Daemon` (its services open) over its task store ``tasks``: the
+    runs' store with workflows configured, the device sessions with the grant on, the subagent records with
+    subagents on."""
+    subagents = None
+    if daemon.loaded.config.subagents.enabled:
+        from .subagents.store import SubagentStore
+
+        subagents = SubagentStore(daemon.db_engine)
+    instance = daemon.instance
+    return Retention(daemon.loaded.config.a2a.retention, daemon.state_dir, tasks, daemon.table,
+                     live=lambda: set(daemon.conversations.conversations), runs=getattr(daemon, "run_store", None),
+                     sessions=getattr(instance, "auth_sessions", None), subagents=subagents,
+                     subagent_manager=getattr(instance, "subagents", None))  # fmt: skip
+
+
+def _newest_mtime(directory: Path) -> float:
+    """The latest modification time of ``directory`` and what is in it (seconds since the epoch)."""
+    return max([directory.stat().st_mtime, *(p.stat().st_mtime for p in directory.rglob("*"))])
+
+
+def _remove(path: Path) -> None:
+    """Delete a directory tree if it is there (a missing one or a file that cannot go is skipped: the row is the
+    record, the files only its leftovers)."""
+    shutil.rmtree(path, ignore_errors=True)
+
+
+__all__ = ["Retention", "conversation_dir", "for_daemon"]
