@@ -31,10 +31,17 @@ enabled = true
 [[a2a.principals]]
 id = "alice"
 bearer = "{{secret:ALICE_T}}"
+[subagents]
+enabled = true
 [[workflows]]
-name = "ops-only"
-[workflows.steps.a]
+name = "delegate"
+[workflows.steps.ask]
+kind = "subagent"
+agent = "mock"
+instruction = "Say hello"
+[workflows.steps.done]
 kind = "finish"
+depends_on = ["ask"]
 output = "x"
 """
 # one turn that reports its context usage, then answers
@@ -68,7 +75,7 @@ def test_probes_and_metrics_of_a_served_daemon(a2a_daemon: Any, tmp_path: Path) 
     assert daemon.rpc("NoSuchMethod", token=TOKENS["ALICE_T"]).json()["error"]["code"] == -32601
     run = daemon.rpc("SendMessage", {
         "message": {"messageId": "run-1", "role": "ROLE_USER", "extensions": [COMMAND],
-                    "parts": [{"data": {"agentd": {"op": "workflow.run", "workflow": "ops-only", "inputs": {}}}}]},
+                    "parts": [{"data": {"agentd": {"op": "workflow.run", "workflow": "delegate", "inputs": {}}}}]},
         "configuration": {"returnImmediately": True}}, token=TOKENS["OP_T"],
         headers={"A2A-Extensions": COMMAND}).json()["result"]["task"]  # fmt: skip
     wait_state(daemon, run["id"], "TASK_STATE_COMPLETED", token=TOKENS["OP_T"])
@@ -92,7 +99,8 @@ def test_probes_and_metrics_of_a_served_daemon(a2a_daemon: Any, tmp_path: Path) 
     assert got[("anyagentd_a2a_workflow_runs", (("status", "completed"),))] == 1
     assert got[("anyagentd_a2a_workflow_runs", (("status", "running"),))] == 0
     assert got[("anyagentd_a2a_device_sessions", ())] == 1
-    assert not any(name.startswith("anyagentd_a2a_subagents") for name, _ in got)  # not enabled
+    assert got[("anyagentd_a2a_subagents", (("state", "completed"),))] == 1  # the run's subagent step
+    assert got[("anyagentd_a2a_subagents", (("state", "running"),))] == 0
 
     by_token = httpx.get(daemon.url + "/metrics", headers={"Authorization": "Bearer scrape-secret-1"})
     assert by_token.status_code == 200

@@ -11,7 +11,8 @@ Series (every name ``anyagentd_a2a_*``; README "Health and metrics" lists them w
 
 - counted as requests pass (a ``.inc()`` / ``.observe()``, nothing more, on the request and event paths):
   ``requests_total{method,outcome}`` and ``request_duration_seconds{method}`` (:meth:`Metrics.timed`);
-  ``tokens_total{direction}`` and ``context_tokens`` (:meth:`Metrics.usage`, from each ``ContextUsage`` event);
+  ``tokens_total{direction}`` and ``context_tokens`` (:meth:`Metrics.usage`, from each ``ContextUsage`` event of a
+  conversation's session — subagents' and workflow steps' sessions are not the pool's, and are not counted);
 - read at scrape time (:meth:`Metrics.refresh`, then a collector yields them): ``tasks{state}`` (one grouped
   count query over the task store), ``live_agents``, ``pool_evictions_total``, ``pool_idle_closes_total`` (the
   pool's own counts, :class:`..conversations.Conversations`), ``workflow_runs{status}`` (with workflows),
