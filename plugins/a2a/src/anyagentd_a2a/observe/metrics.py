@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
@@ -31,11 +32,14 @@ from typing import Any, get_args
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from sqlalchemy import func, or_, select
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ..front import rpc_error
 from ..principals import Unauthenticated, bearer_of
+
+log = logging.getLogger("anyagentd.a2a")
 
 PREFIX = "anyagentd_a2a"
 TOKENS_EXTENSION = "anyagentd/tokens"
@@ -175,11 +179,16 @@ class Metrics:
         self._snapshot = families
 
     async def scrape(self, request: Request) -> Response:
-        """``GET /metrics``: the refusal of a caller who may not scrape, else the text format."""
+        """``GET /metrics``: the refusal of a caller who may not scrape; 503 when a store does not answer; else the
+        text format."""
         refused = await self._refusal(request)
         if refused is not None:
             return refused
-        await self.refresh()
+        try:
+            await self.refresh()
+        except (OSError, SQLAlchemyError) as err:  # the series read from a store cannot be given: none are
+            log.warning("metrics: the store does not answer: %s", type(err).__name__)
+            return Response("the task store does not answer\n", status_code=503, media_type="text/plain")
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST,
                         headers={"Cache-Control": "no-store"})  # fmt: skip
 
