@@ -178,3 +178,51 @@ def test_retention_ages_that_keep_forever_or_name_units_pass_the_check(tmp_path:
     checked = subprocess.run([ANYAGENTD, "a2a", "--check-config", str(config)], capture_output=True, text=True,
                              timeout=60)  # fmt: skip
     assert checked.returncode == 0, checked
+
+
+@pytest.mark.anyio
+async def test_the_stores_prune_only_what_ended(tmp_path: Path) -> None:
+    """On a real SQLite file (the daemon's engine): a run, a subagent and a task that have not ended stay however
+    old they are; the ended ones older than the age go, with a run's steps."""
+    from a2a.server.context import ServerCallContext
+    from a2a.types import Task, TaskState, TaskStatus
+
+    from anyagentd_a2a.store import PrincipalTaskStore, _Owner, engine_for
+    from anyagentd_a2a.subagents.manager import Subagent
+    from anyagentd_a2a.subagents.store import SubagentStore
+    from anyagentd_a2a.workflows.state import RunFlags, StepState
+    from anyagentd_a2a.workflows.store import RunRecord, RunStore
+
+    engine = engine_for(f"sqlite+aiosqlite:///{tmp_path / 'a2a.db'}")
+    try:
+        runs = await RunStore(engine).open()
+        for run_id, status in (("ended", "completed"), ("running", "running"), ("waiting", "waiting")):
+            await runs.create(RunRecord(id=run_id, workflow="w", principal="alice", task_id=f"task-{run_id}",
+                                        status=status, inputs={}, output=None, error=None, flags=RunFlags(),
+                                        tokens=0, created=LONG_AGO_MS, updated=LONG_AGO_MS,
+                                        finished=LONG_AGO_MS if status == "completed" else None,
+                                        steps={"a": StepState()}))  # fmt: skip
+        assert await runs.prune(86400) == ["ended"]
+        assert sorted(r.id for r in await runs.list()) == ["running", "waiting"]
+        assert (await runs.get("running")).steps, "a live run keeps its steps"
+
+        subagents = await SubagentStore(engine).open()
+        for handle, status in (("done", "completed"), ("warm", "idle"), ("busy", "running")):
+            await subagents.save(Subagent(handle=handle, mode="warm", owner="alice", agent="mock", instruction="x",
+                                          status=status, created=LONG_AGO_MS, updated=LONG_AGO_MS))  # fmt: skip
+        assert await subagents.prune(86400) == ["done"]
+        assert sorted(r.handle for r in await subagents.load()) == ["busy", "warm"]
+
+        store = PrincipalTaskStore(engine)
+        await store.initialize()
+        context = ServerCallContext(user=_Owner("alice"))
+        for task_id, state in (("old-done", TaskState.TASK_STATE_COMPLETED), ("old-asking",
+                               TaskState.TASK_STATE_INPUT_REQUIRED), ("run-task", TaskState.TASK_STATE_CANCELED)):
+            task = Task(id=task_id, context_id="c", status=TaskStatus(state=state))
+            task.status.timestamp.FromSeconds(LONG_AGO_MS // 1000)
+            await store.save(task, context)
+        assert await store.prune(86400, keep={"run-task"}) == 1  # a run that has not ended still follows its task
+        assert await store.get("old-done", context) is None
+        assert await store.get("old-asking", context) is not None and await store.get("run-task", context)
+    finally:
+        await engine.dispose()
