@@ -78,7 +78,7 @@ def clone(tmp_path: Path) -> Path:
 
 def test_the_walkthroughs_are_marked_in_order() -> None:
     blocks = walkthroughs()
-    assert list(blocks) == ["quick-start", "a2a", "setup", "shell", "claude", "codex", "acp", "opencode"]
+    assert list(blocks) == ["quick-start", "a2a", "a2a-operate", "setup", "shell", "claude", "codex", "acp", "opencode"]
     setup = blocks["setup"]
     for distribution in ("./core", "./testing", "./adapters/claude", "./adapters/codex", "./adapters/acp_generic",
                          "./adapters/opencode"):
@@ -128,7 +128,8 @@ def test_python_api_example_runs_as_written(tmp_path: Path) -> None:
 
 
 def test_a2a_walkthrough_runs_as_written(clone: Path) -> None:
-    """The A2A block: the daemon on the embedded mock, a conversation message and a ``status`` command by curl."""
+    """The A2A block: the daemon on the embedded mock, a conversation message and a ``status`` command by curl; then
+    the operator's block: a configuration with an operator bearer checked, readiness, a send, a scrape, a drain."""
     import json
 
     status, out, err = run_bash(walkthroughs()["a2a"], clone, "")
@@ -138,3 +139,16 @@ def test_a2a_walkthrough_runs_as_written(clone: Path) -> None:
     assert "scripted agent" in json.dumps(task["result"]["task"]["artifacts"])
     result = command["result"]["message"]["parts"][0]["data"]
     assert result["model"] == "mock" and result["draining"] is False
+
+    # the operator's walkthrough, on the same clone: install to a metrics scrape (issue 26)
+    status, out, err = run_bash(walkthroughs()["a2a-operate"], clone, "")
+    assert status == 0, f"stdout:\n{out[-2000:]}\nstderr:\n{err[-3000:]}"
+    assert "agentd.toml: ok" in err
+    ready, reply, *scraped = (line for line in out.splitlines() if line.strip())
+    assert json.loads(ready) == {"status": "ok"}
+    assert "scripted agent" in reply
+    counts = {line.split()[0]: float(line.split()[1]) for line in scraped}
+    assert counts['anyagentd_a2a_tasks{state="completed"}'] == 1.0, scraped
+    assert sum(counts.values()) == 1.0  # the one task sent, in no other state
+    log = [json.loads(line) for line in (clone / "ops.log").read_text().splitlines()]
+    assert log[-1]["msg"] == "stopped"  # the drain ran to its end (exit 0 is the block's own `wait %1`)
