@@ -5,8 +5,9 @@ growing with every turn.
 ``interval`` seconds (:meth:`Retention.serve`, in the daemon's task group). Each store deletes its own rows by age
 (``PrincipalTaskStore.prune``, ``ConversationTable.prune``, ``RunStore.prune``, ``AuthSessions.prune``,
 ``SubagentStore.prune``); here the files those rows owned go with them, and one JSON log line says what went
-(``"retention pruned tasks=N conversations=N runs=N sessions=N subagents=N"``). Nothing live is touched: a task that is not terminal, a run that has not
-ended (nor its task), a conversation the daemon holds in memory, a subagent that is pending, running or idle.
+(``"retention pruned tasks=N conversations=N files=N runs=N sessions=N subagents=N"``). Nothing live is touched:
+a task that is not terminal, a run that has not ended (nor its task), a conversation the daemon holds in memory, a
+subagent that is pending, running or idle.
 
 Space: on SQLite a database created by this version has ``auto_vacuum=INCREMENTAL`` (:func:`.store.engine_for`),
 and a prune that deleted something runs ``PRAGMA incremental_vacuum`` and a WAL checkpoint, so the file shrinks;
@@ -42,14 +43,15 @@ def conversation_dir(state_dir: Path, owner: str, context_id: str) -> Path:
 
 @dataclass
 class Retention:
-    """The prune of one daemon. ``section``: the ages (seconds, 0: keep forever); ``state_dir``: where the
+    """The prune of one daemon. ``settings`` returns the ``[a2a.retention]`` in force (read at each round, so a
+    SIGHUP's reload applies from the next one; the ages in seconds, 0: keep forever); ``state_dir``: where the
     conversations', runs' and subagents' files are; ``tasks`` (a ``PrincipalTaskStore``) and ``conversations``
     (a ``ConversationTable``) always, ``runs`` (``RunStore``), ``sessions`` (``AuthSessions``) and ``subagents``
     (``SubagentStore``) when configured, else ``None``; ``subagent_manager`` forgets the records pruned;
-    ``live`` returns the (owner, contextId) of the conversations in memory; ``run_tasks`` the task ids of the runs
-    that have not ended (awaitable)."""
+    ``live`` returns the (owner, contextId) of the conversations in memory. The tasks of the runs that have not
+    ended are read from ``runs`` at each prune and kept."""
 
-    section: RetentionSection
+    settings: Callable[[], RetentionSection]
     state_dir: Path
     tasks: Any
     conversations: Any
@@ -67,14 +69,14 @@ class Retention:
                 await self.prune()
             except Exception as err:  # noqa: BLE001 - the rows stay; the next round tries again
                 log.warning("retention: the prune failed: %s", err)
-            await anyio.sleep(self.section.interval)
+            await anyio.sleep(self.settings().interval)
 
     async def prune(self) -> dict[str, int]:
         """One prune of everything whose age is set; returns the counts logged (``tasks``, ``conversations`` (resume
         token rows), ``files`` (conversation file directories), ``runs``, ``sessions``, ``subagents``). Raises what
         the driver raises."""
         counts = {"tasks": 0, "conversations": 0, "files": 0, "runs": 0, "sessions": 0, "subagents": 0}
-        section = self.section
+        section = self.settings()
         if section.runs and self.runs is not None:
             ids = await self.runs.prune(section.runs)
             for run_id in ids:
@@ -94,7 +96,7 @@ class Retention:
             handles = await self.subagents.prune(section.subagents)
             for handle in handles:
                 if self.subagent_manager is not None:
-                    self.subagent_manager._all.pop(handle, None)
+                    self.subagent_manager.forget(handle)
                 _remove(self.state_dir / "subagents" / handle)
             counts["subagents"] = len(handles)
         if any(counts.values()):
@@ -147,7 +149,7 @@ def for_daemon(daemon: Any, tasks: Any) -> Retention:
 
         subagents = SubagentStore(daemon.db_engine)
     instance = daemon.instance
-    return Retention(daemon.loaded.config.a2a.retention, daemon.state_dir, tasks, daemon.table,
+    return Retention(lambda: daemon.loaded.config.a2a.retention, daemon.state_dir, tasks, daemon.table,
                      live=lambda: set(daemon.conversations.conversations), runs=getattr(daemon, "run_store", None),
                      sessions=getattr(instance, "auth_sessions", None), subagents=subagents,
                      subagent_manager=getattr(instance, "subagents", None))  # fmt: skip

@@ -7,13 +7,15 @@ plus this daemon's conversation table (the agent's resume token per (owner, cont
   between them (WORKING status, artifact chunks) are written behind, at most :data:`FLUSH_DELAY` later, so a turn's
   reply waits for two writes, not one per streamed event. Every read (``get``, ``list``) writes what is pending
   first: what a reader sees is what a restart finds. A task id the store handed out itself (:meth:`new_task_id`,
-  the SDK's id generator) reads as absent without a query until its first save.
+  the SDK's id generator) reads as absent without a query until its first save. :meth:`~PrincipalTaskStore.prune`
+  deletes terminal tasks older than an age (``[a2a.retention]``, :mod:`.retention`).
 - :class:`PushConfigStore` — the SDK's database push-config store that knows which tasks have configs, so the
   push sender's look-up on every task event queries only for those.
 - :func:`fail_interrupted` — at start-up, every task a process that died left open gets what
   :func:`.tasks.state.on_restart` decides: kept (a run's task), parked (waiting for input, its conversation
   resumable) or marked FAILED with the message saying why.
-- :class:`ConversationTable` — resume tokens, so the next message after a restart resumes the agent's conversation.
+- :class:`ConversationTable` — resume tokens, so the next message after a restart resumes the agent's conversation
+  (a conversation left without tasks is pruned with them).
 - :func:`upsert` — how both write a row by its key: updated in place when it exists, never deleted first.
 """
 
@@ -298,7 +300,9 @@ class PrincipalTaskStore(DatabaseTaskStore):
         terminal = sorted(name(state) for state in TERMINAL)
         async with self.engine.begin() as conn:
             if not self._indexed:
-                index = Index("anyagentd_tasks_last_updated", model.__table__.c.last_updated)
+                # on a table of its own: one added to the SDK's shared model would go into every create_all
+                table = Table(model.__tablename__, MetaData(), Column("last_updated", DateTime))
+                index = Index("anyagentd_tasks_last_updated", table.c.last_updated)
                 await conn.run_sync(lambda sync: index.create(sync, checkfirst=True))
                 self._indexed = True
             stmt = delete(model).where(model.last_updated < cutoff,

@@ -156,6 +156,12 @@ class SubagentManager:
                 record.done.set()
             self._all[record.handle] = record
 
+    def forget(self, handle: str) -> None:
+        """Drop an ended record whose row retention deleted (:mod:`..retention`); one still live is kept."""
+        record = self._all.get(handle)
+        if record is not None and record.status in TERMINAL:
+            del self._all[handle]
+
     # ------------------------------------------------------------------------------------------ requests
 
     async def spawn(self, owner: str, agent: Any, instruction: str, mode: str = "sync", *, depth: int = 0,
