@@ -22,6 +22,11 @@
   at all) the session is closed and loaded again (``session/close`` + ``session/load``, replay suppressed) before
   the next prompt, so every prompt gets its own answer; when it is only seen doing it, the prompt is sent again
   after the reload.
+- A cancelled turn's commands: an agent may answer the cancel while a command it runs for a tool goes on
+  (codex-acp 0.16.0 does). Before such a turn's end is reported, the commands of its open Execute tools are stopped
+  (:mod:`anyagentd.adapters.cancelled_commands`: only processes started during the turn that run the tool's
+  command, SIGTERM then SIGKILL after :attr:`stop_grace`); the tool's end says so (``acp/stopped_processes``). A
+  tool whose processes outlive that stays Running (in ``TurnEnded.background``) and is ended when they are gone.
 - Configure: ``mode`` (from ``modes``) → ``session/set_mode``; config options → ``session/set_config_option``;
   the applied value is reported with ``info_changed`` (a refusal is a Warning diagnostic).
 - Close: cancel a running turn, stop the library connection, then stdin closed / SIGTERM / SIGKILL to the whole
@@ -40,6 +45,7 @@ from pydantic import ValidationError
 from acp import PROTOCOL_VERSION, RequestError
 from acp import schema as acp
 from acp.client.connection import ClientSideConnection
+from anyagentd.adapters import cancelled_commands, lineage
 from anyagentd.adapters.attachments import classify
 from anyagentd.adapters.connection import HANDSHAKE_TIMEOUT, ProcessConnection
 from anyagentd.adapters.interface import PromptInput
@@ -85,6 +91,9 @@ REQUEST_TIMEOUT = 10.0
 SETTLE_LIMIT = 10.0
 """Seconds the first ``session/prompt`` after a cancel waits for the cancelled prompt's answer before it is sent
 anyway."""
+
+STOP_GRACE = 1.0
+"""Seconds a cancelled turn's commands get between SIGTERM and SIGKILL (adapter config ``stop_grace``)."""
 
 RESYNC_AFTER_CANCEL = frozenset({"claude-acp"})
 """Catalog agents whose session is reloaded after a cancel (see the module doc)."""
@@ -226,6 +235,8 @@ class AcpConnection(ProcessConnection):
         self._resync_pending = False
         self._updates = 0  # session/update notifications of our session so far
         self._mcp_servers: list[Any] = []
+        self.stop_grace = STOP_GRACE
+        self._turn_started_with: frozenset[int] = frozenset()  # the agent's lineage when the prompt was sent
         self.transport = ProcessTransport(process, link, raw_key=RAW_LINE, intercept=self._intercept,
                                           on_eof=self.output_ended)  # fmt: skip
         self.rpc = ClientSideConnection(_Client(self), self.transport)
@@ -249,6 +260,7 @@ class AcpConnection(ProcessConnection):
                                            max_line_bytes=max_line)  # fmt: skip
         conn = cls(process, link, installation, options)
         conn.resync_after_cancel = bool(config.get("resync_after_cancel", conn.resync_after_cancel))
+        conn.stop_grace = float(config.get("stop_grace", STOP_GRACE))
         await conn.complete_handshake(lambda: conn._handshake(adapter, session), handshake_timeout,
                                       f"{installation.name}'s ACP handshake")  # fmt: skip
         conn._opened = True
@@ -438,6 +450,9 @@ class AcpConnection(ProcessConnection):
         return True
 
     async def _run_prompt(self, blocks: list[Any], token: int) -> None:
+        process = self.process
+        self._turn_started_with = await anyio.to_thread.run_sync(cancelled_commands.snapshot, process.pid,
+                                                                 process.mark)  # fmt: skip
         try:
             response = await self._prompt(blocks, token)
         except ConnectionError:
@@ -460,9 +475,25 @@ class AcpConnection(ProcessConnection):
         await self._end_turn(stop_reason(response.stop_reason))
 
     async def _end_turn(self, stop: Any) -> None:
-        """Report the prompt's end: the tools the agent left open are ended first (``UpdateMapper.end_turn``)."""
-        await self.mapper.end_turn(stop)
+        """Report the prompt's end: the tools the agent left open are ended first (``UpdateMapper.end_turn``),
+        in a cancelled turn once the commands they left running are stopped (see the module doc)."""
+        stopped: dict[str, cancelled_commands.Stopped] = {}
+        commands = self.mapper.open_commands() if stop == "Cancelled" else {}
+        if commands:
+            process = self.process
+            stopped = await cancelled_commands.stop_commands(process.pid, process.mark, commands,
+                                                             before=self._turn_started_with,
+                                                             grace=self.stop_grace)  # fmt: skip
+        lingering = await self.mapper.end_turn(stop, stopped)
+        for done in stopped.values():
+            self.link.start_soon(lineage.reap, [p for p in done.pids if p not in done.survivors])
+        for tool_id in lingering:
+            self.link.start_soon(self._end_when_gone, tool_id, stopped[tool_id])
         await self.link.turn_ended(stop)
+
+    async def _end_when_gone(self, tool_id: str, stopped: cancelled_commands.Stopped) -> None:
+        await cancelled_commands.wait_gone(stopped.survivors)
+        await self.mapper.end_lingering(tool_id, stopped)
 
     async def _prompt(self, blocks: list[Any], token: int) -> acp.PromptResponse:
         """``session/prompt`` once the agent is settled after a cancel (see the module doc); its response."""

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,7 @@ from anyagentd.model import (
     UserMessage,
     diagnostic,
 )
+from anyagentd.adapters.cancelled_commands import Stopped, command_texts
 from anyagentd.mcp.names import split_mcp_tool_name
 from pydantic import ValidationError
 
@@ -59,6 +61,10 @@ RAW_UPDATE = "acp/raw_update"
 CLOSED_AT_TURN_END = "acp/closed_at_turn_end"
 """Extension key (value ``true``) of a ToolUpdated whose final status the adapter inferred from the prompt's
 answer because the agent never sent one (:meth:`UpdateMapper.end_turn`)."""
+
+STOPPED_PROCESSES = "acp/stopped_processes"
+"""Extension key of a cancelled tool's end when anyagentd stopped the command it left running:
+``{"pids": [int], "signal": "SIGTERM" | "SIGKILL"}`` (:mod:`anyagentd.adapters.cancelled_commands`)."""
 
 TOOL_KINDS = {
     "read": "Read", "edit": "Edit", "delete": "Delete", "move": "Move", "search": "Search",
@@ -365,7 +371,25 @@ class UpdateMapper:
         self.tools[call.tool_call_id] = merge_tool(previous, call.model_copy(update={"content": None}))
         return merge_tool(previous, call)
 
-    async def end_turn(self, stop: Any) -> None:
+    def open_commands(self) -> dict[str, list[str]]:
+        """Tool id → the command lines to look for (:func:`~anyagentd.adapters.cancelled_commands.command_texts`),
+        for each Execute tool reported Pending/Running since its last final status: from its raw input's
+        ``command`` / ``cmd`` (a string or an argv), else its ``Command`` input."""
+        out: dict[str, list[str]] = {}
+        for tool_id in sorted(self._open_tools):
+            tool = self.tools[tool_id]
+            if tool.kind != "Execute":
+                continue
+            raw = tool.raw.input if tool.raw is not None and isinstance(tool.raw.input, dict) else {}
+            command = raw.get("command") or raw.get("cmd")
+            texts = command_texts(command) if isinstance(command, (str, list)) else []
+            if isinstance(tool.input, Command) and tool.input.command not in texts:
+                texts.append(tool.input.command)
+            if texts:
+                out[tool_id] = texts
+        return out
+
+    async def end_turn(self, stop: Any, stopped: Mapping[str, Stopped] | None = None) -> list[str]:
         """The prompt was answered with ``stop`` (a ``StopReason``): end the open message, then end every tool
         reported Pending/Running since its last final status, with extension :data:`CLOSED_AT_TURN_END`.
 
@@ -374,17 +398,44 @@ class UpdateMapper:
         sometimes never sends an exec command's). Its status follows the stop: Cancelled for a cancelled turn,
         Failed for a failed one, else Completed when it was running (its result went back to the model) and
         Cancelled when it never started. Without this it would stay Running, and the engine would list it in
-        TurnEnded's ``background`` as a tool still running."""
+        TurnEnded's ``background`` as a tool still running.
+
+        ``stopped``: tool id → what the connection did to the command the tool left running (a cancelled turn:
+        codex-acp answers a cancel while its command runs on). A tool whose processes were stopped ends with
+        extension :data:`STOPPED_PROCESSES` too; one with survivors is not ended (it stays Running, so the
+        engine lists it in ``background``). Returns the ids of those, for :meth:`end_lingering` once they are
+        gone."""
         await self._end_segment()
+        stopped = stopped or {}
         open_tools, self._open_tools = self._open_tools, set()
+        lingering = []
         for tool_id in sorted(open_tools):
             tool = self.tools[tool_id]
+            done = stopped.get(tool_id)
+            if done is not None and done.survivors:
+                lingering.append(tool_id)
+                continue
             if stop == "Cancelled" or isinstance(stop, FailedStop):
                 status = "Cancelled" if stop == "Cancelled" else "Failed"
             else:
                 status = "Completed" if tool.status == "Running" else "Cancelled"
             self.tools[tool_id] = tool = tool.model_copy(update={"status": status})
-            await self.link.emit(ToolUpdated(value=tool), extensions={CLOSED_AT_TURN_END: True})
+            extensions: dict[str, Any] = {CLOSED_AT_TURN_END: True}
+            if done is not None:
+                extensions[STOPPED_PROCESSES] = {"pids": list(done.pids), "signal": done.signal}
+            await self.link.emit(ToolUpdated(value=tool), extensions=extensions)
+        return lingering
+
+    async def end_lingering(self, tool_id: str, stopped: Stopped) -> None:
+        """End as Cancelled the tool ``tool_id`` left Running by :meth:`end_turn` because its processes outlived
+        the stop, once they are gone (extension :data:`STOPPED_PROCESSES`). Nothing when the agent ended it
+        meanwhile."""
+        tool = self.tools.get(tool_id)
+        if tool is None or tool.status not in ACTIVE_TOOL_STATUSES or tool_id in self._open_tools:
+            return
+        self.tools[tool_id] = tool = tool.model_copy(update={"status": "Cancelled"})
+        await self.link.emit(ToolUpdated(value=tool),
+                             extensions={STOPPED_PROCESSES: {"pids": list(stopped.pids), "signal": stopped.signal}})  # fmt: skip
 
     async def end_message(self) -> None:
         """End the open message (a permission request interrupts it)."""
@@ -392,6 +443,6 @@ class UpdateMapper:
 
 
 __all__ = [
-    "CLOSED_AT_TURN_END", "PERMISSION_KINDS", "RAW_UPDATE", "SessionState", "UpdateMapper", "merge_tool",
-    "stop_reason", "tool_input",
+    "CLOSED_AT_TURN_END", "PERMISSION_KINDS", "RAW_UPDATE", "STOPPED_PROCESSES", "SessionState", "UpdateMapper",
+    "merge_tool", "stop_reason", "tool_input",
 ]  # fmt: skip

@@ -13,8 +13,9 @@ What :class:`~anyagentd.adapters.process.AgentProcess` does with this module, on
 - :data:`LINEAGE_ENV`: a per-agent marker put in the agent's environment, which its descendants inherit (agents
   pass their environment to the commands they run); :func:`lineage` finds the living processes carrying it, or
   descending from the agent, or from one of those, by reading ``/proc``;
-- :func:`stop_command` kills the process tree of one command an agent runs (a tool call it left running when its
-  turn was interrupted), found by its command line;
+- :func:`command_tree` finds the process tree of a command an agent runs for a tool call by its command line, and
+  :func:`stop_command` SIGKILLs it (a tool call the agent left running when its turn was interrupted;
+  :mod:`.cancelled_commands` stops one gracefully);
 - :func:`guard` registers an agent's mark with a guardian: a small process of its own (started once, in a session
   of its own) reading a pipe from anyagentd; when anyagentd dies, however it dies, the pipe reaches EOF and the
   guardian SIGKILLs every process still carrying a registered mark — the jobs the agent left outside its group,
@@ -229,34 +230,52 @@ def cmdline(pid: int) -> list[str]:
 
 
 def stop_command(agent: int, command: str) -> list[int] | None:
-    """SIGKILL a command the agent ``agent`` (its pid, which leads its process group) runs for a tool call.
+    """SIGKILL a command the agent ``agent`` (its pid, which leads its process group) runs for a tool call: the tree
+    :func:`command_tree` finds for ``command``. Returns the pids signalled (empty when it could not be), or ``None``
+    when no such command runs. Linux (``/proc``) only."""
+    tree = command_tree(agent, [command])
+    return None if tree is None else kill_lineage(sorted(tree))
 
-    The command is found among the agent's living descendants by its command line: ``command`` as one argument
-    (``bash -c COMMAND``, ``bash -lc COMMAND``) or as the whole space-joined command line. What is killed is the
-    tree from its highest ancestor outside the agent's process group (a sandbox wrapper, e.g. Codex's
-    ``codex-linux-sandbox`` / ``bwrap``) down: the agent's own processes are never touched. Returns the pids
-    signalled (empty when it could not be), or ``None`` when no such command runs. Linux (``/proc``) only."""
-    table = processes()
-    inside = lineage(agent, None, table)
-    match = next((pid for pid in sorted(inside)
-                  if table[pid][0] != "Z" and _runs(cmdline(pid), command)), None)  # fmt: skip
-    if match is None:
+
+def command_tree(agent: int, commands: Iterable[str], *, mark: str | None = None,
+                 table: dict[int, tuple[str, int, int]] | None = None,
+                 exclude: Iterable[int] = ()) -> set[int] | None:  # fmt: skip
+    """The process trees of the commands the agent ``agent`` (its pid, which leads its process group) runs for a tool
+    call, found by command line; ``None`` when none of them runs.
+
+    A command is found among the agent's living :func:`lineage` (with ``mark``, also what re-parented away),
+    leaving out the pids in ``exclude`` (processes that ran before the tool could have started one), by its command
+    line: one of ``commands`` as one argument (``bash -c COMMAND``, ``bash -lc COMMAND``) or as the whole
+    space-joined command line. What belongs to it is the tree from its highest ancestor outside the agent's process
+    group (a sandbox wrapper, e.g. Codex's ``codex-linux-sandbox`` / ``bwrap``) down: the agent's own processes
+    are never part of it. ``table`` is a :func:`processes` snapshot (read now when ``None``). Linux only."""
+    table = processes() if table is None else table
+    inside = lineage(agent, mark, table)
+    wanted = [c for c in commands if c]
+    skip = set(exclude)
+    matches = [pid for pid in sorted(inside - skip)
+               if table[pid][0] != "Z" and any(_runs(cmdline(pid), c) for c in wanted)]  # fmt: skip
+    if not matches:
         return None
-    top = match
-    while True:
-        parent = table.get(top, ("", 0, 0))[1]
-        if parent not in inside or table[parent][2] == agent:
-            break
-        top = parent
-    tree = {top}
-    todo = [top]
-    while todo:
-        pid = todo.pop()
-        for child, (_, ppid, _) in table.items():
-            if ppid == pid and child not in tree:
-                tree.add(child)
-                todo.append(child)
-    return kill_lineage(sorted(tree))
+    children: dict[int, list[int]] = {}
+    for pid, (_, ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    tree: set[int] = set()
+    for match in matches:
+        top = match
+        while True:
+            parent = table.get(top, ("", 0, 0))[1]
+            if parent not in inside or table[parent][2] == agent:
+                break
+            top = parent
+        todo = [top]
+        tree.add(top)
+        while todo:
+            for child in children.get(todo.pop(), ()):
+                if child not in tree:
+                    tree.add(child)
+                    todo.append(child)
+    return {pid for pid in tree if table.get(pid, ("Z",))[0] != "Z"}
 
 
 def _runs(argv: list[str], command: str) -> bool:
@@ -324,4 +343,4 @@ def orphaned_zombies(exclude: Iterable[int] = ()) -> list[int]:
 
 
 __all__ = ["LINEAGE_ENV", "become_subreaper", "cmdline", "die_with_parent", "guard", "kill_lineage", "lineage",
-           "new_mark", "orphaned_zombies", "processes", "reap", "stop_command"]  # fmt: skip
+           "new_mark", "orphaned_zombies", "processes", "reap", "stop_command", "command_tree"]  # fmt: skip
