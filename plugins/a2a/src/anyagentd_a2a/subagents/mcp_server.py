@@ -20,6 +20,7 @@ bearer is withdrawn when the session closes.
 
 import json
 import secrets
+from contextlib import nullcontext
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,7 +177,9 @@ class SubagentMcpServer:
         return mcp
 
     async def serve(self, *, task_status: "anyio.abc.TaskStatus[None]" = anyio.TASK_STATUS_IGNORED) -> None:
-        """Serve on 127.0.0.1 until cancelled; ``task_status.started()`` once it accepts connections."""
+        """Serve on 127.0.0.1 until cancelled; ``task_status.started()`` once it accepts connections. A cancel
+        stops it as uvicorn's shutdown does (open connections get ``timeout_graceful_shutdown``, 2 s, then are
+        closed; the app's lifespan shutdown runs), so the drain writes nothing but JSON lines."""
         import uvicorn
 
         from anyagentd.listen import listening_socket
@@ -188,15 +191,27 @@ class SubagentMcpServer:
         started = anyio.Event()
 
         class Server(uvicorn.Server):
+            def capture_signals(self) -> Any:  # signals are the daemon's: uvicorn would take and restore them
+                return nullcontext()
+
             async def startup(self, sockets: Any = None) -> None:
                 await super().startup(sockets=sockets)
                 started.set()  # serving (``started``), or failed to: either way, no longer starting
 
-        server = Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        # log_config None: uvicorn's records go to the daemon's JSON lines, not uvicorn's own text handler
+        server = Server(uvicorn.Config(app, log_config=None, log_level="warning", lifespan="on",
+                                       timeout_graceful_shutdown=2))  # fmt: skip
         server.config.setup_event_loop = lambda: None  # type: ignore[method-assign]
         self._server = server
+
+        async def run() -> None:
+            # shielded: the daemon's cancel must not reach the app's lifespan (starlette would report the
+            # CancelledError as a failed shutdown, a traceback on stderr); should_exit stops it, gracefully
+            with anyio.CancelScope(shield=True):
+                await server.serve([sock])
+
         async with anyio.create_task_group() as tg:
-            tg.start_soon(server.serve, [sock])
+            tg.start_soon(run)
             await started.wait()
             if not server.started:
                 raise RuntimeError(f"the subagent MCP server did not start on {self.url}")
