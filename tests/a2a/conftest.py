@@ -32,6 +32,7 @@ class Daemon:
     state_dir: Path
     stderr: list[str] = field(default_factory=list)
     stdout: list[str] = field(default_factory=list)
+    stderr_reader: threading.Thread | None = None
 
     def rpc(self, method: str, params: dict[str, Any] | None = None, *, token: str | None = None,
             headers: dict[str, str] | None = None, request_id: Any = 1) -> httpx.Response:  # fmt: skip
@@ -61,12 +62,20 @@ class Daemon:
     def wait(self, timeout: float = 30.0) -> int:
         return self.process.wait(timeout=timeout)
 
+    def all_stderr(self, timeout: float = 10.0) -> list[str]:
+        """Every stderr line of a daemon that has exited (its reader thread joined: nothing more can come)."""
+        assert self.process.poll() is not None, "the daemon is still running"
+        if self.stderr_reader is not None:
+            self.stderr_reader.join(timeout)
+        return list(self.stderr)
+
 
 def _start(args: list[str], env: dict[str, str], cwd: Path) -> Daemon:
     process = subprocess.Popen([ANYAGENTD, "a2a", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=env, cwd=cwd, start_new_session=True)  # fmt: skip
     stderr: list[str] = []
-    threading.Thread(target=lambda: stderr.extend(process.stderr), daemon=True).start()  # type: ignore[arg-type]
+    reader = threading.Thread(target=lambda: stderr.extend(process.stderr), daemon=True)  # type: ignore[arg-type]
+    reader.start()
     deadline = time.monotonic() + STARTUP
     line = ""
     assert process.stdout is not None
@@ -78,7 +87,7 @@ def _start(args: list[str], env: dict[str, str], cwd: Path) -> Daemon:
         process.kill()
         raise AssertionError(f"the daemon printed no listening line; stderr: {''.join(stderr)[-2000:]}")
     url = json.loads(line)["listening"]
-    daemon = Daemon(url, process, Path(args[args.index("--state-dir") + 1]), stderr)
+    daemon = Daemon(url, process, Path(args[args.index("--state-dir") + 1]), stderr, stderr_reader=reader)
     threading.Thread(target=lambda: daemon.stdout.extend(process.stdout), daemon=True).start()  # type: ignore
     return daemon
 

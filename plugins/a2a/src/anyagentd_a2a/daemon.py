@@ -454,12 +454,36 @@ class Daemon:
             return
         if loaded.config.a2a.listen != self.loaded.config.a2a.listen or loaded.config.agent != self.loaded.config.agent:
             log.warning("SIGHUP: [agent] and a2a.listen changes take effect at the next start")
+        from .preflight import preflight
+
+        found = preflight(loaded, self.runtime.plugins)  # what the start would refuse, the reload refuses
+        if found.errors:
+            log.error("SIGHUP: configuration not reloaded: %s", found.errors[0])
+            return
+        if loaded.config.subagents != self.loaded.config.subagents:
+            log.warning("SIGHUP: [subagents] changes take effect at the next start")
+        self._reload_workflows(loaded)
         self.loaded = loaded
         self.instance.reloaded()
         self.front.identities = Identities(loaded, self.instance.auth_sessions)
         self.cors.origins = set(loaded.config.a2a.cors_origins)
         self.executor.parents = self._parents()  # tasks started from now on report to the parents configured now
         log.info("SIGHUP: configuration reloaded from %s", path)
+
+    def _reload_workflows(self, loaded: Loaded) -> None:
+        """The reloaded ``[[workflows]]`` for the runs started from now on (:meth:`.WorkflowRunner.redefine`); a
+        daemon started without workflows has no runner (nor run store): a warning says they wait for a restart."""
+        from .workflows.definition import load_workflows
+
+        runner = self.instance.runner
+        if runner is None:
+            if loaded.config.workflows:
+                log.warning("SIGHUP: [[workflows]] take effect at the next start (this daemon started without any)")
+            return
+        self.instance.workflows = load_workflows(loaded.config.workflows)
+        changes = runner.redefine(self.instance.workflows)
+        said = "; ".join(f"{kind} {', '.join(names)}" for kind, names in changes.items() if names)
+        log.info("SIGHUP: workflows %s", said or "unchanged")
 
     async def _open_session(self, conversation: Conversation, opening: Opening = "resume") -> Any:
         """The conversation's engine session, opened as ``opening`` says (:data:`.conversations.Opening`):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from anyagentd import __version__
 from anyagentd.ops import InvalidOpArguments, Principal
 
-from .command.face import ConversationView
+from .command.face import ConversationView, qualified_id
 from .logring import LogRing
 
 if TYPE_CHECKING:
@@ -104,12 +104,23 @@ class Instance:
 
     def conversation(self, principal: Principal, conversation_id: str | None) -> ConversationView | None:
         """The conversation ``principal`` names (see :class:`CommandFace`): among those it may see, its own by that
-        contextId first; the operator may also write ``<principal>/<contextId>``. Without an id, the newest."""
+        contextId first; the operator may also write ``<principal>/<contextId>`` (``user:alice/ctx-1``, the ``id``
+        ``status`` lists for another principal's conversation). A bare contextId that several principals'
+        conversations share (the operator sees them all) is refused (``InvalidOpArguments`` naming the qualified
+        ids), never one of them picked. Without an id, the root conversation: an A2A conversation is always named
+        by its contextId (kind ``conversation``), so there is none here."""
         visible = self.conversations(principal)
-        if conversation_id is not None:
-            visible = [v for v in visible if conversation_id in (v.id, f"{v.principal}/{v.id}")]
-        own = [v for v in visible if v.principal == principal.id]
-        return (own or visible or [None])[0]
+        if conversation_id is None:
+            return next((v for v in visible if v.kind == "root"), None)
+        own = [v for v in visible if v.principal == principal.id and v.id == conversation_id]
+        if own:
+            return own[0]
+        found = [v for v in visible if conversation_id in (v.id, qualified_id(v))]
+        if len(found) > 1:
+            named = ", ".join(sorted(qualified_id(v) for v in found))
+            raise InvalidOpArguments(f"{len(found)} conversations have the contextId {conversation_id!r}: name one "
+                                     f"as <principal>/<contextId> ({named})", [("id", f"one of {named}")])  # fmt: skip
+        return found[0] if found else None
 
     # -- configuration ---------------------------------------------------------------------------------------
 

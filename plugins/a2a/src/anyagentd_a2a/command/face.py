@@ -36,6 +36,18 @@ class ConversationView:
     kind: str = "conversation"
 
 
+def qualified_id(view: ConversationView) -> str:
+    """``<principal>/<contextId>`` (``user:alice/ctx-1``): a conversation's name that no other principal's shares
+    (contextIds are namespaced per principal, so two callers' ``ctx-1`` are two conversations)."""
+    return f"{view.principal}/{view.id}"
+
+
+def caller_id(view: ConversationView, principal: Principal) -> str:
+    """The conversation's ``id`` as ``principal`` names it (``status``, ``plan.get``, ``conversation.get``): its own
+    conversation by the bare contextId, another principal's (the operator sees them) by :func:`qualified_id`."""
+    return view.id if view.principal == principal.id else qualified_id(view)
+
+
 class CommandFace(Protocol):
     """The daemon as the built-in ops use it. Times are epoch milliseconds unless said otherwise."""
 
@@ -66,9 +78,10 @@ class CommandFace(Protocol):
         """The conversations ``principal`` owns (every one for the operator), newest first."""
 
     def conversation(self, principal: Principal, conversation_id: str | None) -> ConversationView | None:
-        """The conversation ``principal`` names ``conversation_id`` (its newest without one), or ``None`` when it
-        has none by that name — the same whether it does not exist or is another principal's. The operator
-        may also name another principal's conversation as ``<principal>/<contextId>``."""
+        """The conversation ``principal`` names ``conversation_id`` (the root conversation without one), or
+        ``None`` when it has none by that name — the same whether it does not exist or is another principal's. The
+        operator may also name another principal's conversation as ``<principal>/<contextId>``; a bare contextId
+        several of the conversations it sees share raises ``anyagentd.ops.InvalidOpArguments`` naming those."""
 
     def redacted_config(self) -> dict[str, Any]:
         """The effective configuration as JSON, every credential shown as its ``{{secret:…}}`` reference."""
@@ -90,4 +103,4 @@ class CommandFace(Protocol):
         """Clear the instance's pause; what waits starts."""
 
 
-__all__ = ["CommandFace", "ConversationView"]
+__all__ = ["CommandFace", "ConversationView", "caller_id", "qualified_id"]

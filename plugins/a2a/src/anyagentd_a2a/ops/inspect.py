@@ -1,10 +1,15 @@
 """The inspect op family: ``plan.get``, and the introspection ops ``conversation.get`` and ``debug.events``.
 
-``plan.get {id?}`` (message, users or a grant): a conversation's current plan and its progress ``"n/m done"``.
+``plan.get {id?}`` (message, users or a grant): a conversation's current plan and its progress ``"n/m done"``;
+without ``id`` the root conversation, as the schema says — an A2A daemon has none (every conversation is named by
+its contextId), so that is "no root conversation here".
 ``conversation.get {id, limit=200 ≤ 1000}`` (message, users or a grant; introspection): the newest messages of a
 conversation, strings truncated at 4096 bytes. ``debug.events {after, limit=200 ≤ 500, level?, prefix?}``
 (message, operator; introspection): a cursor read of the daemon's log ring. A conversation the caller does not own
-is "no such conversation" (``TargetNotFound``), never confirmed to exist.
+is "no such conversation" (``TargetNotFound``), never confirmed to exist. A conversation's ``id`` in a result is as
+the caller names it (:func:`..command.face.caller_id`): its own by the contextId, another principal's (the operator
+sees them) as ``<principal>/<contextId>``; a bare contextId several principals share is INVALID_COMMAND_ARGS
+naming the qualified ids.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from pydantic import Field
 from anyagentd.hookspecs import hookimpl
 from anyagentd.ops import ArgsModel, Op, OpContext, ResultModel, TargetNotFound
 
-from ..command.face import CommandFace
+from ..command.face import CommandFace, caller_id
 from . import _views
 
 CONVERSATION_LIMIT, CONVERSATION_MAX = 200, 1000
@@ -44,10 +49,13 @@ class PlanGet(Op):
     async def run(self, context: OpContext, args: PlanArgs) -> PlanResult:
         face: CommandFace = context.face
         view = face.conversation(context.principal, args.id)
+        if view is None and args.id is None:  # the schema's "without it, the root": never the newest, guessed
+            raise TargetNotFound("no root conversation here: an A2A conversation is named by its id (status "
+                                 "lists them)")  # fmt: skip
         if view is None:
             raise TargetNotFound("no such conversation")
         plan, progress = _views.plan_and_progress(view)
-        return PlanResult(conversation=view.id, plan=plan, progress=progress)
+        return PlanResult(conversation=caller_id(view, context.principal), plan=plan, progress=progress)
 
 
 class ConversationArgs(ArgsModel):
@@ -78,7 +86,7 @@ class ConversationGet(Op):
         newest = messages[-args.limit:] if args.limit else []
         plan, _ = _views.plan_and_progress(view)
         return ConversationResult(conversation={
-            "id": view.id, "kind": view.kind, "version": view.version, "turns": view.turns,
+            "id": caller_id(view, context.principal), "kind": view.kind, "version": view.version, "turns": view.turns,
             "est_tokens": _views.est_tokens(messages), "principal": view.principal, "task": view.task_id,
             "skills": face.skills, "plan": plan, "summary": None, "total_messages": len(messages),
             "messages": _views.truncate(newest, _views.TRUNCATE_MESSAGE_BYTES), "updated": view.updated_ms,

@@ -2,7 +2,9 @@
 
 ``status`` (message, any named caller): instance, uptime, drain and pause state, the agent, version, skills,
 workflows, runs, conversations and live activity; a non-operator sees only what it owns
-(``agentd-command.schema.json`` ``$defs/ops/status``).
+(``agentd-command.schema.json`` ``$defs/ops/status``). A conversation's ``id`` is the name ``plan.get`` and
+``conversation.get`` take from this caller (:func:`..command.face.caller_id`): the contextId for its own, and
+``<principal>/<contextId>`` for another principal's, so two users' ``ctx-1`` list as two ids.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 from anyagentd.hookspecs import hookimpl
 from anyagentd.ops import NoArgs, Op, OpContext, ResultModel
 
-from ..command.face import CommandFace
+from ..command.face import CommandFace, caller_id
 from . import _views
 from .subagent import activity as subagent_activity
 
@@ -49,7 +51,7 @@ class Status(Op):
             messages = _views.transcript(view)
             _, progress = _views.plan_and_progress(view)
             conversations.append({
-                "id": view.id, "contextId": view.id, "kind": view.kind, "version": view.version,
+                "id": caller_id(view, context.principal), "contextId": view.id, "kind": view.kind, "version": view.version,
                 "messages": len(messages), "est_tokens": _views.est_tokens(messages), "turns": view.turns,
                 "principal": view.principal, "skills": face.skills, "plan": progress, "updated": view.updated_ms,
             })  # fmt: skip

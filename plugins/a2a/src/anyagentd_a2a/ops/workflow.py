@@ -7,7 +7,9 @@ REJECTED; cancelled CANCELED; failed and stalled FAILED; INPUT_REQUIRED while an
 transitions and agent text stream as status updates, and
 the run's output is the result artifact. Whether the caller may run a workflow (a grant ``workflow.run:<name>``
 or a role the workflow lists) is checked before anything exists, and a workflow the caller may not run is
-PERMISSION_DENIED whether or not it exists. Ownership as everywhere: another principal's run is "no such run".
+PERMISSION_DENIED whether or not it exists; a caller that may run any workflow of that name (the operator, a grant
+matching it) is told instead that none is configured: NOT_FOUND "no workflow named 'x' (configured: a, b)", the
+ones it may run (:func:`may_run_any`). Ownership as everywhere: another principal's run is "no such run".
 ``workflow.cancel`` and ``admin.cancel`` of a run that has ended are INVALID_STATE, as ``admin.pause`` of it is.
 """
 
@@ -47,6 +49,13 @@ def may_run(principal: Principal, workflow: Any) -> bool:
     if principal.is_operator or principal.role in workflow.roles:
         return True
     return any(grant_matches(grant, "workflow.run", workflow.name) for grant in principal.grants)
+
+
+def may_run_any(principal: Principal, name: str) -> bool:
+    """Whether ``principal`` could run a workflow called ``name`` whatever it lists (the operator, or a grant for
+    ``workflow.run`` on that name): such a caller learns that no workflow has the name, and which ones it may run,
+    since that tells it nothing it could not try; anyone else is PERMISSION_DENIED, whether or not it exists."""
+    return principal.is_operator or any(grant_matches(g, "workflow.run", name) for g in principal.grants)
 
 
 def owner_filter(principal: Principal) -> str | None:
@@ -106,6 +115,9 @@ class WorkflowRun(Op):
     async def run(self, context: OpContext, args: RunArgs) -> AsyncIterator[Progress]:
         face = context.face
         workflow = face.workflows.get(args.workflow)
+        if workflow is None and may_run_any(context.principal, args.workflow):
+            mine = sorted(n for n, w in face.workflows.items() if may_run(context.principal, w))
+            raise TargetNotFound(f"no workflow named {args.workflow!r} (configured: {', '.join(mine) or 'none'})")
         if workflow is None or not may_run(context.principal, workflow):
             raise OpNotPermitted(f"not permitted to run workflow {args.workflow!r}")
         inputs = dict(args.inputs or {})

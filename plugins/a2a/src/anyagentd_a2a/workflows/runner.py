@@ -156,6 +156,15 @@ class WorkflowRunner:
                 while any(live.workflow.steps[s].kind == "agent" for s in live.scopes):
                     await live.step_ended.wait()  # set by each step as it leaves (``_step``)
 
+    def redefine(self, workflows: dict[str, Workflow]) -> dict[str, list[str]]:
+        """Take ``workflows`` (by name, as :func:`.definition.load_workflows` returns them) for the runs started
+        from now on (a SIGHUP reload). A live run keeps the definition it started with (its ``_Live`` holds it);
+        a stored run recovered at the next start is driven by the definition configured then. Returns the names
+        ``{"added": [...], "changed": [...], "removed": [...]}`` (each sorted)."""
+        old, self.workflows = self.workflows, dict(workflows)
+        return {"added": sorted(set(workflows) - set(old)), "removed": sorted(set(old) - set(workflows)),
+                "changed": sorted(n for n in set(old) & set(workflows) if old[n] != workflows[n])}  # fmt: skip
+
     # ------------------------------------------------------------------------------------------ requests
 
     async def start(self, workflow_name: str, inputs: dict[str, Any], principal: str | None,
