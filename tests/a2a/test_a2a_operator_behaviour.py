@@ -115,3 +115,37 @@ def test_two_principals_one_context_id_are_two_named_conversations(a2a_daemon: A
     # plan.get without an id is the root conversation (the schema's word), which an A2A daemon does not have
     rootless = command(daemon, "plan.get", token=ALICE)
     assert reason(rootless) == (-32001, "NOT_FOUND") and "no root conversation" in rootless.json()["error"]["message"]
+
+
+def test_the_readmes_push_registration_and_a_second_create_without_an_id_replaces_the_first(
+        a2a_daemon: Any) -> None:  # fmt: skip
+    import re
+    import subprocess
+
+    readme = (Path(__file__).resolve().parents[2] / "plugins" / "a2a" / "README.md").read_text()
+    block = re.search(r"<!-- push: register -->\n```sh\n(.*?)```", readme, re.S)
+    assert block, "the README's push block is missing"
+    daemon = a2a_daemon(config=CONFIG + "[a2a.push]\nallow_private = true\n", env=ENV, mock="hello")
+    task = daemon.send_text("hi", token=ALICE)
+    for hook in ("http://127.0.0.1:9/first", "http://127.0.0.1:9/second"):
+        env = {"URL": daemon.url, "TOKEN": ALICE, "TASK": task["id"], "HOOK": hook, "PATH": "/usr/bin:/bin"}
+        ran = subprocess.run(["bash", "-c", block[1]], env=env, capture_output=True, text=True, timeout=30)
+        assert ran.returncode == 0 and json.loads(ran.stdout)["result"]["url"] == hook, ran
+    listed = daemon.rpc("ListTaskPushNotificationConfigs", {"taskId": task["id"]}, token=ALICE).json()["result"]
+    assert [(c["id"], c["url"]) for c in listed["configs"]] == [(task["id"], "http://127.0.0.1:9/second")]
+    kept = {"taskId": task["id"], "id": "audit", "url": "http://127.0.0.1:9/audit"}
+    assert "result" in daemon.rpc("CreateTaskPushNotificationConfig", kept, token=ALICE).json()
+    listed = daemon.rpc("ListTaskPushNotificationConfigs", {"taskId": task["id"]}, token=ALICE).json()["result"]
+    assert sorted(c["id"] for c in listed["configs"]) == sorted([task["id"], "audit"])
+
+
+def test_admin_set_takes_the_configuration_keys_spelling(a2a_daemon: Any) -> None:
+    daemon = a2a_daemon(config=CONFIG, env=ENV, mock="hello")
+    daemon.send_text("hi", token=ALICE, context_id="c")
+    assert reason(command(daemon, "conversation.get", token=ALICE, id="c")) == (-32004, "INTROSPECTION_DISABLED")
+    for path, value in (("a2a.introspection", True), ("a2a.introspection.enabled", False), ("a2a.introspection", True)):
+        _, set_ = task_result(command(daemon, "admin.set", token=OPERATOR, path=path, value=value), "admin.set")
+        assert set_ == {"path": "a2a.introspection.enabled", "value": value}  # the schema's name for it
+    assert result_of(command(daemon, "conversation.get", token=ALICE, id="c"), "conversation.get")
+    assert reason(command(daemon, "admin.set", token=OPERATOR, path="a2a.introspection", value="yes")) == \
+        (-32602, "INVALID_COMMAND_ARGS")  # fmt: skip

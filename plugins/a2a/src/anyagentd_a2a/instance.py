@@ -139,7 +139,9 @@ class Instance:
 
     def set_setting(self, path: str, value: Any) -> Any:
         """``admin.set``: values typed as the configuration file types them (TOML: a boolean is true/false, not the
-        string ``"true"``)."""
+        string ``"true"``). ``a2a.introspection`` (the file's key) and ``a2a.introspection.enabled`` (the schema's
+        name) are one setting."""
+        path = "a2a.introspection.enabled" if path == "a2a.introspection" else path  # the config file's key
         if path == "agent.approval":
             if value not in ("ask", "auto"):
                 raise InvalidOpArguments("agent.approval is \"ask\" or \"auto\"", [("value", 'expected "ask" or "auto"')])

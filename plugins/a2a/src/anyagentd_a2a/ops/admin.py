@@ -112,8 +112,13 @@ class Resume(Op):
 
 
 class SetArgs(ArgsModel):
-    path: Literal["agent.approval", "a2a.introspection.enabled"]
+    # a2a.introspection is the configuration file's key; a2a.introspection.enabled the schema's name for it
+    path: Literal["agent.approval", "a2a.introspection", "a2a.introspection.enabled"]
     value: Any
+
+
+SCHEMA_PATHS = {"a2a.introspection": "a2a.introspection.enabled"}
+"""A path as the configuration file spells it → the name the schema's ``admin.set`` result gives it."""
 
 
 class SetResult(ResultModel):
@@ -132,7 +137,7 @@ class Set(Op):
     async def run(self, context: OpContext, args: SetArgs) -> SetResult:
         face: CommandFace = context.face
         value = face.set_setting(args.path, args.value)
-        return SetResult(path=args.path, value=value)
+        return SetResult(path=SCHEMA_PATHS.get(args.path, args.path), value=value)
 
 
 @hookimpl
