@@ -361,6 +361,7 @@ class A2ASection(_Strict):
     trusted_proxies: list[Annotated[str, AfterValidator(_proxy)]] = Field(default_factory=list)
     store: str | None = None
     introspection: bool = False
+    access_log: bool = True  # one JSON line per HTTP request (.observe.access)
     device_grant: DeviceGrantSection = DeviceGrantSection()
     push: PushSection = PushSection()
     pool: PoolSection = PoolSection()

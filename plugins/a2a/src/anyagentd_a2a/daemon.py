@@ -99,15 +99,24 @@ class Options:
     plugins: Plugins | None = None
 
 
+# what every LogRecord carries; anything else on a record came from ``extra=`` (uvicorn's color_message is its own)
+_RECORD_KEYS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "color_message"}
+
+
 class JsonLines(logging.Formatter):
-    """One JSON object per record: ``ts``, ``level``, ``logger``, ``msg`` (and ``exc`` for exceptions)."""
+    """One JSON object per record: ``ts``, ``level``, ``logger``, ``msg`` (and ``exc`` for exceptions), then each
+    field the call passed with ``extra=`` as a key of its own (the access and audit lines, :mod:`.observe.access`);
+    an extra field never replaces one of the four."""
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {"ts": round(record.created, 3), "level": record.levelname.lower(),
                                 "logger": record.name, "msg": record.getMessage()}  # fmt: skip
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info).splitlines()[-1]
-        return json.dumps(line, ensure_ascii=False)
+        for key, value in record.__dict__.items():
+            if key not in _RECORD_KEYS and key not in line:
+                line[key] = value
+        return json.dumps(line, ensure_ascii=False, default=str)
 
 
 def setup_logging() -> None:
@@ -340,7 +349,11 @@ class Daemon:
         app.router.redirect_slashes = False
         self.cors = CorsGate(app, self.loaded.config.a2a.cors_origins)
         public_host = urlsplit(self.public_url).hostname
-        return HostGate(self.cors, {public_host} if public_host else set())
+        from .observe.access import AccessLog
+
+        # outermost, so every request is logged, the Host gate's 421 included; uvicorn's own access log stays off
+        return AccessLog(HostGate(self.cors, {public_host} if public_host else set()),
+                         enabled=lambda: self.loaded.config.a2a.access_log, source_of=self.front.source_of)
 
     async def _check_send(self, principal: Any, request_id: Any, params: dict[str, Any]) -> Any:
         """A send's own refusals, before the SDK creates or touches a task: output modes we cannot produce

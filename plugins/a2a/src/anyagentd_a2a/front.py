@@ -38,7 +38,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from .command.envelope import COMMAND_URI as COMMAND_EXTENSION
-from .command.envelope import CONTENT_TYPE_NOT_SUPPORTED, is_command
+from .command.envelope import CONTENT_TYPE_NOT_SUPPORTED, command_parts, is_command
 from .config import A2ASection, Loaded, is_loopback
 from .limits import TooLarge, body_too_large, held_history, message_refusal, read_body
 from .proxies import Network, client_address, parse_proxy
@@ -206,6 +206,7 @@ class Front:
                     self.failed.take(source)
                 return rpc_error(None, -31401, str(err), status=401,
                                  headers={"WWW-Authenticate": f'Bearer realm="{self.realm}"'})  # fmt: skip
+        request.state.principal = principal  # the access log's, from here on (.observe.access)
         try:
             body = await read_body(request, settings.limits.body_bytes)
         except TooLarge as err:
@@ -245,6 +246,9 @@ class Front:
             if refused is not None:
                 return refused
         command = method in SEND_METHODS and is_command(params)
+        if command:  # the access log's op (.observe.access); the command's checks come later
+            first = command_parts(params["message"])[0]
+            request.state.op = first.get("op") if isinstance(first, dict) else None
         if method in SEND_METHODS and self.check_send is not None and not command:
             before = json.dumps(params, sort_keys=True)
             refused = await self.check_send(principal, request_id, params)
