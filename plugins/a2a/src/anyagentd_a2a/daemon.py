@@ -408,7 +408,13 @@ class Daemon:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
             async for signum in signals:
                 if signum == signal.SIGHUP:
+                    before = self.loaded
                     self._reload()
+                    from .observe.audit import audit
+
+                    # a reload that took replaced the configuration; any refusal was logged with its reason
+                    audit("config.reload", "signal", "ok" if self.loaded is not before else "refused",
+                          args={"signal": "SIGHUP", "config": self.options.config_path})
                     continue
                 log.info("draining: %s", signal.Signals(signum).name)
                 self.request_drain(signal.Signals(signum).name)

@@ -42,6 +42,7 @@ from anyagentd.ops import (
     TargetNotFound,
 )
 
+from ..observe.audit import audit, audited
 from ..tasks.state import TERMINAL, WORKING, from_progress, move, name
 from ..translate import wire_part
 from .envelope import (
@@ -110,6 +111,14 @@ class TrackedTask:
         return self.state
 
 
+def _audit(command: Command, principal: Principal, outcome: str, reason: str | None = None) -> None:
+    """The audit line of an operator op (:mod:`.observe.audit`): here, so every op of that floor is audited once,
+    whatever its family."""
+    if audited(command.op.floor):
+        args = command.args.model_dump(mode="json", by_alias=True, exclude_none=True)
+        audit(command.op.name, principal.id, outcome, args=args, reason=reason)
+
+
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -169,6 +178,9 @@ class CommandDispatcher:
                                       switches=self.switches())  # fmt: skip
         except CommandRefusal as refusal:
             self.face.log.emit("command.refused", "warning", reason=refusal.reason, principal=principal.id)
+            refused_op = self.table.get(refusal.metadata.get("op", ""))
+            if refused_op is not None and audited(refused_op.floor):
+                audit(refused_op.name, principal.id, "refused", reason=refusal.reason)
             return self._error(request_id, refusal)
         if command is None:
             return None
@@ -182,12 +194,15 @@ class CommandDispatcher:
         except OpError as err:
             self.face.log.emit("command.refused", "warning", op=command.op.name, reason=err.reason,
                                principal=principal.id)  # fmt: skip
+            _audit(command, principal, "refused", err.reason)
             return self._error(request_id, refusal_of(err, command.op.name))
         except Exception as err:  # noqa: BLE001 - an op's bug is a JSON-RPC error, never a 500 or a dead daemon
             log.exception("op %s failed", command.op.name)
+            _audit(command, principal, "failed", type(err).__name__)
             return self._error(request_id, CommandRefusal(-32603, "OP_FAILED", f"{command.op.name} failed: "
                                                           f"{type(err).__name__}", metadata={"op": command.op.name}))
         self.face.log.emit("command.ran", op=command.op.name, principal=principal.id)
+        _audit(command, principal, "started" if isinstance(outcome, AsyncIterator) else "ok")
         if command.op.reply == "message":
             reply = {"message": {"messageId": str(uuid.uuid4()), "contextId": context_id, "role": "ROLE_AGENT",
                                  "parts": [data_part(_json(outcome))], "extensions": [COMMAND_URI]}}  # fmt: skip
