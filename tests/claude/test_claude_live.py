@@ -350,3 +350,21 @@ def test_sigkill_of_serve_takes_the_bash_tools_job_along(model_server: Any, wire
         time.sleep(0.05)
     assert all(marked_processes(m) == [] for m in marks)
     assert not any(process_running(job) for job in jobs)
+
+
+async def test_turn_reports_its_tokens_once(claude: Any, work: Path) -> None:
+    """The result's ``ContextUsage`` carries ``anyagentd/tokens``: the turn's input (+ cache creation + cache read)
+    and output tokens as the model server reported them over both of the turn's API calls; the engine sums them."""
+    calls = [{"input_tokens": 1000, "cache_creation_input_tokens": 200, "cache_read_input_tokens": 30,
+              "output_tokens": 40}, {"input_tokens": 5, "cache_read_input_tokens": 1230, "output_tokens": 7}]  # fmt: skip
+    claude({"turns": [{**WRITE_SCRIPT["turns"][0], "usage": calls[0]}, {"text": "Done.", "usage": calls[1]}]})
+    async with Runtime() as rt:
+        session = await rt.open("claude", dir=work, configure={"mode": "acceptEdits"})
+        stream = EventStream(session)
+        await session.prompt("Write out.txt")
+        await stream.until("TurnEnded")
+        reported = [e.extensions["anyagentd/tokens"] for e in stream.seen
+                    if event_tag(e) == "ContextUsage" and "anyagentd/tokens" in e.extensions]  # fmt: skip
+        assert reported == [{"in": 1000 + 200 + 30 + 5 + 1230, "out": 40 + 7}]
+        usage = session.projections.usage
+        assert (usage.tokens_in, usage.tokens_out) == (2465, 47)

@@ -22,7 +22,8 @@ Mapping, by frame:
   option, a failed compaction → Warning; ``compact_boundary`` → ``ContextCompacted`` then ContextUsage
   (``post_tokens``); ``api_retry`` → Warning; ``task_notification`` → the background tool's end.
 - ``result`` → ContextUsage (tokens of the last main-thread API call: input + cache + output, window from
-  ``modelUsage[*].contextWindow``, ``cost_usd`` = ``total_cost_usd``) then TurnEnded: ``is_error`` false →
+  ``modelUsage[*].contextWindow``, ``cost_usd`` = ``total_cost_usd``; the ``anyagentd/tokens`` extension: the
+  turn's tokens from the result's ``usage``, see :func:`turn_tokens` — reported once, at the turn's end) then TurnEnded: ``is_error`` false →
   Completed(Protocol); aborted or interrupted → Cancelled; else Failed(result/errors text), which the engine reads
   as Cancelled when it follows our interrupt.
 """
@@ -32,6 +33,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from anyagentd.engine.projections import TOKENS_EXTENSION
 from anyagentd.model import (
     COMPLETED_PROTOCOL,
     ContextUsage,
@@ -355,16 +357,15 @@ class FrameMapper:
         for parent, mid in list(self._streaming.items()):  # a stream cut by an interrupt
             self._streaming.pop(parent, None)
             await self.link.emit(MessageEnded(message_id=mid), parent_tool_id=parent)
-        used = self._usage_in + self._usage_out
-        if used == 0:
-            usage = frame.get("usage") or {}
-            used = sum(_int(usage.get(k)) for k in (
-                "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"))  # fmt: skip
+        usage = frame.get("usage") or {}
+        tokens = turn_tokens(usage)
+        used = self._usage_in + self._usage_out or tokens["in"] + tokens["out"]
         window = self._window_hint(frame.get("modelUsage"))
         cost = frame.get("total_cost_usd")
         if used > 0:
             await self.link.emit(ContextUsage(used_tokens=used, window_tokens=window,
-                                              cost_usd=float(cost) if isinstance(cost, (int, float)) else None))  # fmt: skip
+                                              cost_usd=float(cost) if isinstance(cost, (int, float)) else None),
+                                 extensions={TOKENS_EXTENSION: tokens} if tokens["in"] or tokens["out"] else None)  # fmt: skip
         self._usage_in = self._usage_out = 0
         stop = self.stop_reason(frame)
         self.turn_active = False
@@ -382,6 +383,15 @@ class FrameMapper:
             errors = frame.get("errors")
             text = "; ".join(str(e) for e in errors) if isinstance(errors, list) and errors else None
         return FailedStop(message=text or f"Claude Code turn failed ({frame.get('subtype') or 'error'})")
+
+
+def turn_tokens(usage: Any) -> dict[str, int]:
+    """The :data:`~anyagentd.engine.projections.TOKENS_EXTENSION` value of a ``result`` frame's ``usage`` (Claude
+    Code's sum over the turn's API calls): ``in`` = input + cache creation + cache read tokens, ``out`` = output
+    tokens; missing or non-positive fields count 0."""
+    usage = usage if isinstance(usage, dict) else {}
+    return {"in": _int(usage.get("input_tokens")) + _int(usage.get("cache_creation_input_tokens"))
+            + _int(usage.get("cache_read_input_tokens")), "out": _int(usage.get("output_tokens"))}  # fmt: skip
 
 
 def _int(value: Any) -> int:
