@@ -402,3 +402,23 @@ async def test_without_node_the_handshake_error_says_what_happened(
     message = caught.value.message
     assert "None" not in message
     assert "exit status: 127" in message and "node" in message
+
+
+async def test_usage_reports_each_calls_tokens(codex: Any, work: Path) -> None:
+    """Each ``thread/tokenUsage/updated`` carries ``anyagentd/tokens`` of its model call: in = the Responses API's
+    ``input_tokens`` (cached included), out = ``output_tokens`` (reasoning included) as the model server reported
+    them; the engine sums them over the session."""
+    calls = [{"input_tokens": 900, "cached_tokens": 300, "output_tokens": 50, "reasoning_tokens": 20},
+             {"input_tokens": 1400, "cached_tokens": 900, "output_tokens": 9}]  # fmt: skip
+    codex({"turns": [{"thinking": "Hmm.", "text": "One.", "usage": calls[0]}, {"text": "Two.", "usage": calls[1]}]})
+    async with Runtime() as rt:
+        session = await rt.open("codex", dir=work)
+        stream = EventStream(session)
+        for word in ("first", "second"):
+            await session.prompt(word)
+            await stream.until("TurnEnded")
+        reported = [e.extensions["anyagentd/tokens"] for e in stream.seen
+                    if event_tag(e) == "ContextUsage" and "anyagentd/tokens" in e.extensions]  # fmt: skip
+        assert reported == [{"in": 900, "out": 50}, {"in": 1400, "out": 9}]
+        usage = session.projections.usage
+        assert (usage.tokens_in, usage.tokens_out) == (2300, 59)

@@ -17,7 +17,9 @@ Mapping:
   Other; ``item/commandExecution/outputDelta`` and ``item/fileChange/outputDelta`` → ToolOutputDelta;
 - ``contextCompaction`` completed → ContextCompacted, then the latest ContextUsage again;
 - ``turn/plan/updated`` → PlanUpdated; a ``plan`` item → text;
-- ``thread/tokenUsage/updated`` → ContextUsage (``last.totalTokens`` of the window ``modelContextWindow``);
+- ``thread/tokenUsage/updated`` → ContextUsage (``last.totalTokens`` of the window ``modelContextWindow``) with
+  the ``anyagentd/tokens`` extension of the last call (:func:`call_tokens`), left off when the thread's ``total``
+  is unchanged (a repeated report);
 - ``account/rateLimits/updated`` → PlanUsageUpdated (when a window is reported);
 - ``turn/completed`` → items still active become Cancelled (interrupted; their late ``item/completed`` is
   dropped) or Failed — except commands the connection could not stop (the state's ``survivors``), which stay Running and so
@@ -39,6 +41,7 @@ import json
 import re
 from typing import Any
 
+from anyagentd.engine.projections import TOKENS_EXTENSION
 from anyagentd.model import (
     COMPLETED_PROTOCOL,
     Command,
@@ -229,6 +232,14 @@ def _window_label(minutes: int | None, fallback: str) -> str:
     return f"{minutes}m"
 
 
+def call_tokens(last: p.TokenUsageBreakdown) -> dict[str, int] | None:
+    """The :data:`~anyagentd.engine.projections.TOKENS_EXTENSION` value of one model call's usage, or None when it
+    has none: ``in`` = ``inputTokens`` (cached input included, as in the Responses API's ``input_tokens``),
+    ``out`` = ``outputTokens`` (reasoning included: ``reasoningOutputTokens`` is a part of it, so not added)."""
+    tokens = {"in": max(0, last.inputTokens), "out": max(0, last.outputTokens)}
+    return tokens if tokens["in"] or tokens["out"] else None
+
+
 def plan_usage(snapshot: p.RateLimitSnapshot) -> PlanUsage | None:
     """A rate-limit snapshot → ``PlanUsage`` (``None`` when it reports no window)."""
     windows = []
@@ -318,8 +329,10 @@ class NotificationMapper:
             if self.parent_of(note.threadId) is None:
                 usage = ContextUsage(used_tokens=max(0, note.tokenUsage.last.totalTokens),
                                      window_tokens=note.tokenUsage.modelContextWindow)  # fmt: skip
-                self.state.last_usage = usage
-                await self.link.emit(usage)
+                self.state.last_usage = usage  # re-emitted after a compaction, without tokens
+                total, self.state.last_total = self.state.last_total, note.tokenUsage.total
+                tokens = call_tokens(note.tokenUsage.last) if note.tokenUsage.total != total else None
+                await self.link.emit(usage, extensions={TOKENS_EXTENSION: tokens} if tokens else None)
         elif method == p.N_RATE_LIMITS:
             note = p.RateLimitsNotification.model_validate(params)
             usage = plan_usage(note.rateLimits)
@@ -477,4 +490,4 @@ def stop_reason(turn: p.Turn) -> Any:
     return FailedStop(message=message or f"Codex turn {turn.status}")
 
 
-__all__ = ["FORK_POINT", "RAW", "NotificationMapper", "plan_usage", "stop_reason", "tool_update"]
+__all__ = ["FORK_POINT", "RAW", "NotificationMapper", "call_tokens", "plan_usage", "stop_reason", "tool_update"]

@@ -51,6 +51,7 @@ class ThreadState:
         self.open_messages: dict[str, str | None] = {}  # item id -> parent tool id
         self.interrupted: set[str] = set()  # tools ended Cancelled at an interrupt: their late completion is moot
         self.last_usage: ContextUsage | None = None
+        self.last_total: Any = None  # the thread's running token total last reported: a repeat reports no tokens
         # server requests waiting for an answer, by request id (the JSON-RPC id as a string)
         self.requests: dict[str, PendingRequest] = {}
 
