@@ -140,3 +140,29 @@ async def test_a_compact_ends_when_opencode_has_compacted_and_the_next_prompt_ge
         await session.close()
     last = json.dumps(server.main_requests()[-1]["body"]["messages"])
     assert "say lychee" in last and "say kiwi" not in last  # the compacted history replaced the first exchange
+
+
+async def test_each_step_reports_its_tokens_once(opencode: Any, work: Any) -> None:
+    """A step-finish's ``ContextUsage`` carries ``anyagentd/tokens``: in = input + cache read + cache write, out =
+    output, as the model server reported them for that call; the engine sums them over the session."""
+    from anyagentd.runtime import Runtime
+
+    calls = [{"input_tokens": 700, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 20,
+              "output_tokens": 30}, {"input_tokens": 4, "cache_read_input_tokens": 800, "output_tokens": 6}]  # fmt: skip
+    opencode({"turns": [{"text": "One.", "usage": calls[0]}, {"text": "Two.", "usage": calls[1]}]})
+    async with Runtime() as rt:
+        session = await rt.open("opencode", dir=work)
+        events = session.events().__aiter__()
+        reported = []
+        for word in ("first", "second"):
+            await session.prompt(word)
+            async for event in events:
+                tag = event.kind if isinstance(event.kind, str) else event.kind.TAG
+                if tag == "ContextUsage" and "anyagentd/tokens" in event.extensions:
+                    reported.append(event.extensions["anyagentd/tokens"])
+                if tag == "TurnEnded":
+                    break
+        assert reported == [{"in": 820, "out": 30}, {"in": 804, "out": 6}]
+        usage = session.projections.usage
+        assert (usage.tokens_in, usage.tokens_out) == (1624, 36)
+        await session.close()

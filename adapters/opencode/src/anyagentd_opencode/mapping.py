@@ -5,7 +5,8 @@ Events (``{"type": ..., "properties": {...}}``, opencode 1.18): ``message.update
 ``message.part.updated`` (a part's snapshot: text, reasoning, tool with its ``state``, step-finish with tokens),
 ``message.part.delta`` (text appended to a part), ``permission.asked``, ``session.error``, ``session.idle`` (the
 prompt is done). Text parts of assistant messages become TextDelta (from the deltas, or from the snapshot where no
-delta came), tool parts ToolUpdated, a step-finish ContextUsage, the end of an assistant message MessageEnded (with
+delta came), tool parts ToolUpdated, a step-finish ContextUsage (with ``anyagentd/tokens``, once a part: see
+:func:`step_tokens`), the end of an assistant message MessageEnded (with
 ``opencode/fork_point`` = its message id, the ``fork_at`` that keeps the history up to it). The summary a compaction
 writes (an assistant message with ``summary``) is the agent's bookkeeping: nothing of it is reported.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from anyagentd.engine.projections import TOKENS_EXTENSION
 from anyagentd.model import (
     Command,
     ContextUsage,
@@ -58,6 +60,20 @@ def tool_update(part: dict[str, Any]) -> ToolUpdate:
                       output=output if isinstance(output, str) else None, diffs=diffs)  # fmt: skip
 
 
+def step_tokens(tokens: dict[str, Any]) -> dict[str, int] | None:
+    """The :data:`~anyagentd.engine.projections.TOKENS_EXTENSION` value of a step-finish part's ``tokens`` (one
+    model call), or None when it counts none: ``in`` = ``input`` + ``cache.read`` + ``cache.write`` (opencode's
+    ``input`` leaves the cached tokens out), ``out`` = ``output`` + ``reasoning``."""
+    cache = tokens.get("cache") or {}
+
+    def count(value: Any) -> int:
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+    counted = {"in": count(tokens.get("input")) + count(cache.get("read")) + count(cache.get("write")),
+               "out": count(tokens.get("output")) + count(tokens.get("reasoning"))}  # fmt: skip
+    return counted if counted["in"] or counted["out"] else None
+
+
 class SessionEvents:
     """One session's protocol state and the mapping of its events; ``link`` is the connection's. Besides what the
     events have shown, it holds the turn the connection runs: ``turn`` (a prompt of ours, or a compaction, is
@@ -70,6 +86,7 @@ class SessionEvents:
         self.parts: dict[str, str] = {}  # part id → type
         self.emitted: dict[str, int] = {}  # text part id → characters reported
         self.tools: dict[str, ToolUpdate] = {}  # call id → last update
+        self.counted: set[str] = set()  # step-finish part ids whose tokens were reported (a snapshot may repeat)
         self.open_messages: set[str] = set()
         self.error: str | None = None
         self.turn = False
@@ -130,7 +147,10 @@ class SessionEvents:
             used = sum(int(tokens.get(k) or 0) for k in ("input", "output", "reasoning"))
             used += int(cache.get("read") or 0) + int(cache.get("write") or 0)
             cost = part.get("cost")
-            await self.link.emit(ContextUsage(used_tokens=used, cost_usd=float(cost) if cost is not None else None))
+            counted = step_tokens(tokens) if part_id not in self.counted else None
+            self.counted.add(part_id)
+            await self.link.emit(ContextUsage(used_tokens=used, cost_usd=float(cost) if cost is not None else None),
+                                 extensions={TOKENS_EXTENSION: counted} if counted else None)  # fmt: skip
 
     async def _delta(self, props: dict[str, Any]) -> None:
         part_id, message_id = str(props.get("partID")), str(props.get("messageID"))
