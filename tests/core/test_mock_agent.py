@@ -100,8 +100,10 @@ def test_current_follows_configuration_over_the_wire(wire: Any, tmp_path: Path) 
     ({"turns": [[{"Sleep": -1}]]}, "turns[0][0].Sleep: Input should be greater than or equal to 0 (got -1)"),
     ({"bufer": 3}, "bufer: unknown field"),
     ({"turns": [[{"AwaitAnswer": {"deny": ["Bogus"]}}]]},
-     "turns[0][0].AwaitAnswer.deny[0]: unknown step 'Bogus' (expected one of Emit, AwaitAnswer, Die, End, Sleep, "
-     "Repeat)"),
+     "turns[0][0].AwaitAnswer.deny[0]: unknown step 'Bogus' (expected one of Emit, EmitWith, AwaitAnswer, Die, "
+     "End, Sleep, Repeat)"),
+    ({"turns": [[{"EmitWith": {"event": {"ContextUsage": {}}}}]]},
+     "turns[0][0].EmitWith.event.ContextUsage.used_tokens: missing (required)"),
 ])  # fmt: skip
 def test_script_errors_name_the_place(script: dict[str, Any], expected: str) -> None:
     with pytest.raises(InvalidConfiguration) as caught:
@@ -120,4 +122,24 @@ async def test_repeats_play_in_order_nested_or_flat(tmp_path: Path) -> None:
     async with Runtime(mock_script=script) as rt:
         session = await rt.open("mock", tmp_path)
         assert await _turn_text(session, session.events(), "go", None) == "abbbcabbbcdede"
+        await session.close()
+
+
+@pytest.mark.anyio
+async def test_emit_with_puts_the_extensions_on_the_event(tmp_path: Path) -> None:
+    # EmitWith reports tokens as the real adapters do: on the event, where the engine's usage projection sums them
+    usage = {"EmitWith": {"event": {"ContextUsage": {"used_tokens": 50}}, "extensions": {"anyagentd/tokens": {
+        "in": 40, "out": 10}}}}  # fmt: skip
+    async with Runtime(mock_script={"turns": [[usage, usage, _END]]}) as rt:
+        session = await rt.open("mock", tmp_path)
+        events = session.events()
+        await session.prompt("go")
+        seen = []
+        async for event in events:
+            seen.append(event)
+            if event.tag == "TurnEnded":
+                break
+        tokens = [e.extensions for e in seen if e.tag == "ContextUsage"]
+        assert tokens == [{"anyagentd/tokens": {"in": 40, "out": 10}}] * 2
+        assert (session.projections.usage.tokens_in, session.projections.usage.tokens_out) == (80, 20)
         await session.close()

@@ -28,7 +28,7 @@ from ..model import (
     TextDelta,
     diagnostic,
 )
-from .script import AwaitBranch, Emit, End, Repeat, Script, Sleep, load_script
+from .script import AwaitBranch, Emit, EmitWith, End, Repeat, Script, Sleep, load_script
 
 MOCK_ID = "mock"
 FRAMES_PER_READ = 64
@@ -134,8 +134,11 @@ class MockConnection(AgentConnection):
 
     async def _steps(self, steps: list[Any]) -> None:
         for step in _unrolled(steps):
-            if isinstance(step, Emit):
-                await self.link.emit(step.value)
+            if isinstance(step, (Emit, EmitWith)):
+                if isinstance(step, Emit):
+                    await self.link.emit(step.value)
+                else:
+                    await self.link.emit(step.event, extensions=step.extensions or None)
                 self._emitted += 1
                 if not self._ended and self._emitted % FRAMES_PER_READ == 0:
                     # Let the engine and the consumer run now and then, as a real agent's pipe delivers a few

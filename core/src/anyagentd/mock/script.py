@@ -9,7 +9,8 @@ A script is a JSON object, every field optional::
      "deterministic": true, "deterministic_agent": true,
      "buffer": 64, "stale_before_ack": false}
 
-Steps: ``{"Emit": <EventKind>}``, ``"AwaitAnswer"``, ``{"End": <StopReason>}`` (steps after it play at once),
+Steps: ``{"Emit": <EventKind>}``, ``{"EmitWith": {"event": <EventKind>, "extensions": {...}}}`` (the event
+with extensions on it), ``"AwaitAnswer"``, ``{"End": <StopReason>}`` (steps after it play at once),
 ``"Die"``, ``{"Sleep": <milliseconds>}``, ``{"Repeat": {"times": N, "steps": [...]}}``, and
 ``{"AwaitAnswer": {"allow": [...], "deny": [...]}}``: wait for the answer, then play ``allow`` (a permission
 allowed, or any question answered) or ``deny`` (a permission denied), so a script can follow what it was told.
@@ -65,6 +66,14 @@ class Emit(NewtypeVariant):
     value: Annotated[Any, PlainValidator(_event_kind)]  # an EventKind (validated by its own kind)
 
 
+class EmitWith(Variant):
+    """``{"EmitWith": {"event": <EventKind>, "extensions": {...}}}``: report one event with ``extensions`` on it
+    (e.g. ``{"anyagentd/tokens": {"in": N, "out": M}}`` on a ``ContextUsage``, as the real adapters put it)."""
+
+    event: Annotated[Any, PlainValidator(_event_kind)]
+    extensions: dict[str, Any] = Field(default_factory=dict)
+
+
 class End(NewtypeVariant):
     value: StopReason
 
@@ -89,7 +98,7 @@ class AwaitBranch(Variant):
     deny: list[Step] = Field(default_factory=list)
 
 
-STEP_TAGS = ("Emit", "AwaitAnswer", "Die", "End", "Sleep", "Repeat")
+STEP_TAGS = ("Emit", "EmitWith", "AwaitAnswer", "Die", "End", "Sleep", "Repeat")
 
 
 def _step_tag(value: Any) -> str | None:
@@ -106,7 +115,8 @@ def _step_tag(value: Any) -> str | None:
 
 Step = Annotated[
     Union[  # noqa: UP007 - a discriminated union built at runtime
-        Annotated[Emit, Tag("Emit")], Annotated[Literal["AwaitAnswer"], Tag("AwaitAnswer")],
+        Annotated[Emit, Tag("Emit")], Annotated[EmitWith, Tag("EmitWith")],
+        Annotated[Literal["AwaitAnswer"], Tag("AwaitAnswer")],
         Annotated[AwaitBranch, Tag("AwaitBranch")], Annotated[Literal["Die"], Tag("Die")], Annotated[End, Tag("End")],
         Annotated[Sleep, Tag("Sleep")], Annotated[Repeat, Tag("Repeat")],
     ],
