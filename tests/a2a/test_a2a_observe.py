@@ -44,8 +44,9 @@ kind = "finish"
 depends_on = ["ask"]
 output = "x"
 """
-# one turn that reports its context usage, then answers
-USAGE = {"turns": [[{"Emit": {"ContextUsage": {"used_tokens": 1234, "window_tokens": 200000}}},
+# one turn that reports its context usage and tokens (as the adapters put them on), then answers
+USAGE = {"turns": [[{"EmitWith": {"event": {"ContextUsage": {"used_tokens": 1234, "window_tokens": 200000}},
+                                  "extensions": {"anyagentd/tokens": {"in": 1200, "out": 34}}}},
                     {"Emit": {"TextDelta": {"message_id": "m1", "text": "hi"}}},
                     {"End": {"Completed": {"source": "Protocol"}}}]]}  # fmt: skip
 
@@ -93,7 +94,8 @@ def test_probes_and_metrics_of_a_served_daemon(a2a_daemon: Any, tmp_path: Path) 
     assert got[("anyagentd_a2a_tasks", (("state", "working"),))] == 0
     assert got[("anyagentd_a2a_context_tokens_count", ())] == 1
     assert got[("anyagentd_a2a_context_tokens_sum", ())] == 1234
-    assert got[("anyagentd_a2a_tokens_total", (("direction", "in"),))] == 0  # the mock reports no in/out tokens
+    assert got[("anyagentd_a2a_tokens_total", (("direction", "in"),))] == 1200
+    assert got[("anyagentd_a2a_tokens_total", (("direction", "out"),))] == 34
     assert got[("anyagentd_a2a_live_agents", ())] == 1
     assert got[("anyagentd_a2a_pool_evictions_total", ())] == 0
     assert got[("anyagentd_a2a_workflow_runs", (("status", "completed"),))] == 1
@@ -157,8 +159,8 @@ def test_metrics_off_and_an_unresolvable_scrape_token(a2a_daemon: Any, tmp_path:
 
 
 def test_usage_counts_the_tokens_extension() -> None:
-    """What no shipped agent reports yet (the mock cannot): a ContextUsage event's ``anyagentd/tokens`` extension
-    adds to ``tokens_total``; a malformed one adds nothing."""
+    """A ContextUsage event's ``anyagentd/tokens`` extension adds to ``tokens_total``; a malformed one adds
+    nothing."""
     from anyagentd.model import ContextUsage
     from anyagentd_a2a.observe.metrics import Metrics
     from prometheus_client import generate_latest

@@ -29,6 +29,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, get_args
 
+from anyagentd.engine.projections import TOKENS_EXTENSION
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from sqlalchemy import func, or_, select
@@ -42,9 +43,6 @@ from ..principals import Unauthenticated, bearer_of
 log = logging.getLogger("anyagentd.a2a")
 
 PREFIX = "anyagentd_a2a"
-TOKENS_EXTENSION = "anyagentd/tokens"
-"""The ``ContextUsage`` extension carrying a report's input/output tokens (``{"in": N, "out": M}``), as the
-engine's projections read it (``anyagentd.engine.projections.TOKENS_EXTENSION``)."""
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 """Seconds: a blocking SendMessage lasts as long as its agent's turn, so the buckets reach minutes."""
 CONTEXT_BUCKETS = (1_000, 4_000, 16_000, 32_000, 64_000, 128_000, 200_000, 400_000, 1_000_000)
