@@ -156,6 +156,17 @@ async def test_transcript_maps_text_tools_approvals_usage_and_turn_ends() -> Non
     assert levels == [("Warning", "Codex could not find")]
 
 
+async def test_each_calls_tokens_are_reported_once() -> None:
+    # the recorded pinned codex: each tokenUsage/updated's last call, in = inputTokens, out = outputTokens (its
+    # totalTokens is their sum); the same notification again (total unchanged) reports no tokens
+    conn, link, _ = connection()
+    frames = [f for f in transcript() if f.get("method") == "thread/tokenUsage/updated"]
+    for frame in [*frames, frames[-1]]:
+        await conn._dispatch(frame)
+    reported = [r.extensions.get("anyagentd/tokens") if r.extensions else None for r in link.events("ContextUsage")]
+    assert reported == [{"in": 7133, "out": 105}, {"in": 7303, "out": 66}, {"in": 7412, "out": 56}, None]
+
+
 async def test_active_items_are_cancelled_at_an_interrupt() -> None:
     conn, link, _ = connection()
     item = {"type": "commandExecution", "id": "c1", "command": "/bin/bash -lc 'sleep 10'", "cwd": "/work",
