@@ -126,10 +126,6 @@ CACERT_OPTION = click.option("--cacert", envvar="ANYAGENTD_A2A_CACERT", metavar=
                              help="Verify the daemon's TLS certificate against the CA certificates in this PEM file "
                                   "only (default: $ANYAGENTD_A2A_CACERT, else the system's trust store).")  # fmt: skip
 
-STATES = ("submitted", "working", "input_required", "auth_required", "completed", "failed", "canceled", "rejected")
-"""What ``tasks --state`` takes (A2A's ``TASK_STATE_…`` names, lowercased and without the prefix)."""
-
-
 def _fail(err: Exception, cacert: str | None = None) -> NoReturn:
     """One line on stderr for ``err`` (a certificate not trusted says how to trust it), exit 1."""
     from .client import UntrustedCertificate
@@ -381,7 +377,8 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
 @a2a.command(short_help="List your tasks.")
 @click.argument("url")
 @click.option("--context", "context_id", metavar="ID", help="Only the tasks of this conversation (contextId).")
-@click.option("--state", metavar="STATE", help=f"Only the tasks in this state: {', '.join(STATES)}.")
+@click.option("--state", metavar="STATE", help="Only the tasks in this state (A2A's TASK_STATE_ names, lowercased "
+              "and without the prefix: working, input_required, completed, ...).")  # fmt: skip
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most this many tasks.")
 @click.option("--json", "as_json", is_flag=True, help="Print the tasks (A2A Task JSON, no history) as a JSON array.")
 @TOKEN_OPTION
@@ -391,12 +388,13 @@ def tasks(url: str, context_id: str | None, state: str | None, limit: int, as_js
     """List your tasks at URL (ListTasks; the operator sees everyone's), newest first: id, context, state and
     last update, as a table on stdout, or JSON with --json."""
     from .client import ClientError, list_tasks, task_state
+    from .tasks.state import labels  # the states' owner (imported here: a2a.types is heavy for every CLI start)
 
     wanted = None
     if state is not None:
         key = state.strip().lower().removeprefix("task_state_").replace("-", "_")
-        if key not in STATES:
-            _fail(ClientError(f"--state {state!r} is not a task state: {', '.join(STATES)}"))
+        if key not in labels():
+            _fail(ClientError(f"--state {state!r} is not a task state: {', '.join(labels())}"))
         wanted = f"TASK_STATE_{key.upper()}"
     found = _run(lambda: list_tasks(url, _token(url, token), context_id=context_id, state=wanted, limit=limit,
                                     cacert=cacert), cacert)  # fmt: skip

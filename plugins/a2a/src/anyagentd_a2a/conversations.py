@@ -60,6 +60,14 @@ Opening = Literal["resume", "require_resume", "fresh"]
 """How a conversation's session is opened when it has none live (:meth:`Conversation.session_for`)."""
 
 
+def conversation_dir(state_dir: Path, owner: str, context_id: str) -> Path:
+    """The directory of the (owner, contextId) conversation's files under ``state_dir``:
+    ``conversations/<sha256(owner NUL contextId)[:24]>`` (its saved file parts in ``files/``; retention removes the
+    directory of one that ended long ago, :mod:`.retention`)."""
+    digest = hashlib.sha256(f"{owner}\0{context_id}".encode()).hexdigest()[:24]
+    return state_dir / "conversations" / digest
+
+
 class ReplayRefused(Exception):
     """A turn whose session the agent never saved cannot be replayed in a fresh one; ``str()`` says why."""
 
@@ -168,8 +176,7 @@ class Conversation:
         self.owner = owner
         self.context_id = context_id
         self.host = host
-        digest = hashlib.sha256(f"{owner}\0{context_id}".encode()).hexdigest()[:24]
-        self.files_dir = host.state_dir / "conversations" / digest / "files"
+        self.files_dir = conversation_dir(host.state_dir, owner, context_id) / "files"
         self.session: Any = None
         self.last_active = anyio.current_time()
         self.turns = 0  # prompts delivered (status, conversation.get)
@@ -527,6 +534,11 @@ class Conversations:
         self.on_usage: Callable[[Any, dict[str, Any]], None] | None = None
         """Told every ``ContextUsage`` event (its kind and extensions): the metrics' token counts."""
         self._room = anyio.Lock()
+
+    def keys(self) -> set[tuple[str, str]]:
+        """The (owner, contextId) of every conversation in memory (a copy), live session or not: a message's
+        conversation is in it from before the message saves any file (:meth:`conversation`)."""
+        return set(self.conversations)
 
     def live(self) -> list[Conversation]:
         """The conversations holding an open agent session."""

@@ -290,9 +290,7 @@ class Daemon:
             tg.start_soon(self._announce, server)
             tg.start_soon(self.conversations.reap_idle)
             tg.start_soon(store.flush_behind)
-            from .retention import for_daemon
-
-            tg.start_soon(for_daemon(self, store).serve)  # a prune now, then every [a2a.retention] interval
+            tg.start_soon(self._retention(store).serve)  # a prune now, then every [a2a.retention] interval
             await server.serve(sockets=[sock])
             if not self.draining:
                 await self.drain()
@@ -300,6 +298,21 @@ class Daemon:
             if http is not None:
                 await http.aclose()
             tg.cancel_scope.cancel()
+
+    def _retention(self, store: PrincipalTaskStore) -> Any:
+        """The :class:`.retention.Retention` over this daemon's stores (``store``: the tasks): the runs' with
+        workflows configured, the device sessions with the grant on, the subagent records with subagents on."""
+        from .retention import Retention
+
+        subagents = None
+        if self.loaded.config.subagents.enabled:
+            from .subagents.store import SubagentStore
+
+            subagents = SubagentStore(self.db_engine)
+        return Retention(lambda: self.loaded.config.a2a.retention, self.state_dir, store, self.table,
+                         live=self.conversations.keys, runs=getattr(self, "run_store", None),
+                         sessions=self.instance.auth_sessions, subagents=subagents,
+                         subagent_manager=self.instance.subagents)  # fmt: skip
 
     def _handler(self, store: PrincipalTaskStore, engine: Any, card: Any) -> tuple[Any, Any]:
         push = self.loaded.config.a2a.push

@@ -17,8 +17,8 @@ daemon stopped shrinks it). PostgreSQL reuses the space through its autovacuum.
 
 from __future__ import annotations
 
-import hashlib
 import logging
+import os
 import shutil
 import time
 from collections.abc import Callable, Set
@@ -30,15 +30,12 @@ import anyio
 from sqlalchemy import select
 
 from .config import RetentionSection
+from .conversations import conversation_dir
 
 log = logging.getLogger("anyagentd.a2a")
 
-
-def conversation_dir(state_dir: Path, owner: str, context_id: str) -> Path:
-    """The directory of a conversation's files under ``state_dir`` (as :class:`.conversations.Conversation` names
-    it: ``conversations/<sha256(owner NUL contextId)[:24]>``)."""
-    digest = hashlib.sha256(f"{owner}\0{context_id}".encode()).hexdigest()[:24]
-    return state_dir / "conversations" / digest
+ASIDE = ".pruned-"
+"""The name prefix of a conversation directory set aside for deletion (``conversations/.pruned-<digest>``)."""
 
 
 @dataclass
@@ -79,8 +76,7 @@ class Retention:
         section = self.settings()
         if section.runs and self.runs is not None:
             ids = await self.runs.prune(section.runs)
-            for run_id in ids:
-                _remove(self.state_dir / "runs" / run_id)
+            await anyio.to_thread.run_sync(_remove, [self.state_dir / "runs" / run_id for run_id in ids])
             counts["runs"] = len(ids)
         if section.tasks:
             keep = set()
@@ -97,7 +93,7 @@ class Retention:
             for handle in handles:
                 if self.subagent_manager is not None:
                     self.subagent_manager.forget(handle)
-                _remove(self.state_dir / "subagents" / handle)
+            await anyio.to_thread.run_sync(_remove, [self.state_dir / "subagents" / handle for handle in handles])
             counts["subagents"] = len(handles)
         if any(counts.values()):
             await self._reclaim()
@@ -108,12 +104,10 @@ class Retention:
         """Remove each ``conversations/<digest>/`` directory (a conversation's saved file parts) not modified for
         ``older_than`` seconds whose conversation has no stored task, no resume-token row and is not live; returns
         how many went. A conversation with no resume token has no row to prune, so its files are found by their
-        digest (:func:`conversation_dir`); the owners' (owner, contextId) pairs are read once."""
+        digest (:func:`.conversations.conversation_dir`); the owners' (owner, contextId) pairs are read once. The
+        walk of the tree and the deletion run in a worker thread, the database reads on the loop."""
         root = self.state_dir / "conversations"
-        if not root.is_dir():
-            return 0
-        cutoff = time.time() - older_than
-        old = [d for d in root.iterdir() if d.is_dir() and _newest_mtime(d) < cutoff]
+        old = await anyio.to_thread.run_sync(_old_dirs, root, time.time() - older_than)
         if not old:
             return 0
         tasks = self.tasks.task_model.__table__
@@ -121,11 +115,16 @@ class Retention:
         async with self.tasks.engine.connect() as conn:
             pairs = set((await conn.execute(select(tasks.c.owner, tasks.c.context_id).distinct())).all())
             pairs |= set((await conn.execute(select(rows.c.owner, rows.c.context_id))).all())
+        # From the live set's read to the last rename, no await: a message arriving meanwhile cannot run in between.
+        # A conversation not in memory at this read saves no file before its directory is set aside (its message
+        # puts it in memory before any file is written, Conversations.conversation, and cannot run before this step
+        # ends), and what it saves after goes into a new directory, which the thread does not touch. One in memory
+        # since the walk is in the live set (the pool never drops a conversation), so a file written after the walk
+        # is kept. Only the renames (one rename(2) each) run here; the tree's deletion runs in the thread.
         kept = {conversation_dir(root.parent, owner, context_id).name for owner, context_id in pairs | self.live()}
-        gone = [d for d in old if d.name not in kept]
-        for directory in gone:
-            _remove(directory)
-        return len(gone)
+        aside = [moved for name in old if name not in kept and (moved := _set_aside(root / name)) is not None]
+        await anyio.to_thread.run_sync(_remove, aside)
+        return len(aside)
 
     async def _reclaim(self) -> None:
         """SQLite: hand the freed pages back to the file system (a file with ``auto_vacuum=INCREMENTAL``) and
@@ -139,31 +138,38 @@ class Retention:
             await raw.driver_connection.executescript("PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(TRUNCATE);")
 
 
-def for_daemon(daemon: Any, tasks: Any) -> Retention:
-    """The retention of a started :class:`.daemon.Daemon` (its services open) over its task store ``tasks``: the
-    runs' store with workflows configured, the device sessions with the grant on, the subagent records with
-    subagents on."""
-    subagents = None
-    if daemon.loaded.config.subagents.enabled:
-        from .subagents.store import SubagentStore
-
-        subagents = SubagentStore(daemon.db_engine)
-    instance = daemon.instance
-    return Retention(lambda: daemon.loaded.config.a2a.retention, daemon.state_dir, tasks, daemon.table,
-                     live=lambda: set(daemon.conversations.conversations), runs=getattr(daemon, "run_store", None),
-                     sessions=getattr(instance, "auth_sessions", None), subagents=subagents,
-                     subagent_manager=getattr(instance, "subagents", None))  # fmt: skip
-
-
 def _newest_mtime(directory: Path) -> float:
     """The latest modification time of ``directory`` and what is in it (seconds since the epoch)."""
     return max([directory.stat().st_mtime, *(p.stat().st_mtime for p in directory.rglob("*"))])
 
 
-def _remove(path: Path) -> None:
-    """Delete a directory tree if it is there (a missing one or a file that cannot go is skipped: the row is the
-    record, the files only its leftovers)."""
-    shutil.rmtree(path, ignore_errors=True)
+def _old_dirs(root: Path, cutoff: float) -> list[str]:
+    """The names of the conversation directories under ``root`` with nothing modified since ``cutoff`` (seconds
+    since the epoch); none when ``root`` is missing. Blocking (it stats every file): run it in a worker thread.
+    A directory set aside by an earlier round that could not delete it all is deleted now."""
+    if not root.is_dir():
+        return []
+    entries = [d for d in root.iterdir() if d.is_dir()]
+    _remove([d for d in entries if d.name.startswith(ASIDE)])
+    return [d.name for d in entries if not d.name.startswith(ASIDE) and _newest_mtime(d) < cutoff]
 
 
-__all__ = ["Retention", "conversation_dir", "for_daemon"]
+def _set_aside(directory: Path) -> Path | None:
+    """Rename ``directory`` to ``.pruned-<name>`` beside it (atomic; a file saved into its old name afterwards makes
+    a new directory); returns the new path, ``None`` when it could not be moved (gone already)."""
+    moved = directory.with_name(ASIDE + directory.name)
+    try:
+        os.rename(directory, moved)
+    except OSError:
+        return None
+    return moved
+
+
+def _remove(paths: list[Path]) -> None:
+    """Delete each directory tree that is there (a missing one or a file that cannot go is skipped: the row is the
+    record, the files only its leftovers). Blocking: run it in a worker thread."""
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+__all__ = ["Retention"]

@@ -258,6 +258,22 @@ class PrincipalTaskStore(DatabaseTaskStore):
         for live in list(self._live.values()):
             await self._write(live)
 
+    async def count_by_state(self) -> dict[int, int]:
+        """How many stored tasks are in each state: ``TaskState`` value → count (states without a task absent),
+        after :meth:`flush` (the states written behind count). One grouped query; a stored name ``TaskState``
+        does not have is left out. Raises what the driver raises."""
+        await self.flush()
+        state = self.task_model.status["state"].as_string()
+        async with self.engine.connect() as db:
+            rows = (await db.execute(select(state, func.count()).group_by(state))).all()
+        counts: dict[int, int] = {}
+        for stored, count in rows:
+            try:
+                counts[of_name(stored)] = count
+            except (StateError, TypeError):  # no state (NULL) or a name no TaskState has: nothing to count it as
+                continue
+        return counts
+
     async def flush_behind(self) -> None:
         """Until cancelled: write pending updates at most ``flush_delay`` seconds after the first of them was saved
         (a failed write is logged and tried again at the next round)."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from sqlalchemy import BigInteger, Boolean, String, and_, delete, or_, select, update
+from sqlalchemy import BigInteger, Boolean, String, and_, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -123,6 +123,14 @@ class AuthSessions:
                                      .order_by(SessionRow.created_at))).scalars().all()  # fmt: skip
         now = now_ms()
         return [_session(r) for r in rows if r.expires_at is None or r.expires_at > now]
+
+    async def live_count(self) -> int:
+        """How many sessions are live (not revoked, not expired): the sessions :meth:`list` gives, counted in one
+        query. Raises what the driver raises."""
+        live = select(func.count()).select_from(SessionRow).where(
+            SessionRow.revoked.is_(False), or_(SessionRow.expires_at.is_(None), SessionRow.expires_at > now_ms()))
+        async with self._sessions() as db:
+            return (await db.execute(live)).scalar_one()
 
     async def names(self) -> set[str]:
         """Names that have had a session (to tell ``existing`` on approval)."""

@@ -97,6 +97,19 @@ def name(state: int) -> str:
         return str(state)
 
 
+def label(state: int) -> str:
+    """The lowercase word of ``state`` (``working``, ``input_required``): its ``TaskState`` name without the
+    ``TASK_STATE_`` prefix, as a metric's ``state`` label shows it (:mod:`..observe.metrics`)."""
+    return name(state).removeprefix("TASK_STATE_").lower()
+
+
+def labels() -> tuple[str, ...]:
+    """The :func:`label` of every state these rules know (:data:`OPEN` and :data:`TERMINAL`), in ``TaskState``'s
+    order (``submitted``, ``working``, ``completed``, …): what the metrics' ``state`` label and the client's
+    ``tasks --state`` take."""
+    return tuple(label(state) for state in sorted(OPEN | TERMINAL))
+
+
 def of_name(state_name: str) -> int:
     """The ``TaskState`` value a stored task's JSON names (``TASK_STATE_WORKING``); :class:`StateError` for a name
     ``TaskState`` does not have."""
@@ -226,6 +239,8 @@ __all__ = [
     "from_progress",
     "from_run",
     "from_stop",
+    "label",
+    "labels",
     "move",
     "name",
     "of_name",

@@ -14,7 +14,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Index, Integer, String, Text, delete, select, update
+from sqlalchemy import (JSON, BigInteger, Boolean, ForeignKey, Index, Integer, String, Text, delete, func, select,
+                        update)
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -179,6 +180,13 @@ class RunStore:
         async with self._sessions() as session:
             rows = await session.execute(select(RunRow.task_id).where(RunRow.task_id.is_not(None)))
             return {row[0] for row in rows}
+
+    async def count_by_status(self) -> dict[str, int]:
+        """How many stored runs have each status (``RunStatus`` word → count; statuses without a run absent), in one
+        grouped query. Raises what the driver raises."""
+        async with self._sessions() as session:
+            rows = await session.execute(select(RunRow.status, func.count()).group_by(RunRow.status))
+            return {status: count for status, count in rows.all()}
 
     async def prune(self, older_than: float) -> list[str]:
         """Delete every run ended (:data:`.state.RUN_TERMINAL`) more than ``older_than`` seconds ago, with its
