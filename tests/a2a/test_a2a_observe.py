@@ -165,7 +165,7 @@ def test_usage_counts_the_tokens_extension() -> None:
     from anyagentd_a2a.observe.metrics import Metrics
     from prometheus_client import generate_latest
 
-    metrics = Metrics(daemon=None)
+    metrics = Metrics()  # nothing to read: only the event path counts
     metrics.usage(ContextUsage(used_tokens=900), {"anyagentd/tokens": {"in": 700, "out": 200}})
     metrics.usage(ContextUsage(used_tokens=950), {"anyagentd/tokens": {"in": 40, "out": True}})
     metrics.usage(ContextUsage(used_tokens=990), {})

@@ -149,11 +149,14 @@ WAITING = {"SUBMITTED", "WORKING", "INPUT_REQUIRED", "AUTH_REQUIRED"}
 
 def _state_of(node: ast.expr) -> str | None:
     """The task state an expression spells (``TaskState.TASK_STATE_FAILED``, ``"TASK_STATE_FAILED"``, ``FAILED``
-    from the rules), else None."""
+    from the rules, or its lowercase word ``"failed"`` as a label or an option shows it), else None."""
     if isinstance(node, ast.Attribute) and node.attr.startswith("TASK_STATE_"):
         return node.attr.removeprefix("TASK_STATE_")
     if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("TASK_STATE_"):
         return node.value.removeprefix("TASK_STATE_")
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.upper() in ENDED | WAITING \
+            and node.value.islower():  # fmt: skip
+        return node.value.upper()
     if isinstance(node, ast.Name) and node.id in ENDED | WAITING:
         return node.id
     return None
@@ -193,8 +196,10 @@ def test_the_scan_finds_the_copies_it_is_for() -> None:
            'STATE = {"working": "TASK_STATE_WORKING", "failed": "TASK_STATE_FAILED", "x": "TASK_STATE_REJECTED"}\n'
            'ENDED = {COMPLETED, CANCELED, FAILED}\n'
            'REPORTED = {TaskState.TASK_STATE_COMPLETED: "completed", TaskState.TASK_STATE_CANCELED: "cancelled"}\n'
-           'one = state == "TASK_STATE_COMPLETED"\n')  # fmt: skip
-    assert sorted(line for line, _ in state_collections(old)) == [1, 3, 4, 5]
+           'one = state == "TASK_STATE_COMPLETED"\n'
+           'LABELS = ("submitted", "working", "input_required", "completed")\n'
+           'RUN = {"pending": 1, "running": 2, "completed": 3, "cancelled": 4, "failed": 5}\n')  # fmt: skip
+    assert sorted(line for line, _ in state_collections(old)) == [1, 3, 4, 5, 8]
 
 
 def test_a_runs_rules_know_no_task_state() -> None:

@@ -353,20 +353,29 @@ class Daemon:
 
             routes.extend(device_routes(self.instance.device_grant, self.instance.auth_sessions,
                                         issuer=lambda: self.public_url, on_event=self.ring.emit))  # fmt: skip
-        from .observe import observe
+        from .observe.access import AccessLog
+        from .observe.health import health_routes
+        from .observe.requests import RequestObservation
 
-        observed, timed = observe(self)  # /healthz, /readyz, /metrics; POST / counted
-        routes.extend(observed)
-        routes.append(Route("/", timed(self.front.handle), methods=["POST"]))
+        routes.extend(health_routes(self.db_engine, lambda: self.draining))  # /healthz, /readyz
+        sinks: list[Any] = [AccessLog(enabled=lambda: self.loaded.config.a2a.access_log,
+                                      source_of=self.front.source_of)]  # fmt: skip
+        if self.loaded.config.a2a.metrics.enabled:  # else the Prometheus client is never imported
+            from .observe.metrics import Metrics
+
+            metrics = Metrics(front=self.front, count_tasks=self.task_store.count_by_state, pool=self.conversations,
+                              runs=getattr(self, "run_store", None), sessions=self.instance.auth_sessions,
+                              subagents=self.instance.subagents)  # fmt: skip
+            self.conversations.on_usage = metrics.usage
+            routes.append(Route("/metrics", metrics.scrape, methods=["GET"]))
+            sinks.append(metrics)
+        routes.append(Route("/", self.front.handle, methods=["POST"]))
         app = Starlette(routes=routes)
         app.router.redirect_slashes = False
         self.cors = CorsGate(app, self.loaded.config.a2a.cors_origins)
         public_host = urlsplit(self.public_url).hostname
-        from .observe.access import AccessLog
-
-        # outermost, so every request is logged, the Host gate's 421 included; uvicorn's own access log stays off
-        return AccessLog(HostGate(self.cors, {public_host} if public_host else set()),
-                         enabled=lambda: self.loaded.config.a2a.access_log, source_of=self.front.source_of)
+        # outermost, so every request is observed, the Host gate's 421 included; uvicorn's own access log stays off
+        return RequestObservation(HostGate(self.cors, {public_host} if public_host else set()), sinks)
 
     async def _check_send(self, principal: Any, request_id: Any, params: dict[str, Any]) -> Any:
         """A send's own refusals, before the SDK creates or touches a task: output modes we cannot produce

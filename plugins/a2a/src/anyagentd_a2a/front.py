@@ -39,7 +39,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from .command.envelope import COMMAND_URI as COMMAND_EXTENSION
 from .command.envelope import CONTENT_TYPE_NOT_SUPPORTED, command_parts, is_command
-from .config import A2ASection, Loaded, is_loopback
+from .config import A2ASection, Loaded, Secrets, is_loopback
 from .limits import TooLarge, body_too_large, held_history, message_refusal, read_body
 from .proxies import Network, client_address, parse_proxy
 from .principals import (
@@ -131,6 +131,12 @@ class Front:
         (SIGHUP) replaces — so ``limits`` and ``trusted_proxies`` change with it."""
         return self.identities.loaded.config.a2a
 
+    @property
+    def secrets(self) -> Secrets:
+        """The credentials of the configuration served now (:attr:`identities`'; a reload replaces them): the
+        metrics' scrape token among them."""
+        return self.identities.loaded.secrets
+
     def source_of(self, request: Request) -> str:
         """The client address of ``request``: its peer, or behind a trusted proxy the address ``X-Forwarded-For``
         names (:func:`.proxies.client_address`); ``"unknown"`` without a peer."""
@@ -142,6 +148,7 @@ class Front:
         return client_address(peer, request.headers.getlist("x-forwarded-for"), proxies)
 
     async def handle(self, request: Request) -> Response:
+        request.state.rpc = True  # a POST / the front answers: what the metrics count (.observe.requests)
         checked = await self._check(request)
         if isinstance(checked, Response):
             source = self.source_of(request)
@@ -166,6 +173,35 @@ class Front:
                                          request_id=envelope["id"], realm=self.realm)  # fmt: skip
         return response
 
+    async def authenticate(self, request: Request, *, unless: Response | None = None) -> Principal | Response:
+        """Who sent ``request``, as every credentialed route of this daemon asks it: the principal its
+        ``Authorization`` (or the implicit loopback operator) names, or the refusal to answer instead.
+
+        The failed-credential limiter comes first: a source past its allowance (:attr:`failed`, the source is
+        :meth:`source_of`'s) gets 429 -31429 with ``Retry-After`` unless what it presents is valid. Then
+        ``unless`` — a refusal the caller answers before identity is asked (``POST /``'s 415) — is returned if
+        given. Then identity (configured bearers, then device sessions): no or a bad credential gets 401 -31401 with
+        ``WWW-Authenticate: Bearer realm=…``, and a bad one counts against its source."""
+        source = self.source_of(request)
+        authorization = request.headers.get("authorization")
+        wait = self.failed.peek(source)
+        if wait > 0:  # a source past its allowance: only valid evidence is served (checked as cheaply as ever)
+            try:
+                principal = await self._identify(request, authorization, source)
+            except Unauthenticated:
+                return rpc_error(None, -31429, "too many failed credentials from this source", status=429,
+                                 headers={"Retry-After": str(math.ceil(wait))})  # fmt: skip
+            return principal if unless is None else unless
+        if unless is not None:
+            return unless
+        try:
+            return await self._identify(request, authorization, source)
+        except Unauthenticated as err:
+            if err.bad_credential:
+                self.failed.take(source)
+            return rpc_error(None, -31401, str(err), status=401,
+                             headers={"WWW-Authenticate": f'Bearer realm="{self.realm}"'})  # fmt: skip
+
     async def _dispatch(self, request: Request, principal: Principal, envelope: dict[str, Any]) -> Response:
         """The SDK's answer; a blocking ``SendMessage`` of a device session answers 401 as soon as the session is
         revoked, while the send itself goes on in the background (what the principal owns is kept)."""
@@ -184,29 +220,16 @@ class Front:
         """Every step of the pipeline in order: the first refusal, or (principal, activated extension URIs, the
         JSON-RPC envelope). A command's own refusals come after these (:mod:`.command.envelope`)."""
         settings = self.settings
-        source = self.source_of(request)
-        authorization = request.headers.get("authorization")
-        wait = self.failed.peek(source)
-        principal = None
-        if wait > 0:  # a source past its allowance: only valid evidence is served (checked as cheaply as ever)
-            try:
-                principal = await self._identify(request, authorization, source)
-            except Unauthenticated:
-                return rpc_error(None, -31429, "too many failed credentials from this source", status=429,
-                                 headers={"Retry-After": str(math.ceil(wait))})  # fmt: skip
         media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        unsupported = None
         if media_type != "application/json":
             # A2A 1.0 §5.4 ContentTypeNotSupportedError (-32005) in a 415: the TCK (JSONRPC-SSE-002) reads the code.
-            return rpc_error(None, CONTENT_TYPE_NOT_SUPPORTED, "Content-Type must be application/json", status=415)
-        if principal is None:
-            try:
-                principal = await self._identify(request, authorization, source)
-            except Unauthenticated as err:
-                if err.bad_credential:
-                    self.failed.take(source)
-                return rpc_error(None, -31401, str(err), status=401,
-                                 headers={"WWW-Authenticate": f'Bearer realm="{self.realm}"'})  # fmt: skip
-        request.state.principal = principal  # the access log's, from here on (.observe.access)
+            unsupported = rpc_error(None, CONTENT_TYPE_NOT_SUPPORTED, "Content-Type must be application/json",
+                                    status=415)  # fmt: skip
+        principal = await self.authenticate(request, unless=unsupported)  # the limiter, the 415, identity, in order
+        if isinstance(principal, Response):
+            return principal
+        request.state.principal = principal  # the access log's, from here on (.observe.requests)
         try:
             body = await read_body(request, settings.limits.body_bytes)
         except TooLarge as err:
@@ -219,7 +242,7 @@ class Front:
         if refused is not None:
             return refused
         request_id = envelope["id"]
-        request.state.rpc_method = envelope["method"]  # the metrics' method label (.observe.metrics)
+        request.state.rpc_method = envelope["method"]  # the metrics' method label, the access log's (.observe)
         version = request.headers.get("a2a-version", "")
         if not _VERSION.match(version.strip()):
             shown = version or "(missing)"
@@ -246,7 +269,7 @@ class Front:
             if refused is not None:
                 return refused
         command = method in SEND_METHODS and is_command(params)
-        if command:  # the access log's op (.observe.access); the command's checks come later
+        if command:  # the access log's op (.observe.requests); the command's checks come later
             first = command_parts(params["message"])[0]
             request.state.op = first.get("op") if isinstance(first, dict) else None
         if method in SEND_METHODS and self.check_send is not None and not command:
