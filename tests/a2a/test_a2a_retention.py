@@ -122,6 +122,9 @@ def test_a_start_prunes_what_ended_long_ago_and_the_file_shrinks(a2a_daemon: Any
     assert auto_vacuum == 2, "a new database is made with auto_vacuum=INCREMENTAL"
     (state / "runs" / "run-old").mkdir(parents=True)
     (state / "runs" / "run-old" / "out.txt").write_text("left by the run")
+    leftover = state / "conversations" / ".pruned-0123456789abcdef01234567"  # set aside by a round cut short
+    (leftover / "files").mkdir(parents=True)
+    (leftover / "files" / "half.txt").write_text("not yet deleted")
     before = db.stat().st_size
 
     third = a2a_daemon(config=RETAIN, env=ENV, state_dir=state, mock="permission")
@@ -135,6 +138,7 @@ def test_a_start_prunes_what_ended_long_ago_and_the_file_shrinks(a2a_daemon: Any
     gone = third.rpc("GetTask", {"id": done[0]["id"]}, token=OP).json()
     assert "error" in gone, gone
     assert not any(path.exists() for path in files), "the pruned conversation's files went with it"
+    assert not list((state / "conversations").glob(".pruned-*")), "what was set aside, then and now, is deleted"
     assert not (state / "runs" / "run-old").exists()
     after = db.stat().st_size
     assert after < before / 2, (before, after)

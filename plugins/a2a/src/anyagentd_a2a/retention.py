@@ -7,7 +7,9 @@ growing with every turn.
 ``SubagentStore.prune``); here the files those rows owned go with them, and one JSON log line says what went
 (``"retention pruned tasks=N conversations=N files=N runs=N sessions=N subagents=N"``). Nothing live is touched:
 a task that is not terminal, a run that has not ended (nor its task), a conversation the daemon holds in memory, a
-subagent that is pending, running or idle.
+subagent that is pending, running or idle. The file work (the state dir's walk, the deletions) runs in a worker
+thread, never on the event loop; a conversation's directory is first renamed aside (``.pruned-<digest>``), so a
+message arriving meanwhile writes into a new one (:meth:`Retention._orphan_files`).
 
 Space: on SQLite a database created by this version has ``auto_vacuum=INCREMENTAL`` (:func:`.store.engine_for`),
 and a prune that deleted something runs ``PRAGMA incremental_vacuum`` and a WAL checkpoint, so the file shrinks;
