@@ -78,3 +78,20 @@ def test_the_lock_is_not_inherited_by_the_agents_the_daemon_spawns(tmp_path: Pat
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_new_state_dir_is_the_daemons_alone(a2a_daemon: Any, tmp_path: Path) -> None:
+    """The state dir holds resume tokens, tasks and received files: one the daemon creates is mode 0700 whatever
+    the umask (an existing one keeps the mode its operator gave it)."""
+    state = tmp_path / "deep" / "state"
+    old = os.umask(0o022)
+    try:
+        a2a_daemon(state_dir=state)
+    finally:
+        os.umask(old)
+    assert (state.stat().st_mode & 0o777) == 0o700
+    kept = tmp_path / "kept"
+    kept.mkdir(mode=0o750)
+    kept.chmod(0o750)
+    a2a_daemon(state_dir=kept)
+    assert (kept.stat().st_mode & 0o777) == 0o750

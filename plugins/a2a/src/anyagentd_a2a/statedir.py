@@ -34,13 +34,15 @@ def _holder(path: Path) -> str:
 
 @contextmanager
 def hold(state_dir: Path) -> Iterator[Path]:
-    """Create ``state_dir`` (parents too) and hold its lock until the block ends; yields the lock file's path.
+    """Create ``state_dir`` (parents too; the state dir itself mode 0700, as it holds the task database, resume
+    tokens and received files — an existing one keeps its mode) and hold its lock until the block ends; yields the
+    lock file's path.
 
     Raises :class:`StateDirUnusable` when another process holds the lock ("… is in use by another anyagentd a2a
     (pid N)") or when the directory cannot be created or the lock file written (the OS's reason, e.g. "Not a
     directory" for a path under a file)."""
     try:
-        state_dir.mkdir(parents=True, exist_ok=True)
+        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(state_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError as err:
         raise StateDirUnusable(f"cannot use the state dir {state_dir}: {err.strerror or err}") from None
