@@ -375,7 +375,7 @@ class CodexConnection(ProcessConnection):
                 if state.turn_ending() is not None:
                     await self.link.steered(False)
                 if (params.get("turn") or {}).get("status") == "interrupted":
-                    state.survivors = self._stop_commands()
+                    state.survivors = await self._stop_commands()
             await self.mapper.handle(method, params, frame)
             if method == p.N_TURN_STARTED and state.is_session_turn(params) and state.held_steer is not None:
                 held, state.held_steer = state.held_steer, None
@@ -386,14 +386,16 @@ class CodexConnection(ProcessConnection):
             await self.link.emit(diagnostic("Info", "Codex wrote a frame that is not JSON-RPC"),
                                  extensions={RAW: frame})  # fmt: skip
 
-    def _stop_commands(self) -> set[str]:
+    async def _stop_commands(self) -> set[str]:
         """Kill the process trees of the commands still running at an interrupt; the tool ids of those that
-        could not be stopped."""
+        could not be stopped. Each search reads all of ``/proc`` (tens of ms with a thousand processes): it runs in
+        a worker thread, shielded, so the loop serving every session does not stall and a kill is not lost."""
         survivors = set()
-        for tool_id, update in self.state.tools.items():
+        for tool_id, update in list(self.state.tools.items()):
             if update.status not in ("Pending", "Running") or not isinstance(update.input, Command):
                 continue
-            killed = lineage.stop_command(self.process.pid, update.input.command)
+            with anyio.CancelScope(shield=True):
+                killed = await anyio.to_thread.run_sync(lineage.stop_command, self.process.pid, update.input.command)
             if killed:
                 self.link.start_soon(lineage.reap, killed)  # orphans of the killed tree may re-parent to us
             elif killed is not None:
