@@ -117,13 +117,14 @@ async def test_readyz_is_503_while_draining_and_when_the_store_does_not_answer(t
     """The readiness rule on a real SQLite store, in process (a mock agent's drain is too short to probe from
     outside): draining → 503 ``draining``; a store that cannot be opened → 503 ``store unavailable``."""
     from anyagentd_a2a.observe.health import health_routes
-    from anyagentd_a2a.store import engine_for
+    from anyagentd_a2a.store import PrincipalTaskStore, engine_for
     from starlette.applications import Starlette
 
     draining = False
     good = engine_for(f"sqlite+aiosqlite:///{tmp_path / 'a2a.db'}")
     gone = engine_for(f"sqlite+aiosqlite:///{tmp_path / 'no-such-dir' / 'a2a.db'}")
     try:
+        await PrincipalTaskStore(good).initialize()  # the probe reads the task table
         for engine, ready in ((good, 200), (gone, 503)):
             app = Starlette(routes=health_routes(engine, lambda: draining))
             transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))

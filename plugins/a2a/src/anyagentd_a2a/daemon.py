@@ -357,7 +357,8 @@ class Daemon:
         from .observe.health import health_routes
         from .observe.requests import RequestObservation
 
-        routes.extend(health_routes(self.db_engine, lambda: self.draining))  # /healthz, /readyz
+        routes.extend(health_routes(self.db_engine, lambda: self.draining,
+                                    table=self.task_store.task_model.__tablename__))  # /healthz, /readyz
         sinks: list[Any] = [AccessLog(enabled=lambda: self.loaded.config.a2a.access_log,
                                       source_of=self.front.source_of)]  # fmt: skip
         if self.loaded.config.a2a.metrics.enabled:  # else the Prometheus client is never imported

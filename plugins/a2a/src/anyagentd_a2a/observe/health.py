@@ -5,9 +5,11 @@ everything else, so a probe on the listen address from loopback is always let th
 
 - ``/healthz``: 200 ``{"status": "ok"}`` while the process serves HTTP at all (a liveness probe: no await on
   anything else, so a stuck store or a long drain never makes a supervisor kill a daemon that is finishing work);
-- ``/readyz``: 200 ``{"status": "ok"}`` when the daemon is not draining and the task store answers ``SELECT 1``
-  within :data:`STORE_TIMEOUT` seconds; else 503 with ``{"status": "draining"}`` or ``{"status": "store
-  unavailable"}`` (the reason a log line gives in full; the body never carries a URL or a driver's message).
+- ``/readyz``: 200 ``{"status": "ok"}`` when the daemon is not draining and the task store can serve a request
+  now (:meth:`Readiness.store_ready`: a row of the task table is read within :data:`STORE_TIMEOUT` seconds and,
+  on SQLite, the database's write lock is taken within :data:`LOCK_WAIT` seconds and given back at once); else
+  503 with ``{"status": "draining"}`` or ``{"status": "store unavailable"}`` (the reason a log line gives in
+  full; the body never carries a URL or a driver's message).
 
 ``Cache-Control: no-store`` on both: a cached "ok" would hide the change a probe is for.
 """
@@ -15,7 +17,9 @@ everything else, so a probe on the listen address from loopback is always let th
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -28,7 +32,12 @@ from starlette.routing import Route
 log = logging.getLogger("anyagentd.a2a")
 
 STORE_TIMEOUT = 2.0
-"""Seconds ``/readyz`` waits for the task store's ``SELECT 1`` before it answers 503."""
+"""Seconds ``/readyz`` waits for the read of the task table before it answers 503."""
+LOCK_WAIT = 0.5
+"""Seconds ``/readyz`` waits, on SQLite, for the database's write lock (every send writes its task): a writer
+holding it longer — another process, a stuck transaction — makes the daemon not ready."""
+TASK_TABLE = "tasks"
+"""The SDK's task table (``DatabaseTaskStore``'s default name), the one every request reads and writes."""
 NO_STORE = {"Cache-Control": "no-store"}
 
 
@@ -39,21 +48,32 @@ async def healthz(request: Request) -> JSONResponse:
 
 class Readiness:
     """``/readyz`` for a daemon: ``is_draining()`` says whether it drains, ``engine`` is the task store's
-    SQLAlchemy ``AsyncEngine`` (pinged with ``SELECT 1``, bounded by ``timeout`` seconds)."""
+    SQLAlchemy ``AsyncEngine`` and ``table`` the name of its task table; ``timeout`` bounds the read (seconds),
+    ``lock_wait`` the wait for SQLite's write lock (seconds)."""
 
-    def __init__(self, engine: Any, is_draining: Callable[[], bool], *, timeout: float = STORE_TIMEOUT) -> None:
+    def __init__(self, engine: Any, is_draining: Callable[[], bool], *, table: str = TASK_TABLE,
+                 timeout: float = STORE_TIMEOUT, lock_wait: float = LOCK_WAIT) -> None:  # fmt: skip
         self.engine = engine
         self.is_draining = is_draining
+        self.table = table
         self.timeout = timeout
+        self.lock_wait = lock_wait
 
-    async def store_reachable(self) -> bool:
-        """Whether the store answered ``SELECT 1`` in time (a failure is logged once per probe, without secrets)."""
+    async def store_ready(self) -> bool:
+        """Whether the store can serve a request now: ``SELECT id FROM <table> LIMIT 1`` answered within
+        :attr:`timeout` seconds (the table is there and its file or server reads), then, on a SQLite file,
+        :func:`_take_write_lock` succeeded. A failure is logged (a warning naming the cause, without secrets)."""
         try:
             with anyio.fail_after(self.timeout):
                 async with self.engine.connect() as connection:
-                    await connection.execute(text("SELECT 1"))
-        except (OSError, SQLAlchemyError, TimeoutError) as err:
-            log.warning("readyz: the task store does not answer: %s", type(err).__name__)
+                    await connection.execute(text(f'SELECT id FROM "{self.table}" LIMIT 1'))
+            path = _sqlite_file(self.engine)
+            if path is not None:
+                # not under fail_after: the thread ends by itself within lock_wait (a cancelled wait would leave it
+                # running), and nothing is awaited while it holds the lock
+                await anyio.to_thread.run_sync(_take_write_lock, path, self.lock_wait)
+        except (OSError, SQLAlchemyError, TimeoutError, sqlite3.Error) as err:
+            log.warning("readyz: the task store cannot serve: %s: %s", type(err).__name__, _reason(err))
             return False
         return True
 
@@ -61,12 +81,41 @@ class Readiness:
         """The ``/readyz`` answer (see the module docstring)."""
         if self.is_draining():
             return JSONResponse({"status": "draining"}, status_code=503, headers=NO_STORE)
-        if not await self.store_reachable():
+        if not await self.store_ready():
             return JSONResponse({"status": "store unavailable"}, status_code=503, headers=NO_STORE)
         return JSONResponse({"status": "ok"}, headers=NO_STORE)
 
 
-def health_routes(engine: Any, is_draining: Callable[[], bool]) -> list[Route]:
-    """The ``GET /healthz`` and ``GET /readyz`` routes (see the module docstring)."""
+def _sqlite_file(engine: Any) -> Path | None:
+    """The database file of a SQLite ``engine``; ``None`` for another database or an in-memory one."""
+    url = engine.url
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return None
+    return Path(url.database).expanduser().absolute()
+
+
+def _take_write_lock(path: Path, wait: float) -> None:
+    """Take the write lock of the SQLite database at ``path`` and give it back: ``BEGIN IMMEDIATE`` then
+    ``ROLLBACK`` on a connection of its own (read-write, never creating the file) whose busy timeout is ``wait``
+    seconds, so the lock is held only between two statements of this thread and nothing is written. Raises
+    ``sqlite3.OperationalError`` (``database is locked`` past ``wait``, or a file that cannot be opened).
+    Blocking: run it in a worker thread."""
+    connection = sqlite3.connect(f"{path.as_uri()}?mode=rw", uri=True, timeout=wait, isolation_level=None)
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        connection.execute("ROLLBACK")
+    finally:
+        connection.close()
+
+
+def _reason(err: BaseException) -> str:
+    """What the log says of ``err`` besides its type: SQLite's own message (``database is locked``, ``unable to
+    open database file``), else nothing (another driver's text may name a host or a user)."""
+    detail = getattr(err, "orig", None) or err
+    return str(detail) if isinstance(detail, sqlite3.Error) else "-"
+
+
+def health_routes(engine: Any, is_draining: Callable[[], bool], *, table: str = TASK_TABLE) -> list[Route]:
+    """The ``GET /healthz`` and ``GET /readyz`` routes (see the module docstring); ``table``: the task table."""
     return [Route("/healthz", healthz, methods=["GET"]),
-            Route("/readyz", Readiness(engine, is_draining).respond, methods=["GET"])]  # fmt: skip
+            Route("/readyz", Readiness(engine, is_draining, table=table).respond, methods=["GET"])]  # fmt: skip
