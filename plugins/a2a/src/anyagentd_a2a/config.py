@@ -297,16 +297,23 @@ class LimitsSection(_Strict):
 
 _DURATION = re.compile(r"^(\d+)(s|m|h|d)$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_DURATION = 100 * 365 * 86400
+"""The longest retention age or interval, in seconds (100 years of 365 days): past it a cutoff date or a sleep
+overflows (``timedelta``, the event loop's timer), so it is refused where the file is read."""
 
 
 def _duration(value: Any) -> Any:
     """A retention age: a string ``"<n><unit>"`` (unit ``s``, ``m``, ``h`` or ``d``: ``"30d"``, ``"1s"``) or
     ``0`` (keep forever); returned as seconds (``int``). Anything else (a bare number other than 0, ``"1w"``,
-    ``"1.5h"``, a bool) is refused, pydantic naming the key."""
+    ``"1.5h"``, a bool, longer than :data:`MAX_DURATION`) is refused, pydantic naming the key."""
     if isinstance(value, int) and not isinstance(value, bool) and value == 0:
         return 0
     if isinstance(value, str) and (match := _DURATION.match(value)):
-        return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        seconds = int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        if seconds > MAX_DURATION:
+            raise ValueError(f"{value!r} is longer than 100 years ({MAX_DURATION // 86400}d), the longest "
+                             "duration; 0 keeps forever")  # fmt: skip
+        return seconds
     raise ValueError(f"{value!r} is not a duration: \"<n>s\", \"<n>m\", \"<n>h\" or \"<n>d\" (e.g. \"30d\"), "
                      "or 0 to keep forever")
 
@@ -314,13 +321,15 @@ def _duration(value: Any) -> Any:
 class RetentionSection(_Strict):
     """``[a2a.retention]``: how long ended things stay in the daemon's database and state dir (:mod:`.retention`
     prunes them). Each age is a duration string (``"30d"``, ``"12h"``, ``"90m"``, ``"1s"``) or ``0`` (keep
-    forever), held as seconds. ``tasks`` (default 30 days): terminal tasks (COMPLETED, FAILED, CANCELED, REJECTED)
-    last updated longer ago, their push configs, and the conversations whose tasks are all gone and that are not
-    live (their resume-token row and their ``conversations/<digest>/`` files). ``runs`` (30 days): workflow runs
+    forever), held as seconds, at most 100 years (:data:`MAX_DURATION`; a longer one is refused naming its key).
+    ``tasks`` (default 30 days): terminal tasks (COMPLETED, FAILED, CANCELED, REJECTED) last updated longer ago,
+    their push configs, and the conversations whose tasks are all gone and that are not live (their resume-token
+    row and their ``conversations/<digest>/`` files). ``runs`` (30 days): workflow runs
     ended longer ago, their steps and signals and their ``runs/<run id>/`` work dir. ``sessions`` (7 days):
     device-grant sessions expired, or revoked and issued, longer ago. ``subagents`` (30 days): subagent records
-    ended (done, failed, cancelled) and last updated longer ago, and their ``subagents/<handle>/`` work dir.
-    ``interval`` (default 1 hour, at least 1 s): how often a prune runs; one runs at start too."""
+    ended (completed, failed, cancelled) and last updated longer ago, and their ``subagents/<handle>/`` work dir.
+    ``interval`` (default 1 hour, at least 1 s, at most 100 years): how often a prune runs; one runs at start
+    too."""
 
     tasks: Annotated[int, BeforeValidator(_duration)] = 30 * 86400
     runs: Annotated[int, BeforeValidator(_duration)] = 30 * 86400

@@ -5,7 +5,9 @@ growing with every turn.
 ``interval`` seconds (:meth:`Retention.serve`, in the daemon's task group). Each store deletes its own rows by age
 (``PrincipalTaskStore.prune``, ``ConversationTable.prune``, ``RunStore.prune``, ``AuthSessions.prune``,
 ``SubagentStore.prune``); here the files those rows owned go with them, and one JSON log line says what went
-(``"retention pruned tasks=N conversations=N files=N runs=N sessions=N subagents=N"``). Nothing live is touched:
+(``"retention pruned tasks=N conversations=N files=N runs=N sessions=N subagents=N"``). Each store is pruned on
+its own: one whose prune fails is logged by name (``"retention: pruning the tasks failed: ..."``) and the others
+are still pruned. Nothing live is touched:
 a task that is not terminal, a run that has not ended (nor its task), a conversation the daemon holds in memory, a
 subagent that is pending, running or idle. The file work (the state dir's walk, the deletions) runs in a worker
 thread, never on the event loop; a conversation's directory is first renamed aside (``.pruned-<digest>``), so a
@@ -23,7 +25,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Set
+from collections.abc import Awaitable, Callable, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,12 +40,15 @@ log = logging.getLogger("anyagentd.a2a")
 
 ASIDE = ".pruned-"
 """The name prefix of a conversation directory set aside for deletion (``conversations/.pruned-<digest>``)."""
+RELOAD_CHECK = 1.0
+"""Seconds between two reads of ``interval`` while :meth:`Retention.serve` waits (a reload's new one applies then)."""
 
 
 @dataclass
 class Retention:
     """The prune of one daemon. ``settings`` returns the ``[a2a.retention]`` in force (read at each round, so a
-    SIGHUP's reload applies from the next one; the ages in seconds, 0: keep forever); ``state_dir``: where the
+    SIGHUP's reload applies from the next one, a new interval within :data:`RELOAD_CHECK` seconds; the ages in
+    seconds, 0: keep forever); ``state_dir``: where the
     conversations', runs' and subagents' files are; ``tasks`` (a ``PrincipalTaskStore``) and ``conversations``
     (a ``ConversationTable``) always, ``runs`` (``RunStore``), ``sessions`` (``AuthSessions``) and ``subagents``
     (``SubagentStore``) when configured, else ``None``; ``subagent_manager`` forgets the records pruned;
@@ -61,46 +66,82 @@ class Retention:
     subagent_manager: Any = None
 
     async def serve(self) -> None:
-        """Until cancelled: a prune now, then one every ``interval`` seconds. A failed prune is logged (a warning)
-        and tried again at the next round."""
+        """Until cancelled: a prune now, then one each time ``interval`` seconds have passed since the last ended.
+        The wait is slept in steps of at most :data:`RELOAD_CHECK` seconds, the interval read again at each, so a
+        SIGHUP that shortens it applies within a step (an hour's wait is not slept out first). A prune that failed
+        as a whole is logged (a warning) and tried again at the next round."""
         while True:
             try:
                 await self.prune()
             except Exception as err:  # noqa: BLE001 - the rows stay; the next round tries again
                 log.warning("retention: the prune failed: %s", err)
-            await anyio.sleep(self.settings().interval)
+            ended = anyio.current_time()
+            while (left := ended + self.settings().interval - anyio.current_time()) > 0:
+                await anyio.sleep(min(left, RELOAD_CHECK))
 
     async def prune(self) -> dict[str, int]:
         """One prune of everything whose age is set; returns the counts logged (``tasks``, ``conversations`` (resume
-        token rows), ``files`` (conversation file directories), ``runs``, ``sessions``, ``subagents``). Raises what
-        the driver raises."""
+        token rows), ``files`` (conversation file directories), ``runs``, ``sessions``, ``subagents``). Each store
+        is pruned on its own: one that fails (the driver's error) is logged naming it, its counts stay 0 and the
+        others are still pruned. Raises what the driver raises for the space's reclaim."""
         counts = {"tasks": 0, "conversations": 0, "files": 0, "runs": 0, "sessions": 0, "subagents": 0}
         section = self.settings()
+        steps: list[tuple[str, Callable[[int], Awaitable[dict[str, int]]], int]] = []
         if section.runs and self.runs is not None:
-            ids = await self.runs.prune(section.runs)
-            await anyio.to_thread.run_sync(_remove, [self.state_dir / "runs" / run_id for run_id in ids])
-            counts["runs"] = len(ids)
+            steps.append(("runs", self._prune_runs, section.runs))
         if section.tasks:
-            keep = set()
-            if self.runs is not None:
-                keep = {r.task_id for r in await self.runs.list(non_terminal=True) if r.task_id}
-            counts["tasks"] = await self.tasks.prune(section.tasks, keep)
-            gone = await self.conversations.prune(section.tasks, self.tasks.task_model.__table__, self.live())
-            counts["conversations"] = len(gone)
-            counts["files"] = await self._orphan_files(section.tasks)
+            steps.append(("tasks", self._prune_tasks, section.tasks))
+            steps.append(("conversations", self._prune_conversations, section.tasks))
+            steps.append(("conversation files", self._prune_files, section.tasks))
         if section.sessions and self.sessions is not None:
-            counts["sessions"] = await self.sessions.prune(section.sessions)
+            steps.append(("sessions", self._prune_sessions, section.sessions))
         if section.subagents and self.subagents is not None:
-            handles = await self.subagents.prune(section.subagents)
-            for handle in handles:
-                if self.subagent_manager is not None:
-                    self.subagent_manager.forget(handle)
-            await anyio.to_thread.run_sync(_remove, [self.state_dir / "subagents" / handle for handle in handles])
-            counts["subagents"] = len(handles)
+            steps.append(("subagents", self._prune_subagents, section.subagents))
+        for store, step, age in steps:
+            try:
+                counts.update(await step(age))
+            except Exception as err:  # noqa: BLE001 - this store's rows stay until the next round; the others go
+                log.warning("retention: pruning the %s failed: %s", store, err)
         if any(counts.values()):
             await self._reclaim()
         log.info("retention pruned %s", " ".join(f"{key}={n}" for key, n in counts.items()))
         return counts
+
+    async def _prune_runs(self, age: int) -> dict[str, int]:
+        """The runs ended more than ``age`` seconds ago, and their work dirs."""
+        ids = await self.runs.prune(age)
+        await anyio.to_thread.run_sync(_remove, [self.state_dir / "runs" / run_id for run_id in ids])
+        return {"runs": len(ids)}
+
+    async def _prune_tasks(self, age: int) -> dict[str, int]:
+        """The terminal tasks older than ``age`` seconds, but those of the runs that have not ended (read now)."""
+        keep = set()
+        if self.runs is not None:
+            keep = {r.task_id for r in await self.runs.list(non_terminal=True) if r.task_id}
+        return {"tasks": await self.tasks.prune(age, keep)}
+
+    async def _prune_conversations(self, age: int) -> dict[str, int]:
+        """The resume-token rows of the conversations older than ``age`` seconds with no task left and not live."""
+        return {"conversations": len(await self.conversations.prune(age, self.tasks.task_model.__table__,
+                                                                       self.live()))}  # fmt: skip
+
+    async def _prune_files(self, age: int) -> dict[str, int]:
+        """The file directories of those conversations (and of the ones that never had a row): a step of its own,
+        so a failure here does not lose the count of the rows that went (:meth:`_orphan_files`)."""
+        return {"files": await self._orphan_files(age)}
+
+    async def _prune_sessions(self, age: int) -> dict[str, int]:
+        """The device sessions ended more than ``age`` seconds ago."""
+        return {"sessions": await self.sessions.prune(age)}
+
+    async def _prune_subagents(self, age: int) -> dict[str, int]:
+        """The subagent records ended more than ``age`` seconds ago (forgotten by the manager), and their work dirs."""
+        handles = await self.subagents.prune(age)
+        for handle in handles:
+            if self.subagent_manager is not None:
+                self.subagent_manager.forget(handle)
+        await anyio.to_thread.run_sync(_remove, [self.state_dir / "subagents" / handle for handle in handles])
+        return {"subagents": len(handles)}
 
     async def _orphan_files(self, older_than: float) -> int:
         """Remove each ``conversations/<digest>/`` directory (a conversation's saved file parts) not modified for
