@@ -162,6 +162,14 @@ def guard(mark: str, *, register: bool = True) -> None:
         _guardian = False
 
 
+def guardian_pid() -> int | None:
+    """The pid of the guardian this process started (:func:`guard`), ``None`` when none was (not Linux, no agent
+    registered yet, or it could not start or be written to): anyagentd's own helper, a child of anyagentd but no
+    agent's process (the pool's memory count leaves it out). It lives until anyagentd exits (it reads its stdin to
+    EOF), and nothing here reaps it before, so its pid is never another process's."""
+    return _guardian.pid if _guardian else None
+
+
 def _stat(pid: int) -> tuple[str, int, int] | None:
     """(state, ppid, pgid) of ``pid`` from ``/proc/<pid>/stat``, or None when it is gone."""
     try:
@@ -342,5 +350,5 @@ def orphaned_zombies(exclude: Iterable[int] = ()) -> list[int]:
     return out
 
 
-__all__ = ["LINEAGE_ENV", "become_subreaper", "cmdline", "die_with_parent", "guard", "kill_lineage", "lineage",
-           "new_mark", "orphaned_zombies", "processes", "reap", "stop_command", "command_tree"]  # fmt: skip
+__all__ = ["LINEAGE_ENV", "become_subreaper", "cmdline", "die_with_parent", "guard", "guardian_pid", "kill_lineage",
+           "lineage", "new_mark", "orphaned_zombies", "processes", "reap", "stop_command", "command_tree"]  # fmt: skip

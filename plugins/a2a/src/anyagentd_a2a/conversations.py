@@ -37,6 +37,7 @@ from a2a.types import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
+from anyagentd.adapters.lineage import guardian_pid
 from anyagentd.errors import AnyagentError, ResumeFailed
 from anyagentd.model import PromptOrigin, kind_tag
 
@@ -458,9 +459,12 @@ MIB = 1024 * 1024
 
 def process_tree_rss(root: int | None = None) -> int:
     """Resident memory, in bytes, of every descendant process of ``root`` (default: this process), read from
-    ``/proc/<pid>/stat`` (field 24, in pages); 0 where /proc is not there. The root's own memory is not counted:
-    what is summed is the agents' (and their children's)."""
+    ``/proc/<pid>/stat`` (field 24, in pages); 0 where /proc is not there. The root's own memory is not counted,
+    nor the lineage guardian's (:func:`anyagentd.adapters.lineage.guardian_pid`: a child of anyagentd, started
+    with the first agent and living on after the last closed, about 9 MiB): what is summed is the agents' (and
+    their children's)."""
     root = os.getpid() if root is None else root
+    helper = guardian_pid()
     parents: dict[int, int] = {}
     rss: dict[int, int] = {}
     try:
@@ -478,7 +482,7 @@ def process_tree_rss(root: int | None = None) -> int:
     children: dict[int, list[int]] = {}
     for pid, ppid in parents.items():
         children.setdefault(ppid, []).append(pid)
-    total, stack = 0, list(children.get(root, []))
+    total, stack = 0, [pid for pid in children.get(root, []) if pid != helper]
     while stack:
         pid = stack.pop()
         total += rss.get(pid, 0)
