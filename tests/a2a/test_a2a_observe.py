@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import httpx
 import pytest
 from a2a_helpers import ANYAGENTD, wait_state
 from test_a2a_device_grant import OPERATOR, sign_in
+from test_a2a_logs import lines, wait_line
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.anyio]
@@ -110,7 +112,17 @@ def test_probes_and_metrics_of_a_served_daemon(a2a_daemon: Any, tmp_path: Path) 
     assert samples(by_token.text)[("anyagentd_a2a_requests_total", (("method", "SendMessage"), ("outcome", "ok")))] == 3
     as_user = httpx.get(daemon.url + "/metrics", headers={"Authorization": f"Bearer {signed_in}"})
     assert as_user.status_code == 403  # a signed-in user is not the operator
+    # each scrape's access line names who scraped (the scrape token by its fixed name), or null: no credential
+    wait_line(daemon, "anyagentd.a2a.access", lambda _: len(metrics_lines(daemon)) >= 6)
+    scrapes = [(line["status"], line["principal"]) for line in metrics_lines(daemon)]
+    assert Counter(scrapes) == Counter([(401, None), (401, None), (403, "user:alice"), (200, "operator"),
+                                        (200, "metrics"), (403, "user:carol")]), scrapes  # fmt: skip
     assert not any(secret in line for line in daemon.stderr for secret in [*TOKENS.values(), signed_in])
+
+
+def metrics_lines(daemon: Any) -> list[dict[str, Any]]:
+    """The access lines of ``GET /metrics`` logged so far."""
+    return [line for line in lines(daemon, "anyagentd.a2a.access") if line["path"] == "/metrics"]
 
 
 async def test_readyz_is_503_while_draining_and_when_the_store_does_not_answer(tmp_path: Path) -> None:

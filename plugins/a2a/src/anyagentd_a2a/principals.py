@@ -41,6 +41,10 @@ class Principal(CorePrincipal):
 
 
 OPERATOR = Principal("operator", "operator")
+SCRAPER = Principal("metrics", "user", methods=())
+"""Who presented the scrape token (``[a2a.metrics] token``, :mod:`.observe.metrics`), as the access log names it:
+``metrics`` — no ``<role>:`` prefix, so no configured principal or device session can bear the id. It may call
+no method and holds no grant: the token serves ``GET /metrics`` and nothing else."""
 
 
 class Unauthenticated(Exception):

@@ -37,7 +37,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..front import rpc_error
-from ..principals import bearer_of
+from ..principals import SCRAPER, bearer_of
 from ..tasks.state import label, labels
 from .requests import Observed
 
@@ -174,15 +174,19 @@ class Metrics:
                         headers={"Cache-Control": "no-store"})  # fmt: skip
 
     async def _refusal(self, request: Request) -> Response | None:
-        """None when ``request`` may scrape (the scrape token, or the operator), else the answer refusing it."""
+        """None when ``request`` may scrape (the scrape token, or the operator), else the answer refusing it. Who
+        was identified is left in ``request.state.principal``, as ``POST /`` leaves it (the access log's,
+        :mod:`.requests`): :data:`..principals.SCRAPER` for the scrape token."""
         token = self.front.secrets.metrics  # the configuration served now (SIGHUP replaces it)
         presented = bearer_of(request.headers.get("authorization"))
         if token is not None and presented is not None and hmac.compare_digest(
                 token.get_secret_value().encode(), presented.encode()):  # fmt: skip
+            request.state.principal = SCRAPER
             return None
         principal = await self.front.authenticate(request)
         if isinstance(principal, Response):
             return principal
+        request.state.principal = principal  # a 403 below names who was refused, as the front's does
         if not principal.is_operator:
             return rpc_error(None, -31403, f"{principal.id} may not read /metrics (the operator or the scrape "
                              "token may)", status=403)  # fmt: skip
