@@ -296,7 +296,7 @@ def test_bad_mock_script_is_reported(tmp_path: Path) -> None:
         result = anyagentd_cli(*command, "--mock", str(script))
         (line, *_) = assert_clean_error(result, "InvalidConfiguration", 2)
         assert f"invalid mock script {script}: turns[0][0].Emit: unknown kind 'NoSuchKind' (expected one of " in line
-        assert "turns[0][1]: unknown step 'Bogus' (expected one of Emit, AwaitAnswer, Die, End, Sleep, Repeat)" in line
+        assert "turns[0][1]: unknown step 'Bogus' (expected one of Emit, EmitWith, AwaitAnswer, Die, End, Sleep, Repeat)" in line
         assert "_tag_of" not in line and "https://" not in line
 
 

@@ -105,8 +105,14 @@ def check_sqlite_directory(url: str) -> None:
 
 
 def engine_for(url: str) -> AsyncEngine:
-    """An async engine; SQLite gets WAL and a busy timeout so readers never block the writer for long."""
-    engine = create_async_engine(url, connect_args={"timeout": 30} if url.startswith("sqlite") else {})
+    """An async engine; SQLite gets WAL and a busy timeout so readers never block the writer for long, on the
+    connections of :mod:`.sqlite_connect` (a shutdown mid-query never leaves a close waiting for ever)."""
+    connect_args: dict[str, Any] = {}
+    if url.startswith("sqlite"):
+        from .sqlite_connect import connect
+
+        connect_args = {"timeout": 30, "async_creator_fn": connect}
+    engine = create_async_engine(url, connect_args=connect_args)
     if url.startswith("sqlite"):
         from sqlalchemy import event
 
