@@ -107,24 +107,23 @@ def check_sqlite_directory(url: str) -> None:
 def engine_for(url: str) -> AsyncEngine:
     """An async engine; SQLite gets WAL and a busy timeout so readers never block the writer for long, on the
     connections of :mod:`.sqlite_connect` (a shutdown mid-query never leaves a close waiting for ever)."""
-    connect_args: dict[str, Any] = {}
-    if url.startswith("sqlite"):
-        from .sqlite_connect import connect
+    if not url.startswith("sqlite"):
+        return create_async_engine(url)
+    from sqlalchemy import event
 
-        connect_args = {"timeout": 30, "async_creator_fn": connect}
-    engine = create_async_engine(url, connect_args=connect_args)
-    if url.startswith("sqlite"):
-        from sqlalchemy import event
+    from .sqlite_connect import connect
 
-        @event.listens_for(engine.sync_engine, "connect")
-        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
-            cursor = dbapi_conn.cursor()
-            # before anything writes the header: a new file frees pages at PRAGMA incremental_vacuum (an older
-            # file keeps auto_vacuum NONE and reuses its free pages, .retention)
-            cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA busy_timeout=30000")
-            cursor.close()
+    engine = create_async_engine(url, connect_args={"timeout": 30, "async_creator_fn": connect})
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+        cursor = dbapi_conn.cursor()
+        # before anything writes the header: a new file frees pages at PRAGMA incremental_vacuum (an older
+        # file keeps auto_vacuum NONE and reuses its free pages, .retention)
+        cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
 
     return engine
 
