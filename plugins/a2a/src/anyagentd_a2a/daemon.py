@@ -236,6 +236,8 @@ class Daemon:
         finally:
             try:
                 await store.flush()  # the updates still written behind
+            except Exception as err:  # noqa: BLE001 - the stop goes on: a restart reads those tasks as interrupted
+                log.error("writing the running tasks' last updates failed: %s", type(err).__name__)
             finally:
                 await engine.dispose()
         log.info("stopped")

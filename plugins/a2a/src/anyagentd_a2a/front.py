@@ -12,7 +12,8 @@ code -31401, ``WWW-Authenticate: Bearer realm=…``; configured bearers, then de
 counts against its source) → request body at most ``a2a.limits.body_bytes`` (413 + ``Connection: close``, code
 -32600 naming the limit; a ``Content-Length`` over it before any of the body is read, a body without one cut off
 as soon as it passes it: :func:`.limits.read_body`) → JSON-RPC envelope (-32700; -32600 batch / missing id /
-wrong jsonrpc / no method; -32602 params not an object) → ``A2A-Version`` 1.0 or 1.0.x (-32009
+wrong jsonrpc / no method; -32602 params not an object, or holding a number no double holds, such as
+``1e400``, named by its field: :mod:`.structjson`) → ``A2A-Version`` 1.0 or 1.0.x (-32009
 VERSION_NOT_SUPPORTED) → per-principal rate (429) → exact method route (-32601) → extension negotiation
 (activated URIs echoed in ``A2A-Extensions``) → method authorization (403, -31403) → while draining, sends
 refused (-32603 DRAINING) → message limits, for every send (-32602 LIMIT_EXCEEDED naming
@@ -37,6 +38,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
+from . import structjson
 from .command.envelope import COMMAND_URI as COMMAND_EXTENSION
 from .command.envelope import CONTENT_TYPE_NOT_SUPPORTED, command_parts, is_command
 from .config import A2ASection, Loaded, Secrets, is_loopback
@@ -235,13 +237,20 @@ class Front:
         except TooLarge as err:
             return body_too_large(err)
         try:
-            envelope = json.loads(body)
-        except (ValueError, RecursionError):
-            return rpc_error(None, -32700, "Parse error: the body is not JSON")
+            loaded = structjson.loads(body)
+        except ValueError as err:
+            return rpc_error(None, -32700, f"Parse error: the body is not JSON: {err}")
+        except RecursionError:
+            return rpc_error(None, -32700, "Parse error: the body is not JSON: nested too deeply")
+        envelope = loaded.value
         refused = _check_envelope(envelope)
         if refused is not None:
             return refused
         request_id = envelope["id"]
+        where = structjson.beyond_double(envelope.get("params")) if loaded.overflows else None
+        if where is not None:  # a Struct would hold it as inf, which no task could be stored or answered with
+            return invalid_params(request_id, [(where, "a number beyond the range of a double (A2A's numbers are "
+                                                       "finite IEEE 754 doubles)")])  # fmt: skip
         request.state.rpc_method = envelope["method"]  # the metrics' method label, the access log's (.observe)
         version = request.headers.get("a2a-version", "")
         if not _VERSION.match(version.strip()):

@@ -41,13 +41,14 @@ from a2a.types import (ListTasksRequest, ListTasksResponse, Task, TaskPushNotifi
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import decode_list_tasks_cursor, encode_list_tasks_cursor
-from google.protobuf.json_format import ParseDict
+from google.protobuf.json_format import ParseDict, SerializeToJsonError
 from sqlalchemy import (Column, DateTime, Index, MetaData, String, Table, Text, case, delete, exists, func, inspect,
                         select)  # fmt: skip
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from .limits import bound_history
 from .principals import OPERATOR
+from .structjson import finite
 from .tasks.state import FAILED, PAUSED, TERMINAL, StateError, move, name, of_name, on_restart
 
 DURABLE_STATES = TERMINAL | PAUSED
@@ -59,6 +60,10 @@ writes it (env ``ANYAGENTD_A2A_FLUSH_DELAY``): what a kill -9 can lose of a runn
 FRESH_IDS = 4096
 """Task ids handed out and not saved yet that the store remembers (a request that fails before its task is saved
 leaves one behind; past this many the oldest are forgotten, and reading one of those costs a query)."""
+
+PRUNE_BATCH = 500
+"""Task ids one DELETE of :meth:`PrincipalTaskStore.prune` names (bound parameters: SQLite takes at most 32,766 in
+a statement)."""
 
 PUSH_TABLE = "push_notification_configs"
 """The SDK's push-config table (:class:`PushConfigStore`'s default name), pruned with the tasks."""
@@ -251,17 +256,31 @@ class PrincipalTaskStore(DatabaseTaskStore):
 
     async def _save_row(self, task: Task, context: ServerCallContext) -> None:
         """The SDK's row for ``task`` written by :func:`upsert` keyed by id: one statement on SQLite and PostgreSQL
-        (the SDK's ``save`` merges through the ORM: a SELECT, then an INSERT or UPDATE)."""
+        (the SDK's ``save`` merges through the ORM: a SELECT, then an INSERT or UPDATE). A number in a ``Struct`` that
+        JSON cannot write is stored as null (:func:`.structjson.finite`, ``task`` changed), with a warning: the
+        task is kept, and every later read and listing of the store still answers."""
         await self._ensure_initialized()
-        row = self._to_orm(task, _owner(context))
+        try:
+            row = self._to_orm(task, _owner(context))
+        except SerializeToJsonError:  # a NaN or an infinity in a Struct (an agent's event): proto3 JSON has none
+            log.warning("task %s holds %d number(s) JSON cannot write (NaN, infinity): stored as null", task.id,
+                        finite(task))  # fmt: skip
+            row = self._to_orm(task, _owner(context))
         values = {column.name: getattr(row, attr.key) for attr in inspect(self.task_model).column_attrs
                   for column in attr.columns}  # fmt: skip
         await upsert(self.engine, self.task_model.__table__, ("id",), values)
 
     async def flush(self) -> None:
-        """Write every update waiting to be written behind (and wait for the writes under way)."""
+        """Write every update waiting to be written behind (and wait for the writes under way); a task whose write
+        fails stays pending while the others are written, and the first failure is raised once all were tried."""
+        failed: Exception | None = None
         for live in list(self._live.values()):
-            await self._write(live)
+            try:
+                await self._write(live)
+            except Exception as err:  # noqa: BLE001 - raised below, after the other tasks' writes
+                failed = failed or err
+        if failed is not None:
+            raise failed
 
     async def count_by_state(self) -> dict[int, int]:
         """How many stored tasks are in each state: ``TaskState`` value → count (states without a task absent),
@@ -312,25 +331,35 @@ class PrincipalTaskStore(DatabaseTaskStore):
     async def prune(self, older_than: float, keep: Set[str] = frozenset()) -> int:
         """Delete every terminal task (:data:`.tasks.state.TERMINAL`) last updated more than ``older_than`` seconds
         ago, except the ids in ``keep`` (the tasks of runs that have not ended), and the push configs of tasks no
-        longer stored; returns how many tasks went. One DELETE on ``last_updated`` (indexed here: the SDK indexes
-        it only after ``owner``) and the state; a task that is not terminal is never touched. Raises what the
-        driver raises."""
+        longer stored; returns how many tasks went. The candidates are read by ``last_updated`` (indexed here: the
+        SDK indexes it only after ``owner``) and the state, :data:`PRUNE_BATCH` ids at a time in id order, and each
+        batch less ``keep`` is one DELETE in its own transaction (so ``keep`` is never a statement's literal list,
+        and a writer waits for one batch, not the whole prune); a task that is not terminal is never touched.
+        Raises what the driver raises."""
         await self._ensure_initialized()
         model = self.task_model
         cutoff = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=older_than)
         terminal = sorted(name(state) for state in TERMINAL)
-        async with self.engine.begin() as conn:
-            if not self._indexed:
+        old = (model.last_updated < cutoff) & model.status["state"].as_string().in_(terminal)
+        if not self._indexed:
+            async with self.engine.begin() as conn:
                 # on a table of its own: one added to the SDK's shared model would go into every create_all
                 table = Table(model.__tablename__, MetaData(), Column("last_updated", DateTime))
                 index = Index("anyagentd_tasks_last_updated", table.c.last_updated)
                 await conn.run_sync(lambda sync: index.create(sync, checkfirst=True))
-                self._indexed = True
-            stmt = delete(model).where(model.last_updated < cutoff,
-                                       model.status["state"].as_string().in_(terminal))  # fmt: skip
-            if keep:
-                stmt = stmt.where(model.id.not_in(sorted(keep)))
-            gone = (await conn.execute(stmt)).rowcount
+            self._indexed = True
+        gone, after = 0, ""
+        while True:
+            async with self.engine.begin() as conn:
+                ids = (await conn.execute(select(model.id).where(old, model.id > after).order_by(model.id)
+                                          .limit(PRUNE_BATCH))).scalars().all()  # fmt: skip
+                doomed = [task_id for task_id in ids if task_id not in keep]
+                if doomed:
+                    gone += (await conn.execute(delete(model).where(model.id.in_(doomed), old))).rowcount
+            if len(ids) < PRUNE_BATCH:
+                break
+            after = ids[-1]
+        async with self.engine.begin() as conn:
             if await conn.run_sync(lambda sync: inspect(sync).has_table(PUSH_TABLE)):
                 push = Table(PUSH_TABLE, MetaData(), Column("task_id", String(36)))
                 await conn.execute(delete(push).where(push.c.task_id.not_in(select(model.id))))

@@ -160,8 +160,9 @@ class Metrics:
         self._snapshot = families
 
     async def scrape(self, request: Request) -> Response:
-        """``GET /metrics``: the refusal of a caller who may not scrape; 503 when a store does not answer; else the
-        text format."""
+        """``GET /metrics``: the refusal of a caller who may not scrape; 503 with one plain line when a store does
+        not answer or a reader raises (logged by its type only: a driver's message may carry the store's URL);
+        else the text format."""
         refused = await self._refusal(request)
         if refused is not None:
             return refused
@@ -170,6 +171,9 @@ class Metrics:
         except (OSError, SQLAlchemyError) as err:  # the series read from a store cannot be given: none are
             log.warning("metrics: the store does not answer: %s", type(err).__name__)
             return Response("the task store does not answer\n", status_code=503, media_type="text/plain")
+        except Exception as err:  # noqa: BLE001 - a reader's own failure: one line here, none of the series
+            log.warning("metrics: reading the series failed: %s", type(err).__name__)
+            return Response("the metrics cannot be read now\n", status_code=503, media_type="text/plain")
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST,
                         headers={"Cache-Control": "no-store"})  # fmt: skip
 
