@@ -320,3 +320,25 @@ def test_the_store_keeps_at_most_task_history_messages(a2a_daemon: Any, tmp_path
         (history,) = db.execute("SELECT history FROM tasks WHERE id = ?", (sent["id"],)).fetchone()
     kept = json.loads(history)
     assert len(kept) == 100 and kept[0]["parts"] == [{"text": "the prompt"}]  # the prompt, then the newest
+
+
+def test_an_oauth_form_over_its_bound_is_refused_before_it_is_read(a2a_daemon: Any) -> None:
+    from anyagentd_a2a.auth.routes import FORM_BYTES
+
+    daemon = a2a_daemon(config=CREDENTIALS + "[a2a.device_grant]\nenabled = true\n", env=ENV, mock="hello")
+    host = urlsplit(daemon.url).netloc
+    for path in ("/oauth2/device_authorization", "/oauth2/token", "/oauth2/revoke"):
+        head = [f"POST {path} HTTP/1.1", f"Host: {host}", "Content-Type: application/x-www-form-urlencoded"]
+        # 40 MB announced, a few bytes sent: only a decision from the header alone answers
+        status, headers, body = raw_exchange(daemon.url, head + ["Content-Length: 40000000"], [b"token="])
+        assert status == 413 and headers.get("connection") == "close", (path, status, body)
+        assert json.loads(body) == {"error": "invalid_request",
+                                    "error_description": f"the body is larger than {FORM_BYTES} bytes"}  # fmt: skip
+        piece = b"a" * 4096
+        chunks = [b"%x\r\n%s\r\n" % (len(piece), piece)] * (FORM_BYTES // 4096 + 1)  # past the bound, unterminated
+        status, headers, _ = raw_exchange(daemon.url, head + ["Transfer-Encoding: chunked"], chunks)
+        assert status == 413 and headers.get("connection") == "close", path
+    # a form within the bound is served as before
+    answer = httpx.post(daemon.url + "/oauth2/device_authorization", data={"client_id": "cli", "scope": "user"},
+                        timeout=FAILURE_BOUND)  # fmt: skip
+    assert answer.status_code == 200 and "device_code" in answer.json(), answer.text

@@ -3,8 +3,9 @@
 ``POST /oauth2/device_authorization`` (RFC 8628 §3.1), ``POST /oauth2/token`` (§3.4), ``GET /oauth2/device``
 (the verification URI: what a person does with the code, since an operator approves it), ``POST /oauth2/revoke``
 (RFC 7009) and ``GET /.well-known/oauth-authorization-server`` (RFC 8414). Requests are form-encoded
-(``application/x-www-form-urlencoded``); answers are JSON with ``Cache-Control: no-store``. Codes and tokens never
-reach the log: the daemon's ``on_event`` callback receives only event names and non-secret fields.
+(``application/x-www-form-urlencoded``) of at most :data:`FORM_BYTES` (413 ``invalid_request`` with ``Connection:
+close`` past it, read as :func:`..limits.read_body` reads a JSON-RPC body); answers are JSON with ``Cache-Control:
+no-store``. Codes and tokens never reach the log: the daemon's ``on_event`` callback receives only event names and non-secret fields.
 """
 
 from __future__ import annotations
@@ -16,20 +17,29 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from ..limits import TooLarge, read_body
 from .device import DeviceGrant, OAuthError, metadata
 from .sessions import AuthSessions
 
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 FORM = "application/x-www-form-urlencoded"
+FORM_BYTES = 16 * 1024
+"""Bytes a form body may have: the largest form these routes take (a token to revoke, a device code, a client id
+and a scope) is under 1 KiB; nothing past the limit is read or held."""
 
 
 def _json(body: dict[str, Any], status: int = 200) -> JSONResponse:
-    return JSONResponse(body, status_code=status, headers=NO_STORE)
+    headers = NO_STORE | {"Connection": "close"} if status == 413 else NO_STORE  # the rest is never read
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 async def _form(request: Request) -> dict[str, str]:
     if request.headers.get("content-type", "").split(";")[0].strip().lower() != FORM:
         raise OAuthError("invalid_request", f"the body must be {FORM}")
+    try:
+        await read_body(request, FORM_BYTES)  # cached where request.form() reads it
+    except TooLarge:
+        raise OAuthError("invalid_request", f"the body is larger than {FORM_BYTES} bytes", 413) from None
     form = await request.form()
     values: dict[str, str] = {}
     for key in set(form.keys()):
