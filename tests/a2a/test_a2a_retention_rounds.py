@@ -94,3 +94,30 @@ def test_a_sighup_that_shortens_the_interval_applies_without_waiting_out_the_old
     daemon.signal(signal.SIGHUP)
     wait_for(lambda: lines(daemon, "SIGHUP: configuration reloaded"), "the configuration was not reloaded")
     wait_for(lambda: len(lines(daemon, "retention pruned")) >= 3, "the new interval did not apply", timeout=15)
+
+
+def test_a_conversation_whose_tasks_were_pruned_is_forgotten_from_memory_unless_in_use(a2a_daemon: Any) -> None:
+    """The daemon's memory is bounded by retention as its database is: once a conversation's tasks are all pruned
+    and nothing of it is in use, ``status`` no longer lists it; one whose agent session is open stays."""
+    from test_a2a_commands import command, result_of
+
+    config = BASE + '[a2a.pool]\nmax_live = 1\n[a2a.retention]\ntasks = "1s"\ninterval = "1s"\n'
+    daemon = a2a_daemon(config=config, env=ENV, mock="hello")
+
+    def listed() -> set[str]:
+        return {c["id"] for c in result_of(command(daemon, "status", token=OP), "status")["conversations"]}
+
+    assert daemon.send_text("hi", token=OP, context_id="old")["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert listed() == {"old"}
+    # a second conversation takes the pool's one place: the first one's session is closed (the mock never resumes)
+    assert daemon.send_text("hi", token=OP, context_id="new")["status"]["state"] == "TASK_STATE_COMPLETED"
+    wait_for(lambda: listed() == {"new"}, "the first conversation forgotten once its task was pruned")
+    with sqlite3.connect(daemon.state_dir / "a2a.db") as conn:
+        assert conn.execute("select count(*) from tasks where context_id = 'old'").fetchone()[0] == 0
+    # the one whose session is open stays listed through more rounds, though its task went too
+    rounds = len(lines(daemon, "retention pruned"))
+    wait_for(lambda: len(lines(daemon, "retention pruned")) >= rounds + 2, "two more prune rounds")
+    assert listed() == {"new"}
+    # a message to the forgotten conversation starts it again
+    assert daemon.send_text("again", token=OP, context_id="old")["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert "old" in listed()

@@ -23,7 +23,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -203,6 +203,11 @@ class Conversation:
     def live(self) -> bool:
         """Whether this conversation holds an open agent session."""
         return self.session is not None and not self.session.closed
+
+    @property
+    def pending(self) -> bool:
+        """Whether a session is being opened for it or a prompt waits for its turn (:meth:`ticket`)."""
+        return self._open_lock.locked() or not self._last_ticket.is_set()
 
     @property
     def idle(self) -> bool:
@@ -543,6 +548,24 @@ class Conversations:
         """The (owner, contextId) of every conversation in memory (a copy), live session or not: a message's
         conversation is in it from before the message saves any file (:meth:`conversation`)."""
         return set(self.conversations)
+
+    def in_use(self) -> set[tuple[str, str]]:
+        """The (owner, contextId) of the conversations in use now: an agent session open or opening, a task of it
+        running, or a prompt waiting for its turn — what retention must neither prune nor forget. O(conversations +
+        runs)."""
+        busy = {id(r.conversation) for r in self.runs.values()} | {id(c) for c in self.opening}
+        return {key for key, c in self.conversations.items()
+                if c.live or c.pending or id(c) in busy}  # fmt: skip
+
+    def forget(self, pairs: Iterable[tuple[str, str]]) -> int:
+        """Drop from memory each conversation of ``pairs`` (retention pruned its row: it has no task left) that is
+        not in use; returns how many went. Synchronous, so nothing can take one into use between the check and
+        the drop; a later message for it starts a new entry, as after a restart."""
+        in_use = self.in_use()
+        gone = [key for key in pairs if key in self.conversations and key not in in_use]
+        for key in gone:
+            del self.conversations[key]
+        return len(gone)
 
     def live(self) -> list[Conversation]:
         """The conversations holding an open agent session."""

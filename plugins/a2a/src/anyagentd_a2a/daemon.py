@@ -312,7 +312,7 @@ class Daemon:
 
             subagents = SubagentStore(self.db_engine)
         return Retention(lambda: self.loaded.config.a2a.retention, self.state_dir, store, self.table,
-                         live=self.conversations.keys, runs=getattr(self, "run_store", None),
+                         pool=self.conversations, runs=getattr(self, "run_store", None),
                          sessions=self.instance.auth_sessions, subagents=subagents,
                          subagent_manager=self.instance.subagents)  # fmt: skip
 

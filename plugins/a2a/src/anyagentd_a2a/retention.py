@@ -8,8 +8,10 @@ growing with every turn.
 (``"retention pruned tasks=N conversations=N files=N runs=N sessions=N subagents=N"``). Each store is pruned on
 its own: one whose prune fails is logged by name (``"retention: pruning the tasks failed: ..."``) and the others
 are still pruned. Nothing live is touched:
-a task that is not terminal, a run that has not ended (nor its task), a conversation the daemon holds in memory, a
-subagent that is pending, running or idle. The file work (the state dir's walk, the deletions) runs in a worker
+a task that is not terminal, a run that has not ended (nor its task), a conversation in use (an agent session open
+or opening, a task running, a prompt waiting its turn), a subagent that is pending, running or idle. A conversation
+whose row is pruned is forgotten from memory too (``Conversations.forget``), so the daemon's memory is bounded by
+retention as its database is. The file work (the state dir's walk, the deletions) runs in a worker
 thread, never on the event loop; a conversation's directory is first renamed aside (``.pruned-<digest>``), so a
 message arriving meanwhile writes into a new one (:meth:`Retention._orphan_files`).
 
@@ -25,7 +27,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Awaitable, Callable, Set
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,14 +54,14 @@ class Retention:
     conversations', runs' and subagents' files are; ``tasks`` (a ``PrincipalTaskStore``) and ``conversations``
     (a ``ConversationTable``) always, ``runs`` (``RunStore``), ``sessions`` (``AuthSessions``) and ``subagents``
     (``SubagentStore``) when configured, else ``None``; ``subagent_manager`` forgets the records pruned;
-    ``live`` returns the (owner, contextId) of the conversations in memory. The tasks of the runs that have not
-    ended are read from ``runs`` at each prune and kept."""
+    ``pool`` is the daemon's ``Conversations`` (the conversations in use are kept, those pruned are forgotten from
+    it). The tasks of the runs that have not ended are read from ``runs`` at each prune and kept."""
 
     settings: Callable[[], RetentionSection]
     state_dir: Path
     tasks: Any
     conversations: Any
-    live: Callable[[], Set[tuple[str, str]]]
+    pool: Any
     runs: Any = None
     sessions: Any = None
     subagents: Any = None
@@ -121,9 +123,16 @@ class Retention:
         return {"tasks": await self.tasks.prune(age, keep)}
 
     async def _prune_conversations(self, age: int) -> dict[str, int]:
-        """The resume-token rows of the conversations older than ``age`` seconds with no task left and not live."""
-        return {"conversations": len(await self.conversations.prune(age, self.tasks.task_model.__table__,
-                                                                       self.live()))}  # fmt: skip
+        """The resume-token rows of the conversations older than ``age`` seconds with no task left and not in use;
+        those conversations, and every other one in memory that is not in use and has no task left, are forgotten
+        from memory (``Conversations.forget``; a conversation with a task — one parked waiting for input among them
+        — keeps what memory says of it)."""
+        tasks = self.tasks.task_model.__table__
+        gone = await self.conversations.prune(age, tasks, self.pool.in_use())
+        # and the ones in memory without a row (an agent that gives no resume token) whose tasks all went
+        idle = await self.conversations.without_tasks(self.pool.keys() - self.pool.in_use(), tasks)
+        self.pool.forget(set(gone) | idle)  # checks again, with no await before it: one taken into use is kept
+        return {"conversations": len(gone)}
 
     async def _prune_files(self, age: int) -> dict[str, int]:
         """The file directories of those conversations (and of the ones that never had a row): a step of its own,
@@ -162,9 +171,9 @@ class Retention:
         # A conversation not in memory at this read saves no file before its directory is set aside (its message
         # puts it in memory before any file is written, Conversations.conversation, and cannot run before this step
         # ends), and what it saves after goes into a new directory, which the thread does not touch. One in memory
-        # since the walk is in the live set (the pool never drops a conversation), so a file written after the walk
-        # is kept. Only the renames (one rename(2) each) run here; the tree's deletion runs in the thread.
-        kept = {conversation_dir(root.parent, owner, context_id).name for owner, context_id in pairs | self.live()}
+        # since the walk is in the live set (the pool drops a conversation only in _prune_conversations, a step
+        # that ran before this one), so a file written after the walk is kept. Only the renames (one rename(2) each) run here; the tree's deletion runs in the thread.
+        kept = {conversation_dir(root.parent, owner, context_id).name for owner, context_id in pairs | self.pool.keys()}
         aside = [moved for name in old if name not in kept and (moved := _set_aside(root / name)) is not None]
         await anyio.to_thread.run_sync(_remove, aside)
         return len(aside)

@@ -43,7 +43,7 @@ from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import decode_list_tasks_cursor, encode_list_tasks_cursor
 from google.protobuf.json_format import ParseDict, SerializeToJsonError
 from sqlalchemy import (Column, DateTime, Index, MetaData, String, Table, Text, case, delete, exists, func, inspect,
-                        select)  # fmt: skip
+                        select, tuple_)  # fmt: skip
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from .limits import bound_history
@@ -554,6 +554,20 @@ class ConversationTable:
             for owner, context_id in gone:
                 await conn.execute(delete(table).where(table.c.owner == owner, table.c.context_id == context_id))
         return gone
+
+    async def without_tasks(self, pairs: Set[tuple[str, str]], tasks: Table) -> set[tuple[str, str]]:
+        """Those of ``pairs`` ((owner, contextId)) with no task in ``tasks`` (the task store's table): one query per
+        :data:`PRUNE_BATCH` pairs (a row-value IN, which SQLite and PostgreSQL both take). Raises what the driver
+        raises."""
+        pending = sorted(pairs)
+        found: set[tuple[str, str]] = set()
+        async with self.engine.connect() as conn:
+            for start in range(0, len(pending), PRUNE_BATCH):
+                batch = pending[start:start + PRUNE_BATCH]
+                rows = await conn.execute(select(tasks.c.owner, tasks.c.context_id).distinct()
+                                          .where(tuple_(tasks.c.owner, tasks.c.context_id).in_(batch)))  # fmt: skip
+                found.update((r[0], r[1]) for r in rows)
+        return set(pending) - found
 
     async def remember(self, owner: str, context_id: str, agent: str, token: str | None) -> None:
         """Store ``token`` as the resume token of (``owner``, ``context_id``), now driven by ``agent``: the one row
