@@ -180,3 +180,53 @@ def test_access_log_is_a_strict_bool_checked_as_the_start_checks(tmp_path: Path)
     assert check("false").returncode == 0
     refused = check('"off"')
     assert refused.returncode != 0 and "a2a.access_log" in refused.stdout + refused.stderr
+
+
+def test_an_approval_and_each_revocation_are_audited_without_their_secrets(a2a_daemon: Any) -> None:
+    """The audit lines of the operator's sign-in actions that succeed: a device approval (its user code redacted),
+    a revocation by name, and one by the device's own token at ``POST /oauth2/revoke`` (RFC 7009)."""
+    from test_a2a_device_grant import OPERATOR as DEVICE_OPERATOR
+    from test_a2a_device_grant import code_pair, oauth, poll
+
+    daemon = a2a_daemon(config=CONFIG.replace("{extra}", ""), env=ENV, mock="hello")
+    assert DEVICE_OPERATOR != OPERATOR  # this file's operator token is the one configured here
+    secrets: list[str] = []
+
+    def signed_in(name: str) -> str:
+        pair = code_pair(daemon)
+        command = message([{"data": {"agentd": {"op": "auth.device.approve", "user_code": pair["user_code"],
+                                                "as": name}}, "mediaType": "application/json"}],
+                          extensions=[URI])  # fmt: skip
+        approved = post(daemon, rpc_body("SendMessage", {"message": command}, f"approve-{name}"), OPERATOR,
+                        extensions=True)  # fmt: skip
+        assert "result" in approved.json(), approved.text
+        token = poll(daemon, pair["device_code"]).json()["access_token"]
+        secrets.extend([pair["user_code"], pair["device_code"], token])
+        return token
+
+    signed_in("dev")
+    audit = wait_line(daemon, "anyagentd.a2a.audit",
+                      lambda line: line.get("action") == "auth.device.approve" and line.get("outcome") == "ok")
+    assert audit["principal"] == "operator" and audit["arguments"] == {"user_code": "[redacted]", "as": "dev"}
+
+    revoke = message([{"data": {"agentd": {"op": "auth.sessions.revoke", "name": "dev"}},
+                       "mediaType": "application/json"}], extensions=[URI])  # fmt: skip
+    assert "result" in post(daemon, rpc_body("SendMessage", {"message": revoke}, "revoke-1"), OPERATOR,
+                            extensions=True).json()  # fmt: skip
+    audit = wait_line(daemon, "anyagentd.a2a.audit", lambda line: line.get("action") == "auth.sessions.revoke")
+    assert audit["principal"] == "operator" and audit["outcome"] == "ok" and audit["arguments"] == {"name": "dev"}
+
+    token = signed_in("laptop")
+    assert oauth(daemon, "/oauth2/revoke", token=token).status_code == 200
+    audit = wait_line(daemon, "anyagentd.a2a.audit", lambda line: line.get("action") == "oauth2.revoke")
+    assert audit["principal"] == "user:laptop" and audit["outcome"] == "ok"
+    assert oauth(daemon, "/oauth2/revoke", token=token).status_code == 200  # again: not ours any more, no line
+    assert oauth(daemon, "/oauth2/revoke", token="not-a-token").status_code == 200
+    later = signed_in("after")  # a line after both: had either been audited, its line would be there by now
+    wait_line(daemon, "anyagentd.a2a.audit", lambda line: line.get("arguments", {}).get("as") == "after")
+    assert len(lines(daemon, "anyagentd.a2a.audit")) == len([1 for line in lines(daemon, "anyagentd.a2a.audit")
+                                                             if line["action"] != "oauth2.revoke"]) + 1
+    assert later not in "".join(daemon.stderr)
+    text = "".join(daemon.stderr)
+    for secret in secrets:
+        assert secret not in text, "a code or token reached the log"

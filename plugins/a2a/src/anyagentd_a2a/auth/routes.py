@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from ..limits import TooLarge, read_body
+from ..observe.audit import audit
 from .device import DeviceGrant, OAuthError, metadata
 from .sessions import AuthSessions
 
@@ -83,8 +84,11 @@ def device_routes(grant: DeviceGrant, sessions: AuthSessions, *, issuer: Callabl
             return _json(err.body(), err.status)
         if not form.get("token"):
             return _json(OAuthError("invalid_request", "token is required").body(), 400)
-        if await sessions.revoke_token(form["token"]):
+        principal = await sessions.revoke_token(form["token"])
+        if principal is not None:
             on_event("auth.session.revoked", via="oauth2/revoke")
+            # a revocation is audited as the operator's are (.observe.audit), by the session that ended itself
+            audit("oauth2.revoke", principal, "ok")
         return Response(status_code=200, headers=NO_STORE)  # RFC 7009 §2.2: 200 whether or not it was ours
 
     async def verification(request: Request) -> Response:

@@ -156,12 +156,15 @@ class AuthSessions:
             self.revoked_event(one).set()
         return len(sids)
 
-    async def revoke_token(self, token: str) -> bool:
-        """RFC 7009: end the session of ``token`` if it is one of ours; ``False`` otherwise (still a 200)."""
+    async def revoke_token(self, token: str) -> str | None:
+        """RFC 7009: end the session of ``token`` if it is one of ours and live; returns the principal id it
+        signed in (``user:dev``), ``None`` otherwise (still a 200 to the caller)."""
         async with self._sessions() as db:
-            sid = (await db.execute(select(SessionRow.sid).where(SessionRow.token_hash == token_hash(token))))\
-                .scalar_one_or_none()  # fmt: skip
-        return bool(sid) and await self.revoke(sid=sid) > 0
+            row = (await db.execute(select(SessionRow.sid, SessionRow.principal)
+                                    .where(SessionRow.token_hash == token_hash(token)))).first()  # fmt: skip
+        if row is None or await self.revoke(sid=row.sid) == 0:
+            return None
+        return row.principal
 
     async def prune(self, older_than: float) -> int:
         """Delete the sessions that expired more than ``older_than`` seconds ago, and the revoked ones issued more

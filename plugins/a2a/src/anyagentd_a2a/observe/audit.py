@@ -8,6 +8,8 @@ or ``"signal"`` for a SIGHUP), ``arguments`` (the op's arguments, any secret-nam
 (:data:`anyagentd.ops.interface.Floor`) — ``admin.*``, ``auth.*`` (device approvals and denials, session
 revocations), ``config``, the operator's workflow and inspection ops — audited where commands are dispatched
 (:class:`.command.dispatch.CommandDispatcher`), so a new operator op is audited without a call of its own.
+Besides the ops: ``config.reload`` (a SIGHUP) and ``oauth2.revoke`` (a device session revoked by its own token at
+``POST /oauth2/revoke``, RFC 7009; its principal is the session's).
 """
 
 from __future__ import annotations
