@@ -212,3 +212,23 @@ def test_serve_does_not_import_prometheus(tmp_path: Path) -> None:
     assert '"id": 1' in result.stdout or '"id":1' in result.stdout, result.stdout[-500:]
     line = next(l for l in result.stderr.splitlines() if l.startswith("LOADED "))
     assert json.loads(line.removeprefix("LOADED ")) == []
+
+
+def test_the_pool_metrics_count_what_the_pool_did(a2a_daemon: Any) -> None:
+    """``anyagentd_a2a_pool_evictions_total`` counts each idle agent closed to make room under ``max_live``, and
+    ``live_agents`` what is open after it."""
+    config = '[a2a]\nbearer = "{{secret:OP_T}}"\n[a2a.pool]\nmax_live = 1\n'
+    daemon = a2a_daemon(config=config, env=TOKENS, mock="hello")
+
+    def scraped() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        answer = httpx.get(daemon.url + "/metrics", headers={"Authorization": f"Bearer {OPERATOR}"}, timeout=30)
+        assert answer.status_code == 200, answer.text
+        return samples(answer.text)
+
+    assert scraped()[("anyagentd_a2a_pool_evictions_total", ())] == 0
+    for n, context in enumerate(("one", "two", "three")):
+        task = daemon.send_text("hi", token=OPERATOR, context_id=context)
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        got = scraped()
+        assert got[("anyagentd_a2a_pool_evictions_total", ())] == n  # each new one closed the one before
+        assert got[("anyagentd_a2a_live_agents", ())] == 1
