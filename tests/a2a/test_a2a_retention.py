@@ -230,3 +230,30 @@ async def test_the_stores_prune_only_what_ended(tmp_path: Path) -> None:
         assert await store.get("old-asking", context) is not None and await store.get("run-task", context)
     finally:
         await engine.dispose()
+
+
+def test_a_start_prunes_the_subagent_records_that_ended_long_ago_and_their_work_dirs(a2a_daemon: Any,
+                                                                                     tmp_path: Path) -> None:
+    """``[a2a.retention] subagents``: an ended record (completed, failed, cancelled) older than the age goes with
+    its ``subagents/<handle>/`` work dir; a recent one and one that has not ended stay, dir and all."""
+    state = tmp_path / "state"
+    subagents = BASE + "[subagents]\nenabled = true\n"
+    stop(a2a_daemon(config=subagents, env=ENV, state_dir=state, mock="hello"))  # creates the subagents' table
+    rows = {"old-done": ("completed", LONG_AGO_MS), "old-failed": ("failed", LONG_AGO_MS),
+            "old-idle": ("idle", LONG_AGO_MS), "new-done": ("completed", int(time.time() * 1000))}  # fmt: skip
+    with sqlite3.connect(state / "a2a.db") as conn:
+        for handle, (status, updated) in rows.items():
+            conn.execute("INSERT INTO agentd_subagents (handle, mode, owner, agent, instruction, depth, status, "
+                         "attempts, tokens, created, updated) VALUES (?, 'task', 'operator', '\"mock\"', 'hi', 0, "
+                         "?, 1, 0, ?, ?)", (handle, status, updated, updated))  # fmt: skip
+            (state / "subagents" / handle).mkdir(parents=True)
+            (state / "subagents" / handle / "out.txt").write_text("left by the subagent")
+    config = subagents + '[a2a.retention]\nsubagents = "1d"\ninterval = "1s"\n'
+    daemon = a2a_daemon(config=config, env=ENV, state_dir=state, mock="hello")
+    counts = pruned_counts(wait_log(daemon, "retention pruned"))
+    assert counts["subagents"] == 2, counts
+    stop(daemon)
+    with sqlite3.connect(state / "a2a.db") as conn:
+        kept = {r[0] for r in conn.execute("SELECT handle FROM agentd_subagents")}
+    assert kept == {"old-idle", "new-done"}
+    assert {p.name for p in (state / "subagents").iterdir()} == {"old-idle", "new-done"}
