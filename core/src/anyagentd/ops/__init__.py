@@ -20,7 +20,7 @@ from .interface import (
     Role,
     TargetNotFound,
 )
-from .registry import OpTable, command_schema, grant_matches, permits, seed_mismatches
+from .registry import OpTable, command_schema, grant_matches, owner_scope, owns, permits, seed_mismatches
 
 __all__ = [
     "OPERATOR",
@@ -43,6 +43,8 @@ __all__ = [
     "TargetNotFound",
     "command_schema",
     "grant_matches",
+    "owner_scope",
+    "owns",
     "permits",
     "seed_mismatches",
 ]

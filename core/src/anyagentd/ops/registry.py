@@ -3,7 +3,8 @@
 The face builds one :class:`OpTable` from ``Plugins.ops()`` when it starts; a request looks its op up with a dict
 lookup (nothing per request goes through pluggy). :func:`permits` is the authorization rule of
 ``docs/commands.md#authorization``, pure: operator-floor and reserved ops are decided before any grant is looked at, so a user holding
-``["*"]`` reaches none of them.
+``["*"]`` reaches none of them. :func:`owns` is its ownership rule (``docs/commands.md#ownership``): whose run,
+subagent or conversation a principal may name.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from importlib import resources
 from typing import Any
 
 from ..errors import InvalidConfiguration
-from .interface import Op, Principal, Reply
+from .interface import OPERATOR, Op, Principal, Reply
 
 SCHEMA_FILE = "agentd-command.schema.json"
 
@@ -61,6 +62,32 @@ def permits(op: Op | type[Op], principal: Principal | None, target: str | None =
     if op.floor == "user" and principal.role == "user":
         return True
     return any(grant_matches(grant, op.name, target) for grant in principal.grants)
+
+
+def owns(principal: Principal | None, owner_id: str | None, *, strictly: bool = False) -> bool:
+    """Whether ``principal`` owns what the principal ``owner_id`` owns (a run, a subagent, a conversation or a task,
+    keyed by its principal's id; ``None``, no owner recorded, is the operator's): the operator owns everything,
+    another principal what its own id owns, anonymous (``None``) nothing. ``strictly``: by id alone, the operator
+    included — what is the principal's *own* among everything it sees (a bare contextId is the caller's own
+    conversation before another principal's).
+
+    The ownership rule of ``docs/commands.md#ownership`` (an op acts only on what its caller owns; the operator on
+    any), decided here once beside :func:`permits` — one question ``(principal, what it names) -> bool`` in the
+    manner of datasette's ``allowed(actor, action, resource)`` — rather than by each caller. :func:`owner_scope` is
+    the same rule as a store's filter.
+    """
+    if principal is None:
+        return False
+    if principal.is_operator and not strictly:
+        return True
+    return principal.id == (owner_id or OPERATOR.id)
+
+
+def owner_scope(principal: Principal) -> str | None:
+    """The owner id whose things ``principal`` sees, as a store or manager filters by it (``principal=``,
+    ``owner=``): ``None`` (every owner's) for the operator, its own id for anyone else — :func:`owns` as a filter
+    (``owns(principal, x)`` exactly when the scope is ``None`` or ``x``)."""
+    return None if principal.is_operator else principal.id
 
 
 def seed_mismatches(op: type[Op], schema: Mapping[str, Any] | None = None) -> list[str]:

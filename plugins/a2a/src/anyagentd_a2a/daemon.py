@@ -37,6 +37,7 @@ from a2a.utils.push_url_validator import validate_push_notification_url
 from anyagentd import startup
 from anyagentd.errors import ResumeFailed
 from anyagentd.listen import listening_socket
+from anyagentd.ops import owns
 from anyagentd.plugins import Plugins
 from anyagentd.runtime import Runtime
 from sqlalchemy.exc import SQLAlchemyError
@@ -387,8 +388,7 @@ class Daemon:
         message = params.get("message")
         task_id = message.get("taskId") if isinstance(message, dict) else None
         run = self.conversations.runs.get(task_id) if isinstance(task_id, str) else None
-        if run is not None and run.request is None and (principal.is_operator or run.conversation.owner
-                                                        == principal.id):  # fmt: skip
+        if run is not None and run.request is None and owns(principal, run.conversation.owner):
             return rpc_error(request_id, -32004, f"task {task_id} is running and waits for no input: send the "
                              "message without taskId, in its contextId, to steer or queue it",
                              reason="UNSUPPORTED_OPERATION")  # fmt: skip
@@ -703,7 +703,7 @@ class Daemon:
             tracked = self.dispatcher.run_tasks.get(str(params.get("id") or ""))
             if tracked is not None:
                 run_id, owner = tracked
-                if principal.is_operator or owner.id == principal.id:
+                if owns(principal, owner.id):
                     task = self.dispatcher.tracked.get(params["id"])
                     try:
                         await self.instance.runner.cancel(run_id, f"cancelled by {principal.id} (CancelTask)")
@@ -732,7 +732,7 @@ class Daemon:
         from .translate import answer_of, request_text
 
         task_id = message["taskId"]
-        if not (principal.is_operator or owner.id == principal.id):
+        if not owns(principal, owner.id):
             return rpc_error(request_id, -32001, f"Task not found: {task_id}", reason="TASK_NOT_FOUND")
         runner = self.instance.runner
         waiting = runner.awaiting_input(run_id)

@@ -14,13 +14,20 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from anyagentd import __version__
-from anyagentd.ops import InvalidOpArguments, Principal
+from anyagentd.ops import InvalidOpArguments, Principal, owns
 
 from .command.face import ConversationView, qualified_id
 from .logring import LogRing
 
 if TYPE_CHECKING:
+    from anyagentd.runtime import Runtime
+
+    from .auth.device import DeviceGrant
+    from .auth.sessions import AuthSessions
     from .daemon import Daemon
+    from .subagents.manager import SubagentManager
+    from .workflows.definition import Workflow
+    from .workflows.runner import WorkflowRunner
 
 SETTABLE = ("agent.approval", "a2a.introspection.enabled")
 
@@ -37,16 +44,16 @@ class Instance:
         self.log = log
         self._paused: str | None = None
         self.overrides: dict[str, Any] = {}
-        self.runner: Any = None
-        self.workflows: dict[str, Any] = {}
-        self.subagents: Any = None
-        self.device_grant: Any = None
-        self.auth_sessions: Any = None
+        self.runner: WorkflowRunner | None = None
+        self.workflows: dict[str, Workflow] = {}
+        self.subagents: SubagentManager | None = None
+        self.device_grant: DeviceGrant | None = None
+        self.auth_sessions: AuthSessions | None = None
 
     # -- state -----------------------------------------------------------------------------------------------
 
     @property
-    def runtime(self) -> Any:
+    def runtime(self) -> Runtime:
         return self.daemon.runtime
 
     @property
@@ -98,8 +105,7 @@ class Instance:
         )  # fmt: skip
 
     def conversations(self, principal: Principal) -> list[ConversationView]:
-        found = [c for c in self.daemon.conversations.conversations.values()
-                 if principal.is_operator or c.owner == principal.id]  # fmt: skip
+        found = [c for c in self.daemon.conversations.conversations.values() if owns(principal, c.owner)]
         return [self._view(c) for c in sorted(found, key=lambda c: -c.updated_ms)]
 
     def conversation(self, principal: Principal, conversation_id: str | None) -> ConversationView | None:
@@ -112,7 +118,7 @@ class Instance:
         visible = self.conversations(principal)
         if conversation_id is None:
             return next((v for v in visible if v.kind == "root"), None)
-        own = [v for v in visible if v.principal == principal.id and v.id == conversation_id]
+        own = [v for v in visible if v.id == conversation_id and owns(principal, v.principal, strictly=True)]
         if own:
             return own[0]
         found = [v for v in visible if conversation_id in (v.id, qualified_id(v))]

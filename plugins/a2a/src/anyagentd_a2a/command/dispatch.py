@@ -20,7 +20,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from a2a.server.tasks import TaskManager
@@ -56,6 +56,9 @@ from .envelope import (
     CommandRefusal,
     resolve_command,
 )
+
+if TYPE_CHECKING:
+    from .face import CommandFace
 
 log = logging.getLogger("anyagentd.a2a.command")
 
@@ -152,7 +155,7 @@ class CommandDispatcher:
     op's remainder in the daemon's task group), ``open_task`` (the SDK's TaskManager a long-running op's task is
     written through) and ``tell`` (its push subscribers)."""
 
-    def __init__(self, table: OpTable, face: Any, *, switches: Callable[[], Mapping[str, bool]],
+    def __init__(self, table: OpTable, face: CommandFace, *, switches: Callable[[], Mapping[str, bool]],
                  save_task: SaveTask, spawn: Callable[..., None], open_task: OpenTask,
                  tell: TellTask | None = None) -> None:  # fmt: skip
         self.table = table
@@ -187,7 +190,7 @@ class CommandDispatcher:
         message = params["message"]
         context_id = message.get("contextId") or str(uuid.uuid4())
         task_id = str(uuid.uuid4()) if command.op.reply == "task" else None
-        context = OpContext(principal=principal, runtime=getattr(self.face, "runtime", None), face=self.face,
+        context = OpContext(principal=principal, runtime=self.face.runtime, face=self.face,
                             task_id=task_id, switches=self.switches())  # fmt: skip
         try:
             outcome = await command.op.run(context, command.args)
@@ -220,7 +223,7 @@ class CommandDispatcher:
         return self._result(request_id, method, [{"task": task}])
 
     def _expand_workflow_command(self, params: Mapping[str, Any]) -> Mapping[str, Any]:
-        commands = {w.command: w.name for w in (getattr(self.face, "workflows", None) or {}).values() if w.command}
+        commands = {w.command: w.name for w in self.face.workflows.values() if w.command}
         message = params.get("message")
         if not commands or not isinstance(message, dict):
             return params

@@ -10,11 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from anyagentd.ops import owns
+
 if TYPE_CHECKING:
     from anyagentd.engine.session import Session
     from anyagentd.ops import Principal
+    from anyagentd.runtime import Runtime
 
+    from ..auth.device import DeviceGrant
+    from ..auth.sessions import AuthSessions
     from ..logring import LogRing
+    from ..subagents.manager import SubagentManager
+    from ..workflows.definition import Workflow
+    from ..workflows.runner import WorkflowRunner
 
 
 @dataclass(frozen=True)
@@ -45,17 +53,35 @@ def qualified_id(view: ConversationView) -> str:
 def caller_id(view: ConversationView, principal: Principal) -> str:
     """The conversation's ``id`` as ``principal`` names it (``status``, ``plan.get``, ``conversation.get``): its own
     conversation by the bare contextId, another principal's (the operator sees them) by :func:`qualified_id`."""
-    return view.id if view.principal == principal.id else qualified_id(view)
+    return view.id if owns(principal, view.principal, strictly=True) else qualified_id(view)
 
 
 class CommandFace(Protocol):
-    """The daemon as the built-in ops use it. Times are epoch milliseconds unless said otherwise."""
+    """The daemon as the built-in ops use it. Times are epoch milliseconds unless said otherwise.
+
+    Every service an op uses is declared here, typed; one that is not configured is ``None`` and the op answers
+    as if it had nothing (no run, no subagent, nobody signed in). An op reads them as attributes (``face.runner``),
+    never by name with a default."""
 
     instance: str
     """This instance's id (stable for the process)."""
     version: str
     started_ms: int
     log: LogRing
+    workflows: dict[str, Workflow]
+    """The configured ``[[workflows]]`` by name (empty without any), as of the last reload."""
+    runner: WorkflowRunner | None
+    """The workflow runner; ``None`` when the daemon started without workflows (every run id is then unknown)."""
+    subagents: SubagentManager | None
+    """The subagent manager; ``None`` unless ``[subagents]`` is enabled (every handle is then unknown)."""
+    device_grant: DeviceGrant | None
+    """The OAuth device grant; ``None`` unless ``[a2a.device_grant]`` is enabled (its ops are switched off)."""
+    auth_sessions: AuthSessions | None
+    """The signed-in device sessions; ``None`` without the device grant (nobody is signed in)."""
+
+    @property
+    def runtime(self) -> Runtime:
+        """The engine's runtime the ops are given (``OpContext.runtime``)."""
 
     @property
     def agent_name(self) -> str:

@@ -23,14 +23,14 @@ from ..command.face import CommandFace
 DEFAULT_REASON = "operator request"
 
 
-async def _on_run(context: OpContext, action: str, run_id: str) -> None:
+async def _on_run(context: OpContext, action: Literal["pause", "resume"], run_id: str) -> None:
     from ..workflows.runner import RunNotFound, RunStateRefused
 
-    runner = getattr(context.face, "runner", None)
-    if runner is None:
+    face: CommandFace = context.face
+    if face.runner is None:
         raise TargetNotFound("no such run")
     try:
-        await getattr(runner, action)(run_id)
+        await (face.runner.pause if action == "pause" else face.runner.resume)(run_id)
     except RunNotFound:
         raise TargetNotFound("no such run") from None
     except RunStateRefused as err:

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from anyagentd.hookspecs import hookimpl
-from anyagentd.ops import NoArgs, Op, OpContext, ResultModel
+from anyagentd.ops import NoArgs, Op, OpContext, ResultModel, owner_scope
 
 from ..command.face import CommandFace, caller_id
 from . import _views
@@ -63,18 +63,16 @@ class Status(Op):
             instance=face.instance, uptime_ms=max(0, int(time.time() * 1000) - face.started_ms),
             draining=face.draining, paused=face.paused, model=face.agent_name, version=face.version,
             skills=face.skills, skill_prefix="", values=face.values(context.principal),
-            workflows=[{"name": name} for name in sorted(getattr(face, "workflows", None) or {})],
+            workflows=[{"name": name} for name in sorted(face.workflows)],
             runs=await _runs(face, context), conversations=conversations, activity=activity,
         )  # fmt: skip
 
 
 async def _runs(face: CommandFace, context: OpContext) -> list[dict[str, Any]]:
     """The caller's workflow runs (every run for the operator), newest first, each step as its attempt count."""
-    runner = getattr(face, "runner", None)
-    if runner is None:
+    if face.runner is None:
         return []
-    owner = None if context.principal.is_operator else context.principal.id
-    records = await runner.store.list(principal=owner)
+    records = await face.runner.store.list(principal=owner_scope(context.principal))
     return [{
         "id": r.id, "workflow": r.workflow, "status": r.status, "start": "workflow.run",
         "steps": {step_id: state.attempt for step_id, state in r.steps.items()}, "tokens": r.tokens,

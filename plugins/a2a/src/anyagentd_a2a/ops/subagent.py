@@ -8,18 +8,22 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, PrivateAttr, field_validator, model_serializer
 
 from anyagentd.hookspecs import hookimpl
-from anyagentd.ops import ArgsModel, InvalidOpState, Op, OpContext, ResultModel, TargetNotFound
+from anyagentd.ops import ArgsModel, InvalidOpState, Op, OpContext, ResultModel, TargetNotFound, owner_scope
 
+from ..command.face import CommandFace
 from ..subagents.errors import SubagentNotFound, SubagentRefused
+
+if TYPE_CHECKING:
+    from ..subagents.manager import SubagentManager
 
 
 def _owner(context: OpContext) -> str | None:
-    return None if context.principal.is_operator else context.principal.id
+    return owner_scope(context.principal)
 
 
 @contextmanager
@@ -31,19 +35,19 @@ def _their_own() -> Iterator[None]:
         raise TargetNotFound("no such subagent") from None
 
 
-def _manager(context: OpContext) -> Any:
+def _manager(context: OpContext) -> SubagentManager:
     """The subagent manager; with subagents not enabled there are none, so every handle is unknown."""
-    manager = getattr(context.face, "subagents", None)
-    if manager is None:
+    face: CommandFace = context.face
+    if face.subagents is None:
         raise TargetNotFound("no such subagent")
-    return manager
+    return face.subagents
 
 
 def activity(context: OpContext) -> list[dict[str, Any]]:
     """``status.activity`` rows of the caller's subagents whose turn runs (the operator's: everyone's); none when
     subagents are not enabled."""
-    manager = getattr(context.face, "subagents", None)
-    return [] if manager is None else manager.activity(_owner(context))
+    face: CommandFace = context.face
+    return [] if face.subagents is None else face.subagents.activity(_owner(context))
 
 
 class HandleArgs(ArgsModel):

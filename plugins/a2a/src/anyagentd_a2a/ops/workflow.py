@@ -33,12 +33,16 @@ from anyagentd.ops import (
     ResultModel,
     TargetNotFound,
     grant_matches,
+    owner_scope,
+    owns,
 )
 
+from ..command.face import CommandFace
 from ..workflows.state import RUN_TERMINAL
 from ._views import truncate
 
 if TYPE_CHECKING:
+    from ..workflows.runner import WorkflowRunner
     from ..workflows.store import RunRecord
 
 RUN_TRUNCATE_BYTES = 2048
@@ -58,23 +62,18 @@ def may_run_any(principal: Principal, name: str) -> bool:
     return principal.is_operator or any(grant_matches(g, "workflow.run", name) for g in principal.grants)
 
 
-def owner_filter(principal: Principal) -> str | None:
-    return None if principal.is_operator else principal.id
-
-
-def runner_of(context: OpContext) -> Any:
+def runner_of(context: OpContext) -> WorkflowRunner:
     """The workflow runner; with no workflows configured there is no run, so every run id is unknown."""
-    runner = getattr(context.face, "runner", None)
-    if runner is None:
+    face: CommandFace = context.face
+    if face.runner is None:
         raise TargetNotFound("no such run")
-    return runner
+    return face.runner
 
 
 async def owned_run(context: OpContext, run_id: str) -> RunRecord:
-    """The run if the caller owns it (the operator: any); else "no such run"."""
+    """The run if the caller owns it (:func:`anyagentd.ops.owns`: the operator any); else "no such run"."""
     record = await runner_of(context).get(run_id)
-    owner = owner_filter(context.principal)
-    if record is None or (owner is not None and record.principal != owner):
+    if record is None or not owns(context.principal, record.principal):
         raise TargetNotFound("no such run")
     return record
 
@@ -113,7 +112,7 @@ class WorkflowRun(Op):
     description = "Start a workflow; the reply is the task it runs under"
 
     async def run(self, context: OpContext, args: RunArgs) -> AsyncIterator[Progress]:
-        face = context.face
+        face: CommandFace = context.face
         workflow = face.workflows.get(args.workflow)
         if workflow is None and may_run_any(context.principal, args.workflow):
             mine = sorted(n for n, w in face.workflows.items() if may_run(context.principal, w))
@@ -124,8 +123,9 @@ class WorkflowRun(Op):
         problems = _input_problems(workflow.inputs_schema(), inputs)
         if problems:
             raise InvalidOpArguments(f"invalid inputs for {workflow.name}", problems)
-        record = await face.runner.start(workflow.name, inputs, context.principal.id, task_id=context.task_id)
-        return run_progress(face.runner, record)
+        runner = runner_of(context)  # configured workflows have their runner
+        record = await runner.start(workflow.name, inputs, context.principal.id, task_id=context.task_id)
+        return run_progress(runner, record)
 
 
 async def run_progress(runner: Any, record: RunRecord) -> AsyncIterator[Progress]:
@@ -205,9 +205,10 @@ class WorkflowStatus(Op):
     async def run(self, context: OpContext, args: StatusArgs) -> StatusResult:
         if args.run is not None:
             return StatusResult(runs=[summary(await owned_run(context, args.run))])
-        if getattr(context.face, "runner", None) is None:
+        face: CommandFace = context.face
+        if face.runner is None:
             return StatusResult(runs=[])
-        records = await context.face.runner.store.list(principal=owner_filter(context.principal))
+        records = await face.runner.store.list(principal=owner_scope(context.principal))
         return StatusResult(runs=[summary(r) for r in records])
 
 
@@ -264,10 +265,11 @@ class WorkflowSignal(Op):
     async def run(self, context: OpContext, args: SignalArgs) -> SignalResult:
         if args.run is not None:
             await owned_run(context, args.run)
-        if getattr(context.face, "runner", None) is None:
+        face: CommandFace = context.face
+        if face.runner is None:
             return SignalResult(signal=args.name, delivered=0)
-        delivered = await context.face.runner.signal(args.name, args.payload, context.principal.id,
-                                                     owner=owner_filter(context.principal), run_id=args.run)  # fmt: skip
+        delivered = await face.runner.signal(args.name, args.payload, context.principal.id,
+                                             owner=owner_scope(context.principal), run_id=args.run)  # fmt: skip
         return SignalResult(signal=args.name, delivered=delivered)
 
 
