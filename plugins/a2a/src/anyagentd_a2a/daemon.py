@@ -53,6 +53,7 @@ from .config import ConfigError, Loaded, load, parent_key, split_host_port, with
 from .conversations import Conversation, Conversations, Opening, PoolLimits
 from .executor import CANCEL_GRACE, ConversationExecutor
 from .front import COMMAND_EXTENSION, CorsGate, Front, HostGate, invalid_params, rpc_error
+from .pathprefix import PathPrefix, prefix_of
 from .principals import OPERATOR, Identities
 from .push import OnDemandClient
 from .store import (FLUSH_DELAY, ConversationTable, PrincipalTaskStore, PushConfigStore, StoreUnavailable,
@@ -378,8 +379,12 @@ class Daemon:
         app.router.redirect_slashes = False
         self.cors = CorsGate(app, self.loaded.config.a2a.cors_origins)
         public_host = urlsplit(self.public_url).hostname
+        served: Any = HostGate(self.cors, {public_host} if public_host else set())
+        prefix = prefix_of(self.public_url)
+        if prefix:  # a2a.url names a path: served with it and without it (.pathprefix)
+            served = PathPrefix(served, prefix)
         # outermost, so every request is observed, the Host gate's 421 included; uvicorn's own access log stays off
-        return RequestObservation(HostGate(self.cors, {public_host} if public_host else set()), sinks)
+        return RequestObservation(served, sinks)
 
     async def _check_send(self, principal: Any, request_id: Any, params: dict[str, Any]) -> Any:
         """A send's own refusals, before the SDK creates or touches a task: output modes we cannot produce
