@@ -230,3 +230,48 @@ def test_an_approval_and_each_revocation_are_audited_without_their_secrets(a2a_d
     text = "".join(daemon.stderr)
     for secret in secrets:
         assert secret not in text, "a code or token reached the log"
+
+
+def test_every_refused_operator_op_is_audited_with_the_arguments_it_was_given(a2a_daemon: Any) -> None:
+    """An operator op refused before it runs — not permitted, introspection off, a switch off (UNKNOWN_OP), an
+    unknown argument — is audited with the arguments it was sent (secret-named ones redacted), as one refused by
+    the op itself (``admin.set`` of a bad value) and one that ran are; nothing is changed and no task created."""
+    config = CONFIG.replace("[a2a.device_grant]\nenabled = true\n", "").replace("{extra}", "")
+    daemon = a2a_daemon(config=config, env=ENV, mock="hello")
+    code = "QWER-ASDF"
+
+    def command(request_id: str, token: str, op: str, **args: Any) -> dict[str, Any]:
+        sent = message([{"data": {"agentd": {"op": op, **args}}, "mediaType": "application/json"}], extensions=[URI])
+        return post(daemon, rpc_body("SendMessage", {"message": sent}, request_id), token, extensions=True).json()
+
+    def audited(request_id: str, token: str, op: str, **args: Any) -> dict[str, Any]:
+        """The audit line of this command (the next one: each is written before its answer)."""
+        before = len(lines(daemon, "anyagentd.a2a.audit"))
+        command(request_id, token, op, **args)
+        wait_line(daemon, "anyagentd.a2a.audit", lambda _: len(lines(daemon, "anyagentd.a2a.audit")) > before)
+        line = lines(daemon, "anyagentd.a2a.audit")[before]
+        assert line["action"] == op, line
+        return line
+
+    line = audited("pause-alice", ALICE, "admin.pause", reason="by-alice")
+    assert (line["principal"], line["outcome"], line["reason"]) == ("user:alice", "refused", "PERMISSION_DENIED")
+    assert line["arguments"] == {"reason": "by-alice"}
+    line = audited("events-op", OPERATOR, "debug.events", limit=1)
+    assert (line["outcome"], line["reason"]) == ("refused", "INTROSPECTION_DISABLED")
+    assert line["arguments"] == {"after": 0, "limit": 1}  # parsed, as the line of a run of it would have them
+    line = audited("approve-op", OPERATOR, "auth.device.approve", user_code=code, **{"as": "bob"})
+    assert (line["outcome"], line["reason"]) == ("refused", "UNKNOWN_OP")  # the device grant is off
+    assert line["arguments"] == {"user_code": "[redacted]", "as": "bob"}
+    line = audited("pause-zz", OPERATOR, "admin.pause", reason="typo", zz=1)
+    assert (line["outcome"], line["reason"]) == ("refused", "INVALID_COMMAND_ARGS")
+    assert line["arguments"] == {"reason": "typo", "zz": 1}  # as sent: they do not parse
+    line = audited("set-bad", OPERATOR, "admin.set", path="agent.approval", value="sometimes")
+    assert line["outcome"] == "refused" and line["arguments"] == {"path": "agent.approval", "value": "sometimes"}
+
+    status = command("status", OPERATOR, "status")["result"]["message"]["parts"][0]["data"]
+    assert status["paused"] is False  # no refused pause took
+    listed = post(daemon, rpc_body("ListTasks", {}, "list"), OPERATOR).json()
+    assert listed["result"].get("tasks", []) == [], listed
+    line = audited("pause-op", OPERATOR, "admin.pause", reason="by-op")  # the same attempt, run: the same shape
+    assert line["outcome"] == "ok" and line["arguments"] == {"reason": "by-op"}
+    assert code not in "".join(daemon.stderr)

@@ -54,6 +54,8 @@ from .envelope import (
     TASK_NOT_FOUND,
     Command,
     CommandRefusal,
+    attempted_arguments,
+    dumped,
     resolve_command,
 )
 
@@ -116,10 +118,17 @@ class TrackedTask:
 
 def _audit(command: Command, principal: Principal, outcome: str, reason: str | None = None) -> None:
     """The audit line of an operator op (:mod:`.observe.audit`): here, so every op of that floor is audited once,
-    whatever its family."""
+    whatever its family, with its arguments (:func:`.envelope.dumped`; redacted by :func:`.observe.audit.audit`)."""
     if audited(command.op.floor):
-        args = command.args.model_dump(mode="json", by_alias=True, exclude_none=True)
-        audit(command.op.name, principal.id, outcome, args=args, reason=reason)
+        audit(command.op.name, principal.id, outcome, args=dumped(command.args), reason=reason)
+
+
+def _audit_refusal(refusal: CommandRefusal, table: OpTable, principal: Principal) -> None:
+    """The audit line of an operator op refused before it ran (:func:`.envelope.resolve_command`), with the
+    arguments it was sent as a run of it would show them (:func:`.envelope.attempted_arguments`)."""
+    op = table.get(refusal.metadata.get("op", ""))
+    if op is not None and audited(op.floor):
+        audit(op.name, principal.id, "refused", args=attempted_arguments(op, refusal.envelope), reason=refusal.reason)
 
 
 def now() -> str:
@@ -181,9 +190,7 @@ class CommandDispatcher:
                                       switches=self.switches())  # fmt: skip
         except CommandRefusal as refusal:
             self.face.log.emit("command.refused", "warning", reason=refusal.reason, principal=principal.id)
-            refused_op = self.table.get(refusal.metadata.get("op", ""))
-            if refused_op is not None and audited(refused_op.floor):
-                audit(refused_op.name, principal.id, "refused", reason=refusal.reason)
+            _audit_refusal(refusal, self.table, principal)
             return self._error(request_id, refusal)
         if command is None:
             return None

@@ -11,7 +11,10 @@ checks need no SDK types, and raises :class:`CommandRefusal` for the first rule 
 5. CONTENT_TYPE_NOT_SUPPORTED · 6. UNKNOWN_OP · 7. INVALID_COMMAND_ARGS · 8. PERMISSION_DENIED ·
 9. INTROSPECTION_DISABLED.
 
-Nothing is run, stored or created by this module: a refusal leaves everything as it was.
+Nothing is run, stored or created by this module: a refusal leaves everything as it was. A refusal that names
+its op (UNKNOWN_OP of an op the table holds, INVALID_COMMAND_ARGS, PERMISSION_DENIED, INTROSPECTION_DISABLED)
+carries the envelope it refused, so the audit line of an operator op says what was attempted
+(:func:`attempted_arguments`).
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ class CommandRefusal(Exception):
     violations: list[tuple[str, str]] = field(default_factory=list)
     metadata: dict[str, str] = field(default_factory=dict)
     http_status: int = 200
+    envelope: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    """The command envelope refused, once it was known to be the one (never sent: the audit line's)."""
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
@@ -130,11 +135,42 @@ def resolve_command(params: Mapping[str, Any], *, activated_uris: Iterable[str],
         raise CommandRefusal(CONTENT_TYPE_NOT_SUPPORTED, "CONTENT_TYPE_NOT_SUPPORTED",
                              f"command results are {RESULT_MEDIA_TYPE}, which acceptedOutputModes excludes")  # fmt: skip
     envelope = envelopes[0]
-    op = _served_op(envelope, table, principal, switches)
-    # a client on the a2a-sdk sends the envelope through a protobuf Struct: 5 arrives as 5.0 (structjson)
-    raw_args = whole_numbers({k: v for k, v in envelope.items() if k != "op"})
     try:
-        args = op.parse_args(raw_args)
+        return _checked(envelope, table, principal, switches)
+    except CommandRefusal as refusal:
+        refusal.envelope = envelope if isinstance(envelope, dict) else None
+        raise
+
+
+def raw_arguments(envelope: Mapping[str, Any]) -> dict[str, Any]:
+    """An envelope's arguments as sent: every key but ``op``, whole numbers as integers (a client on the a2a-sdk
+    sends the envelope through a protobuf Struct: 5 arrives as 5.0, :mod:`.structjson`)."""
+    return whole_numbers({k: v for k, v in envelope.items() if k != "op"})
+
+
+def dumped(args: ArgsModel) -> dict[str, Any]:
+    """Parsed arguments as the audit line shows them (JSON, by alias, unset optionals left out)."""
+    return args.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def attempted_arguments(op: Op, envelope: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The arguments a command of ``op`` was sent with, whatever became of it: parsed (:func:`dumped`, as the line
+    of a command that ran shows them) when they parse, else as sent (:func:`raw_arguments`); ``{}`` without an
+    envelope. Pure: nothing runs."""
+    if envelope is None:
+        return {}
+    raw = raw_arguments(envelope)
+    try:
+        return dumped(op.parse_args(raw))
+    except InvalidOpArguments:
+        return raw
+
+
+def _checked(envelope: Any, table: OpTable, principal: Principal | None, switches: Mapping[str, bool]) -> Command:
+    """Rules 6 to 9 on the message's one envelope."""
+    op = _served_op(envelope, table, principal, switches)
+    try:
+        args = op.parse_args(raw_arguments(envelope))
     except InvalidOpArguments as err:
         raise CommandRefusal(INVALID_PARAMS, "INVALID_COMMAND_ARGS", f"invalid arguments for {op.name}",
                              violations=err.violations, metadata={"op": op.name}) from None  # fmt: skip
@@ -169,7 +205,9 @@ __all__ = [
     "CommandRefusal",
     "DATA_PART_KEY",
     "activated",
+    "attempted_arguments",
     "command_parts",
+    "dumped",
     "is_command",
     "resolve_command",
 ]

@@ -2,9 +2,11 @@
 
 The line's fields (top-level keys beside ``ts``, ``level``, ``logger``, ``msg``, by :class:`.daemon.JsonLines`):
 ``action`` (the op's name, e.g. ``admin.pause``, or ``config.reload``), ``principal`` (who acted: a principal id,
-or ``"signal"`` for a SIGHUP), ``arguments`` (the op's arguments, any secret-named one replaced by ``"[redacted]"``),
-``outcome`` (``"ok"``, ``"started"`` for a long-running op whose task goes on, ``"refused"``, ``"failed"``) and
-``reason`` (why it was refused or failed, or null). Which ops: every op whose floor is ``operator``
+or ``"signal"`` for a SIGHUP), ``arguments`` (the op's arguments, any secret-named one replaced by
+``"[redacted]"``, whatever the outcome: a command refused before it ran has those it was sent, parsed as a run of
+it shows them when they parse — :func:`.command.envelope.attempted_arguments`), ``outcome`` (``"ok"``,
+``"started"`` for a long-running op whose task goes on, ``"refused"``, ``"failed"``) and ``reason`` (why it was
+refused or failed, or null). Which ops: every op whose floor is ``operator``
 (:data:`anyagentd.ops.interface.Floor`) — ``admin.*``, ``auth.*`` (device approvals and denials, session
 revocations), ``config``, the operator's workflow and inspection ops — audited where commands are dispatched
 (:class:`.command.dispatch.CommandDispatcher`), so a new operator op is audited without a call of its own.
