@@ -21,6 +21,41 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
                           stdin=subprocess.DEVNULL)  # fmt: skip
 
 
+def test_a_second_daemon_on_a_task_database_in_use_refuses_and_changes_nothing(a2a_daemon: Any,
+                                                                               tmp_path: Path) -> None:
+    """``a2a.store`` naming another daemon's database (its default one in its state dir, or a shared file): the
+    second start is refused with one line naming the holder, whatever state dir it has."""
+    script = tmp_path / "slow.json"
+    script.write_text(json.dumps(SLOW))
+    state = tmp_path / "state"
+    first = a2a_daemon(mock=str(script), state_dir=state)
+    running = first.send_text("long", configuration={"returnImmediately": True})
+    wait_state(first, running["id"], "TASK_STATE_WORKING")
+    link = tmp_path / "link"
+    link.symlink_to(state)
+    for database in (state / "a2a.db", link / "a2a.db"):  # the same file by another name too
+        config = tmp_path / "shared.toml"
+        config.write_text(f'[a2a]\nstore = "sqlite+aiosqlite:///{database}"\n')
+        second = run_cli("--listen", "127.0.0.1:0", "--state-dir", str(tmp_path / "other"), "--mock", str(script),
+                         "--config", str(config))  # fmt: skip
+        assert second.returncode == 1 and second.stdout == "", second.stderr
+        lines = second.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in second.stderr, second.stderr
+        assert (f"the task database {(state / 'a2a.db').resolve()} is in use by another anyagentd a2a "
+                f"(pid {first.process.pid})") in lines[0], lines  # fmt: skip
+    got = first.rpc("GetTask", {"id": running["id"]}).json()["result"]
+    assert got["status"]["state"] == "TASK_STATE_WORKING"
+    assert not any("marked" in line and "FAILED" in line for line in first.stderr)
+    # two daemons sharing one database file by their configuration: the second is refused as well
+    shared = tmp_path / "shared.db"
+    config = tmp_path / "both.toml"
+    config.write_text(f'[a2a]\nstore = "sqlite+aiosqlite:///{shared}"\n')
+    one = a2a_daemon("--config", str(config), mock=str(script), state_dir=tmp_path / "one")
+    two = run_cli("--listen", "127.0.0.1:0", "--state-dir", str(tmp_path / "two"), "--mock", str(script),
+                  "--config", str(config))  # fmt: skip
+    assert two.returncode == 1 and f"(pid {one.process.pid})" in two.stderr, two.stderr
+
+
 def test_a_second_daemon_on_a_state_dir_in_use_refuses_and_changes_nothing(a2a_daemon: Any, tmp_path: Path) -> None:
     script = tmp_path / "slow.json"
     script.write_text(json.dumps(SLOW))

@@ -201,7 +201,7 @@ class Daemon:
         Raises ``ConfigError`` (an agent no plugin drives, a child instance named like an installed agent),
         ``StoreUnavailable`` (the task store cannot be opened) and ``OSError`` (the listener cannot bind)."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        url = self.loaded.config.a2a.store or f"sqlite+aiosqlite:///{self.state_dir / 'a2a.db'}"
+        url = self.store_url
         check_sqlite_directory(url)
         engine = engine_for(url)
         store = PrincipalTaskStore(engine, flush_delay=_seconds("ANYAGENTD_A2A_FLUSH_DELAY", FLUSH_DELAY),
@@ -244,6 +244,11 @@ class Daemon:
                 await engine.dispose()
         log.info("stopped")
         return 0
+
+    @property
+    def store_url(self) -> str:
+        """The task store's SQLAlchemy URL: ``a2a.store``, else ``a2a.db`` in the state dir."""
+        return self.loaded.config.a2a.store or f"sqlite+aiosqlite:///{self.state_dir / 'a2a.db'}"
 
     def _bind(self) -> socket.socket:
         """The listening socket (port 0: a free one); sets ``self.url``."""
@@ -848,12 +853,20 @@ def _resumable(conversation: Conversation) -> bool:
 
 
 async def serve(loaded: Loaded, options: Options) -> int:
-    """Run one daemon for ``loaded`` until it drains; returns its exit status. Holds the state dir for the daemon's
-    lifetime (:func:`.statedir.hold`: raises ``StateDirUnusable`` when another daemon holds it or it cannot be
-    created), then raises what :meth:`Daemon.run` raises."""
-    from .statedir import hold
+    """Run one daemon for ``loaded`` until it drains; returns its exit status. Holds the state dir and a SQLite
+    task database for the daemon's lifetime (:func:`.statedir.hold`, :func:`.statedir.hold_database`: raise
+    ``StateDirUnusable`` when another daemon holds one or the state dir cannot be created), then raises what
+    :meth:`Daemon.run` raises."""
+    from contextlib import ExitStack
+
+    from .statedir import hold, hold_database
+    from .store import sqlite_file
 
     setup_logging()
     daemon = Daemon(loaded, options)
-    with hold(daemon.state_dir):
+    with ExitStack() as held:
+        held.enter_context(hold(daemon.state_dir))
+        database = sqlite_file(daemon.store_url)
+        if database is not None and database.parent.is_dir():  # a missing directory is Daemon.run's to refuse
+            held.enter_context(hold_database(database))
         return await daemon.run()

@@ -1,10 +1,14 @@
-"""The daemon's hold on its state dir: one ``anyagentd a2a`` per state dir.
+"""The daemon's hold on its state dir and its task database: one ``anyagentd a2a`` per state dir, and per database.
 
-Two daemons on one state dir would each take the other's live tasks for a dead process's (start-up marks the
-tasks it finds running FAILED) and write one database from two sets of conversations. :func:`hold` takes an
-exclusive ``flock(2)`` on ``<state dir>/daemon.lock`` for the daemon's lifetime and writes its pid there; a second
-daemon refuses to start with one line naming the holder's pid. The kernel drops the lock when the holder's process
-ends however it ends (kill -9 included), so a restart after a crash is never refused by a stale file.
+Two daemons on one state dir, or on one task database (``a2a.store`` naming another daemon's ``a2a.db``), would
+each take the other's live tasks for a dead process's (start-up marks the tasks it finds running FAILED) and write
+one database from two sets of conversations. :func:`hold` takes an exclusive ``flock(2)`` on ``<state
+dir>/daemon.lock`` for the daemon's lifetime and writes its pid there; :func:`hold_database` does the same on
+``<database file>.lock`` beside a SQLite task database (the default one in the state dir too, so a second daemon
+naming it as its ``a2a.store`` is refused). A second daemon refuses to start with one line naming the holder's
+pid. The kernel drops a lock when the holder's process ends however it ends (kill -9 included), so a restart after
+a crash is never refused by a stale file. A PostgreSQL store is not locked here: one daemon per database is the
+operator's to keep (docs/operating.md).
 """
 
 from __future__ import annotations
@@ -33,6 +37,38 @@ def _holder(path: Path) -> str:
 
 
 @contextmanager
+def _locked(path: Path, what: str, retry: str) -> Iterator[Path]:
+    """Hold an exclusive ``flock(2)`` on the file ``path`` (created mode 0600, close-on-exec: an agent the daemon
+    spawns never inherits it) with this process's pid in it until the block ends. Raises :class:`StateDirUnusable`
+    — "``what`` is in use by another anyagentd a2a (pid N); ``retry``" — when another process holds it, and
+    "cannot use ``what``: the OS's reason" when it cannot be written."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as err:
+        raise StateDirUnusable(f"cannot use {what}: {err.strerror or err}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StateDirUnusable(f"{what} is in use by another anyagentd a2a ({_holder(path)}); {retry}") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield path
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+@contextmanager
+def hold_database(database: Path) -> Iterator[Path]:
+    """Hold the lock of the SQLite task database ``database`` (its file, which may not exist yet) until the block
+    ends: ``<database>.lock`` beside it; yields the lock file's path. Raises :class:`StateDirUnusable` ("the task
+    database … is in use by another anyagentd a2a (pid N)") when another daemon holds it."""
+    with _locked(database.with_name(database.name + ".lock"), f"the task database {database}",
+                 "stop it or give this one another a2a.store") as path:
+        yield path
+
+
+@contextmanager
 def hold(state_dir: Path) -> Iterator[Path]:
     """Create ``state_dir`` (parents too; the state dir itself mode 0700, as it holds the task database, resume
     tokens and received files — an existing one keeps its mode) and hold its lock until the block ends; yields the
@@ -43,21 +79,11 @@ def hold(state_dir: Path) -> Iterator[Path]:
     directory" for a path under a file)."""
     try:
         state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(state_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError as err:
         raise StateDirUnusable(f"cannot use the state dir {state_dir}: {err.strerror or err}") from None
-    path = state_dir / LOCK_NAME
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise StateDirUnusable(f"the state dir {state_dir} is in use by another anyagentd a2a "
-                                   f"({_holder(path)}); stop it or give this one another --state-dir") from None  # fmt: skip
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+    with _locked(state_dir / LOCK_NAME, f"the state dir {state_dir}", "stop it or give this one another --state-dir"
+                 ) as path:  # fmt: skip
         yield path
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
 
 
-__all__ = ["LOCK_NAME", "StateDirUnusable", "hold"]
+__all__ = ["LOCK_NAME", "StateDirUnusable", "hold", "hold_database"]
