@@ -22,21 +22,26 @@ from typing import Any, NoReturn
 import click
 
 
-def _config_error(err: Exception) -> NoReturn:
-    click.echo(f"anyagentd a2a: configuration error: {err}", err=True)
+def _config_error(err: Exception, config_path: str | None = None) -> NoReturn:
+    """One line for ``err`` (a :class:`~.config.ConfigError`'s first error, and how many more
+    ``--check-config`` lists when there are), exit 2."""
+    more = len(getattr(err, "also", ()))
+    hint = f" ({more} more: anyagentd a2a --check-config {config_path})" if more and config_path else ""
+    click.echo(f"anyagentd a2a: configuration error: {err}{hint}", err=True)
     sys.exit(2)
 
 
-def _preflight(loaded: Any) -> Any:
-    """:func:`.preflight.preflight` of ``loaded`` against this process's plugins (``loaded_plugins()``); a plugin
-    set the registry refuses (two plugins registering one op) is one line, exit 1, as at start."""
+def _preflight(loaded: Any, mock_script: str | None) -> Any:
+    """:func:`.preflight.preflight` of ``loaded`` against this process's plugins (``loaded_plugins()``), with the
+    ``--mock`` script (it wins over ``agent.mock_script``); a plugin set the registry refuses (two plugins
+    registering one op) is one line, exit 1, as at start."""
     from anyagentd.cli import loaded_plugins
     from anyagentd.errors import AnyagentError
 
     from .preflight import preflight
 
     try:
-        return preflight(loaded, loaded_plugins())
+        return preflight(loaded, loaded_plugins(), mock_script=mock_script)
     except AnyagentError as err:
         click.echo(f"anyagentd a2a: {err.kind}: {err.message}", err=True)
         sys.exit(1)
@@ -65,9 +70,11 @@ def a2a(ctx: click.Context, config_path: str | None, check_path: str | None, lis
 
     if check_path is not None:  # what the start checks of its configuration, errors and warnings all printed
         try:
-            checked = _preflight(load(check_path))
-        except ConfigError as err:
-            _config_error(err)
+            checked = _preflight(load(check_path), mock_script)
+        except ConfigError as err:  # every key the file's types refuse, a line each
+            for each in err.all:
+                click.echo(f"anyagentd a2a: configuration error: {each}", err=True)
+            sys.exit(2)
         for warning in checked.warnings:
             click.echo(f"anyagentd a2a: warning: {warning}", err=True)
         for error in checked.errors:
@@ -79,8 +86,8 @@ def a2a(ctx: click.Context, config_path: str | None, check_path: str | None, lis
     try:
         loaded = with_listen(load(config_path) if config_path else default_config(), listen)
     except ConfigError as err:
-        _config_error(err)
-    found = _preflight(loaded)
+        _config_error(err, config_path)
+    found = _preflight(loaded, mock_script)
     if found.errors:  # one line: the first error, and how to see the others
         more = len(found.errors) - 1
         hint = f" ({more} more: anyagentd a2a --check-config {config_path})" if more and config_path else ""

@@ -36,12 +36,26 @@ _RATE = re.compile(r"^(\d+)/(\d+(?:\.\d+)?)s$")
 
 
 class ConfigError(Exception):
-    """A configuration that cannot be served; ``key`` names the offending key (dotted), ``message`` says why."""
+    """A configuration that cannot be served; ``key`` names the offending key (dotted), ``message`` says why.
+    ``also``: the further errors found with it (every key pydantic refused in one file, in its order), for
+    ``--check-config`` to print each; ``str()`` is this one alone."""
 
-    def __init__(self, key: str, message: str) -> None:
+    def __init__(self, key: str, message: str, *, also: tuple[ConfigError, ...] = ()) -> None:
         super().__init__(f"{key}: {message}" if key else message)
         self.key = key
         self.message = message
+        self.also = also
+
+    @property
+    def all(self) -> list[ConfigError]:
+        """This error and the further ones."""
+        return [self, *self.also]
+
+
+def not_utf8(what: str, raw: bytes, err: UnicodeDecodeError) -> str:
+    """One line saying ``what`` (a file's name) is not UTF-8: where (byte offset, line) and why; never the bytes."""
+    line = raw.count(b"\n", 0, err.start) + 1
+    return f"{what} is not UTF-8: byte offset {err.start} (line {line}): {err.reason}"
 
 
 def check_store_url(url: str) -> None:
@@ -185,6 +199,14 @@ class DeviceGrantSection(_Strict):
 
 
 _URL = r"^https?://[^/\s]+(/\S*)?$"
+
+
+def _http_url(value: str | None) -> str | None:
+    """``a2a.url``: the URL the card advertises, an ``http://`` or ``https://`` URL with a host (its path, if any,
+    is served: :mod:`.pathprefix`); anything else is refused naming the key."""
+    if value is not None and not re.match(_URL, value):
+        raise ValueError(f"{value!r} is not an http:// or https:// URL with a host (e.g. https://agents.example)")
+    return value
 
 
 class InstanceSection(_Strict):
@@ -341,7 +363,8 @@ class RetentionSection(_Strict):
 class MetricsSection(_Strict):
     """``[a2a.metrics]``: ``GET /metrics`` (Prometheus text format, :mod:`.observe.metrics`). ``enabled`` (default
     true; false: no route, and the Prometheus client is never imported); ``token``: a scrape credential (a
-    credential reference) accepted besides the operator's, for a scraper that should hold nothing else."""
+    credential reference) accepted besides the operator's, for a scraper that should hold nothing else — so not the
+    bearer of ``a2a.bearer`` nor of a principal (refused naming ``a2a.metrics.token``)."""
 
     enabled: bool = True
     token: str | None = None
@@ -381,6 +404,7 @@ class A2ASection(_Strict):
     principals: list[PrincipalSection] = Field(default_factory=list)
 
     _check_bearer = field_validator("bearer", mode="before")(_reference)
+    _check_url = field_validator("url")(_http_url)
 
     @field_validator("listen")
     @classmethod
@@ -489,20 +513,29 @@ def resolve_reference(reference: str, key: str, env: dict[str, str]) -> SecretSt
             raise ConfigError(key, f"secret {name!r} is not set in the environment")
     else:
         try:
-            value = Path(name).expanduser().read_text().rstrip("\r\n")
+            raw = Path(name).expanduser().read_bytes()
         except OSError as err:
             raise ConfigError(key, f"secret file {name!r} cannot be read ({err.strerror})") from None
+        try:
+            value = raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as err:
+            raise ConfigError(key, not_utf8(f"secret file {name!r}", raw, err)) from None
         if not value:
             raise ConfigError(key, f"secret file {name!r} is empty")
     return SecretStr(value)
 
 
-def _first_error(err: ValidationError) -> ConfigError:
-    first = err.errors()[0]
-    key = ".".join(str(p) for p in first["loc"])
-    if first["type"] == "extra_forbidden":
+def _one_error(error: Any) -> ConfigError:
+    key = ".".join(str(p) for p in error["loc"])
+    if error["type"] == "extra_forbidden":
         return ConfigError(key, "unknown key")
-    return ConfigError(key, first["msg"].removeprefix("Value error, "))
+    return ConfigError(key, error["msg"].removeprefix("Value error, "))
+
+
+def _errors(err: ValidationError) -> ConfigError:
+    """Every error pydantic found, each naming its key: the first, with the others as its ``also``."""
+    first, *others = [_one_error(e) for e in err.errors()]
+    return ConfigError(first.key, first.message, also=tuple(others))
 
 
 def parse(data: dict[str, Any], *, source: str | None = None, env: dict[str, str] | None = None) -> Loaded:
@@ -511,7 +544,7 @@ def parse(data: dict[str, Any], *, source: str | None = None, env: dict[str, str
     try:
         config = Config.model_validate(data)
     except ValidationError as err:
-        raise _first_error(err) from None
+        raise _errors(err) from None
     operator = resolve_reference(config.a2a.bearer, "a2a.bearer", env) if config.a2a.bearer else None
     principals = {
         p.id: resolve_reference(p.bearer, f"a2a.principals.{i}.bearer", env)
@@ -536,6 +569,14 @@ def parse(data: dict[str, Any], *, source: str | None = None, env: dict[str, str
                               "[[a2a.principals]])")  # fmt: skip
     token = config.a2a.metrics.token
     metrics = resolve_reference(token, "a2a.metrics.token", env) if token else None
+    if metrics is not None:  # a scraper holds only this token: it must not be a credential that does more
+        named = {"a2a.bearer": operator} | {f"a2a.principals.{i}.bearer": principals[p.id]
+                                            for i, p in enumerate(config.a2a.principals)}  # fmt: skip
+        same = next((k for k, v in named.items() if v is not None and v.get_secret_value() ==
+                     metrics.get_secret_value()), None)  # fmt: skip
+        if same is not None:
+            raise ConfigError("a2a.metrics.token", f"resolves to the same bearer as {same}: the scrape token must "
+                                                   "be a credential of its own")  # fmt: skip
     secrets = Secrets(operator=operator, principals=principals, instances=instances, parents=parents,
                       metrics=metrics)  # fmt: skip
     loaded = Loaded(config=config, secrets=secrets, source=source)
@@ -599,9 +640,13 @@ def with_listen(loaded: Loaded, listen: str | None) -> Loaded:
 def load(path: str | Path, *, env: dict[str, str] | None = None) -> Loaded:
     """Read and validate a TOML file; raises ``ConfigError`` (``key`` empty for an unreadable/unparsable file)."""
     try:
-        text = Path(path).read_text()
+        raw = Path(path).read_bytes()
     except OSError as err:
         raise ConfigError("", f"cannot read {path}: {err.strerror}") from None
+    try:
+        text = raw.decode("utf-8")  # TOML is UTF-8 whatever the locale
+    except UnicodeDecodeError as err:
+        raise ConfigError("", not_utf8(str(path), raw, err)) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:

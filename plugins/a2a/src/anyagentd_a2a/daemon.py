@@ -510,7 +510,8 @@ class Daemon:
             log.warning("SIGHUP: [agent] and a2a.listen changes take effect at the next start")
         from .preflight import preflight
 
-        found = preflight(loaded, self.runtime.plugins)  # what the start would refuse, the reload refuses
+        # what the start would refuse, the reload refuses
+        found = preflight(loaded, self.runtime.plugins, mock_script=self.options.mock_script)
         if found.errors:
             log.error("SIGHUP: configuration not reloaded: %s", found.errors[0])
             return

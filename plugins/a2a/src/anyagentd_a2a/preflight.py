@@ -24,6 +24,9 @@ Errors:
   with the distribution to install for a first-party agent); for ``{acp = …}``, no ACP adapter installed, or
   (``agent.name.acp.path``) a path that is not an executable file (a bare name: not found on ``PATH``);
 - ``agent.dir``: does not exist, or is not a directory;
+- ``agent.mock_script`` (``--mock`` when given, which wins over it): a script the scripted agent ``mock`` cannot
+  load — neither a file nor a shipped example's name, not a valid script (:func:`anyagentd.mock.script.load_script`,
+  what the mock adapter runs when the runtime is made: the start fails on it whatever ``agent.name`` says);
 - ``subagents.enabled``: no MCP transport plugin for ``Http`` installed (the subagent tools reach the agent as an
   ``Http`` MCP server; without the plugin the agent is opened without them and answers "No such tool
   available"); ``subagents.instances.N.name``: a child instance named like an installed agent;
@@ -91,9 +94,10 @@ def installed_agents(plugins: Plugins) -> set[str]:
     return known
 
 
-def preflight(loaded: Loaded, plugins: Plugins) -> Findings:
+def preflight(loaded: Loaded, plugins: Plugins, *, mock_script: str | None = None) -> Findings:
     """Check ``loaded`` against this machine and ``plugins``' registry (see the module's docstring for every rule
-    and the key each names). Raises what the registry raises for a broken plugin set
+    and the key each names); ``mock_script``: the ``--mock`` the start is given (checked instead of
+    ``agent.mock_script``). Raises what the registry raises for a broken plugin set
     (``anyagentd.errors.InvalidConfiguration``: two plugins registering one op or catalog id)."""
     found = Findings()
     config = loaded.config
@@ -109,6 +113,7 @@ def preflight(loaded: Loaded, plugins: Plugins) -> Findings:
     acp = any(getattr(a, "acp_ref", False) for a in plugins.adapters().values())
     _agent(config.agent.name, "agent.name", known, acp, found)
     _directory(config.agent.dir, found)
+    _mock_script(mock_script, config.agent.mock_script, plugins, found)
     _subagents(loaded, plugins, known, found)
     workflows = _workflows(loaded, plugins, known, acp, found)
     _grants(loaded, plugins, workflows, found)
@@ -170,6 +175,25 @@ def _directory(value: str, found: Findings) -> None:
         found.error("agent.dir", f"{path} does not exist (every conversation's session runs there)")
     elif not path.is_dir():
         found.error("agent.dir", f"{path} is not a directory")
+
+
+def _mock_script(given: str | None, configured: str | None, plugins: Plugins, found: Findings) -> None:
+    """The script the ``mock`` adapter would load at start (``--mock`` wins over ``agent.mock_script``), loaded
+    by the adapter's own function; nothing when neither names one or the mock adapter is not installed."""
+    key, source = ("--mock", given) if given is not None else ("agent.mock_script", configured)
+    if source is None or "mock" not in plugins.adapters():
+        return
+    from anyagentd.errors import AnyagentError
+    from anyagentd.mock.script import load_script
+
+    try:
+        load_script(source)
+    except AnyagentError as err:
+        found.error(key, err.message)
+    except OSError as err:
+        found.error(key, f"cannot read the script {source!r}: {err.strerror or err}")
+    except UnicodeDecodeError as err:
+        found.error(key, f"the script {source!r} is not UTF-8: byte offset {err.start}: {err.reason}")
 
 
 def _subagents(loaded: Loaded, plugins: Plugins, known: set[str], found: Findings) -> None:
