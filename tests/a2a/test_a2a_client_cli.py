@@ -421,3 +421,14 @@ def test_a_task_that_fails_after_some_text_says_why(a2a_daemon: Any, tmp_path: P
     assert re.fullmatch(r"task \S+: failed \(contextId \S+\)", lines[0]), lines
     assert len(lines) == 2 and "agent exited during the turn" in lines[1], lines
     assert "Traceback" not in result.stderr
+
+
+def test_an_empty_message_is_one_line_and_creates_no_task(a2a_daemon: Any, tmp_path: Path) -> None:
+    daemon = a2a_daemon(config=CONFIG, env=ENV, mock="hello")
+    line = one_line(cli(tmp_path, "send", daemon.url, "", env={"ANYAGENTD_A2A_TOKEN": OPERATOR}),
+                    f"{daemon.url} refused the message", "message.parts")  # fmt: skip
+    assert "no text, data or file" in line, line
+    listed = daemon.rpc("ListTasks", {}, token=OPERATOR).json()
+    assert listed["result"].get("tasks", []) == [], listed  # refused before a task existed: none is stored FAILED
+    sent = cli(tmp_path, "send", daemon.url, "hi", env={"ANYAGENTD_A2A_TOKEN": OPERATOR})
+    assert sent.returncode == 0, sent.stderr

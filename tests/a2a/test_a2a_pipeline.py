@@ -185,3 +185,27 @@ def test_streaming_through_the_front_keeps_cors_and_extension_headers(daemon: An
         frames = [line for line in response.iter_lines() if line.startswith("data:")]
     results = [json.loads(f[5:])["result"] for f in frames]
     assert "task" in results[0] and results[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_a_message_that_gives_no_prompt_is_refused_before_any_task(daemon: Any) -> None:
+    """A send whose message would give the agent an empty prompt — no part, only empty text — is -32602 naming
+    ``message.parts`` (google.rpc BadRequest, ErrorInfo EMPTY_MESSAGE) before a task exists, streaming or not; a
+    data part alone, or some text, is a prompt."""
+    def message(parts: list[dict[str, Any]] | None) -> dict[str, Any]:
+        sent: dict[str, Any] = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER"}
+        return sent if parts is None else dict(sent, parts=parts)
+
+    for method in ("SendMessage", "SendStreamingMessage"):
+        for parts in ([{"text": ""}], [], [{"text": ""}, {"text": ""}], None):
+            r = post(daemon.url, rpc(method, {"message": message(parts)}, request_id="empty"))
+            assert r.status_code == 200 and r.headers["content-type"].startswith("application/json"), r.text
+            error = r.json()["error"]
+            assert error["code"] == -32602 and r.json()["id"] == "empty", (method, parts, error)
+            details = {d["@type"].rsplit(".", 1)[-1]: d for d in error["data"]}
+            assert [v["field"] for v in details["BadRequest"]["fieldViolations"]] == ["message.parts"]
+            assert details["ErrorInfo"]["reason"] == "EMPTY_MESSAGE"
+    assert task_count(daemon.url) == 0
+    for parts in ([{"text": "hi"}], [{"text": ""}, {"text": "hi"}], [{"data": {"k": 1}}]):
+        sent = post(daemon.url, rpc("SendMessage", {"message": message(parts)})).json()
+        assert sent["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", (parts, sent)
+    assert task_count(daemon.url) == 3

@@ -17,7 +17,10 @@ wrong jsonrpc / no method; -32602 params not an object, or holding a number no d
 VERSION_NOT_SUPPORTED) → per-principal rate (429) → exact method route (-32601) → extension negotiation
 (activated URIs echoed in ``A2A-Extensions``) → method authorization (403, -31403) → while draining, sends
 refused (-32603 DRAINING) → message limits, for every send (-32602 LIMIT_EXCEEDED naming
-``a2a.limits.message_parts`` or ``a2a.limits.part_bytes``: :func:`.limits.message_refusal`) → send checks
+``a2a.limits.message_parts`` or ``a2a.limits.part_bytes``: :func:`.limits.message_refusal`) → an empty message,
+for a send naming no ``taskId`` (-32602 EMPTY_MESSAGE naming ``message.parts``: no text, data or file, so no
+prompt — :func:`.limits.empty_message_refusal`, by the rule ``prompt_of`` refuses by,
+:func:`.translate.empty_prompt`) → send checks
 (-32005 when ``acceptedOutputModes`` excludes everything we produce; -32602 for a file URL that is not http(s)
 or points at a private address; -32004 for a message naming one's own task that runs and waits for no input) →
 the SDK's ``JsonRpcDispatcher.handle_requests`` (one Starlette endpoint; the body is read once, Starlette caches
@@ -42,7 +45,7 @@ from . import structjson
 from .command.envelope import COMMAND_URI as COMMAND_EXTENSION
 from .command.envelope import CONTENT_TYPE_NOT_SUPPORTED, command_parts, is_command
 from .config import A2ASection, Loaded, Secrets, is_loopback
-from .limits import TooLarge, body_too_large, held_history, message_refusal, read_body
+from .limits import TooLarge, body_too_large, empty_message_refusal, held_history, message_refusal, read_body
 from .proxies import Network, client_address, parse_proxy
 from .principals import (
     FAILED_CREDENTIAL_BURST,
@@ -275,6 +278,8 @@ class Front:
         params = envelope.get("params") or {}
         if method in SEND_METHODS:
             refused = message_refusal(request_id, params, settings.limits)
+            if refused is None:
+                refused = empty_message_refusal(request_id, params)
             if refused is not None:
                 return refused
         command = method in SEND_METHODS and is_command(params)

@@ -11,6 +11,9 @@ too large, the ``historyLength`` a read-out is held to, and the rule a task's st
   ``-32602`` Invalid params (JSON-RPC 2.0 §5.1; A2A 1.0 §5.4 maps it to InvalidParams) with a google.rpc
   ``BadRequest`` naming the field and a google.rpc ``ErrorInfo`` (reason ``LIMIT_EXCEEDED``, domain
   ``agentd.dev``) whose metadata names the limit's key and value.
+- :func:`empty_message_refusal` — a sent message that would start a task with an empty prompt (no text, data or
+  file: :func:`.translate.empty_prompt`, the rule ``prompt_of`` refuses by): ``-32602`` with a google.rpc
+  ``BadRequest`` naming ``message.parts`` and an ``ErrorInfo`` (reason ``EMPTY_MESSAGE``), before any task exists.
 - :func:`held_history` — the params of GetTask, ListTasks and a send with ``historyLength`` at most
   ``task_history`` (an absent one becomes it): A2A 1.0 §3.2.4, an unset length is the server's default and a
   server may return fewer messages than asked.
@@ -119,6 +122,50 @@ def message_refusal(request_id: Any, params: dict[str, Any], limits: LimitsSecti
     return None
 
 
+def wire_content(part: Any) -> tuple[str | None, str] | None:
+    """A part's proto3 JSON as :func:`.translate.empty_prompt` reads a part: (the field its content is in, its text);
+    ``None`` for what is not a well-formed part (not an object, two contents, a text that is not a string: the SDK
+    refuses it). A ``null`` text, raw or url is no content (proto3 JSON); a ``null`` data is a JSON null, which is."""
+    from .translate import PROMPT_CONTENTS
+
+    if not isinstance(part, dict):
+        return None
+    kinds = [k for k in PROMPT_CONTENTS if (k in part if k == "data" else part.get(k) is not None)]
+    if len(kinds) > 1:
+        return None
+    if not kinds:
+        return (None, "")
+    if kinds[0] == "text":
+        return ("text", part["text"]) if isinstance(part["text"], str) else None
+    return (kinds[0], "")
+
+
+def empty_message_refusal(request_id: Any, params: dict[str, Any]) -> JSONResponse | None:
+    """The refusal of a send (``SendMessage``/``SendStreamingMessage`` params) whose message would start a task
+    with an empty prompt (:func:`.translate.empty_prompt`: no part, or only text parts without text), or ``None``.
+    Not refused here: a message naming a ``taskId`` (a follow-up to a task, read as an answer, not a prompt), and
+    one that is not an object whose ``parts`` (absent: none) is a list of well-formed parts (:func:`wire_content`),
+    left for the SDK to refuse. A command's message has its data part: never refused here."""
+    from .translate import EMPTY_PROMPT, empty_prompt
+
+    message = params.get("message")
+    if not isinstance(message, dict) or message.get("taskId"):
+        return None
+    parts = message.get("parts")
+    parts = [] if parts is None else parts  # proto3 JSON: absent or null, a repeated field is empty
+    if not isinstance(parts, list):
+        return None
+    contents = [wire_content(part) for part in parts]
+    if any(c is None for c in contents) or not empty_prompt(c for c in contents if c is not None):
+        return None
+    description = f"{EMPTY_PROMPT}: the agent would be given an empty prompt"
+    violation = {"field": "message.parts", "description": description}
+    info = {"@type": ERROR_INFO, "reason": "EMPTY_MESSAGE", "domain": AGENTD_DOMAIN, "metadata": {}}
+    error = {"code": -32602, "message": f"Invalid params: message.parts: {description}",
+             "data": [{"@type": BAD_REQUEST, "fieldViolations": [violation]}, info]}  # fmt: skip
+    return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+
 HISTORY_METHODS = frozenset({"GetTask", "ListTasks", "SendMessage", "SendStreamingMessage"})
 """The methods whose answer carries tasks' histories and whose params say a ``historyLength``."""
 
@@ -180,5 +227,5 @@ def bound_history(task: Any, kept: int) -> int:
     return len(drop)
 
 
-__all__ = ["TooLarge", "body_too_large", "bound_history", "held_history", "message_refusal", "opens_request",
-           "part_size", "read_body"]
+__all__ = ["TooLarge", "body_too_large", "bound_history", "empty_message_refusal", "held_history", "message_refusal",
+           "opens_request", "part_size", "read_body", "wire_content"]

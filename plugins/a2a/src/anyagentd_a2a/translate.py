@@ -1,7 +1,7 @@
 """Pure mappings between the engine's model and A2A 1.0 objects (a2a-sdk protobuf types).
 
 - :func:`prompt_of` — a user Message's parts → the prompt's text and attachments (file parts saved to a
-  directory, data parts given as JSON text).
+  directory, data parts given as JSON text); :func:`empty_prompt`, the rule of a message that gives none.
 - :func:`event_part` — an engine ``Event`` → a text Part holding the wire's own event JSON (:func:`wire_part`);
   :func:`wire_of_part` reads it back.
 - :func:`request_text` — an open request rendered for a person.
@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,10 +130,30 @@ def file_name(part: Part, index: int) -> str:
     return f"{uuid.uuid4().hex[:8]}-{name or f'part-{index}'}"
 
 
+EMPTY_PROMPT = "the message has no text, data or file part"
+"""Why a message that gives no prompt (:func:`empty_prompt`) is refused."""
+
+PROMPT_CONTENTS = ("text", "raw", "url", "data")
+"""The fields a Part's ``content`` is in (its proto3 JSON keys too)."""
+
+
+def empty_prompt(parts: Iterable[tuple[str | None, str]]) -> bool:
+    """Whether a message of ``parts`` — each as (the field its content is in, one of :data:`PROMPT_CONTENTS`, or
+    ``None`` for none; its text, ``""`` for other content) — gives the agent an empty prompt: no data part (its JSON
+    is prompt text), no file (``raw`` or ``url``: an attachment) and no text part with any text in it.
+
+    The rule's one statement: :func:`prompt_of` refuses such a message, and the front refuses a send of one before a
+    task exists (:func:`.limits.empty_message_refusal`, from the proto3 JSON). Pure."""
+    return not any(kind in ("raw", "url", "data") or (kind == "text" and text) for kind, text in parts)
+
+
 def prompt_of(message: Message, files_dir: Path, fetched: dict[int, bytes] | None = None) -> PromptIn:
     """Text parts joined by newlines; each data part as its JSON text; each file part — ``raw`` bytes, or a ``url``
     whose content the caller fetched (``fetched``: part index → bytes) — saved under ``files_dir`` and attached.
-    Raises ``ValueError`` for an empty prompt or a file over ``MAX_FILE_BYTES``."""
+    Raises ``ValueError`` for a message that gives an empty prompt (:func:`empty_prompt`; nothing is saved) or a
+    file over ``MAX_FILE_BYTES``."""
+    if empty_prompt((part.WhichOneof("content"), part.text) for part in message.parts):
+        raise ValueError(EMPTY_PROMPT)
     texts: list[str] = []
     attachments: list[str] = []
     for index, part in enumerate(message.parts):
@@ -151,10 +172,7 @@ def prompt_of(message: Message, files_dir: Path, fetched: dict[int, bytes] | Non
             path = files_dir / file_name(part, index)
             path.write_bytes(content)
             attachments.append(str(path))
-    text = "\n".join(t for t in texts if t)
-    if not text and not attachments:
-        raise ValueError("the message has no text, data or file part")
-    return PromptIn(text, tuple(attachments))
+    return PromptIn("\n".join(t for t in texts if t), tuple(attachments))
 
 
 # ------------------------------------------------------------------------------------------------ requests
@@ -350,6 +368,9 @@ __all__ = [
     "accepts_our_output",
     "agent_message",
     "camel",
+    "empty_prompt",
+    "EMPTY_PROMPT",
+    "PROMPT_CONTENTS",
     "turn_metadata",
     "answer_of",
     "opened_request",
