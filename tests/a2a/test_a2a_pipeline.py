@@ -209,3 +209,20 @@ def test_a_message_that_gives_no_prompt_is_refused_before_any_task(daemon: Any) 
         sent = post(daemon.url, rpc("SendMessage", {"message": message(parts)})).json()
         assert sent["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", (parts, sent)
     assert task_count(daemon.url) == 3
+
+
+def test_an_empty_answer_to_a_waiting_task_is_read_as_an_answer(a2a_daemon: Any) -> None:
+    """The empty-message refusal is for a send that would start a task: one naming a task that waits for input is
+    its answer, and an empty one is "Not an answer" — the task keeps waiting, as before."""
+    daemon = a2a_daemon(config=CONFIG, env=ENV, mock="permission")
+    asked = post(daemon.url, rpc("SendMessage", {"message": dict(send_params()["message"],
+                                                                 parts=[{"text": "write hello.txt"}])})).json()
+    task = asked["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", asked
+    answer = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "taskId": task["id"],
+              "contextId": task["contextId"], "parts": [{"text": ""}]}  # fmt: skip
+    answered = post(daemon.url, rpc("SendMessage", {"message": answer})).json()
+    status = answered["result"]["task"]["status"]
+    assert status["state"] == "TASK_STATE_INPUT_REQUIRED", answered
+    assert status["message"]["parts"][0]["text"].startswith("Not an answer"), status
+    assert task_count(daemon.url) == 1
