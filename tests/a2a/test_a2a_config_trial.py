@@ -137,6 +137,23 @@ def test_check_config_prints_every_key_the_types_refuse(tmp_path: Path) -> None:
         f"(4 more: anyagentd a2a --check-config {config})")
 
 
+UNIONS = {  # agent.name is a catalog id or {acp = …}: the key named is the file's, never a union member's label
+    'name = { acp = { name = "x" } }': ["agent.name.acp.path: Field required"],
+    'name = 5': ["agent.name: Input should be a valid string or Input should be a valid dictionary"],
+    'name = { acp = { name = "x", path = "/bin/true" }, other = 1 }': [
+        "agent.name.other: Input should be 'acp' or Input should be a valid dictionary or instance of AcpAgent"],
+}
+
+
+@pytest.mark.parametrize("line", list(UNIONS))
+def test_an_error_in_a_union_names_the_files_key(tmp_path: Path, line: str) -> None:
+    config = tmp_path / "agentd.toml"
+    config.write_text(f"[agent]\n{line}\n")
+    checked = run_cli("--check-config", str(config))
+    assert checked.returncode == 2 and "Traceback" not in checked.stderr
+    assert checked.stderr.strip().splitlines() == [ERROR + e for e in UNIONS[line]], checked.stderr
+
+
 SCRAPE_SHARED = {
     "a2a.bearer": '[a2a]\nbearer = "{{secret:OPERATOR}}"\n[a2a.metrics]\ntoken = "{{secret:SCRAPE}}"\n',
     "a2a.principals.1.bearer": ('[a2a.metrics]\ntoken = "{{secret:SCRAPE}}"\n[[a2a.principals]]\nid = "alice"\n'

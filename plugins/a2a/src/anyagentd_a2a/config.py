@@ -525,16 +525,34 @@ def resolve_reference(reference: str, key: str, env: dict[str, str]) -> SecretSt
     return SecretStr(value)
 
 
-def _one_error(error: Any) -> ConfigError:
-    key = ".".join(str(p) for p in error["loc"])
-    if error["type"] == "extra_forbidden":
-        return ConfigError(key, "unknown key")
-    return ConfigError(key, error["msg"].removeprefix("Value error, "))
+_MEMBER = re.compile(r"[][A-Z]|^(str|int|float|bool|list|dict|none)$")
+"""A segment pydantic adds to an error's place that is no key: a union member's label (``str``,
+``dict[literal['acp'],AcpAgent]``, a model's name) or a dict key's ``[key]``; every key of the file is lowercase."""
 
 
 def _errors(err: ValidationError) -> ConfigError:
-    """Every error pydantic found, each naming its key: the first, with the others as its ``also``."""
-    first, *others = [_one_error(e) for e in err.errors()]
+    """Every error pydantic found, each naming its key (union members' labels left out), the first with the others
+    as its ``also``. Of a union (``agent.name``: a catalog id or ``{acp = …}``) whose value reached a member's own
+    keys, the other members' type errors are left out; errors on one key are one, their messages joined."""
+    found: dict[str, list[str]] = {}
+    unions: dict[str, bool] = {}  # a union's key → whether an error went past it (into a member's keys)
+    places = []
+    for error in err.errors():
+        loc = [str(p) for p in error["loc"]]
+        kept = [p for p in loc if not _MEMBER.search(p)]
+        key = ".".join(kept)
+        union = None
+        if len(kept) != len(loc):
+            union = ".".join(loc[:next(i for i, p in enumerate(loc) if _MEMBER.search(p))])
+            unions[union] = unions.get(union, False) or key != union
+        message = "unknown key" if error["type"] == "extra_forbidden" else error["msg"].removeprefix("Value error, ")
+        places.append((key, union, message))
+    for key, union, message in places:
+        if union is not None and key == union and unions[union]:
+            continue
+        if message not in found.setdefault(key, []):
+            found[key].append(message)
+    first, *others = [ConfigError(key, " or ".join(messages)) for key, messages in found.items()]
     return ConfigError(first.key, first.message, also=tuple(others))
 
 
