@@ -191,3 +191,25 @@ def test_the_readmes_configuration_block_names_what_this_machine_lacks(tmp_path:
         "/var/lib/agentd does not exist",
         "agent.dir: /srv/work does not exist (every conversation's session runs there)",
     ], checked.stderr
+
+
+def test_an_agent_whose_cli_is_not_found_is_a_warning_naming_its_key(tmp_path: Path) -> None:
+    """``agent.name`` and a workflow step naming a catalog agent whose CLI this machine lacks: the check warns at
+    each key with the install hint, and says ok (the daemon serves; messages to that agent fail until it is
+    installed); with the CLI on ``PATH`` nothing is said."""
+    from anyagentd_testing.agents import agent_bin
+
+    config = tmp_path / "agentd.toml"
+    config.write_text('[agent]\nname = "claude"\n[a2a]\nlisten = "127.0.0.1:0"\n[[workflows]]\nname = "w"\n'
+                      '[workflows.steps.a]\nkind = "agent"\nagent = "codex"\nprompt = "hi"\n')  # fmt: skip
+    bare = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "ANYAGENTD_NO_LOGIN_SHELL": "1",
+            "ANYAGENTD_CLAUDE_PATH": "", "ANYAGENTD_CODEX_PATH": ""}  # fmt: skip
+    checked = run_cli("--check-config", str(config), env=bare)
+    assert checked.returncode == 0 and f"{config}: ok" in checked.stdout + checked.stderr, checked.stderr
+    warned = [line for line in checked.stderr.splitlines() if "warning:" in line]
+    assert any(line.startswith("anyagentd a2a: warning: agent.name: 'claude' was not found on this machine; "
+                               "install it with: npm install -g @anthropic-ai/claude-code") for line in warned), warned
+    assert any("workflows.w.steps.a.agent: 'codex' was not found" in line for line in warned), warned
+    found = {**bare, "PATH": f"{agent_bin('claude').parent}:{agent_bin('codex').parent}:/usr/bin:/bin"}
+    checked = run_cli("--check-config", str(config), env=found)
+    assert checked.returncode == 0 and "was not found" not in checked.stderr, checked.stderr

@@ -9,10 +9,11 @@ start, or would serve something that cannot work) and warnings (served, but some
 its configuration key with one line for a person.
 
 Pure apart from what it names: it stats files and directories (``agent.dir``, an ACP agent's ``path``, a SQLite
-store's directory), looks executables up on ``PATH`` and reads the plugin registry's declarations — adapters'
-catalog profiles and pinned installations, MCP transport tags, op names and floors (``Plugins.ops()`` loads the op
-families, which import only their own modules). It starts nothing, opens no database, imports no adapter's
-implementation (lazy adapters stay stand-ins) and none of the a2a-sdk server.
+store's directory), looks executables up on ``PATH`` — the configured agents' CLIs through
+:func:`anyagentd.discovery.discover`, whose only process is the user's login shell, once, for the PATH it sets up —
+and reads the plugin registry's declarations — adapters' catalog profiles and pinned installations, MCP transport
+tags, op names and floors (``Plugins.ops()`` loads the op families, which import only their own modules). It opens
+no database, imports no adapter's implementation (lazy adapters stay stand-ins) and none of the a2a-sdk server.
 
 Errors:
 
@@ -35,8 +36,10 @@ Errors:
   ``subagent`` step with ``[subagents]`` not enabled (it could only fail);
 - ``workflows.W.command``: a command named like an installed op (the op runs, never the workflow).
 
-Warnings: ``a2a.principals.N.grants.M``, a grant pattern that matches no installed op, only ops no grant reaches
-(operator-floor and reserved ops), or — ``workflow.run:<glob>`` — no configured workflow.
+Warnings: ``agent.name`` and ``workflows.W.steps.S.agent``, a catalog agent whose adapter is installed but whose
+CLI is not found on this machine (with its install hint): the daemon serves, and every message to that agent fails
+until the CLI is installed; ``a2a.principals.N.grants.M``, a grant pattern that matches no installed op, only ops
+no grant reaches (operator-floor and reserved ops), or — ``workflow.run:<glob>`` — no configured workflow.
 """
 
 from __future__ import annotations
@@ -111,12 +114,14 @@ def preflight(loaded: Loaded, plugins: Plugins, *, mock_script: str | None = Non
             found.error("a2a.store", f"cannot open the task store {shown}: the directory {directory} does not exist")
     known = installed_agents(plugins)
     acp = any(getattr(a, "acp_ref", False) for a in plugins.adapters().values())
-    _agent(config.agent.name, "agent.name", known, acp, found)
+    catalog: dict[str, str] = {}  # the catalog agents named, each with the first key naming it
+    _agent(config.agent.name, "agent.name", known, acp, found, catalog=catalog)
     _directory(config.agent.dir, found)
     _mock_script(mock_script, config.agent.mock_script, plugins, found)
     _subagents(loaded, plugins, known, found)
-    workflows = _workflows(loaded, plugins, known, acp, found)
+    workflows = _workflows(loaded, plugins, known, acp, found, catalog)
     _grants(loaded, plugins, workflows, found)
+    _installed(catalog, plugins, found)
     return found
 
 
@@ -134,15 +139,18 @@ def _listener(loaded: Loaded, found: Findings) -> None:
 
 
 def _agent(name: Any, key: str, known: set[str], acp: bool, found: Findings, *,
-           also: frozenset[str] | set[str] = frozenset()) -> None:  # fmt: skip
+           also: frozenset[str] | set[str] = frozenset(), catalog: dict[str, str] | None = None) -> None:  # fmt: skip
     """``name`` (a catalog id, ``{"acp": AcpAgent}`` from the config or an ``AcpRef`` from a workflow step) must be
     openable here: an installed adapter's id (or one of ``also``), or an ACP agent with the ACP adapter installed
-    and an executable ``path``."""
+    and an executable ``path``. A catalog id that an adapter drives is added to ``catalog`` (id → ``key``, the
+    first key naming it) for :func:`_installed`."""
     from anyagentd.discovery import no_adapter_message
 
     if isinstance(name, str):
         if name not in known and name not in also:
             found.error(key, no_adapter_message(name))
+        elif name in known and catalog is not None:
+            catalog.setdefault(name, key)
         return
     spec = name["acp"] if isinstance(name, dict) else name.acp
     if not acp:
@@ -153,6 +161,20 @@ def _agent(name: Any, key: str, known: set[str], acp: bool, found: Findings, *,
                          f"with: {install_hint(dist)}")  # fmt: skip
         return
     _executable(spec.path, f"{key}.acp.path", found)
+
+
+def _installed(catalog: dict[str, str], plugins: Plugins, found: Findings) -> None:
+    """Warn, at its key, of each agent of ``catalog`` whose CLI discovery does not find (pinned installations, the
+    scripted ``mock``, are not searched: they need no CLI). One :func:`anyagentd.discovery.discover` for them all."""
+    profiles = [profile for profile, _ in plugins.profiles() if profile.id in catalog]
+    if not profiles:
+        return
+    from anyagentd.discovery import discover
+
+    for missing in discover(profiles).missing:
+        hint = f"; install it with: {missing.install_hint}" if missing.install_hint else ""
+        found.warn(catalog[missing.id], f"{missing.id!r} was not found on this machine{hint}: every message to it "
+                                        "fails until it is installed (on the PATH of the daemon's user)")  # fmt: skip
 
 
 def _executable(path: str, key: str, found: Findings) -> None:
@@ -209,7 +231,8 @@ def _subagents(loaded: Loaded, plugins: Plugins, known: set[str], found: Finding
                                                          "instance needs another name")  # fmt: skip
 
 
-def _workflows(loaded: Loaded, plugins: Plugins, known: set[str], acp: bool, found: Findings) -> list[str]:
+def _workflows(loaded: Loaded, plugins: Plugins, known: set[str], acp: bool, found: Findings,
+               catalog: dict[str, str] | None = None) -> list[str]:  # fmt: skip
     """Check every workflow's steps and command; returns the workflow names."""
     config = loaded.config
     if not config.workflows:
@@ -229,11 +252,11 @@ def _workflows(loaded: Loaded, plugins: Plugins, known: set[str], acp: bool, fou
         for step_id, step in workflow.steps.items():
             where = f"{base}.steps.{step_id}"
             if step.kind == "agent" and step.agent is not None:
-                _agent(step.agent, f"{where}.agent", known, acp, found)
+                _agent(step.agent, f"{where}.agent", known, acp, found, catalog=catalog)
             elif step.kind == "subagent":
                 if not section.enabled:
                     found.error(f"{where}.kind", "a subagent step needs [subagents] enabled = true (else it fails)")
-                _agent(step.agent, f"{where}.agent", known, acp, found, also=children)
+                _agent(step.agent, f"{where}.agent", known, acp, found, also=children, catalog=catalog)
                 name = step.agent if isinstance(step.agent, str) else step.agent.acp.name  # type: ignore[union-attr]
                 if section.enabled and not any(fnmatchcase(name, p) for p in section.agents):
                     found.error(f"{where}.agent", f"{name!r} may not be spawned here: subagents.agents is "
