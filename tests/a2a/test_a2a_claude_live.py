@@ -48,6 +48,36 @@ def request_text(entry: dict[str, Any]) -> str:
     return json.dumps(entry["body"].get("messages", []), ensure_ascii=False)
 
 
+def _refusals(found: Any, said: list[str]) -> list[str]:
+    if isinstance(found, dict):
+        if found.get("type") == "tool_result" and found.get("is_error"):
+            said.append(json.dumps(found.get("content"), ensure_ascii=False))
+        for value in found.values():
+            _refusals(value, said)
+    elif isinstance(found, list):
+        for value in found:
+            _refusals(value, said)
+    return said
+
+
+def refused_tools(server: Any) -> list[str]:
+    """What every tool_result that refused or failed a tool call says in what Claude Code sent the model endpoint:
+    a denial ("The user doesn't want to proceed with this tool use…"), a permission that failed."""
+    return _refusals([entry["body"].get("messages", []) for entry in server.main_requests()], [])
+
+
+def recorded_refusals(home: Path) -> list[str]:
+    """The same in the session transcripts Claude Code wrote under ``home`` (what a resumed CLI sends again)."""
+    said: list[str] = []
+    for path in (home / ".claude" / "projects").glob("**/*.jsonl"):
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                _refusals(json.loads(line), said)
+            except ValueError:
+                continue
+    return said
+
+
 def ask_the_word(daemon: Any, server: Any, context_id: str, word: str) -> dict[str, Any]:
     """Ask for the word of the conversation's first turn and check the resumed agent knew it: the answer, the
     earlier turn in the model's last request, and the daemon's "resumed" log line. Returns the answer's task."""
@@ -175,6 +205,10 @@ def test_a_waiting_task_survives_a_restart_and_its_answer_reaches_the_resumed_co
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
     daemon.signal(stop)  # killed, or drained: either way the waiting task is kept
     assert daemon.wait() in (0, -signal.SIGKILL)
+    # Issue 25: the question stays open, as a person left it. A drain answered the CLI's open permission with a
+    # denial (the CLI recorded "The user doesn't want to proceed with this tool use…", the resumed CLI sent it to
+    # the model), then after the restart told it "The answer is: allow": nothing was written, the task COMPLETED.
+    assert refused_tools(server) == [] and recorded_refusals(tmp_path / "home") == []
     again = a2a_daemon(config=claude_config(work), state_dir=state)
     kept = again.rpc("GetTask", {"id": task["id"]}).json()["result"]
     assert kept["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", kept  # still answerable
@@ -182,6 +216,9 @@ def test_a_waiting_task_survives_a_restart_and_its_answer_reaches_the_resumed_co
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]["message"]["parts"]
     assert done["status"]["message"]["parts"][0]["text"].endswith("Carrying on with the answer.")
     assert any("resumed the agent's session" in line for line in again.stderr)
+    if kind == "permission":  # the answer reached the agent as the answer to its request: the tool ran
+        assert (work / "out.txt").read_text() == "hi\n"
+        assert refused_tools(server) == []
     # The same conversation: a request after the restart carries its earlier turn ("Hi.") and the request with its
     # answer — in the prompt that says so, or as the answer to the request the resumed agent made again. (Whether
     # the interrupted prompt itself is in the history depends on whether the killed CLI had recorded it.)

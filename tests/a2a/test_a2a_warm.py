@@ -182,6 +182,49 @@ async def test_close_all_closes_in_parallel_within_the_timeout(tmp_path: Any) ->
     assert pool.live() == []
 
 
+@pytest.mark.anyio
+async def test_close_all_leaves_a_parked_question_unanswered(tmp_path: Any) -> None:
+    """Issue 25.6: at drain, the session of a conversation whose task waits for input (and can resume) is neither
+    cancelled nor answered: it closes with ``answer_pending=False`` (the agent ended as a kill -9 would leave it);
+    the others are cancelled, then closed as before."""
+    from types import SimpleNamespace
+
+    from a2a.types import TaskState
+
+    from anyagentd_a2a.conversations import Conversations
+
+    class Session:
+        def __init__(self, token: str | None) -> None:
+            self.closed, self.status, self.token, self.calls = False, "NeedsInput", token, []
+
+        def snapshot(self) -> Any:
+            return SimpleNamespace(resume_token=self.token)
+
+        async def cancel(self, clear_queue: bool = False) -> None:
+            self.calls.append("cancel")
+
+        async def close(self, *, answer_pending: bool = True) -> None:
+            self.calls.append("close" if answer_pending else "close unanswered")
+            self.closed = True
+
+    async def never(_: Any) -> Any:
+        raise AssertionError("nothing opens here")
+
+    pool = Conversations(tmp_path, open_session=never, start_pump=lambda *a: None, remember=lambda *a: None)
+    sessions = {}
+    for name, token, state in [("parked", "tok", TaskState.TASK_STATE_INPUT_REQUIRED),
+                               ("no-token", None, TaskState.TASK_STATE_INPUT_REQUIRED),  # cancelled by on_drain
+                               ("working", "tok", TaskState.TASK_STATE_WORKING), ("idle", "tok", None)]:  # fmt: skip
+        conversation = pool.conversation("operator", name)
+        conversation.session = sessions[name] = Session(token)
+        if state is not None:
+            pool.new_run(conversation, f"task-{name}").state = state
+    assert await pool.close_all(timeout=5.0) == 0
+    assert {name: s.calls for name, s in sessions.items()} == {
+        "parked": ["close unanswered"], "no-token": ["cancel", "close"], "working": ["cancel", "close"],
+        "idle": ["cancel", "close"]}  # fmt: skip
+
+
 # -------------------------------------------------------------------------------- no driving from a web page
 
 

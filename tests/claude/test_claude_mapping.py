@@ -418,6 +418,25 @@ async def test_cancel_interrupts_and_denies_pending() -> None:
 
 
 @pytest.mark.anyio
+async def test_close_unanswered_leaves_the_pending_permission_unanswered() -> None:
+    # issue 25.6: the drain of a task waiting for input: no interrupt, no denial (the CLI would record it and a
+    # resumed one would send it to the model), the CLI killed at once as a kill -9 of the daemon would
+    conn, link, proc = make_conn()
+    await conn._dispatch({"type": "control_request", "request_id": "r1", "request": {
+        "subtype": "can_use_tool", "tool_name": "Bash", "tool_use_id": "b1", "input": {"command": "ls"}}})
+    conn.mapper.turn_active = True
+    killed: list[str] = []
+
+    async def kill() -> str:
+        killed.append("SIGKILL")
+        return "signal: 9 (SIGKILL)"
+
+    proc.kill = kill  # type: ignore[attr-defined]
+    await conn.close_unanswered()
+    assert proc.written == [] and killed == ["SIGKILL"] and conn.closing
+
+
+@pytest.mark.anyio
 async def test_start_turn_and_configure() -> None:
     conn, link, proc = make_conn()
     await conn.start_turn("t1", PromptInput("hello"))

@@ -404,6 +404,36 @@ async def test_16_close_during_a_turn_ends_it_and_closes_requests(tmp_path):
         await session.close()  # idempotent
 
 
+@pytest.mark.parametrize("answer_pending", [True, False])
+async def test_16_close_leaving_the_open_request_unanswered_goes_through_close_unanswered(tmp_path, answer_pending):
+    # issue 25.6: Session.close(answer_pending=False) (the A2A drain of a task waiting for input) ends the agent
+    # through the connection's close_unanswered (the default falls back to close); the session's events are the
+    # same either way
+    script = {"turns": [[text("m1", "a"), permission("r1"), "AwaitAnswer", END]]}
+    async with runtime(script) as rt:
+        session, ev = await open_mock(rt, tmp_path)
+        await session.prompt("x")
+        await ev.until_tag("RequestOpened")
+        conn, calls = session._conn, []
+        real_close, real_unanswered = conn.close, conn.close_unanswered
+
+        async def close() -> None:
+            calls.append("close")
+            await real_close()
+
+        async def close_unanswered() -> None:
+            calls.append("close_unanswered")
+            await real_unanswered()
+
+        conn.close, conn.close_unanswered = close, close_unanswered
+        with anyio.fail_after(5):
+            await session.close(answer_pending=answer_pending)
+        rest = [e for e in await ev.rest() if tag(e) != "StatusChanged"]
+        assert [tag(e) for e in rest] == ["MessageEnded", "RequestClosed", "TurnEnded"]
+        assert rest[2].kind.stop == "Cancelled"
+        assert calls == (["close"] if answer_pending else ["close_unanswered", "close"])
+
+
 async def test_close_with_a_queued_prompt_ends_idle(tmp_path):
     # issue 16.7: the queued prompt will never run, so the last status is Idle, not Working
     script = {"turns": [[permission("r1"), "AwaitAnswer", END], [text("m", "never"), END]]}

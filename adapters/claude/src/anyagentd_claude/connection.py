@@ -428,6 +428,18 @@ class ClaudeConnection(ProcessConnection):
                 pass
         await super().close()
 
+    async def close_unanswered(self) -> None:
+        """End the CLI leaving its open permission unanswered and its turn uninterrupted, as a kill -9 of the
+        daemon would (its parent-death signal is a SIGKILL): no interrupt, no denial, the process group killed at
+        once. Its transcript holds no answer to the tool call that waited (the CLI may not have recorded the
+        unfinished turn at all: the resumed agent then asks again and gets the stored answer), never a rejection
+        followed by "allow" (issue 25). Not the graceful :meth:`close`: a CLI whose stdin
+        closes fails its open permission itself ("Tool permission stream closed before response received", an
+        error tool_result it sends the model and records)."""
+        self.closing = True
+        self.mcp_startup.drop()
+        await self.kill()
+
 
 def user_content(prompt: PromptInput) -> list[dict[str, Any]]:
     """The ``message.content`` of a user frame: the text, then each attachment — images (png/jpeg/gif/webp

@@ -259,6 +259,14 @@ class AgentConnection(ABC):
         agent's processes still runs once the grace has passed, the engine kills itself and reports
         (``Session.killed_at_close``, a Warning diagnostic; ``docs/engine.md#close``)."""
 
+    async def close_unanswered(self) -> None:
+        """Shut the agent down as :meth:`close` does, but leave what it waits for as a crash would: its open
+        requests get no answer and its running turn no interrupt, so the conversation it saved still ends with the
+        open question (``Session.close(answer_pending=False)``; ``docs/engine.md#close``). The engine bounds it as
+        it bounds :meth:`close`. Default: :meth:`close` (an adapter whose close answers or interrupts nothing the
+        agent records need not override it)."""
+        await self.close()
+
     async def kill(self) -> None:
         """Stop the agent at once (SIGKILL to its process group). Default: nothing to kill."""
 

@@ -606,10 +606,16 @@ class Session:
                 self._end_turn(FailedStop(message=err.message))
             raise
 
-    async def close(self) -> None:
+    async def close(self, *, answer_pending: bool = True) -> None:
         """Close the session: a pending steer fails with ``SessionClosed``, the running turn ends ``Cancelled``
         (open messages and requests closed first), the agent is shut down, and the event stream ends. Idempotent
         (a second call waits for the first). Returns once the agent's processes are gone.
+
+        ``answer_pending=False`` ends the agent the way a crash would leave it (``docs/engine.md#close``): through
+        the connection's :meth:`~anyagentd.adapters.interface.AgentConnection.close_unanswered`, which neither
+        answers its open requests nor interrupts its turn, so its saved conversation still ends with the open
+        question and a resumed agent can be given the answer to it (the A2A drain of a task waiting for input).
+        The session's own events are the same either way.
 
         The shutdown (``docs/engine.md#close``): the connection's ``close()`` gets ``close_grace`` seconds; when it
         has not returned by then, or raised, ``kill()`` follows (bounded by ``close_grace`` too). Then whatever of
@@ -621,7 +627,7 @@ class Session:
         if self._shutdown_started:
             await self._closed.wait()
             return
-        await self._shutdown(None, stop="Cancelled")
+        await self._shutdown(None, stop="Cancelled", answer_pending=answer_pending)
 
     async def fail(self, error: AnyagentError) -> None:
         """End the session as if its agent broke its protocol: the running turn ends Failed with ``error``'s
@@ -928,7 +934,7 @@ class Session:
 
     # ------------------------------------------------------------------------------------------- shutdown
 
-    async def _shutdown(self, error: AnyagentError | None, stop: StopReason) -> None:
+    async def _shutdown(self, error: AnyagentError | None, stop: StopReason, *, answer_pending: bool = True) -> None:
         if self._shutdown_started:
             return
         self._shutdown_started = True
@@ -944,7 +950,7 @@ class Session:
             self._end_turn(stop)
         self._sync_status()
         with anyio.CancelScope(shield=True):
-            await self._shutdown_agent()
+            await self._shutdown_agent(answer_pending)
         self.projections.note_closed()
         self.closed_at = time.monotonic()
         self.log.close()
@@ -955,16 +961,17 @@ class Session:
         if self._on_closed is not None:
             self._on_closed(self)
 
-    async def _shutdown_agent(self) -> None:
-        # See close(): the connection's close(), its kill() when close() runs out or raises, then the engine's own
-        # kill of what still runs at the end of the grace.
+    async def _shutdown_agent(self, answer_pending: bool = True) -> None:
+        # See close(): the connection's close() (close_unanswered() when the agent's open requests are left
+        # unanswered), its kill() when that runs out or raises, then the engine's own kill of what still runs at
+        # the end of the grace.
         conn = self._conn
         if conn is None:
             return
         grace = self.settings.close_grace
         with anyio.move_on_after(grace) as scope:
             try:
-                await conn.close()
+                await (conn.close() if answer_pending else conn.close_unanswered())
             except Exception:  # noqa: BLE001 - a failing close still ends in a kill
                 scope.cancel()
         if scope.cancelled_caught or scope.cancel_called:

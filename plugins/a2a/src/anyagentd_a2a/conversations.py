@@ -53,7 +53,7 @@ from .translate import (
     turn_metadata,
     wire_part,
 )
-from .tasks.state import PAUSED, TERMINAL, from_stop, move
+from .tasks.state import PARK, PAUSED, TERMINAL, from_stop, move, on_drain
 
 log = logging.getLogger("anyagentd.a2a")
 
@@ -656,20 +656,41 @@ class Conversations:
             await anyio.sleep(min(idle / 4, 10.0))
             await self.close_idle(idle)
 
+    def parked_at_drain(self, conversation: Conversation) -> bool:
+        """Whether a task of ``conversation`` is parked by the drain (:func:`.tasks.state.on_drain`: it waits for
+        input and the agent can resume), so its agent must be left waiting: its answer after the restart reaches
+        the resumed agent as the answer to that question."""
+        states = [run.state for run in self.runs.values() if run.conversation is conversation]
+        if not states:
+            return False
+        resumable = bool(conversation.session.snapshot().resume_token)  # as Daemon.drain asked on_drain
+        return any(on_drain(state, run_task=False, resumable=resumable) == PARK for state in states)
+
     async def close_all(self, timeout: float) -> int:
         """Cancel every running turn and close every session, all concurrently, within ``timeout`` seconds (the
-        A2A layer's drain: 30 agents take about as long as the slowest one, not 30 times it). Returns how many
-        sessions were still open when the time ran out."""
+        A2A layer's drain: 30 agents take about as long as the slowest one, not 30 times it). A conversation whose
+        task the drain parks (:meth:`parked_at_drain`) is neither cancelled nor answered: its session closes with
+        ``answer_pending=False``, the agent ended as a kill -9 would leave it, its saved conversation still ending
+        with the open question (issue 25: a denial at drain, then "the answer is allow" after the restart, made its
+        history contradict itself). Returns how many sessions were still open when the time ran out."""
         began = anyio.current_time()
-        live = [c.session for c in self.live()]
+        conversations = self.live()
+        live = [c.session for c in conversations]
         with anyio.move_on_after(timeout):
             async with anyio.create_task_group() as tg:
-                for session in live:
-                    tg.start_soon(_cancel_and_close, session)
+                for conversation in conversations:
+                    if self.parked_at_drain(conversation):
+                        tg.start_soon(_leave_waiting, conversation.session)
+                    else:
+                        tg.start_soon(_cancel_and_close, conversation.session)
         left = sum(1 for s in live if not s.closed)
         log.info("drain: closed %d of %d live agent session(s) in %.2f s", len(live) - left, len(live),
                  anyio.current_time() - began)  # fmt: skip
         return left
+
+
+async def _leave_waiting(session: Any) -> None:
+    await session.close(answer_pending=False)
 
 
 async def _cancel_and_close(session: Any) -> None:
