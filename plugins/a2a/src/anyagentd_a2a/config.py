@@ -85,18 +85,24 @@ def check_store_url(url: str) -> None:
         raise ValueError(f"{shown}: its driver is not installed (pip install {missing})") from None
 
 
-def missing_sqlite_directory(url: str) -> Path | None:
-    """The directory of the SQLite file ``url`` names when it does not exist (SQLite creates the file, never its
-    directory), else ``None`` (another database, an in-memory one, a directory that exists). The rule of
-    :func:`anyagentd_a2a.store.check_sqlite_directory`, without importing the store (and the a2a-sdk server) for
-    ``--check-config``; ``url`` has passed :func:`check_store_url`."""
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite ``url`` names, ``~`` expanded and made absolute (symlinks resolved where they exist), or
+    ``None`` for another database or an in-memory one; ``url`` has passed :func:`check_store_url`. Here, not in the
+    store, so ``--check-config`` does not import the store (and the a2a-sdk server)."""
     from sqlalchemy.engine import make_url
 
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
         return None
-    directory = Path(parsed.database).expanduser().parent
-    return None if directory.is_dir() else directory
+    return Path(parsed.database).expanduser().resolve()
+
+
+def missing_sqlite_directory(url: str) -> Path | None:
+    """The directory of the SQLite file ``url`` names when it does not exist (SQLite creates the file, never its
+    directory), else ``None`` (another database, an in-memory one, a directory that exists): what
+    :func:`anyagentd_a2a.store.check_sqlite_directory` refuses at the start and the preflight reports."""
+    database = sqlite_file(url)
+    return database.parent if database is not None and not database.parent.is_dir() else None
 
 
 class _Strict(BaseModel):

@@ -205,6 +205,12 @@ class Conversation:
         return self.session is not None and not self.session.closed
 
     @property
+    def holds_resume_token(self) -> bool:
+        """Whether its session (open or closed) has a resume token: what :func:`.tasks.state.on_drain` is told as
+        ``resumable`` (a drain parks a waiting task only then)."""
+        return self.session is not None and bool(self.session.snapshot().resume_token)
+
+    @property
     def pending(self) -> bool:
         """Whether a session is being opened for it or a prompt waits for its turn (:meth:`ticket`)."""
         return self._open_lock.locked() or not self._last_ticket.is_set()
@@ -663,7 +669,7 @@ class Conversations:
         states = [run.state for run in self.runs.values() if run.conversation is conversation]
         if not states:
             return False
-        resumable = bool(conversation.session.snapshot().resume_token)  # as Daemon.drain asked on_drain
+        resumable = conversation.holds_resume_token  # as Daemon.drain asks on_drain
         return any(on_drain(state, run_task=False, resumable=resumable) == PARK for state in states)
 
     async def close_all(self, timeout: float) -> int:

@@ -487,7 +487,7 @@ class Daemon:
 
         async with anyio.create_task_group() as tg:
             for task_id, run in list(self.conversations.runs.items()):
-                decision = on_drain(run.state, run_task=False, resumable=_resumable(run.conversation))
+                decision = on_drain(run.state, run_task=False, resumable=run.conversation.holds_resume_token)
                 if decision.action == "cancel":
                     tg.start_soon(cancel, task_id)
             if self.instance.runner is not None:
@@ -848,11 +848,6 @@ class Daemon:
         return extended
 
 
-def _resumable(conversation: Conversation) -> bool:
-    session = conversation.session
-    return session is not None and bool(session.snapshot().resume_token)
-
-
 async def serve(loaded: Loaded, options: Options) -> int:
     """Run one daemon for ``loaded`` until it drains; returns its exit status. Holds the state dir and a SQLite
     task database for the daemon's lifetime (:func:`.statedir.hold`, :func:`.statedir.hold_database`: raise
@@ -860,8 +855,8 @@ async def serve(loaded: Loaded, options: Options) -> int:
     :meth:`Daemon.run` raises."""
     from contextlib import ExitStack
 
+    from .config import sqlite_file
     from .statedir import hold, hold_database
-    from .store import sqlite_file
 
     setup_logging()
     daemon = Daemon(loaded, options)

@@ -28,7 +28,6 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -46,6 +45,7 @@ from sqlalchemy import (Column, DateTime, Index, MetaData, String, Table, Text, 
                         select, tuple_)  # fmt: skip
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from .config import missing_sqlite_directory
 from .limits import bound_history
 from .principals import OPERATOR
 from .structjson import finite
@@ -94,27 +94,17 @@ class StoreUnavailable(Exception):
         self.reason = str(detail)
 
 
-def sqlite_file(url: str) -> Path | None:
-    """The file a SQLite ``url`` names, ``~`` expanded and made absolute (symlinks resolved where they exist), or
-    ``None`` for another database or an in-memory one."""
-    from sqlalchemy.engine import make_url
-
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
-        return None
-    return Path(parsed.database).expanduser().resolve()
-
-
 def check_sqlite_directory(url: str) -> None:
     """Raise ``StoreUnavailable`` when ``url`` is a SQLite file whose directory does not exist (SQLite creates the
-    file, never its directory). Checked before the engine exists: a failed aiosqlite connect hands its worker thread
-    a close that it delivers after the caller's event loop may have closed, which prints a thread's traceback."""
-    database = sqlite_file(url)
-    if database is not None and not database.parent.is_dir():
+    file, never its directory: :func:`.config.missing_sqlite_directory`). Checked before the engine exists: a failed
+    aiosqlite connect hands its worker thread a close that it delivers after the caller's event loop may have
+    closed, which prints a thread's traceback."""
+    directory = missing_sqlite_directory(url)
+    if directory is not None:
         from sqlalchemy.engine import make_url
 
         raise StoreUnavailable(make_url(url).render_as_string(hide_password=True),
-                               FileNotFoundError(f"the directory {database.parent} does not exist"))
+                               FileNotFoundError(f"the directory {directory} does not exist"))
 
 
 def engine_for(url: str) -> AsyncEngine:
@@ -586,4 +576,4 @@ class ConversationTable:
 
 
 __all__ = ["FLUSH_DELAY", "ConversationTable", "PrincipalTaskStore", "PushConfigStore",
-           "StoreUnavailable", "check_sqlite_directory", "engine_for", "fail_interrupted", "sqlite_file", "upsert"]
+           "StoreUnavailable", "check_sqlite_directory", "engine_for", "fail_interrupted", "upsert"]

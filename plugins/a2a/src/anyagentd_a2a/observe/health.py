@@ -29,6 +29,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from ..config import sqlite_file
+
 log = logging.getLogger("anyagentd.a2a")
 
 STORE_TIMEOUT = 2.0
@@ -67,7 +69,7 @@ class Readiness:
             with anyio.fail_after(self.timeout):
                 async with self.engine.connect() as connection:
                     await connection.execute(text(f'SELECT id FROM "{self.table}" LIMIT 1'))
-            path = _sqlite_file(self.engine)
+            path = sqlite_file(self.engine.url.render_as_string(hide_password=False))
             if path is not None:
                 # not under fail_after: the thread ends by itself within lock_wait (a cancelled wait would leave it
                 # running), and nothing is awaited while it holds the lock
@@ -84,14 +86,6 @@ class Readiness:
         if not await self.store_ready():
             return JSONResponse({"status": "store unavailable"}, status_code=503, headers=NO_STORE)
         return JSONResponse({"status": "ok"}, headers=NO_STORE)
-
-
-def _sqlite_file(engine: Any) -> Path | None:
-    """The database file of a SQLite ``engine``; ``None`` for another database or an in-memory one."""
-    url = engine.url
-    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
-        return None
-    return Path(url.database).expanduser().absolute()
 
 
 def _take_write_lock(path: Path, wait: float) -> None:
