@@ -577,16 +577,17 @@ class Daemon:
         return self._opened(conversation, session)
 
     async def _open_agent(self, conversation: Conversation, **options: Any) -> Any:
-        """The conversation's agent session; with ``[subagents] enabled`` it gets the subagent MCP server, its
+        """The conversation's agent session, opened with ``owner=`` the conversation's owner (the runtime's
+        ``sessions(owner=…)`` selects it); with ``[subagents] enabled`` it gets the subagent MCP server, its
         bearer speaking for the conversation's owner (withdrawn when the session closes)."""
         tools = getattr(self, "subagent_mcp", None)
         if tools is None:
-            return await self.runtime.open(self.agent_ref, self.agent_dir, **options)
+            return await self.runtime.open(self.agent_ref, self.agent_dir, owner=conversation.owner, **options)
         from .subagents.mcp_server import Caller
 
         return await tools.open_with_tools(self.runtime, self.agent_ref, self.agent_dir,
                                            Caller(owner=conversation.owner), spawn=self._tg.start_soon,
-                                           **options)  # fmt: skip
+                                           owner=conversation.owner, **options)  # fmt: skip
 
     def _opened(self, conversation: Conversation, session: Any) -> Any:
         self._remember(conversation, session.info().resume_token)

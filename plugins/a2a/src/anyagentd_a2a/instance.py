@@ -1,5 +1,6 @@
 """The running daemon as the command ops see it: :class:`Instance` implements
-:class:`~anyagentd_a2a.command.face.CommandFace` over the :class:`~anyagentd_a2a.daemon.Daemon`.
+:class:`~anyagentd_a2a.command.face.CommandFace` over an :class:`InstanceHost` — the few things of the daemon it
+reads (the :class:`~anyagentd_a2a.daemon.Daemon` is one; this module does not import it: no import circle).
 
 It keeps what is the instance's own rather than one conversation's: its id and start time, the log ring, the
 pause latch, the settings ``admin.set`` changes until the next reload, and the services the op families use (the
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from anyagentd import __version__
 from anyagentd.ops import InvalidOpArguments, Principal, owns
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 
     from .auth.device import DeviceGrant
     from .auth.sessions import AuthSessions
-    from .daemon import Daemon
+    from .config import Loaded
+    from .conversations import Conversations
     from .subagents.manager import SubagentManager
     from .workflows.definition import Workflow
     from .workflows.runner import WorkflowRunner
@@ -32,11 +34,26 @@ if TYPE_CHECKING:
 SETTABLE = ("agent.approval", "a2a.introspection.enabled")
 
 
-class Instance:
-    """The :class:`CommandFace` of one daemon. ``daemon`` gives the configuration, the runtime and the
-    conversations; ``log`` is the daemon's log ring."""
+class InstanceHost(Protocol):
+    """What :class:`Instance` reads of the daemon that runs it (:class:`~anyagentd_a2a.daemon.Daemon` is one),
+    each read when used: ``runtime`` and ``conversations`` exist once the daemon serves, ``loaded`` changes at a
+    SIGHUP reload."""
 
-    def __init__(self, daemon: Daemon, log: LogRing) -> None:
+    runtime: Runtime
+    conversations: Conversations
+    loaded: Loaded
+    agent_label: str
+    mock_script: str | None
+    draining: bool
+
+    def request_drain(self, reason: str) -> None: ...
+
+
+class Instance:
+    """The :class:`CommandFace` of one daemon. ``daemon`` (an :class:`InstanceHost`) gives the configuration, the
+    runtime and the conversations; ``log`` is the daemon's log ring."""
+
+    def __init__(self, daemon: InstanceHost, log: LogRing) -> None:
         self.daemon = daemon
         self.instance = f"agentd-{secrets.token_hex(4)}"
         self.version = __version__
@@ -184,4 +201,4 @@ class Instance:
             self.runner.wake_all()
 
 
-__all__ = ["Instance", "SETTABLE"]
+__all__ = ["Instance", "InstanceHost", "SETTABLE"]

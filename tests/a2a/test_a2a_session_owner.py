@@ -1,0 +1,154 @@
+"""Issue 25 (item 4): a conversation's engine session is opened with ``owner=`` its principal, so the runtime's
+owner index (``Runtime.sessions(owner=…)``, ``Session.owner``) is the one truth of whose session it is; and the
+daemon and the command face (``instance.py``) do not import each other — :class:`~anyagentd_a2a.instance.Instance`
+reads the daemon through the small :class:`~anyagentd_a2a.instance.InstanceHost` protocol.
+
+The first tests drive the daemon's own session opening (``Conversation.session_for`` → ``Daemon._open_session`` →
+``Daemon._open_agent``) on a real :class:`~anyagentd.runtime.Runtime` with the scripted mock agent, a real
+conversation table on SQLite and a real ``Conversations`` pool; only the HTTP face is not started."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyagentd_a2a
+import pytest
+from anyagentd.runtime import Runtime
+from anyagentd_a2a.config import parse
+from anyagentd_a2a.conversations import Conversations
+from anyagentd_a2a.daemon import Daemon, Options
+from anyagentd_a2a.instance import Instance
+from anyagentd_a2a.logring import LogRing
+from anyagentd_a2a.store import ConversationTable, engine_for
+
+pytestmark = [pytest.mark.timeout(60), pytest.mark.anyio]
+
+PACKAGE = Path(anyagentd_a2a.__file__).resolve().parent
+
+
+async def _conversation_sessions(tmp_path: Path, *, subagent_tools: bool) -> dict[str, Any]:
+    """Open alice's and bob's conversations through the daemon's session opening; returns what the runtime then
+    holds: ``{"alice": session, "bob": session, "by_owner": {owner: [session ids]}, "all": [session ids]}``."""
+    state = tmp_path / "state"
+    state.mkdir()
+    daemon = Daemon(parse({"agent": {"dir": str(tmp_path / "work"), "approval": "auto"}}), Options(state_dir=state))
+    engine = engine_for(f"sqlite+aiosqlite:///{state / 'a2a.db'}")
+    try:
+        daemon.table = ConversationTable(engine)
+        await daemon.table.initialize()
+        daemon.instance = Instance(daemon, LogRing(stream=None))
+        async with Runtime() as runtime, anyio.create_task_group() as tg:
+            daemon.runtime = runtime
+            daemon._tg = tg
+            if subagent_tools:
+                from anyagentd_a2a.subagents.manager import SubagentLimits, SubagentManager
+                from anyagentd_a2a.subagents.mcp_server import SubagentMcpServer
+
+                tools = SubagentMcpServer(SubagentManager(runtime, SubagentLimits(), work_root=tmp_path / "subagents"))
+                tools.url = "http://127.0.0.1:9/mcp"  # never reached: the mock takes no Http MCP server
+                daemon.subagent_mcp = tools
+            daemon.conversations = Conversations(state, open_session=daemon._open_session, start_pump=tg.start_soon,
+                                                 remember=daemon._remember)  # fmt: skip
+            alice = await daemon.conversations.conversation("user:alice", "ctx-1").session_for()
+            bob = await daemon.conversations.conversation("user:bob", "ctx-1").session_for()
+            found = {"alice": alice, "bob": bob, "all": [s.id for s in runtime.sessions()],
+                     "by_owner": {o: [s.id for s in runtime.sessions(owner=o)] for o in ("user:alice", "user:bob",
+                                                                                        "operator")}}  # fmt: skip
+            await daemon.conversations.close_all(5)
+            tg.cancel_scope.cancel()
+    finally:
+        await engine.dispose()
+    return found
+
+
+@pytest.mark.parametrize("subagent_tools", [False, True], ids=["plain", "with-subagent-tools"])
+async def test_a_conversation_session_is_registered_under_its_owner(tmp_path: Path, subagent_tools: bool) -> None:
+    found = await _conversation_sessions(tmp_path, subagent_tools=subagent_tools)
+    alice, bob = found["alice"], found["bob"]
+    assert alice.owner == "user:alice" and bob.owner == "user:bob"
+    assert found["by_owner"] == {"user:alice": [alice.id], "user:bob": [bob.id], "operator": []}
+    assert found["all"] == [alice.id, bob.id]
+
+
+# ------------------------------------------------------------------------------------------------ import graph
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package's modules ``name`` (at ``path``) imports anywhere in its source (as in
+    tests/core/test_import_graph.py)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package
+            for _ in range(node.level - 1):
+                base = base.rpartition(".")[0]
+            module = (f"{base}.{node.module}" if node.module else base) if node.level else node.module or ""
+            targets = [f"{module}.{alias.name}" for alias in node.names] + [module]
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                out.add(target)
+    return out
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = ("anyagentd_a2a", *path.relative_to(PACKAGE).with_suffix("").parts)
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def reaches(start: str, goal: str, modules: dict[str, Path]) -> list[str] | None:
+    """A chain of imports (any import: module level, ``TYPE_CHECKING``, inside a function) from ``start`` to
+    ``goal`` among the package's modules, or ``None``."""
+    seen, paths = {start}, [[start]]
+    while paths:
+        path = paths.pop(0)
+        for nxt in sorted(imports_of(path[-1], modules[path[-1]], modules)):
+            if nxt == goal:
+                return [*path, nxt]
+            if nxt not in seen:
+                seen.add(nxt)
+                paths.append([*path, nxt])
+    return None
+
+
+def test_the_check_sees_a_type_checking_import(tmp_path: Path) -> None:
+    a = tmp_path / "a.py"
+    a.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import X\n")
+    modules = {"anyagentd_a2a.a": a, "anyagentd_a2a.b": tmp_path / "b.py"}
+    assert imports_of("anyagentd_a2a.a", a, modules) == {"anyagentd_a2a.b"}
+
+
+def test_the_daemon_and_the_instance_import_no_circle() -> None:
+    modules = _modules()
+    assert "anyagentd_a2a.instance" in reaches("anyagentd_a2a.daemon", "anyagentd_a2a.instance", modules)
+    assert reaches("anyagentd_a2a.instance", "anyagentd_a2a.daemon", modules) is None
+    tree = ast.parse((PACKAGE / "instance.py").read_text(encoding="utf-8"))
+    named = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert "Daemon" not in named
+
+
+def test_the_daemon_provides_what_the_instance_host_declares() -> None:
+    from anyagentd_a2a.instance import InstanceHost
+
+    tree = ast.parse((PACKAGE / "daemon.py").read_text(encoding="utf-8"))
+    daemon = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Daemon")
+    provided = {t.attr for n in ast.walk(daemon) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
+    provided |= {n.name for n in daemon.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    declared = set(InstanceHost.__annotations__) | {n for n in vars(InstanceHost) if not n.startswith("_")}
+    assert declared == {"runtime", "conversations", "loaded", "agent_label", "mock_script", "draining",
+                        "request_drain"}  # fmt: skip
+    assert declared - provided == set()
