@@ -53,6 +53,7 @@ from .model import (
     PlanUsage,
     SessionOptions,
     TextAnswer,
+    kind_tag,
 )
 from .mcp.interface import McpToolInfo
 from .plugins import Plugins
@@ -415,7 +416,7 @@ async def _collect_text(session: Session, prompt: str) -> str:
     await session.prompt(prompt)
     async for event in session.events():
         kind = event.kind
-        tag = kind if isinstance(kind, str) else kind.TAG
+        tag = kind_tag(kind)
         top_level = event.turn_info is not None and event.turn_info.parent_tool_id is None
         if tag == "TextDelta" and top_level:
             parts.append(kind.text)
@@ -428,7 +429,7 @@ async def _collect_text(session: Session, prompt: str) -> str:
             stop = kind.stop
             if getattr(stop, "TAG", None) == "Completed":
                 return "".join(parts)
-            raise ProtocolFailed(f"generate's turn ended {stop if isinstance(stop, str) else stop.TAG}",
+            raise ProtocolFailed(f"generate's turn ended {kind_tag(stop)}",
                                  "the turn did not complete")  # fmt: skip
     raise ProtocolFailed("the session ended before the turn did", "generate got no TurnEnded")
 

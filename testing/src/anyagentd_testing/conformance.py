@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 
 import anyio
 import pytest
+from anyagentd.model import kind_tag
 
 from .events import EventStream, marked_processes, process_group_alive
 
@@ -138,10 +139,6 @@ async def wait_gone(process: Any, timeout: float = 3.0) -> list[int]:
         if not left or time.monotonic() > deadline:
             return left
         await anyio.sleep(0.05)
-
-
-def stop_name(stop: Any) -> str:
-    return stop if isinstance(stop, str) else stop.TAG
 
 
 # ------------------------------------------------------------------------------------------------ the suite
@@ -277,7 +274,7 @@ class Conformance:
                     "report the request as a RequestOpened event (the engine sets NeedsInput)")  # fmt: skip
             await session.answer(request.id, _allow())
             ended = await stream.until("TurnEnded")
-            require(stop_name(ended.kind.stop) == "Completed" and ended.kind.stop.source == "Protocol",
+            require(kind_tag(ended.kind.stop) == "Completed" and ended.kind.stop.source == "Protocol",
                     f"the turn ended {ended.kind.stop!r}",
                     "report TurnEnded(Completed) when the agent's protocol says the turn is over")  # fmt: skip
             require((work / "out.txt").read_text() == WRITTEN, "the allowed write did not land",
@@ -305,7 +302,7 @@ class Conformance:
             session, stream = await self._open(rt, work)
             await session.prompt("hi")
             ended = await stream.until("TurnEnded")
-            require(stop_name(ended.kind.stop) == "Completed", f"the turn ended {ended.kind.stop!r}",
+            require(kind_tag(ended.kind.stop) == "Completed", f"the turn ended {ended.kind.stop!r}",
                     "report TurnEnded(Completed) at the end of the agent's reply")  # fmt: skip
             require(stream.text() == text, f"the turn's text was {stream.text()!r}, not {text!r}",
                     "emit each text delta once, in order (no replay of the assembled message)")  # fmt: skip
@@ -336,7 +333,7 @@ class Conformance:
             await session.answer(request.id, _deny())
             ended = await stream.until("TurnEnded")
             expected = ("Cancelled",) if self.denial_aborts else ("Completed", "Cancelled")
-            require(stop_name(ended.kind.stop) in expected, f"the turn ended {ended.kind.stop!r}",
+            require(kind_tag(ended.kind.stop) in expected, f"the turn ended {ended.kind.stop!r}",
                     "a denial is an answer, not a failure: end the turn as the agent does")  # fmt: skip
             require(not (work / "out.txt").exists(), "the denied write landed",
                     "send DenyOnce to the agent as its protocol's refusal")  # fmt: skip
@@ -374,7 +371,7 @@ class Conformance:
             require(blue is not None, f"choices {[c.label for c in question.choices]}", "keep the choices' labels")
             await session.answer(opened.kind.value.value.id, AnswerQuestion(value=[Choices(value=[blue.id])]))
             ended = await stream.until("TurnEnded")
-            require(stop_name(ended.kind.stop) == "Completed" and stream.text().endswith("Blue it is."),
+            require(kind_tag(ended.kind.stop) == "Completed" and stream.text().endswith("Blue it is."),
                     f"ended {ended.kind.stop!r}, text {stream.text()!r}", "send the answer to the agent")  # fmt: skip
             seen = self.answer_seen_by_model()
             if seen is not None:
@@ -399,7 +396,7 @@ class Conformance:
             server.set_script({"turns": self.after_cancel({"text": "Fresh answer."})})
             await session.prompt("Again")
             ended = await stream.until("TurnEnded")
-            require(stop_name(ended.kind.stop) == "Completed" and stream.text().endswith("Fresh answer."),
+            require(kind_tag(ended.kind.stop) == "Completed" and stream.text().endswith("Fresh answer."),
                     f"the prompt after a cancel ended {ended.kind.stop!r} with text {stream.text()!r}",
                     "after a cancel the session lives: drop the cancelled turn's late frames")  # fmt: skip
 
@@ -426,7 +423,7 @@ class Conformance:
                             if isinstance(report, TurnEndedReport):
                                 stop = report.stop
                                 break
-                    require(stop == "Cancelled", f"cancel ended the turn {stop_name(stop)} ({stop!r})",
+                    require(stop == "Cancelled", f"cancel ended the turn {kind_tag(stop)} ({stop!r})",
                             "report TurnEnded(Cancelled) for a turn the caller cancelled, also when the agent "
                             "answers the interrupt with an error (AgentConnection.cancel)")  # fmt: skip
                 finally:
@@ -459,7 +456,7 @@ class Conformance:
                     "resume the given session, do not start a new one")  # fmt: skip
             await second.prompt("Which word did I ask you to remember?")
             ended = await stream2.until("TurnEnded")
-            require(stop_name(ended.kind.stop) == "Completed" and stream2.text() == "The word was PAPAYA.",
+            require(kind_tag(ended.kind.stop) == "Completed" and stream2.text() == "The word was PAPAYA.",
                     f"ended {ended.kind.stop!r} with text {stream2.text()!r}",
                     "do not replay the resumed history as events of the new session")  # fmt: skip
         last = server.main_requests()[-1]
@@ -482,7 +479,7 @@ class Conformance:
             process = agent_process(session)
             os.killpg(process.pid, signal.SIGKILL)
             ended = await stream.until("TurnEnded")
-            require(stop_name(ended.kind.stop) == "Failed", f"the turn of a killed agent ended {ended.kind.stop!r}",
+            require(kind_tag(ended.kind.stop) == "Failed", f"the turn of a killed agent ended {ended.kind.stop!r}",
                     "report Exited when the agent's output ends (the engine fails the turn)")  # fmt: skip
             with pytest.raises(ProcessExited) as caught:
                 await stream.rest()
@@ -553,7 +550,7 @@ class Conformance:
                 "the agent advertises Steer: implement steer and report Steered(accepted=True), or stop "
                 "advertising Steer")  # fmt: skip
         ended = await stream.until("TurnEnded")
-        require(stop_name(ended.kind.stop) == "Completed", f"the steered turn ended {ended.kind.stop!r}",
+        require(kind_tag(ended.kind.stop) == "Completed", f"the steered turn ended {ended.kind.stop!r}",
                 "the steered turn goes on to its end")  # fmt: skip
 
     async def _exercise_rollback(self, rt: Any, session: Any, stream: CheckedStream, server: Any,
@@ -575,7 +572,7 @@ class Conformance:
         await session.compact()
         await stream.until("ContextCompacted")
         ended = await stream.until("TurnEnded")
-        require(stop_name(ended.kind.stop) == "Completed", f"the compact turn ended {ended.kind.stop!r}",
+        require(kind_tag(ended.kind.stop) == "Completed", f"the compact turn ended {ended.kind.stop!r}",
                 "report ContextCompacted, a lower ContextUsage, then TurnEnded(Completed)")  # fmt: skip
 
     async def _exercise_fork(self, rt: Any, session: Any, stream: CheckedStream, server: Any, work: Path) -> None:
@@ -594,7 +591,7 @@ class Conformance:
                 "fork into a new agent session and report its token")  # fmt: skip
         await fork.prompt("say lychee")
         ended = await stream2.until("TurnEnded")
-        require(stop_name(ended.kind.stop) == "Completed", f"the fork's turn ended {ended.kind.stop!r}",
+        require(kind_tag(ended.kind.stop) == "Completed", f"the fork's turn ended {ended.kind.stop!r}",
                 "the fork is a working session")  # fmt: skip
         text = self.request_text(server.main_requests()[-1])
         require("say kiwi" in text and "One." in text and "say lychee" in text, "the fork lost the history",

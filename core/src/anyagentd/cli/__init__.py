@@ -248,9 +248,10 @@ def probe(agent: str, mock_script: str | None, as_json: bool) -> None:
     if as_json:
         _print_json(details)
         return
+    from ..model import kind_tag
     from .render import show_value
 
-    auth = details.auth if isinstance(details.auth, str) else details.auth.TAG
+    auth = kind_tag(details.auth)
     _console().print(f"[bold]{agent}[/] version {details.version or '?'}, auth: {auth}")
     _console().print("capabilities: " + (", ".join(details.capabilities.features) or "none"))
     _console().print("MCP transports: " + (", ".join(details.capabilities.mcp_transports) or "none"))

@@ -29,8 +29,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import AnyagentError
+from ..model import kind_tag
 from .failures import EXIT_INTERRUPTED, EXIT_TURN_NOT_COMPLETED, NoAnswer, report
-from .render import PendingAnswer, TurnRenderer, parse_value, show_value, stop_label, tag_of
+from .render import PendingAnswer, TurnRenderer, parse_value, show_value, stop_label
 
 log = logging.getLogger("anyagentd.cli")
 
@@ -187,7 +188,7 @@ class Conversation:
 
     async def _react(self, event: Any) -> None:
         kind = event.kind
-        tag = tag_of(kind)
+        tag = kind_tag(kind)
         if tag == "RequestOpened":
             self.renderer.flush()
             self.requests.append(PendingAnswer(kind.value, self.console))

@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from ..model import AnswerPermission, AnswerQuestion, Choices, PermissionRequested, TextAnswer
+from ..model import AnswerPermission, AnswerQuestion, Choices, PermissionRequested, TextAnswer, kind_tag
 
 FRAMES_PER_SECOND = 20
 """Upper bound on terminal writes of streamed text per second."""
@@ -26,11 +26,6 @@ _PLAN_MARK = {"Pending": "☐", "InProgress": "▶", "Completed": "☑"}
 _CHOICE_KEYS = {"AllowOnce": "y", "AllowAlways": "a", "DenyOnce": "n", "DenyAlways": "N"}
 
 
-def tag_of(kind: Any) -> str:
-    """The variant name of an event kind (a plain string kind is its own name)."""
-    return kind if isinstance(kind, str) else kind.TAG
-
-
 def tool_line(tool: Any) -> str:
     kind = tool.kind if isinstance(tool.kind, str) else f"{tool.kind.server}/{tool.kind.tool}"
     style = _TOOL_STYLE.get(tool.status, "white")
@@ -38,7 +33,7 @@ def tool_line(tool: Any) -> str:
 
 
 def stop_label(stop: Any) -> str:
-    return tag_of(stop)
+    return kind_tag(stop)
 
 
 def parse_value(text: str) -> str | bool:
@@ -99,7 +94,7 @@ class TurnRenderer:
 
     def show(self, event: Any) -> None:
         kind = event.kind
-        tag = tag_of(kind)
+        tag = kind_tag(kind)
         nested = "  " if event.turn_info and event.turn_info.parent_tool_id else ""
         if tag in ("TextDelta", "ReasoningDelta", "ToolOutputDelta"):
             stream = f"tool:{kind.tool_id}" if tag == "ToolOutputDelta" else kind.message_id

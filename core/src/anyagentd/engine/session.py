@@ -659,7 +659,7 @@ class Session:
             return  # the session has ended: nothing more is emitted
         ns = time.time_ns()
         log.append((log.newest_seq + 1, ns, self.id, turn_info, kind, extensions))  # its parts: see EventLog
-        self.projections.apply(kind if isinstance(kind, str) else kind.TAG, kind, turn_info, extensions, ns)
+        self.projections.apply(kind_tag(kind), kind, turn_info, extensions, ns)
 
     def _lagged(self, reader: Subscription) -> None:
         # The primary consumer stalled: it gets the events it held, then the error; shut the session down without

@@ -455,7 +455,7 @@ def _translate(run: TaskRun, event: Any, tag: str) -> None:
 
 
 def _final_text(run: TaskRun, stop: Any) -> str:
-    tag = stop if isinstance(stop, str) else stop.TAG
+    tag = kind_tag(stop)
     if tag == "Completed":
         return "".join(run.text) or "The turn completed."
     if tag == "Cancelled":

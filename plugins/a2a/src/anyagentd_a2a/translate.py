@@ -21,7 +21,16 @@ from pathlib import Path
 from typing import Any
 
 from a2a.types import Message, Part, Role
-from anyagentd.model import ANSWER, REQUEST, AnswerPermission, AnswerQuestion, Choices, PermissionRequested, TextAnswer
+from anyagentd.model import (
+    ANSWER,
+    REQUEST,
+    AnswerPermission,
+    AnswerQuestion,
+    Choices,
+    PermissionRequested,
+    TextAnswer,
+    kind_tag,
+)
 from google.protobuf.json_format import MessageToDict
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
@@ -47,7 +56,7 @@ def turn_metadata(stop: Any, usage: Any = None, resume_token: str | None = None)
     (Completed, Cancelled, Refused, Failed), ``stopSource`` (Protocol / Inferred, for Completed), ``stopMessage``
     (for Failed), ``usage`` (the turn's last ``ContextUsage``: ``usedTokens``, ``windowTokens``), ``costUsd`` and
     ``resumeToken`` when known. DataParts carrying wire events keep the wire's own keys; this is not one."""
-    tag = stop if isinstance(stop, str) else stop.TAG
+    tag = kind_tag(stop)
     found: dict[str, Any] = {"stopReason": tag}
     if tag == "Completed":
         found["stopSource"] = stop.source

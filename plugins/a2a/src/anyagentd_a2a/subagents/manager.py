@@ -36,6 +36,7 @@ import anyio
 from ulid import ULID
 
 from anyagentd.errors import AnyagentError
+from anyagentd.model import kind_tag
 
 from .errors import SubagentNotFound, SubagentRefused
 from .instances import ChildFailed, ChildInstance
@@ -407,7 +408,7 @@ class SubagentManager:
                         record.tokens = max(record.tokens, int(event.kind.used_tokens or 0))
                     elif tag == "TurnEnded":
                         stop = event.kind.stop
-                        stop_tag = stop if isinstance(stop, str) else stop.TAG
+                        stop_tag = kind_tag(stop)
                         if stop_tag == "Completed":
                             outcome = ("completed", "".join(parts), None)
                         else:

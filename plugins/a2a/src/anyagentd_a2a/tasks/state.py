@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from a2a.types import TaskState
+from anyagentd.model import kind_tag
 
 SUBMITTED: int = TaskState.TASK_STATE_SUBMITTED
 WORKING: int = TaskState.TASK_STATE_WORKING
@@ -130,7 +131,7 @@ def move(current: int, new: int) -> int:
 def from_stop(stop: Any) -> int:
     """The terminal state of the task whose turn ended with ``stop``: an engine ``StopReason`` (its ``TAG``) or
     its tag as text, per :data:`STOPS`; a tag it does not list (one a newer engine adds) is FAILED."""
-    tag = stop if isinstance(stop, str) else stop.TAG
+    tag = kind_tag(stop)
     return STOPS.get(tag, FAILED)
 
 

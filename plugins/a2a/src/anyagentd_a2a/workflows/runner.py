@@ -27,7 +27,7 @@ from pydantic_core import to_jsonable_python
 from ulid import ULID
 
 from anyagentd.errors import AnyagentError
-from anyagentd.model import AnswerPermission, AnswerQuestion
+from anyagentd.model import AnswerPermission, AnswerQuestion, kind_tag
 
 from .definition import Step, Workflow
 from .state import (
@@ -547,7 +547,7 @@ class WorkflowRunner:
 
     @staticmethod
     def _outcome(stop: Any, text: str, step: Step) -> tuple[str, Any, str | None]:
-        tag = stop if isinstance(stop, str) else stop.TAG
+        tag = kind_tag(stop)
         if tag == "Completed":
             if step.output == "json":
                 try:
