@@ -30,6 +30,8 @@ from hypothesis import event as note_reached
 from hypothesis import strategies as st
 from wire_client import WireClient, kind_tag, session_of
 
+from anyagentd.wire import COMMANDS as WIRE_COMMANDS
+
 pytestmark = pytest.mark.timeout(300)
 
 FUZZ = settings(derandomize=True, database=None, deadline=None, print_blob=False,
@@ -92,8 +94,7 @@ def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
 
 JSON_VALUES = st.recursive(JSON_SCALARS, _containers, max_leaves=6)
-COMMANDS = ["discover", "probe", "plan_usage", "generate", "open", "prompt", "dequeue", "answer", "configure",
-            "rollback", "compact", "cancel", "info", "close"]  # fmt: skip
+COMMANDS = list(WIRE_COMMANDS)  # the wire's command table's names, in its order
 ANSWERS = [{"Permission": "AllowOnce"}, {"Permission": "DenyOnce"}, {"Permission": "Maybe"},
            {"Question": [{"Choices": ["a"]}]}, {"Question": [{"Text": "free"}]}, {"Question": []}]  # fmt: skip
 

@@ -23,7 +23,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, BinaryIO, Literal, Union
+from typing import Annotated, Any, BinaryIO, Literal, NamedTuple, Union
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
@@ -134,19 +134,7 @@ class Close(_SessionCmd):
     cmd: Literal["close"]
 
 
-Frame = Annotated[
-    Union[Discover, Probe, PlanUsageCmd, Generate, Open, Prompt, Dequeue, AnswerCmd, Configure, Rollback,  # noqa: UP007
-          Compact, Cancel, Info, Close],  # fmt: skip
-    Field(discriminator="cmd"),
-]
-FRAME = TypeAdapter(Frame, config=ConfigDict(defer_build=True))  # every frame; parse_frame uses one class each
-COMMANDS = ("discover", "probe", "plan_usage", "generate", "open", "prompt", "dequeue", "answer", "configure",
-            "rollback", "compact", "cancel", "info", "close")  # fmt: skip
-_FRAME_CLASSES: dict[str, type[_Cmd]] = {
-    cls.model_fields["cmd"].annotation.__args__[0]: cls  # type: ignore[union-attr]
-    for cls in (Discover, Probe, PlanUsageCmd, Generate, Open, Prompt, Dequeue, AnswerCmd, Configure, Rollback,
-                Compact, Cancel, Info, Close)
-}  # fmt: skip
+# The commands are listed once, in :data:`COMMANDS` (after the server, whose handlers it names).
 
 
 def parse_frame(line: str | bytes) -> Any:
@@ -168,15 +156,16 @@ def parse_frame(line: str | bytes) -> Any:
         raise _bad(None, "a frame is a JSON object", f"got {type(data).__name__}")
     if "\\u" in text and (where := find_surrogate(data)) is not None:
         raise _bad(frame_id, "not valid Unicode", f"{where}: a lone surrogate escape")
-    if data.get("cmd") not in COMMANDS:
-        cmd = clip(repr(data.get("cmd")), 60)
-        raise _bad(frame_id, "unknown command", f"cmd {cmd} is not one of {', '.join(COMMANDS)}")
+    cmd = data.get("cmd")
+    command = COMMANDS.get(cmd) if isinstance(cmd, str) else None  # a list or an object is no key (nor a command)
+    if command is None:
+        raise _bad(frame_id, "unknown command", f"cmd {clip(repr(cmd), 60)} is not one of {', '.join(COMMANDS)}")
     try:
         # The frame's own class, not the union of all: the first `open` builds the schema of `open` only (issue 17).
-        return _FRAME_CLASSES[data["cmd"]].model_validate(data, strict=True)
+        return command.frame.model_validate(data, strict=True)
     except ValidationError as err:
-        detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or data['cmd']}: {e['msg']}" for e in err.errors())
-        raise _bad(frame_id, f"invalid {data['cmd']} frame", detail) from None
+        detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or cmd}: {e['msg']}" for e in err.errors())
+        raise _bad(frame_id, f"invalid {cmd} frame", detail) from None
 
 
 def _refuse_constant(name: str) -> Any:
@@ -448,6 +437,7 @@ class WireServer:
         self._running = anyio.Semaphore(self.settings.max_commands)
         self._forwarded: dict[str, anyio.Event] = {}  # id of a session `open`ed here -> set once `closed` is queued
         self._reading = anyio.CancelScope()
+        self._commands: anyio.abc.TaskGroup  # the running commands and the sessions' forwarders (set by run)
         self._greeted = greeted
         self.signal: int | None = None  # the signal that stopped the server, if one did
 
@@ -457,9 +447,9 @@ class WireServer:
             outer.start_soon(self._writer)
             if not self._greeted:
                 self._out.put_nowait(hello_line())
-            async with anyio.create_task_group() as commands:
+            async with anyio.create_task_group() as self._commands:
                 with self._reading:
-                    await self._read_frames(commands)
+                    await self._read_frames()
                 await self.runtime.aclose()
             self._out.close()
 
@@ -467,7 +457,7 @@ class WireServer:
         """Stop reading (as if the input ended): every session is closed, the writer drains, :meth:`run` returns."""
         self._reading.cancel()
 
-    async def _read_frames(self, commands: anyio.abc.TaskGroup) -> None:
+    async def _read_frames(self) -> None:
         while True:
             # Backpressure: while the app does not read what we write, read none of what it writes. Replies
             # then wait in its pipe to us, not in our memory.
@@ -485,7 +475,7 @@ class WireServer:
                 self._out.put_nowait(error_line(err.frame_id, err))  # type: ignore[attr-defined]
                 continue
             await self._running.acquire()  # released when the command has its reply
-            commands.start_soon(self._command, frame, commands)
+            self._commands.start_soon(self._command, frame)
 
     async def _writer(self) -> None:
         try:
@@ -499,26 +489,20 @@ class WireServer:
                 await self.runtime.aclose()
             os._exit(0)
 
-    async def _command(self, frame: Any, commands: anyio.abc.TaskGroup) -> None:
+    async def _command(self, frame: Any) -> None:
         try:
-            line = await self._reply(frame, commands)
+            line = await self._reply(frame)
         finally:
             self._running.release()
         if line is not None:
             self._out.put_nowait(line)
 
-    async def _reply(self, frame: Any, commands: anyio.abc.TaskGroup) -> bytes | None:
-        """The reply line to ``frame`` (``None`` for an ``open``, which is answered here before its events)."""
+    async def _reply(self, frame: Any) -> bytes | None:
+        """The reply line to ``frame``: the ``ok`` of what its command's handler returns (``None`` when the handler
+        answered itself: ``open``, whose ``ok`` comes before its events), or the error it raised."""
         try:
-            if type(frame) is Open:  # not Generate, which subclasses Open
-                session = await self.runtime.open(frame.agent, frame.dir, **frame.options())
-                # Not session.info(): an open in flight at EOF returns a session the runtime already closed; it
-                # is still announced (ok, then its events and its closed line), per guarantee (5).
-                self._forwarded[session.id] = anyio.Event()
-                self._out.put_nowait(ok_line(frame.id, session.snapshot()))
-                commands.start_soon(self._forward, session, commands)
-                return None
-            return ok_line(frame.id, await self._dispatch(frame))
+            result = await COMMANDS[frame.cmd].handler(self, frame)
+            return None if result is _ANSWERED else ok_line(frame.id, result)
         except AnyagentError as err:
             return error_line(frame.id, err)
         except Exception as err:  # a bug (ours or a plugin's) fails this command, never the connection
@@ -533,42 +517,61 @@ class WireServer:
             raise UnknownSession(session_id)
         return self.runtime.session(session_id)
 
-    async def _dispatch(self, frame: Any) -> Any:
-        rt = self.runtime
-        if isinstance(frame, Discover):
-            return await rt.discover()
-        if isinstance(frame, Probe):
-            return await rt.probe(frame.agent)
-        if isinstance(frame, PlanUsageCmd):
-            return await rt.plan_usage(frame.agent)
-        if isinstance(frame, Generate):
-            return await rt.generate(frame.agent, frame.dir, frame.prompt, **frame.options())
-        session = self._session(frame.session)
-        if isinstance(frame, Prompt):
-            return await session.prompt(frame.text, frame.attachments)
-        if isinstance(frame, Dequeue):
-            return await session.dequeue(frame.prompt)
-        if isinstance(frame, AnswerCmd):
-            return await session.answer(frame.request, frame.answer)
-        if isinstance(frame, Configure):
-            return await session.configure(frame.option, frame.value)
-        if isinstance(frame, Rollback):
-            return await session.rollback(frame.turns, frame.scope)
-        if isinstance(frame, Compact):
-            return await session.compact()
-        if isinstance(frame, Cancel):
-            return await session.cancel(frame.clear_queue)
-        if isinstance(frame, Info):
-            return session.info()
-        if isinstance(frame, Close):
-            if session.closed:
-                raise SessionClosed()
-            await session.close()
-            await self._forwarded[session.id].wait()  # the reply comes after the session's `closed` line
-            return None
-        raise UnknownSession(getattr(frame, "session", "?"))
+    # The commands' handlers, each named with its frame in COMMANDS: what one returns is its ``ok`` reply's value.
 
-    async def _forward(self, session: Any, commands: anyio.abc.TaskGroup) -> None:
+    async def _cmd_discover(self, frame: Discover) -> Any:
+        return await self.runtime.discover()
+
+    async def _cmd_probe(self, frame: Probe) -> Any:
+        return await self.runtime.probe(frame.agent)
+
+    async def _cmd_plan_usage(self, frame: PlanUsageCmd) -> Any:
+        return await self.runtime.plan_usage(frame.agent)
+
+    async def _cmd_generate(self, frame: Generate) -> Any:
+        return await self.runtime.generate(frame.agent, frame.dir, frame.prompt, **frame.options())
+
+    async def _cmd_open(self, frame: Open) -> object:
+        session = await self.runtime.open(frame.agent, frame.dir, **frame.options())
+        # Not session.info(): an open in flight at EOF returns a session the runtime already closed; it is still
+        # announced (ok, then its events and its closed line), per guarantee (5).
+        self._forwarded[session.id] = anyio.Event()
+        self._out.put_nowait(ok_line(frame.id, session.snapshot()))
+        self._commands.start_soon(self._forward, session)
+        return _ANSWERED
+
+    async def _cmd_prompt(self, frame: Prompt) -> Any:
+        return await self._session(frame.session).prompt(frame.text, frame.attachments)
+
+    async def _cmd_dequeue(self, frame: Dequeue) -> Any:
+        return await self._session(frame.session).dequeue(frame.prompt)
+
+    async def _cmd_answer(self, frame: AnswerCmd) -> Any:
+        return await self._session(frame.session).answer(frame.request, frame.answer)
+
+    async def _cmd_configure(self, frame: Configure) -> Any:
+        return await self._session(frame.session).configure(frame.option, frame.value)
+
+    async def _cmd_rollback(self, frame: Rollback) -> Any:
+        return await self._session(frame.session).rollback(frame.turns, frame.scope)
+
+    async def _cmd_compact(self, frame: Compact) -> Any:
+        return await self._session(frame.session).compact()
+
+    async def _cmd_cancel(self, frame: Cancel) -> Any:
+        return await self._session(frame.session).cancel(frame.clear_queue)
+
+    async def _cmd_info(self, frame: Info) -> Any:
+        return self._session(frame.session).info()
+
+    async def _cmd_close(self, frame: Close) -> None:
+        session = self._session(frame.session)
+        if session.closed:
+            raise SessionClosed()
+        await session.close()
+        await self._forwarded[session.id].wait()  # the reply comes after the session's `closed` line
+
+    async def _forward(self, session: Any) -> None:
         unwritable: AnyagentError | None = None
         error: AnyagentError | None = None
         try:
@@ -578,7 +581,7 @@ class WireServer:
                     await self._out.put(data)
                 if bad is not None and unwritable is None:
                     unwritable = _unwritable(session.id, bad, why)
-                    commands.start_soon(_fail, session, unwritable)
+                    self._commands.start_soon(_fail, session, unwritable)
         except AnyagentError as err:
             error = err
         error = error or unwritable  # the session's own failure if it had one first, else ours
@@ -586,6 +589,60 @@ class WireServer:
             await self._out.put(session_error_line(session.id, error))
         await self._out.put(closed_line(session.id))
         self._forwarded[session.id].set()
+
+
+_ANSWERED = object()
+"""What a handler returns that wrote its ``ok`` reply itself (``open``)."""
+
+
+# ------------------------------------------------------------------------------------------------ the command table
+
+
+class WireCommand(NamedTuple):
+    """One wire command: its ``cmd`` ``name``; the ``frame`` model a line of it is read into (strictly, by
+    :func:`parse_frame`; its ``cmd`` field is the literal ``name``); the ``handler`` that answers it, a
+    :class:`WireServer` method awaited with the frame, whose result is the ``ok`` reply's value."""
+
+    name: str
+    frame: type[_Cmd]
+    handler: Callable[[WireServer, Any], Awaitable[Any]]
+
+
+def _table(*commands: WireCommand) -> dict[str, WireCommand]:
+    """``commands`` by name, checked at import: each name once, and each frame's ``cmd`` literal its name."""
+    table: dict[str, WireCommand] = {}
+    for command in commands:
+        literal = command.frame.model_fields["cmd"].annotation.__args__  # type: ignore[union-attr]
+        if command.name in table or literal != (command.name,):
+            raise TypeError(f"wire command {command.name!r}: listed twice, or its frame's cmd is {literal}")
+        table[command.name] = command
+    return table
+
+
+COMMANDS: dict[str, WireCommand] = _table(
+    WireCommand("discover", Discover, WireServer._cmd_discover),
+    WireCommand("probe", Probe, WireServer._cmd_probe),
+    WireCommand("plan_usage", PlanUsageCmd, WireServer._cmd_plan_usage),
+    WireCommand("generate", Generate, WireServer._cmd_generate),
+    WireCommand("open", Open, WireServer._cmd_open),
+    WireCommand("prompt", Prompt, WireServer._cmd_prompt),
+    WireCommand("dequeue", Dequeue, WireServer._cmd_dequeue),
+    WireCommand("answer", AnswerCmd, WireServer._cmd_answer),
+    WireCommand("configure", Configure, WireServer._cmd_configure),
+    WireCommand("rollback", Rollback, WireServer._cmd_rollback),
+    WireCommand("compact", Compact, WireServer._cmd_compact),
+    WireCommand("cancel", Cancel, WireServer._cmd_cancel),
+    WireCommand("info", Info, WireServer._cmd_info),
+    WireCommand("close", Close, WireServer._cmd_close),
+)
+"""Every wire command by name, in the schema's order (``Frame`` in ``anyagent-wire.schema.json``; a test holds
+them equal): the one list of them. :func:`parse_frame` reads a line with its command's frame model, the server
+answers it with its handler (a dict lookup each), :data:`FRAME` is the union of the frames."""
+
+FRAME = TypeAdapter(
+    Annotated[Union[tuple(command.frame for command in COMMANDS.values())], Field(discriminator="cmd")],  # noqa: UP007
+    config=ConfigDict(defer_build=True),
+)  # every frame (a line is read with its own frame model: parse_frame)
 
 
 def _unwritable(session_id: str, event: Any, why: Exception | None) -> ProtocolFailed:
