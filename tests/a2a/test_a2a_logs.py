@@ -275,3 +275,21 @@ def test_every_refused_operator_op_is_audited_with_the_arguments_it_was_given(a2
     line = audited("pause-op", OPERATOR, "admin.pause", reason="by-op")  # the same attempt, run: the same shape
     assert line["outcome"] == "ok" and line["arguments"] == {"reason": "by-op"}
     assert code not in "".join(daemon.stderr)
+
+
+def test_a_secret_in_any_field_of_any_line_never_reaches_stderr(a2a_daemon: Any, tmp_path: Path) -> None:
+    """Redaction by value, not only by argument name: a configured secret carried in an op's free-text argument,
+    reads as its ``{{secret:…}}`` reference in the audit line, and an argument named ``authorization`` is
+    redacted by its name."""
+    daemon = a2a_daemon(config=CONFIG.replace("{extra}", ""), env=ENV, mock="hello")
+    command = message([{"data": {"agentd": {"op": "admin.pause", "note": f"Bearer {OPERATOR}"}},
+                        "mediaType": "application/json"}], extensions=[URI])  # fmt: skip
+    post(daemon, rpc_body("SendMessage", {"message": command}, "leak-1"), ALICE, extensions=True)
+    audit = wait_line(daemon, "anyagentd.a2a.audit", lambda line: line.get("action") == "admin.pause")
+    assert audit["arguments"]["note"] == "Bearer {{secret:OP_TOKEN}}", audit
+    named = message([{"data": {"agentd": {"op": "admin.pause", "authorization": "x-y-z-w"}},
+                      "mediaType": "application/json"}], extensions=[URI])  # fmt: skip
+    post(daemon, rpc_body("SendMessage", {"message": named}, "leak-2"), ALICE, extensions=True)
+    audit = wait_line(daemon, "anyagentd.a2a.audit", lambda line: "authorization" in line.get("arguments", {}))
+    assert audit["arguments"]["authorization"] == "[redacted]"
+    assert OPERATOR not in "".join(daemon.stderr)

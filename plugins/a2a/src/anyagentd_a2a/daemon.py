@@ -15,6 +15,7 @@ import logging
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
@@ -48,7 +49,7 @@ from starlette.routing import Route
 from .card import SCHEMA_PATH, build_card, card_route, extend_for_caller
 from .command.dispatch import CommandDispatcher
 from .instance import Instance
-from .logring import LogRing, RingHandler, secret_redactor
+from .logring import LogRing, RingHandler, SecretRedactor
 from .config import ConfigError, Loaded, load, parent_key, split_host_port, with_listen
 from .conversations import Conversation, Conversations, Opening, PoolLimits
 from .executor import CANCEL_GRACE, ConversationExecutor
@@ -108,7 +109,13 @@ _RECORD_KEYS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asct
 class JsonLines(logging.Formatter):
     """One JSON object per record: ``ts``, ``level``, ``logger``, ``msg`` (and ``exc`` for exceptions), then each
     field the call passed with ``extra=`` as a key of its own (the access and audit lines, :mod:`.observe.access`);
-    an extra field never replaces one of the four."""
+    an extra field never replaces one of the four. The line is passed through :attr:`redact` (the daemon installs
+    its :class:`~.logring.SecretRedactor`: a configured secret's value never reaches stderr, whatever field or
+    argument carried it)."""
+
+    def __init__(self, redact: Callable[[str], str] | None = None) -> None:
+        super().__init__()
+        self.redact = redact or (lambda text: text)
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {"ts": round(record.created, 3), "level": record.levelname.lower(),
@@ -118,7 +125,7 @@ class JsonLines(logging.Formatter):
         for key, value in record.__dict__.items():
             if key not in _RECORD_KEYS and key not in line:
                 line[key] = value
-        return json.dumps(line, ensure_ascii=False, default=str)
+        return self.redact(json.dumps(line, ensure_ascii=False, default=str))
 
 
 def setup_logging() -> None:
@@ -223,7 +230,11 @@ class Daemon:
                          len(self.parked))  # fmt: skip
             self.task_store = store
             self.db_engine = engine
-            self.ring = LogRing(LOG_RING_SIZE, stream=None, redact=secret_redactor(self._secret_references()))
+            redact = SecretRedactor(lambda: self.loaded, self._secret_references)
+            for handler in logging.getLogger().handlers:  # stderr's JSON lines (setup_logging)
+                if isinstance(handler.formatter, JsonLines):
+                    handler.formatter.redact = redact
+            self.ring = LogRing(LOG_RING_SIZE, stream=None, redact=redact)
             ring_handler = RingHandler(self.ring)
             logging.getLogger().addHandler(ring_handler)
             self.instance = Instance(self, self.ring)

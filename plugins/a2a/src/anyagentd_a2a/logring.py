@@ -118,6 +118,26 @@ class RingHandler(logging.Handler):
             self.handleError(record)
 
 
+class SecretRedactor:
+    """The redactor of the configuration served now, for every log sink (the ring and stderr's JSON lines): called
+    with a line, it replaces each secret value by its reference (:func:`secret_redactor`). ``current()`` returns the
+    configuration served (its identity changes when a reload takes a new one); ``secrets()`` maps its secret values
+    to their references, read again only when ``current()`` changed, so a rotated secret is redacted from the line
+    after the reload on, at one identity check per line otherwise."""
+
+    def __init__(self, current: Callable[[], object], secrets: Callable[[], dict[str, str]]) -> None:
+        self._current = current
+        self._secrets = secrets
+        self._for: object = None
+        self._redact: Callable[[str], str] = lambda text: text
+
+    def __call__(self, text: str) -> str:
+        now = self._current()
+        if now is not self._for:
+            self._for, self._redact = now, secret_redactor(self._secrets())
+        return self._redact(text)
+
+
 def secret_redactor(secrets: dict[str, str]) -> Callable[[str], str]:
     """A redactor replacing each secret value (``{value: reference}``) by its reference, longest first, so a
     secret that contains another is replaced whole. Values shorter than 4 characters are refused at load
@@ -133,4 +153,4 @@ def secret_redactor(secrets: dict[str, str]) -> Callable[[str], str]:
     return redact
 
 
-__all__ = ["LEVELS", "LogRing", "Page", "RingHandler", "secret_redactor"]
+__all__ = ["LEVELS", "LogRing", "Page", "RingHandler", "SecretRedactor", "secret_redactor"]

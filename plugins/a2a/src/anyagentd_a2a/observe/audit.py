@@ -23,7 +23,7 @@ from typing import Any
 
 log = logging.getLogger("anyagentd.a2a.audit")
 
-_SECRET = re.compile(r"token|secret|password|passwd|credential|bearer|key|code", re.IGNORECASE)
+_SECRET = re.compile(r"token|secret|password|passwd|credential|bearer|key|code|authorization|cookie", re.IGNORECASE)
 """Argument names whose value is kept out of the line (``user_code`` included: it signs a device in)."""
 
 REDACTED = "[redacted]"
