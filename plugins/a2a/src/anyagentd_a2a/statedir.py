@@ -3,11 +3,11 @@
 Two daemons on one state dir, or on one task database (``a2a.store`` naming another daemon's ``a2a.db``), would
 each take the other's live tasks for a dead process's (start-up marks the tasks it finds running FAILED) and write
 one database from two sets of conversations. :func:`hold` takes an exclusive ``flock(2)`` on ``<state
-dir>/daemon.lock`` for the daemon's lifetime and writes its pid there; :func:`hold_database` does the same on
-``<database file>.lock`` beside a SQLite task database (the default one in the state dir too, so a second daemon
-naming it as its ``a2a.store`` is refused). A second daemon refuses to start with one line naming the holder's
-pid. The kernel drops a lock when the holder's process ends however it ends (kill -9 included), so a restart after
-a crash is never refused by a stale file. A PostgreSQL store is not locked here: one daemon per database is the
+dir>/daemon.lock`` for the daemon's lifetime and writes its pid there; :func:`hold_database` takes one on a SQLite
+task database file itself (the default one in the state dir too, so a second daemon naming it as its ``a2a.store``
+is refused, by whatever path or link), its pid in ``<database file>.lock``. A second daemon refuses to start with
+one line naming the holder's pid. The kernel drops a lock when the holder's process ends however it ends (kill -9
+included), so a restart after a crash is never refused by a stale file. A PostgreSQL store is not locked here: one daemon per database is the
 operator's to keep (docs/operating.md).
 """
 
@@ -37,22 +37,35 @@ def _holder(path: Path) -> str:
 
 
 @contextmanager
-def _locked(path: Path, what: str, retry: str) -> Iterator[Path]:
-    """Hold an exclusive ``flock(2)`` on the file ``path`` (created mode 0600, close-on-exec: an agent the daemon
-    spawns never inherits it) with this process's pid in it until the block ends. Raises :class:`StateDirUnusable`
-    — "``what`` is in use by another anyagentd a2a (pid N); ``retry``" — when another process holds it, and
-    "cannot use ``what``: the OS's reason" when it cannot be written."""
+def _locked(path: Path, what: str, retry: str, *, pid_file: Path | None = None) -> Iterator[Path]:
+    """Hold an exclusive ``flock(2)`` on the file ``path`` (created mode 0600 if missing; close-on-exec: an agent
+    the daemon spawns never inherits it; a symlink at ``path`` is refused, never followed) with this process's pid
+    written to it — or, when ``pid_file`` is given, to that file, ``path`` left as it is — until the block ends.
+    Raises :class:`StateDirUnusable` — "``what`` is in use by another anyagentd a2a (pid N); ``retry``" — when
+    another process holds it, and "cannot use ``what``: the OS's reason" when it cannot be opened or written."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(path, flags, 0o600)
     except OSError as err:
         raise StateDirUnusable(f"cannot use {what}: {err.strerror or err}") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise StateDirUnusable(f"{what} is in use by another anyagentd a2a ({_holder(path)}); {retry}") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+            raise StateDirUnusable(f"{what} is in use by another anyagentd a2a ({_holder(pid_file or path)}); "
+                                   f"{retry}") from None  # fmt: skip
+        try:
+            if pid_file is None:
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
+            else:
+                written = os.open(pid_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+                try:
+                    os.write(written, f"{os.getpid()}\n".encode())
+                finally:
+                    os.close(written)
+        except OSError as err:
+            raise StateDirUnusable(f"cannot use {what}: {err.strerror or err}") from None
         yield path
     finally:
         os.close(fd)  # closing the descriptor releases the lock
@@ -60,11 +73,14 @@ def _locked(path: Path, what: str, retry: str) -> Iterator[Path]:
 
 @contextmanager
 def hold_database(database: Path) -> Iterator[Path]:
-    """Hold the lock of the SQLite task database ``database`` (its file, which may not exist yet) until the block
-    ends: ``<database>.lock`` beside it; yields the lock file's path. Raises :class:`StateDirUnusable` ("the task
-    database … is in use by another anyagentd a2a (pid N)") when another daemon holds it."""
-    with _locked(database.with_name(database.name + ".lock"), f"the task database {database}",
-                 "stop it or give this one another a2a.store") as path:
+    """Hold the lock of the SQLite task database ``database`` until the block ends: an ``flock(2)`` on the database
+    file itself (created empty if missing: SQLite takes an empty file as a new database), so every name of the
+    file — a symlink, a hard link — is the same lock; the holder's pid in ``<database>.lock`` beside it. flock
+    locks are apart from the POSIX locks SQLite takes (Linux), and this descriptor is closed only when the daemon
+    ends, after its engine. Yields the database's path. Raises :class:`StateDirUnusable` ("the task database … is
+    in use by another anyagentd a2a (pid N)") when another daemon holds it."""
+    with _locked(database, f"the task database {database}", "stop it or give this one another a2a.store",
+                 pid_file=database.with_name(database.name + ".lock")) as path:  # fmt: skip
         yield path
 
 
