@@ -72,6 +72,8 @@ def test_a_number_no_double_holds_is_refused_naming_its_field_and_nothing_is_cre
         answer = raw_send(daemon, send_body('{"x": ' + literal + "}")).json()
         assert answer["error"]["code"] == -32700 and literal in answer["error"]["message"], answer
     assert stored_count(daemon) == 0, "a refused send creates no task"
+    refused = [json.loads(line) for line in list(daemon.stderr) if '"rpc_error": -32602' in line]
+    assert refused and all(line["rpc_method"] == "SendMessage" for line in refused), refused  # its method is named
     # the daemon still serves: a send with numbers that fit completes, and every listing answers
     answer = raw_send(daemon, send_body('{"x": 1e300, "n": ' + "9" * 300 + "}")).json()
     assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", answer

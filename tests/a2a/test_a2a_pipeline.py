@@ -188,15 +188,15 @@ def test_streaming_through_the_front_keeps_cors_and_extension_headers(daemon: An
 
 
 def test_a_message_that_gives_no_prompt_is_refused_before_any_task(daemon: Any) -> None:
-    """A send whose message would give the agent an empty prompt — no part, only empty text — is -32602 naming
-    ``message.parts`` (google.rpc BadRequest, ErrorInfo EMPTY_MESSAGE) before a task exists, streaming or not; a
-    data part alone, or some text, is a prompt."""
+    """A send whose message would give the agent an empty prompt — no part, only empty or white-space text — is
+    -32602 naming ``message.parts`` (google.rpc BadRequest, ErrorInfo EMPTY_MESSAGE) before a task exists,
+    streaming or not; a data part alone, or some text, is a prompt."""
     def message(parts: list[dict[str, Any]] | None) -> dict[str, Any]:
         sent: dict[str, Any] = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER"}
         return sent if parts is None else dict(sent, parts=parts)
 
     for method in ("SendMessage", "SendStreamingMessage"):
-        for parts in ([{"text": ""}], [], [{"text": ""}, {"text": ""}], None):
+        for parts in ([{"text": ""}], [], [{"text": ""}, {"text": ""}], None, [{"text": "   "}], [{"text": "\n\t"}]):
             r = post(daemon.url, rpc(method, {"message": message(parts)}, request_id="empty"))
             assert r.status_code == 200 and r.headers["content-type"].startswith("application/json"), r.text
             error = r.json()["error"]

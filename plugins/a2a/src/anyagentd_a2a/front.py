@@ -250,11 +250,11 @@ class Front:
         if refused is not None:
             return refused
         request_id = envelope["id"]
+        request.state.rpc_method = envelope["method"]  # the metrics' method label, the access log's (.observe)
         where = structjson.beyond_double(envelope.get("params")) if loaded.overflows else None
         if where is not None:  # a Struct would hold it as inf, which no task could be stored or answered with
             return invalid_params(request_id, [(where, "a number beyond the range of a double (A2A's numbers are "
                                                        "finite IEEE 754 doubles)")])  # fmt: skip
-        request.state.rpc_method = envelope["method"]  # the metrics' method label, the access log's (.observe)
         version = request.headers.get("a2a-version", "")
         if not _VERSION.match(version.strip()):
             shown = version or "(missing)"

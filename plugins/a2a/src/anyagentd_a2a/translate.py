@@ -149,11 +149,13 @@ PROMPT_CONTENTS = ("text", "raw", "url", "data")
 def empty_prompt(parts: Iterable[tuple[str | None, str]]) -> bool:
     """Whether a message of ``parts`` — each as (the field its content is in, one of :data:`PROMPT_CONTENTS`, or
     ``None`` for none; its text, ``""`` for other content) — gives the agent an empty prompt: no data part (its JSON
-    is prompt text), no file (``raw`` or ``url``: an attachment) and no text part with any text in it.
+    is prompt text), no file (``raw`` or ``url``: an attachment) and no text part with anything but white space in
+it (``str.isspace``: spaces, tabs, newlines — what an agent would be sent as a prompt of nothing).
 
     The rule's one statement: :func:`prompt_of` refuses such a message, and the front refuses a send of one before a
     task exists (:func:`.limits.empty_message_refusal`, from the proto3 JSON). Pure."""
-    return not any(kind in ("raw", "url", "data") or (kind == "text" and text) for kind, text in parts)
+    return not any(kind in ("raw", "url", "data") or (kind == "text" and text and not text.isspace())
+                   for kind, text in parts)  # fmt: skip
 
 
 def prompt_of(message: Message, files_dir: Path, fetched: dict[int, bytes] | None = None) -> PromptIn:
