@@ -1,8 +1,9 @@
 """The daemon's configuration: a TOML file validated with pydantic, secrets resolved at load.
 
-Takes a file (``load(path)``) or nothing (``default_config()``: the embedded ``mock`` agent on loopback). Unknown
-keys are refused, naming them. Credentials are references only: ``{{secret:NAME}}`` (an environment variable) or
-``{{secret-file:PATH}}`` (a file's content, trailing newline stripped); a literal value in a credential field is
+Takes a file (``load(path)``: a regular file of at most 1 MiB, UTF-8, a leading byte order mark ignored) or nothing
+(``default_config()``: the embedded ``mock`` agent on loopback). Unknown keys are refused, naming them. Credentials
+are references only: ``{{secret:NAME}}`` (an environment variable) or ``{{secret-file:PATH}}`` (a regular file's
+content, at most 64 KiB, trailing newline stripped); a literal value in a credential field is
 refused, and a reference that does not resolve is a start-up error naming it. Resolved values are ``SecretStr``:
 they never appear in a repr, a log line or an error message.
 
@@ -14,9 +15,11 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -50,6 +53,52 @@ class ConfigError(Exception):
     def all(self) -> list[ConfigError]:
         """This error and the further ones."""
         return [self, *self.also]
+
+
+CONFIG_BYTES = 1024 * 1024
+"""The largest configuration file read (1 MiB): a longer one is refused, never read to its end."""
+SECRET_FILE_BYTES = 64 * 1024
+"""The largest ``{{secret-file:…}}`` read (64 KiB): a credential is a line, not a file's worth."""
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
+
+
+class Unreadable(Exception):
+    """A file :func:`read_regular` will not read; ``str()``: the reason, to follow the file's name."""
+
+
+def read_regular(path: str | Path, limit: int, *, head: bool = False) -> bytes:
+    """The content of ``path`` (``~`` expanded, symlinks followed) when it is a regular file of at most ``limit``
+    bytes (``head``: its first ``limit`` bytes, however long it is). Raises :class:`Unreadable`: ``cannot be read
+    (<OS reason>)``, ``is not a regular file (a FIFO)`` — a FIFO, a device, a socket or a directory is never read
+    (``/dev/zero`` has no end, a FIFO blocks until a writer comes) — or ``is larger than <limit>``: what is past
+    the limit is never read."""
+    path = Path(path).expanduser()
+
+    def regular(mode: int) -> None:
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+            raise Unreadable(f"is not a regular file ({kind})")
+
+    try:
+        regular(os.stat(path).st_mode)
+        # O_NONBLOCK: should the path become a FIFO between the stat and the open, the open does not wait
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as err:
+        raise Unreadable(f"cannot be read ({err.strerror or err})") from None
+    try:
+        regular(os.fstat(fd).st_mode)
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            raw = file.read(limit if head else limit + 1)
+    except OSError as err:
+        raise Unreadable(f"cannot be read ({err.strerror or err})") from None
+    finally:
+        os.close(fd)
+    if len(raw) > limit:
+        shown = f"{limit // 1024 // 1024} MiB" if limit % (1024 * 1024) == 0 else f"{limit // 1024} KiB"
+        raise Unreadable(f"is larger than {shown}")
+    return raw
 
 
 def not_utf8(what: str, raw: bytes, err: UnicodeDecodeError) -> str:
@@ -204,15 +253,48 @@ class DeviceGrantSection(_Strict):
     token_days: Annotated[int, Field(ge=1, le=365)] = 30
 
 
-_URL = r"^https?://[^/\s]+(/\S*)?$"
+_NETLOC = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[^\[\]@:]+)(?::[0-9]+)?$")
+_USERINFO = re.compile(r"(?<=//).*@")  # up to the last @: a password may hold a / or a ?
+
+
+def check_http_url(value: str) -> str:
+    """An ``http://`` or ``https://`` URL a client can use (``a2a.url``, ``subagents.instances.N.url``,
+    ``subagents.parents.N.url``), read once with :func:`urllib.parse.urlsplit`: a host (a name, an IPv4 address
+    or a bracketed IPv6 one), a port if any from 1 to 65535, no ``user:password@`` (a card would publish it), a
+    path without an empty segment (``//``) and no query or fragment (the URL is where requests are posted, and a
+    path is served under: :mod:`.pathprefix`); no whitespace or control character. The scheme is
+    case-insensitive (``HTTP://`` is kept as ``http://``). Raises ``ValueError`` with one line (a password in the
+    value is never shown)."""
+    shown = _USERINFO.sub("…@", value)  # what a message quotes: never a user name or password
+    shape = f"{shown!r} is not an http:// or https:// URL with a host (e.g. https://agents.example)"
+    if any(c.isspace() or not c.isprintable() for c in value):
+        raise ValueError(shape)
+    try:
+        parts = urlsplit(value)
+        port = parts.port  # a port that is not a number, or past 65535, raises here
+    except ValueError as err:  # urllib's reason may quote the netloc (a password read as a port): not with an @
+        why = "" if shown != value else f": {err}"
+        raise ValueError(f"{shown!r} is not a URL{why}") from None
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(shape)
+    if "@" in parts.netloc:
+        raise ValueError(f"{shown!r} carries a user name or password (user:password@): the card would publish it "
+                         "to every client; give the URL without it")  # fmt: skip
+    if not parts.hostname or not _NETLOC.match(parts.netloc):
+        raise ValueError(shape)
+    if port == 0:
+        raise ValueError(f"{shown!r} names port 0, which no client can reach")
+    if "//" in parts.path:
+        raise ValueError(f"{shown!r}: its path {parts.path!r} has an empty segment ('//')")
+    if parts.query or parts.fragment or value.endswith(("?", "#")):
+        raise ValueError(f"{shown!r} has a query or a fragment: give the URL without it")
+    return f"{parts.scheme}{value[len(parts.scheme):]}"
 
 
 def _http_url(value: str | None) -> str | None:
-    """``a2a.url``: the URL the card advertises, an ``http://`` or ``https://`` URL with a host (its path, if any,
-    is served: :mod:`.pathprefix`); anything else is refused naming the key."""
-    if value is not None and not re.match(_URL, value):
-        raise ValueError(f"{value!r} is not an http:// or https:// URL with a host (e.g. https://agents.example)")
-    return value
+    """``a2a.url``: the URL the card advertises (its path, if any, is served: :mod:`.pathprefix`), checked by
+    :func:`check_http_url`; anything else is refused naming the key."""
+    return None if value is None else check_http_url(value)
 
 
 class InstanceSection(_Strict):
@@ -222,7 +304,7 @@ class InstanceSection(_Strict):
     this daemon among its ``[[subagents.parents]]``) rather than in its reply (``docs/commands.md#child-instances``)."""
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
-    url: Annotated[str, Field(pattern=_URL)]
+    url: Annotated[str, AfterValidator(check_http_url)]
     bearer: str | None = None
     reports: StrictBool = False
 
@@ -236,7 +318,7 @@ class ParentSection(_Strict):
     ``user:<id>`` / ``agent:<id>`` of a ``[[a2a.principals]]`` rule); a message naming the parent from anyone else
     is run without reports."""
 
-    url: Annotated[str, Field(pattern=_URL)]
+    url: Annotated[str, AfterValidator(check_http_url)]
     bearer: str
     principal: Annotated[str, Field(pattern=r"^(operator|(user|agent):[a-z0-9][a-z0-9._-]{0,63})$")] = "operator"
 
@@ -519,9 +601,9 @@ def resolve_reference(reference: str, key: str, env: dict[str, str]) -> SecretSt
             raise ConfigError(key, f"secret {name!r} is not set in the environment")
     else:
         try:
-            raw = Path(name).expanduser().read_bytes()
-        except OSError as err:
-            raise ConfigError(key, f"secret file {name!r} cannot be read ({err.strerror})") from None
+            raw = read_regular(name, SECRET_FILE_BYTES)
+        except Unreadable as err:
+            raise ConfigError(key, f"secret file {name!r} {err}") from None
         try:
             value = raw.decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError as err:
@@ -664,13 +746,14 @@ def with_listen(loaded: Loaded, listen: str | None) -> Loaded:
 def load(path: str | Path, *, env: dict[str, str] | None = None) -> Loaded:
     """Read and validate a TOML file; raises ``ConfigError`` (``key`` empty for an unreadable/unparsable file)."""
     try:
-        raw = Path(path).read_bytes()
-    except OSError as err:
-        raise ConfigError("", f"cannot read {path}: {err.strerror}") from None
+        raw = read_regular(path, CONFIG_BYTES)
+    except Unreadable as err:
+        raise ConfigError("", f"{path} {err}") from None
     try:
         text = raw.decode("utf-8")  # TOML is UTF-8 whatever the locale
     except UnicodeDecodeError as err:
         raise ConfigError("", not_utf8(str(path), raw, err)) from None
+    text = text.removeprefix("\ufeff")  # a byte order mark some editors write (decoded here, offsets stay the file's)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:

@@ -508,6 +508,12 @@ class Daemon:
         await self.conversations.close_all(DRAIN_TIMEOUT)
 
     def _reload(self) -> None:
+        """SIGHUP: read ``--config`` again and apply what can be applied to a running daemon — the credentials and
+        ``[[a2a.principals]]``, ``cors_origins``, ``trusted_proxies``, ``introspection``, ``access_log``,
+        ``[a2a.retention]``, ``[a2a.limits]`` (the front's), the scrape token, ``agent.approval``,
+        ``[[subagents.parents]]`` and the ``[[workflows]]``; a change to any key read once at the start (listed
+        below) from the configuration the daemon started with is named in one warning: it takes effect at the next
+        start. A file the start would refuse is refused, and the running configuration kept."""
         path = self.options.config_path
         if path is None:
             log.warning("SIGHUP: no --config file to reload")
@@ -517,8 +523,6 @@ class Daemon:
         except ConfigError as err:
             log.error("SIGHUP: configuration not reloaded: %s", err)
             return
-        if loaded.config.a2a.listen != self.loaded.config.a2a.listen or loaded.config.agent != self.loaded.config.agent:
-            log.warning("SIGHUP: [agent] and a2a.listen changes take effect at the next start")
         from .preflight import preflight
 
         # what the start would refuse, the reload refuses
@@ -526,8 +530,27 @@ class Daemon:
         if found.errors:
             log.error("SIGHUP: configuration not reloaded: %s", found.errors[0])
             return
-        if loaded.config.subagents != self.loaded.config.subagents:
-            log.warning("SIGHUP: [subagents] changes take effect at the next start")
+        # read once at the start: the agent and its runtime, the listener and the card (url, TLS), the stores, the
+        # push sender, the pool, the device grant, the /metrics route, the task store's history bound, the subagent
+        # manager and its child instances (their bearers resolved)
+        start_only = ("agent.name", "agent.dir", "agent.mock_script", "a2a.listen", "a2a.url", "a2a.tls",
+                      "a2a.store", "a2a.push", "a2a.pool", "a2a.device_grant", "a2a.metrics.enabled",
+                      "a2a.limits.task_history", "subagents.enabled", "subagents.agents", "subagents.per_owner",
+                      "subagents.depth", "subagents.timeout", "subagents.instances")  # fmt: skip
+
+        def value(config: Any, key: str) -> Any:
+            for part in key.split("."):
+                config = getattr(config, part)
+            return config
+
+        # compared with what runs: the configuration the daemon started with (a change undone is no change)
+        started = self.__dict__.setdefault("_started_with", self.loaded)
+        changed = [key for key in start_only if value(loaded.config, key) != value(started.config, key)]
+        if "subagents.instances" not in changed and loaded.secrets.instances != started.secrets.instances:
+            changed.append("subagents.instances")  # a bearer file's new content
+        if changed:
+            log.warning("SIGHUP: changes to %s take effect at the next start (the running daemon keeps what it "
+                        "started with)", ", ".join(changed))  # fmt: skip
         self._reload_workflows(loaded)
         self.loaded = loaded
         self.instance.reloaded()

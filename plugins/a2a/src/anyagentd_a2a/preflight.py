@@ -18,7 +18,9 @@ no database, imports no adapter's implementation (lazy adapters stay stand-ins) 
 Errors:
 
 - ``a2a.store``: a SQLite store whose directory does not exist (SQLite creates the file, never its directory;
-  :func:`.config.missing_sqlite_directory`, the rule of ``store.check_sqlite_directory``);
+  :func:`.config.missing_sqlite_directory`, the rule of ``store.check_sqlite_directory``), whose file is a
+  directory (or another non-regular file), cannot be read, or is neither empty nor a SQLite database (its first
+  16 bytes are not ``SQLite format 3\\0``);
 - ``a2a.url``: ``a2a.listen`` on an unspecified address (``0.0.0.0``, ``::``) without ``a2a.url``: the card would
   advertise an address no client can use, and the Host gate would answer every remote client 421;
 - ``agent.name``: no installed adapter drives that catalog id (:func:`anyagentd.discovery.no_adapter_message`,
@@ -36,10 +38,12 @@ Errors:
   ``subagent`` step with ``[subagents]`` not enabled (it could only fail);
 - ``workflows.W.command``: a command named like an installed op (the op runs, never the workflow).
 
-Warnings: ``agent.name`` and ``workflows.W.steps.S.agent``, a catalog agent whose adapter is installed but whose
-CLI is not found on this machine (with its install hint): the daemon serves, and every message to that agent fails
-until the CLI is installed; ``a2a.principals.N.grants.M``, a grant pattern that matches no installed op, only ops
-no grant reaches (operator-floor and reserved ops), or — ``workflow.run:<glob>`` — no configured workflow.
+Warnings: ``a2a.store``, an in-memory SQLite database (``sqlite+aiosqlite:///:memory:``): served, and a restart
+forgets every task, conversation and run; ``agent.name`` and ``workflows.W.steps.S.agent``, a catalog agent whose
+adapter is installed but whose CLI is not found on this machine (with its install hint): the daemon serves, and
+every message to that agent fails until the CLI is installed; ``a2a.principals.N.grants.M``, a grant pattern that
+matches no installed op, only ops no grant reaches (operator-floor and reserved ops), or — ``workflow.run:<glob>``
+— no configured workflow.
 """
 
 from __future__ import annotations
@@ -52,7 +56,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import Loaded, missing_sqlite_directory, split_host_port
+from .config import (Loaded, Unreadable, missing_sqlite_directory, read_regular, split_host_port,
+                     sqlite_file)  # fmt: skip
 
 if TYPE_CHECKING:
     from anyagentd.plugins import Plugins
@@ -106,12 +111,7 @@ def preflight(loaded: Loaded, plugins: Plugins, *, mock_script: str | None = Non
     config = loaded.config
     _listener(loaded, found)
     if config.a2a.store is not None:
-        directory = missing_sqlite_directory(config.a2a.store)
-        if directory is not None:
-            from sqlalchemy.engine import make_url
-
-            shown = make_url(config.a2a.store).render_as_string(hide_password=True)
-            found.error("a2a.store", f"cannot open the task store {shown}: the directory {directory} does not exist")
+        _store(config.a2a.store, found)
     known = installed_agents(plugins)
     acp = any(getattr(a, "acp_ref", False) for a in plugins.adapters().values())
     catalog: dict[str, str] = {}  # the catalog agents named, each with the first key naming it
@@ -123,6 +123,40 @@ def preflight(loaded: Loaded, plugins: Plugins, *, mock_script: str | None = Non
     _grants(loaded, plugins, workflows, found)
     _installed(catalog, plugins, found)
     return found
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file (https://sqlite.org/fileformat.html#the_database_header)."""
+
+
+def _store(url: str, found: Findings) -> None:
+    """``a2a.store``: a SQLite file the start cannot open — its directory missing, the path a directory (or
+    anything but a regular file), an existing file that cannot be read or is neither empty nor a SQLite database
+    (its first 16 bytes are not :data:`SQLITE_HEADER`) — is an error; an in-memory SQLite database is a warning
+    (the daemon serves from it, and a restart forgets every task and conversation)."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    shown = url if parsed.password is None else parsed.render_as_string(hide_password=True)  # as written, no secret
+    if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
+        found.warn("a2a.store", f"{shown} is an in-memory database: nothing survives a restart (tasks, "
+                                "conversations, push configs, workflow runs, device sessions)")  # fmt: skip
+        return
+    directory = missing_sqlite_directory(url)
+    if directory is not None:
+        found.error("a2a.store", f"cannot open the task store {shown}: the directory {directory} does not exist")
+        return
+    database = sqlite_file(url)
+    if database is None or not database.exists():
+        return  # another database, or a file SQLite creates
+    try:
+        header = read_regular(database, len(SQLITE_HEADER), head=True)
+    except Unreadable as err:
+        found.error("a2a.store", f"cannot open the task store {shown}: {database} {err}")
+        return
+    if header and header != SQLITE_HEADER:  # an empty file is one SQLite makes a database of
+        found.error("a2a.store", f"cannot open the task store {shown}: {database} is not a SQLite database (its "
+                                 "first 16 bytes are not 'SQLite format 3\\0')")  # fmt: skip
 
 
 def _listener(loaded: Loaded, found: Findings) -> None:
