@@ -55,13 +55,13 @@ class Retention:
     (a ``ConversationTable``) always, ``runs`` (``RunStore``), ``sessions`` (``AuthSessions``) and ``subagents``
     (``SubagentStore``) when configured, else ``None``; ``subagent_manager`` forgets the records pruned;
     ``pool`` is the daemon's ``Conversations`` (the conversations in use are kept, those pruned are forgotten from
-    it). The tasks of the runs that have not ended are read from ``runs`` at each prune and kept."""
+    it; ``None``, as in a bench over the stores alone: no conversation in memory). The tasks of the runs that have not ended are read from ``runs`` at each prune and kept."""
 
     settings: Callable[[], RetentionSection]
     state_dir: Path
     tasks: Any
     conversations: Any
-    pool: Any
+    pool: Any = None
     runs: Any = None
     sessions: Any = None
     subagents: Any = None
@@ -128,6 +128,8 @@ class Retention:
         from memory (``Conversations.forget``; a conversation with a task — one parked waiting for input among them
         — keeps what memory says of it)."""
         tasks = self.tasks.task_model.__table__
+        if self.pool is None:
+            return {"conversations": len(await self.conversations.prune(age, tasks))}
         gone = await self.conversations.prune(age, tasks, self.pool.in_use())
         # and the ones in memory without a row (an agent that gives no resume token) whose tasks all went
         idle = await self.conversations.without_tasks(self.pool.keys() - self.pool.in_use(), tasks)
@@ -173,7 +175,8 @@ class Retention:
         # ends), and what it saves after goes into a new directory, which the thread does not touch. One in memory
         # since the walk is in the live set (the pool drops a conversation only in _prune_conversations, a step
         # that ran before this one), so a file written after the walk is kept. Only the renames (one rename(2) each) run here; the tree's deletion runs in the thread.
-        kept = {conversation_dir(root.parent, owner, context_id).name for owner, context_id in pairs | self.pool.keys()}
+        in_memory = self.pool.keys() if self.pool is not None else set()
+        kept = {conversation_dir(root.parent, owner, context_id).name for owner, context_id in pairs | in_memory}
         aside = [moved for name in old if name not in kept and (moved := _set_aside(root / name)) is not None]
         await anyio.to_thread.run_sync(_remove, aside)
         return len(aside)
