@@ -15,7 +15,6 @@ leading byte order mark is read."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -25,6 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
+from test_a2a_logs import json_lines
 from test_a2a_preflight import one_line, run_cli, start
 
 pytestmark = pytest.mark.timeout(120)
@@ -54,18 +54,6 @@ def test_a_secret_file_that_is_not_utf8_is_one_line_naming_its_key(tmp_path: Pat
     line = check_and_start_refuse(tmp_path, f'[a2a]\nbearer = "{{{{secret-file:{tmp_path}/operator}}}}"\n')
     assert line == (f"a2a.bearer: secret file '{tmp_path}/operator' is not UTF-8: byte offset 0 (line 1): "
                     "invalid start byte")  # fmt: skip
-
-
-def json_lines(daemon: Any) -> list[dict[str, Any]]:
-    found = []
-    for raw in list(daemon.stderr):
-        try:
-            line = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(line, dict):
-            found.append(line)
-    return found
 
 
 def wait_line(daemon: Any, match: Callable[[dict[str, Any]], bool], timeout: float = 15.0) -> dict[str, Any]:

@@ -36,16 +36,21 @@ bearer = "{{secret:ALICE_TOKEN}}"
 ENV = {"OP_TOKEN": OPERATOR, "ALICE_TOKEN": ALICE}
 
 
-def lines(daemon: Any, logger: str) -> list[dict[str, Any]]:
+def json_lines(daemon: Any) -> list[dict[str, Any]]:
+    """Every stderr line of ``daemon`` that is a JSON object, in order."""
     found = []
     for raw in list(daemon.stderr):
         try:
             line = json.loads(raw)
         except ValueError:
             continue
-        if isinstance(line, dict) and line.get("logger") == logger:
+        if isinstance(line, dict):
             found.append(line)
     return found
+
+
+def lines(daemon: Any, logger: str) -> list[dict[str, Any]]:
+    return [line for line in json_lines(daemon) if line.get("logger") == logger]
 
 
 def wait_line(daemon: Any, logger: str, match: Callable[[dict[str, Any]], bool], timeout: float = 15.0) -> dict:

@@ -23,6 +23,7 @@ from anyagentd_a2a.daemon import Daemon, Options
 from anyagentd_a2a.instance import Instance
 from anyagentd_a2a.logring import LogRing
 from anyagentd_a2a.store import ConversationTable, engine_for
+from anyagentd_testing.imports import imports_of, package_modules
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.anyio]
 
@@ -76,36 +77,8 @@ async def test_a_conversation_session_is_registered_under_its_owner(tmp_path: Pa
 # ------------------------------------------------------------------------------------------------ import graph
 
 
-def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The package's modules ``name`` (at ``path``) imports anywhere in its source (as in
-    tests/core/test_import_graph.py)."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = package
-            for _ in range(node.level - 1):
-                base = base.rpartition(".")[0]
-            module = (f"{base}.{node.module}" if node.module else base) if node.level else node.module or ""
-            targets = [f"{module}.{alias.name}" for alias in node.names] + [module]
-        else:
-            continue
-        for target in targets:
-            while target and target not in modules:
-                target = target.rpartition(".")[0]
-            if target and target != name:
-                out.add(target)
-    return out
-
-
 def _modules() -> dict[str, Path]:
-    found = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = ("anyagentd_a2a", *path.relative_to(PACKAGE).with_suffix("").parts)
-        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return found
+    return package_modules(PACKAGE, "anyagentd_a2a")
 
 
 def reaches(start: str, goal: str, modules: dict[str, Path]) -> list[str] | None:

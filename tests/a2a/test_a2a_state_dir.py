@@ -21,16 +21,22 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
                           stdin=subprocess.DEVNULL)  # fmt: skip
 
 
-def test_a_second_daemon_on_a_task_database_in_use_refuses_and_changes_nothing(a2a_daemon: Any,
-                                                                               tmp_path: Path) -> None:
-    """``a2a.store`` naming another daemon's database (its default one in its state dir, or a shared file): the
-    second start is refused with one line naming the holder, whatever state dir it has."""
+def busy_daemon(a2a_daemon: Any, tmp_path: Path) -> tuple[Path, Path, Any, dict[str, Any]]:
+    """A daemon on ``tmp_path/state`` with a turn running: (its slow script, the state dir, the daemon, the task)."""
     script = tmp_path / "slow.json"
     script.write_text(json.dumps(SLOW))
     state = tmp_path / "state"
     first = a2a_daemon(mock=str(script), state_dir=state)
     running = first.send_text("long", configuration={"returnImmediately": True})
     wait_state(first, running["id"], "TASK_STATE_WORKING")
+    return script, state, first, running
+
+
+def test_a_second_daemon_on_a_task_database_in_use_refuses_and_changes_nothing(a2a_daemon: Any,
+                                                                               tmp_path: Path) -> None:
+    """``a2a.store`` naming another daemon's database (its default one in its state dir, or a shared file): the
+    second start is refused with one line naming the holder, whatever state dir it has."""
+    script, state, first, running = busy_daemon(a2a_daemon, tmp_path)
     link = tmp_path / "link"
     link.symlink_to(state)
     (tmp_path / "hard").mkdir()
@@ -60,12 +66,7 @@ def test_a_second_daemon_on_a_task_database_in_use_refuses_and_changes_nothing(a
 
 
 def test_a_second_daemon_on_a_state_dir_in_use_refuses_and_changes_nothing(a2a_daemon: Any, tmp_path: Path) -> None:
-    script = tmp_path / "slow.json"
-    script.write_text(json.dumps(SLOW))
-    state = tmp_path / "state"
-    first = a2a_daemon(mock=str(script), state_dir=state)
-    running = first.send_text("long", configuration={"returnImmediately": True})
-    wait_state(first, running["id"], "TASK_STATE_WORKING")
+    script, state, first, running = busy_daemon(a2a_daemon, tmp_path)
 
     second = run_cli("--listen", "127.0.0.1:0", "--state-dir", str(state), "--mock", str(script))
     assert second.returncode == 1 and second.stdout == ""  # never announced a listener

@@ -4,43 +4,16 @@ whose one home is ``EngineSettings``)."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import anyagentd
+from anyagentd_testing.imports import imports_of, package_modules
 
 PACKAGE = Path(anyagentd.__file__).resolve().parent
 
 
 def _modules() -> dict[str, Path]:
-    found = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = ("anyagentd", *path.relative_to(PACKAGE).with_suffix("").parts)
-        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return found
-
-
-def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The anyagentd modules ``name`` (at ``path``) imports anywhere in its source."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = package
-            for _ in range(node.level - 1):
-                base = base.rpartition(".")[0]
-            module = (f"{base}.{node.module}" if node.module else base) if node.level else node.module or ""
-            targets = [f"{module}.{alias.name}" for alias in node.names] + [module]
-        else:
-            continue
-        for target in targets:
-            while target and target not in modules:
-                target = target.rpartition(".")[0]
-            if target and target != name:
-                out.add(target)
-    return out
+    return package_modules(PACKAGE, "anyagentd")
 
 
 def circles(prefix: str) -> list[list[str]]:
