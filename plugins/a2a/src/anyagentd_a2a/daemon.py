@@ -106,6 +106,16 @@ class Options:
 _RECORD_KEYS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "color_message"}
 
 
+START_ONLY = ("agent.name", "agent.dir", "agent.mock_script", "a2a.listen", "a2a.url", "a2a.tls", "a2a.store",
+              "a2a.push", "a2a.pool", "a2a.device_grant", "a2a.metrics.enabled", "a2a.limits.task_history",
+              "subagents.enabled", "subagents.agents", "subagents.per_owner", "subagents.depth", "subagents.timeout",
+              "subagents.instances")  # fmt: skip
+"""The configuration keys read once at the start — the agent and its runtime, the listener and the card (url, TLS),
+the stores, the push sender, the pool, the device grant, the /metrics route, the task store's history bound, the
+subagent manager and its child instances (their bearers resolved): a SIGHUP that changes one says it takes effect
+at the next start (:meth:`Daemon._reload`)."""
+
+
 class JsonLines(logging.Formatter):
     """One JSON object per record: ``ts``, ``level``, ``logger``, ``msg`` (and ``exc`` for exceptions), then each
     field the call passed with ``extra=`` as a key of its own (the access and audit lines, :mod:`.observe.access`);
@@ -190,6 +200,7 @@ class Daemon:
 
     def __init__(self, loaded: Loaded, options: Options) -> None:
         self.loaded = loaded
+        self.started_with = loaded  # what the keys read once at the start (START_ONLY) keep, whatever reloads
         self.options = options
         self.listen = options.listen or loaded.config.a2a.listen
         self.state_dir = (options.state_dir or default_state_dir()).expanduser().resolve()
@@ -530,22 +541,14 @@ class Daemon:
         if found.errors:
             log.error("SIGHUP: configuration not reloaded: %s", found.errors[0])
             return
-        # read once at the start: the agent and its runtime, the listener and the card (url, TLS), the stores, the
-        # push sender, the pool, the device grant, the /metrics route, the task store's history bound, the subagent
-        # manager and its child instances (their bearers resolved)
-        start_only = ("agent.name", "agent.dir", "agent.mock_script", "a2a.listen", "a2a.url", "a2a.tls",
-                      "a2a.store", "a2a.push", "a2a.pool", "a2a.device_grant", "a2a.metrics.enabled",
-                      "a2a.limits.task_history", "subagents.enabled", "subagents.agents", "subagents.per_owner",
-                      "subagents.depth", "subagents.timeout", "subagents.instances")  # fmt: skip
-
         def value(config: Any, key: str) -> Any:
             for part in key.split("."):
                 config = getattr(config, part)
             return config
 
         # compared with what runs: the configuration the daemon started with (a change undone is no change)
-        started = self.__dict__.setdefault("_started_with", self.loaded)
-        changed = [key for key in start_only if value(loaded.config, key) != value(started.config, key)]
+        started = self.started_with
+        changed = [key for key in START_ONLY if value(loaded.config, key) != value(started.config, key)]
         if "subagents.instances" not in changed and loaded.secrets.instances != started.secrets.instances:
             changed.append("subagents.instances")  # a bearer file's new content
         if changed:
