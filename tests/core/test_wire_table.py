@@ -33,7 +33,7 @@ def test_each_frame_model_has_the_schemas_fields(name: str) -> None:
 
 
 def test_every_handler_of_the_server_is_in_the_table() -> None:
-    handlers = {value for key, value in vars(wire.WireServer).items() if key.startswith("_cmd_")}
+    handlers = {value for key, value in vars(wire.WireServer).items() if key.startswith("cmd_")}
     assert handlers == {command.handler for command in wire.COMMANDS.values()}
     assert len(handlers) == len(wire.COMMANDS)  # one handler each
 
@@ -45,6 +45,6 @@ def test_the_frame_union_is_the_tables_frames() -> None:
 
 def test_a_frame_whose_cmd_is_not_its_name_is_refused_at_import() -> None:
     with pytest.raises(TypeError, match="'info'"):
-        wire._table(wire.WireCommand("info", wire.Close, wire.WireServer._cmd_info))
+        wire._table(wire.WireCommand("info", wire.Close, wire.WireServer.cmd_info))
     with pytest.raises(TypeError, match="listed twice"):
-        wire._table(*[wire.WireCommand("info", wire.Info, wire.WireServer._cmd_info)] * 2)
+        wire._table(*[wire.WireCommand("info", wire.Info, wire.WireServer.cmd_info)] * 2)

@@ -517,21 +517,22 @@ class WireServer:
             raise UnknownSession(session_id)
         return self.runtime.session(session_id)
 
-    # The commands' handlers, each named with its frame in COMMANDS: what one returns is its ``ok`` reply's value.
+    # The commands' handlers, public as COMMANDS names them (``cmd_<name>``, each with its frame): what one returns is
+    # its ``ok`` reply's value.
 
-    async def _cmd_discover(self, frame: Discover) -> Any:
+    async def cmd_discover(self, frame: Discover) -> Any:
         return await self.runtime.discover()
 
-    async def _cmd_probe(self, frame: Probe) -> Any:
+    async def cmd_probe(self, frame: Probe) -> Any:
         return await self.runtime.probe(frame.agent)
 
-    async def _cmd_plan_usage(self, frame: PlanUsageCmd) -> Any:
+    async def cmd_plan_usage(self, frame: PlanUsageCmd) -> Any:
         return await self.runtime.plan_usage(frame.agent)
 
-    async def _cmd_generate(self, frame: Generate) -> Any:
+    async def cmd_generate(self, frame: Generate) -> Any:
         return await self.runtime.generate(frame.agent, frame.dir, frame.prompt, **frame.options())
 
-    async def _cmd_open(self, frame: Open) -> object:
+    async def cmd_open(self, frame: Open) -> object:
         session = await self.runtime.open(frame.agent, frame.dir, **frame.options())
         # Not session.info(): an open in flight at EOF returns a session the runtime already closed; it is still
         # announced (ok, then its events and its closed line), per guarantee (5).
@@ -540,31 +541,31 @@ class WireServer:
         self._commands.start_soon(self._forward, session)
         return _ANSWERED
 
-    async def _cmd_prompt(self, frame: Prompt) -> Any:
+    async def cmd_prompt(self, frame: Prompt) -> Any:
         return await self._session(frame.session).prompt(frame.text, frame.attachments)
 
-    async def _cmd_dequeue(self, frame: Dequeue) -> Any:
+    async def cmd_dequeue(self, frame: Dequeue) -> Any:
         return await self._session(frame.session).dequeue(frame.prompt)
 
-    async def _cmd_answer(self, frame: AnswerCmd) -> Any:
+    async def cmd_answer(self, frame: AnswerCmd) -> Any:
         return await self._session(frame.session).answer(frame.request, frame.answer)
 
-    async def _cmd_configure(self, frame: Configure) -> Any:
+    async def cmd_configure(self, frame: Configure) -> Any:
         return await self._session(frame.session).configure(frame.option, frame.value)
 
-    async def _cmd_rollback(self, frame: Rollback) -> Any:
+    async def cmd_rollback(self, frame: Rollback) -> Any:
         return await self._session(frame.session).rollback(frame.turns, frame.scope)
 
-    async def _cmd_compact(self, frame: Compact) -> Any:
+    async def cmd_compact(self, frame: Compact) -> Any:
         return await self._session(frame.session).compact()
 
-    async def _cmd_cancel(self, frame: Cancel) -> Any:
+    async def cmd_cancel(self, frame: Cancel) -> Any:
         return await self._session(frame.session).cancel(frame.clear_queue)
 
-    async def _cmd_info(self, frame: Info) -> Any:
+    async def cmd_info(self, frame: Info) -> Any:
         return self._session(frame.session).info()
 
-    async def _cmd_close(self, frame: Close) -> None:
+    async def cmd_close(self, frame: Close) -> None:
         session = self._session(frame.session)
         if session.closed:
             raise SessionClosed()
@@ -620,20 +621,20 @@ def _table(*commands: WireCommand) -> dict[str, WireCommand]:
 
 
 COMMANDS: dict[str, WireCommand] = _table(
-    WireCommand("discover", Discover, WireServer._cmd_discover),
-    WireCommand("probe", Probe, WireServer._cmd_probe),
-    WireCommand("plan_usage", PlanUsageCmd, WireServer._cmd_plan_usage),
-    WireCommand("generate", Generate, WireServer._cmd_generate),
-    WireCommand("open", Open, WireServer._cmd_open),
-    WireCommand("prompt", Prompt, WireServer._cmd_prompt),
-    WireCommand("dequeue", Dequeue, WireServer._cmd_dequeue),
-    WireCommand("answer", AnswerCmd, WireServer._cmd_answer),
-    WireCommand("configure", Configure, WireServer._cmd_configure),
-    WireCommand("rollback", Rollback, WireServer._cmd_rollback),
-    WireCommand("compact", Compact, WireServer._cmd_compact),
-    WireCommand("cancel", Cancel, WireServer._cmd_cancel),
-    WireCommand("info", Info, WireServer._cmd_info),
-    WireCommand("close", Close, WireServer._cmd_close),
+    WireCommand("discover", Discover, WireServer.cmd_discover),
+    WireCommand("probe", Probe, WireServer.cmd_probe),
+    WireCommand("plan_usage", PlanUsageCmd, WireServer.cmd_plan_usage),
+    WireCommand("generate", Generate, WireServer.cmd_generate),
+    WireCommand("open", Open, WireServer.cmd_open),
+    WireCommand("prompt", Prompt, WireServer.cmd_prompt),
+    WireCommand("dequeue", Dequeue, WireServer.cmd_dequeue),
+    WireCommand("answer", AnswerCmd, WireServer.cmd_answer),
+    WireCommand("configure", Configure, WireServer.cmd_configure),
+    WireCommand("rollback", Rollback, WireServer.cmd_rollback),
+    WireCommand("compact", Compact, WireServer.cmd_compact),
+    WireCommand("cancel", Cancel, WireServer.cmd_cancel),
+    WireCommand("info", Info, WireServer.cmd_info),
+    WireCommand("close", Close, WireServer.cmd_close),
 )
 """Every wire command by name, in the schema's order (``Frame`` in ``anyagent-wire.schema.json``; a test holds
 them equal): the one list of them. :func:`parse_frame` reads a line with its command's frame model, the server
