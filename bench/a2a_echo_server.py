@@ -58,9 +58,8 @@ async def main() -> None:
                      supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")])
     if args.store.startswith("sqlite:"):
         from a2a.server.tasks import DatabaseTaskStore
-        from sqlalchemy.ext.asyncio import create_async_engine
-
         from sqlalchemy import event
+        from sqlalchemy.ext.asyncio import create_async_engine
 
         engine = create_async_engine(f"sqlite+aiosqlite:///{args.store[7:]}")
 

@@ -93,7 +93,7 @@ async def churn(turns: int, age: int, every: float, reply: int, work: Path,
                 # the daemon's prune with the age moved by how far the simulated clock is behind the real one
                 behind = int(time.time() - at)
                 section = RetentionSection(tasks=f"{age + behind}s")
-                await Retention(lambda: section, work, store, table).prune()
+                await Retention(lambda section=section: section, work, store, table).prune()
                 next_prune = at + interval
             if n in checkpoints:
                 times = []

@@ -49,7 +49,6 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Self
 
 from anyagentd_testing.agents import (

@@ -49,7 +49,7 @@ def anyagentd_cmd() -> list[str]:
 
 
 def spawn(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    stderr = tempfile.TemporaryFile(dir=WORKDIR)
+    stderr = tempfile.TemporaryFile(dir=WORKDIR)  # noqa: SIM115 - lives as long as the child, closed by the reaper
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, cwd=WORKDIR,
                             bufsize=1 << 16, env={**os.environ, **(env or {})})  # fmt: skip
     proc._bench_stderr = stderr  # type: ignore[attr-defined]

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from anyagentd_testing.agents import agent_bin, clean_environ
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,8 +21,9 @@ from typing import Any
 
 import pytest
 from a2a_helpers import wait_state
-from anyagentd_testing.events import process_running
 from test_a2a_warm import descendants
+
+from anyagentd_testing.events import process_running
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from a2a_helpers import ANYAGENTD
+
 from anyagentd_a2a.config import ConfigError, parse
 
 BOOLEAN_KEYS = [

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from a2a_helpers import ANYAGENTD, SLOW, PushReceiver, push_receiver, wait_pushed, wait_state
+
 from anyagentd_a2a.config import ConfigError, load, parse
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.anyio]
@@ -121,8 +122,9 @@ def test_default_config_serves_mock_on_loopback_and_logs_json(a2a_daemon: Any) -
 
 def test_the_listener_serves_its_connections_with_nagle_off(tmp_path: Path) -> None:
     """Nagle on made every SendMessage on a kept-alive connection wait ~40 ms for the client's delayed ACK."""
-    from anyagentd_a2a.daemon import Daemon, Options
     from tcp_probe import accepted_nodelay
+
+    from anyagentd_a2a.daemon import Daemon, Options
 
     daemon = Daemon(parse({}), Options(listen="127.0.0.1:0", state_dir=tmp_path))
     assert accepted_nodelay(daemon._bind())
@@ -308,12 +310,13 @@ async def test_sends_are_refused_while_draining_and_reads_still_served() -> None
     """The front's last gate, in process (a drain is too short to hit from outside): sends get -32603 DRAINING and
     never reach the dispatcher; reads still do."""
     import httpx
-    from anyagentd_a2a.config import default_config
-    from anyagentd_a2a.front import Front
-    from anyagentd_a2a.principals import Identities
     from starlette.applications import Starlette
     from starlette.responses import JSONResponse
     from starlette.routing import Route
+
+    from anyagentd_a2a.config import default_config
+    from anyagentd_a2a.front import Front
+    from anyagentd_a2a.principals import Identities
 
     reached: list[str] = []
 

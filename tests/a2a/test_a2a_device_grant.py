@@ -344,7 +344,7 @@ def test_login_send_and_status_from_the_command_line(a2a_daemon: Any, tmp_path: 
 
 
 def test_without_the_device_grant_no_session_is_listed_or_revoked(a2a_daemon: Any) -> None:
-    daemon = a2a_daemon(config=f'[a2a]\nbearer = "{{{{secret:OP_TOKEN}}}}"\n', env=ENV, mock="hello")
+    daemon = a2a_daemon(config='[a2a]\nbearer = "{{secret:OP_TOKEN}}"\n', env=ENV, mock="hello")
     assert result_of(command(daemon, "auth.sessions", token=OPERATOR), "auth.sessions") == {"sessions": []}
     _, revoked = task_result(command(daemon, "auth.sessions.revoke", token=OPERATOR, all=True),
                              "auth.sessions.revoke")  # fmt: skip

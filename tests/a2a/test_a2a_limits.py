@@ -281,6 +281,7 @@ def test_limits_and_trusted_proxies_are_checked_at_load() -> None:
 
 def test_bound_history_keeps_the_prompt_the_requests_and_the_newest() -> None:
     from a2a.types import Message, Part, Role, Task
+
     from anyagentd_a2a.limits import bound_history
     from anyagentd_a2a.translate import EVENT_MEDIA_TYPE
 

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 from a2a_helpers import ANYAGENTD, wait_state
+from prometheus_client.parser import text_string_to_metric_families
 from test_a2a_device_grant import OPERATOR, sign_in
 from test_a2a_logs import lines, wait_line
-from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.anyio]
 
@@ -128,9 +128,10 @@ def metrics_lines(daemon: Any) -> list[dict[str, Any]]:
 async def test_readyz_is_503_while_draining_and_when_the_store_does_not_answer(tmp_path: Path) -> None:
     """The readiness rule on a real SQLite store, in process (a mock agent's drain is too short to probe from
     outside): draining → 503 ``draining``; a store that cannot be opened → 503 ``store unavailable``."""
+    from starlette.applications import Starlette
+
     from anyagentd_a2a.observe.health import health_routes
     from anyagentd_a2a.store import PrincipalTaskStore, engine_for
-    from starlette.applications import Starlette
 
     draining = False
     good = engine_for(f"sqlite+aiosqlite:///{tmp_path / 'a2a.db'}")
@@ -138,7 +139,8 @@ async def test_readyz_is_503_while_draining_and_when_the_store_does_not_answer(t
     try:
         await PrincipalTaskStore(good).initialize()  # the probe reads the task table
         for engine, ready in ((good, 200), (gone, 503)):
-            app = Starlette(routes=health_routes(engine, lambda: draining))
+            # late binding on purpose: the probe reads the flag the test flips below
+            app = Starlette(routes=health_routes(engine, lambda: draining))  # noqa: B023
             transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
             async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
                 draining = False
@@ -174,9 +176,10 @@ def test_metrics_off_and_an_unresolvable_scrape_token(a2a_daemon: Any, tmp_path:
 def test_usage_counts_the_tokens_extension() -> None:
     """A ContextUsage event's ``anyagentd/tokens`` extension adds to ``tokens_total``; a malformed one adds
     nothing."""
+    from prometheus_client import generate_latest
+
     from anyagentd.model import ContextUsage
     from anyagentd_a2a.observe.metrics import Metrics
-    from prometheus_client import generate_latest
 
     metrics = Metrics()  # nothing to read: only the event path counts
     metrics.usage(ContextUsage(used_tokens=900), {"anyagentd/tokens": {"in": 700, "out": 200}})

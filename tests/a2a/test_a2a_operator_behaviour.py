@@ -37,7 +37,7 @@ def test_a_drain_with_subagents_on_writes_only_json_lines(a2a_daemon: Any) -> No
 
 
 def flow(name: str, output: str, *, wait: bool = False) -> str:
-    gate = f'[workflows.steps.go]\nkind = "wait"\non = "signal"\nsignal = "go"\n' if wait else ""
+    gate = '[workflows.steps.go]\nkind = "wait"\non = "signal"\nsignal = "go"\n' if wait else ""
     after = 'depends_on = ["go"]\n' if wait else ""
     return (f'[[workflows]]\nname = "{name}"\nroles = ["user"]\n{gate}'
             f'[workflows.steps.done]\nkind = "finish"\n{after}output = "{output}"\n')  # fmt: skip

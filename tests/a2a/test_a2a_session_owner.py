@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import anyagentd_a2a
 import pytest
+
+import anyagentd_a2a
 from anyagentd.runtime import Runtime
 from anyagentd_a2a.config import parse
 from anyagentd_a2a.conversations import Conversations

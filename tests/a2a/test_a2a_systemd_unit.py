@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import httpx
+
 from anyagentd_testing.agents import agent_bin
 
 ROOT = Path(__file__).resolve().parents[2]

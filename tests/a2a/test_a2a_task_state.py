@@ -9,15 +9,16 @@ import itertools
 from pathlib import Path
 from typing import get_args
 
-import anyagentd_a2a
 import pytest
 from a2a.types import TaskState
+
+import anyagentd_a2a
 from anyagentd.model import COMPLETED_INFERRED, FailedStop
 from anyagentd.ops import ProgressState
 from anyagentd_a2a.tasks import state as rules
 from anyagentd_a2a.workflows import state as run_rules
 
-EVERY = [TaskState.Value(n) for n in TaskState.keys()]
+EVERY = [TaskState.Value(n) for n in TaskState.keys()]  # noqa: SIM118 - a protobuf enum, not a dict
 
 # Written out here, not read from the module: what each state may be followed by.
 ALLOWED = {

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from a2a.types import Message, Part, Role
+
 from anyagentd.model import (
     REQUEST,
     AnswerPermission,
@@ -127,6 +128,7 @@ def test_a_request_reads_back_from_its_event_part_as_written_now_and_as_earlier_
     import json
 
     from a2a.types import Task, TaskStatus
+
     from anyagentd.model import Event
     from anyagentd_a2a.translate import EVENT_MEDIA_TYPE, event_part, parked_request, wire_json
 

@@ -40,10 +40,10 @@ def params(*envelopes: dict[str, Any], marked: bool = True, task_id: str | None 
     return out
 
 
-def refuse(p: dict[str, Any], *, uris: list[str] = [COMMAND_URI], principal: Principal | None = ALICE,
+def refuse(p: dict[str, Any], *, uris: tuple[str, ...] = (COMMAND_URI,), principal: Principal | None = ALICE,
            switches: dict[str, bool] | None = None) -> CommandRefusal:  # fmt: skip
     with pytest.raises(CommandRefusal) as caught:
-        resolve_command(p, activated_uris=uris, table=TABLE, principal=principal, switches=switches or {})
+        resolve_command(p, activated_uris=list(uris), table=TABLE, principal=principal, switches=switches or {})
     return caught.value
 
 

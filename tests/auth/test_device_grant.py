@@ -9,7 +9,6 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 

@@ -365,10 +365,9 @@ def _signal_env() -> dict[str, str]:
 
 def _wait_for(stream: Any, needle: bytes, timeout: float = 20) -> bytes:
     """Read ``stream`` (a pipe) until ``needle`` appears; what was read."""
-    import time
-
     import os
     import select
+    import time
 
     seen = b""
     deadline = time.monotonic() + timeout

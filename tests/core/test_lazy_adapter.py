@@ -131,6 +131,6 @@ def test_every_first_party_adapter_registers_lazily_and_its_class_matches_its_de
     for name in ("claude", "codex", "opencode", "acp"):
         stand_in = adapters[name]
         real = stand_in.load()  # type: ignore[attr-defined]
-        assert stand_in is not real and real.PLUGIN_NAME == name and real.profiles == stand_in.profiles
+        assert stand_in is not real and name == real.PLUGIN_NAME and real.profiles == stand_in.profiles
         assert stand_in.__module__ == real.__module__  # `anyagentd plugins --json` attributes it to its plugin
     assert adapters["acp"].acp_ref and {p.id for p in adapters["acp"].profiles} == {"codex-acp", "claude-acp", "gemini"}

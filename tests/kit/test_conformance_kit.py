@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 import pytest
+
 from anyagentd_testing.agents import AGENTS_DIR_ENV, agent_bin
 
 pytest_plugins = ["pytester"]

@@ -39,7 +39,7 @@ class ServedMarker:
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
-        self.stderr = tempfile.TemporaryFile("w+")  # a file, not a pipe: the server logs every request
+        self.stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115 - closed by stop(); a file, not a pipe: the server logs every request
         self.proc = subprocess.Popen(
             [sys.executable, str(MARKER_SERVER), kind], stdout=subprocess.PIPE, stderr=self.stderr, text=True,
             start_new_session=True,

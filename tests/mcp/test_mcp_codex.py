@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
-
-import sys
 
 import anyio
 import pytest

@@ -21,8 +21,8 @@ from conftest import MARKER_SERVER, stdio_marker, url_server
 from anyagentd.errors import InvalidConfiguration, ProtocolFailed, SpawnFailed, UnsupportedFeature
 from anyagentd.hookspecs import hookimpl
 from anyagentd.mcp import McpToolInfo, McpTransportPlugin, effective_transports, render_mcp_servers
-from anyagentd.model import Http, McpServer, Sse, Stdio
 from anyagentd.mcp.forwarding import install_hint
+from anyagentd.model import Http, McpServer, Sse, Stdio
 from anyagentd.plugins import Plugins
 from anyagentd.runtime import Runtime
 

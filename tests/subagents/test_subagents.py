@@ -26,8 +26,9 @@ THREE_TURNS = {"turns": [TURN, TURN, TURN]}
 
 
 @asynccontextmanager
-async def served(tmp: Path, limits: SubagentLimits = SubagentLimits()) -> AsyncIterator[tuple[SubagentManager,
-                                                                                              SubagentMcpServer]]:
+async def served(tmp: Path, limits: SubagentLimits | None = None) -> AsyncIterator[tuple[SubagentManager,
+                                                                                        SubagentMcpServer]]:
+    limits = limits or SubagentLimits()
     async with Runtime(mock_script=THREE_TURNS) as runtime, anyio.create_task_group() as tg:
         manager = SubagentManager(runtime, limits, work_root=tmp / "subagents")
         await tg.start(manager.serve)
@@ -45,11 +46,11 @@ async def client(entry: dict[str, Any]) -> AsyncIterator[Any]:
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     http = entry["connection"]["Http"]
-    async with create_mcp_http_client(headers=http["headers"], timeout=httpx2.Timeout(30)) as transport_client:
-        async with streamable_http_client(http["url"], http_client=transport_client) as (read, write, *_):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                yield session
+    async with (create_mcp_http_client(headers=http["headers"], timeout=httpx2.Timeout(30)) as transport_client,
+                streamable_http_client(http["url"], http_client=transport_client) as (read, write, *_),
+                ClientSession(read, write) as session):
+        await session.initialize()
+        yield session
 
 
 def text_of(result: Any) -> str:
@@ -69,28 +70,27 @@ async def test_tools_are_listed_and_sync_returns_the_answer(tmp_path: Path) -> N
 
 
 async def test_async_warm_send_and_kill(tmp_path: Path) -> None:
-    async with served(tmp_path) as (manager, server):
-        async with client(server.server_for(Caller("user:alice"))) as mcp:
-            handle = json.loads(text_of(await mcp.call_tool("spawn_subagent", {
-                "agent": "mock", "instruction": "first", "mode": "async"})))["handle"]  # fmt: skip
-            status = json.loads(text_of(await mcp.call_tool("subagent_result", {"handle": handle, "wait": True})))
-            assert status == {"handle": handle, "status": "completed", "mode": "async", "result": HELLO}
-            refused = await mcp.call_tool("subagent_send", {"handle": handle, "message": "more"})
-            assert refused.is_error and "only a warm subagent takes messages" in text_of(refused)
+    async with served(tmp_path) as (manager, server), client(server.server_for(Caller("user:alice"))) as mcp:
+        handle = json.loads(text_of(await mcp.call_tool("spawn_subagent", {
+            "agent": "mock", "instruction": "first", "mode": "async"})))["handle"]  # fmt: skip
+        status = json.loads(text_of(await mcp.call_tool("subagent_result", {"handle": handle, "wait": True})))
+        assert status == {"handle": handle, "status": "completed", "mode": "async", "result": HELLO}
+        refused = await mcp.call_tool("subagent_send", {"handle": handle, "message": "more"})
+        assert refused.is_error and "only a warm subagent takes messages" in text_of(refused)
 
-            warm = await mcp.call_tool("spawn_subagent", {"agent": "mock", "instruction": "one", "mode": "warm"})
-            assert json.loads(text_of(warm))["result"] == HELLO
-            [live] = [s for s in manager.owned("user:alice") if s.mode == "warm"]
-            assert live.status == "idle" and live.session is not None
-            for _ in range(2):
-                answer = await mcp.call_tool("subagent_send", {"handle": live.handle, "message": "again"})
-                assert not answer.is_error
-            assert live.attempts == 3
-            session = live.session
-            killed = json.loads(text_of(await mcp.call_tool("subagent_kill", {"handle": live.handle,
-                                                                               "reason": "done"})))  # fmt: skip
-            assert killed["status"] == "cancelled" and killed["error"] == "done"
-            assert session.closed and live.session is None
+        warm = await mcp.call_tool("spawn_subagent", {"agent": "mock", "instruction": "one", "mode": "warm"})
+        assert json.loads(text_of(warm))["result"] == HELLO
+        [live] = [s for s in manager.owned("user:alice") if s.mode == "warm"]
+        assert live.status == "idle" and live.session is not None
+        for _ in range(2):
+            answer = await mcp.call_tool("subagent_send", {"handle": live.handle, "message": "again"})
+            assert not answer.is_error
+        assert live.attempts == 3
+        session = live.session
+        killed = json.loads(text_of(await mcp.call_tool("subagent_kill", {"handle": live.handle,
+                                                                           "reason": "done"})))  # fmt: skip
+        assert killed["status"] == "cancelled" and killed["error"] == "done"
+        assert session.closed and live.session is None
 
 
 async def test_limits_and_ownership_are_tool_errors(tmp_path: Path) -> None:

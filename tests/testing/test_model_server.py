@@ -16,6 +16,7 @@ import anthropic
 import httpx
 import openai
 import pytest
+
 from anyagentd_testing.model_script import EXHAUSTED_TEXT, Script, minimal_instance
 from anyagentd_testing.model_server import ModelServer
 
@@ -485,8 +486,9 @@ def test_cli_serves_until_interrupted(tmp_path):
 
 
 def test_cli_rejects_a_bad_script(tmp_path):
-    from anyagentd_testing.cli import model_server
     from click.testing import CliRunner
+
+    from anyagentd_testing.cli import model_server
 
     script = tmp_path / "bad.json"
     script.write_text(json.dumps({"turns": [{"nope": 1}]}))

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from anyagentd_testing.agents import (
     AgentNotInstalledError,
     agent_bin,

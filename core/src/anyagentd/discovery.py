@@ -34,7 +34,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
-from .adapters.interface import AgentProfile
+from .adapters.profile import AgentProfile
 from .model import AgentInstallation, Diagnostic, DiagnosticLevel, DiscoveryReport, InstallationSource, MissingAgent
 
 __all__ = [
@@ -212,7 +212,7 @@ class _Scan:
                 shell = None
             if shell:
                 dirs, error = _cached_login_shell_path(shell, self.env)
-                if error is not None:
+                if dirs is None:
                     self._diagnose("Info", f"could not read the login shell's PATH ({shell}): {error}")
                 else:
                     self._login = [d for d in (_normalize(e, self.home) for e in dirs) if d is not None]
@@ -311,7 +311,7 @@ def _node_versions(versions_dir: str, bin_rel: str, on_unreadable: OnUnreadable 
         return []
     except OSError:
         return []
-    versioned = sorted((n for n in names if version_key(n) is not None), key=version_key, reverse=True)
+    versioned = sorted((n for n in names if version_key(n) is not None), key=lambda n: version_key(n) or (), reverse=True)
     others = sorted(n for n in names if version_key(n) is None)
     return [os.path.join(versions_dir, name, bin_rel) for name in [*versioned, *others]]
 

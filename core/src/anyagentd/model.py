@@ -12,7 +12,7 @@ enums share a tag (``AnswerPermission`` vs ``PermissionRequested``... see each c
 from __future__ import annotations
 
 import time
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -60,7 +60,7 @@ EPOCH = SystemTime.model_construct(secs_since_epoch=0, nanos_since_epoch=0)
 
 # --------------------------------------------------------------------------------------------------- config
 
-ConfigValue = Union[str, bool]
+ConfigValue = str | bool
 """``ConfigValue``: untagged, a string (Select) or a boolean (Boolean)."""
 
 
@@ -76,7 +76,10 @@ class Select(Variant):
     choices: list[ConfigChoice]
 
 
-ConfigKind = tagged_union(Literal["Boolean"], Select)
+if TYPE_CHECKING:  # the union as checkers see it; at run time the tagged union pydantic validates
+    ConfigKind: TypeAlias = Literal["Boolean"] | Select
+else:
+    ConfigKind = tagged_union(Literal["Boolean"], Select)
 
 
 class ConfigOption(Model):
@@ -142,7 +145,10 @@ class OtherAuth(NewtypeVariant):
     value: str
 
 
-AuthKind = tagged_union(Literal["Subscription", "ApiKey", "CloudProvider"], OtherAuth)
+if TYPE_CHECKING:  # the union as checkers see it; at run time the tagged union pydantic validates
+    AuthKind: TypeAlias = Literal["Subscription", "ApiKey", "CloudProvider"] | OtherAuth
+else:
+    AuthKind = tagged_union(Literal["Subscription", "ApiKey", "CloudProvider"], OtherAuth)
 
 
 class Authenticated(Variant):
@@ -164,14 +170,20 @@ class EnvVar(Variant):
     name: str
 
 
-LoginMethod = tagged_union(Terminal, EnvVar)
+if TYPE_CHECKING:  # the union as checkers see it; at run time the tagged union pydantic validates
+    LoginMethod: TypeAlias = Terminal | EnvVar
+else:
+    LoginMethod = tagged_union(Terminal, EnvVar)
 
 
 class Unauthenticated(Variant):
     login: list[LoginMethod] = Field(default_factory=list)
 
 
-AuthStatus = tagged_union(Literal["Unknown"], Authenticated, Unauthenticated)
+if TYPE_CHECKING:  # the union as checkers see it; at run time the tagged union pydantic validates
+    AuthStatus: TypeAlias = Literal["Unknown"] | Authenticated | Unauthenticated
+else:
+    AuthStatus = tagged_union(Literal["Unknown"], Authenticated, Unauthenticated)
 
 Capability = Literal[
     "Images", "Resume", "Steer", "Permissions", "Questions", "Rollback", "Fork", "SlashCommands", "Plan",
@@ -264,9 +276,14 @@ class Mcp(Variant):
     tool: str
 
 
-ToolKind = tagged_union(
-    Literal["Read", "Edit", "Delete", "Move", "Search", "Execute", "Fetch", "Think", "Other", "Subagent"], Mcp
-)
+if TYPE_CHECKING:  # the union as checkers see it; at run time the tagged union pydantic validates
+    ToolKind: TypeAlias = (
+        Literal["Read", "Edit", "Delete", "Move", "Search", "Execute", "Fetch", "Think", "Other", "Subagent"] | Mcp
+    )
+else:
+    ToolKind = tagged_union(
+        Literal["Read", "Edit", "Delete", "Move", "Search", "Execute", "Fetch", "Think", "Other", "Subagent"], Mcp
+    )
 
 
 class PathInput(NewtypeVariant):
@@ -299,7 +316,10 @@ class TextInput(NewtypeVariant):
     value: str
 
 
-ToolInput = tagged_union(Literal["None"], PathInput, Command, PatternInput, UrlInput, QueryInput, TextInput)
+if TYPE_CHECKING:  # the union as checkers see it; at run time the tagged union pydantic validates
+    ToolInput: TypeAlias = Literal["None"] | PathInput | Command | PatternInput | UrlInput | QueryInput | TextInput
+else:
+    ToolInput = tagged_union(Literal["None"], PathInput, Command, PatternInput, UrlInput, QueryInput, TextInput)
 
 
 class FileDiff(Model):
@@ -383,7 +403,10 @@ class QuestionAsked(NewtypeVariant):
     value: QuestionRequest
 
 
-Request = tagged_union(PermissionRequested, QuestionAsked)
+if TYPE_CHECKING:  # the union as checkers see it; at run time the tagged union pydantic validates
+    Request: TypeAlias = PermissionRequested | QuestionAsked
+else:
+    Request = tagged_union(PermissionRequested, QuestionAsked)
 
 
 def request_id(request: PermissionRequested | QuestionAsked) -> str:
@@ -404,7 +427,10 @@ class TextAnswer(NewtypeVariant):
     value: str
 
 
-QuestionAnswer = tagged_union(Choices, TextAnswer)
+if TYPE_CHECKING:  # the union as checkers see it; at run time the tagged union pydantic validates
+    QuestionAnswer: TypeAlias = Choices | TextAnswer
+else:
+    QuestionAnswer = tagged_union(Choices, TextAnswer)
 
 
 class AnswerPermission(NewtypeVariant):
@@ -421,7 +447,10 @@ class AnswerQuestion(NewtypeVariant):
     value: list[QuestionAnswer]
 
 
-Answer = tagged_union(AnswerPermission, AnswerQuestion)
+if TYPE_CHECKING:  # the union as checkers see it; at run time the tagged union pydantic validates
+    Answer: TypeAlias = AnswerPermission | AnswerQuestion
+else:
+    Answer = tagged_union(AnswerPermission, AnswerQuestion)
 
 # --------------------------------------------------------------------------------------------------- events
 
@@ -438,7 +467,10 @@ class PromptOrigin(NewtypeVariant):
     value: str
 
 
-TurnOrigin = tagged_union(Literal["Agent"], PromptOrigin)
+if TYPE_CHECKING:  # the union as checkers see it; at run time the tagged union pydantic validates
+    TurnOrigin: TypeAlias = Literal["Agent"] | PromptOrigin
+else:
+    TurnOrigin = tagged_union(Literal["Agent"], PromptOrigin)
 
 
 class CompletedStop(Variant):
@@ -455,7 +487,10 @@ class FailedStop(Variant):
     message: str
 
 
-StopReason = tagged_union(Literal["Cancelled", "Refused"], CompletedStop, FailedStop)
+if TYPE_CHECKING:  # the union as checkers see it; at run time the tagged union pydantic validates
+    StopReason: TypeAlias = Literal["Cancelled", "Refused"] | CompletedStop | FailedStop
+else:
+    StopReason = tagged_union(Literal["Cancelled", "Refused"], CompletedStop, FailedStop)
 COMPLETED_PROTOCOL = CompletedStop.model_construct(source="Protocol")
 COMPLETED_INFERRED = CompletedStop.model_construct(source="Inferred")
 
@@ -538,11 +573,18 @@ class TurnEnded(Variant):
     background: list[str] = Field(default_factory=list)
 
 
-EventKind = tagged_union(
-    TurnStarted, TextDelta, ReasoningDelta, UserMessage, MessageEnded, ToolUpdated, ToolOutputDelta, PlanUpdated,
-    RequestOpened, RequestClosed, SessionUpdated, StatusChanged, ContextUsage, Literal["ContextCompacted"],
-    PlanUsageUpdated, DiagnosticEvent, TurnEnded,
-)  # fmt: skip
+if TYPE_CHECKING:  # the union as checkers see it; at run time the tagged union pydantic validates
+    EventKind: TypeAlias = (
+        TurnStarted | TextDelta | ReasoningDelta | UserMessage | MessageEnded | ToolUpdated | ToolOutputDelta
+        | PlanUpdated | RequestOpened | RequestClosed | SessionUpdated | StatusChanged | ContextUsage
+        | Literal["ContextCompacted"] | PlanUsageUpdated | DiagnosticEvent | TurnEnded
+    )
+else:
+    EventKind = tagged_union(
+        TurnStarted, TextDelta, ReasoningDelta, UserMessage, MessageEnded, ToolUpdated, ToolOutputDelta, PlanUpdated,
+        RequestOpened, RequestClosed, SessionUpdated, StatusChanged, ContextUsage, Literal["ContextCompacted"],
+        PlanUsageUpdated, DiagnosticEvent, TurnEnded,
+    )  # fmt: skip
 
 ENGINE_OWNED_KINDS = frozenset({"TurnStarted", "TurnEnded", "RequestClosed", "SessionUpdated", "StatusChanged"})
 """Kinds only the engine emits; an adapter emitting one is dropped with a Warning diagnostic."""
@@ -591,7 +633,10 @@ class Queued(Variant):
     position: int = Field(ge=0)
 
 
-DeliveryKind = tagged_union(Started, Steered, Queued)
+if TYPE_CHECKING:  # the union as checkers see it; at run time the tagged union pydantic validates
+    DeliveryKind: TypeAlias = Started | Steered | Queued
+else:
+    DeliveryKind = tagged_union(Started, Steered, Queued)
 
 
 class Delivery(Model):
@@ -623,7 +668,10 @@ class Sse(Variant):
     headers: dict[str, str] = Field(default_factory=dict)
 
 
-McpConnection = tagged_union(Stdio, Http, Sse)
+if TYPE_CHECKING:  # the union as checkers see it; at run time the tagged union pydantic validates
+    McpConnection: TypeAlias = Stdio | Http | Sse
+else:
+    McpConnection = tagged_union(Stdio, Http, Sse)
 
 
 class McpServer(Model):
@@ -645,7 +693,7 @@ class AcpRef(Model):
     acp: AcpSpec
 
 
-AgentRef = Union[str, AcpRef]
+AgentRef = str | AcpRef
 
 
 class SessionOptions(Model):

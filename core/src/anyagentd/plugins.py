@@ -31,7 +31,8 @@ from .errors import InvalidConfiguration
 if TYPE_CHECKING:
     import click
 
-    from .adapters.interface import AgentAdapter, AgentProfile
+    from .adapters.interface import AgentAdapter
+    from .adapters.profile import AgentProfile
     from .mcp.interface import McpTransportPlugin
     from .model import SessionInfo
     from .ops.interface import Op

@@ -38,6 +38,7 @@ from .errors import (
     UnknownSession,
     UnsupportedFeature,
 )
+from .mcp.interface import McpToolInfo
 from .model import (
     AcpRef,
     AgentDetails,
@@ -45,17 +46,22 @@ from .model import (
     AgentRef,
     AnswerPermission,
     AnswerQuestion,
+    CompletedStop,
     ConfigValue,
     DiscoveryReport,
     McpServer,
     PermissionMode,
     PermissionRequested,
     PlanUsage,
+    Request,
+    RequestOpened,
     SessionOptions,
     TextAnswer,
+    TextDelta,
+    ToolUpdated,
+    TurnEnded,
     kind_tag,
 )
-from .mcp.interface import McpToolInfo
 from .plugins import Plugins
 
 
@@ -179,12 +185,12 @@ class Runtime:
         report = self._last_report
         if report is None or report.find(agent) is None:
             report = await self._discover_one(agent, owner)
-        installation = report.find(agent)
-        if installation is None:
+        found = report.find(agent)
+        if found is None:
             missing = next((m for m in report.missing if m.id == agent), None)
             hint = f"; install it with: {missing.install_hint}" if missing else ""
             raise NotInstalled(agent, f"{agent!r} was not found on this machine{hint}")
-        return owner, installation
+        return owner, found
 
     async def _discover_one(self, agent_id: str, owner: AgentAdapter) -> DiscoveryReport:
         # Only the profile asked for: opening one agent does not wait for the search of every other one (nor for
@@ -416,25 +422,25 @@ async def _collect_text(session: Session, prompt: str) -> str:
     await session.prompt(prompt)
     async for event in session.events():
         kind = event.kind
-        tag = kind_tag(kind)
         top_level = event.turn_info is not None and event.turn_info.parent_tool_id is None
-        if tag == "TextDelta" and top_level:
-            parts.append(kind.text)
-        elif tag == "ToolUpdated":
+        if isinstance(kind, TextDelta):
+            if top_level:
+                parts.append(kind.text)
+        elif isinstance(kind, ToolUpdated):
             await session.cancel(clear_queue=True)
             raise ProtocolFailed("the agent used a tool during generate", "generate must not use tools")
-        elif tag == "RequestOpened":
+        elif isinstance(kind, RequestOpened):
             await _refuse(session, kind.value)
-        elif tag == "TurnEnded":
+        elif isinstance(kind, TurnEnded):
             stop = kind.stop
-            if getattr(stop, "TAG", None) == "Completed":
+            if isinstance(stop, CompletedStop):
                 return "".join(parts)
             raise ProtocolFailed(f"generate's turn ended {kind_tag(stop)}",
                                  "the turn did not complete")  # fmt: skip
     raise ProtocolFailed("the session ended before the turn did", "generate got no TurnEnded")
 
 
-async def _refuse(session: Session, request: Any) -> None:
+async def _refuse(session: Session, request: Request) -> None:
     if isinstance(request, PermissionRequested):
         options = request.value.options
         choice = "DenyAlways" if "DenyOnce" not in options and "DenyAlways" in options else "DenyOnce"

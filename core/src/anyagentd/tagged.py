@@ -65,7 +65,8 @@ def _tag_of(value: Any) -> str | None:
     if isinstance(value, Variant):
         return value.TAG
     if isinstance(value, dict) and len(value) == 1:
-        return next(iter(value))
+        key = next(iter(value))
+        return key if isinstance(key, str) else None
     return None
 
 

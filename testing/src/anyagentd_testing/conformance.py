@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 
 import anyio
 import pytest
+
 from anyagentd.model import kind_tag
 
 from .events import EventStream, marked_processes, process_group_alive

@@ -145,6 +145,8 @@ async def stop_commands(agent: int, mark: str | None, commands: Mapping[str, Seq
             left = await _wait_gone(left, KILL_WAIT)
         return {tool_id: Stopped(pids=tuple(sorted(tree)), signal=sent, survivors=tuple(sorted(tree & left)))
                 for tool_id, tree in trees.items()}  # fmt: skip
+    # a CancelScope's exit may swallow (its own cancellation); this shielded one has no deadline to cancel it
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 async def wait_gone(pids: Iterable[int], poll: float = 0.25) -> None:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -267,7 +267,7 @@ class AgentConnection(ABC):
         agent records need not override it)."""
         await self.close()
 
-    async def kill(self) -> None:
+    async def kill(self) -> None:  # noqa: B027 - optional hook, a no-op unless the adapter has a process
         """Stop the agent at once (SIGKILL to its process group). Default: nothing to kill."""
 
 

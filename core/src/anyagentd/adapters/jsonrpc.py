@@ -126,11 +126,13 @@ class RpcChannel:
     async def resolve(self, frame: dict[str, Any]) -> bool:
         """Deliver a response frame; ``False`` if no request of ours has its id."""
         request_id = frame.get("id")
-        waiter = self._pending.get(request_id) if isinstance(request_id, int) else None
+        if not isinstance(request_id, int):
+            return False
+        waiter = self._pending.get(request_id)
         if waiter is None or waiter.event.is_set():
             return False
         if "error" in frame and frame["error"] is not None:
-            err = frame["error"] if isinstance(frame["error"], dict) else {"message": str(frame["error"])}
+            err: dict[str, Any] = frame["error"] if isinstance(frame["error"], dict) else {"message": str(frame["error"])}
             waiter.error = RpcError(str(err.get("message") or "error"), err.get("code"), err.get("data"))
         else:
             waiter.result = frame.get("result")

@@ -21,7 +21,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import InvalidConfiguration
-from .interface import AdapterLink, AgentAdapter, AgentConnection, AgentProfile
+from .interface import AdapterLink, AgentAdapter, AgentConnection
+from .profile import AgentProfile
 
 if TYPE_CHECKING:
     from ..mcp.forwarding import Renderers
@@ -81,7 +82,7 @@ class LazyAdapter(AgentAdapter):
             self._adapter = adapter
         return self._adapter
 
-    @property  # type: ignore[override]
+    @property
     def mcp_transports(self) -> dict[str, Any]:
         return self._transports
 
@@ -91,8 +92,8 @@ class LazyAdapter(AgentAdapter):
         if self._adapter is not None:
             self._adapter.mcp_transports = value
 
-    @property  # type: ignore[override]
-    def report_buffer(self) -> int | None:
+    @property
+    def report_buffer(self) -> int | None:  # type: ignore[override]  # read from the real adapter, never set here
         return self.adapter.report_buffer
 
     @property

@@ -63,8 +63,10 @@ STDERR_TAIL_LINES = 40
 STDERR_TAIL_BYTES = 8 * 1024
 """Upper bound of :meth:`AgentProcess.stderr_tail`'s text, in bytes (8 KiB); older lines are dropped first."""
 
-DEFAULT_GRACE = 5.0
-"""Seconds :meth:`AgentProcess.terminate` waits after each step (stdin closed, SIGTERM) before escalating."""
+CLOSE_STEP = 2.0
+"""Seconds :meth:`AgentProcess.terminate` waits after each step (stdin closed, SIGTERM) before escalating, by
+default and in :meth:`ProcessConnection.close <anyagentd.adapters.connection.ProcessConnection.close>`: both steps
+fit within the engine's ``close_grace`` (5 s), after which the engine kills what is left."""
 
 _READ_CHUNK = 64 * 1024
 
@@ -349,7 +351,7 @@ class AgentProcess:
         except (ProcessLookupError, PermissionError):
             pass
 
-    async def terminate(self, grace: float = DEFAULT_GRACE) -> str:
+    async def terminate(self, grace: float = CLOSE_STEP) -> str:
         """Stop the child and its process group; return its exit status.
 
         Steps: close stdin, wait ``grace`` seconds; SIGTERM the group, wait ``grace`` seconds; SIGKILL the group
@@ -373,6 +375,8 @@ class AgentProcess:
             status = await self.wait()
             await self._release()
             return status
+        # a CancelScope's exit may swallow (its own cancellation); this shielded one has no deadline to cancel it
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def kill(self) -> str:
         """SIGKILL the process group (and the rest of the lineage) at once and reap the child; return its exit
@@ -387,6 +391,8 @@ class AgentProcess:
             await self._background.aclose()
             await self._release()
             return status
+        # a CancelScope's exit may swallow (its own cancellation); this shielded one has no deadline to cancel it
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _release(self) -> None:
         # Close the process's pipes now, inside the event loop: left to the garbage collector they would be

@@ -48,9 +48,9 @@ class EngineSettings:
     def from_env(cls, env: dict[str, str] | None = None) -> EngineSettings:
         """Defaults overridden by ``ANYAGENTD_<FIELD>`` variables (e.g. ``ANYAGENTD_QUIET_AGENT=0.5``)."""
         env = dict(os.environ if env is None else env)
-        values = {}
+        values: dict[str, int | float] = {}
         for f in fields(cls):
             raw = env.get(f"ANYAGENTD_{f.name.upper()}")
             if raw:
                 values[f.name] = int(raw) if f.type == "int" else float(raw)
-        return cls(**values)
+        return cls(**values)  # type: ignore[arg-type]  # each value has its field's type (f.type above)

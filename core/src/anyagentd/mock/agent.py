@@ -18,8 +18,8 @@ import anyio.lowlevel
 from ..adapters.interface import AdapterLink, AgentAdapter, AgentConnection, PromptInput
 from ..model import (
     AgentDetails,
-    AnswerPermission,
     AgentInstallation,
+    AnswerPermission,
     Authenticated,
     Capabilities,
     ConfigValue,
@@ -127,8 +127,9 @@ class MockConnection(AgentConnection):
                 await self.link.emit(diagnostic("Warning", f"the mock's script has no turn {self._played + 1} "
                                                            f"(it has {self._played}): this turn never ends; cancel it"))
                 await anyio.sleep_forever()
-            self._played += 1
-            await self._steps(steps)
+            else:
+                self._played += 1
+                await self._steps(steps)
         if self._player is scope:
             self._player = None
 

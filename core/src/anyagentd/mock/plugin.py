@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from ..hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from ..adapters.interface import AgentAdapter
 
 
 @hookimpl
-def register_adapters(register):  # type: ignore[no-untyped-def]
+def register_adapters(register: Callable[[type[AgentAdapter]], None]) -> None:
     from .agent import MockAdapter
 
     register(MockAdapter)

@@ -41,9 +41,11 @@ def _event_kind(value: Any) -> Any:
     ``EventKind``: the kind is a one-member tagged union, so its tag stays in the error's place, and a value whose
     tag names no kind is validated by ``EventKind`` itself, which reports it as before."""
     tag = _tag_of(value)
-    adapter = _KIND_ADAPTERS.get(tag) if isinstance(tag, str) else None
+    if not isinstance(tag, str):
+        return EVENT_KIND.validate_python(value)
+    adapter = _KIND_ADAPTERS.get(tag)
     if adapter is None:
-        member = _KIND_MEMBERS.get(tag) if isinstance(tag, str) else None
+        member = _KIND_MEMBERS.get(tag)
         if member is None:
             return EVENT_KIND.validate_python(value)
         adapter = _KIND_ADAPTERS[tag] = TypeAdapter(tagged_union(member))

@@ -162,7 +162,8 @@ def _plain(model: Any) -> bool:
         return False
     if model.model_config.get("json_schema_extra") is not None:
         return False
-    if model.__get_pydantic_json_schema__.__func__ is not BaseModel.__get_pydantic_json_schema__.__func__:
+    if getattr(model.__get_pydantic_json_schema__, "__func__", None) is not getattr(
+            BaseModel.__get_pydantic_json_schema__, "__func__", None):  # fmt: skip
         return False
     for field in model.model_fields.values():
         if field.validation_alias is not None and not isinstance(field.validation_alias, str):

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from email.utils import format_datetime, parsedate_to_datetime
 from datetime import UTC, datetime
+from email.utils import format_datetime, parsedate_to_datetime
 from typing import Any
 
 from a2a.server.context import ServerCallContext
@@ -32,10 +32,11 @@ from a2a.types import (
     SecurityScheme,
     StringList,
 )
+
 from anyagentd import __version__
 
+from .command.envelope import COMMAND_URI as COMMAND_EXTENSION
 from .config import Loaded
-from .front import COMMAND_EXTENSION
 from .translate import OUTPUT_MODES
 
 CARD_PATH = "/.well-known/agent-card.json"

@@ -16,6 +16,7 @@ traceback; 130 when interrupted.
 from __future__ import annotations
 
 import sys
+from datetime import UTC
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -95,6 +96,7 @@ def a2a(ctx: click.Context, config_path: str | None, check_path: str | None, lis
     import logging
 
     import anyio
+
     from anyagentd.cli import loaded_plugins
     from anyagentd.errors import AnyagentError
 
@@ -223,7 +225,8 @@ def _stopped(ctx: click.Context, url: str, task: dict[str, Any]) -> None:
 def login(url: str, scope: str, cacert: str | None) -> None:
     """Sign in to the daemon at URL with the device grant: shows a code for an operator to approve, waits, and
     stores the token (0600) in the config dir."""
-    from .client import ClientError, login as run_login, store_token
+    from .client import ClientError, store_token
+    from .client import login as run_login
 
     try:
         body = run_login(url, scope=scope, cacert=cacert)
@@ -249,7 +252,8 @@ def send(ctx: click.Context, url: str, text: str, context_id: str | None, task_i
     """Send TEXT to the agent at URL as one message; prints the answer on stdout (for a task that waits for
     input, its question), the task's id, state and contextId on stderr. Exits 0 when the task completed, 2 when
     it waits for input (stderr names the command that answers it: `send URL allow --task-id ID`), 1 otherwise."""
-    from .client import question_text, send as run_send, task_text
+    from .client import question_text, task_text
+    from .client import send as run_send
 
     state, task = _run(lambda: run_send(url, text, _token(url, token), context_id=context_id, task_id=task_id,
                                         cacert=cacert), cacert)  # fmt: skip
@@ -358,12 +362,12 @@ def op_command(ctx: click.Context, url: str, op_name: str, pairs: tuple[str, ...
 
 def _when(timestamp: str | None) -> str:
     """An RFC 3339 timestamp as ``YYYY-MM-DD HH:MM:SSZ`` (UTC, whole seconds); ``-`` without one."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     if not timestamp:
         return "-"
     try:
-        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00")).astimezone(timezone.utc)
+        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00")).astimezone(UTC)
     except ValueError:
         return timestamp
     return moment.strftime("%Y-%m-%d %H:%M:%SZ")

@@ -37,10 +37,12 @@ from a2a.types import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
+
 from anyagentd.adapters.lineage import guardian_pid
 from anyagentd.errors import AnyagentError, ResumeFailed
 from anyagentd.model import PromptOrigin, kind_tag
 
+from .tasks.state import PARK, PAUSED, TERMINAL, from_stop, move, on_drain
 from .translate import (
     DELIVERY_MEDIA_TYPE,
     REASONING_MEDIA_TYPE,
@@ -53,7 +55,6 @@ from .translate import (
     turn_metadata,
     wire_part,
 )
-from .tasks.state import PARK, PAUSED, TERMINAL, from_stop, move, on_drain
 
 log = logging.getLogger("anyagentd.a2a")
 

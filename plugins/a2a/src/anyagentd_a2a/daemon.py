@@ -35,30 +35,40 @@ from a2a.server.tasks import BasePushNotificationSender
 from a2a.types import CancelTaskRequest
 from a2a.utils.errors import A2AError
 from a2a.utils.push_url_validator import validate_push_notification_url
+from sqlalchemy.exc import SQLAlchemyError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.routing import Route
+
 from anyagentd import startup
 from anyagentd.errors import ResumeFailed
 from anyagentd.listen import listening_socket
 from anyagentd.ops import owns
 from anyagentd.plugins import Plugins
 from anyagentd.runtime import Runtime
-from sqlalchemy.exc import SQLAlchemyError
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.routing import Route
 
 from .card import SCHEMA_PATH, build_card, card_route, extend_for_caller
 from .command.dispatch import CommandDispatcher
-from .instance import Instance
-from .logring import LogRing, RingHandler, SecretRedactor
+from .command.envelope import COMMAND_URI as COMMAND_EXTENSION
 from .config import ConfigError, Loaded, load, parent_key, split_host_port, with_listen
 from .conversations import Conversation, Conversations, Opening, PoolLimits
 from .executor import CANCEL_GRACE, ConversationExecutor
-from .front import COMMAND_EXTENSION, CorsGate, Front, HostGate, invalid_params, rpc_error
+from .front import CorsGate, Front, HostGate, invalid_params, rpc_error
+from .instance import Instance
+from .logring import LogRing, RingHandler, SecretRedactor
 from .pathprefix import PathPrefix, prefix_of
 from .principals import OPERATOR, Identities
 from .push import OnDemandClient
-from .store import (FLUSH_DELAY, ConversationTable, PrincipalTaskStore, PushConfigStore, StoreUnavailable,
-                    check_sqlite_directory, engine_for, fail_interrupted)  # fmt: skip
+from .store import (
+    FLUSH_DELAY,
+    ConversationTable,
+    PrincipalTaskStore,
+    PushConfigStore,
+    StoreUnavailable,
+    check_sqlite_directory,  # fmt: skip
+    engine_for,
+    fail_interrupted,
+)
 from .tasks.state import FAILED, INPUT_REQUIRED, OPEN, TERMINAL, UNRESUMABLE_MESSAGE, on_drain
 from .translate import accepts_our_output, url_violations
 
@@ -828,7 +838,7 @@ class Daemon:
                 continue  # the task already shows the run's end (a run ended at recovery is brought up to date)
             owner_id = record.principal or OPERATOR.id
             owner = OPERATOR if owner_id == OPERATOR.id else Principal(owner_id, owner_id.split(":", 1)[0])
-            op = task.metadata["op"] if "op" in task.metadata else f"workflow.run:{record.workflow}"
+            op = task.metadata.get("op", f"workflow.run:{record.workflow}")
             self.dispatcher.run_tasks[record.task_id] = (record.id, owner)
             self._tg.start_soon(partial(self.dispatcher.track, owner, record.task_id, task.context_id, {}, op,
                                         run_progress(runner, record), resumed=True))  # fmt: skip

@@ -19,8 +19,9 @@ import anyio
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.types import Part, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
-from anyagentd.errors import AnyagentError, ResumeFailed
 from google.protobuf.json_format import MessageToDict
+
+from anyagentd.errors import AnyagentError, ResumeFailed
 
 from .conversations import Conversations, ReplayRefused, TaskRun
 from .translate import (

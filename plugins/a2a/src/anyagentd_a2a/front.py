@@ -42,11 +42,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from . import structjson
-from .command.envelope import COMMAND_URI as COMMAND_EXTENSION
 from .command.envelope import CONTENT_TYPE_NOT_SUPPORTED, command_parts, is_command
 from .config import A2ASection, Loaded, Secrets, is_loopback
 from .limits import TooLarge, body_too_large, empty_message_refusal, held_history, message_refusal, read_body
-from .proxies import Network, client_address, parse_proxy
 from .principals import (
     FAILED_CREDENTIAL_BURST,
     FAILED_CREDENTIAL_REFILL_SECONDS,
@@ -56,6 +54,7 @@ from .principals import (
     TokenBucket,
     Unauthenticated,
 )
+from .proxies import Network, client_address, parse_proxy
 
 log = logging.getLogger("anyagentd.a2a")
 

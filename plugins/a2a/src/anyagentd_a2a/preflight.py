@@ -56,8 +56,14 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import (Loaded, Unreadable, missing_sqlite_directory, read_regular, split_host_port,
-                     sqlite_file)  # fmt: skip
+from .config import (
+    Loaded,
+    Unreadable,
+    missing_sqlite_directory,
+    read_regular,
+    split_host_port,
+    sqlite_file,  # fmt: skip
+)
 
 if TYPE_CHECKING:
     from anyagentd.plugins import Plugins

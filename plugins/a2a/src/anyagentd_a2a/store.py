@@ -35,14 +35,35 @@ from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
 from a2a.server.id_generator import IDGenerator, IDGeneratorContext
 from a2a.server.tasks import DatabasePushNotificationConfigStore, DatabaseTaskStore
-from a2a.types import (ListTasksRequest, ListTasksResponse, Task, TaskPushNotificationConfig, TaskState, TaskStatus,
-                       TaskStatusUpdateEvent)  # fmt: skip
+from a2a.types import (
+    ListTasksRequest,
+    ListTasksResponse,
+    Task,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,  # fmt: skip
+)
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import decode_list_tasks_cursor, encode_list_tasks_cursor
 from google.protobuf.json_format import ParseDict, SerializeToJsonError
-from sqlalchemy import (Column, DateTime, Index, MetaData, String, Table, Text, case, delete, exists, func, inspect,
-                        select, tuple_)  # fmt: skip
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Index,
+    MetaData,
+    String,
+    Table,
+    Text,
+    case,
+    delete,
+    exists,
+    func,
+    inspect,
+    select,  # fmt: skip
+    tuple_,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from .config import missing_sqlite_directory

@@ -21,6 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from a2a.types import Message, Part, Role
+from google.protobuf.json_format import MessageToDict
+from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
+
 from anyagentd.model import (
     ANSWER,
     REQUEST,
@@ -31,9 +35,6 @@ from anyagentd.model import (
     TextAnswer,
     kind_tag,
 )
-from google.protobuf.json_format import MessageToDict
-from pydantic import ValidationError
-from pydantic_core import to_jsonable_python
 
 EVENT_MEDIA_TYPE = "application/vnd.anyagent.event+json"
 """Media type of a text Part that carries one wire ``Event`` as its JSON text (:func:`wire_part`)."""

@@ -171,10 +171,7 @@ class DeviceGrant:
 
     def deny(self, user_code: str | None = None, *, every: bool = False) -> int:
         """``auth.device.deny``: refuse one pending code or all; returns how many."""
-        if every:
-            waiting = self._waiting()
-        else:
-            waiting = [self._find(user_code or "")]
+        waiting = self._waiting() if every else [self._find(user_code or "")]
         for pending in waiting:
             pending.state = "denied"
         return len(waiting)

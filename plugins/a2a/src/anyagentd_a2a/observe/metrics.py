@@ -29,12 +29,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, get_args
 
-from anyagentd.engine.projections import TOKENS_EXTENSION
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.requests import Request
 from starlette.responses import Response
+
+from anyagentd.engine.projections import TOKENS_EXTENSION
 
 from ..front import rpc_error
 from ..principals import SCRAPER, bearer_of

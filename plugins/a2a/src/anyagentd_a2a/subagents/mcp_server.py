@@ -20,16 +20,17 @@ bearer is withdrawn when the session closes.
 
 import json
 import secrets
-from contextlib import nullcontext
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
-from anyagentd.errors import UnsupportedFeature
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+
+from anyagentd.errors import UnsupportedFeature
 
 from .manager import SubagentManager, SubagentNotFound, SubagentRefused
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from a2a.types import TaskState
+
 from anyagentd.model import kind_tag
 
 SUBMITTED: int = TaskState.TASK_STATE_SUBMITTED

@@ -14,12 +14,12 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import (JSON, BigInteger, Boolean, ForeignKey, Index, Integer, String, Text, delete, func, select,
-                        update)
+from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Index, Integer, String, Text, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from .state import RUN_TERMINAL, RunFlags, StepState
+
 
 class _Base(DeclarativeBase):
     pass
