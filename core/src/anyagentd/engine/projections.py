@@ -15,9 +15,12 @@ when read), and event models are kept by reference, rendered only by ``to_json``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..model import ACTIVE_TOOL_STATUSES
+
+if TYPE_CHECKING:
+    from ..model import TurnContext
 
 TOKENS_EXTENSION = "anyagentd/tokens"
 """Extension an adapter may put on a ``ContextUsage`` event: ``{"in": int, "out": int}``, the tokens the agent's
@@ -176,7 +179,7 @@ class Projections:
 
     # ------------------------------------------------------------------------------------------- folding
 
-    def apply(self, tag: str, kind: Any, turn_info: Any, extensions: dict[str, Any] | None, ns: int) -> None:
+    def apply(self, tag: str, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None, ns: int) -> None:
         """Fold one emitted event (its tag, kind, turn context, extensions and wall clock in ns) in."""
         self._last_ns = ns
         fast = self._fast
@@ -210,12 +213,12 @@ class Projections:
         self.phase = "closed"
         self.current_tool = None
 
-    def _turn_started(self, kind: Any, turn_info: Any, extensions: Any) -> None:
+    def _turn_started(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         self.turn_id = turn_info.id if turn_info is not None else None
         self.turns += 1
         self.phase = "working"
 
-    def _delta(self, kind: Any, turn_info: Any, entry_kind: EntryKind, role: Any, phase: Phase) -> None:
+    def _delta(self, kind: Any, turn_info: TurnContext | None, entry_kind: EntryKind, role: Any, phase: Phase) -> None:
         parent = turn_info.parent_tool_id if turn_info is not None else None
         key = (parent, kind.message_id, entry_kind)
         entry = self._messages.get(key)
@@ -228,26 +231,27 @@ class Projections:
             self.phase = phase
         self._fast, self._fast_parts = (kind.TAG, turn_info, kind.message_id), entry.parts
 
-    def _text(self, kind: Any, turn_info: Any, extensions: Any) -> None:
+    def _text(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         self._delta(kind, turn_info, "message", "assistant", "responding")
 
-    def _reasoning(self, kind: Any, turn_info: Any, extensions: Any) -> None:
+    def _reasoning(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         self._delta(kind, turn_info, "reasoning", "assistant", "thinking")
 
-    def _user_message(self, kind: Any, turn_info: Any, extensions: Any) -> None:
+    def _user_message(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         self._delta(kind, turn_info, "message", "user", "working")
 
-    def _message_ended(self, kind: Any, turn_info: Any, extensions: Any) -> None:
+    def _message_ended(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         parent = turn_info.parent_tool_id if turn_info is not None else None
         for entry_kind in ("message", "reasoning"):
             self._messages.pop((parent, kind.message_id, entry_kind), None)
 
-    def _tool(self, kind: Any, turn_info: Any, extensions: Any) -> None:
+    def _tool(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         tool = kind.value
         entry = self._tools.get(tool.id)
         if entry is None or (entry.turn_id is not None and turn_info is not None and entry.turn_id != turn_info.id):
             parent = turn_info.parent_tool_id if turn_info is not None else None
-            entry = self._tools[tool.id] = Entry("tool", "assistant", tool.id, turn_info and turn_info.id, parent)
+            turn_id = turn_info.id if turn_info is not None else None
+            entry = self._tools[tool.id] = Entry("tool", "assistant", tool.id, turn_id, parent)
             self.transcript.append(entry)
         entry.tool = tool
         entry.status = tool.status
@@ -260,30 +264,32 @@ class Projections:
             if self.phase == "tool":
                 self.phase = "working"
 
-    def _tool_output(self, kind: Any, turn_info: Any, extensions: Any) -> None:
+    def _tool_output(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         entry = self._tools.get(kind.tool_id)
         if entry is not None:
             entry.append(kind.text)
 
-    def _plan(self, kind: Any, turn_info: Any, extensions: Any) -> None:
+    def _plan(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         self.plan = list(kind.entries)
 
-    def _request_opened(self, kind: Any, turn_info: Any, extensions: Any) -> None:
+    def _request_opened(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         request = kind.value
-        entry = Entry("request", "assistant", request.value.id, turn_info and turn_info.id,
-                      turn_info and turn_info.parent_tool_id, status="open", request=request)  # fmt: skip
+        turn_id = turn_info.id if turn_info is not None else None
+        parent = turn_info.parent_tool_id if turn_info is not None else None
+        entry = Entry("request", "assistant", request.value.id, turn_id, parent,
+                      status="open", request=request)  # fmt: skip
         self._requests[entry.id] = entry
         self.transcript.append(entry)
         self.phase = "needs_input"
 
-    def _request_closed(self, kind: Any, turn_info: Any, extensions: Any) -> None:
+    def _request_closed(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         entry = self._requests.pop(kind.request_id, None)
         if entry is not None:
             entry.status = "answered" if entry.answer is not None else "closed"
         if not self._requests and self.phase == "needs_input":
             self.phase = "working" if self.turn_id is not None else "idle"
 
-    def _context_usage(self, kind: Any, turn_info: Any, extensions: dict[str, Any] | None) -> None:
+    def _context_usage(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         usage = self.usage
         usage.used_tokens = kind.used_tokens
         usage.reports += 1
@@ -298,7 +304,7 @@ class Projections:
                 if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
                     setattr(usage, attr, (getattr(usage, attr) or 0) + value)
 
-    def _turn_ended(self, kind: Any, turn_info: Any, extensions: Any) -> None:
+    def _turn_ended(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         self.turn_id = None
         self._messages.clear()
         self.current_tool = None
