@@ -44,6 +44,7 @@ from .profile import AgentProfile  # noqa: F401  (re-exported: the catalog entry
 
 if TYPE_CHECKING:
     from ..mcp.forwarding import Renderers
+    from ..model import EventKind
 
 # ------------------------------------------------------------------------------------------------ reports
 
@@ -56,7 +57,7 @@ class EventReport:
     one's ``__init__`` (``object.__setattr__`` per field) cost three times a plain one's (0.38 vs 0.12 us; issue 17).
     """
 
-    kind: Any
+    kind: EventKind
     parent_tool_id: str | None = None
     extensions: dict[str, Any] | None = None
 
@@ -138,7 +139,7 @@ class AdapterLink:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
 
-    async def emit(self, kind: Any, *, parent_tool_id: str | None = None,
+    async def emit(self, kind: EventKind, *, parent_tool_id: str | None = None,
                    extensions: dict[str, Any] | None = None) -> None:  # fmt: skip
         """Report one event of ``kind`` (e.g. ``TextDelta(...)``); ``parent_tool_id`` for subagent events."""
         report = EventReport(kind, parent_tool_id, extensions)
@@ -188,7 +189,7 @@ class DiscardingLink(AdapterLink):
     async def report(self, report: Report) -> None:
         """Drop ``report``."""
 
-    async def emit(self, kind: Any, *, parent_tool_id: str | None = None,
+    async def emit(self, kind: EventKind, *, parent_tool_id: str | None = None,
                    extensions: dict[str, Any] | None = None) -> None:  # fmt: skip
         """Drop the event (the base class's fast path writes to a channel this link does not have)."""
 
