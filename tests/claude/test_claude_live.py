@@ -82,7 +82,7 @@ async def test_adapter_turn_and_mcp_server_in_init(claude: Any, work: Path, tmp_
         assert "".join(texts) == "Hello from the script."
         ended = [r for r in reports if isinstance(r, EventReport) and getattr(r.kind, "TAG", "") == "MessageEnded"]
         assert ended and ended[0].extensions and ended[0].extensions.get("claude/fork_point")
-        init = conn.mapper.last_init
+        init = conn.state.last_init
         assert init is not None and init["session_id"] == conn.resume_token
         assert {"name": "files", "status": "connected"} in [
             {"name": s.get("name"), "status": s.get("status")} for s in init["mcp_servers"]]

@@ -131,7 +131,7 @@ async def test_stream_transcript_permission_hook_and_denial() -> None:
     conn, link, proc = make_conn()
     items = frames("claude-stream-1.stdout.jsonl")
     first_result = next(i for i, f in enumerate(items) if f["type"] == "result")
-    conn.mapper.turn_active = True
+    conn.state.turn_begins()
     await feed(conn, items[: first_result + 1])
 
     # the session id from system/init becomes the resume token
@@ -318,11 +318,11 @@ async def test_auth_failure_and_local_command_output() -> None:
     await m.handle({"type": "assistant", "error": "authentication_failed", "message": {
         "id": "x", "model": "<synthetic>", "content": [{"type": "text", "text": "Not logged in · Please run /login"}]}})
     assert ("auth_lost", ["L"]) in link.reports
-    m.turn_active = True
+    m.state.turn_begins()
     await m.handle({"type": "user", "isReplay": True, "uuid": "lc",
                     "message": {"content": "<local-command-stdout>Set model to x</local-command-stdout>"}})  # fmt: skip
     assert link.events("TextDelta")[-1].kind == TextDelta(message_id="lc", text="Set model to x")
-    m.turn_active = False
+    m.state.turn_ended()
     n = len(link.reports)
     await m.handle({"type": "user", "isReplay": True, "uuid": "lc2",
                     "message": {"content": "<local-command-stdout>Set model to y</local-command-stdout>"}})  # fmt: skip
@@ -424,7 +424,7 @@ async def test_close_unanswered_leaves_the_pending_permission_unanswered() -> No
     conn, link, proc = make_conn()
     await conn._dispatch({"type": "control_request", "request_id": "r1", "request": {
         "subtype": "can_use_tool", "tool_name": "Bash", "tool_use_id": "b1", "input": {"command": "ls"}}})
-    conn.mapper.turn_active = True
+    conn.state.turn_begins()
     killed: list[str] = []
 
     async def kill() -> str:
@@ -571,24 +571,30 @@ async def test_a_turn_started_before_the_last_result_is_acked_after_it() -> None
 
 @pytest.mark.anyio
 async def test_one_object_owns_the_open_permission_requests() -> None:
-    """Issue 18: the path is CLI control request → ``conn.permissions`` → engine request; engine answer →
-    ``conn.permissions`` → CLI reply. It holds request id ↔ tool use until answered, withdrawn or denied."""
+    """Issue 18: the path is CLI control request → ``conn.state.requests`` (issue 30: the toolkit's
+    ``PendingRequests``) → engine request; engine answer → the table → CLI reply. It holds request id ↔ the CLI's
+    request until answered, withdrawn or denied."""
     from anyagentd.errors import InvalidRequest
 
     conn, link, proc = make_conn()
-    open_requests = conn.permissions
+    open_requests = conn.state.requests
+
+    def tool_use_of(request_id: str) -> str | None:
+        item = open_requests.get(request_id)
+        return item.data["tool_use_id"] if item is not None else None
+
     await conn._dispatch({"type": "control_request", "request_id": "r1", "request": {
         "subtype": "can_use_tool", "tool_name": "Bash", "tool_use_id": "b1", "input": {"command": "ls"}}})
     await conn._dispatch({"type": "control_request", "request_id": "rq", "request": QUESTION})
     await conn._dispatch({"type": "control_request", "request_id": "r2", "request": {
         "subtype": "can_use_tool", "tool_name": "Bash", "tool_use_id": "b2", "input": {"command": "pwd"}}})
     assert len(open_requests) == 3
-    assert open_requests.tool_use_of("r1") == "b1" and open_requests.tool_use_of("rq") == "tq"
+    assert tool_use_of("r1") == "b1" and tool_use_of("rq") == "tq"
     assert [r.kind.value.value.id for r in link.events("RequestOpened")] == ["r1", "rq", "r2"]
     await conn.answer("r1", AnswerPermission(value="AllowOnce"))
     assert proc.written[-1] == open_requests_reply("r1", {"behavior": "allow", "updatedInput": {"command": "ls"},
                                                           "toolUseID": "b1"})  # fmt: skip
-    assert "r1" not in open_requests and open_requests.tool_use_of("r1") is None
+    assert "r1" not in open_requests and tool_use_of("r1") is None
     with pytest.raises(InvalidRequest):
         await conn.answer("r1", AnswerPermission(value="AllowOnce"))
     await conn._dispatch({"type": "control_cancel_request", "request_id": "rq"})

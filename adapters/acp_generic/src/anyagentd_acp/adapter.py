@@ -1,7 +1,8 @@
 """The ``acp`` adapter: catalog profiles of ACP agents, ``probe``, ``connect``, and ``{"acp": {...}}`` AgentRefs.
 
 The adapter's ``config`` (``Runtime(adapter_config={"acp": {...}})``) may set ``handshake_timeout`` (seconds,
-default ``anyagentd.adapters.connection.HANDSHAKE_TIMEOUT``), ``max_line_bytes`` (default 64 MiB), and per agent id
+default ``anyagentd.adapters.connection.HANDSHAKE_TIMEOUT``), ``max_line_bytes`` (default
+``anyagentd.adapters.process.DEFAULT_MAX_LINE_BYTES``, 64 MiB), and per agent id
 ``args`` / ``env`` (see :mod:`.launch`).
 """
 

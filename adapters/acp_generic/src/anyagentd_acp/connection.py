@@ -41,20 +41,27 @@ from pathlib import Path
 from typing import Any, cast
 
 import anyio
-from pydantic import ValidationError
 from acp import PROTOCOL_VERSION, RequestError
 from acp import schema as acp
 from acp.client.connection import ClientSideConnection
+from pydantic import ValidationError
+
 from anyagentd.adapters import cancelled_commands, lineage
 from anyagentd.adapters.attachments import classify
-from anyagentd.adapters.connection import HANDSHAKE_TIMEOUT, ProcessConnection
+from anyagentd.adapters.connection import (
+    EXIT_WAIT,
+    HANDSHAKE_TIMEOUT,
+    INTERRUPT_ON_CLOSE,
+    REQUEST_TIMEOUT,
+    ProcessConnection,
+)
 from anyagentd.adapters.interface import PromptInput
-from anyagentd.adapters.process import AgentProcess
+from anyagentd.adapters.pending import PendingRequests
+from anyagentd.adapters.process import DEFAULT_MAX_LINE_BYTES, AgentProcess
 from anyagentd.errors import (
     AnyagentError,
     AuthRequired,
     InvalidConfiguration,
-    InvalidRequest,
     ProtocolFailed,
     ResumeFailed,
     SpawnFailed,
@@ -84,10 +91,6 @@ from .launch import launch_argv, launch_env
 from .mapping import PERMISSION_KINDS, SessionState, UpdateMapper, stop_reason
 from .transport import ProcessTransport
 
-
-REQUEST_TIMEOUT = 10.0
-"""Seconds to wait for the answer to ``session/set_mode`` / ``session/set_config_option``."""
-
 SETTLE_LIMIT = 10.0
 """Seconds the first ``session/prompt`` after a cancel waits for the cancelled prompt's answer before it is sent
 anyway."""
@@ -101,21 +104,9 @@ RESYNC_AFTER_CANCEL = frozenset({"claude-acp"})
 CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk", "user_message_chunk"})
 
 
-MAX_LINE_BYTES = 64 * 1024 * 1024
-"""Longest agent line accepted (64 MiB; adapter config ``max_line_bytes``); longer ones become diagnostics."""
-
 AUTH_REQUIRED = -32000
 RAW_LINE = "acp/raw_line"
 """Extension key of a line from the agent that is not a JSON-RPC message (first 4 KiB)."""
-
-
-class _Pending:
-    __slots__ = ("choice", "done", "options")
-
-    def __init__(self, options: dict[str, str]) -> None:
-        self.options = options  # choice -> ACP optionId
-        self.done = anyio.Event()
-        self.choice: str | None = None  # optionId, or None = cancelled
 
 
 class _Client:
@@ -223,7 +214,9 @@ class AcpConnection(ProcessConnection):
         self.title = None
         self.init: acp.InitializeResponse | None = None
         self.session_id: str | None = None
-        self._pending: dict[str, _Pending] = {}
+        self._pending: PendingRequests[dict[str, str]] = PendingRequests("the ACP agent")
+        """The agent's permission requests waiting for the engine: data = choice -> ACP optionId; the reply, the
+        selected optionId (``None``: cancelled). The agent's request handler waits on it (:meth:`ask_permission`)."""
         self._request_ids = itertools.count(1)
         self._opened = False
         self._running: int | None = None  # token of the running prompt
@@ -255,7 +248,8 @@ class AcpConnection(ProcessConnection):
         session. Raises ``SpawnFailed``, ``HandshakeTimeout``, ``AuthRequired``, ``ResumeFailed``,
         ``UnsupportedFeature``, ``InvalidConfiguration``, ``ProtocolFailed``."""
         argv = launch_argv(installation, config)
-        max_line = int(config.get("max_line_bytes", MAX_LINE_BYTES))
+        # the longest agent line accepted; longer ones become diagnostics
+        max_line = int(config.get("max_line_bytes", DEFAULT_MAX_LINE_BYTES))
         process = await AgentProcess.start(argv, cwd=options.dir, env=launch_env(installation, config),
                                            max_line_bytes=max_line)  # fmt: skip
         conn = cls(process, link, installation, options)
@@ -273,10 +267,10 @@ class AcpConnection(ProcessConnection):
         await super().abandon(grace)
 
     async def _exited_detail(self) -> str:
-        with anyio.move_on_after(2.0):
+        with anyio.move_on_after(EXIT_WAIT):
             await self.wait_output_done()
             await self.process.wait()
-        await self.process.stderr_drained(1.0)
+        await self.process.stderr_drained()
         return self.process.stderr_tail() or f"exited ({self.exit_status or 'unknown'})"
 
     async def _call(self, what: str, coro: Any, *, resume: bool = False) -> Any:
@@ -404,24 +398,22 @@ class AcpConnection(ProcessConnection):
             await self.link.emit(diagnostic("Warning", "the ACP agent asked permission without usable options"))
             return cancelled
         request_id = f"acp-perm-{next(self._request_ids)}"
-        pending = _Pending(choices)
-        self._pending[request_id] = pending
+        pending = self._pending.open(request_id, choices)
         tool = self.mapper.permission_tool(tool_call)
         await self.mapper.end_message()
         detail = "; ".join(f"{o.name} ({o.kind})" for o in options)
         request = PermissionRequest(id=request_id, tool=tool, options=list(choices), detail=detail)
         await self.link.emit(RequestOpened(value=PermissionRequested(value=request)))
-        await pending.done.wait()
-        self._pending.pop(request_id, None)
-        if pending.choice is None:
+        try:
+            option_id = await pending.wait()
+        finally:
+            self._pending.withdraw(request_id)  # the library cancelled this handler: nobody waits for an answer
+        if option_id is None:
             return cancelled
-        return acp.RequestPermissionResponse(outcome=acp.AllowedOutcome(outcome="selected", option_id=pending.choice))
+        return acp.RequestPermissionResponse(outcome=acp.AllowedOutcome(outcome="selected", option_id=option_id))
 
     def _release_pending(self) -> None:
-        pending, self._pending = self._pending, {}
-        for item in pending.values():
-            item.choice = None
-            item.done.set()
+        self._pending.cancel_all()  # each waiting ask_permission answers cancelled
 
     # ------------------------------------------------------------------------------------------- commands
 
@@ -544,13 +536,9 @@ class AcpConnection(ProcessConnection):
         return bool(caps and caps.load_session and session_caps and session_caps.close is not None)
 
     async def answer(self, request_id: str, answer: Answer) -> None:
-        pending = self._pending.get(request_id)
-        if pending is None:
-            raise InvalidRequest(f"the ACP agent has no pending request {request_id!r}")
-        # the engine validated the answer: a Permission choice among the options the request offered
-        pending.choice = pending.options[cast(AnswerPermission, answer).value]
-        pending.done.set()
-        self._pending.pop(request_id, None)
+        # the engine validated the answer: a Permission choice among the options the request offered; the waiting
+        # ask_permission sends the option selected (InvalidRequest when no such request is open)
+        self._pending.answer(request_id, lambda item: item.data[cast(AnswerPermission, answer).value])
 
     async def cancel(self) -> None:
         self._cancel_requested = True
@@ -608,7 +596,7 @@ class AcpConnection(ProcessConnection):
     async def close(self) -> None:
         self.closing = True
         if self._turn_running and not self.output_done:
-            with anyio.move_on_after(0.5):
+            with anyio.move_on_after(INTERRUPT_ON_CLOSE):
                 await self.cancel()
         self._release_pending()
         await self.rpc.close()

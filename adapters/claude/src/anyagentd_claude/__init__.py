@@ -6,7 +6,9 @@ stream-json``) and the control protocol on the same pipes. Modules, one idea eac
 - :mod:`.adapter`: the catalog profile, ``probe`` and ``connect``;
 - :mod:`.launch`: command line, environment, and ``AgentDetails`` from the ``initialize`` handshake;
 - :mod:`.connection`: one live session (stdout pump, turns, answers, cancel, configure, compact, rollback, close);
-- :mod:`.control`: the control protocol (our requests, the CLI's permission/question requests and our replies);
+- :mod:`.control`: the control protocol (our requests and the matching of the CLI's responses, our reply frames);
+- :mod:`.permissions`: the CLI's ``can_use_tool`` requests ↔ the engine's Permission / Question requests;
+- :mod:`.state`: the session's protocol state, one object the connection and the mapper share;
 - :mod:`.mapping`: stdout frames → normalized events;
 - :mod:`.tools`: tool calls → ``ToolUpdate`` snapshots;
 - :mod:`.plugin`: the pluggy registration.

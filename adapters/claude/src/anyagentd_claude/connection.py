@@ -16,6 +16,9 @@ is a Warning diagnostic naming it (with the CLI's error, for ``failed``); so is 
 What is pending, the held prompts and the Warning texts are :class:`~anyagentd.adapters.mcp_startup.McpStartup`'s
 (:attr:`ClaudeConnection.mcp_startup`); this module asks and maps the CLI's statuses.
 
+The protocol state the connection and the mapper share (the turn, the session id, the options, the tool
+snapshots, the open requests) is one :class:`~.state.ClaudeState`, :attr:`ClaudeConnection.state`.
+
 Commands (each returns promptly):
 
 - StartTurn: one ``user`` frame with a fresh uuid, then TurnAck (the CLI handles its input in order, one
@@ -23,7 +26,9 @@ Commands (each returns promptly):
   (then TurnAck) once they are. When an interrupted turn has not had its ``result`` yet (the engine ended a
   cancelled turn the CLI never confirmed), the TurnAck waits for that result: what comes before it is the old
   turn's;
-- Answer: the ``can_use_tool`` reply (:class:`.permissions.OpenRequests` owns the open requests);
+- Answer: the ``can_use_tool`` reply (:mod:`.permissions` builds it; the open requests are
+  :attr:`ClaudeState.requests <.state.ClaudeState.requests>`, the toolkit's
+  :class:`~anyagentd.adapters.pending.PendingRequests`);
 - Cancel: ``interrupt``, then pending permission requests denied (with ``interrupt: true``). A prompt still held
   for the MCP servers is dropped instead (TurnAck, then TurnEnded Cancelled: the CLI never had it);
 - Configure: ``set_permission_mode`` (mode) / ``set_model`` (model); the applied value is reported with
@@ -34,7 +39,8 @@ Commands (each returns promptly):
   ``turns`` back. Only prompts sent by this process can be targeted, and Claude Code 2.1.197 refuses to rewind
   past the first prompt ("no preceding assistant");
 - Close: ``interrupt`` if a turn runs (the CLI otherwise waits up to 30 s for it on EOF), then stdin closed,
-  SIGTERM / SIGKILL to the process group after ``CLOSE_STEP`` seconds each
+  SIGTERM / SIGKILL to the process group after ``CLOSE_STEP`` seconds each (the interrupt gets
+  ``INTERRUPT_ON_CLOSE`` seconds)
   (:class:`~anyagentd.adapters.connection.ProcessConnection`).
 """
 
@@ -47,7 +53,7 @@ from typing import Any
 import anyio
 
 from anyagentd.adapters.attachments import classify
-from anyagentd.adapters.connection import HANDSHAKE_TIMEOUT, ProcessConnection
+from anyagentd.adapters.connection import HANDSHAKE_TIMEOUT, INTERRUPT_ON_CLOSE, REQUEST_TIMEOUT, ProcessConnection
 from anyagentd.adapters.interface import PromptInput
 from anyagentd.adapters.mcp_startup import McpStartup
 from anyagentd.adapters.process import AgentProcess, InputClosed, cli_version, json_frames
@@ -72,13 +78,10 @@ from anyagentd.model import (
     diagnostic,
 )
 
-from . import control
+from . import control, permissions
 from .launch import MCP_TRANSPORTS, agent_details, is_authenticated, launch_argv, launch_env, login_methods
 from .mapping import RAW, FrameMapper
-from .permissions import OpenRequests
-
-CONTROL_TIMEOUT = 10.0
-"""Seconds to wait for the CLI's answer to a control request (version, configure, rewind)."""
+from .state import ClaudeState
 
 MCP_STATUS_INTERVAL = 0.1
 """Seconds between two ``mcp_status`` requests while a forwarded MCP server is ``pending`` (Claude Code 2.1.197
@@ -100,24 +103,28 @@ class ClaudeConnection(ProcessConnection):
         super().__init__(process, link)
         self.installation = installation
         self.session_options = options
-        self.options: dict[str, Any] = {"mode": "default", "model": "default", **options.configure}
-        self.resume_token = session_token
+        self.state = ClaudeState({"mode": "default", "model": "default", **options.configure}, session_token)
+        """The session's protocol state, shared with :attr:`mapper` (see the module doc)."""
         self.title = None
         self.channel = control.ControlChannel(process.write_json)
-        self.mapper = FrameMapper(link, cwd=options.dir, options=self.options, resume_token=session_token,
-                                  login=login_methods(installation.executable_path))  # fmt: skip
+        self.mapper = FrameMapper(link, self.state, cwd=options.dir, login=login_methods(installation.executable_path))
         self.init_response: dict[str, Any] = {}
         self.details = AgentDetails()
-        self.permissions = OpenRequests(cwd=options.dir)
-        self._prompt_uuids: list[str] = []
-        self._unfinished = 0  # user frames written whose result has not come yet
-        self._deferred_acks = 0  # TurnAcks held until the results of earlier user frames
-        self._unconfirmed_interrupt = False  # an interrupt was sent and no result has come since
         self.mcp_transports: list[str] = list(MCP_TRANSPORTS)
         self.mcp_startup: McpStartup[dict[str, Any]] = McpStartup()
         """The MCP servers forwarded in ``--mcp-config`` and the user frames held until they are settled (set by
         :meth:`open`)."""
         self._mcp_request: str | None = None  # the mcp_status request sent with the handshake
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The live configuration values (:attr:`state`'s)."""
+        return self.state.options
+
+    @property  # type: ignore[override]
+    def resume_token(self) -> str | None:
+        """The CLI's session id (:attr:`state`'s; a ``system/init`` naming another one changes it)."""
+        return self.state.session_id
 
     @property  # type: ignore[override]
     def configuration(self) -> SessionConfiguration:
@@ -175,7 +182,7 @@ class ClaudeConnection(ProcessConnection):
         except (control.ControlError, InputClosed) as err:
             # ControlError: it answered with an error or its stdout ended; the others: it was already gone when
             # initialize was written (a binary that exits at once).
-            await self.process.stderr_drained(1.0)
+            await self.process.stderr_drained()
             if not isinstance(err, control.ControlError):
                 status = await self.process.wait()
                 detail = self.process.stderr_tail() or "no output"
@@ -191,7 +198,7 @@ class ClaudeConnection(ProcessConnection):
         self.init_response = init if isinstance(init, dict) else {}
         version = None
         try:
-            reply = await self.channel.wait(version_request, timeout=CONTROL_TIMEOUT)
+            reply = await self.channel.wait(version_request, timeout=REQUEST_TIMEOUT)
             version = reply.get("version") if isinstance(reply, dict) else None
         except (control.ControlError, TimeoutError):
             pass
@@ -276,16 +283,13 @@ class ClaudeConnection(ProcessConnection):
         elif kind == "control_request":
             await self._incoming(frame)
         elif kind == "control_cancel_request":
-            if self.permissions.withdraw(str(frame.get("request_id"))):
+            if self.state.requests.withdraw(str(frame.get("request_id"))) is not None:
                 await self.link.emit(diagnostic("Info", "Claude Code withdrew a pending request"),
                                      extensions={RAW: frame})  # fmt: skip
         elif kind == "result":
-            self._unfinished = max(0, self._unfinished - 1)
-            self._unconfirmed_interrupt = False
+            self.state.result_arrived()
             await self.mapper.handle(frame)
-            if self._deferred_acks and self._unfinished <= self._deferred_acks:
-                self._deferred_acks -= 1  # the held turn is the one the CLI now runs
-                self.mapper.turn_active = True
+            if self.state.deferred_ack_due():  # the held turn is the one the CLI now runs
                 await self.link.turn_ack()
         else:
             await self.mapper.handle(frame)
@@ -296,8 +300,10 @@ class ClaudeConnection(ProcessConnection):
         subtype = req.get("subtype")
         if subtype == "can_use_tool":
             tool_use_id = str(req.get("tool_use_id") or "")
-            opened = self.permissions.open(request_id, req, self.mapper.tools.get(tool_use_id))
-            await self.link.emit(opened, parent_tool_id=self.mapper.tool_parents.get(tool_use_id))
+            kind, opened = permissions.engine_request(request_id, req, self.state.tools.get(tool_use_id),
+                                                      self.session_options.dir)  # fmt: skip
+            self.state.requests.open(request_id, req, kind=kind, agent_id=request_id)
+            await self.link.emit(opened, parent_tool_id=self.state.tool_parents.get(tool_use_id))
             return
         reply: Any = {"action": "decline"} if subtype == "elicitation" else {}
         await self._write(control.success(request_id, reply))
@@ -328,19 +334,18 @@ class ClaudeConnection(ProcessConnection):
     async def _send_prompt(self, frame: dict[str, Any]) -> None:
         """Write the user ``frame`` of a prompt and report TurnAck (deferred after an unconfirmed interrupt).
         Raises ``ProtocolFailed`` when the CLI's input is closed."""
-        self.mapper.turn_active = True
-        earlier = self._unfinished if self._unconfirmed_interrupt else 0
+        state = self.state
+        state.turn_begins()
+        deferred = state.owes_earlier_result()
         if not await self._write(frame):
             raise ProtocolFailed("Claude Code's input is closed")
-        self._unfinished += 1
-        self._prompt_uuids.append(frame["uuid"])
-        if earlier:
-            self._deferred_acks += 1
-        else:
+        state.prompt_written(frame["uuid"], deferred=deferred)
+        if not deferred:
             await self.link.turn_ack()
 
     async def answer(self, request_id: str, answer: Answer) -> None:
-        if not await self._write(self.permissions.reply(request_id, answer)):
+        item = self.state.requests.answer(request_id, lambda item: permissions.reply(item, answer))
+        if not await self._write(item.reply):
             raise ProtocolFailed("Claude Code's input is closed")
 
     async def cancel(self) -> None:
@@ -352,12 +357,12 @@ class ClaudeConnection(ProcessConnection):
             await self.channel.send("interrupt")
         except InputClosed:
             return
-        self._unconfirmed_interrupt = self._unfinished > 0
+        self.state.interrupt_sent()
         await self._deny_pending()
 
     async def _deny_pending(self) -> None:
-        for frame in self.permissions.deny_all():
-            await self._write(frame)
+        for item in self.state.requests.cancel_all(permissions.cancel_reply):
+            await self._write(item.reply)
 
     async def configure(self, option: str, value: ConfigValue) -> None:
         if option == "mode":
@@ -376,7 +381,7 @@ class ClaudeConnection(ProcessConnection):
 
     async def _confirm(self, request_id: str, option: str, value: ConfigValue) -> None:
         try:
-            await self.channel.wait(request_id, timeout=CONTROL_TIMEOUT)
+            await self.channel.wait(request_id, timeout=REQUEST_TIMEOUT)
         except (control.ControlError, TimeoutError) as err:
             reason = getattr(err, "detail", None) or "no answer"
             await self.link.emit(diagnostic("Warning", f"Claude Code refused {option}={value!r}: {reason}"))
@@ -386,26 +391,26 @@ class ClaudeConnection(ProcessConnection):
     async def compact(self) -> None:
         frame = {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "/compact"}]},
                  "parent_tool_use_id": None, "session_id": "", "uuid": str(uuid.uuid4())}  # fmt: skip
-        self.mapper.turn_active = True
+        self.state.turn_begins()
         if not await self._write(frame):
             raise ProtocolFailed("Claude Code's input is closed")
-        self._unfinished += 1
+        self.state.compact_written()
 
     async def rollback(self, turns: int, scope: RollbackScope) -> None:
         if turns < 1:
             raise InvalidRequest("rollback needs turns >= 1")
-        if turns > len(self._prompt_uuids):
-            raise InvalidRequest(f"only the {len(self._prompt_uuids)} prompt(s) sent in this session can be rolled back")
-        target = self._prompt_uuids[-turns]
+        if turns > len(self.state.prompt_uuids):
+            raise InvalidRequest(f"only the {len(self.state.prompt_uuids)} prompt(s) sent in this session can be rolled back")
+        target = self.state.prompt_uuids[-turns]
         if scope == "ConversationAndFiles":
             try:
-                await self.channel.request("rewind_files", timeout=CONTROL_TIMEOUT, user_message_id=target)
+                await self.channel.request("rewind_files", timeout=REQUEST_TIMEOUT, user_message_id=target)
             except control.ControlError as err:
                 raise InvalidRequest(f"Claude Code could not rewind files: {err.detail}") from None
             except TimeoutError:
                 raise ProtocolFailed("Claude Code did not answer rewind_files") from None
         try:
-            reply = await self.channel.request("rewind_conversation", timeout=CONTROL_TIMEOUT,
+            reply = await self.channel.request("rewind_conversation", timeout=REQUEST_TIMEOUT,
                                                target_message_uuid=target)  # fmt: skip
         except control.ControlError as err:
             raise InvalidRequest(f"Claude Code could not rewind the conversation: {err.detail}") from None
@@ -414,14 +419,14 @@ class ClaudeConnection(ProcessConnection):
         if not (isinstance(reply, dict) and reply.get("rewound")):
             reason = reply.get("error") if isinstance(reply, dict) else None
             raise InvalidRequest(f"Claude Code refused to rewind: {reason or 'unknown reason'}")
-        del self._prompt_uuids[-turns:]
+        self.state.rolled_back(turns)
 
     async def close(self) -> None:
         self.closing = True
         self.mcp_startup.drop()
-        if self.mapper.turn_active and not self.output_done:
+        if self.state.turn_running and not self.output_done:
             try:
-                with anyio.move_on_after(0.5):
+                with anyio.move_on_after(INTERRUPT_ON_CLOSE):
                     await self.channel.send("interrupt")
                     await self._deny_pending()
             except InputClosed:

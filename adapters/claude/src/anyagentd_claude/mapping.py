@@ -49,6 +49,7 @@ from anyagentd.model import (
     diagnostic,
 )
 
+from .state import ClaudeState
 from .tools import PLAN_TOOL, plan_entries, result_text, tool_update
 
 FORK_POINT = "claude/fork_point"
@@ -74,24 +75,19 @@ _BACKGROUND_ID = re.compile(r"running in background with ID:\s*(\S+)", re.I)
 
 
 class FrameMapper:
-    """Per-session mapping state: open messages, tool snapshots, usage of the last API call, current options.
+    """Per-session mapping of stdout frames: open messages, the usage of the last API call, background tasks.
 
-    ``cwd``: the session directory. ``link``: where reports go. ``options``: the session's configuration values
-    (shared with the connection, updated in place). ``login``: the login methods reported when auth is lost.
-    Attribute the connection sets: ``turn_active`` (a turn of ours is running).
+    ``link``: where reports go. ``state``: the session's protocol state (:class:`~.state.ClaudeState`, shared with
+    the connection: the turn, the session id, the options, the tool snapshots); a fresh one when omitted.
+    ``cwd``: the session directory. ``login``: the login methods reported when auth is lost.
     """
 
-    def __init__(self, link: Any, *, cwd: str | None = None, options: dict[str, Any] | None = None,
-                 resume_token: str | None = None, login: list[Any] | None = None) -> None:  # fmt: skip
+    def __init__(self, link: Any, state: ClaudeState | None = None, *, cwd: str | None = None,
+                 login: list[Any] | None = None) -> None:  # fmt: skip
         self.link = link
+        self.state = state if state is not None else ClaudeState()
         self.cwd = cwd
-        self.options: dict[str, Any] = options if options is not None else {}
-        self.resume_token = resume_token
         self.login = list(login or [])
-        self.turn_active = False
-        self.last_init: dict[str, Any] | None = None
-        self.tools: dict[str, ToolUpdate] = {}
-        self.tool_parents: dict[str, str | None] = {}
         self._tool_names: dict[str, str] = {}
         self._background: dict[str, str] = {}  # background task id -> tool id
         self._streamed: set[str] = set()  # API message ids seen in message_start
@@ -216,12 +212,12 @@ class FrameMapper:
         tool_id = str(block.get("id") or "")
         name = str(block.get("name") or "tool")
         self._tool_names[tool_id] = name
-        self.tool_parents[tool_id] = parent
+        self.state.tool_parents[tool_id] = parent
         if name == PLAN_TOOL:
             await self.link.emit(PlanUpdated(entries=plan_entries(block.get("input"))), parent_tool_id=parent)
             return
         update = tool_update(tool_id, name, block.get("input"), self.cwd)
-        self.tools[tool_id] = update
+        self.state.tools[tool_id] = update
         await self.link.emit(ToolUpdated(value=update), parent_tool_id=parent)
 
     # ------------------------------------------------------------------------------------------- user
@@ -233,7 +229,7 @@ class FrameMapper:
         if frame.get("isReplay"):
             text = content if isinstance(content, str) else _texts(content)
             outputs = [m.group(2).strip() for m in _LOCAL_OUTPUT.finditer(text or "")]
-            if outputs and self.turn_active:
+            if outputs and self.state.turn_running:
                 mid = str(frame.get("uuid") or "local-command")
                 await self.link.emit(TextDelta(message_id=mid, text="\n".join(outputs)), parent_tool_id=parent)
                 await self.link.emit(MessageEnded(message_id=mid), parent_tool_id=parent)
@@ -259,7 +255,7 @@ class FrameMapper:
             return
         output = result_text(block.get("content"))
         structured = frame.get("tool_use_result")
-        previous = self.tools.get(tool_id) or ToolUpdate(id=tool_id)
+        previous = self.state.tools.get(tool_id) or ToolUpdate(id=tool_id)
         status = "Failed" if block.get("is_error") else "Completed"
         if status == "Completed" and name == "Bash":
             task = structured.get("backgroundTaskId") if isinstance(structured, dict) else None
@@ -269,19 +265,17 @@ class FrameMapper:
                 self._background[str(task)] = tool_id
                 status = "Running"
         update = previous.model_copy(update={"status": status, "output": output})
-        self.tools[tool_id] = update
-        await self.link.emit(ToolUpdated(value=update), parent_tool_id=self.tool_parents.get(tool_id, parent))
+        self.state.tools[tool_id] = update
+        await self.link.emit(ToolUpdated(value=update), parent_tool_id=self.state.tool_parents.get(tool_id, parent))
 
     # ------------------------------------------------------------------------------------------- system
 
     async def _system(self, frame: dict[str, Any]) -> None:
         subtype = frame.get("subtype")
         if subtype == "init":
-            self.last_init = frame
-            token = frame.get("session_id")
-            if isinstance(token, str) and token and token != self.resume_token:
-                self.resume_token = token
-                await self.link.info_changed(resume_token=token)
+            self.state.last_init = frame
+            if self.state.session_seen(frame.get("session_id")):
+                await self.link.info_changed(resume_token=self.state.session_id)
             if isinstance(frame.get("permissionMode"), str):
                 await self.set_options(mode=frame["permissionMode"])
         elif subtype == "status":
@@ -308,7 +302,7 @@ class FrameMapper:
         elif subtype == "task_notification":
             await self._task_notification(frame)
         elif subtype == "local_command_output":
-            if self.turn_active and frame.get("content"):
+            if self.state.turn_running and frame.get("content"):
                 mid = str(frame.get("uuid") or "local-command")
                 await self.link.emit(TextDelta(message_id=mid, text=str(frame["content"])))
                 await self.link.emit(MessageEnded(message_id=mid))
@@ -317,25 +311,26 @@ class FrameMapper:
 
     async def _task_notification(self, frame: dict[str, Any]) -> None:
         tool_id = frame.get("tool_use_id") or self._background.get(str(frame.get("task_id")))
-        if not tool_id or tool_id not in self.tools:
+        if not tool_id or tool_id not in self.state.tools:
             return
         self._background = {k: v for k, v in self._background.items() if v != tool_id}
         status = {"completed": "Completed", "failed": "Failed", "stopped": "Cancelled"}.get(
             str(frame.get("status")), "Completed"
         )
-        previous = self.tools[tool_id]
+        previous = self.state.tools[tool_id]
         summary = frame.get("summary")
         output = "\n".join(p for p in (previous.output, summary if isinstance(summary, str) else None) if p)
         update = previous.model_copy(update={"status": status, "output": output or previous.output})
-        self.tools[tool_id] = update
-        await self.link.emit(ToolUpdated(value=update), parent_tool_id=self.tool_parents.get(tool_id))
+        self.state.tools[tool_id] = update
+        await self.link.emit(ToolUpdated(value=update), parent_tool_id=self.state.tool_parents.get(tool_id))
 
     async def set_options(self, **changes: Any) -> None:
         """Update option values; report ``info_changed(configuration=...)`` when something changed."""
-        if all(self.options.get(k) == v for k, v in changes.items()):
+        options = self.state.options
+        if all(options.get(k) == v for k, v in changes.items()):
             return
-        self.options.update(changes)
-        await self.link.info_changed(configuration=SessionConfiguration(options=dict(self.options)))
+        options.update(changes)
+        await self.link.info_changed(configuration=SessionConfiguration(options=dict(options)))
 
     # ------------------------------------------------------------------------------------------- result
 
@@ -345,7 +340,7 @@ class FrameMapper:
         windows = [w for w in windows if isinstance(w, int) and w > 0]
         if not windows:
             return self._last_window
-        model = (self.last_init or {}).get("model")
+        model = (self.state.last_init or {}).get("model")
         chosen = usage.get(model, {}).get("contextWindow") if isinstance(usage.get(model), dict) else None
         self._last_window = chosen if isinstance(chosen, int) and chosen > 0 else windows[-1]
         return self._last_window
@@ -368,7 +363,7 @@ class FrameMapper:
                                  extensions={TOKENS_EXTENSION: tokens} if tokens["in"] or tokens["out"] else None)  # fmt: skip
         self._usage_in = self._usage_out = 0
         stop = self.stop_reason(frame)
-        self.turn_active = False
+        self.state.turn_ended()
         await self.link.turn_ended(stop)
 
     def stop_reason(self, frame: dict[str, Any]) -> Any:

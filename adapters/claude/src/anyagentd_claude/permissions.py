@@ -1,11 +1,12 @@
-"""Claude Code's open ``can_use_tool`` requests, in one object (``docs/agents/claude.md#permissions-and-questions``).
+"""Claude Code's ``can_use_tool`` requests ↔ the engine's requests (``docs/agents/claude.md#permissions-and-questions``).
 
-:class:`OpenRequests` is the whole permission path: the CLI's ``can_use_tool`` control request →
-:meth:`OpenRequests.open` → the engine's Permission or Question request; the engine's answer →
-:meth:`OpenRequests.reply` → the CLI's ``control_response``. It keeps each open request (its id, the tool use it
-is about, the CLI's request it answers) until it is answered, withdrawn (``control_cancel_request``) or denied by
-a cancel (:meth:`OpenRequests.deny_all`). The engine alone validates answers (their kind, the choices offered):
-what reaches :meth:`OpenRequests.reply` is an answer to the request it names.
+The path: the CLI's ``can_use_tool`` control request → :func:`engine_request` → the engine's Permission or
+Question request, recorded in the session's open-request table (``ClaudeState.requests``, the toolkit's
+:class:`~anyagentd.adapters.pending.PendingRequests`: control request id → the CLI's request body, its kind); the
+engine's answer → the table's ``answer`` → :func:`reply` → the CLI's ``control_response``. A
+``control_cancel_request`` withdraws an open request; a cancel denies them all (:func:`cancel_reply`). The engine
+alone validates answers (their kind, the choices offered): what reaches :func:`reply` is an answer to the request
+it names.
 
 AskUserQuestion answers: the CLI reads them from the *allowed* tool input: ``updatedInput`` = the original input
 plus ``answers: {question text: answer}``, where an answer is the chosen option's label (several labels joined
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from anyagentd.errors import InvalidRequest
+from anyagentd.adapters.pending import PendingRequest
 from anyagentd.model import (
     Answer,
     AnswerPermission,
@@ -42,71 +43,31 @@ CANCEL_DENY_MESSAGE = "The user cancelled the turn."
 """The ``message`` of the deny sent to pending permission requests when the turn is cancelled."""
 
 
-class OpenRequest:
-    """One ``can_use_tool`` waiting for the caller: ``kind`` is ``permission`` | ``question``; ``tool_use_id`` the
-    tool use it is about; ``request`` the CLI's request body (the reply is built from it)."""
-
-    __slots__ = ("kind", "request", "tool_use_id")
-
-    def __init__(self, kind: str, request: dict[str, Any]) -> None:
-        self.kind = kind
-        self.request = request
-        self.tool_use_id = str(request.get("tool_use_id") or "")
-
-
-class OpenRequests:
-    """The session's open ``can_use_tool`` requests by request id (see the module doc). ``cwd``: the session
-    directory (for the snapshot of a tool use the CLI asks about before it was streamed)."""
-
-    def __init__(self, cwd: str | None = None) -> None:
-        self.cwd = cwd
-        self._open: dict[str, OpenRequest] = {}
-
-    def __contains__(self, request_id: str) -> bool:
-        return request_id in self._open
-
-    def __len__(self) -> int:
-        return len(self._open)
-
-    def tool_use_of(self, request_id: str) -> str | None:
-        """The tool use id an open request is about (``None`` when no such request is open)."""
-        item = self._open.get(request_id)
-        return item.tool_use_id if item is not None else None
-
-    def open(self, request_id: str, req: dict[str, Any], known: ToolUpdate | None) -> RequestOpened:
-        """Record the CLI's ``can_use_tool`` ``req`` (its control request ``request_id``) and return the engine's
-        request for it: a Question for ``AskUserQuestion``, else a Permission on ``known`` (the tool use's
-        snapshot, when it was streamed) or a snapshot built from the request."""
-        if req.get("tool_name") == QUESTION_TOOL:
-            self._open[request_id] = OpenRequest("question", req)
-            return RequestOpened(value=question_request(request_id, req))
-        item = OpenRequest("permission", req)
-        tool = known or tool_update(item.tool_use_id, str(req.get("tool_name") or "tool"), req.get("input"), self.cwd)
-        self._open[request_id] = item
-        return RequestOpened(value=permission_request(request_id, req, tool))
-
-    def reply(self, request_id: str, answer: Answer) -> dict[str, Any]:
-        """The ``control_response`` frame answering the open request ``request_id`` with the engine's ``answer``;
-        the request is no longer open. Raises ``InvalidRequest`` when no such request is open (answered,
-        withdrawn or denied by a cancel)."""
-        item = self._open.pop(request_id, None)
-        if item is None:
-            raise InvalidRequest(f"Claude Code has no pending request {request_id!r}")
-        if item.kind == "question":
-            return success(request_id, question_response(cast(AnswerQuestion, answer), item.request))
-        return success(request_id, permission_response(cast(AnswerPermission, answer), item.request))
-
-    def withdraw(self, request_id: str) -> bool:
-        """The CLI's ``control_cancel_request``: forget the request; ``True`` when it was open."""
-        return self._open.pop(request_id, None) is not None
-
-    def deny_all(self) -> list[dict[str, Any]]:
-        """A cancel (or close): the ``control_response`` frames denying every open request with ``interrupt``
-        (in the order they opened); none is open afterwards."""
-        pending, self._open = self._open, {}
-        return [success(request_id, deny_response(item.request)) for request_id, item in pending.items()]
+def engine_request(request_id: str, req: dict[str, Any], known: ToolUpdate | None,
+                   cwd: str | None = None) -> tuple[str, RequestOpened]:  # fmt: skip
+    """The engine's request for the CLI's ``can_use_tool`` ``req`` (its control request ``request_id``), with its
+    kind for the open-request table: ``("question", …)`` for ``AskUserQuestion``, else ``("permission", …)`` on
+    ``known`` (the tool use's snapshot, when it was streamed) or a snapshot built from the request (``cwd``: the
+    session directory)."""
+    if req.get("tool_name") == QUESTION_TOOL:
+        return "question", RequestOpened(value=question_request(request_id, req))
+    tool_use_id = str(req.get("tool_use_id") or "")
+    tool = known or tool_update(tool_use_id, str(req.get("tool_name") or "tool"), req.get("input"), cwd)
+    return "permission", RequestOpened(value=permission_request(request_id, req, tool))
 
 
+def reply(item: PendingRequest[dict[str, Any]], answer: Answer) -> dict[str, Any]:
+    """The ``control_response`` frame answering the open request ``item`` with the engine's ``answer`` (the
+    ``reply`` the connection gives :meth:`~anyagentd.adapters.pending.PendingRequests.answer`)."""
+    if item.kind == "question":
+        return success(item.id, question_response(cast(AnswerQuestion, answer), item.data))
+    return success(item.id, permission_response(cast(AnswerPermission, answer), item.data))
+
+
+def cancel_reply(item: PendingRequest[dict[str, Any]]) -> dict[str, Any]:
+    """The ``control_response`` frame denying the open request ``item`` at a cancel (or close), with ``interrupt``
+    (:meth:`~anyagentd.adapters.pending.PendingRequests.cancel_all`'s ``reply``)."""
+    return success(item.id, deny_response(item.data))
 
 
 def permission_request(request_id: str, req: dict[str, Any], tool: ToolUpdate) -> PermissionRequested:

@@ -7,6 +7,7 @@ Codex runs as ``codex app-server`` (JSON-RPC 2.0 over stdio, protocol v2). Modul
   ``AgentDetails``;
 - :mod:`.connection`: one live session (stdout pump, turns, steer, answers, cancel, configure, compact, close);
 - JSON-RPC framing (ids tracked per direction) is the toolkit's :mod:`anyagentd.adapters.jsonrpc`;
+- :mod:`.state`: the thread's protocol state, one object the connection and the mapper share;
 - :mod:`.mapping`: notifications → normalized events, thread items → ``ToolUpdate`` snapshots;
 - :mod:`.protocol`: typed messages (pydantic) for the subset used, and the bundled JSON schema generated from the
   pinned CLI (``schema/``);

@@ -44,17 +44,17 @@ import tempfile
 from typing import Any, cast
 
 import anyio
-from anyagentd.adapters import attachments
-from anyagentd.adapters.connection import HANDSHAKE_TIMEOUT, ProcessConnection
+
+from anyagentd.adapters import attachments, lineage
+from anyagentd.adapters.connection import EXIT_WAIT, HANDSHAKE_TIMEOUT, INTERRUPT_ON_CLOSE, ProcessConnection
 from anyagentd.adapters.interface import PromptInput
 from anyagentd.adapters.jsonrpc import RpcChannel, RpcError, classify
 from anyagentd.adapters.mcp_startup import McpStartup
-from anyagentd.adapters import lineage
+from anyagentd.adapters.pending import PendingRequest
 from anyagentd.adapters.process import AgentProcess, InputClosed, cli_version, json_frames
 from anyagentd.errors import (
     AuthRequired,
     InvalidConfiguration,
-    InvalidRequest,
     ProtocolFailed,
     ResumeFailed,
     SpawnFailed,
@@ -97,7 +97,7 @@ from .launch import (
     version_from_user_agent,
 )
 from .mapping import RAW, NotificationMapper, tool_update
-from .state import PendingRequest, ThreadState
+from .state import ThreadState
 
 CLIENT_INFO = p.ClientInfo(name="anyagentd", title="anyagentd", version="0.1.0")
 
@@ -214,11 +214,11 @@ class CodexConnection(ProcessConnection):
 
     async def _gone(self, fallback: str) -> SpawnFailed:
         """The error for an app-server that went away during the handshake: its exit status (waited for, up to
-        2 s: the output can end before the exit is reaped) and its last stderr lines, e.g.
+        ``EXIT_WAIT``: the output can end before the exit is reaped) and its last stderr lines, e.g.
         ``exit status: 127`` and ``/usr/bin/env: 'node': No such file or directory``."""
-        with anyio.move_on_after(2.0):
+        with anyio.move_on_after(EXIT_WAIT):
             self.exit_status = await self.process.wait()
-        await self.process.stderr_drained(1.0)
+        await self.process.stderr_drained()
         detail = self.process.stderr_tail() or fallback
         if self.exit_status is None:
             return SpawnFailed(f"Codex stopped answering during the handshake: {detail}")
@@ -447,7 +447,7 @@ class CodexConnection(ProcessConnection):
                 choices = [Choice(id=o.label, label=o.label, description=o.description or None) for o in q.options or []]
                 questions.append(Question(id=q.id, text=q.question, header=q.header or None, choices=choices,
                                           allows_free_text=q.isOther or not choices))  # fmt: skip
-            self.state.requests[request_id] = PendingRequest("question", rpc_id, params)
+            self.state.requests.open(request_id, params, kind="question", agent_id=rpc_id)
             await self.link.emit(RequestOpened(value=QuestionAsked(value=QuestionRequest(id=request_id,
                                                                                          questions=questions))),
                                  parent_tool_id=parent)  # fmt: skip
@@ -466,7 +466,7 @@ class CodexConnection(ProcessConnection):
     async def _open_permission(self, kind: str, rpc_id: Any, params: dict[str, Any], tool: ToolUpdate,
                                options: list[str], detail: str | None, parent: str | None) -> None:  # fmt: skip
         request_id = str(rpc_id)
-        self.state.requests[request_id] = PendingRequest(kind, rpc_id, params)
+        self.state.requests.open(request_id, params, kind=kind, agent_id=rpc_id)
         request = PermissionRequest(id=request_id, tool=tool, options=options, detail=detail)  # type: ignore[arg-type]
         await self.link.emit(RequestOpened(value=PermissionRequested(value=request)), parent_tool_id=parent)
 
@@ -564,17 +564,15 @@ class CodexConnection(ProcessConnection):
             await self.link.steered(False)
 
     async def answer(self, request_id: str, answer: Answer) -> None:
-        pending = self.state.requests.get(request_id)
-        if pending is None:
-            raise InvalidRequest(f"Codex has no pending request {request_id!r}")
         # the engine validated the answer against the request (its kind, the choices offered)
-        if pending.kind == "question":
-            result = question_response(cast(AnswerQuestion, answer), pending.params)
-        else:
+        def result(item: PendingRequest[dict[str, Any]]) -> dict[str, Any]:
+            if item.kind == "question":
+                return question_response(cast(AnswerQuestion, answer), item.data)
             choice = cast(AnswerPermission, answer).value
-            result = {"decision": permission_decision(pending.kind, choice, pending.params)}
-        del self.state.requests[request_id]
-        if not await self._reply(pending.rpc_id, result):
+            return {"decision": permission_decision(item.kind, choice, item.data)}
+
+        pending = self.state.requests.answer(request_id, result)  # InvalidRequest when not open
+        if not await self._reply(pending.agent_id, pending.reply):
             raise ProtocolFailed("Codex's input is closed")
 
     async def cancel(self) -> None:
@@ -585,11 +583,8 @@ class CodexConnection(ProcessConnection):
                 await self.link.steered(False)
             await self.link.turn_ended("Cancelled")
             return
-        for item in self.state.cancel_requests().values():
-            if item.kind == "question":
-                await self._reply(item.rpc_id, {"answers": {}})
-            else:
-                await self._reply(item.rpc_id, {"decision": permission_decision(item.kind, "Cancel", item.params)})
+        for item in self.state.cancel_requests(cancel_result):
+            await self._reply(item.agent_id, item.reply)
         if self.state.turn_id:
             await self._interrupt()
         # else: interrupted once turn/start's result (or turn/started) names the turn
@@ -635,7 +630,7 @@ class CodexConnection(ProcessConnection):
         self.closing = True
         self.mcp_startup.drop()
         if self.state.turn_id and not self.output_done:
-            with anyio.move_on_after(0.5):
+            with anyio.move_on_after(INTERRUPT_ON_CLOSE):
                 await self._interrupt()
         await super().close()
 
@@ -685,6 +680,14 @@ def permission_decision(kind: str, choice: str, params: dict[str, Any]) -> Any:
     if choice == "Cancel":
         return "cancel"
     return "decline"
+
+
+def cancel_result(item: PendingRequest[dict[str, Any]]) -> dict[str, Any]:
+    """The reply to an open server request at a cancel: no answers for a question, the ``Cancel`` decision of its
+    kind for an approval (:meth:`~anyagentd.adapters.pending.PendingRequests.cancel_all`'s ``reply``)."""
+    if item.kind == "question":
+        return {"answers": {}}
+    return {"decision": permission_decision(item.kind, "Cancel", item.data)}
 
 
 def question_response(answer: AnswerQuestion, params: dict[str, Any]) -> dict[str, Any]:

@@ -10,22 +10,12 @@ other object keeps turn or thread state.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from anyagentd.adapters.interface import PromptInput
+from anyagentd.adapters.pending import PendingRequest, PendingRequests
 from anyagentd.model import ContextUsage, ToolUpdate
-
-
-class PendingRequest:
-    """A server request waiting for the caller: ``kind`` is ``command`` | ``file`` | ``question`` | ``legacy``;
-    ``rpc_id`` the JSON-RPC id to reply to; ``params`` the request's params (the reply is built from them)."""
-
-    __slots__ = ("kind", "params", "rpc_id")
-
-    def __init__(self, kind: str, rpc_id: Any, params: dict[str, Any]) -> None:
-        self.kind = kind
-        self.rpc_id = rpc_id
-        self.params = params
 
 
 class ThreadState:
@@ -52,8 +42,9 @@ class ThreadState:
         self.interrupted: set[str] = set()  # tools ended Cancelled at an interrupt: their late completion is moot
         self.last_usage: ContextUsage | None = None
         self.last_total: Any = None  # the thread's running token total last reported: a repeat reports no tokens
-        # server requests waiting for an answer, by request id (the JSON-RPC id as a string)
-        self.requests: dict[str, PendingRequest] = {}
+        # server requests waiting for an answer, by request id (the JSON-RPC id as a string): the toolkit's table;
+        # kind command | file | question | legacy, agent_id the JSON-RPC id to reply to, data the request's params
+        self.requests: PendingRequests[dict[str, Any]] = PendingRequests("Codex")
 
     def parent_of(self, thread_id: Any) -> str | None:
         """``None`` for the session's own thread; the spawning tool's id for a subagent's thread."""
@@ -80,7 +71,7 @@ class ThreadState:
         """``turn/completed`` of the session's turn arrived: open requests are moot, nothing is requested or
         cancelled any more; returns the held steer (to be reported rejected), if any."""
         held, self.held_steer = self.held_steer, None
-        self.requests.clear()
+        self.requests.cancel_all()  # moot once the turn ended: no reply is sent
         self.requested = False
         self.cancel_requested = False
         return held
@@ -93,12 +84,13 @@ class ThreadState:
         self.turn_id = None
         self.turn_started = False
 
-    def cancel_requests(self) -> dict[str, PendingRequest]:
-        """A cancel: mark it, drop the held steer, and hand over the open requests (to be answered cancel)."""
+    def cancel_requests(self, reply: Callable[[PendingRequest[dict[str, Any]]], Any]
+                        ) -> list[PendingRequest[dict[str, Any]]]:  # fmt: skip
+        """A cancel: mark it, drop the held steer, and answer every open request with ``reply(request)`` (its
+        cancel result); returns them, to send (:meth:`PendingRequests.cancel_all`)."""
         self.cancel_requested = True
         self.held_steer = None
-        pending, self.requests = self.requests, {}
-        return pending
+        return self.requests.cancel_all(reply)
 
 
-__all__ = ["PendingRequest", "ThreadState"]
+__all__ = ["ThreadState"]

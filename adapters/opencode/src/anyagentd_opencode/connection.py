@@ -10,11 +10,14 @@ See ``docs/agents/opencode.md#handshake`` (and the page's other sections).
 - A turn: ``POST /session/{id}/prompt_async`` with the text, the images as ``file`` parts, the ``agent`` (the
   ``mode`` option) and the ``model`` (TurnAck once accepted); the turn ends at ``session.idle``: Cancelled after
   our abort, Failed after a ``session.error``, else Completed.
-- Answers: ``POST /session/{id}/permissions/{request}`` with ``once`` / ``always`` / ``reject``.
+- Answers: ``POST /session/{id}/permissions/{request}`` with ``once`` / ``always`` / ``reject``, for a request
+  still open in :attr:`OpencodeConnection.requests` (the toolkit's
+  :class:`~anyagentd.adapters.pending.PendingRequests`; another id is refused ``InvalidRequest``).
 - Configure: ``mode`` and ``model`` apply from the next prompt; reported at once.
 - Compact: ``POST /session/{id}/summarize`` with the current model (it answers once the compaction is queued):
   ``session.compacted`` → ContextCompacted, then its ``session.idle`` → TurnEnded(Completed).
-- Cancel: ``POST /session/{id}/abort``. Close/kill: the process (:class:`ProcessConnection`).
+- Cancel: ``POST /session/{id}/abort``; the open permission requests are forgotten (the abort ends them in
+  opencode). Close/kill: the process (:class:`ProcessConnection`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from anyagentd.adapters import attachments
 from anyagentd.adapters.connection import HANDSHAKE_TIMEOUT, ProcessConnection
 from anyagentd.adapters.http import HttpError, free_port, request_json, sse_events
 from anyagentd.adapters.interface import PromptInput, spawn_env
+from anyagentd.adapters.pending import PendingRequests
 from anyagentd.adapters.process import AgentProcess, cli_version
 from anyagentd.errors import InvalidConfiguration, ProtocolFailed, ResumeFailed, SpawnFailed
 from anyagentd.model import (
@@ -92,6 +96,9 @@ class OpencodeConnection(ProcessConnection):
         self.resume_token: str | None = None
         self.title = None
         self.events: SessionEvents | None = None
+        self.requests: PendingRequests[dict[str, Any]] = PendingRequests("opencode")
+        """The ``permission.asked`` requests waiting for the engine, by permission id (data: the event's
+        properties)."""
         self.options: dict[str, ConfigValue] = {"mode": DEFAULT_MODE}
         self._modes: list[ConfigChoice] = []
         self._models: list[ConfigChoice] = []
@@ -125,7 +132,7 @@ class OpencodeConnection(ProcessConnection):
             self._gone_scope = scope
             await self._listening.wait()
         if not self._listening.is_set():
-            await self.process.stderr_drained(1.0)
+            await self.process.stderr_drained()
             raise SpawnFailed(f"opencode exited before serving ({self.exit_status}): "
                               f"{self.process.stderr_tail() or 'no output'}")  # fmt: skip
         self._version = await cli_version(installation.executable_path)
@@ -244,7 +251,10 @@ class OpencodeConnection(ProcessConnection):
         events = self.events
         assert events is not None
         if event.get("type") == "permission.asked" and events.ours(event.get("properties") or {}):
-            await self.link.emit(events.permission(event["properties"]))
+            props = event["properties"]
+            request_id = str(props.get("id"))  # the engine's request id too (SessionEvents.permission)
+            self.requests.open(request_id, props, agent_id=request_id)
+            await self.link.emit(events.permission(props))
             return
         shown = await events.handle(event)
         if shown == "compacted" and events.turn:
@@ -304,12 +314,14 @@ class OpencodeConnection(ProcessConnection):
 
     async def answer(self, request_id: str, answer: Answer) -> None:
         # the engine validated the answer: a Permission choice among the options the request offered
-        reply = REPLIES[cast(AnswerPermission, answer).value]
-        await self._call("POST", f"/session/{self.resume_token}/permissions/{request_id}", {"response": reply})
+        item = self.requests.answer(request_id, lambda item: REPLIES[cast(AnswerPermission, answer).value])
+        await self._call("POST", f"/session/{self.resume_token}/permissions/{item.agent_id}",
+                         {"response": item.reply})  # fmt: skip
 
     async def cancel(self) -> None:
         if self.events is not None and self.events.turn:
             self.events.cancelled = True
+            self.requests.cancel_all()  # the abort ends them in opencode: no reply is sent
             await self._call("POST", f"/session/{self.resume_token}/abort")
 
     async def configure(self, option: str, value: ConfigValue) -> None:

@@ -4,8 +4,10 @@
   and :class:`~.interface.AdapterLink`, the closing flag, the end of the agent's output (:meth:`output_ended`:
   the exit status, stderr, ``Exited`` unless we are closing), and ``close``/``kill``/:meth:`abandon`.
 - :func:`short_lived`: run a body against a connection no session owns (``probe``, ``plan_usage``) and stop it.
-- :data:`HANDSHAKE_TIMEOUT`: the seconds an agent gets for its handshake where no engine bounds it (a probe):
-  ``EngineSettings.handshake_timeout``'s default.
+- The adapters' shared timers, each defined once: :data:`HANDSHAKE_TIMEOUT` (the seconds an agent gets for its
+  handshake where no engine bounds it, a probe: ``EngineSettings.handshake_timeout``'s default),
+  :data:`REQUEST_TIMEOUT`, :data:`INTERRUPT_ON_CLOSE`, :data:`EXIT_WAIT`, :data:`ABANDON_GRACE` and
+  :data:`~anyagentd.adapters.process.CLOSE_STEP` (whose home is :mod:`.process`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import anyio
 from ..engine.settings import EngineSettings
 from ..errors import HandshakeTimeout
 from .interface import AdapterLink, AgentConnection, DiscardingLink
-from .process import AgentProcess
+from .process import CLOSE_STEP, AgentProcess
 
 HANDSHAKE_TIMEOUT: float = EngineSettings.handshake_timeout
 """Seconds an agent gets to complete its handshake by default: ``EngineSettings.handshake_timeout``'s default
@@ -26,9 +28,18 @@ HANDSHAKE_TIMEOUT: float = EngineSettings.handshake_timeout
 this bounds what no engine does, e.g. ``probe``). Adapters read ``config["handshake_timeout"]`` through
 :attr:`AgentAdapter.handshake_timeout <anyagentd.adapters.interface.AgentAdapter.handshake_timeout>`."""
 
-CLOSE_STEP = 2.0
-"""Seconds :meth:`ProcessConnection.close` waits after closing stdin, and again after SIGTERM, before escalating
-(within the engine's ``close_grace``, 5 s, after which the engine kills what is left)."""
+REQUEST_TIMEOUT = 10.0
+"""Seconds an adapter waits for the agent's answer to a request it sends after the handshake (Claude Code's
+``set_model`` / ``rewind_*`` / version, ACP's ``session/set_mode`` / ``set_config_option``); then it reports the
+request unanswered."""
+
+INTERRUPT_ON_CLOSE = 0.5
+"""Seconds a connection's ``close`` gives the interrupt of a running turn (and the denial of its open requests)
+before it closes stdin (:meth:`ProcessConnection.close`)."""
+
+EXIT_WAIT = 2.0
+"""Seconds an adapter waits for the exit status of an agent whose output ended during the handshake (the output
+can end before the exit is reaped), to name it in the error."""
 
 ABANDON_GRACE = 1.0
 """Seconds :meth:`ProcessConnection.abandon` gives the agent after closing its stdin, and after SIGTERM."""
@@ -80,7 +91,7 @@ class ProcessConnection(AgentConnection):
             self._output_done.set()
             await self.on_output_end()
             self.exit_status = await self.process.wait()
-            await self.process.stderr_drained(1.0)
+            await self.process.stderr_drained()
             if self.reports_exit():
                 await self.link.exited(self.exit_status, self.process.stderr_tail())
 
