@@ -590,8 +590,9 @@ ENGINE_OWNED_KINDS = frozenset({"TurnStarted", "TurnEnded", "RequestClosed", "Se
 """Kinds only the engine emits; an adapter emitting one is dropped with a Warning diagnostic."""
 
 
-def kind_tag(kind: Any) -> str:
-    """The tag of an ``EventKind`` value (``"TextDelta"``, ``"ContextCompacted"``…)."""
+def kind_tag(kind: str | Variant) -> str:
+    """The tag of a tagged-union value: a unit variant is its string, a variant its ``TAG`` (``"TextDelta"``,
+    ``"ContextCompacted"``, a StopReason's ``"Completed"``…)."""
     return kind if isinstance(kind, str) else kind.TAG
 
 
