@@ -183,5 +183,5 @@ def error_from_body(body: dict[str, Any]) -> AnyagentError:
     err = AnyagentError.__new__(cls) if cls else AnyagentError(message)
     AnyagentError.__init__(err, message, **body)
     if cls is None:
-        err.kind = kind  # type: ignore[misc]
+        err.kind = kind  # type: ignore[misc]  # a kind this version does not know, kept on the instance (not the class)
     return err
