@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from acp_support import CODEX_ACP_FLAGS
+
 from anyagentd_testing.agents import (
     agent_bin,
     claude_env,

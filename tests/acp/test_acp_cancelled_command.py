@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 from acp_support import STEP
+
 from anyagentd.model import AnswerPermission
 from anyagentd.runtime import Runtime
 from anyagentd_testing.events import EventStream, event_tag, process_group_alive, process_running

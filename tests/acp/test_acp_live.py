@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import pytest
 from acp_support import STEP
+
 from anyagentd.runtime import Runtime
 from anyagentd_testing.conformance import Conformance
 from anyagentd_testing.events import EventStream, event_tag

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from acp import schema as s
+
 from anyagentd.adapters.interface import EventReport, InfoChanged, PromptInput
 from anyagentd.errors import InvalidConfiguration
 from anyagentd.model import AgentInstallation

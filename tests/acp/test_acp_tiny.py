@@ -22,9 +22,9 @@ from anyagentd.engine.settings import EngineSettings
 from anyagentd.errors import AuthRequired, ProcessExited, ResumeFailed, SessionClosed, UnsupportedFeature
 from anyagentd.model import AnswerPermission, Http, McpServer, Sse, Stdio
 from anyagentd.runtime import Runtime
-from anyagentd_testing.events import EventStream, event_tag, wait_process_group_gone
 from anyagentd_acp.connection import RAW_LINE
 from anyagentd_acp.mapping import CLOSED_AT_TURN_END, RAW_UPDATE
+from anyagentd_testing.events import EventStream, event_tag, wait_process_group_gone
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

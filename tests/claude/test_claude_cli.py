@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from anyagentd_testing.agents import agent_bin, claude_env, clean_environ
 
 pytestmark = pytest.mark.timeout(180)

@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import pytest
 
+from anyagentd.adapters import lineage
 from anyagentd.adapters.interface import AdapterLink, EventReport, PromptInput, TurnEndedReport
 from anyagentd.errors import ProcessExited, SpawnFailed
 from anyagentd.model import (
@@ -29,10 +30,9 @@ from anyagentd.model import (
 )
 from anyagentd.plugins import Plugins
 from anyagentd.runtime import Runtime
-from anyagentd.adapters import lineage
+from anyagentd_claude.adapter import ClaudeAdapter
 from anyagentd_testing.conformance import Conformance
 from anyagentd_testing.events import EventStream, event_tag, marked_processes, process_group_alive, process_running
-from anyagentd_claude.adapter import ClaudeAdapter
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from anyagentd_testing.agents import agent_bin, clean_environ, codex_env
 
 pytestmark = pytest.mark.timeout(120)

@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 import pytest
+
 from anyagentd.errors import (
     AuthRequired,
     ResumeFailed,

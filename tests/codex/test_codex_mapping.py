@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from anyagentd.adapters.interface import (
     AuthLost,
     EventReport,
@@ -18,6 +19,7 @@ from anyagentd.adapters.interface import (
     TurnAck,
     TurnEndedReport,
 )
+from anyagentd.adapters.jsonrpc import RpcChannel, RpcError, classify
 from anyagentd.errors import InvalidConfiguration, InvalidRequest, UnsupportedFeature
 from anyagentd.model import (
     AgentInstallation,
@@ -40,7 +42,6 @@ from anyagentd_codex import launch
 from anyagentd_codex.adapter import PROFILE, CodexAdapter
 from anyagentd_codex.connection import CodexConnection, permission_decision
 from anyagentd_codex.mapping import FORK_POINT, RAW, split_unified_diff, tool_update
-from anyagentd.adapters.jsonrpc import RpcChannel, RpcError, classify
 
 pytestmark = pytest.mark.anyio
 

@@ -3,6 +3,7 @@ the scripted agent through the Python API."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import anyio
@@ -22,9 +23,9 @@ from anyagentd.errors import (
     UnsupportedFeature,
 )
 from anyagentd.model import (
+    COMPLETED_PROTOCOL,
     AgentDetails,
     AnswerPermission,
-    COMPLETED_PROTOCOL,
     AnswerQuestion,
     Capabilities,
     Choices,
@@ -314,7 +315,7 @@ async def test_12_slow_consumer_loses_no_events(tmp_path):
                     break
         assert sum(tag(e) == "TextDelta" for e in ev.all) == 300
         seqs = [e.sequence for e in ev.all]
-        assert all(b == a + 1 for a, b in zip(seqs, seqs[1:]))
+        assert all(b == a + 1 for a, b in itertools.pairwise(seqs))
 
 
 async def test_13_cancel_is_not_blocked_by_a_full_buffer(tmp_path):

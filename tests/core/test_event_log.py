@@ -241,7 +241,7 @@ async def test_readers_against_a_model_of_the_ring():
     for capacity in (1, 2, 3, 7, 16):
         log = EventLog(capacity)
         readers: list[tuple[Any, int, list[int], int]] = []  # (reader, subscribed at, got, first cursor)
-        for step in range(400):
+        for _ in range(400):
             choice = rng.random()
             if choice < 0.55:
                 log.append(event(log.newest_seq + 1))
@@ -259,7 +259,7 @@ async def test_readers_against_a_model_of_the_ring():
                     assert reader.dropped - dropped == batch[0] - before - 1
                     assert batch[0] >= log.oldest_seq
                 got.extend(batch)
-            for reader, start, got, _ in readers:
+            for reader, start, _got, _ in readers:
                 undrained = log.newest_seq - max(reader.cursor, start)
                 if not reader.lagged:
                     assert undrained <= reader.bound
@@ -330,7 +330,7 @@ def test_appended_parts_are_read_as_models_built_once_and_shared():
     assert models[0] == engine._constructed_event(*parts(3)[:5], {}) and models[0].extensions == {}
     assert models[0].occurred_at.nanos_since_epoch == 3
     again = log.read(0, 10)
-    assert all(a is b for a, b in zip(again, models)) and built == [3, 4, 5, 6]  # built once, shared
+    assert all(a is b for a, b in zip(again, models, strict=True)) and built == [3, 4, 5, 6]  # built once, shared
     assert log.read(4, 2, parts=True) == models[2:]  # once built, parts readers get the model too
     assert log.model(parts(9)).sequence == 9 and log.model(models[0]) is models[0]
 

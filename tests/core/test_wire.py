@@ -7,6 +7,7 @@ schema and checks the ordering guarantees (hello first, ``ok`` to ``open`` befor
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -160,7 +161,7 @@ def test_two_sessions_interleave_and_each_stays_ordered(wire: Any, tmp_path: Pat
     owners = [session_of(line) for line in client.lines if session_of(line) in (s1, s2)]
     first_s2, last_s1 = owners.index(s2), len(owners) - 1 - owners[::-1].index(s1)
     assert first_s2 < last_s1, "the two sessions' events did not interleave"
-    switches = sum(1 for a, b in zip(owners, owners[1:]) if a != b)
+    switches = sum(1 for a, b in itertools.pairwise(owners) if a != b)
     assert switches >= 4, owners
 
 

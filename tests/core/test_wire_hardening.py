@@ -152,7 +152,7 @@ def test_frames_are_strict_json_with_strict_types(wire: Any, tmp_path: Path, raw
 def test_a_paired_surrogate_escape_is_fine(wire: Any, tmp_path: Path) -> None:
     client = wire("--mock", "hello")
     s = client.ok("open", agent="mock", dir=str(tmp_path))["id"]
-    client.send_raw('{"id": 50, "cmd": "prompt", "session": "%s", "text": "\\ud83d\\ude00"}' % s)
+    client.send_raw(f'{{"id": 50, "cmd": "prompt", "session": "{s}", "text": "\\ud83d\\ude00"}}')
     assert "ok" in client.reply(50)
 
 

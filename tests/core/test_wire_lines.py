@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from wire_schema import validate_line
-
-import json
 
 from anyagentd.model import (
     Event,
@@ -115,7 +115,7 @@ def test_lines_from_the_logs_parts_are_the_serializers_bytes(events) -> None:  #
     data, bad, error = event_lines(entries, model_of)
     assert (bad, error) == (None, None)
     assert data == b"".join(serialized(event) for event, _ in events)
-    for entry, (event, _) in zip(entries, events):
+    for entry, (event, _) in zip(entries, events, strict=True):
         assert model_of(entry) == event
     for line in data.splitlines():
         validate_line(json.loads(line))

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from anyagentd_testing.agents import agent_bin, clean_environ, opencode_env
 from anyagentd_testing.conformance import Conformance
 

@@ -23,7 +23,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, BinaryIO, Literal, NamedTuple, Union
+from typing import Annotated, Any, BinaryIO, Literal, NamedTuple, Union, cast
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
@@ -34,8 +34,8 @@ from .errors import AnyagentError, BadFrame, ProtocolFailed, SessionClosed, Unkn
 from .model import AgentRef, Answer, ConfigValue, Event, RollbackScope, SessionOptions, TurnContext, kind_tag
 from .runtime import Runtime
 from .stdio import ProtocolOutput, claim_stdout, hello_line
-from .wire_settings import WireSettings
 from .text import clip, find_surrogate, sanitize
+from .wire_settings import WireSettings
 
 # ------------------------------------------------------------------------------------------------ settings
 
@@ -221,7 +221,7 @@ def event_line(event: Any) -> bytes:
 # (2 us an event, most of the wire's per-event cost). The bytes are exactly the serializer's:
 # json.encoder.encode_basestring escapes every character as pydantic-core does (tests/core/test_wire_lines.py
 # checks both agree, field order included); anything else goes through the serializer.
-_encode = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_encode = json.encoder.encode_basestring
 _FLAT_HEAD = '{"event":{"sequence":%d,"occurred_at":{"secs_since_epoch":%d,"nanos_since_epoch":%d},"session_id":%s,'
 
 
@@ -234,7 +234,7 @@ def _flat_kinds() -> dict[type, tuple[str, Callable[[dict[str, Any]], Any], int]
 
     from .model import MessageEnded, ReasoningDelta, RequestClosed, TextDelta, ToolOutputDelta, UserMessage
 
-    kinds = {}
+    kinds: dict[type, tuple[str, Callable[[dict[str, Any]], Any], int]] = {}
     for cls in (TextDelta, ReasoningDelta, UserMessage, MessageEnded, ToolOutputDelta, RequestClosed):
         names = tuple(cls.model_fields)
         assert len(names) in (1, 2), f"{cls.__name__}: _flat_lines formats kinds of one or two fields"
@@ -302,6 +302,8 @@ def _flat_lines(events: list[Any], model: Callable[[Any], Any]) -> bytes:
             secs, nanos = at["secs_since_epoch"], at["nanos_since_epoch"]
         else:  # not an Event itself: the serializer judges it
             kind = turn = extensions = None
+            sequence = secs = nanos = 0
+            session_id = ""
         spec = kinds.get(kind.__class__)
         if spec is None or extensions or (turn is not None and turn.__class__ is not TurnContext):
             if out:
@@ -315,7 +317,7 @@ def _flat_lines(events: list[Any], model: Callable[[Any], Any]) -> bytes:
         if key[0] is not kind.__class__ or key[1] is not turn or key[2] != session_id or key[3] != first:
             # A burst shares kind, turn, session and (for deltas) message id: one format string for all of them.
             key = (kind.__class__, turn, session_id, first)
-            baked = (_turn_json(turn),) if count == 1 else (_turn_json(turn), _encode(first))
+            baked = (_turn_json(turn),) if count == 1 else (_turn_json(turn), _encode(cast(str, first)))
             line = (_FLAT_HEAD.replace("%s", _encode(session_id).replace("%", "%%"))
                     + tail % (*(part.replace("%", "%%") for part in baked), "%s"))  # leaves the last value's %s
         out.append(line % (sequence, secs, nanos, _encode(last)))
@@ -472,7 +474,7 @@ class WireServer:
                     continue
                 frame = parse_frame(line)
             except BadFrame as err:
-                self._out.put_nowait(error_line(err.frame_id, err))  # type: ignore[attr-defined]
+                self._out.put_nowait(error_line(err.frame_id, err))
                 continue
             await self._running.acquire()  # released when the command has its reply
             self._commands.start_soon(self._command, frame)
@@ -640,10 +642,8 @@ COMMANDS: dict[str, WireCommand] = _table(
 them equal): the one list of them. :func:`parse_frame` reads a line with its command's frame model, the server
 answers it with its handler (a dict lookup each), :data:`FRAME` is the union of the frames."""
 
-FRAME = TypeAdapter(
-    Annotated[Union[tuple(command.frame for command in COMMANDS.values())], Field(discriminator="cmd")],  # noqa: UP007
-    config=ConfigDict(defer_build=True),
-)  # every frame (a line is read with its own frame model: parse_frame)
+_FRAME_UNION: Any = Annotated[Union[tuple(command.frame for command in COMMANDS.values())], Field(discriminator="cmd")]  # noqa: UP007  (built from the table at import: no static type)
+FRAME: TypeAdapter[Any] = TypeAdapter(_FRAME_UNION, config=ConfigDict(defer_build=True))  # every frame (a line is read with its own frame model: parse_frame)
 
 
 def _unwritable(session_id: str, event: Any, why: Exception | None) -> ProtocolFailed:

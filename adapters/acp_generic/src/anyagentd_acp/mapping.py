@@ -22,9 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp import schema as acp
+from pydantic import ValidationError
+
+from anyagentd.adapters.cancelled_commands import Stopped, command_texts
+from anyagentd.mcp.names import split_mcp_tool_name
 from anyagentd.model import (
     ACTIVE_TOOL_STATUSES,
-    Mcp,
     AgentDetails,
     Capabilities,
     Command,
@@ -33,6 +36,7 @@ from anyagentd.model import (
     ContextUsage,
     FailedStop,
     FileDiff,
+    Mcp,
     MessageEnded,
     PathInput,
     PatternInput,
@@ -51,9 +55,6 @@ from anyagentd.model import (
     UserMessage,
     diagnostic,
 )
-from anyagentd.adapters.cancelled_commands import Stopped, command_texts
-from anyagentd.mcp.names import split_mcp_tool_name
-from pydantic import ValidationError
 
 RAW_UPDATE = "acp/raw_update"
 """Extension key of an unparseable (or unmapped) update's raw JSON."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from anyagentd.mcp.names import split_mcp_tool_name
 from anyagentd.model import (
     Command,
     FileDiff,
@@ -32,7 +33,6 @@ from anyagentd.model import (
     ToolUpdate,
     UrlInput,
 )
-from anyagentd.mcp.names import split_mcp_tool_name
 
 PLAN_TOOL = "TodoWrite"
 """The tool whose calls become ``PlanUpdated`` instead of ``ToolUpdated``."""

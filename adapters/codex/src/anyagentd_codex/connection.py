@@ -694,7 +694,7 @@ def question_response(answer: AnswerQuestion, params: dict[str, Any]) -> dict[st
     """``{"answers": {question id: {"answers": [labels or text]}}}`` — answers in question order."""
     questions = params.get("questions") if isinstance(params.get("questions"), list) else []
     answers: dict[str, Any] = {}
-    for question, value in zip(questions, answer.value):
+    for question, value in zip(questions, answer.value, strict=False):
         qid = str(question.get("id")) if isinstance(question, dict) else ""
         if isinstance(value, Choices):
             answers[qid] = {"answers": list(value.value)}

@@ -41,6 +41,8 @@ import json
 import re
 from typing import Any
 
+from pydantic import ValidationError
+
 from anyagentd.engine.projections import TOKENS_EXTENSION
 from anyagentd.model import (
     COMPLETED_PROTOCOL,
@@ -69,7 +71,6 @@ from anyagentd.model import (
     UserMessage,
     diagnostic,
 )
-from pydantic import ValidationError
 
 from . import protocol as p
 from .state import ThreadState

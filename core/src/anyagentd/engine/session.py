@@ -20,7 +20,6 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -46,7 +45,6 @@ from ..adapters.interface import (
 from ..adapters.spawns import recording_spawns
 from ..errors import (
     AnyagentError,
-    ResumeFailed,
     AuthRequired,
     ConsumerLagged,
     Draining,
@@ -55,15 +53,13 @@ from ..errors import (
     InvalidRequest,
     ProcessExited,
     ProtocolFailed,
+    ResumeFailed,
     SessionBusy,
     SessionClosed,
     UnsupportedFeature,
 )
 from ..model import (
-    ACTIVE_TOOL_STATUSES,
     ANSWER,
-    COMPLETED_INFERRED,
-    ENGINE_OWNED_KINDS,
     AgentInstallation,
     AnswerPermission,
     AnswerQuestion,
@@ -74,24 +70,13 @@ from ..model import (
     MessageEnded,
     PermissionMode,
     PermissionRequested,
-    PromptOrigin,
-    Queued,
-    ReasoningDelta,
-    RequestClosed,
     RollbackScope,
     SessionInfo,
     SessionStatus,
     SessionUpdated,
     Started,
-    StatusChanged,
-    Steered,
     SystemTime,
-    TextDelta,
-    ToolUpdated,
     TurnContext,
-    TurnEnded,
-    TurnStarted,
-    UserMessage,
     diagnostic,
     kind_tag,
 )
@@ -99,14 +84,27 @@ from .admission import Admission
 from .event_log import EventLog, Subscription
 from .projections import Projections
 from .settings import EngineSettings
+from .turns import (
+    AutoApprove,
+    Emit,
+    ForwardCancel,
+    NoteAnswer,
+    NotePrompt,
+    Prompt,
+    Rearm,
+    SendSteer,
+    SettleSteer,
+    StartGrace,
+    StartTurn,
+    TurnClosed,
+    TurnOpened,
+    Turns,
+)
 
 if TYPE_CHECKING:
     from ..adapters.process import AgentProcess
     from ..model import Answer, StopReason
 
-CONTENT_KINDS = frozenset({"TextDelta", "ReasoningDelta", "UserMessage", "RequestOpened"})
-MESSAGE_KINDS = frozenset({"TextDelta", "ReasoningDelta", "UserMessage"})
-_MESSAGE_CLASSES = frozenset({TextDelta, ReasoningDelta, UserMessage})
 _session_ids = itertools.count(1)
 _set = object.__setattr__
 _EVENT_FIELDS = frozenset(("sequence", "occurred_at", "session_id", "turn_info", "kind", "extensions"))
@@ -182,44 +180,11 @@ def next_session_id() -> str:
 
 
 @dataclass
-class _Turn:
-    id: str
-    agent_originated: bool
-    acked: bool
-    open_messages: dict[str, None] = field(default_factory=dict)  # insertion-ordered set
-    open_requests: dict[str, Any] = field(default_factory=dict)  # request id -> Request
-    tools: dict[str, str] = field(default_factory=dict)  # tool id -> ToolStatus
-    cancelled: bool = False  # the engine forwarded Cancel: failures reported from now on are the cancel's
-
-    contexts: dict[str | None, TurnContext] = field(default_factory=dict)
-
-    def context(self, parent_tool_id: str | None = None) -> TurnContext:
-        """The turn_info for this turn's events (one instance per parent tool id; events share it)."""
-        context = self.contexts.get(parent_tool_id)
-        if context is None:
-            context = self.contexts[parent_tool_id] = TurnContext(id=self.id, parent_tool_id=parent_tool_id)
-        return context
-
-
-@dataclass
-class _Prompt:
-    prompt_id: str
-    input: PromptInput
-
-
-@dataclass
-class _PendingSteer:
-    prompt: _Prompt
-    turn_id: str
+class _SteerWaiter:
+    # The prompt() call waiting for its steer to be settled (turns.SettleSteer).
     done: anyio.Event = field(default_factory=anyio.Event)
     delivery: Delivery | None = None
     error: AnyagentError | None = None
-
-
-def _is_content(tag: str, kind: Any) -> bool:
-    if tag == "ToolUpdated":
-        return kind.value.status in ACTIVE_TOOL_STATUSES
-    return tag in CONTENT_KINDS
 
 
 class Session:
@@ -253,12 +218,8 @@ class Session:
         self._on_closed = on_closed
         self._conn: AgentConnection | None = None
         self._info: SessionInfo | None = None
-        self._turn_ids = itertools.count(1)
-        self._prompt_ids = itertools.count(1)
-        self._turn: _Turn | None = None
-        self._queue: deque[_Prompt] = deque()
-        self._steer: _PendingSteer | None = None
-        self._status: SessionStatus = "Idle"
+        self._turns = Turns()  # the turn rules (engine/turns.py); this class performs what they decide
+        self._steer_waiter: _SteerWaiter | None = None
         self._admission = admission or Admission()
         self.log = EventLog(max(settings.log_size, settings.event_bound), _build_event)
         self.projections = Projections()
@@ -266,7 +227,6 @@ class Session:
         self._primary = self.log.subscribe(0, bound=settings.event_bound, on_lag=self._lagged, raise_on_lag=False)
         self._reports: MemoryObjectReceiveStream[Report] | None = None
         self._terminal_error: AnyagentError | None = None
-        self._closing = False
         self._closed = anyio.Event()
         self._scope: anyio.CancelScope | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -277,8 +237,6 @@ class Session:
         self._timer_wake = anyio.Event()
         self._turn_ended = anyio.Event()  # set when the running turn ends (a new one per turn)
         self._turn_ended.set()
-        self._deterministic = (True, True)  # (prompted, agent-originated)
-        self._owed_end = False  # the engine ended a cancelled turn itself; the agent's own end may still come
         self._spawned: list[AgentProcess] = []  # what the adapter started while connecting (recording_spawns)
         self.killed_at_close: tuple[int, ...] = ()
         """The pids of the agent's processes the engine killed because they were still running ``close_grace``
@@ -322,7 +280,7 @@ class Session:
             await self._shutdown_agent()
             self._abandon()
             raise
-        self._deterministic = (conn.deterministic_turn_end, conn.deterministic_agent_turn_end)
+        self._turns.deterministic = (conn.deterministic_turn_end, conn.deterministic_agent_turn_end)
         self._info = SessionInfo(
             id=self.id,
             agent=self.installation,
@@ -336,7 +294,7 @@ class Session:
 
     def _abandon(self) -> None:
         # connect failed: no session was ever announced, so end quietly.
-        self._shutdown_started = self._closing = True
+        self._shutdown_started = self._turns.closing = True
         self.log.close()
         if self._scope is not None:
             self._scope.cancel()
@@ -381,16 +339,16 @@ class Session:
 
     @property
     def status(self) -> SessionStatus:
-        return self._status
+        return self._turns.status
 
     @property
     def closed(self) -> bool:
-        return self._closed.is_set() or self._closing
+        return self._closed.is_set() or self._turns.closing
 
     @property
     def running(self) -> bool:
         """Whether a turn is in flight."""
-        return self._turn is not None
+        return self._turns.turn is not None
 
     @property
     def connection(self) -> AgentConnection | None:
@@ -402,13 +360,13 @@ class Session:
 
     async def wait_turn_ended(self) -> None:
         """Return once no turn is in flight (at once when none is); a session's end ends its turn."""
-        while self._turn is not None:
+        while self._turns.turn is not None:
             await self._turn_ended.wait()
 
     def release_queue(self) -> None:
         """Admission no longer holds (``Runtime.resume``): promote the first waiting prompt, in the session's own
         task; the next ones follow at each turn's end."""
-        if self._tg is not None and self._queue and not self._closing:
+        if self._tg is not None and self._turns.queue and not self._turns.closing:
             self._tg.start_soon(self._promote)
 
     async def events(self) -> AsyncIterator[Event]:
@@ -473,26 +431,20 @@ class Session:
             raise Draining()
         if not isinstance(text, str) or not all(isinstance(a, str) for a in attachments):
             raise InvalidRequest("a prompt is text plus attachment paths, all strings")
-        prompt = _Prompt(f"p{next(self._prompt_ids)}", PromptInput(text, tuple(attachments)))
-        held = self._admission.holds  # paused: nothing new starts or steers, the prompt waits in the queue
-        if self._turn is None and not self._queue and not held:
-            turn_id = await self._start_prompt_turn(prompt)
-            return Delivery(prompt_id=prompt.prompt_id, kind=Started(turn_id=turn_id))
-        if self._turn is not None and self._steer is None and not held and self._details().capabilities.has("Steer"):
-            return await self._try_steer(prompt)
-        self._queue.append(prompt)
-        self._sync_status()
-        return Delivery(prompt_id=prompt.prompt_id, kind=Queued(position=len(self._queue) - 1))
+        # paused admission holds: nothing new starts or steers, the prompt waits in the queue
+        action = self._perform(self._turns.prompt(PromptInput(text, tuple(attachments)), held=self._admission.holds,
+                                                  can_steer=self._details().capabilities.has("Steer")))  # fmt: skip
+        if isinstance(action, StartTurn):
+            await self._start_turn(action)
+            return Delivery(prompt_id=action.prompt.prompt_id, kind=Started(turn_id=action.turn_id))
+        if isinstance(action, SendSteer):
+            return await self._send_steer(action.prompt)
+        return action.delivery
 
     async def dequeue(self, prompt_id: str) -> None:
         """Remove a queued prompt; it never starts. ``InvalidRequest`` if it is not queued (any more)."""
         self._check_open()
-        for queued in self._queue:
-            if queued.prompt_id == prompt_id:
-                self._queue.remove(queued)
-                self._sync_status()
-                return
-        raise InvalidRequest(f"prompt {prompt_id!r} is not queued")
+        self._perform(self._turns.dequeue(prompt_id))
 
     async def answer(self, request_id: str, answer: Answer) -> None:
         """Answer an open request of the running turn. The answer must fit it (a Permission choice among its
@@ -507,23 +459,14 @@ class Session:
                     f"not an Answer: {answer!r} (expected AnswerPermission, AnswerQuestion or their JSON)",
                     "answers are {\"Permission\": choice} or {\"Question\": [...]}",
                 ) from err
-        turn = self._turn
-        request = turn.open_requests.get(request_id) if turn else None
-        if turn is None or request is None:
-            raise InvalidRequest(f"request {request_id!r} is not open")
-        _validate_answer(request, answer)
-        del turn.open_requests[request_id]
+        turns = self._turns
+        turn, request = turns.take_request(request_id, lambda request: _validate_answer(request, answer))
         try:
             await self._connection().answer(request_id, answer)
         except BaseException:
-            if self._turn is turn:
-                turn.open_requests[request_id] = request
+            turns.answer_failed(turn, request_id, request)
             raise
-        if self._turn is turn:
-            self.projections.note_answer(request_id, answer)
-            self._emit(RequestClosed(request_id=request_id), turn.context())
-            self._rearm()
-        self._sync_status()
+        self._perform(turns.answered(turn, request_id, answer))
 
     async def cancel(self, clear_queue: bool = False) -> None:
         """Cancel the running turn (idempotent when idle); ``clear_queue`` also drops queued prompts. Open
@@ -531,32 +474,22 @@ class Session:
         ``settings.cancel_grace`` seconds without its confirmation (with a Warning diagnostic). From the cancel on,
         a ``Failed`` stop or tool the agent reports for this turn reads ``Cancelled``."""
         self._check_open()
-        if clear_queue:
-            self._queue.clear()
-        turn = self._turn
-        if turn is None:
-            self._sync_status()
-            return
-        first = not turn.cancelled
-        turn.cancelled = True
-        self._close_requests(turn)
-        self._rearm()
-        self._sync_status()
+        action = self._perform(self._turns.cancel(clear_queue))
+        if not isinstance(action, ForwardCancel):
+            return  # no turn running
         await self._connection().cancel()
-        if first and self._turn is turn and self._tg is not None:
-            self._tg.start_soon(self._cancel_deadline, turn)
+        grace = self._perform(self._turns.cancel_sent(action))
+        if isinstance(grace, StartGrace) and self._tg is not None:
+            self._tg.start_soon(self._cancel_deadline, grace.turn_id)
 
-    async def _cancel_deadline(self, turn: _Turn) -> None:
+    async def _cancel_deadline(self, turn_id: str) -> None:
         # The engine owns the cancel: an agent that never confirms it must not hold the turn (and the queue).
         grace = self.settings.cancel_grace
         await anyio.sleep(grace)
-        if self._turn is not turn or self._shutdown_started:
+        if self._shutdown_started:
             return
-        self._emit(diagnostic("Warning", f"the agent did not end the turn within {grace:g} s of the cancel; "
-                                         "ended Cancelled"), turn.context())  # fmt: skip
-        self._owed_end = True
-        self._end_turn("Cancelled")
-        await self._promote()
+        if self._perform_all(self._turns.grace_expired(turn_id, grace)):
+            await self._promote()
 
     async def configure(self, option: str, value: ConfigValue) -> None:
         """Change a live option. ``InvalidConfiguration`` for an unknown option, a creation-only one, or a value of
@@ -581,7 +514,7 @@ class Session:
         needed = "RollbackFiles" if scope == "ConversationAndFiles" else "Rollback"
         if not self._details().capabilities.has(needed):
             raise UnsupportedFeature(f"this agent does not support {needed}")
-        if self._turn is not None:
+        if self._turns.turn is not None:
             raise SessionBusy()
         try:
             await self._connection().rollback(turns, scope)
@@ -596,14 +529,12 @@ class Session:
         self._check_open()
         if not self._details().capabilities.has("Compact"):
             raise UnsupportedFeature("this agent cannot compact its context")
-        if self._turn is not None:
-            raise SessionBusy()
-        turn = self._begin_turn("Agent", acked=True)
+        turn_id, out = self._turns.compact()  # SessionBusy while a turn runs
+        self._perform(out)
         try:
             await self._connection().compact()
         except AnyagentError as err:
-            if self._turn is turn:
-                self._end_turn(FailedStop(message=err.message))
+            self._perform(self._turns.start_failed(turn_id, err.message))
             raise
 
     async def close(self, *, answer_pending: bool = True) -> None:
@@ -638,7 +569,7 @@ class Session:
     # ------------------------------------------------------------------------------------------- internals
 
     def _check_open(self) -> None:
-        if self._closing or self._closed.is_set():
+        if self._turns.closing or self._closed.is_set():
             raise SessionClosed()
 
     def _connection(self) -> AgentConnection:
@@ -651,7 +582,7 @@ class Session:
 
     def _snapshot(self) -> SessionInfo:
         assert self._info is not None
-        return self._info.model_copy(update={"status": self._status})
+        return self._info.model_copy(update={"status": self._turns.status})
 
     def _emit(self, kind: Any, turn_info: TurnContext | None = None, extensions: dict[str, Any] | None = None) -> None:
         log = self.log
@@ -668,106 +599,80 @@ class Session:
             self._terminal_error = ConsumerLagged(
                 f"more than {self.settings.event_bound} events undrained", f"session {self.id} closed"
             )
-        self._closing = True  # refuse commands from now on
+        self._turns.closing = True  # refuse commands from now on
         if self._tg is not None and not self._shutdown_started:
             self._tg.start_soon(self._shutdown, None, "Cancelled")
 
-    def _sync_status(self) -> None:
-        turn = self._turn
-        if turn is not None:
-            status: SessionStatus = "NeedsInput" if turn.open_requests else "Working"
-        else:
-            status = "Working" if self._queue else "Idle"
-        if status != self._status:
-            self._status = status
-            self._emit(StatusChanged(value=status))
+    def _perform(self, out: list[Any]) -> Any:
+        """Do, in order, what the turn rules returned (:mod:`.turns`): emit its events, note prompts and answers
+        for the projections, wake a turn's or a steer's waiters, re-arm the quiet timer. Returns the I/O action
+        the rules ended with (``StartTurn``, ``SendSteer``, ``ForwardCancel``, ``StartGrace``, ``AutoApprove``,
+        ``Enqueued``) for the caller to perform, or ``None``."""
+        action = None
+        for item in out:
+            cls = item.__class__
+            if cls is Emit:
+                self._emit(item.kind, item.turn_info, item.extensions)
+            elif cls is Rearm:
+                self._rearm()
+            elif cls is TurnOpened:
+                self._turn_ended = anyio.Event()
+            elif cls is TurnClosed:
+                self._turn_ended.set()
+                self._quiet_deadline = None
+            elif cls is NotePrompt:
+                prompt = item.prompt
+                self.projections.note_prompt(prompt.prompt_id, prompt.input.text, prompt.input.attachments,
+                                             item.turn_id, steered=item.steered)  # fmt: skip
+            elif cls is NoteAnswer:
+                self.projections.note_answer(item.request_id, item.answer)
+            elif cls is SettleSteer:
+                waiter, self._steer_waiter = self._steer_waiter, None
+                if waiter is not None:
+                    waiter.delivery, waiter.error = item.delivery, item.error
+                    waiter.done.set()
+            else:
+                action = item
+        return action
 
-    def _begin_turn(self, origin: str | _Prompt, *, acked: bool) -> _Turn:
-        agent = not isinstance(origin, _Prompt)
-        turn = _Turn(id=f"t{next(self._turn_ids)}", agent_originated=agent, acked=acked)
-        self._turn = turn
-        self._turn_ended = anyio.Event()
-        turn_origin: Any = "Agent" if agent else PromptOrigin(value=origin.prompt_id)
-        if not agent:
-            self.projections.note_prompt(origin.prompt_id, origin.input.text, origin.input.attachments, turn.id)
-        self._emit(TurnStarted(origin=turn_origin), turn.context())
-        self._sync_status()
-        self._rearm()
-        return turn
+    def _perform_all(self, out: list[Any]) -> bool:
+        """:meth:`_perform` for rules that end in no action; returns whether they returned anything."""
+        self._perform(out)
+        return bool(out)
 
-    async def _start_prompt_turn(self, prompt: _Prompt) -> str:
-        turn = self._begin_turn(prompt, acked=False)
+    async def _start_turn(self, action: StartTurn) -> None:
+        # StartTurn for a turn the rules began; a failure ends that turn Failed (turns.start_failed) and is raised.
         try:
-            await self._connection().start_turn(turn.id, prompt.input)
+            await self._connection().start_turn(action.turn_id, action.prompt.input)
         except AnyagentError as err:
-            if self._turn is turn:
-                self._end_turn(FailedStop(message=err.message))
+            self._perform(self._turns.start_failed(action.turn_id, err.message))
             raise
-        return turn.id
 
-    async def _try_steer(self, prompt: _Prompt) -> Delivery:
-        assert self._turn is not None
-        steer = _PendingSteer(prompt, self._turn.id)
-        self._steer = steer
+    async def _send_steer(self, prompt: Prompt) -> Delivery:
+        waiter = self._steer_waiter = _SteerWaiter()
         try:
             await self._connection().steer(prompt.input)
         except AnyagentError:
-            if self._steer is steer:
-                self._steer = None
-            self._queue.appendleft(prompt)
-            self._sync_status()
-            return Delivery(prompt_id=prompt.prompt_id, kind=Queued(position=0))
-        await steer.done.wait()
-        if steer.error is not None:
-            raise steer.error
-        assert steer.delivery is not None
-        return steer.delivery
-
-    def _resolve_steer(self, accepted: bool) -> None:
-        steer, self._steer = self._steer, None
-        if steer is None:
-            return
-        if accepted and self._turn is not None and self._turn.id == steer.turn_id:
-            prompt = steer.prompt
-            self.projections.note_prompt(prompt.prompt_id, prompt.input.text, prompt.input.attachments,
-                                         steer.turn_id, steered=True)  # fmt: skip
-            steer.delivery = Delivery(prompt_id=steer.prompt.prompt_id, kind=Steered(turn_id=steer.turn_id))
-        else:
-            self._queue.appendleft(steer.prompt)
-            steer.delivery = Delivery(prompt_id=steer.prompt.prompt_id, kind=Queued(position=0))
-        steer.done.set()
-
-    def _close_requests(self, turn: _Turn) -> None:
-        for request_id in list(turn.open_requests):
-            del turn.open_requests[request_id]
-            self._emit(RequestClosed(request_id=request_id), turn.context())
-
-    def _end_turn(self, stop: StopReason) -> None:
-        turn = self._turn
-        assert turn is not None
-        for message_id in list(turn.open_messages):
-            self._emit(MessageEnded(message_id=message_id), turn.context())
-        self._close_requests(turn)
-        background = sorted(t for t, status in turn.tools.items() if status in ACTIVE_TOOL_STATUSES)
-        self._emit(TurnEnded(stop=stop, background=background), turn.context())
-        self._turn = None
-        self._turn_ended.set()
-        self._quiet_deadline = None
-        if self._steer is not None:
-            self._resolve_steer(False)
-        self._sync_status()
+            if not waiter.done.is_set():  # else the steer was settled meanwhile: that delivery stands
+                self._steer_waiter = None
+                return self._perform(self._turns.steer_failed(prompt)).delivery
+        await waiter.done.wait()
+        if waiter.error is not None:
+            raise waiter.error
+        assert waiter.delivery is not None
+        return waiter.delivery
 
     async def _promote(self) -> None:
         # Idle, nothing left from the adapter, a prompt waiting, admission not held: start it (FIFO).
-        if self._turn is not None or not self._queue or self._closing or self._admission.holds:
-            return
-        if self._reports is not None and self._reports.statistics().current_buffer_used:
-            return
-        prompt = self._queue.popleft()
-        try:
-            await self._start_prompt_turn(prompt)
-        except AnyagentError:
-            pass  # the turn already ended Failed; the error is in the stream
+        reports = self._reports
+        action = self._perform(self._turns.promote(
+            held=self._admission.holds,
+            reports_waiting=reports is not None and bool(reports.statistics().current_buffer_used)))  # fmt: skip
+        if action is not None:
+            try:
+                await self._start_turn(action)
+            except AnyagentError:
+                pass  # the turn already ended Failed; the error is in the stream
 
     # ------------------------------------------------------------------------------------------- reports
 
@@ -795,72 +700,36 @@ class Session:
         if isinstance(report, EventReport):
             await self._on_event(report)
         elif isinstance(report, TurnAck):
-            if self._turn is not None:
-                self._turn.acked = True
-                self._owed_end = False  # what comes after the ack is the new turn's
+            self._turns.ack()
         elif isinstance(report, TurnEndedReport):
-            self._on_turn_ended(report.stop)
+            self._perform(self._turns.turn_ended(report.stop))
         elif isinstance(report, SteeredReport):
-            self._resolve_steer(report.accepted)
+            self._perform(self._turns.steered(report.accepted))
         elif isinstance(report, InfoChanged):
             self._on_info_changed(report)
         elif isinstance(report, AuthLost):
             await self._shutdown(AuthRequired(report.login), stop=FailedStop(message="agent needs login"))
-        elif isinstance(report, Exited):
-            if not self._shutdown_started:
-                error = ProcessExited(report.status, report.stderr)
-                await self._shutdown(error, stop=FailedStop(message="agent exited during the turn"))
+        elif isinstance(report, Exited) and not self._shutdown_started:
+            error = ProcessExited(report.status, report.stderr)
+            await self._shutdown(error, stop=FailedStop(message="agent exited during the turn"))
 
     def _on_delta(self, report: Report) -> bool:
         """The flood path, straight from :meth:`_pump`: a text delta of the running, acknowledged turn (what
         :meth:`_on_event` does for it, in order, without its dispatch). Returns False for any other report."""
-        turn = self._turn
-        if report.__class__ is not EventReport or turn is None or not turn.acked:
+        if report.__class__ is not EventReport:
             return False
-        kind = report.kind  # type: ignore[union-attr]
-        if kind.__class__ not in _MESSAGE_CLASSES:
+        context = self._turns.delta(report.kind, report.parent_tool_id)
+        if context is None:
             return False
-        turn.open_messages[kind.message_id] = None
-        self._emit(kind, turn.context(report.parent_tool_id), report.extensions)  # type: ignore[union-attr]
+        self._emit(report.kind, context, report.extensions)
         self._rearm()
         return True
 
     async def _on_event(self, report: EventReport) -> None:
-        kind = report.kind
-        tag = kind_tag(kind)
-        if tag in ENGINE_OWNED_KINDS:
-            self._emit(diagnostic("Warning", f"adapter emitted engine-owned {tag}; dropped"))
-            return
-        turn = self._turn
-        content = _is_content(tag, kind)
-        if turn is not None and not turn.acked:
-            if content or tag == "MessageEnded":
-                return  # stale: it belongs to the previous turn
-            self._emit(kind, None, report.extensions)
-            return
-        if turn is None:
-            if not content:
-                self._emit(kind, None, report.extensions)
-                return
-            turn = self._begin_turn("Agent", acked=True)
-        if tag in MESSAGE_KINDS:
-            turn.open_messages[kind.message_id] = None
-        elif tag == "MessageEnded":
-            turn.open_messages.pop(kind.message_id, None)
-        elif tag == "ToolUpdated":
-            if turn.cancelled and kind.value.status == "Failed":  # a tool our cancel stopped
-                kind = ToolUpdated(value=kind.value.model_copy(update={"status": "Cancelled"}))
-            turn.tools[kind.value.id] = kind.value.status
-        elif tag == "RequestOpened":
-            request = kind.value
-            if isinstance(request, PermissionRequested) and self.permission_mode == "AutoApprove":
-                await self._auto_approve(request)
-                return
-            turn.open_requests[request.value.id] = request
-        self._emit(kind, turn.context(report.parent_tool_id), report.extensions)
-        if tag == "RequestOpened":
-            self._sync_status()
-        self._rearm()
+        action = self._perform(self._turns.event(report.kind, report.parent_tool_id, report.extensions,
+                                                 auto_approve=self.permission_mode == "AutoApprove"))  # fmt: skip
+        if isinstance(action, AutoApprove):
+            await self._auto_approve(action.request)
 
     async def _auto_approve(self, request: PermissionRequested) -> None:
         options = request.value.options
@@ -868,19 +737,6 @@ class Session:
         if choice not in ("AllowOnce", "AllowAlways"):
             choice = "AllowAlways" if "AllowAlways" in options else "AllowOnce"
         await self._connection().answer(request.value.id, AnswerPermission(value=choice))
-
-    def _on_turn_ended(self, stop: StopReason) -> None:
-        turn = self._turn
-        if turn is None:
-            if self._owed_end:  # the late end of a cancelled turn the engine already ended
-                self._owed_end = False
-            elif not self._closing:  # on close the engine ended the turn itself; the agent's own end comes late
-                self._emit(diagnostic("Warning", "the agent ended a turn while the session was idle"))
-        elif turn.acked:
-            if turn.cancelled and kind_tag(stop) == "Failed":  # failing on the way out of a cancel is the cancel
-                stop = "Cancelled"
-            self._end_turn(stop)
-        # else: a stale end of the previous turn, before the new turn was acknowledged
 
     def _on_info_changed(self, change: InfoChanged) -> None:
         assert self._info is not None
@@ -890,8 +746,8 @@ class Session:
             if getattr(change, name) is not None
         }
         if change.deterministic_turn_end is not None or change.deterministic_agent_turn_end is not None:
-            prompted, agent = self._deterministic
-            self._deterministic = (
+            prompted, agent = self._turns.deterministic
+            self._turns.deterministic = (
                 prompted if change.deterministic_turn_end is None else change.deterministic_turn_end,
                 agent if change.deterministic_agent_turn_end is None else change.deterministic_agent_turn_end,
             )
@@ -902,14 +758,11 @@ class Session:
     # ------------------------------------------------------------------------------------------- quiet timer
 
     def _rearm(self) -> None:
-        turn = self._turn
-        if turn is None or self._deterministic[1 if turn.agent_originated else 0]:
+        which = self._turns.quiet()
+        if which is None:
             self._quiet_deadline = None
             return
-        if turn.open_requests or any(s in ACTIVE_TOOL_STATUSES for s in turn.tools.values()):
-            self._quiet_deadline = None
-            return
-        quiet = self.settings.quiet_agent if turn.agent_originated else self.settings.quiet_prompted
+        quiet = self.settings.quiet_agent if which == "agent" else self.settings.quiet_prompted
         was_unarmed = self._quiet_deadline is None
         self._quiet_deadline = anyio.current_time() + quiet
         if was_unarmed:
@@ -928,8 +781,7 @@ class Session:
                     await self._timer_wake.wait()
                 continue
             self._quiet_deadline = None
-            if self._turn is not None:
-                self._end_turn(COMPLETED_INFERRED)
+            if self._perform_all(self._turns.quiet_expired()):
                 await self._promote()
 
     # ------------------------------------------------------------------------------------------- shutdown
@@ -938,17 +790,9 @@ class Session:
         if self._shutdown_started:
             return
         self._shutdown_started = True
-        self._closing = True
         if self._terminal_error is None:
             self._terminal_error = error
-        if self._steer is not None:
-            steer, self._steer = self._steer, None
-            steer.error = SessionClosed()
-            steer.done.set()
-        self._queue.clear()  # nothing queued will ever run: the last status must say so (issue 16.7)
-        if self._turn is not None:
-            self._end_turn(stop)
-        self._sync_status()
+        self._perform(self._turns.shutdown(stop))
         with anyio.CancelScope(shield=True):
             await self._shutdown_agent(answer_pending)
         self.projections.note_closed()
