@@ -8,7 +8,10 @@ Kinds and fields come from ``docs/wire.md#error-kinds`` (ErrorBody kinds).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from .model import LoginMethod
 
 
 class AnyagentError(Exception):
@@ -20,7 +23,7 @@ class AnyagentError(Exception):
     kind: ClassVar[str] = "Error"
     registry: ClassVar[dict[str, type[AnyagentError]]] = {}
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         cls.kind = cls.__name__
         AnyagentError.registry[cls.kind] = cls
@@ -31,6 +34,7 @@ class AnyagentError(Exception):
         self.fields = fields
 
     def __getattr__(self, name: str) -> Any:
+        """A field's value (arbitrary JSON, as the variant's fields are)."""
         fields = self.__dict__.get("fields", {})
         if name in fields:
             return fields[name]
@@ -63,9 +67,9 @@ class SpawnFailed(AnyagentError):
 
 
 class AuthRequired(AnyagentError):
-    """The agent needs a login. Fields: ``login`` (list of ``LoginMethod`` JSON objects)."""
+    """The agent needs a login. Fields: ``login`` (``LoginMethod``s; JSON objects on the wire)."""
 
-    def __init__(self, login: list[Any] | None = None, message: str = "agent needs login") -> None:
+    def __init__(self, login: list[LoginMethod] | None = None, message: str = "agent needs login") -> None:
         super().__init__(message, login=list(login or []))
 
 
@@ -175,7 +179,7 @@ class ProcessExited(AnyagentError):
 
 
 def error_from_body(body: dict[str, Any]) -> AnyagentError:
-    """Rebuild the exception for an ``ErrorBody``; unknown kinds give a plain :class:`AnyagentError`."""
+    """Rebuild the exception for an ``ErrorBody`` (decoded JSON); unknown kinds give a plain :class:`AnyagentError`."""
     body = dict(body)
     kind = str(body.pop("kind", "Error"))
     message = str(body.pop("message", ""))

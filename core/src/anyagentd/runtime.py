@@ -18,7 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import anyio
 from pydantic import ValidationError
@@ -64,6 +64,19 @@ from .model import (
 )
 from .plugins import Plugins
 
+
+class OpenOptions(TypedDict, total=False):
+    """The keyword options of :meth:`Runtime.generate`: those of :meth:`Runtime.open` but ``no_tools``."""
+
+    resume: str | None
+    fork: str | None
+    fork_at: str | None
+    permission_mode: PermissionMode | None
+    mcp_servers: Iterable[McpServer | dict[str, Any]]
+    configure: dict[str, ConfigValue] | None
+    check_mcp: bool
+    owner: str | None
+    labels: dict[str, str] | None
 
 class Runtime:
     """Entry point of the Python API; an async context manager that owns every session it opens.
@@ -117,7 +130,7 @@ class Runtime:
         self.plugins.runtime_started(self)
         return self
 
-    async def __aexit__(self, *exc: Any) -> bool | None:
+    async def __aexit__(self, *exc: object) -> bool | None:
         assert self._tg is not None
         try:
             with anyio.CancelScope(shield=exc[0] is not None):
@@ -395,7 +408,8 @@ class Runtime:
 
     # ----------------------------------------------------------------------------------------- generate
 
-    async def generate(self, agent: AgentRef | dict[str, Any], dir: str | Path, prompt: str, **options: Any) -> str:
+    async def generate(self, agent: AgentRef | dict[str, Any], dir: str | Path, prompt: str,
+                       **options: Unpack[OpenOptions]) -> str:  # fmt: skip
         """One-shot text: a throwaway session (Ask mode, no tools where the agent allows), one prompt, the text of
         its top-level messages. Permission requests are denied; questions get empty text when every one allows
         free text. Raises ``InvalidConfiguration`` for resume/fork, ``ProtocolFailed`` when the agent uses a tool,

@@ -14,7 +14,6 @@ Only the standard library is imported here (the console script imports this modu
 from __future__ import annotations
 
 import gc
-from typing import Any
 
 YOUNG_THRESHOLD = 50_000
 """The young generation's ``gc`` threshold while starting: a young collection per 50,000 allocations instead of 700
@@ -45,7 +44,7 @@ def done() -> None:
         _saved = None
 
 
-def main() -> Any:
+def main() -> object:
     """The ``anyagentd`` console script: :func:`begin`, then the click group of :mod:`anyagentd.cli`."""
     begin()
     from .cli import main as cli

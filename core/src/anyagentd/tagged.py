@@ -11,9 +11,12 @@ discriminator is the tag, so validation looks at one key instead of trying every
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self, Union, Unpack, cast, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Tag, model_serializer, model_validator
+
+if TYPE_CHECKING:
+    from pydantic import ModelWrapValidatorHandler, SerializerFunctionWrapHandler
 
 
 class Variant(BaseModel):
@@ -26,24 +29,27 @@ class Variant(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)  # built on first use
     TAG: ClassVar[str] = ""
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: Unpack[ConfigDict]) -> None:
         super().__init_subclass__(**kwargs)
         if "TAG" not in cls.__dict__:
             cls.TAG = cls.__name__
 
     @model_validator(mode="wrap")
     @classmethod
-    def _untag(cls, data: Any, handler: Any) -> Any:
+    def _untag(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
+        # `data`: the raw input, arbitrary (decoded JSON, or a model or keyword dict from Python)
         if isinstance(data, dict) and len(data) == 1 and cls.TAG in data:
             data = cls._wrap_payload(data[cls.TAG])
         return handler(data)
 
     @classmethod
     def _wrap_payload(cls, payload: Any) -> Any:
+        """The validator's input for the payload under the tag (arbitrary JSON: the variant's fields)."""
         return payload
 
+    # `-> Any` on the serializers: pydantic builds a serialization schema from a serializer's return annotation.
     @model_serializer(mode="wrap")
-    def _tag(self, handler: Any) -> Any:
+    def _tag(self, handler: SerializerFunctionWrapHandler) -> Any:
         return {self.TAG: handler(self)}
 
 
@@ -51,15 +57,15 @@ class NewtypeVariant(Variant):
     """A newtype variant: ``{"<TAG>": value}``; the payload lives in the field ``value``."""
 
     @classmethod
-    def _wrap_payload(cls, payload: Any) -> Any:
+    def _wrap_payload(cls, payload: Any) -> dict[str, Any]:
         return {"value": payload}
 
     @model_serializer(mode="wrap")
-    def _tag(self, handler: Any) -> Any:
+    def _tag(self, handler: SerializerFunctionWrapHandler) -> Any:
         return {self.TAG: handler(self)["value"]}
 
 
-def _tag_of(value: Any) -> str | None:
+def _tag_of(value: object) -> str | None:
     if isinstance(value, str):
         return value
     if isinstance(value, Variant):
@@ -70,11 +76,12 @@ def _tag_of(value: Any) -> str | None:
     return None
 
 
-def tagged_union(*members: Any) -> Any:
+def tagged_union(*members: object) -> Any:
     """Build ``Annotated[Union[...], Discriminator]`` from variant classes and ``Literal`` unit variants.
 
     Takes: :class:`Variant` subclasses and ``Literal["A", "B"]`` types. Returns a type usable as a pydantic
-    field annotation or with ``TypeAdapter``. An input whose tag names no member fails validation with
+    field annotation or with ``TypeAdapter`` (typed ``Any``: a type built at run time, which checkers see through
+    the ``if TYPE_CHECKING`` alias beside each call). An input whose tag names no member fails validation with
     pydantic's ``union_tag_invalid`` error.
     """
     tagged: list[Any] = []
@@ -82,5 +89,5 @@ def tagged_union(*members: Any) -> Any:
         if get_origin(member) is Literal:
             tagged.extend(Annotated[Literal[name], Tag(name)] for name in get_args(member))
         else:
-            tagged.append(Annotated[member, Tag(member.TAG)])
+            tagged.append(Annotated[member, Tag(cast("type[Variant]", member).TAG)])
     return Annotated[Union[tuple(tagged)], Discriminator(_tag_of)]  # noqa: UP007 - runtime-built union

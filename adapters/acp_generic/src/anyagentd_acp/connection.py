@@ -37,8 +37,9 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, TypeVar, cast
 
 import anyio
 from acp import PROTOCOL_VERSION, RequestError
@@ -91,6 +92,20 @@ from .launch import launch_argv, launch_env
 from .mapping import PERMISSION_KINDS, SessionState, UpdateMapper, stop_reason
 from .transport import ProcessTransport
 
+if TYPE_CHECKING:
+    from anyagentd.adapters.interface import AdapterLink, AgentAdapter
+    from anyagentd.model import LoginMethod, McpServer, StopReason
+
+T = TypeVar("T")
+
+ContentBlock: TypeAlias = (
+    "acp.TextContentBlock | acp.ImageContentBlock | acp.AudioContentBlock | acp.ResourceContentBlock"
+    " | acp.EmbeddedResourceContentBlock"
+)
+"""A block of a ``session/prompt``'s content."""
+SessionMcpServer: TypeAlias = "acp.HttpMcpServer | acp.SseMcpServer | acp.AcpMcpServer | acp.McpServerStdio"
+"""An MCP server as ACP's ``session/new`` takes it."""
+
 SETTLE_LIMIT = 10.0
 """Seconds the first ``session/prompt`` after a cancel waits for the cancelled prompt's answer before it is sent
 anyway."""
@@ -115,20 +130,21 @@ class _Client:
     def __init__(self, conn: AcpConnection) -> None:
         self._conn = conn
 
-    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any],
-                                 **kwargs: Any) -> acp.RequestPermissionResponse:  # fmt: skip
+    async def request_permission(self, session_id: str, tool_call: acp.ToolCallUpdate,
+                                 options: list[acp.PermissionOption],
+                                 **kwargs: object) -> acp.RequestPermissionResponse:  # fmt: skip
         return await self._conn.ask_permission(tool_call, options)
 
-    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+    async def session_update(self, session_id: str, update: object, **kwargs: object) -> None:
         await self._conn.mapper.apply(update)  # not reached: updates are intercepted by the transport
 
-    async def write_text_file(self, *args: Any, **kwargs: Any) -> Any:
+    async def write_text_file(self, *args: object, **kwargs: object) -> NoReturn:
         raise RequestError.method_not_found("fs/write_text_file")  # fs is not advertised
 
-    async def read_text_file(self, *args: Any, **kwargs: Any) -> Any:
+    async def read_text_file(self, *args: object, **kwargs: object) -> NoReturn:
         raise RequestError.method_not_found("fs/read_text_file")
 
-    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:  # JSON params and result
         raise RequestError.method_not_found(f"_{method}")
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
@@ -138,10 +154,10 @@ class _Client:
         )
 
 
-def login_methods(executable: str, init: acp.InitializeResponse | None) -> list[Any]:
+def login_methods(executable: str, init: acp.InitializeResponse | None) -> list[LoginMethod]:
     """``LoginMethod``s from ``initialize.authMethods``: terminal methods (run the agent with their args) and
     environment-variable methods. Agent-handled methods have no client-side form and are left out."""
-    out: list[Any] = []
+    out: list[LoginMethod] = []
     for method in (init.auth_methods if init else None) or []:
         if isinstance(method, acp.TerminalAuthMethod):
             out.append(Terminal(command=[executable, *(method.args or [])], env=dict(method.env or {}),
@@ -151,26 +167,26 @@ def login_methods(executable: str, init: acp.InitializeResponse | None) -> list[
     return out
 
 
-def mcp_renderers(caps: acp.McpCapabilities | None) -> dict[str, Any]:
+def mcp_renderers(caps: acp.McpCapabilities | None) -> dict[str, Callable[[McpServer], SessionMcpServer]]:
     """Renderers of ``McpServer`` → ACP's ``McpServer`` shape: stdio always, http / sse when the agent's
     ``mcpCapabilities`` offer them."""
 
-    def stdio(server: Any) -> Any:
-        c: Stdio = server.connection
+    def stdio(server: McpServer) -> SessionMcpServer:
+        c = cast(Stdio, server.connection)  # (the renderer of its transport)
         return acp.McpServerStdio(name=server.name, command=c.command, args=list(c.args),
                                   env=[acp.EnvVariable(name=k, value=v) for k, v in c.env.items()])  # fmt: skip
 
-    def http(server: Any) -> Any:
-        c: Http = server.connection
+    def http(server: McpServer) -> SessionMcpServer:
+        c = cast(Http, server.connection)
         return acp.HttpMcpServer(type="http", name=server.name, url=c.url,
                                  headers=[acp.HttpHeader(name=k, value=v) for k, v in c.headers.items()])  # fmt: skip
 
-    def sse(server: Any) -> Any:
-        c: Sse = server.connection
+    def sse(server: McpServer) -> SessionMcpServer:
+        c = cast(Sse, server.connection)
         return acp.SseMcpServer(type="sse", name=server.name, url=c.url,
                                 headers=[acp.HttpHeader(name=k, value=v) for k, v in c.headers.items()])  # fmt: skip
 
-    renderers: dict[str, Any] = {"Stdio": stdio}
+    renderers: dict[str, Callable[[McpServer], SessionMcpServer]] = {"Stdio": stdio}
     if caps is not None and caps.http:
         renderers["Http"] = http
     if caps is not None and caps.sse:
@@ -178,10 +194,10 @@ def mcp_renderers(caps: acp.McpCapabilities | None) -> dict[str, Any]:
     return renderers
 
 
-def prompt_blocks(prompt: PromptInput, caps: acp.PromptCapabilities | None) -> list[Any]:
+def prompt_blocks(prompt: PromptInput, caps: acp.PromptCapabilities | None) -> list[ContentBlock]:
     """The ``session/prompt`` content: the text, then each attachment — an image (png/jpeg/gif/webp file up to
     ``MAX_IMAGE_BYTES``) inline when the agent takes images, anything else as a resource link."""
-    blocks: list[Any] = [acp.TextContentBlock(type="text", text=prompt.text)]
+    blocks: list[ContentBlock] = [acp.TextContentBlock(type="text", text=prompt.text)]
     for attachment in classify(prompt.attachments, images=bool(caps and caps.image), image_urls=False):
         item, media = attachment.item, attachment.media
         data = attachment.inline_data()
@@ -202,7 +218,7 @@ class AcpConnection(ProcessConnection):
     deterministic_agent_turn_end = False
     close_step = 1.5
 
-    def __init__(self, process: AgentProcess, link: Any, installation: AgentInstallation,
+    def __init__(self, process: AgentProcess, link: AdapterLink, installation: AgentInstallation,
                  options: SessionOptions) -> None:  # fmt: skip
         super().__init__(process, link)
         self.installation = installation
@@ -227,7 +243,7 @@ class AcpConnection(ProcessConnection):
         self.resync_after_cancel = installation.id in RESYNC_AFTER_CANCEL
         self._resync_pending = False
         self._updates = 0  # session/update notifications of our session so far
-        self._mcp_servers: list[Any] = []
+        self._mcp_servers: list[SessionMcpServer] = []
         self.stop_grace = STOP_GRACE
         self._turn_started_with: frozenset[int] = frozenset()  # the agent's lineage when the prompt was sent
         self.transport = ProcessTransport(process, link, raw_key=RAW_LINE, intercept=self._intercept,
@@ -241,8 +257,8 @@ class AcpConnection(ProcessConnection):
     # ------------------------------------------------------------------------------------------- opening
 
     @classmethod
-    async def open(cls, installation: AgentInstallation, options: SessionOptions, link: Any, *, config: dict[str, Any],
-                   adapter: Any, handshake_timeout: float = HANDSHAKE_TIMEOUT,
+    async def open(cls, installation: AgentInstallation, options: SessionOptions, link: AdapterLink, *,
+                   config: dict[str, Any], adapter: AgentAdapter, handshake_timeout: float = HANDSHAKE_TIMEOUT,
                    session: bool = True) -> AcpConnection:  # fmt: skip
         """Spawn the agent in ``options.dir``, ``initialize``, and (with ``session``) create, load or fork the
         session. Raises ``SpawnFailed``, ``HandshakeTimeout``, ``AuthRequired``, ``ResumeFailed``,
@@ -273,7 +289,7 @@ class AcpConnection(ProcessConnection):
         await self.process.stderr_drained()
         return self.process.stderr_tail() or f"exited ({self.exit_status or 'unknown'})"
 
-    async def _call(self, what: str, coro: Any, *, resume: bool = False) -> Any:
+    async def _call(self, what: str, coro: Awaitable[T], *, resume: bool = False) -> T:
         """Await an ACP request of the handshake, turning failures into typed errors."""
         try:
             return await coro
@@ -291,7 +307,7 @@ class AcpConnection(ProcessConnection):
                 raise ResumeFailed(f"{what} failed: {detail}") from None
             raise ProtocolFailed(f"{what} failed: {detail}") from None
 
-    async def _handshake(self, adapter: Any, session: bool) -> None:
+    async def _handshake(self, adapter: AgentAdapter, session: bool) -> None:
         from . import __version__
 
         init = await self._call("initialize", self.rpc.initialize(
@@ -382,7 +398,8 @@ class AcpConnection(ProcessConnection):
     async def on_output_end(self) -> None:
         self._release_pending()
 
-    async def ask_permission(self, tool_call: Any, options: list[Any]) -> acp.RequestPermissionResponse:
+    async def ask_permission(self, tool_call: acp.ToolCallUpdate,
+                             options: list[acp.PermissionOption]) -> acp.RequestPermissionResponse:  # fmt: skip
         """The agent's ``session/request_permission`` (its ``tool_call`` and ACP ``options``) as a Permission
         request to the engine; returns the selected option once answered, ``cancelled`` after a cancel, a close,
         or when no option maps to a choice. Waits for the answer (the library runs it as its own task)."""
@@ -441,7 +458,7 @@ class AcpConnection(ProcessConnection):
         self._running = None
         return True
 
-    async def _run_prompt(self, blocks: list[Any], token: int) -> None:
+    async def _run_prompt(self, blocks: list[ContentBlock], token: int) -> None:
         process = self.process
         self._turn_started_with = await anyio.to_thread.run_sync(cancelled_commands.snapshot, process.pid,
                                                                  process.mark)  # fmt: skip
@@ -466,7 +483,7 @@ class AcpConnection(ProcessConnection):
             return
         await self._end_turn(stop_reason(response.stop_reason))
 
-    async def _end_turn(self, stop: Any) -> None:
+    async def _end_turn(self, stop: StopReason) -> None:
         """Report the prompt's end: the tools the agent left open are ended first (``UpdateMapper.end_turn``),
         in a cancelled turn once the commands they left running are stopped (see the module doc)."""
         stopped: dict[str, cancelled_commands.Stopped] = {}
@@ -487,7 +504,7 @@ class AcpConnection(ProcessConnection):
         await cancelled_commands.wait_gone(stopped.survivors)
         await self.mapper.end_lingering(tool_id, stopped)
 
-    async def _prompt(self, blocks: list[Any], token: int) -> acp.PromptResponse:
+    async def _prompt(self, blocks: list[ContentBlock], token: int) -> acp.PromptResponse:
         """``session/prompt`` once the agent is settled after a cancel (see the module doc); its response."""
         cancelled = self._cancelled
         if cancelled is not None:  # its words are dropped while we wait

@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from acp import schema as acp
 from pydantic import ValidationError
@@ -56,6 +56,10 @@ from anyagentd.model import (
     diagnostic,
 )
 
+if TYPE_CHECKING:
+    from anyagentd.adapters.interface import AdapterLink
+    from anyagentd.model import AuthStatus, StopReason, ToolInput
+
 RAW_UPDATE = "acp/raw_update"
 """Extension key of an unparseable (or unmapped) update's raw JSON."""
 
@@ -78,13 +82,15 @@ PERMISSION_KINDS = {
 }  # fmt: skip
 """ACP ``PermissionOptionKind`` → anyagentd ``PermissionChoice``."""
 
-STOP_REASONS = {"end_turn": "Completed", "cancelled": "Cancelled", "refusal": "Refused"}
+STOP_REASONS: dict[str, Literal["Completed", "Cancelled", "Refused"]] = {
+    "end_turn": "Completed", "cancelled": "Cancelled", "refusal": "Refused",
+}  # fmt: skip
 """ACP ``stopReason`` → stop (anything else: Failed with the reason as message)."""
 
 _NOTIFICATION = acp.SessionNotification
 
 
-def stop_reason(reason: str | None) -> Any:
+def stop_reason(reason: str | None) -> StopReason:
     """The ``StopReason`` for an ACP prompt response's ``stopReason``."""
     from anyagentd.model import COMPLETED_PROTOCOL, FailedStop
 
@@ -99,11 +105,12 @@ def stop_reason(reason: str | None) -> Any:
 # ------------------------------------------------------------------------------------------------ tools
 
 
-def _dump(value: Any) -> Any:
+def _dump(value: object) -> Any:
+    """``value`` as JSON (a model's JSON dump; anything else as it is)."""
     return value.model_dump(mode="json", by_alias=True, exclude_none=True) if hasattr(value, "model_dump") else value
 
 
-def tool_input(kind: str, raw: Any, locations: list[str]) -> Any:
+def tool_input(kind: str, raw: object, locations: list[str]) -> ToolInput:
     """A ``ToolInput`` guessed from the ACP tool kind and its ``rawInput`` (``"None"`` when nothing fits)."""
     raw = raw if isinstance(raw, dict) else {}
     if kind == "Execute":
@@ -128,7 +135,7 @@ def tool_input(kind: str, raw: Any, locations: list[str]) -> Any:
     return "None"
 
 
-def merge_tool(previous: ToolUpdate | None, call: Any) -> ToolUpdate:
+def merge_tool(previous: ToolUpdate | None, call: acp.ToolCallStart | acp.ToolCallUpdate) -> ToolUpdate:
     """Merge an ACP ``ToolCall`` / ``ToolCallUpdate`` (start, progress, or a permission's tool) into the
     cumulative snapshot: fields present in the update replace the previous ones (ACP "replace" semantics for
     locations); text content (else a textual ``rawOutput``) becomes ``output`` and diff content ``diffs`` — both
@@ -136,15 +143,17 @@ def merge_tool(previous: ToolUpdate | None, call: Any) -> ToolUpdate:
     becomes ``raw``."""
     base = previous or ToolUpdate(id=call.tool_call_id, status="Pending")
     update: dict[str, Any] = {}
-    if getattr(call, "kind", None):
-        update["kind"] = TOOL_KINDS.get(call.kind, "Other")
+    kind = getattr(call, "kind", None)
+    if kind:
+        update["kind"] = TOOL_KINDS.get(kind, "Other")
     if getattr(call, "title", None):
         update["title"] = call.title
     mcp_tool = split_mcp_tool_name(update.get("title", base.title))  # claude-agent-acp titles MCP calls so
     if mcp_tool is not None:
         update["kind"] = Mcp(server=mcp_tool[0], tool=mcp_tool[1])
-    if getattr(call, "status", None):
-        update["status"] = TOOL_STATUSES.get(call.status, base.status)
+    status = getattr(call, "status", None)
+    if status:
+        update["status"] = TOOL_STATUSES.get(status, base.status)
     content = getattr(call, "content", None)
     if content is not None:
         texts, diffs = [], []
@@ -193,7 +202,7 @@ class SessionState:
     """What the agent said about itself and its session; builds ``AgentDetails`` and ``SessionConfiguration``."""
 
     version: str | None = None
-    auth: Any = "Unknown"
+    auth: AuthStatus = "Unknown"
     features: list[str] = field(default_factory=list)
     mcp_transports: list[str] = field(default_factory=list)
     modes: acp.SessionModeState | None = None
@@ -240,7 +249,7 @@ class SessionState:
                             capabilities=Capabilities(features=features, mcp_transports=list(self.mcp_transports)),
                             config_options=self.options(), commands=list(self.commands))  # fmt: skip
 
-    def set_commands(self, commands: list[Any]) -> None:
+    def set_commands(self, commands: list[acp.AvailableCommand]) -> None:
         self.commands = []
         for c in commands:
             hint = getattr(getattr(c, "input", None), "root", None)
@@ -266,7 +275,7 @@ class UpdateMapper:
     are always applied.
     """
 
-    def __init__(self, link: Any, state: SessionState) -> None:
+    def __init__(self, link: AdapterLink, state: SessionState) -> None:
         self.link = link
         self.state = state
         self.tools: dict[str, ToolUpdate] = {}
@@ -304,7 +313,8 @@ class UpdateMapper:
             return
         await self.apply(note.update, params)
 
-    async def apply(self, update: Any, raw: Any = None) -> None:
+    async def apply(self, update: object, raw: Any = None) -> None:
+        """Map one ``session/update``'s ``update`` (an ACP model; ``raw``: its params' JSON, for diagnostics)."""
         link = self.link
         if isinstance(update, (acp.AgentMessageChunk, acp.AgentThoughtChunk, acp.UserMessageChunk)):
             if self.suppress_content:
@@ -366,7 +376,7 @@ class UpdateMapper:
             await link.emit(diagnostic("Info", f"unmapped ACP session/update {getattr(update, 'session_update', '?')}"),
                             extensions={RAW_UPDATE: raw if raw is not None else _dump(update)})  # fmt: skip
 
-    def permission_tool(self, call: Any) -> ToolUpdate:
+    def permission_tool(self, call: acp.ToolCallUpdate) -> ToolUpdate:
         """The tool snapshot a permission request is about (merged into, and kept with, the session's tools)."""
         previous = self.tools.get(call.tool_call_id)
         self.tools[call.tool_call_id] = merge_tool(previous, call.model_copy(update={"content": None}))
@@ -390,7 +400,7 @@ class UpdateMapper:
                 out[tool_id] = texts
         return out
 
-    async def end_turn(self, stop: Any, stopped: Mapping[str, Stopped] | None = None) -> list[str]:
+    async def end_turn(self, stop: StopReason, stopped: Mapping[str, Stopped] | None = None) -> list[str]:
         """The prompt was answered with ``stop`` (a ``StopReason``): end the open message, then end every tool
         reported Pending/Running since its last final status, with extension :data:`CLOSED_AT_TURN_END`.
 

@@ -5,10 +5,13 @@ ACP library later still, when a connection starts: issue 17)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from anyagentd.adapters.profile import AgentProfile
 from anyagentd.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from anyagentd.adapters.interface import AgentAdapter
 
 PROFILES = (
     AgentProfile(id="codex-acp", name="Codex (ACP)", executable="codex-acp",
@@ -23,7 +26,7 @@ PROFILES = (
 
 
 @hookimpl
-def register_adapters(register: Callable[[Any], None]) -> None:
+def register_adapters(register: Callable[[type[AgentAdapter]], None]) -> None:
     """Register the generic ACP adapter (:class:`~anyagentd_acp.adapter.AcpAdapter`, imported on first use); it
     also opens ``{"acp": {...}}`` AgentRefs."""
     from anyagentd.adapters.lazy import lazy_adapter

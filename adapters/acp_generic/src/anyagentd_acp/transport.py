@@ -17,12 +17,16 @@ can be processed out of order). :class:`ProcessTransport` instead:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anyagentd.adapters.process import AgentProcess, json_frames
 from anyagentd.model import diagnostic
 
+if TYPE_CHECKING:
+    from anyagentd.adapters.interface import AdapterLink
+
 Intercept = Callable[[dict[str, Any]], Awaitable[bool]]
+"""Takes a JSON-RPC message (a decoded JSON object); True when it consumed it."""
 
 
 class ProcessTransport:
@@ -33,7 +37,7 @@ class ProcessTransport:
     ``intercept(message) -> bool``: True when it consumed the message. ``on_eof()``: stdout ended.
     """
 
-    def __init__(self, process: AgentProcess, link: Any, *, raw_key: str, intercept: Intercept,
+    def __init__(self, process: AgentProcess, link: AdapterLink, *, raw_key: str, intercept: Intercept,
                  on_eof: Callable[[], Awaitable[None]]) -> None:  # fmt: skip
         self.process = process
         self._link = link

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -83,6 +83,9 @@ from .launch import MCP_TRANSPORTS, agent_details, is_authenticated, launch_argv
 from .mapping import RAW, FrameMapper
 from .state import ClaudeState
 
+if TYPE_CHECKING:
+    from anyagentd.adapters.interface import AdapterLink
+
 MCP_STATUS_INTERVAL = 0.1
 """Seconds between two ``mcp_status`` requests while a forwarded MCP server is ``pending`` (Claude Code 2.1.197
 reports a server's connection in no frame before the first prompt's ``system/init``; ``mcp_status`` answers at once
@@ -98,7 +101,7 @@ class ClaudeConnection(ProcessConnection):
     deterministic_turn_end = True
     deterministic_agent_turn_end = True
 
-    def __init__(self, process: AgentProcess, link: Any, *, installation: AgentInstallation,
+    def __init__(self, process: AgentProcess, link: AdapterLink, *, installation: AgentInstallation,
                  options: SessionOptions, session_token: str) -> None:  # fmt: skip
         super().__init__(process, link)
         self.installation = installation
@@ -133,7 +136,7 @@ class ClaudeConnection(ProcessConnection):
     # ------------------------------------------------------------------------------------------- opening
 
     @classmethod
-    async def open(cls, installation: AgentInstallation, options: SessionOptions, link: Any, *,
+    async def open(cls, installation: AgentInstallation, options: SessionOptions, link: AdapterLink, *,
                    no_tools: bool = False, persist: bool = True, require_auth: bool = True,
                    handshake_timeout: float = HANDSHAKE_TIMEOUT, mcp: Sequence[tuple[McpServer, Any]] | None = None,
                    mcp_transports: Sequence[str] = MCP_TRANSPORTS) -> ClaudeConnection:  # fmt: skip

@@ -40,10 +40,10 @@ class ControlChannel:
     """Outgoing control requests and their responses.
 
     ``write`` sends one JSON frame to the CLI's stdin (the process's ``write_json``). Request ids are
-    ``anyagentd-<n>``.
+    ``anyagentd-<n>``. A request's ``fields`` and a response's payload are JSON (``Any`` below).
     """
 
-    def __init__(self, write: Callable[[Any], Awaitable[None]]) -> None:
+    def __init__(self, write: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
         self._write = write
         self._ids = itertools.count(1)
         self._pending: dict[str, _Pending] = {}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from anyagentd.adapters.interface import spawn_env
 from anyagentd.errors import InvalidConfiguration
@@ -35,6 +35,9 @@ from anyagentd.model import (
     Terminal,
     Unauthenticated,
 )
+
+if TYPE_CHECKING:
+    from anyagentd.model import AuthStatus, Http, LoginMethod, Sse, Stdio
 
 BASE_FLAGS = (
     "--output-format", "stream-json", "--input-format", "stream-json", "--verbose",
@@ -89,7 +92,7 @@ MCP_TRANSPORTS = ("Stdio", "Http", "Sse")
 """The MCP transports Claude Code can take in ``--mcp-config``; a session offers those with an installed plugin."""
 
 
-def login_methods(executable: str) -> list[Any]:
+def login_methods(executable: str) -> list[LoginMethod]:
     """How to log Claude Code in: ``claude /login`` in a terminal, or ``ANTHROPIC_API_KEY``."""
     return [
         Terminal(command=[executable, "/login"], description="Log in to Claude Code (claude.ai or Console)"),
@@ -99,19 +102,19 @@ def login_methods(executable: str) -> list[Any]:
 
 def render_stdio(server: McpServer) -> dict[str, Any]:
     """One ``Stdio`` server in ``--mcp-config``: ``{"type": "stdio", "command", "args", "env"}``."""
-    conn: Any = server.connection
+    conn = cast("Stdio", server.connection)  # (the renderer of its transport)
     return {"type": "stdio", "command": conn.command, "args": list(conn.args), "env": dict(conn.env)}
 
 
 def render_http(server: McpServer) -> dict[str, Any]:
     """One ``Http`` (streamable HTTP) server: ``{"type": "http", "url", "headers"}``."""
-    conn: Any = server.connection
+    conn = cast("Http", server.connection)
     return {"type": "http", "url": conn.url, "headers": dict(conn.headers)}
 
 
 def render_sse(server: McpServer) -> dict[str, Any]:
     """One ``Sse`` server: ``{"type": "sse", "url", "headers"}``."""
-    conn: Any = server.connection
+    conn = cast("Sse", server.connection)
     return {"type": "sse", "url": conn.url, "headers": dict(conn.headers)}
 
 
@@ -196,7 +199,7 @@ def launch_env(installation: AgentInstallation) -> dict[str, str]:
 # ------------------------------------------------------------------------------------------------ details
 
 
-def auth_status(account: Any, executable: str) -> Any:
+def auth_status(account: object, executable: str) -> AuthStatus:
     """``AuthStatus`` from the ``initialize`` response's ``account``.
 
     Cloud providers (``apiProvider`` bedrock/vertex/foundry) → CloudProvider; an API key (``apiKeySource`` other
@@ -222,7 +225,7 @@ def auth_status(account: Any, executable: str) -> Any:
     return Unauthenticated(login=login_methods(executable))
 
 
-def is_authenticated(status: Any) -> bool:
+def is_authenticated(status: object) -> bool:
     return isinstance(status, Authenticated)
 
 

@@ -31,7 +31,7 @@ Mapping, by frame:
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anyagentd.engine.projections import TOKENS_EXTENSION
 from anyagentd.model import (
@@ -51,6 +51,10 @@ from anyagentd.model import (
 
 from .state import ClaudeState
 from .tools import PLAN_TOOL, plan_entries, result_text, tool_update
+
+if TYPE_CHECKING:
+    from anyagentd.adapters.interface import AdapterLink
+    from anyagentd.model import ConfigValue, LoginMethod, StopReason
 
 FORK_POINT = "claude/fork_point"
 """Extension on MessageEnded: the uuid of the message's last ``assistant`` line, usable as ``fork_at``."""
@@ -82,8 +86,8 @@ class FrameMapper:
     ``cwd``: the session directory. ``login``: the login methods reported when auth is lost.
     """
 
-    def __init__(self, link: Any, state: ClaudeState | None = None, *, cwd: str | None = None,
-                 login: list[Any] | None = None) -> None:  # fmt: skip
+    def __init__(self, link: AdapterLink, state: ClaudeState | None = None, *, cwd: str | None = None,
+                 login: list[LoginMethod] | None = None) -> None:  # fmt: skip
         self.link = link
         self.state = state if state is not None else ClaudeState()
         self.cwd = cwd
@@ -101,7 +105,7 @@ class FrameMapper:
     # ------------------------------------------------------------------------------------------- entry
 
     async def handle(self, frame: Any) -> None:
-        """Map one stdout frame. Never raises: a frame it cannot read becomes an Info diagnostic."""
+        """Map one stdout frame (decoded JSON). Never raises: a frame it cannot read becomes an Info diagnostic."""
         try:
             if not isinstance(frame, dict):
                 await self._unknown(frame, "a stdout line that is not a JSON object")
@@ -324,7 +328,7 @@ class FrameMapper:
         self.state.tools[tool_id] = update
         await self.link.emit(ToolUpdated(value=update), parent_tool_id=self.state.tool_parents.get(tool_id))
 
-    async def set_options(self, **changes: Any) -> None:
+    async def set_options(self, **changes: ConfigValue) -> None:
         """Update option values; report ``info_changed(configuration=...)`` when something changed."""
         options = self.state.options
         if all(options.get(k) == v for k, v in changes.items()):
@@ -334,7 +338,7 @@ class FrameMapper:
 
     # ------------------------------------------------------------------------------------------- result
 
-    def _window_hint(self, model_usage: Any = None) -> int | None:
+    def _window_hint(self, model_usage: object = None) -> int | None:
         usage = model_usage if isinstance(model_usage, dict) else {}
         windows = [m.get("contextWindow") for m in usage.values() if isinstance(m, dict)]
         windows = [w for w in windows if isinstance(w, int) and w > 0]
@@ -366,7 +370,7 @@ class FrameMapper:
         self.state.turn_ended()
         await self.link.turn_ended(stop)
 
-    def stop_reason(self, frame: dict[str, Any]) -> Any:
+    def stop_reason(self, frame: dict[str, Any]) -> StopReason:
         """The ``StopReason`` of a ``result`` frame."""
         terminal = str(frame.get("terminal_reason") or "")
         if not frame.get("is_error"):
@@ -380,7 +384,7 @@ class FrameMapper:
         return FailedStop(message=text or f"Claude Code turn failed ({frame.get('subtype') or 'error'})")
 
 
-def turn_tokens(usage: Any) -> dict[str, int]:
+def turn_tokens(usage: object) -> dict[str, int]:
     """The :data:`~anyagentd.engine.projections.TOKENS_EXTENSION` value of a ``result`` frame's ``usage`` (Claude
     Code's sum over the turn's API calls): ``in`` = input + cache creation + cache read tokens, ``out`` = output
     tokens; missing or non-positive fields count 0."""
@@ -389,11 +393,11 @@ def turn_tokens(usage: Any) -> dict[str, int]:
             + _int(usage.get("cache_read_input_tokens")), "out": _int(usage.get("output_tokens"))}  # fmt: skip
 
 
-def _int(value: Any) -> int:
+def _int(value: object) -> int:
     return value if isinstance(value, int) and value > 0 else 0
 
 
-def _texts(content: Any) -> str:
+def _texts(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):

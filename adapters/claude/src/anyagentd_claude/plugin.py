@@ -5,10 +5,13 @@ them, not when ``anyagentd --help`` loads the plugins or ``serve`` builds its ru
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from anyagentd.adapters.profile import AgentProfile
 from anyagentd.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from anyagentd.adapters.interface import AgentAdapter
 
 PROFILE = AgentProfile(
     id="claude",
@@ -21,7 +24,7 @@ PROFILE = AgentProfile(
 
 
 @hookimpl
-def register_adapters(register: Callable[[Any], None]) -> None:
+def register_adapters(register: Callable[[type[AgentAdapter]], None]) -> None:
     """Register the Claude Code adapter (:class:`~anyagentd_claude.adapter.ClaudeAdapter`, imported on first use)."""
     from anyagentd.adapters.lazy import lazy_adapter
 

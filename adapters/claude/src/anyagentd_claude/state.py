@@ -88,7 +88,7 @@ class ClaudeState:
         """The CLI rewound the last ``turns`` prompts: they are no rollback targets any more."""
         del self.prompt_uuids[-turns:]
 
-    def session_seen(self, session_id: Any) -> bool:
+    def session_seen(self, session_id: object) -> bool:
         """A ``system/init`` named ``session_id``; ``True`` when it is a new one (the resume token changed)."""
         if isinstance(session_id, str) and session_id and session_id != self.session_id:
             self.session_id = session_id

@@ -49,7 +49,7 @@ _EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 _PLAN_STATUS = {"pending": "Pending", "in_progress": "InProgress", "completed": "Completed"}
 
 
-def _s(value: Any) -> str | None:
+def _s(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
@@ -133,7 +133,7 @@ def _diffs(name: str, inp: dict[str, Any], path: str, cwd: str | None) -> list[F
     return []
 
 
-def plan_entries(raw_input: Any) -> list[PlanEntry]:
+def plan_entries(raw_input: object) -> list[PlanEntry]:
     """``TodoWrite`` input ``{todos: [{content, status, activeForm}]}`` → plan entries (unknown statuses are
     Pending)."""
     todos = raw_input.get("todos") if isinstance(raw_input, dict) else None
@@ -146,7 +146,7 @@ def plan_entries(raw_input: Any) -> list[PlanEntry]:
     return entries
 
 
-def result_text(content: Any) -> str:
+def result_text(content: object) -> str:
     """The text of a ``tool_result`` content: a string, or the text blocks of a block list (images are noted
     as ``[image]``)."""
     if isinstance(content, str):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from anyagentd.adapters.connection import short_lived
 from anyagentd.adapters.interface import AdapterLink, AgentAdapter, AgentConnection
@@ -28,7 +28,11 @@ from anyagentd.model import AgentDetails, AgentInstallation, PlanUsage, SessionO
 from .plugin import PROFILE  # the catalog entry lives with the registration, which must not import this module
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from .connection import CodexConnection
+
+T = TypeVar("T")
 
 # The session's modules (protocol models, connection, mapping) load on first use, not when the plugin registers
 # the adapter: `anyagentd serve` and `anyagentd run mock` never import them.
@@ -54,7 +58,8 @@ class CodexAdapter(AgentAdapter):
             return self.effective_mcp_transports(MCP_TRANSPORTS)
         return list(MCP_TRANSPORTS)
 
-    async def _short_lived(self, installation: AgentInstallation, body: Any) -> Any:
+    async def _short_lived(self, installation: AgentInstallation,
+                           body: Callable[[CodexConnection], Awaitable[T]]) -> T:  # fmt: skip
         """Run ``body(conn)`` against a short-lived app-server (no thread) and stop it."""
         from .connection import CodexConnection
         from .launch import extra_args

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
@@ -99,6 +99,9 @@ from .launch import (
 from .mapping import RAW, NotificationMapper, tool_update
 from .state import ThreadState
 
+if TYPE_CHECKING:
+    from anyagentd.adapters.interface import AdapterLink
+
 CLIENT_INFO = p.ClientInfo(name="anyagentd", title="anyagentd", version="0.1.0")
 
 class CodexConnection(ProcessConnection):
@@ -107,7 +110,7 @@ class CodexConnection(ProcessConnection):
     deterministic_turn_end = True
     deterministic_agent_turn_end = True
 
-    def __init__(self, process: AgentProcess, link: Any, *, installation: AgentInstallation,
+    def __init__(self, process: AgentProcess, link: AdapterLink, *, installation: AgentInstallation,
                  options: SessionOptions, settings: dict[str, Any], codex_home: str | None = None,
                  owned_home: bool = False) -> None:  # fmt: skip
         super().__init__(process, link)
@@ -149,7 +152,7 @@ class CodexConnection(ProcessConnection):
     # ------------------------------------------------------------------------------------------- opening
 
     @classmethod
-    async def open(cls, installation: AgentInstallation, options: SessionOptions, link: Any, *,
+    async def open(cls, installation: AgentInstallation, options: SessionOptions, link: AdapterLink, *,
                    extra_args: list[str] | None = None, mcp: list[str] | None = None,
                    codex_home: str | None = None, start_thread: bool = True, require_auth: bool = True,
                    handshake_timeout: float = HANDSHAKE_TIMEOUT,
@@ -463,14 +466,14 @@ class CodexConnection(ProcessConnection):
             await self.link.emit(diagnostic("Info", f"refused Codex's {method!r} request (not supported)"),
                                  extensions={RAW: frame})  # fmt: skip
 
-    async def _open_permission(self, kind: str, rpc_id: Any, params: dict[str, Any], tool: ToolUpdate,
+    async def _open_permission(self, kind: str, rpc_id: object, params: dict[str, Any], tool: ToolUpdate,
                                options: list[str], detail: str | None, parent: str | None) -> None:  # fmt: skip
         request_id = str(rpc_id)
         self.state.requests.open(request_id, params, kind=kind, agent_id=rpc_id)
         request = PermissionRequest(id=request_id, tool=tool, options=options, detail=detail)  # type: ignore[arg-type]
         await self.link.emit(RequestOpened(value=PermissionRequested(value=request)), parent_tool_id=parent)
 
-    async def _reply(self, rpc_id: Any, result: Any) -> bool:
+    async def _reply(self, rpc_id: object, result: Any) -> bool:  # the request's JSON-RPC id, a JSON result
         try:
             await self.channel.reply(rpc_id, result)
             return True

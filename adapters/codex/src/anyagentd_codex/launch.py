@@ -15,7 +15,7 @@ import json
 import os
 import re
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anyagentd.adapters.interface import spawn_env
 from anyagentd.errors import InvalidConfiguration, UnsupportedFeature
@@ -38,6 +38,9 @@ from anyagentd.model import (
 )
 
 from .protocol import GetAccountResponse, ModelListResponse
+
+if TYPE_CHECKING:
+    from anyagentd.model import AuthStatus, LoginMethod
 
 ARGS_ENV = "ANYAGENTD_CODEX_ARGS"
 """Extra ``codex app-server`` arguments (shell-split), e.g. ``-c model_provider=mock -c …``."""
@@ -89,7 +92,7 @@ MCP_TRANSPORTS = ("Stdio", "Http")
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-def login_methods(executable: str) -> list[Any]:
+def login_methods(executable: str) -> list[LoginMethod]:
     """How to log Codex in: ``codex login`` in a terminal (ChatGPT, or ``--with-api-key``)."""
     return [Terminal(command=[executable, "login"], description="Log in to Codex (ChatGPT account or API key)")]
 
@@ -160,7 +163,7 @@ def render_http(server: McpServer) -> list[str]:
 RENDERERS = {"Stdio": render_stdio, "Http": render_http}
 
 
-def mcp_args(servers: list[McpServer], adapter: Any = None) -> list[str]:
+def mcp_args(servers: list[McpServer], adapter: object = None) -> list[str]:
     """The ``-c`` overrides for the MCP servers of ``open``. Uses the core's transport-plugin check
     (``AgentAdapter.render_mcp``) when the adapter has it; SSE → ``UnsupportedFeature`` either way."""
     if not servers:
@@ -224,7 +227,7 @@ def creation_settings(options: SessionOptions) -> dict[str, Any]:
     return out
 
 
-def auth_status(account: GetAccountResponse | None, executable: str) -> Any:
+def auth_status(account: GetAccountResponse | None, executable: str) -> AuthStatus:
     """``AuthStatus`` from ``account/read``: ``apiKey`` → ApiKey; ``chatgpt`` → Subscription (email, plan);
     Bedrock / GCP → CloudProvider; no account but no OpenAI auth needed (a custom provider with its own key) →
     ApiKey; no account while OpenAI auth is needed → Unauthenticated (``codex login``); unknown → Unknown."""
@@ -291,7 +294,7 @@ def config_options(models: ModelListResponse | None, current: dict[str, Any]) ->
     ]  # fmt: skip
 
 
-def skill_commands(skills: Any) -> tuple[list[SlashCommand], dict[str, str]]:
+def skill_commands(skills: object) -> tuple[list[SlashCommand], dict[str, str]]:
     """``skills/list`` → slash commands, and skill name → SKILL.md path (for ``skill`` inputs)."""
     commands: list[SlashCommand] = []
     paths: dict[str, str] = {}
@@ -309,7 +312,7 @@ def skill_commands(skills: Any) -> tuple[list[SlashCommand], dict[str, str]]:
 
 
 def agent_details(*, version: str | None, account: GetAccountResponse | None, models: ModelListResponse | None,
-                  skills: Any, executable: str, current: dict[str, Any],
+                  skills: object, executable: str, current: dict[str, Any],
                   mcp_transports: list[str] | None = None) -> AgentDetails:  # fmt: skip
     commands, _ = skill_commands(skills)
     features = list(CAPABILITIES) + (["SlashCommands"] if commands else [])
@@ -323,7 +326,7 @@ def agent_details(*, version: str | None, account: GetAccountResponse | None, mo
     )  # fmt: skip
 
 
-def version_from_user_agent(user_agent: Any) -> str | None:
+def version_from_user_agent(user_agent: object) -> str | None:
     """``initialize``'s ``userAgent`` (``"anyagentd/0.171.0 (Debian …)"``) → ``"0.171.0"``."""
     if not isinstance(user_agent, str):
         return None

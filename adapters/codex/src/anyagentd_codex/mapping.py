@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -74,6 +74,10 @@ from anyagentd.model import (
 
 from . import protocol as p
 from .state import ThreadState
+
+if TYPE_CHECKING:
+    from anyagentd.adapters.interface import AdapterLink
+    from anyagentd.model import ConfigValue, LoginMethod, StopReason
 
 RAW = "codex/raw"
 FORK_POINT = "codex/fork_point"
@@ -216,7 +220,7 @@ def tool_update(item: dict[str, Any], cwd: str | None = None, previous: ToolUpda
 # ------------------------------------------------------------------------------------------------ mapper
 
 
-def _epoch(seconds: Any) -> SystemTime | None:
+def _epoch(seconds: object) -> SystemTime | None:
     return SystemTime(secs_since_epoch=int(seconds), nanos_since_epoch=0) if isinstance(seconds, int) and seconds >= 0 else None
 
 
@@ -271,8 +275,8 @@ class NotificationMapper:
     protocol state in ``state`` (a :class:`~.state.ThreadState`, the connection's) and keeps none of its own.
     ``cwd``: the session directory; ``login``: the login methods reported when auth is lost."""
 
-    def __init__(self, link: Any, state: ThreadState, *, cwd: str | None = None,
-                 login: list[Any] | None = None) -> None:  # fmt: skip
+    def __init__(self, link: AdapterLink, state: ThreadState, *, cwd: str | None = None,
+                 login: list[LoginMethod] | None = None) -> None:  # fmt: skip
         self.link = link
         self.state = state
         self.cwd = cwd
@@ -281,7 +285,7 @@ class NotificationMapper:
     # ------------------------------------------------------------------------------------------ dispatch
 
     async def handle(self, method: str, params: Any, frame: Any = None) -> None:
-        """Map one notification; never raises on its content."""
+        """Map one notification (``params`` and the whole ``frame`` as decoded JSON); never raises on its content."""
         try:
             await self._handle(method, params if isinstance(params, dict) else {}, frame)
         except ValidationError as exc:
@@ -294,7 +298,7 @@ class NotificationMapper:
     async def _unknown(self, frame: Any, message: str) -> None:
         await self.link.emit(diagnostic("Info", message), extensions={RAW: frame})
 
-    def parent_of(self, thread_id: Any) -> str | None:
+    def parent_of(self, thread_id: object) -> str | None:
         return self.state.parent_of(thread_id)
 
     async def _handle(self, method: str, params: dict[str, Any], frame: Any) -> None:
@@ -376,7 +380,7 @@ class NotificationMapper:
 
     # ------------------------------------------------------------------------------------------ items
 
-    async def _delta(self, note: p.DeltaNotification, kind: Any) -> None:
+    async def _delta(self, note: p.DeltaNotification, kind: type[TextDelta | ReasoningDelta]) -> None:
         if not note.delta:
             return
         parent = self.parent_of(note.threadId)
@@ -472,7 +476,7 @@ class NotificationMapper:
         state.turn_ended(turn.id)
         await self.link.turn_ended(stop_reason(turn))
 
-    async def set_options(self, **changes: Any) -> None:
+    async def set_options(self, **changes: ConfigValue) -> None:
         """Update the state's option values; report ``info_changed(configuration=...)`` when something changed."""
         options = self.state.options
         if all(options.get(k) == v for k, v in changes.items()):
@@ -481,7 +485,7 @@ class NotificationMapper:
         await self.link.info_changed(configuration=SessionConfiguration(options=dict(options)))
 
 
-def stop_reason(turn: p.Turn) -> Any:
+def stop_reason(turn: p.Turn) -> StopReason:
     """``turn/completed`` status → ``StopReason``."""
     if turn.status == "completed":
         return COMPLETED_PROTOCOL

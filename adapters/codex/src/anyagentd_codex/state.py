@@ -46,13 +46,13 @@ class ThreadState:
         # kind command | file | question | legacy, agent_id the JSON-RPC id to reply to, data the request's params
         self.requests: PendingRequests[dict[str, Any]] = PendingRequests("Codex")
 
-    def parent_of(self, thread_id: Any) -> str | None:
+    def parent_of(self, thread_id: object) -> str | None:
         """``None`` for the session's own thread; the spawning tool's id for a subagent's thread."""
         if not thread_id or thread_id == self.thread_id:
             return None
         return self.child_threads.get(str(thread_id), str(thread_id))
 
-    def is_session_turn(self, params: Any) -> bool:
+    def is_session_turn(self, params: object) -> bool:
         """Whether a ``turn/*`` notification's ``params`` are about the session's own thread."""
         return isinstance(params, dict) and params.get("threadId") == self.thread_id
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
@@ -55,6 +55,9 @@ from anyagentd.model import (
 )
 
 from .mapping import SessionEvents
+
+if TYPE_CHECKING:
+    from anyagentd.adapters.interface import AdapterLink
 
 FEATURES = ["Images", "Permissions", "Resume", "Fork", "Compact", "ContextUsage"]
 """What an opencode session can do here. Not advertised: Steer (a prompt during a turn is queued by opencode),
@@ -88,7 +91,7 @@ class OpencodeConnection(ProcessConnection):
     deterministic_turn_end = True
     deterministic_agent_turn_end = True
 
-    def __init__(self, process: AgentProcess, link: Any, port: int, options: SessionOptions) -> None:
+    def __init__(self, process: AgentProcess, link: AdapterLink, port: int, options: SessionOptions) -> None:
         super().__init__(process, link)
         self.port = port
         self.session_options = options
@@ -112,7 +115,7 @@ class OpencodeConnection(ProcessConnection):
     # ------------------------------------------------------------------------------------------- opening
 
     @classmethod
-    async def open(cls, installation: AgentInstallation, options: SessionOptions, link: Any, *,
+    async def open(cls, installation: AgentInstallation, options: SessionOptions, link: AdapterLink, *,
                    handshake_timeout: float = HANDSHAKE_TIMEOUT, session: bool = True) -> OpencodeConnection:  # fmt: skip
         """Start the server and (with ``session``) create or resume the session. Raises ``SpawnFailed``,
         ``HandshakeTimeout``, ``ResumeFailed``, ``ProtocolFailed``."""

@@ -13,7 +13,7 @@ writes (an assistant message with ``summary``) is the agent's bookkeeping: nothi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anyagentd.engine.projections import TOKENS_EXTENSION
 from anyagentd.model import (
@@ -31,6 +31,10 @@ from anyagentd.model import (
     ToolUpdated,
 )
 
+if TYPE_CHECKING:
+    from anyagentd.adapters.interface import AdapterLink
+    from anyagentd.model import ToolInput
+
 FORK_POINT = "opencode/fork_point"
 """Extension on MessageEnded: the message's id, usable as ``fork_at``."""
 
@@ -46,7 +50,7 @@ def tool_update(part: dict[str, Any]) -> ToolUpdate:
     args = state.get("input") or {}
     name = str(part.get("tool") or "tool")
     kind = TOOL_KINDS.get(name, "Other")
-    tool_input: Any = "None"
+    tool_input: ToolInput = "None"
     if isinstance(args.get("command"), str):
         tool_input = Command(command=args["command"])
     elif isinstance(args.get("filePath"), str):
@@ -66,7 +70,7 @@ def step_tokens(tokens: dict[str, Any]) -> dict[str, int] | None:
     ``input`` leaves the cached tokens out), ``out`` = ``output`` + ``reasoning``."""
     cache = tokens.get("cache") or {}
 
-    def count(value: Any) -> int:
+    def count(value: object) -> int:
         return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
     counted = {"in": count(tokens.get("input")) + count(cache.get("read")) + count(cache.get("write")),
@@ -79,7 +83,7 @@ class SessionEvents:
     events have shown, it holds the turn the connection runs: ``turn`` (a prompt of ours, or a compaction, is
     running until ``session.idle``) and ``cancelled`` (we aborted it)."""
 
-    def __init__(self, link: Any, session_id: str) -> None:
+    def __init__(self, link: AdapterLink, session_id: str) -> None:
         self.link = link
         self.session_id = session_id
         self.roles: dict[str, str] = {}  # message id → role

@@ -5,10 +5,13 @@ first needs them: issue 17)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from anyagentd.adapters.profile import AgentProfile
 from anyagentd.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from anyagentd.adapters.interface import AgentAdapter
 
 PROFILE = AgentProfile(id="opencode", name="opencode", executable="opencode",
                        install_hint="npm install -g opencode-ai", extra_paths=("~/.opencode/bin",))  # fmt: skip
@@ -16,7 +19,7 @@ PROFILE = AgentProfile(id="opencode", name="opencode", executable="opencode",
 
 
 @hookimpl
-def register_adapters(register: Callable[[Any], None]) -> None:
+def register_adapters(register: Callable[[type[AgentAdapter]], None]) -> None:
     """Register the opencode adapter (:class:`~anyagentd_opencode.adapter.OpencodeAdapter`, imported on first
     use)."""
     from anyagentd.adapters.lazy import lazy_adapter

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import anyio
 
@@ -59,7 +59,7 @@ class ProcessConnection(AgentConnection):
     close_step: float = CLOSE_STEP
     """Seconds :meth:`close` waits after closing stdin, and again after SIGTERM."""
 
-    def __init__(self, process: AgentProcess, link: AdapterLink | Any) -> None:
+    def __init__(self, process: AgentProcess, link: AdapterLink) -> None:
         self.process = process
         self.link = link
         self.exit_status: str | None = None

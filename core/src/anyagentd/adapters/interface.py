@@ -21,7 +21,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict, Unpack
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -44,6 +44,7 @@ from .profile import AgentProfile  # noqa: F401  (re-exported: the catalog entry
 
 if TYPE_CHECKING:
     from ..mcp.forwarding import Renderers
+    from ..mcp.interface import McpTransportPlugin
     from ..model import EventKind
 
 # ------------------------------------------------------------------------------------------------ reports
@@ -59,7 +60,7 @@ class EventReport:
 
     kind: EventKind
     parent_tool_id: str | None = None
-    extensions: dict[str, Any] | None = None
+    extensions: dict[str, Any] | None = None  # the event's extensions: name -> arbitrary JSON
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +110,17 @@ class Exited:
     stderr: str = ""
 
 
+class InfoChanges(TypedDict, total=False):
+    """The keyword arguments of :meth:`AdapterLink.info_changed`: the fields of :class:`InfoChanged`."""
+
+    details: AgentDetails | None
+    configuration: SessionConfiguration | None
+    resume_token: str | None
+    title: str | None
+    deterministic_turn_end: bool | None
+    deterministic_agent_turn_end: bool | None
+
+
 Report = EventReport | TurnAck | TurnEndedReport | SteeredReport | InfoChanged | AuthLost | Exited
 
 
@@ -119,7 +131,7 @@ class AdapterLink:
     never waits for the app). Reports sent after the session has ended are discarded.
     """
 
-    def __init__(self, send: MemoryObjectSendStream[Report], start_soon: Callable[..., Any]) -> None:
+    def __init__(self, send: MemoryObjectSendStream[Report], start_soon: Callable[..., object]) -> None:
         self._send = send
         self._send_nowait = send.send_nowait  # bound once: emit's fast path runs per event
         self.start_soon = start_soon
@@ -159,7 +171,7 @@ class AdapterLink:
     async def steered(self, accepted: bool) -> None:
         await self.report(SteeredReport(accepted))
 
-    async def info_changed(self, **changes: Any) -> None:
+    async def info_changed(self, **changes: Unpack[InfoChanges]) -> None:
         """Report changed session facts (keyword arguments of :class:`InfoChanged`)."""
         await self.report(InfoChanged(**changes))
 
@@ -170,7 +182,7 @@ class AdapterLink:
         await self.report(Exited(status, stderr))
 
 
-def _no_tasks(*args: Any) -> None:
+def _no_tasks(*args: object) -> None:
     raise RuntimeError("this link runs no tasks")
 
 
@@ -183,7 +195,7 @@ class DiscardingLink(AdapterLink):
     one, starting a task raises ``RuntimeError``.
     """
 
-    def __init__(self, start_soon: Callable[..., Any] | None = None) -> None:
+    def __init__(self, start_soon: Callable[..., object] | None = None) -> None:
         self.start_soon = start_soon if start_soon is not None else _no_tasks
 
     async def report(self, report: Report) -> None:
@@ -286,11 +298,11 @@ class AgentAdapter(ABC):
     report_buffer: int | None = None
     """Size of the adapter→engine report channel for this adapter's sessions; ``None`` = the engine default."""
 
-    mcp_transports: dict[str, Any] = {}
+    mcp_transports: dict[str, McpTransportPlugin] = {}
     """The installed MCP transport plugins by transport tag; the runtime sets it on each instance."""
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
-        self.config = dict(config or {})
+        self.config = dict(config or {})  # the caller's settings for this adapter: name -> arbitrary JSON
 
     @property
     def handshake_timeout(self) -> float:
@@ -303,8 +315,8 @@ class AgentAdapter(ABC):
 
     def render_mcp(self, servers: Sequence[McpServer], renderers: Renderers) -> list[tuple[McpServer, Any]]:
         """The ``mcp_servers`` of ``open`` in this agent's format (see :func:`anyagentd.mcp.render_mcp_servers`):
-        ``UnsupportedFeature`` for a transport not installed or not renderable, ``InvalidConfiguration`` for a
-        bad server."""
+        each server with its rendering (the agent's own JSON for it). ``UnsupportedFeature`` for a transport not
+        installed or not renderable, ``InvalidConfiguration`` for a bad server."""
         from ..mcp.forwarding import render_mcp_servers
 
         return render_mcp_servers(servers, renderers, self.mcp_transports, agent=self.PLUGIN_NAME)

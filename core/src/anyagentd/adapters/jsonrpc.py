@@ -28,10 +28,14 @@ import anyio
 from .process import InputClosed
 
 Callback = Callable[[Any, "RpcError | None"], Awaitable[None]]
+"""Gets a response's ``result`` (arbitrary JSON, ``None`` with an error) and its error."""
+
+# `Any` below is JSON: a request's ``params``, a response's ``result``, an error's ``data`` (what the protocol puts
+# there); a frame is a decoded JSON object.
 
 
 class RpcError(Exception):
-    """An error response (or a lost connection: ``code`` ``None``)."""
+    """An error response (or a lost connection: ``code`` ``None``); ``data`` its JSON ``data``."""
 
     def __init__(self, message: str, code: int | None = None, data: Any = None) -> None:
         super().__init__(message)
@@ -40,7 +44,7 @@ class RpcError(Exception):
         self.data = data
 
 
-def classify(frame: Any) -> str:
+def classify(frame: object) -> str:
     """``"request"``, ``"notification"``, ``"response"`` or ``"invalid"``."""
     if not isinstance(frame, dict):
         return "invalid"
@@ -65,7 +69,7 @@ class _Waiter:
 class RpcChannel:
     """Our side of the connection. ``write`` sends one JSON object as a line (``AgentProcess.write_json``)."""
 
-    def __init__(self, write: Callable[[Any], Awaitable[None]]) -> None:
+    def __init__(self, write: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
         self._write = write
         self._ids = itertools.count(1)
         self._pending: dict[int, _Waiter] = {}
@@ -116,11 +120,11 @@ class RpcChannel:
             frame["params"] = params
         await self._write(frame)
 
-    async def reply(self, request_id: Any, result: Any) -> None:
+    async def reply(self, request_id: object, result: Any) -> None:
         """Answer a server request (its id, as the server sent it)."""
         await self._write({"jsonrpc": "2.0", "id": request_id, "result": result})
 
-    async def reply_error(self, request_id: Any, code: int, message: str) -> None:
+    async def reply_error(self, request_id: object, code: int, message: str) -> None:
         await self._write({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
 
     async def resolve(self, frame: dict[str, Any]) -> bool:

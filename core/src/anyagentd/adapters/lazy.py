@@ -26,6 +26,7 @@ from .profile import AgentProfile
 
 if TYPE_CHECKING:
     from ..mcp.forwarding import Renderers
+    from ..mcp.interface import McpTransportPlugin
     from ..model import AgentDetails, AgentInstallation, McpServer, PlanUsage, SessionOptions
 
 
@@ -52,7 +53,7 @@ class LazyAdapter(AgentAdapter):
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         super().__init__(config)
         self._adapter: AgentAdapter | None = None
-        self._transports: dict[str, Any] = {}
+        self._transports: dict[str, McpTransportPlugin] = {}
 
     @classmethod
     def load(cls) -> type[AgentAdapter]:
@@ -61,7 +62,7 @@ class LazyAdapter(AgentAdapter):
         if cls._class is None:
             module, _, qualname = cls.target.partition(":")
             try:
-                found: Any = importlib.import_module(module)
+                found: Any = importlib.import_module(module)  # then the attributes of `qualname`, whatever they are
                 for part in qualname.split("."):
                     found = getattr(found, part)
             except (ImportError, AttributeError) as err:
@@ -83,11 +84,11 @@ class LazyAdapter(AgentAdapter):
         return self._adapter
 
     @property
-    def mcp_transports(self) -> dict[str, Any]:
+    def mcp_transports(self) -> dict[str, McpTransportPlugin]:
         return self._transports
 
     @mcp_transports.setter
-    def mcp_transports(self, value: dict[str, Any]) -> None:
+    def mcp_transports(self, value: dict[str, McpTransportPlugin]) -> None:
         self._transports = value
         if self._adapter is not None:
             self._adapter.mcp_transports = value
@@ -116,7 +117,7 @@ class LazyAdapter(AgentAdapter):
                       *, no_tools: bool = False) -> AgentConnection:  # fmt: skip
         return await self.adapter.connect(installation, options, link, no_tools=no_tools)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # `Any`: whatever the real adapter has under that name
         # What only the real class has (e.g. Codex's ``codex_home``); private names are never forwarded, so a
         # half-built stand-in does not recurse into ``adapter``.
         if name.startswith("_"):
@@ -124,7 +125,7 @@ class LazyAdapter(AgentAdapter):
         return getattr(self.adapter, name)
 
 
-def _mismatch(stand_in: type[LazyAdapter], found: Any) -> str | None:
+def _mismatch(stand_in: type[LazyAdapter], found: object) -> str | None:
     """What the loaded ``found`` contradicts in ``stand_in``'s declaration, or None."""
     if not isinstance(found, type) or not issubclass(found, AgentAdapter) or issubclass(found, LazyAdapter):
         return f"{found!r} is not an AgentAdapter class"

@@ -40,18 +40,19 @@ class PendingRequest(Generic[D]):
 
     ``id``: the engine's request id; ``agent_id``: the agent's id to reply to (``None`` when the agent needs none);
     ``kind``: what was asked (``permission`` | ``question``, or an adapter's finer kind, e.g. Codex's ``command`` |
-    ``file`` | ``legacy``); ``data``: what the reply is built from. ``reply``: how it was answered (set by
-    :meth:`PendingRequests.answer` / :meth:`PendingRequests.cancel_all`; ``None`` while open or once withdrawn).
+    ``file`` | ``legacy``); ``data``: what the reply is built from. ``reply``: how it was answered, the JSON the
+    agent is sent (set by :meth:`PendingRequests.answer` / :meth:`PendingRequests.cancel_all`; ``None`` while open or
+    once withdrawn).
     """
 
     __slots__ = ("_done", "agent_id", "data", "id", "kind", "reply")
 
-    def __init__(self, request_id: str, data: D, *, kind: str = "permission", agent_id: Any = None) -> None:
+    def __init__(self, request_id: str, data: D, *, kind: str = "permission", agent_id: object = None) -> None:
         self.id = request_id
         self.agent_id = agent_id
         self.kind = kind
         self.data = data
-        self.reply: Any = None
+        self.reply: Any = None  # arbitrary JSON: the protocol's reply
         self._done: anyio.Event | None = None  # made on first wait: most adapters never wait
 
     @property
@@ -102,7 +103,8 @@ class PendingRequests(Generic[D]):
         """The open request ``request_id``, or ``None``."""
         return self._open.get(request_id)
 
-    def open(self, request_id: str, data: D, *, kind: str = "permission", agent_id: Any = None) -> PendingRequest[D]:
+    def open(self, request_id: str, data: D, *, kind: str = "permission",
+             agent_id: object = None) -> PendingRequest[D]:  # fmt: skip
         """Record the agent's request (reported to the engine as ``request_id``) and return it. An id already open
         is replaced (the agent asked again under the same id)."""
         item = PendingRequest(request_id, data, kind=kind, agent_id=agent_id)

@@ -44,7 +44,7 @@ import subprocess
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -53,6 +53,11 @@ from .. import text
 from ..errors import SpawnFailed
 from ..model import diagnostic
 from . import lineage, spawns
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from .interface import AdapterLink
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 """Longest stdout line accepted, in bytes (64 MiB); longer lines are skipped and reported as OversizedLine."""
@@ -259,7 +264,7 @@ class AgentProcess:
                 raise InputClosed("the agent's input is closed") from exc
 
     async def write_json(self, obj: Any) -> None:
-        """Write ``obj`` as one compact JSON line (UTF-8, non-ASCII kept)."""
+        """Write ``obj`` (a JSON value) as one compact JSON line (UTF-8, non-ASCII kept)."""
         await self.write_line(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
 
     async def close_stdin(self) -> None:
@@ -459,7 +464,7 @@ class Background:
         self.errors: list[BaseException] = []
         self._closed = False
 
-    def spawn(self, func: Callable[[], Awaitable[Any]], *, name: str | None = None) -> None:
+    def spawn(self, func: Callable[[], Awaitable[object]], *, name: str | None = None) -> None:
         """Start ``func()`` now in the background."""
         if self._closed:
             raise RuntimeError("Background is closed")
@@ -500,7 +505,7 @@ class Background:
                 await done.wait()
 
 
-def _asyncio_loop() -> Any:
+def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
     import asyncio
 
     try:
@@ -509,11 +514,11 @@ def _asyncio_loop() -> Any:
         return None
 
 
-_STRONG_REFS: set[Any] = set()
+_STRONG_REFS: set[asyncio.Task[None]] = set()
 
 
-async def json_frames(process: AgentProcess, link: Any, *, agent: str, raw_key: str) -> AsyncIterator[Any]:
-    """The JSON values of ``process``'s stdout lines, for an agent speaking line-delimited JSON, with lone surrogates
+async def json_frames(process: AgentProcess, link: AdapterLink, *, agent: str, raw_key: str) -> AsyncIterator[Any]:
+    """The JSON values (arbitrary JSON, as decoded) of ``process``'s stdout lines, for an agent speaking line-delimited JSON, with lone surrogates
     replaced by U+FFFD (:func:`anyagentd.text.loads`); ``agent`` names it in diagnostics, reported through ``link``
     (an :class:`~anyagentd.adapters.interface.AdapterLink`).
 

@@ -15,13 +15,16 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
+# The processes recorded: `AgentProcess`es, typed by the caller's list (naming the class here would make this module
+# and .process, which calls `record`, an import circle).
+P = TypeVar("P")
 _RECORDER: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("anyagentd_spawns", default=None)
 
 
 @contextmanager
-def recording_spawns(into: list[Any]) -> Iterator[list[Any]]:
+def recording_spawns(into: list[P]) -> Iterator[list[P]]:
     """Append to ``into`` every ``AgentProcess`` started inside the ``with`` block, and later by the tasks started
     from it (a task inherits the context it was started in: an adapter's reader started with ``link.start_soon``
     during ``connect``). Yields ``into``. Blocks nest: the innermost one records."""
@@ -32,7 +35,7 @@ def recording_spawns(into: list[Any]) -> Iterator[list[Any]]:
         _RECORDER.reset(token)
 
 
-def record(process: Any) -> None:
+def record(process: object) -> None:
     """Add ``process`` (a just started ``AgentProcess``) to the innermost :func:`recording_spawns` list, if any."""
     recorder = _RECORDER.get()
     if recorder is not None:

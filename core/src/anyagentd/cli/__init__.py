@@ -11,21 +11,27 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import click
 
 from .. import __version__, startup
 from ..errors import AnyagentError
+from ..hard_exit import hard_exit
 from .failures import EXIT_INTERRUPTED, NoAnswer, report, unwrap
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from rich.console import Console
 
+    from ..model import AgentDetails, ConfigValue, DiscoveryReport
     from ..plugins import Plugins
+    from ..runtime import Runtime
+
+F = TypeVar("F", bound="Callable[..., object]")
 
 # Importing this module (what every command pays before it runs) loads click and nothing heavy: rich, anyio,
 # pydantic, the engine and the plugins load when a command needs them (`serve` writes its hello line first).
@@ -65,13 +71,13 @@ def loaded_plugins() -> Plugins:
     return _plugins
 
 
-def _runtime(mock_script: str | None) -> Any:
+def _runtime(mock_script: str | None) -> Runtime:
     from ..runtime import Runtime
 
     return Runtime(mock_script=mock_script, plugins=loaded_plugins())
 
 
-def _print_json(value: Any) -> None:
+def _print_json(value: object) -> None:
     from pydantic_core import to_jsonable_python
 
     click.echo(json.dumps(to_jsonable_python(value), indent=2))
@@ -81,7 +87,7 @@ def _fail(err: AnyagentError) -> NoReturn:
     sys.exit(report(_console(), err))
 
 
-def _run_for_a_person(fn: Any, *args: Any) -> NoReturn:
+def _run_for_a_person(fn: Callable[..., Awaitable[int]], *args: object) -> NoReturn:
     """``anyio.run(fn, *args)`` for an interactive command, which returns its exit status; any typed error is one
     reported line (never a traceback, even from inside a task group), Ctrl-C exits 130."""
     import anyio
@@ -171,7 +177,7 @@ def serve(mock_script: str | None) -> None:
     try:
         output = claim_stdout(greet=True)
     except OSError:
-        os._exit(0)  # no one to speak to
+        hard_exit(0)  # no one to speak to
     import anyio
 
     from ..wire import serve_stdio
@@ -185,8 +191,8 @@ def serve(mock_script: str | None) -> None:
     except AnyagentError as err:
         _fail(err)
     sys.stderr.flush()
-    # os._exit: a worker thread may still be blocked reading stdin, and nothing is left to flush.
-    os._exit(128 + signum if signum else 0)
+    # hard_exit (os._exit): a worker thread may still be blocked reading stdin, and nothing is left to flush.
+    hard_exit(128 + signum if signum else 0)
 
 
 @main.command(short_help="List the agents found and what is missing.")
@@ -199,7 +205,7 @@ def discover(mock_script: str | None, as_json: bool) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    async def go() -> Any:
+    async def go() -> DiscoveryReport:
         async with _runtime(mock_script) as rt:
             return await rt.discover()
 
@@ -237,7 +243,7 @@ def probe(agent: str, mock_script: str | None, as_json: bool) -> None:
     import anyio
     from rich.table import Table
 
-    async def go() -> Any:
+    async def go() -> AgentDetails:
         async with _runtime(mock_script) as rt:
             return await rt.probe(agent)
 
@@ -304,7 +310,7 @@ def plugins(as_json: bool) -> None:
         _console().print(f"plugin [bold]{plugin_name}[/] serves ops: {', '.join(sorted(op_names))}")
 
 
-def _session_options(fn: Any) -> Any:
+def _session_options(fn: F) -> F:
     """The options ``run`` and ``chat`` share: where, how permissions are answered, resume/fork, configuration."""
     options = [
         click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
@@ -323,13 +329,14 @@ def _session_options(fn: Any) -> Any:
     return fn
 
 
-def _configure(model: str | None, option_values: tuple[str, ...], resume: str | None, fork: bool) -> dict[str, Any]:
+def _configure(model: str | None, option_values: tuple[str, ...], resume: str | None,
+               fork: bool) -> dict[str, ConfigValue]:  # fmt: skip
     """The ``configure`` of ``open`` from ``--model`` and ``--option``; checks ``--fork`` has ``--resume``."""
     from .render import parse_value
 
     if fork and not resume:
         raise click.UsageError("--fork needs --resume TOKEN (the session to fork)")
-    configure: dict[str, Any] = {}
+    configure: dict[str, ConfigValue] = {}
     for item in option_values:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
@@ -340,9 +347,9 @@ def _configure(model: str | None, option_values: tuple[str, ...], resume: str | 
     return configure
 
 
-async def _converse(runtime: Any, agent: str, prompt: str | None, *, chat: bool, directory: Path,
+async def _converse(runtime: Runtime, agent: str, prompt: str | None, *, chat: bool, directory: Path,
                     auto_approve: bool, as_json: bool, resume: str | None, fork: bool,
-                    configure: dict[str, Any]) -> int:  # fmt: skip
+                    configure: dict[str, ConfigValue]) -> int:  # fmt: skip
     from .conversation import Conversation
 
     log.info("opening %s in %s (resume=%s, fork=%s, configure=%s)", agent, directory.resolve(), resume, fork,

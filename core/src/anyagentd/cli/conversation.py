@@ -19,7 +19,8 @@ import signal
 import sys
 import threading
 from collections import deque
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.from_thread
@@ -29,9 +30,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import AnyagentError
-from ..model import kind_tag
+from ..model import Queued, kind_tag
 from .failures import EXIT_INTERRUPTED, EXIT_TURN_NOT_COMPLETED, NoAnswer, report
 from .render import PendingAnswer, TurnRenderer, parse_value, show_value, stop_label
+
+if TYPE_CHECKING:
+    from ..engine.session import Session
+    from ..model import Event
 
 log = logging.getLogger("anyagentd.cli")
 
@@ -78,7 +83,7 @@ class LineReader:
                 return data.rstrip(b"\r").decode(errors="replace")
             data += byte
 
-    def _read(self, token: Any) -> None:
+    def _read(self, token: anyio.lowlevel.EventLoopToken) -> None:
         while True:
             self._wanted.acquire()
             line = self._read_line()
@@ -109,7 +114,7 @@ class Conversation:
     otherwise), 130 after Ctrl-C, 128+N after signal N, or the status of the typed error that ended it
     (:mod:`.failures`), already reported."""
 
-    def __init__(self, session: Any, console: Console, *, chat: bool, as_json: bool = False,
+    def __init__(self, session: Session, console: Console, *, chat: bool, as_json: bool = False,
                  stdin: LineReader | None = None) -> None:  # fmt: skip
         self.session = session
         self.console = console
@@ -151,7 +156,7 @@ class Conversation:
             return self.code if self.code is not None and self.code >= 128 else code
         return 0 if self.code is None else self.code
 
-    async def _guard(self, fn: Any, *args: Any) -> None:
+    async def _guard(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
         """Run one task; a typed error (or EOF at a question) ends the conversation with it."""
         try:
             await fn(*args)
@@ -186,8 +191,8 @@ class Conversation:
             self.renderer.tick()
         self.stopped.set()
 
-    async def _react(self, event: Any) -> None:
-        kind = event.kind
+    async def _react(self, event: Event) -> None:
+        kind: Any = event.kind  # dispatched on its tag below (each branch reads its tag's kind)
         tag = kind_tag(kind)
         if tag == "RequestOpened":
             self.renderer.flush()
@@ -275,7 +280,7 @@ class Conversation:
         kind = delivery.kind
         if first:
             self.our_turn = getattr(kind, "turn_id", None)
-        elif kind.TAG == "Queued":
+        elif isinstance(kind, Queued):
             self.console.print(f"[dim]queued ({kind.position} ahead of it, after the running turn)[/]")
         elif kind.TAG == "Steered":
             self.console.print("[dim]steered into the running turn[/]")

@@ -8,11 +8,13 @@ Never a traceback. Errors raised inside a task group arrive wrapped in an ``Exce
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import AnyagentError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from rich.console import Console
 
 EXIT_TURN_NOT_COMPLETED = 1
@@ -66,7 +68,8 @@ def unwrap(exc: BaseException) -> BaseException:
     return leaves[0] if len(leaves) == 1 else exc
 
 
-def _login_lines(methods: list[Any]) -> list[str]:
+def _login_lines(methods: Iterable[object]) -> list[str]:
+    # `methods`: LoginMethod models, or their JSON when the error came from a wire ErrorBody
     lines = []
     for method in methods:
         from pydantic_core import to_jsonable_python

@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from ..model import McpServer
 
 
 @click.group("mcp")
@@ -21,7 +24,7 @@ def mcp() -> None:
     """Check MCP servers with the installed MCP transport plugins."""
 
 
-def _load(path: Path) -> list[Any]:
+def _load(path: Path) -> list[McpServer]:
     from pydantic import ValidationError
 
     from ..model import McpServer
@@ -67,7 +70,7 @@ def check(server_file: Path, timeout: float, as_json: bool) -> None:
         sys.exit(2)
     transports = Plugins().mcp_transports()
 
-    async def one(server: Any) -> dict[str, Any]:
+    async def one(server: McpServer) -> dict[str, Any]:  # the server's result, as JSON
         tag = server.connection.TAG
         result: dict[str, Any] = {"server": server.name, "transport": tag, "ok": False, "tools": []}
         plugin = transports.get(tag)

@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 
 from ..model import AnswerPermission, AnswerQuestion, Choices, PermissionRequested, TextAnswer, kind_tag
+
+if TYPE_CHECKING:
+    from ..model import Answer, ContextUsage, Event, Question, QuestionAnswer, Request, StopReason, ToolUpdate
 
 FRAMES_PER_SECOND = 20
 """Upper bound on terminal writes of streamed text per second."""
@@ -26,13 +29,13 @@ _PLAN_MARK = {"Pending": "☐", "InProgress": "▶", "Completed": "☑"}
 _CHOICE_KEYS = {"AllowOnce": "y", "AllowAlways": "a", "DenyOnce": "n", "DenyAlways": "N"}
 
 
-def tool_line(tool: Any) -> str:
+def tool_line(tool: ToolUpdate) -> str:
     kind = tool.kind if isinstance(tool.kind, str) else f"{tool.kind.server}/{tool.kind.tool}"
     style = _TOOL_STYLE.get(tool.status, "white")
     return f"[{style}]⏺ {escape(kind)}[/] {escape(tool.title)} [dim]({tool.status})[/]"
 
 
-def stop_label(stop: Any) -> str:
+def stop_label(stop: StopReason) -> str:
     return kind_tag(stop)
 
 
@@ -42,7 +45,7 @@ def parse_value(text: str) -> str | bool:
     return {"true": True, "false": False}.get(lowered, text.strip())
 
 
-def show_value(value: Any) -> str:
+def show_value(value: object) -> str:
     """A ConfigValue as JSON writes it (``true``, not ``True``)."""
     return json.dumps(value) if isinstance(value, bool) else str(value)
 
@@ -61,7 +64,7 @@ class TurnRenderer:
         self.pending: list[str] = []  # text of ``current`` not written yet
         self.style: str | None = None
         self.tool_status: dict[str, str] = {}
-        self.usage: Any = None
+        self.usage: ContextUsage | None = None
         self.last_write = 0.0
 
     # text ----------------------------------------------------------------------------------------------
@@ -92,8 +95,8 @@ class TurnRenderer:
 
     # events --------------------------------------------------------------------------------------------
 
-    def show(self, event: Any) -> None:
-        kind = event.kind
+    def show(self, event: Event) -> None:
+        kind: Any = event.kind  # dispatched on its tag below (each branch reads its tag's kind)
         tag = kind_tag(kind)
         nested = "  " if event.turn_info and event.turn_info.parent_tool_id else ""
         if tag in ("TextDelta", "ReasoningDelta", "ToolOutputDelta"):
@@ -151,17 +154,17 @@ class PendingAnswer:
     not an answer or the next question.
     """
 
-    def __init__(self, request: Any, console: Console) -> None:
+    def __init__(self, request: Request, console: Console) -> None:
         self.request = request
         self.id = request.value.id
         self.console = console
-        self.answers: list[Any] = []
+        self.answers: list[QuestionAnswer] = []
         if isinstance(request, PermissionRequested):
             self.keys = {_CHOICE_KEYS[o]: o for o in request.value.options}
 
     def show(self) -> None:
-        req = self.request.value
         if isinstance(self.request, PermissionRequested):
+            req = self.request.value
             self.console.print(f"[bold yellow]Permission[/] {tool_line(req.tool)}", soft_wrap=True)
             if req.detail:
                 self.console.print(f"  {escape(req.detail)}", soft_wrap=True)
@@ -185,7 +188,7 @@ class PendingAnswer:
         hint += " or text" if question.allows_free_text else ""
         self.console.print(f"  Answer ({hint}): ", end="", markup=False)
 
-    def feed(self, line: str) -> Any | None:
+    def feed(self, line: str) -> Answer | None:
         reply = line.strip()
         if isinstance(self.request, PermissionRequested):
             choice = self.keys.get(reply) or next((o for o in self.keys.values() if o.lower() == reply.lower()), None)
@@ -207,7 +210,7 @@ class PendingAnswer:
         return AnswerQuestion(value=self.answers)
 
 
-def _question_answer(question: Any, reply: str) -> Any | None:
+def _question_answer(question: Question, reply: str) -> QuestionAnswer | None:
     """The answer ``reply`` gives to ``question``: choice numbers, or free text where allowed; None if neither."""
     picks = [p.strip() for p in reply.split(",")] if question.choices else []
     if picks and all(p.isdigit() and 1 <= int(p) <= len(question.choices) for p in picks):

@@ -20,7 +20,30 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..model import ACTIVE_TOOL_STATUSES
 
 if TYPE_CHECKING:
-    from ..model import TurnContext
+    from collections.abc import Callable
+
+    from pydantic import BaseModel
+
+    from ..model import (
+        Answer,
+        ContextUsage,
+        EventKind,
+        MessageEnded,
+        PlanEntry,
+        PlanUpdated,
+        ReasoningDelta,
+        Request,
+        RequestClosed,
+        RequestOpened,
+        TextDelta,
+        ToolOutputDelta,
+        ToolUpdate,
+        ToolUpdated,
+        TurnContext,
+        TurnEnded,
+        TurnStarted,
+        UserMessage,
+    )
 
 TOKENS_EXTENSION = "anyagentd/tokens"
 """Extension an adapter may put on a ``ContextUsage`` event: ``{"in": int, "out": int}``, the tokens the agent's
@@ -32,7 +55,8 @@ EntryKind = Literal["prompt", "message", "reasoning", "tool", "request"]
 _COMPACT_PARTS = 512  # join a message's delta list when it gets this long, so a long answer stays one string
 
 
-def _dump(model: Any) -> Any:
+def _dump(model: BaseModel | None) -> Any:
+    """``model`` as JSON-able data (arbitrary JSON: the model's own shape), None for None."""
     return None if model is None else model.model_dump(mode="json")
 
 
@@ -53,9 +77,9 @@ class Entry:
     turn_id: str | None = None
     parent_tool_id: str | None = None
     status: str | None = None
-    tool: Any = None
-    request: Any = None
-    answer: Any = None
+    tool: ToolUpdate | None = None
+    request: Request | None = None
+    answer: Answer | None = None
     attachments: tuple[str, ...] = ()
     parts: list[str] = field(default_factory=list, repr=False)
     """The pieces :attr:`text` joins (appended by :meth:`append`; the projections' fast path appends in place)."""
@@ -122,9 +146,9 @@ class Projections:
 
     def __init__(self) -> None:
         self.transcript: list[Entry] = []
-        self.plan: list[Any] | None = None
+        self.plan: list[PlanEntry] | None = None
         self.usage = Usage()
-        self.current_tool: Any = None
+        self.current_tool: ToolUpdate | None = None
         self.phase: Phase = "idle"
         self.turn_id: str | None = None
         self.turns = 0
@@ -134,9 +158,10 @@ class Projections:
         self._last_ns: int | None = None
         # The delta fast path: the last delta's tag, turn context (one shared instance per turn and parent) and
         # message id, and its entry's parts; any other event clears it.
-        self._fast: tuple[str, Any, str] | None = None
+        self._fast: tuple[str, TurnContext | None, str] | None = None
         self._fast_parts: list[str] = []
-        self._handlers = {
+        # Dispatch on the tag: each handler takes its tag's kind (the tag names the kind's class, so `Any` here).
+        self._handlers: dict[str, Callable[[Any, TurnContext | None, dict[str, Any] | None], None]] = {
             "TurnStarted": self._turn_started, "TextDelta": self._text, "ReasoningDelta": self._reasoning,
             "UserMessage": self._user_message, "MessageEnded": self._message_ended, "ToolUpdated": self._tool,
             "ToolOutputDelta": self._tool_output, "PlanUpdated": self._plan, "RequestOpened": self._request_opened,
@@ -146,8 +171,8 @@ class Projections:
     # ------------------------------------------------------------------------------------------- reading
 
     @property
-    def open_requests(self) -> list[Any]:
-        return [entry.request for entry in self._requests.values()]
+    def open_requests(self) -> list[Request]:
+        return [entry.request for entry in self._requests.values() if entry.request is not None]  # all have one
 
     @property
     def progress(self) -> str | None:
@@ -179,13 +204,15 @@ class Projections:
 
     # ------------------------------------------------------------------------------------------- folding
 
-    def apply(self, tag: str, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None, ns: int) -> None:
-        """Fold one emitted event (its tag, kind, turn context, extensions and wall clock in ns) in."""
+    def apply(self, tag: str, kind: EventKind, turn_info: TurnContext | None, extensions: dict[str, Any] | None,
+              ns: int) -> None:  # fmt: skip
+        """Fold one emitted event (its tag, kind, turn context, extensions — JSON values — and wall clock in ns) in."""
         self._last_ns = ns
         fast = self._fast
-        if fast is not None and fast[0] is tag and fast[1] is turn_info and fast[2] == kind.message_id:
+        # The fast path's `type: ignore`s: `tag` is the last delta's (fast[0]), so `kind` is a delta (no cast on it).
+        if fast is not None and fast[0] is tag and fast[1] is turn_info and fast[2] == kind.message_id:  # type: ignore[union-attr]
             parts = self._fast_parts  # another delta of the same message: nothing else changed since the last
-            parts.append(kind.text)
+            parts.append(kind.text)  # type: ignore[union-attr]
             if len(parts) >= _COMPACT_PARTS:
                 parts[:] = ["".join(parts)]
             return
@@ -202,7 +229,7 @@ class Projections:
         entry.parts.append(text)
         self.transcript.append(entry)
 
-    def note_answer(self, request_id: str, answer: Any) -> None:
+    def note_answer(self, request_id: str, answer: Answer) -> None:
         """The caller answered an open request (its RequestClosed follows)."""
         entry = self._requests.get(request_id)
         if entry is not None:
@@ -213,12 +240,13 @@ class Projections:
         self.phase = "closed"
         self.current_tool = None
 
-    def _turn_started(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
+    def _turn_started(self, kind: TurnStarted, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         self.turn_id = turn_info.id if turn_info is not None else None
         self.turns += 1
         self.phase = "working"
 
-    def _delta(self, kind: Any, turn_info: TurnContext | None, entry_kind: EntryKind, role: Any, phase: Phase) -> None:
+    def _delta(self, kind: TextDelta | ReasoningDelta | UserMessage, turn_info: TurnContext | None, entry_kind: EntryKind,
+               role: Literal["user", "assistant"], phase: Phase) -> None:  # fmt: skip
         parent = turn_info.parent_tool_id if turn_info is not None else None
         key = (parent, kind.message_id, entry_kind)
         entry = self._messages.get(key)
@@ -231,21 +259,21 @@ class Projections:
             self.phase = phase
         self._fast, self._fast_parts = (kind.TAG, turn_info, kind.message_id), entry.parts
 
-    def _text(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
+    def _text(self, kind: TextDelta, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         self._delta(kind, turn_info, "message", "assistant", "responding")
 
-    def _reasoning(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
+    def _reasoning(self, kind: ReasoningDelta, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         self._delta(kind, turn_info, "reasoning", "assistant", "thinking")
 
-    def _user_message(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
+    def _user_message(self, kind: UserMessage, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         self._delta(kind, turn_info, "message", "user", "working")
 
-    def _message_ended(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
+    def _message_ended(self, kind: MessageEnded, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         parent = turn_info.parent_tool_id if turn_info is not None else None
         for entry_kind in ("message", "reasoning"):
             self._messages.pop((parent, kind.message_id, entry_kind), None)
 
-    def _tool(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
+    def _tool(self, kind: ToolUpdated, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         tool = kind.value
         entry = self._tools.get(tool.id)
         if entry is None or (entry.turn_id is not None and turn_info is not None and entry.turn_id != turn_info.id):
@@ -264,15 +292,15 @@ class Projections:
             if self.phase == "tool":
                 self.phase = "working"
 
-    def _tool_output(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
+    def _tool_output(self, kind: ToolOutputDelta, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         entry = self._tools.get(kind.tool_id)
         if entry is not None:
             entry.append(kind.text)
 
-    def _plan(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
+    def _plan(self, kind: PlanUpdated, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         self.plan = list(kind.entries)
 
-    def _request_opened(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
+    def _request_opened(self, kind: RequestOpened, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         request = kind.value
         turn_id = turn_info.id if turn_info is not None else None
         parent = turn_info.parent_tool_id if turn_info is not None else None
@@ -282,14 +310,14 @@ class Projections:
         self.transcript.append(entry)
         self.phase = "needs_input"
 
-    def _request_closed(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
+    def _request_closed(self, kind: RequestClosed, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         entry = self._requests.pop(kind.request_id, None)
         if entry is not None:
             entry.status = "answered" if entry.answer is not None else "closed"
         if not self._requests and self.phase == "needs_input":
             self.phase = "working" if self.turn_id is not None else "idle"
 
-    def _context_usage(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
+    def _context_usage(self, kind: ContextUsage, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         usage = self.usage
         usage.used_tokens = kind.used_tokens
         usage.reports += 1
@@ -304,7 +332,7 @@ class Projections:
                 if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
                     setattr(usage, attr, (getattr(usage, attr) or 0) + value)
 
-    def _turn_ended(self, kind: Any, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
+    def _turn_ended(self, kind: TurnEnded, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         self.turn_id = None
         self._messages.clear()
         self.current_tool = None

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 from urllib.parse import urlsplit
 
 from ..errors import InvalidConfiguration
 
 if TYPE_CHECKING:
-    from ..model import McpServer, McpTransport
+    from ..model import Http, McpServer, McpTransport, Sse
 
 TRANSPORT_ORDER: tuple[str, ...] = ("Stdio", "Http", "Sse")
 """Every transport tag of the model, in the order capabilities list them."""
@@ -113,6 +113,6 @@ class UrlTransport(McpTransportPlugin):
 
     def validate(self, server: McpServer) -> None:
         self.validate_name(server)
-        conn: Any = self._connection(server)
+        conn = cast("Http | Sse", self._connection(server))  # the connection of this transport's tag
         self.validate_url(server, conn.url)
         self.validate_str_map(server, conn.headers, "headers")

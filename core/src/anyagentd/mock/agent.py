@@ -19,6 +19,7 @@ from ..adapters.interface import AdapterLink, AgentAdapter, AgentConnection, Pro
 from ..model import (
     AgentDetails,
     AgentInstallation,
+    Answer,
     AnswerPermission,
     Authenticated,
     Capabilities,
@@ -28,7 +29,7 @@ from ..model import (
     TextDelta,
     diagnostic,
 )
-from .script import AwaitBranch, Emit, EmitWith, End, Repeat, Script, Sleep, load_script
+from .script import AwaitBranch, Emit, EmitWith, End, Repeat, Script, Sleep, Step, load_script
 
 MOCK_ID = "mock"
 FRAMES_PER_READ = 64
@@ -77,7 +78,7 @@ class MockAdapter(AgentAdapter):
         return MockConnection(self.script, options, link)
 
 
-def _unrolled(steps: list[Any]) -> Iterator[Any]:
+def _unrolled(steps: list[Step]) -> Iterator[Step]:
     """``steps`` with every ``Repeat`` played out, lazily (a flood's 200,000 steps are never held): a plain
     iterator, so a repeated step costs no coroutine of its own (issue 17)."""
     for step in steps:
@@ -116,7 +117,7 @@ class MockConnection(AgentConnection):
         steps = next(self._turns, None)
         self.link.start_soon(self._play, steps)
 
-    async def _play(self, steps: list[Any] | None) -> None:
+    async def _play(self, steps: list[Step] | None) -> None:
         with anyio.CancelScope() as scope:
             self._player, self._ended = scope, False
             if self.script.stale_before_ack:
@@ -133,7 +134,7 @@ class MockConnection(AgentConnection):
         if self._player is scope:
             self._player = None
 
-    async def _steps(self, steps: list[Any]) -> None:
+    async def _steps(self, steps: list[Step]) -> None:
         for step in _unrolled(steps):
             if isinstance(step, (Emit, EmitWith)):
                 if isinstance(step, Emit):
@@ -165,7 +166,7 @@ class MockConnection(AgentConnection):
         accepted = self.script.steer and not self.script.steer_rejects
         self.link.start_soon(self.link.steered, accepted)
 
-    async def answer(self, request_id: str, answer: Any) -> None:
+    async def answer(self, request_id: str, answer: Answer) -> None:
         self._allowed = not (isinstance(answer, AnswerPermission) and answer.value.startswith("Deny"))
         self._answered.set()
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args
 
 from pydantic import Discriminator, Field, PlainValidator, Tag, TypeAdapter, ValidationError
 
@@ -30,11 +30,14 @@ from ..errors import InvalidConfiguration
 from ..model import EVENT_KIND, ConfigOption, EventKind, Model, SlashCommand, StopReason
 from ..tagged import NewtypeVariant, Variant, _tag_of, tagged_union
 
-_KIND_ADAPTERS: dict[str, TypeAdapter[Any]] = {}
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
+
+_KIND_ADAPTERS: dict[str, TypeAdapter[EventKind]] = {}
 
 
-def _event_kind(value: Any) -> Any:
-    """One ``EventKind`` of an ``Emit`` step, validated with the schema of its own kind only.
+def _event_kind(value: Any) -> EventKind:
+    """One ``EventKind`` of an ``Emit`` step (``value``: its JSON, or a model), validated with the schema of its own kind only.
 
     A script emits a few kinds; building the schema of every kind (``SessionUpdated`` holds the whole
     ``SessionInfo``) cost about 20 ms of the first ``open`` (issue 17). The result and the errors are those of
@@ -52,9 +55,10 @@ def _event_kind(value: Any) -> Any:
     return adapter.validate_python(value)
 
 
-def _kind_members() -> dict[str, Any]:
+def _kind_members() -> dict[str, object]:
+    """Each member of ``EventKind`` (a variant class or a ``Literal``) by its tag."""
     union = get_args(get_args(EventKind)[0])  # Annotated[Union[Annotated[member, Tag], ...], Discriminator]
-    members: dict[str, Any] = {}
+    members: dict[str, object] = {}
     for tagged in union:
         member, tag = get_args(tagged)[0], get_args(tagged)[1].tag
         members[tag] = member
@@ -65,15 +69,16 @@ _KIND_MEMBERS = _kind_members()
 
 
 class Emit(NewtypeVariant):
-    value: Annotated[Any, PlainValidator(_event_kind)]  # an EventKind (validated by its own kind)
+    # An EventKind (validated by its own kind); `Any` so that pydantic builds no EventKind serializer (issue 17).
+    value: Annotated[Any, PlainValidator(_event_kind)]
 
 
 class EmitWith(Variant):
     """``{"EmitWith": {"event": <EventKind>, "extensions": {...}}}``: report one event with ``extensions`` on it
     (e.g. ``{"anyagentd/tokens": {"in": N, "out": M}}`` on a ``ContextUsage``, as the real adapters put it)."""
 
-    event: Annotated[Any, PlainValidator(_event_kind)]
-    extensions: dict[str, Any] = Field(default_factory=dict)
+    event: Annotated[Any, PlainValidator(_event_kind)]  # an EventKind, as Emit's value
+    extensions: dict[str, Any] = Field(default_factory=dict)  # name -> arbitrary JSON
 
 
 class End(NewtypeVariant):
@@ -103,7 +108,7 @@ class AwaitBranch(Variant):
 STEP_TAGS = ("Emit", "EmitWith", "AwaitAnswer", "Die", "End", "Sleep", "Repeat")
 
 
-def _step_tag(value: Any) -> str | None:
+def _step_tag(value: object) -> str | None:
     # "AwaitAnswer" (a unit step) and {"AwaitAnswer": {...}} (a branch) share a name: tell them apart by shape.
     if isinstance(value, str):
         return value
@@ -168,7 +173,7 @@ MAX_REPORTED_ERRORS = 3
 
 
 def load_script(source: str | Path | dict[str, Any]) -> Script:
-    """Parse a script from a dict, a file path or an example name. Raises ``InvalidConfiguration`` naming each
+    """Parse a script from a dict (decoded JSON), a file path or an example name. Raises ``InvalidConfiguration`` naming each
     problem by its place in the script and what was expected there (``turns[0][1]: unknown step 'Bogus'
     (expected Emit, AwaitAnswer, …)``)."""
     name = "" if isinstance(source, dict) else f" {source}"
@@ -186,7 +191,7 @@ def load_script(source: str | Path | dict[str, Any]) -> Script:
         raise InvalidConfiguration(f"invalid mock script{name}: {shown}") from None
 
 
-def describe_error(error: Any) -> str:
+def describe_error(error: ErrorDetails) -> str:
     """One pydantic error as ``place: what was wrong or expected``; the place is a path into the script
     (``turns[0][2].Emit.TextDelta.text``) without pydantic's internal segments."""
     place = ""

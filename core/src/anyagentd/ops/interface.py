@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
+
     from ..runtime import Runtime
 
 Reply = Literal["message", "task"]
@@ -166,7 +168,7 @@ class OpContext:
 
     principal: Principal
     runtime: Runtime | None
-    face: Any = None
+    face: Any = None  # `Any`: the face's own type, which core does not know (an op writes `face: MyFace = context.face`)
     task_id: str | None = None
     switches: Mapping[str, bool] = field(default_factory=dict)
 
@@ -223,13 +225,15 @@ class Op(ABC):
 
     @abstractmethod
     async def run(self, context: OpContext, args: Any) -> BaseModel | None | AsyncIterator[Progress]:
+        # `args: Any`: each op takes its own :attr:`args` model (an override typed `args: MyArgs`, which a base typed
+        # `ArgsModel` would make an unsound override to checkers).
         """Do the op for ``context.principal`` and return its result (an instance of :attr:`result`, or
         ``None`` when :attr:`result` is ``None``). A long-running ``task`` op returns an async iterator of
         :class:`Progress` instead, ending with a terminal one; the face keeps the task open until then. Raises
         an :class:`OpError` to refuse or fail; a refusal must leave everything as it was."""
 
 
-def _describe(error: Any) -> str:
+def _describe(error: ErrorDetails) -> str:
     kind = error.get("type", "")
     if kind == "extra_forbidden":
         return "unknown argument"

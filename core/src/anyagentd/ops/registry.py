@@ -14,17 +14,21 @@ from collections.abc import Iterator, Mapping
 from fnmatch import fnmatchcase
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidConfiguration
 from .interface import OPERATOR, Op, Principal, Reply
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 SCHEMA_FILE = "agentd-command.schema.json"
 
 
 @cache
 def command_schema() -> dict[str, Any]:
-    """The vendored seed schema of the command extension (``anyagentd/schema/agentd-command.schema.json``)."""
+    """The vendored seed schema of the command extension (``anyagentd/schema/agentd-command.schema.json``), as
+    decoded JSON."""
     text = (resources.files("anyagentd") / "schema" / SCHEMA_FILE).read_text(encoding="utf-8")
     return json.loads(text)
 
@@ -131,7 +135,7 @@ def seed_mismatches(op: type[Op], schema: Mapping[str, Any] | None = None) -> li
     return problems
 
 
-def schema_properties(model: Any) -> tuple[set[str], set[str]]:
+def schema_properties(model: type[BaseModel]) -> tuple[set[str], set[str]]:
     """The property names and the required ones of ``model``'s JSON schema (validation mode, by alias), for a
     pydantic model class.
 
@@ -146,14 +150,15 @@ def schema_properties(model: Any) -> tuple[set[str], set[str]]:
     props: set[str] = set()
     required: set[str] = set()
     for name, field in model.model_fields.items():
-        key = field.validation_alias or field.alias or name
+        alias = field.validation_alias  # a string or None here (see _plain)
+        key = alias if isinstance(alias, str) and alias else field.alias or name
         props.add(key)
         if field.is_required():
             required.add(key)
     return props, required
 
 
-def _plain(model: Any) -> bool:
+def _plain(model: type[BaseModel]) -> bool:
     """Whether ``model``'s JSON schema properties are its fields' validation names (see :func:`schema_properties`)."""
     from pydantic import BaseModel, RootModel
     from pydantic.json_schema import SkipJsonSchema
