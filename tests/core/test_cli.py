@@ -193,8 +193,9 @@ def test_run_in_a_missing_directory(tmp_path: Path) -> None:
 
 def test_run_flood_at_a_tiny_bound_is_consumer_lagged(tmp_path: Path) -> None:
     """The lag error itself, forced with a bound no reader can keep: one line, exit 8, a hint."""
+    # Unmeasured (an empty COVERAGE_PROCESS_CONFIG): traced, the 200,000-event flood outlasts the timeout.
     result = anyagentd_cli("run", "mock", "go", "--mock", "flood", "--dir", str(tmp_path),
-                           env={"ANYAGENTD_EVENT_BOUND": "2"})  # fmt: skip
+                           env={"ANYAGENTD_EVENT_BOUND": "2", "COVERAGE_PROCESS_CONFIG": ""})  # fmt: skip
     lines = assert_clean_error(result, "ConsumerLagged", 8)
     assert any("ANYAGENTD_EVENT_BOUND" in line for line in lines)
 

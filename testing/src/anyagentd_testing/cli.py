@@ -20,6 +20,8 @@ from typing import Any
 
 import click
 
+from anyagentd.hard_exit import hard_exit
+
 ACP_APPROVAL_ARGS = ["-c", "approval_policy=untrusted", "-c", "sandbox_mode=workspace-write"]
 """What codex-acp needs beyond the provider flags to ask before it writes (``docs/agents/acp.md#codex-acp-and-bwrap``)."""
 
@@ -172,10 +174,10 @@ def _detach(server: Any, script_path: Path, console: Any, env_out: Path | None, 
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     if "error" in payload:
-        os._exit(1)
+        hard_exit(1)
     try:
         while server.running:
             time.sleep(0.5)
     finally:
         server.stop()
-        os._exit(0)
+        hard_exit(0)
