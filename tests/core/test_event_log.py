@@ -11,7 +11,9 @@ from typing import Any
 import anyio
 import pytest
 
+from anyagentd.engine import event_parts
 from anyagentd.engine.event_log import EventLog
+from anyagentd.engine.event_parts import EventParts
 from anyagentd.engine.settings import EngineSettings
 from anyagentd.errors import ConsumerLagged, InvalidRequest
 from anyagentd.model import Event, StatusChanged
@@ -221,16 +223,18 @@ async def test_a_stalled_primary_reader_still_closes_the_session(tmp_path):
 
 
 def test_events_are_built_directly_and_equal_what_model_construct_builds():
-    from anyagentd.engine import session as engine
     from anyagentd.model import TextDelta, TurnContext
 
-    parts = (3, 1_700_000_001_000_000_042, "s9", TurnContext(id="t2", parent_tool_id="tool"),
-             TextDelta(message_id="m", text="hé"), {})  # fmt: skip
-    assert engine._new_event is engine._direct_event  # the fast path is the one in use with this pydantic
-    direct, constructed = engine._direct_event(*parts), engine._constructed_event(*parts)
-    assert direct == constructed and direct.model_dump(mode="json") == constructed.model_dump(mode="json")
-    assert direct.occurred_at.to_seconds() == pytest.approx(1_700_000_001.000000042)
-    assert Event.model_validate_json(direct.model_dump_json()) == constructed
+    turn = TurnContext(id="t2", parent_tool_id="tool")
+    for extensions in ({}, None, {"a/b": [1]}):
+        parts = EventParts(3, 1_700_000_001_000_000_042, "s9", turn, TextDelta(message_id="m", text="hé"), extensions)
+        # the fast path is the one in use with this pydantic
+        assert event_parts.event_builder() is event_parts._direct_event
+        direct, constructed = event_parts.build_event(parts), event_parts._constructed_event(parts)
+        assert direct == constructed and direct.model_dump(mode="json") == constructed.model_dump(mode="json")
+        assert direct.extensions == (extensions or {}) and direct.occurred_at.to_seconds() == pytest.approx(
+            1_700_000_001.000000042)  # fmt: skip
+        assert Event.model_validate_json(direct.model_dump_json()) == constructed
 
 
 async def test_readers_against_a_model_of_the_ring():
@@ -302,32 +306,31 @@ async def test_a_consumer_that_stops_early_leaves_the_rest_to_the_next_iterator(
 # ------------------------------------------------------------------------------- parts in place of models
 
 
-def parts(seq: int, text: str = "x") -> tuple[Any, ...]:
+def parts(seq: int, text: str = "x") -> EventParts:
     from anyagentd.model import TextDelta, TurnContext
 
-    return (seq, 1_700_000_000_000_000_000 + seq, "s", TurnContext(id="t1"), TextDelta(message_id="m", text=text), None)
+    return EventParts(seq, 1_700_000_000_000_000_000 + seq, "s", TurnContext(id="t1"),
+                      TextDelta(message_id="m", text=text), None)  # fmt: skip
 
 
 def test_appended_parts_are_read_as_models_built_once_and_shared():
     # The engine appends an event's parts (issue 17); a reader that wants models gets Event models, each built the
     # first time any reader takes it and then kept, so every reader shares one instance; a parts reader gets the
-    # parts tuple as appended until a model reader has built it.
-    from anyagentd.engine import session as engine
-
+    # EventParts as appended until a model reader has built it.
     built: list[int] = []
 
-    def build(*fields: Any) -> Event:
-        built.append(fields[0])
-        return engine._constructed_event(*fields)
+    def build(entry: EventParts) -> Event:
+        built.append(entry.sequence)
+        return event_parts._constructed_event(entry)
 
     log = EventLog(4, build)
     for seq in range(1, 7):  # wraps: 3..6 are held
         log.append(parts(seq))
     raw = log.read(2, 2, parts=True)
-    assert [entry.__class__ for entry in raw] == [tuple, tuple] and built == []
+    assert [entry.__class__ for entry in raw] == [EventParts, EventParts] and built == []
     models = log.read(0, 10)
     assert [e.sequence for e in models] == [3, 4, 5, 6] and built == [3, 4, 5, 6]
-    assert models[0] == engine._constructed_event(*parts(3)[:5], {}) and models[0].extensions == {}
+    assert models[0] == event_parts._constructed_event(parts(3)) and models[0].extensions == {}
     assert models[0].occurred_at.nanos_since_epoch == 3
     again = log.read(0, 10)
     assert all(a is b for a, b in zip(again, models, strict=True)) and built == [3, 4, 5, 6]  # built once, shared
@@ -335,9 +338,28 @@ def test_appended_parts_are_read_as_models_built_once_and_shared():
     assert log.model(parts(9)).sequence == 9 and log.model(models[0]) is models[0]
 
 
+async def test_the_engine_appends_event_parts_that_read_back_as_its_events(tmp_path):
+    # Session._emit builds EventParts without their generated __new__ (tuple.__new__): the class is still
+    # EventParts, which is how the log and the wire's writer tell parts from a model.
+    async with runtime({"turns": [[text("m", "a"), text("m", "b"), END]]}) as rt:
+        session = await rt.open("mock", tmp_path)
+        await session.prompt("x")
+        held: list[Any] = []
+        with anyio.fail_after(10):
+            async for batch in session.event_batches(parts=True):
+                held.extend(batch)
+                if any(entry.kind == "TurnEnded" or getattr(entry.kind, "TAG", "") == "TurnEnded" for entry in held):
+                    break
+    assert held and {entry.__class__ for entry in held} == {EventParts}
+    assert [entry.sequence for entry in held] == list(range(1, len(held) + 1))
+    models = [session.log.model(entry) for entry in held]
+    assert [e.tag for e in models if e.tag == "TextDelta"] == ["TextDelta", "TextDelta"]
+    assert all(e.session_id == session.id and e.extensions is not None for e in models)
+
+
 async def test_subscribers_get_models_while_the_primary_reads_parts():
-    log = EventLog(8, lambda *fields: Event.model_construct(sequence=fields[0], session_id=fields[2], turn_info=None,
-                                                            kind=fields[4], extensions=fields[5]))  # fmt: skip
+    log = EventLog(8, lambda entry: Event.model_construct(sequence=entry.sequence, session_id=entry.session_id,
+                                                          turn_info=None, kind=entry.kind, extensions={}))  # fmt: skip
     primary, other = log.subscribe(0), log.subscribe(0)
     for seq in (1, 2, 3):
         log.append(parts(seq))
@@ -350,17 +372,15 @@ async def test_subscribers_get_models_while_the_primary_reads_parts():
 async def test_a_wire_flood_builds_no_event_model_per_delta(tmp_path, monkeypatch):
     # The wire's writer formats deltas from the log's parts: no Event is built for them (the flood's largest cost
     # before, issue 17), while the lines are still written in full and in order.
-    from anyagentd.engine import session as engine
     from anyagentd.wire import WireServer
 
     kinds: list[str] = []
-    real = engine._constructed_event
 
-    def counting(*fields: Any) -> Event:
-        kinds.append(fields[4].TAG if hasattr(fields[4], "TAG") else str(fields[4]))
-        return real(*fields)
+    def counting(entry: EventParts) -> Event:
+        kinds.append(entry.kind.TAG if hasattr(entry.kind, "TAG") else str(entry.kind))
+        return event_parts._constructed_event(entry)
 
-    monkeypatch.setattr(engine, "_new_event", counting)
+    monkeypatch.setattr(event_parts, "event_builder", lambda: counting)
     commands = [b'{"id":1,"cmd":"open","agent":"mock","dir":"/tmp"}\n']
     out: list[bytes] = []
     opened, ended = anyio.Event(), anyio.Event()

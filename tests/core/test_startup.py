@@ -16,7 +16,8 @@ from wire_schema import validate_line
 # The adapters' modules a session of that agent needs; registering the adapter must not load them.
 HEAVY = ("anyagentd_codex.protocol", "anyagentd_codex.connection", "anyagentd_codex.mapping", "anyagentd_codex.launch",
          "anyagentd_claude.connection", "anyagentd_claude.mapping", "anyagentd_claude.control",
-         "anyagentd_acp.connection", "acp", "mcp", "anyagentd.engine.session", "anyagentd.wire",
+         "anyagentd_acp.connection", "acp", "mcp", "anyagentd.engine.session", "anyagentd.engine.event_parts",
+         "anyagentd.wire", "anyagentd.wire_lines",
          # op families (anyagentd.ops entry points) load when a face builds its op table
          "anyagentd_a2a.ops", "anyagentd_a2a.ops.status", "anyagentd_a2a.ops.admin", "anyagentd_a2a.ops.workflow",
          "anyagentd_a2a.command.face", "anyagentd_acme_ops", "anyagentd.ops.interface")  # fmt: skip
@@ -179,10 +180,10 @@ def test_the_first_event_builds_no_schema_of_every_event_kind() -> None:
     # Choosing how events are built (direct, or model_construct) compares instance state, not serialized bytes:
     # the first event of a process does not build Event's schema, which holds every event kind.
     built = _schemas_built("""
-        from anyagentd.engine import session
+        from anyagentd.engine.event_parts import EventParts, _direct_event, build_event, event_builder
         from anyagentd.model import TextDelta, TurnContext
-        event = session._new_event(1, 1_700_000_000_000_000_000, "s1", TurnContext(id="t1"),
-                                   TextDelta(message_id="m", text="x"), {})
-        assert session._new_event is session._direct_event and event.kind.text == "x"
+        event = build_event(EventParts(1, 1_700_000_000_000_000_000, "s1", TurnContext(id="t1"),
+                                       TextDelta(message_id="m", text="x"), None))
+        assert event_builder() is _direct_event and event.kind.text == "x"
     """)
     assert "Event" not in built and "SessionInfo" not in built

@@ -1,4 +1,6 @@
-"""The wire's fast event lines (issue 17) are byte for byte what pydantic's serializer writes, for every string."""
+"""The wire's fast event lines (issue 17, ``anyagentd.wire_lines``) are byte for byte what pydantic's serializer
+writes, for every string: :func:`test_the_flat_encoder_writes_the_serializers_bytes` is the property its module
+names; the others check single lines, bursts and an unwritable event."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from wire_schema import validate_line
 
+from anyagentd.engine.event_log import EventLog
+from anyagentd.engine.event_parts import EventParts
 from anyagentd.model import (
+    CompletedStop,
     Event,
     MessageEnded,
     ReasoningDelta,
@@ -18,10 +23,12 @@ from anyagentd.model import (
     TextDelta,
     ToolOutputDelta,
     TurnContext,
+    TurnEnded,
+    TurnStarted,
     UserMessage,
     diagnostic,
 )
-from anyagentd.wire import _flat_event_line, _NotFlat, event_line, event_lines
+from anyagentd.wire_lines import _flat_event_line, _flat_lines, _NotFlat, event_line, event_lines
 
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)  # every code point but surrogates
 turns = st.one_of(st.none(), st.builds(TurnContext, id=text, parent_tool_id=st.one_of(st.none(), text)))
@@ -92,18 +99,15 @@ def test_a_batch_of_lines_is_the_serializers_bytes_event_by_event(events) -> Non
         validate_line(json.loads(line))
 
 
-def as_parts(event: Event) -> tuple[object, ...]:
-    """The event log's parts of ``event`` (what the engine appends, issue 17)."""
+def as_parts(event: Event, empty: dict[str, object] | None = None) -> EventParts:
+    """The event log's parts of ``event`` (what the engine appends, issue 17); no extensions as ``empty``."""
     at = event.occurred_at
-    return (event.sequence, at.secs_since_epoch * 1_000_000_000 + at.nanos_since_epoch, event.session_id,
-            event.turn_info, event.kind, event.extensions or None)  # fmt: skip
+    return EventParts(event.sequence, at.secs_since_epoch * 1_000_000_000 + at.nanos_since_epoch, event.session_id,
+                      event.turn_info, event.kind, event.extensions or empty)  # fmt: skip
 
 
-def model_of(entry: object) -> Event:
-    from anyagentd.engine.event_log import EventLog
-    from anyagentd.engine.session import _build_event
-
-    return EventLog(1, _build_event).model(entry)  # type: ignore[arg-type]
+def model_of(entry: Event | EventParts) -> Event:
+    return EventLog(1).model(entry)
 
 
 @settings(max_examples=200, deadline=None)
@@ -129,3 +133,56 @@ def test_an_unwritable_event_among_parts_is_reported_as_its_model() -> None:
     data, bad, error = event_lines([as_parts(good), as_parts(broken), as_parts(other)], model_of)
     assert data == serialized(good) + serialized(other) and error is not None
     assert isinstance(bad, Event) and bad == broken
+
+
+# Strings the hand-formatted lines must escape as the serializer does: '%' (the format strings), quotes,
+# backslashes, control characters, non-ASCII (kept as is), line and paragraph separators, astral characters.
+tricky = st.text(st.sampled_from('%"\\\'\n\r\t\x00\x1f\x7f\x85é€\u2028\u2029\U0001f600s1%d%%{}:,'), max_size=12)
+strings = st.one_of(text, tricky, st.sampled_from(["m1", "s1", "t1", "%s", "%%", "a%%d", '"']))  # shared: bursts
+any_turns = st.one_of(st.none(), st.sampled_from([TurnContext(id="t1"), TurnContext(id="t%", parent_tool_id="p\n")]),
+                      st.builds(TurnContext, id=strings, parent_tool_id=st.one_of(st.none(), strings)))  # fmt: skip
+flat_kinds = st.one_of(
+    st.builds(TextDelta, message_id=strings, text=strings), st.builds(ReasoningDelta, message_id=strings, text=strings),
+    st.builds(UserMessage, message_id=strings, text=strings), st.builds(MessageEnded, message_id=strings),
+    st.builds(ToolOutputDelta, tool_id=strings, text=strings), st.builds(RequestClosed, request_id=strings),
+)  # fmt: skip
+other_kinds = st.one_of(
+    st.builds(diagnostic, st.sampled_from(["Info", "Warning", "Error"]), strings), st.just("ContextCompacted"),
+    st.just(TurnStarted(origin="Agent")),
+    st.builds(lambda background: TurnEnded(stop=CompletedStop(source="Protocol"), background=background),
+              st.lists(strings, max_size=3)),
+)  # fmt: skip
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | strings,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(strings, inner, max_size=3), max_leaves=6,
+)  # fmt: skip
+any_extensions = st.one_of(st.just({}), st.dictionaries(strings, json_values, min_size=1, max_size=3))
+any_events = st.builds(
+    lambda kind, turn, session_id, sequence, secs, nanos, extensions: Event(
+        sequence=sequence, occurred_at=SystemTime(secs_since_epoch=secs, nanos_since_epoch=nanos),
+        session_id=session_id, turn_info=turn, kind=kind, extensions=extensions),
+    kind=st.one_of(flat_kinds, flat_kinds, other_kinds), turn=any_turns, session_id=strings,
+    sequence=st.integers(0, 2**63), secs=st.integers(0, 2**40), nanos=st.integers(0, 10**9 - 1),
+    extensions=st.one_of(st.just({}), st.just({}), any_extensions),
+)  # fmt: skip
+FLAT_KINDS = (TextDelta, ReasoningDelta, UserMessage, MessageEnded, ToolOutputDelta, RequestClosed)
+# How the log may hold each event: its model, or its parts with no extensions as None (the engine's usual) or {}.
+held_as = st.sampled_from(["model", "parts", "parts with {}"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(events=st.lists(st.tuples(any_events, held_as), max_size=16))
+def test_the_flat_encoder_writes_the_serializers_bytes(events) -> None:  # type: ignore[no-untyped-def]
+    # The rule of anyagentd.wire_lines: whatever the kinds (flat or not), turn_info, extensions and strings, and
+    # whether the log holds a model or its parts, the flat encoder's bytes are the serializer's, line by line. The
+    # batch formatter is called itself: event_lines would hide a format that raises behind its one-by-one retry.
+    entries = [event if how == "model" else as_parts(event, {} if how == "parts with {}" else None)
+               for event, how in events]  # fmt: skip
+    expected = b"".join(serialized(event) for event, _ in events)
+    flat = _flat_lines(entries, model_of)
+    assert flat == expected
+    assert event_lines(entries, model_of) == (expected, None, None)
+    for entry, (event, _) in zip(entries, events, strict=True):
+        assert event_line(event) == serialized(event) and model_of(entry) == event
+        if isinstance(event.kind, FLAT_KINDS) and not event.extensions:
+            assert _flat_event_line(event) == serialized(event)  # the one-event fast path, not the serializer

@@ -23,7 +23,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, BinaryIO, Literal, NamedTuple, Union, cast
+from typing import Annotated, Any, BinaryIO, Literal, NamedTuple, Union
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
@@ -31,10 +31,13 @@ from pydantic_core import to_jsonable_python
 
 from .adapters.process import OversizedLine
 from .errors import AnyagentError, BadFrame, ProtocolFailed, SessionClosed, UnknownSession
-from .model import AgentRef, Answer, ConfigValue, Event, RollbackScope, SessionOptions, TurnContext, kind_tag
+from .hard_exit import hard_exit
+from .model import AgentRef, Answer, ConfigValue, RollbackScope, SessionOptions, kind_tag
 from .runtime import Runtime
 from .stdio import ProtocolOutput, claim_stdout, hello_line
 from .text import clip, find_surrogate, sanitize
+from .wire_lines import event_line as event_line  # re-exported: the wire's line of one event
+from .wire_lines import event_lines
 from .wire_settings import WireSettings
 
 # ------------------------------------------------------------------------------------------------ settings
@@ -186,6 +189,8 @@ def oversized_frame(line: OversizedLine, limit: int) -> BadFrame:
 
 # ------------------------------------------------------------------------------------------------ lines
 
+# Event lines are wire_lines.py's (event_line, event_lines: pydantic's serializer's bytes, a flood formatted by hand).
+
 
 def _dumps(obj: Any) -> bytes:
     """One compact JSON line. Text that cannot be encoded (a lone surrogate in a path or a message) is written with
@@ -197,157 +202,12 @@ def _dumps(obj: Any) -> bytes:
         return sanitize(text).encode() + b"\n"
 
 
-
-
 def ok_line(frame_id: int, value: Any) -> bytes:
     return _dumps({"id": frame_id, "ok": value})
 
 
 def error_line(frame_id: int | None, error: AnyagentError) -> bytes:
     return _dumps({"id": frame_id, "error": error.body()})
-
-
-def event_line(event: Any) -> bytes:
-    """One event line. Raises (``PydanticSerializationError``) for an event that is not serializable, e.g. one
-    holding a lone surrogate; see :func:`event_lines`."""
-    try:
-        return _flat_event_line(event)
-    except (_NotFlat, TypeError, UnicodeEncodeError):  # another kind, or a value the serializer must judge
-        return b'{"event":' + event.__pydantic_serializer__.to_json(event) + b"}\n"
-
-
-# The flood path (issue 17): the events of a streaming answer (deltas, message ends) are a few strings in a fixed
-# shape, so their line is formatted here instead of through pydantic's serializer and its Python tag callbacks
-# (2 us an event, most of the wire's per-event cost). The bytes are exactly the serializer's:
-# json.encoder.encode_basestring escapes every character as pydantic-core does (tests/core/test_wire_lines.py
-# checks both agree, field order included); anything else goes through the serializer.
-_encode = json.encoder.encode_basestring
-_FLAT_HEAD = '{"event":{"sequence":%d,"occurred_at":{"secs_since_epoch":%d,"nanos_since_epoch":%d},"session_id":%s,'
-
-
-class _NotFlat(Exception):
-    pass
-
-
-def _flat_kinds() -> dict[type, tuple[str, Callable[[dict[str, Any]], Any], int]]:
-    from operator import itemgetter
-
-    from .model import MessageEnded, ReasoningDelta, RequestClosed, TextDelta, ToolOutputDelta, UserMessage
-
-    kinds: dict[type, tuple[str, Callable[[dict[str, Any]], Any], int]] = {}
-    for cls in (TextDelta, ReasoningDelta, UserMessage, MessageEnded, ToolOutputDelta, RequestClosed):
-        names = tuple(cls.model_fields)
-        assert len(names) in (1, 2), f"{cls.__name__}: _flat_lines formats kinds of one or two fields"
-        body = ",".join(f'"{name}":%s' for name in names)
-        kinds[cls] = ('"turn_info":%s,"kind":{"' + cls.TAG + '":{' + body + '}},"extensions":{}}}\n',
-                      itemgetter(*names), len(names))  # fmt: skip
-    return kinds
-
-
-_FLAT_KINDS: dict[type, tuple[str, Callable[[dict[str, Any]], Any], int]] | None = None
-
-
-def _flat_event_line(event: Any) -> bytes:
-    global _FLAT_KINDS
-    kinds = _FLAT_KINDS if _FLAT_KINDS is not None else (_FLAT_KINDS := _flat_kinds())
-    fields = event.__dict__
-    kind = fields["kind"]
-    spec = kinds.get(type(kind))
-    if spec is None or fields["extensions"] or type(event) is not Event:
-        raise _NotFlat
-    tail, values, count = spec
-    turn, session_id = fields["turn_info"], fields["session_id"]
-    if turn is not _last[0] or session_id != _last[1]:  # the events of a burst share both: format them once
-        _last[:] = [turn, session_id, _turn_json(turn), _encode(session_id)]
-    at = fields["occurred_at"].__dict__
-    head = _FLAT_HEAD % (fields["sequence"], at["secs_since_epoch"], at["nanos_since_epoch"], _last[3])
-    picked = values(kind.__dict__)
-    body = tail % ((_last[2], _encode(picked)) if count == 1 else (_last[2], *map(_encode, picked)))
-    return (head + body).encode()
-
-
-_last: list[Any] = [object(), None, "", ""]  # the last (turn_info, session_id) and their JSON
-
-
-def _turn_json(turn: Any) -> str:
-    if turn is None:
-        return "null"
-    if type(turn) is not TurnContext:
-        raise _NotFlat
-    parent = turn.parent_tool_id
-    return f'{{"id":{_encode(turn.id)},"parent_tool_id":{"null" if parent is None else _encode(parent)}}}'
-
-
-def _flat_lines(events: list[Any], model: Callable[[Any], Any]) -> bytes:
-    """The lines of ``events`` (models, or the parts tuples of an event log read with ``parts``, which ``model``
-    turns into models), as :func:`event_line` writes them one by one, formatted in one loop: the events of a burst
-    (one kind, one turn, one session) share one format string and the batch is encoded once (issue 17: a third
-    less per delta than a call per event; from parts, no model is built at all). Raises like :func:`event_line`
-    (``UnicodeEncodeError`` for a lone surrogate), so :func:`event_lines` can look for the culprit."""
-    global _FLAT_KINDS
-    kinds = _FLAT_KINDS if _FLAT_KINDS is not None else (_FLAT_KINDS := _flat_kinds())
-    chunks: list[bytes] = []
-    out: list[str] = []
-    key: tuple[Any, ...] = (None, None, None, None)
-    line = ""
-    for event in events:
-        if event.__class__ is tuple:
-            sequence, ns, session_id, turn, kind, extensions = event
-            secs, nanos = ns // 1_000_000_000, ns % 1_000_000_000
-        elif event.__class__ is Event:
-            fields = event.__dict__
-            sequence, kind, turn = fields["sequence"], fields["kind"], fields["turn_info"]
-            session_id, extensions = fields["session_id"], fields["extensions"]
-            at = fields["occurred_at"].__dict__
-            secs, nanos = at["secs_since_epoch"], at["nanos_since_epoch"]
-        else:  # not an Event itself: the serializer judges it
-            kind = turn = extensions = None
-            sequence = secs = nanos = 0
-            session_id = ""
-        spec = kinds.get(kind.__class__)
-        if spec is None or extensions or (turn is not None and turn.__class__ is not TurnContext):
-            if out:
-                chunks.append("".join(out).encode())
-                out.clear()
-            chunks.append(event_line(model(event)))
-            continue
-        tail, values, count = spec
-        picked = values(kind.__dict__)
-        first, last = (None, picked) if count == 1 else picked  # (message/tool id, text) or (the one id)
-        if key[0] is not kind.__class__ or key[1] is not turn or key[2] != session_id or key[3] != first:
-            # A burst shares kind, turn, session and (for deltas) message id: one format string for all of them.
-            key = (kind.__class__, turn, session_id, first)
-            baked = (_turn_json(turn),) if count == 1 else (_turn_json(turn), _encode(cast(str, first)))
-            line = (_FLAT_HEAD.replace("%s", _encode(session_id).replace("%", "%%"))
-                    + tail % (*(part.replace("%", "%%") for part in baked), "%s"))  # leaves the last value's %s
-        out.append(line % (sequence, secs, nanos, _encode(last)))
-    if out:
-        chunks.append("".join(out).encode())
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-def _as_is(event: Any) -> Any:
-    return event
-
-
-def event_lines(events: list[Any], model: Callable[[Any], Any] = _as_is) -> tuple[bytes, Any, Exception | None]:
-    """The lines of ``events`` that can be written, the first event that cannot (or ``None``, else its model) and
-    its error. ``events`` may hold the parts tuples of an event log read with ``parts``; ``model`` (the log's
-    :meth:`~anyagentd.engine.event_log.EventLog.model`) builds the model of one when its line needs the
-    serializer."""
-    try:
-        return _flat_lines(events, model), None, None
-    except Exception:  # noqa: BLE001 - rare: find the culprit one by one
-        pass
-    written, bad, error = [], None, None
-    for event in events:
-        event = model(event)
-        try:
-            written.append(event_line(event))
-        except Exception as err:  # noqa: BLE001 - whatever it is, it fails its session, not the writer
-            if bad is None:
-                bad, error = event, err
-    return b"".join(written), bad, error
 
 
 def session_error_line(session_id: str, error: AnyagentError) -> bytes:
@@ -489,7 +349,7 @@ class WireServer:
             # would (agents run in their own process groups and would outlive us), then leave.
             with anyio.CancelScope(shield=True), anyio.move_on_after(self.runtime.settings.close_grace + 5):
                 await self.runtime.aclose()
-            os._exit(0)
+            hard_exit(0)
 
     async def _command(self, frame: Any) -> None:
         try:

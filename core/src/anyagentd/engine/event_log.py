@@ -10,11 +10,11 @@ Cost per appended event: a list store and two integer compares; readers take sli
 yield to the event loop while events are waiting (a reader that never blocks drains everything in one go). The
 engine yields to its readers during a burst when one of them is half way to its bound (:attr:`EventLog.behind`).
 
-The engine appends an event's parts, a plain tuple ``(sequence, ns, session_id, turn_info, kind, extensions)``
-(wall clock in ns, ``extensions`` ``None`` for none), not its pydantic model: building an ``Event`` and its
-``SystemTime`` per delta was a fifth of the flood's cost (issue 17). A reader gets models (each built once, the
-first time any reader takes it, and kept in the ring in place of its parts) unless it asks for parts
-(``parts=True``: the wire's writer formats its lines from them; :meth:`EventLog.model` builds one on demand).
+The engine appends an event's :class:`~.event_parts.EventParts`, not its pydantic model: building an ``Event`` and
+its ``SystemTime`` per delta was a fifth of the flood's cost (issue 17). A reader gets models (each built once, by
+the log's ``build``, the first time any reader takes it, and kept in the ring in place of its parts) unless it asks
+for parts (``parts=True``: the wire's writer formats its lines from them; :meth:`EventLog.model` builds one on
+demand). An entry of the ring is an ``EventParts`` exactly when ``entry.__class__ is EventParts``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..errors import ConsumerLagged, InvalidRequest
+from .event_parts import EventParts, build_event
 
 if TYPE_CHECKING:
     from ..model import Event
@@ -38,17 +39,18 @@ class EventLog:
 
     ``oldest_seq`` / ``newest_seq`` are the sequences of the oldest and newest events held (``oldest_seq`` is
     ``newest_seq + 1`` while nothing is held). :meth:`close` marks the end of the session: readers end after the
-    last event, and later appends are ignored.
+    last event, and later appends are ignored. ``build`` makes the ``Event`` of appended parts (default
+    :func:`~.event_parts.build_event`). Raises ``ValueError`` for a ``capacity`` below 1.
     """
 
-    def __init__(self, capacity: int, build: Callable[..., Event] | None = None) -> None:
+    def __init__(self, capacity: int, build: Callable[[EventParts], Event] = build_event) -> None:
         if capacity < 1:
             raise ValueError("an event log holds at least one event")
         self.capacity = capacity
-        self._build = build  # Event from (sequence, ns, session_id, turn_info, kind, extensions); for appended parts
+        self._build = build
         self.newest_seq = 0
         self.closed = False
-        self._ring: list[Event | tuple[Any, ...]] = []  # grows to capacity, then wraps: seq s is at (s - 1) % capacity
+        self._ring: list[Event | EventParts] = []  # grows to capacity, then wraps: seq s is at (s - 1) % capacity
         self._readers: list[Subscription] = []
         self._wake: anyio.Event | None = None
         self._lag_at: float = _NEVER  # a reader lags when newest_seq passes this
@@ -66,9 +68,9 @@ class EventLog:
         """Whether a reader has left half its bound undrained: the engine should let its readers run."""
         return self.newest_seq > self._yield_at
 
-    def append(self, event: Event | tuple[Any, ...]) -> None:
-        """Hold ``event``, a model or its parts (see the module; parts need the log's ``build``); its ``sequence``
-        must be ``newest_seq + 1``. Wakes waiting readers and drops the readers it puts past their bound. Ignored
+    def append(self, event: Event | EventParts) -> None:
+        """Hold ``event``, a model or its parts (see the module); its ``sequence`` must be ``newest_seq + 1``
+        (not checked). Wakes waiting readers and drops the readers it puts past their bound. Ignored
         after :meth:`close`."""
         if self.closed:
             return
@@ -87,7 +89,7 @@ class EventLog:
 
     def read(self, after: int, limit: int, *, parts: bool = False) -> list[Any]:
         """Up to ``limit`` held events with sequence greater than ``after``, oldest first: models, or with
-        ``parts`` as held (a model or its parts tuple, see the module)."""
+        ``parts`` as held (a model or its :class:`~.event_parts.EventParts`, see the module)."""
         start = max(after + 1, self.oldest_seq)
         stop = min(self.newest_seq, start + limit - 1)
         if stop < start:
@@ -101,19 +103,18 @@ class EventLog:
             self._build_models(i, j)
         return ring[i:j] if i < j else ring[i:] + ring[:j]
 
-    def model(self, event: Event | tuple[Any, ...]) -> Event:
-        """The ``Event`` of an entry :meth:`read` returned with ``parts`` (built anew for parts; not kept)."""
-        if event.__class__ is not tuple:
+    def model(self, event: Event | EventParts) -> Event:
+        """The ``Event`` of an entry :meth:`read` returned with ``parts``: a model as it is, parts built anew with
+        the log's ``build`` (not kept in the ring)."""
+        if event.__class__ is not EventParts:
             return event  # type: ignore[return-value]
-        assert self._build is not None, "parts were appended to a log without a build function"
-        sequence, ns, session_id, turn_info, kind, extensions = event
-        return self._build(sequence, ns, session_id, turn_info, kind, {} if extensions is None else extensions)
+        return self._build(event)
 
     def _build_models(self, i: int, j: int) -> None:
         # Replace the parts in ring[i:j] (wrapping when j <= i) by their models, so every reader shares them.
         ring, model = self._ring, self.model
         for k in range(i, j) if i < j else itertools.chain(range(i, len(ring)), range(j)):
-            if ring[k].__class__ is tuple:
+            if ring[k].__class__ is EventParts:
                 ring[k] = model(ring[k])
 
     def events(self) -> list[Event]:
