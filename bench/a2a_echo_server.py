@@ -29,9 +29,14 @@ from starlette.applications import Starlette
 
 class Echo(AgentExecutor):
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        await event_queue.enqueue_event(Task(id=context.task_id, context_id=context.context_id,
-                                             status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
-                                             history=[context.message]))
+        await event_queue.enqueue_event(
+            Task(
+                id=context.task_id,
+                context_id=context.context_id,
+                status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+                history=[context.message],
+            )
+        )
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
         await updater.start_work()
         text = get_message_text(context.message)
@@ -53,9 +58,15 @@ async def main() -> None:
     sock.bind((host, int(port)))
     sock.listen(128)
     url = f"http://{host}:{sock.getsockname()[1]}"
-    card = AgentCard(name="echo", description="echo", version="1", default_input_modes=["text/plain"],
-                     default_output_modes=["text/plain"], capabilities=AgentCapabilities(streaming=True),
-                     supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")])
+    card = AgentCard(
+        name="echo",
+        description="echo",
+        version="1",
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        capabilities=AgentCapabilities(streaming=True),
+        supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")],
+    )
     if args.store.startswith("sqlite:"):
         from a2a.server.tasks import DatabaseTaskStore
         from sqlalchemy import event

@@ -55,12 +55,14 @@ def short_reply_script(turns: int) -> Path:
     return path
 
 
-def start(argv: list[str], env: dict[str, str] | None = None, stderr: Any = subprocess.DEVNULL
-          ) -> tuple[subprocess.Popen[str], str, float]:  # fmt: skip
+def start(
+    argv: list[str], env: dict[str, str] | None = None, stderr: Any = subprocess.DEVNULL
+) -> tuple[subprocess.Popen[str], str, float]:
     """Spawn, read the listening line; returns (process, url, seconds from spawn to the line)."""
     began = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=WORK,
-                            env={**os.environ, **(env or {})})  # fmt: skip
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=WORK, env={**os.environ, **(env or {})}
+    )
     CHILDREN.append(proc)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -82,17 +84,42 @@ def servers(turns: int) -> dict[str, list[str]]:
     script = short_reply_script(turns)
     anyagentd = str(Path(PY).with_name("anyagentd"))
     return {
-        "anyagentd": [anyagentd, "a2a", "--listen", "127.0.0.1:0", "--mock", str(script),
-                      "--state-dir", str(WORK / f"state-{uuid.uuid4().hex[:6]}")],
+        "anyagentd": [
+            anyagentd,
+            "a2a",
+            "--listen",
+            "127.0.0.1:0",
+            "--mock",
+            str(script),
+            "--state-dir",
+            str(WORK / f"state-{uuid.uuid4().hex[:6]}"),
+        ],
         "echo (memory)": [PY, str(HERE / "a2a_echo_server.py"), "--listen", "127.0.0.1:0"],
-        "echo (sqlite)": [PY, str(HERE / "a2a_echo_server.py"), "--listen", "127.0.0.1:0",
-                          "--store", f"sqlite:{WORK / f'echo-{uuid.uuid4().hex[:6]}.db'}"],
-    }  # fmt: skip
+        "echo (sqlite)": [
+            PY,
+            str(HERE / "a2a_echo_server.py"),
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            f"sqlite:{WORK / f'echo-{uuid.uuid4().hex[:6]}.db'}",
+        ],
+    }
 
 
 def send(client: httpx.Client, url: str, context_id: str) -> float:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-        "messageId": str(uuid.uuid4()), "role": "ROLE_USER", "contextId": context_id, "parts": [{"text": "ok"}]}}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": str(uuid.uuid4()),
+                "role": "ROLE_USER",
+                "contextId": context_id,
+                "parts": [{"text": "ok"}],
+            }
+        },
+    }
     began = time.perf_counter()
     reply = client.post(url + "/", json=body, headers={"A2A-Version": "1.0"}).json()
     took = time.perf_counter() - began
@@ -107,9 +134,19 @@ COMMAND = "https://agentd.dev/a2a/ext/command"
 
 def send_status(client: httpx.Client, url: str, context_id: str) -> float:
     """One ``status`` command (a message op: answered as a Message, no task, no agent turn)."""
-    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-        "messageId": str(uuid.uuid4()), "role": "ROLE_USER", "extensions": [COMMAND],
-        "parts": [{"data": {"agentd": {"op": "status"}}}]}}}  # fmt: skip
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": str(uuid.uuid4()),
+                "role": "ROLE_USER",
+                "extensions": [COMMAND],
+                "parts": [{"data": {"agentd": {"op": "status"}}}],
+            }
+        },
+    }
     began = time.perf_counter()
     reply = client.post(url + "/", json=body, headers={"A2A-Version": "1.0", "A2A-Extensions": COMMAND}).json()
     took = time.perf_counter() - began
@@ -205,8 +242,9 @@ def sdk_client_turns(argv: list[str], env: dict[str, str] | None = None, turns: 
             client = await ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create_from_url(url)
             context_id, took = str(uuid.uuid4()), []
             for _ in range(turns):
-                message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, context_id=context_id,
-                                  parts=[Part(text="ok")])  # fmt: skip
+                message = Message(
+                    message_id=str(uuid.uuid4()), role=Role.ROLE_USER, context_id=context_id, parts=[Part(text="ok")]
+                )
                 began = time.perf_counter()
                 [_ async for _ in client.send_message(SendMessageRequest(message=message))]
                 took.append(time.perf_counter() - began)
@@ -221,8 +259,15 @@ def sdk_client_turns(argv: list[str], env: dict[str, str] | None = None, turns: 
 def wire_turns(agent: str, mock: str | None, env: dict[str, str] | None = None, turns: int = TURNS) -> list[float]:
     """Seconds per prompt → TurnEnded of ``turns`` turns over ``anyagentd serve``; the first includes open."""
     argv = [str(Path(PY).with_name("anyagentd")), "serve"] + (["--mock", mock] if mock else [])
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, cwd=WORK, env={**os.environ, **(env or {})})  # fmt: skip
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=WORK,
+        env={**os.environ, **(env or {})},
+    )
     CHILDREN.append(proc)
     assert proc.stdin is not None and proc.stdout is not None
 
@@ -263,8 +308,10 @@ def later(times: list[float]) -> tuple[float, float]:
 def report_turns(label: str, a2a: list[float], wire: list[float]) -> None:
     (a50, a90), (w50, w90) = later(a2a), later(wire)
     print(f"{label:7s} A2A  first {ms(a2a[0])}  later p50 {ms(a50)} p90 {ms(a90)}")
-    print(f"{label:7s} wire first {ms(wire[0])}  later p50 {ms(w50)} p90 {ms(w90)}   "
-          f"A2A - wire: p50 {ms(a50 - w50)}, first {ms(a2a[0] - wire[0])}")
+    print(
+        f"{label:7s} wire first {ms(wire[0])}  later p50 {ms(w50)} p90 {ms(w90)}   "
+        f"A2A - wire: p50 {ms(a50 - w50)}, first {ms(a2a[0] - wire[0])}"
+    )
 
 
 def report_baselines(a2a: list[float], wire: list[float], script: Path) -> None:
@@ -273,8 +320,11 @@ def report_baselines(a2a: list[float], wire: list[float], script: Path) -> None:
     the a2a-sdk client: p50 of :data:`WARM_SAMPLES` sequential requests, one connection."""
     echo = [PY, str(HERE / "a2a_echo_server.py"), "--listen", "127.0.0.1:0"]
     sqlite = f"sqlite:{WORK / f'e-{uuid.uuid4().hex[:6]}.db'}"
-    rows = {"echo (memory)": echo, "echo (sqlite)": [*echo, "--store", sqlite],
-            "echo (memory, Nagle on)": [*echo, "--nagle"]}
+    rows = {
+        "echo (memory)": echo,
+        "echo (sqlite)": [*echo, "--store", sqlite],
+        "echo (memory, Nagle on)": [*echo, "--nagle"],
+    }
     (a50, _), (w50, _) = later(a2a), later(wire)
     print(f"{'anyagentd mock':24s} p50 {ms(a50)}   - wire {ms(a50 - w50)}")
     for name, argv in rows.items():
@@ -282,11 +332,17 @@ def report_baselines(a2a: list[float], wire: list[float], script: Path) -> None:
         print(f"{name:24s} p50 {ms(e50)} p90 {ms(e90)}   anyagentd - it {ms(a50 - e50)} (x{a50 / e50:.2f})")
     anyagentd = str(Path(PY).with_name("anyagentd"))
     state = str(WORK / f"state-{uuid.uuid4().hex[:6]}")
-    sdk = later(sdk_client_turns([anyagentd, "a2a", "--listen", "127.0.0.1:0", "--mock", str(script), "--state-dir",
-                                  state], turns=WARM_SAMPLES))  # fmt: skip
+    sdk = later(
+        sdk_client_turns(
+            [anyagentd, "a2a", "--listen", "127.0.0.1:0", "--mock", str(script), "--state-dir", state],
+            turns=WARM_SAMPLES,
+        )
+    )
     echo_sdk = later(sdk_client_turns(echo, turns=WARM_SAMPLES))
-    print(f"{'a2a-sdk client':24s} anyagentd p50 {ms(sdk[0])}   echo (memory) p50 {ms(echo_sdk[0])}   "
-          f"anyagentd - echo {ms(sdk[0] - echo_sdk[0])}")
+    print(
+        f"{'a2a-sdk client':24s} anyagentd p50 {ms(sdk[0])}   echo (memory) p50 {ms(echo_sdk[0])}   "
+        f"anyagentd - echo {ms(sdk[0] - echo_sdk[0])}"
+    )
 
 
 def phases(script: Path) -> None:
@@ -294,10 +350,27 @@ def phases(script: Path) -> None:
     and the echo server on the SDK's SQLite store, side by side."""
     anyagentd = str(Path(PY).with_name("anyagentd"))
     tracer = [PY, str(HERE / "a2a_phases.py")]
-    rows = {"anyagentd mock": [*tracer, anyagentd, "a2a", "--listen", "127.0.0.1:0", "--mock", str(script),
-                               "--state-dir", str(WORK / f"state-{uuid.uuid4().hex[:6]}")],
-            "echo (sqlite)": [*tracer, str(HERE / "a2a_echo_server.py"), "--listen", "127.0.0.1:0", "--store",
-                              f"sqlite:{WORK / f'p-{uuid.uuid4().hex[:6]}.db'}"]}  # fmt: skip
+    rows = {
+        "anyagentd mock": [
+            *tracer,
+            anyagentd,
+            "a2a",
+            "--listen",
+            "127.0.0.1:0",
+            "--mock",
+            str(script),
+            "--state-dir",
+            str(WORK / f"state-{uuid.uuid4().hex[:6]}"),
+        ],
+        "echo (sqlite)": [
+            *tracer,
+            str(HERE / "a2a_echo_server.py"),
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            f"sqlite:{WORK / f'p-{uuid.uuid4().hex[:6]}.db'}",
+        ],
+    }
     for name, argv in rows.items():
         with tempfile.TemporaryFile("w+") as err:
             proc, url, _ = start(argv, stderr=err)
@@ -313,9 +386,19 @@ def phases(script: Path) -> None:
 
 def status_values(url: str) -> dict:
     command = "https://agentd.dev/a2a/ext/command"
-    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-        "messageId": str(uuid.uuid4()), "role": "ROLE_USER", "extensions": [command],
-        "parts": [{"data": {"agentd": {"op": "status"}}, "mediaType": "application/json"}]}}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": str(uuid.uuid4()),
+                "role": "ROLE_USER",
+                "extensions": [command],
+                "parts": [{"data": {"agentd": {"op": "status"}}, "mediaType": "application/json"}],
+            }
+        },
+    }
     reply = httpx.post(url + "/", json=body, headers={"A2A-Version": "1.0", "A2A-Extensions": command}, timeout=60)
     return reply.json()["result"]["message"]["parts"][0]["data"]["values"]
 
@@ -331,11 +414,16 @@ def pool(argv: list[str], env: dict[str, str] | None = None, contexts: int = 40)
                 send(client, url, str(uuid.uuid4()))
             took = time.perf_counter() - began
         values = status_values(url)
-        rss = next(int(l.split()[1]) for l in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
-                   if l.startswith("VmRSS"))  # fmt: skip
-        print(f"pool: {contexts} contexts, cap 8 -> liveAgents {values['liveAgents']}, evictions "
-              f"{values['evictions']}, agents' RSS {values['agentRssBytes'] / 2**20:.1f} MiB, daemon VmRSS "
-              f"{rss / 1024:.1f} MiB, {took / contexts * 1000:.0f} ms per context (open + turn)")
+        rss = next(
+            int(l.split()[1])
+            for l in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+            if l.startswith("VmRSS")
+        )
+        print(
+            f"pool: {contexts} contexts, cap 8 -> liveAgents {values['liveAgents']}, evictions "
+            f"{values['evictions']}, agents' RSS {values['agentRssBytes'] / 2**20:.1f} MiB, daemon VmRSS "
+            f"{rss / 1024:.1f} MiB, {took / contexts * 1000:.0f} ms per context (open + turn)"
+        )
     finally:
         stop(proc)
 
@@ -348,7 +436,7 @@ def strip_config(argv: list[str]) -> list[str]:
     if "--config" not in argv:
         return argv
     at = argv.index("--config")
-    return argv[:at] + argv[at + 2:]
+    return argv[:at] + argv[at + 2 :]
 
 
 def warm(claude: bool) -> None:
@@ -410,28 +498,45 @@ def main() -> None:
                 status_rate = throughput(url, n, args.concurrency, send_status)
         finally:
             stop(proc)
-        results[name] = {"start": statistics.median(startups), "p50": lat[len(lat) // 2],
-                         "p90": lat[int(len(lat) * 0.9)], "rate": rate}  # fmt: skip
+        results[name] = {
+            "start": statistics.median(startups),
+            "p50": lat[len(lat) // 2],
+            "p90": lat[int(len(lat) * 0.9)],
+            "rate": rate,
+        }
         if name == "anyagentd":
-            results["status"] = {"p50": status_lat[len(status_lat) // 2], "p90": status_lat[int(len(status_lat) * 0.9)],
-                                 "rate": status_rate}  # fmt: skip
-            print(f"{'status op':14s}                         p50 {ms(status_lat[len(status_lat) // 2])} "
-                  f"p90 {ms(status_lat[int(len(status_lat) * 0.9)])}   throughput {status_rate:7.1f} req/s")
+            results["status"] = {
+                "p50": status_lat[len(status_lat) // 2],
+                "p90": status_lat[int(len(status_lat) * 0.9)],
+                "rate": status_rate,
+            }
+            print(
+                f"{'status op':14s}                         p50 {ms(status_lat[len(status_lat) // 2])} "
+                f"p90 {ms(status_lat[int(len(status_lat) * 0.9)])}   throughput {status_rate:7.1f} req/s"
+            )
         r = results[name]
-        print(f"{name:14s} listening {ms(r['start'])}   SendMessage p50 {ms(r['p50'])} p90 {ms(r['p90'])}   "
-              f"throughput {r['rate']:7.1f} req/s")
+        print(
+            f"{name:14s} listening {ms(r['start'])}   SendMessage p50 {ms(r['p50'])} p90 {ms(r['p90'])}   "
+            f"throughput {r['rate']:7.1f} req/s"
+        )
     base = results["anyagentd"]
     for name in ("echo (memory)", "echo (sqlite)"):
         other = results[name]
-        print(f"anyagentd / {name}: listening x{base['start'] / other['start']:.2f}, "
-              f"p50 x{base['p50'] / other['p50']:.2f}, throughput x{base['rate'] / other['rate']:.2f}")
+        print(
+            f"anyagentd / {name}: listening x{base['start'] / other['start']:.2f}, "
+            f"p50 x{base['p50'] / other['p50']:.2f}, throughput x{base['rate'] / other['rate']:.2f}"
+        )
         status = results["status"]
-        print(f"status op / {name} echo: p50 x{status['p50'] / other['p50']:.2f}, "
-              f"throughput x{status['rate'] / other['rate']:.2f}")
+        print(
+            f"status op / {name} echo: p50 x{status['p50'] / other['p50']:.2f}, "
+            f"throughput x{status['rate'] / other['rate']:.2f}"
+        )
     serve = cold("import anyagentd.cli")
     a2a = cold("import anyagentd.cli, anyagentd_a2a.daemon")
-    print(f"cold start: import anyagentd.cli {ms(serve)} (anyagentd serve's path)   "
-          f"+ anyagentd_a2a.daemon {ms(a2a)}   (x{a2a / serve:.2f})")
+    print(
+        f"cold start: import anyagentd.cli {ms(serve)} (anyagentd serve's path)   "
+        f"+ anyagentd_a2a.daemon {ms(a2a)}   (x{a2a / serve:.2f})"
+    )
 
 
 if __name__ == "__main__":

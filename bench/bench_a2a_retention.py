@@ -45,8 +45,9 @@ def _size_mib(db: Path) -> float:
     return (db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)) / (1024 * 1024)
 
 
-async def churn(turns: int, age: int, every: float, reply: int, work: Path,
-                interval: float = 3600) -> list[dict[str, Any]]:
+async def churn(
+    turns: int, age: int, every: float, reply: int, work: Path, interval: float = 3600
+) -> list[dict[str, Any]]:
     """Write ``turns`` turns (see the module doc) on a fresh file in ``work``, a prune every ``interval`` simulated
     seconds; ``age`` 0: nothing pruned. Returns
     one row per checkpoint: ``turns``, ``mib``, ``tasks`` (stored), ``list_ms`` (median ListTasks)."""
@@ -74,14 +75,28 @@ async def churn(turns: int, age: int, every: float, reply: int, work: Path,
             at = start + n * every
             context_id = f"ctx-{n // PER_CONVERSATION}"
             task_id = str(uuid.uuid4())
-            prompt = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, context_id=context_id,
-                             task_id=task_id, parts=[Part(text=f"turn {n}: do the next thing")])  # fmt: skip
-            task = Task(id=task_id, context_id=context_id, history=[prompt],
-                        status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED))  # fmt: skip
+            prompt = Message(
+                message_id=str(uuid.uuid4()),
+                role=Role.ROLE_USER,
+                context_id=context_id,
+                task_id=task_id,
+                parts=[Part(text=f"turn {n}: do the next thing")],
+            )
+            task = Task(
+                id=task_id,
+                context_id=context_id,
+                history=[prompt],
+                status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+            )
             task.status.timestamp.FromDatetime(datetime.fromtimestamp(at, UTC).replace(tzinfo=None))
             await store.save(task, context)
-            answer = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_AGENT, context_id=context_id,
-                             task_id=task_id, parts=[Part(text=text)])  # fmt: skip
+            answer = Message(
+                message_id=str(uuid.uuid4()),
+                role=Role.ROLE_AGENT,
+                context_id=context_id,
+                task_id=task_id,
+                parts=[Part(text=text)],
+            )
             task.history.append(answer)
             task.artifacts.append(Artifact(artifact_id=str(uuid.uuid4()), parts=[Part(text=text)]))
             task.status.state = TaskState.TASK_STATE_COMPLETED
@@ -101,16 +116,18 @@ async def churn(turns: int, age: int, every: float, reply: int, work: Path,
                     began = time.perf_counter()
                     listed = await store.list(ListTasksRequest(), context)
                     times.append((time.perf_counter() - began) * 1000)
-                rows.append({"turns": n, "mib": _size_mib(db), "tasks": listed.total_size,
-                             "list_ms": statistics.median(times)})  # fmt: skip
+                rows.append(
+                    {"turns": n, "mib": _size_mib(db), "tasks": listed.total_size, "list_ms": statistics.median(times)}
+                )
     finally:
         await store.flush()
         await engine.dispose()
     return rows
 
 
-def run(turns: int, age: int, every: float, reply: int, interval: float = 3600) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float,
-                                                                 float]:  # fmt: skip
+def run(
+    turns: int, age: int, every: float, reply: int, interval: float = 3600
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float, float]:
     """Both variants, retention first; returns (retention rows, keep-all rows, their wall seconds)."""
     results = []
     for variant_age in (age, 0):
@@ -131,17 +148,25 @@ def main() -> None:
     parser.add_argument("--reply", type=int, default=2048, help="bytes of each reply (default 2048)")
     args = parser.parse_args()
     kept, everything, kept_s, all_s = run(args.turns, args.age, args.every, args.reply, args.interval)
-    print(f"{args.turns} turns, one every {args.every:g} s (simulated), {args.reply} B replies; retention tasks = "
-          f"{args.age} s, a prune every {args.interval:g} simulated s")  # fmt: skip
-    print(f"{'turns':>7} | {'MiB ret':>8} {'MiB all':>8} {'all/ret':>7} | {'tasks ret':>9} {'tasks all':>9} | "
-          f"{'List ms ret':>11} {'List ms all':>11} {'all/ret':>7}")  # fmt: skip
+    print(
+        f"{args.turns} turns, one every {args.every:g} s (simulated), {args.reply} B replies; retention tasks = "
+        f"{args.age} s, a prune every {args.interval:g} simulated s"
+    )
+    print(
+        f"{'turns':>7} | {'MiB ret':>8} {'MiB all':>8} {'all/ret':>7} | {'tasks ret':>9} {'tasks all':>9} | "
+        f"{'List ms ret':>11} {'List ms all':>11} {'all/ret':>7}"
+    )
     for on, off in zip(kept, everything, strict=True):
-        print(f"{on['turns']:>7} | {on['mib']:>8.2f} {off['mib']:>8.2f} {off['mib'] / on['mib']:>7.2f} | "
-              f"{on['tasks']:>9} {off['tasks']:>9} | {on['list_ms']:>11.2f} {off['list_ms']:>11.2f} "
-              f"{off['list_ms'] / on['list_ms']:>7.2f}")  # fmt: skip
+        print(
+            f"{on['turns']:>7} | {on['mib']:>8.2f} {off['mib']:>8.2f} {off['mib'] / on['mib']:>7.2f} | "
+            f"{on['tasks']:>9} {off['tasks']:>9} | {on['list_ms']:>11.2f} {off['list_ms']:>11.2f} "
+            f"{off['list_ms'] / on['list_ms']:>7.2f}"
+        )
     first, last = kept[0], kept[-1]
-    print(f"retention, first → last checkpoint: size x{last['mib'] / first['mib']:.2f}, ListTasks "
-          f"x{last['list_ms'] / first['list_ms']:.2f}; wall {kept_s:.1f} s (retention) vs {all_s:.1f} s (keep all)")
+    print(
+        f"retention, first → last checkpoint: size x{last['mib'] / first['mib']:.2f}, ListTasks "
+        f"x{last['list_ms'] / first['list_ms']:.2f}; wall {kept_s:.1f} s (retention) vs {all_s:.1f} s (keep all)"
+    )
 
 
 if __name__ == "__main__":

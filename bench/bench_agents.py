@@ -111,8 +111,16 @@ class LineChild:
     def __init__(self, argv: list[str], env: dict[str, str], cwd: str, *, timeout: float | None = None) -> None:
         self.timeout = TIMEOUT if timeout is None else timeout
         self.expired = False
-        self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True, start_new_session=True)  # fmt: skip
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
         self._ids = itertools.count(1)
         self._watchdog = threading.Timer(self.timeout, self._expire)
         self._watchdog.daemon = True
@@ -213,9 +221,15 @@ def end_on_signals() -> None:
 def bare_claude(env: dict[str, str], cwd: str, *, print_flag: bool = True) -> Figures:
     """The pinned CLI (with ``-p`` unless not ``print_flag``), the user frame written at spawn, no handshake."""
     argv = [
-        str(agent_bin("claude")), *(["-p"] if print_flag else []), "--input-format", "stream-json",
-        "--output-format", "stream-json", "--verbose", "--include-partial-messages",
-    ]  # fmt: skip
+        str(agent_bin("claude")),
+        *(["-p"] if print_flag else []),
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--include-partial-messages",
+    ]
     clock = Clock()
     with LineChild(argv, env, cwd) as child:
         child.send({"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": PROMPT}]}})
@@ -268,11 +282,17 @@ def bare_acp(argv: list[str]) -> Callable[[dict[str, str], str], Figures]:
                 elif "id" in msg and msg.get("method"):  # a client request: not expected in a text-only turn
                     child.send({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "bench"}})
 
-            child.request("initialize", {"protocolVersion": 1, "clientCapabilities": {
-                "fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}})  # fmt: skip
+            child.request(
+                "initialize",
+                {
+                    "protocolVersion": 1,
+                    "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False},
+                },
+            )
             session = child.request("session/new", {"cwd": cwd, "mcpServers": []}, on_message)["sessionId"]
-            result = child.request("session/prompt", {"sessionId": session, "prompt": [{"type": "text",
-                                   "text": PROMPT}]}, on_message)  # fmt: skip
+            result = child.request(
+                "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": PROMPT}]}, on_message
+            )
             clock.mark("end")
             if (result or {}).get("stopReason") != "end_turn":
                 raise RuntimeError(f"session/prompt ended {result!r}")
@@ -320,8 +340,13 @@ def via_sdk(system_prompt: Any = None) -> Callable[[dict[str, str], str], Figure
     async def run(env: dict[str, str], cwd: str) -> Figures:
         from claude_agent_sdk import AssistantMessage, ClaudeAgentOptions, ResultMessage, StreamEvent, TextBlock, query
 
-        options = ClaudeAgentOptions(cli_path=str(agent_bin("claude")), cwd=cwd, env=env,
-                                     include_partial_messages=True, system_prompt=system_prompt)  # fmt: skip
+        options = ClaudeAgentOptions(
+            cli_path=str(agent_bin("claude")),
+            cwd=cwd,
+            env=env,
+            include_partial_messages=True,
+            system_prompt=system_prompt,
+        )
         clock = Clock()
         async with asyncio.timeout(TIMEOUT):
             async for msg in query(prompt=PROMPT, options=options):
@@ -382,25 +407,42 @@ def agents() -> dict[str, Agent]:
         return lambda env, cwd: bare_acp([env[env_bin], *shlex.split(env.get(args_env, ""))])(env, cwd)
 
     return {
-        "claude": Agent("claude", claude_environment, {
-            "bare CLI": lambda env, cwd: bare_claude(env, cwd),
-            "anyagentd": via_anyagentd("claude"),
-            "bare CLI, no -p": lambda env, cwd: bare_claude(env, cwd, print_flag=False),
-            "claude-agent-sdk": via_sdk(),
-            "sdk claude_code": via_sdk({"type": "preset", "preset": "claude_code"}),
-        }, frozenset({"claude-agent-sdk", "sdk claude_code"})),  # fmt: skip
-        "codex": Agent("codex", codex_environment, {
-            "bare app-server": bare_codex,
-            "anyagentd": via_anyagentd("codex"),
-        }),  # fmt: skip
-        "codex-acp": Agent("codex-acp", codex_acp_environment, {
-            "bare ACP": acp_argv("ANYAGENTD_CODEX_ACP_BIN", "ANYAGENTD_CODEX_ACP_ARGS"),
-            "anyagentd": via_anyagentd("codex-acp"),
-        }),  # fmt: skip
-        "claude-acp": Agent("claude-acp", claude_acp_environment, {
-            "bare ACP": acp_argv("ANYAGENTD_CLAUDE_ACP_BIN", "ANYAGENTD_CLAUDE_ACP_ARGS"),
-            "anyagentd": via_anyagentd("claude-acp"),
-        }),  # fmt: skip
+        "claude": Agent(
+            "claude",
+            claude_environment,
+            {
+                "bare CLI": lambda env, cwd: bare_claude(env, cwd),
+                "anyagentd": via_anyagentd("claude"),
+                "bare CLI, no -p": lambda env, cwd: bare_claude(env, cwd, print_flag=False),
+                "claude-agent-sdk": via_sdk(),
+                "sdk claude_code": via_sdk({"type": "preset", "preset": "claude_code"}),
+            },
+            frozenset({"claude-agent-sdk", "sdk claude_code"}),
+        ),
+        "codex": Agent(
+            "codex",
+            codex_environment,
+            {
+                "bare app-server": bare_codex,
+                "anyagentd": via_anyagentd("codex"),
+            },
+        ),
+        "codex-acp": Agent(
+            "codex-acp",
+            codex_acp_environment,
+            {
+                "bare ACP": acp_argv("ANYAGENTD_CODEX_ACP_BIN", "ANYAGENTD_CODEX_ACP_ARGS"),
+                "anyagentd": via_anyagentd("codex-acp"),
+            },
+        ),
+        "claude-acp": Agent(
+            "claude-acp",
+            claude_acp_environment,
+            {
+                "bare ACP": acp_argv("ANYAGENTD_CLAUDE_ACP_BIN", "ANYAGENTD_CLAUDE_ACP_ARGS"),
+                "anyagentd": via_anyagentd("claude-acp"),
+            },
+        ),
     }
 
 
@@ -418,8 +460,9 @@ server.stop()
 @contextlib.contextmanager
 def model_server() -> Iterator[str]:
     """The scripted model server in a child process (until stdin closes); yields its URL."""
-    child = subprocess.Popen([sys.executable, "-c", SERVE, json.dumps(SCRIPT)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, "-c", SERVE, json.dumps(SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert child.stdout is not None
         url = child.stdout.readline().strip()
@@ -437,8 +480,10 @@ def model_server() -> Iterator[str]:
 
 
 def one_run(agent: Agent, path: str, url: str) -> Figures:
-    with tempfile.TemporaryDirectory(prefix="bench-home-", ignore_cleanup_errors=True) as home, \
-            tempfile.TemporaryDirectory(prefix="bench-work-", ignore_cleanup_errors=True) as work:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-home-", ignore_cleanup_errors=True) as home,
+        tempfile.TemporaryDirectory(prefix="bench-work-", ignore_cleanup_errors=True) as work,
+    ):
         env = agent.environment(url, home)
         set_environ(env)
         figures = agent.paths[path](env, work)
@@ -469,14 +514,16 @@ def bench_agent(agent: Agent, runs: int, url: str, original_env: dict[str, str])
         try:
             r = one_run(agent, p, url)
             if p == "anyagentd":
-                print(f"  warm-up {p:>14}: end={fmt(r['end'])} open={r['open']:.3f} (first open in this process: "
-                      f"imports the adapter's modules)")
+                print(
+                    f"  warm-up {p:>14}: end={fmt(r['end'])} open={r['open']:.3f} (first open in this process: "
+                    f"imports the adapter's modules)"
+                )
         except Exception as e:  # noqa: BLE001
             print(f"  warm-up {p} failed: {type(e).__name__}: {e}")
         finally:
             set_environ(original_env)
     for i in range(runs):
-        order = names[i % len(names):] + names[:i % len(names)]  # each path leads in turn: drift hits all alike
+        order = names[i % len(names) :] + names[: i % len(names)]  # each path leads in turn: drift hits all alike
         for p in order:
             if p in errors:
                 continue
@@ -496,8 +543,10 @@ def bench_agent(agent: Agent, runs: int, url: str, original_env: dict[str, str])
             finally:
                 set_environ(original_env)
 
-    print("  medians, seconds from spawn (anyagentd: from before Runtime.open); min: the fastest run's end; cpu: this"
-          " process's CPU seconds")
+    print(
+        "  medians, seconds from spawn (anyagentd: from before Runtime.open); min: the fastest run's end; cpu: this"
+        " process's CPU seconds"
+    )
     print(f"  {'path':>18} {'first text':>10} {'turn end':>9} {'min':>7} {'cpu':>7} {'open':>7} {'prompt->end':>11}  n")
     for p in names:
         rs = results[p]
@@ -505,8 +554,10 @@ def bench_agent(agent: Agent, runs: int, url: str, original_env: dict[str, str])
         line = f"  {p:>18} {fmt(med(rs, 'first')):>10} {fmt(med(rs, 'end')):>9} {fmt(low):>7} {fmt(med(rs, 'cpu')):>7}"
         line += f" {fmt(med(rs, 'open')):>7} {fmt(med(rs, 'turn')):>11}" if p == "anyagentd" else f" {'':>7} {'':>11}"
         print(line + f"  {len(rs)}" + (f"  [{errors[p]}]" if p in errors else ""))
-    print("  ratios: of medians (first text / turn end), of the fastest runs' ends (min), median of per-run end ratios"
-          " (the same run index: neighbours in time)")
+    print(
+        "  ratios: of medians (first text / turn end), of the fastest runs' ends (min), median of per-run end ratios"
+        " (the same run index: neighbours in time)"
+    )
     base = names[0]
     pairs = [("anyagentd", base)] + [(p, base) for p in names[2:]] + [("anyagentd", p) for p in names[2:]]
     for x, y in pairs:

@@ -43,8 +43,10 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=200_000)
     args = parser.parse_args()
     per_event = anyio.run(_rounds, args.events)
-    print(f"AdapterLink.emit + receive_nowait: {per_event * 1e9:.0f} ns per event (CPU, best of 5 rounds of "
-          f"{args.events // BUFFER * BUFFER:,})")
+    print(
+        f"AdapterLink.emit + receive_nowait: {per_event * 1e9:.0f} ns per event (CPU, best of 5 rounds of "
+        f"{args.events // BUFFER * BUFFER:,})"
+    )
 
 
 if __name__ == "__main__":

@@ -89,8 +89,10 @@ def main() -> None:
     if args.child:
         child(args)
         return
-    print(f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
-          f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")  # fmt: skip
+    print(
+        f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
+        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     what = "open + close" if args.no_turn else "open + one hello turn + close"
     print(f"== {args.sessions:,} mock sessions in one Runtime ({what}); VmRSS MiB after gc, sessions held")
     results = {}
@@ -106,8 +108,10 @@ def main() -> None:
         growth = samples[-1][1] - base
         later = samples[-1][0] - min(1_000, args.sessions)
         per = growth * 1024 / later if later > 0 else float("nan")
-        print(f"  {'':10} growth after the first {min(1_000, args.sessions):,}: {growth:+.1f} MiB "
-              f"({per:.2f} KiB/session); {result['seconds'] / args.sessions * 1e3:.2f} ms/session")  # fmt: skip
+        print(
+            f"  {'':10} growth after the first {min(1_000, args.sessions):,}: {growth:+.1f} MiB "
+            f"({per:.2f} KiB/session); {result['seconds'] / args.sessions * 1e3:.2f} ms/session"
+        )
     if len(results) == 2:
         kept, flat = results["keep all"]["samples"][-1][1], results["retention"]["samples"][-1][1]
         print(f"  ratio final RSS keep all / retention: {kept / flat:.2f}x")

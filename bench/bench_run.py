@@ -101,12 +101,17 @@ def main() -> None:
     args = parser.parse_args()
     load = os.getloadavg()
     print(f"flood of {N_EVENTS:,} TextDeltas, {args.runs} runs each, load average {load[0]:.2f} {load[1]:.2f}")
-    results: dict[str, list[tuple[float, int]]] = {"run (stderr pipe)": [], "run (stderr pty)": [],
-                                                   "serve (wire, baseline)": []}  # fmt: skip
+    results: dict[str, list[tuple[float, int]]] = {
+        "run (stderr pipe)": [],
+        "run (stderr pty)": [],
+        "serve (wire, baseline)": [],
+    }
     for _ in range(args.runs):  # interleaved, so load hits every variant alike
-        for name, measure in (("run (stderr pipe)", lambda: run_flood(False)),
-                              ("run (stderr pty)", lambda: run_flood(True)),
-                              ("serve (wire, baseline)", serve_flood)):  # fmt: skip
+        for name, measure in (
+            ("run (stderr pipe)", lambda: run_flood(False)),
+            ("run (stderr pty)", lambda: run_flood(True)),
+            ("serve (wire, baseline)", serve_flood),
+        ):
             try:
                 results[name].append(measure())
             except Exception as err:  # noqa: BLE001 - a failed measurement is printed, the others go on

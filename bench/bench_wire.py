@@ -50,8 +50,15 @@ def anyagentd_cmd() -> list[str]:
 
 def spawn(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     stderr = tempfile.TemporaryFile(dir=WORKDIR)  # noqa: SIM115 - lives as long as the child, closed by the reaper
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, cwd=WORKDIR,
-                            bufsize=1 << 16, env={**os.environ, **(env or {})})  # fmt: skip
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        cwd=WORKDIR,
+        bufsize=1 << 16,
+        env={**os.environ, **(env or {})},
+    )
     proc._bench_stderr = stderr  # type: ignore[attr-defined]
     CHILDREN.append(proc)
     return proc
@@ -227,9 +234,12 @@ inp.read()
 
 
 # The same producer with orjson (the issue's fast-JSON bare producer): one orjson.dumps per event.
-BASELINE_ORJSON_SRC = BASELINE_SRC.replace("import json, sys, time", "import orjson, sys, time").replace(
-    "dumps = json.dumps", "dumps = orjson.dumps").replace(', separators=(",", ":"))', ")").replace(
-    "out.write(line.encode() + b\"\\n\")", "out.write(line + b\"\\n\")")
+BASELINE_ORJSON_SRC = (
+    BASELINE_SRC.replace("import json, sys, time", "import orjson, sys, time")
+    .replace("dumps = json.dumps", "dumps = orjson.dumps")
+    .replace(', separators=(",", ":"))', ")")
+    .replace('out.write(line.encode() + b"\\n")', 'out.write(line + b"\\n")')
+)
 
 
 def have_orjson() -> bool:
@@ -259,8 +269,9 @@ def flood_once(argv: list[str], env: dict[str, str] | None = None, timeout: floa
 
 def reader_ceiling(n: int) -> float:
     """events/s of ``read_until_end`` alone over the baseline's lines held in memory (no pipe, no producer)."""
-    proc = subprocess.run([PY, "-c", BASELINE_SRC, str(n)], input=b"open\nprompt\n", capture_output=True,
-                          timeout=60, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [PY, "-c", BASELINE_SRC, str(n)], input=b"open\nprompt\n", capture_output=True, timeout=60, check=False
+    )
     data = proc.stdout.split(b"\n", 2)[2]  # drop hello and the open reply, as flood_once does
     stream = io.BufferedReader(io.BytesIO(data), 1 << 16)  # type: ignore[arg-type]
     t0 = time.perf_counter()
@@ -271,8 +282,10 @@ def reader_ceiling(n: int) -> float:
 def fmt_rate(r: dict[str, Any]) -> str:
     eps = r["events"] / r["seconds"]
     mbs = r["bytes"] / r["seconds"] / 1e6
-    return f"{eps:>10,.0f} events/s  {mbs:6.1f} MB/s  ({r['events']:,} events, {r['bytes'] / 1e6:.1f} MB, " \
-           f"{r['seconds']:.2f} s, {r['bytes'] / max(r['lines'], 1):.0f} B/line)"  # fmt: skip
+    return (
+        f"{eps:>10,.0f} events/s  {mbs:6.1f} MB/s  ({r['events']:,} events, {r['bytes'] / 1e6:.1f} MB, "
+        f"{r['seconds']:.2f} s, {r['bytes'] / max(r['lines'], 1):.0f} B/line)"
+    )
 
 
 def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -282,8 +295,9 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
 BIG_BOUND = {"ANYAGENTD_EVENT_BOUND": "1000000"}
 
 
-def run_variants(variants: list[tuple[str, list[str], dict[str, str] | None]], runs: int,
-                 results: dict[str, list[dict[str, Any]]]) -> None:  # fmt: skip
+def run_variants(
+    variants: list[tuple[str, list[str], dict[str, str] | None]], runs: int, results: dict[str, list[dict[str, Any]]]
+) -> None:
     for i in range(runs):
         for name, argv, env in variants:  # interleaved, so machine noise spreads over every variant
             try:
@@ -293,8 +307,10 @@ def run_variants(variants: list[tuple[str, list[str], dict[str, str] | None]], r
                 continue
             results.setdefault(name, []).append(r)
             if r["end"] != "TurnEnded":
-                print(f"  {name} run {i + 1}: no TurnEnded: session ended by its {r['end']} line after "
-                      f"{r['events']:,} events (session error: {r['error']})")  # fmt: skip
+                print(
+                    f"  {name} run {i + 1}: no TurnEnded: session ended by its {r['end']} line after "
+                    f"{r['events']:,} events (session error: {r['error']})"
+                )
 
 
 def rate(r: dict[str, Any]) -> float:
@@ -302,8 +318,7 @@ def rate(r: dict[str, Any]) -> float:
 
 
 def bench_throughput(runs: int, quick: bool, whole: bool = False) -> None:
-    print(f"\n== 1. Wire throughput: {N_EVENTS:,}-TextDelta flood, prompt sent -> TurnEnded read "
-          f"(median of {runs})")  # fmt: skip
+    print(f"\n== 1. Wire throughput: {N_EVENTS:,}-TextDelta flood, prompt sent -> TurnEnded read (median of {runs})")
     serve = [*anyagentd_cmd(), "serve", "--mock", "flood"]
     results: dict[str, list[dict[str, Any]]] = {}
     variants = [("anyagentd", serve, None), ("baseline", [PY, "-c", BASELINE_SRC, str(N_EVENTS)], None)]
@@ -326,9 +341,11 @@ def bench_throughput(runs: int, quick: bool, whole: bool = False) -> None:
     if base:
         for name, r in med.items():
             if not name.startswith("baseline"):
-                print(f"  ratio {name} / baseline: {rate(r) / rate(base):.3f} events/s, "
-                      f"{(r['bytes'] / r['seconds']) / (base['bytes'] / base['seconds']):.3f} MB/s  "
-                      f"(per event {r['seconds'] / r['events'] * 1e6:.1f} us vs {base['seconds'] / base['events'] * 1e6:.1f} us)")  # fmt: skip
+                print(
+                    f"  ratio {name} / baseline: {rate(r) / rate(base):.3f} events/s, "
+                    f"{(r['bytes'] / r['seconds']) / (base['bytes'] / base['seconds']):.3f} MB/s  "
+                    f"(per event {r['seconds'] / r['events'] * 1e6:.1f} us vs {base['seconds'] / base['events'] * 1e6:.1f} us)"
+                )
     fast = med.get("baseline orjson")
     if fast:
         for name, r in med.items():
@@ -364,8 +381,15 @@ def time_hello(argv: list[str]) -> float:
 
 def time_exit(argv: list[str]) -> float:
     t0 = time.perf_counter()
-    subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   timeout=30, check=False, cwd=WORKDIR)  # fmt: skip
+    subprocess.run(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=30,
+        check=False,
+        cwd=WORKDIR,
+    )
     return time.perf_counter() - t0
 
 
@@ -375,11 +399,22 @@ def import_breakdown(top: int = 6, first_open: bool = False) -> tuple[list[tuple
     module; the top few of each, in seconds."""
     if first_open:
         frame = json.dumps({"id": 1, "cmd": "open", "agent": "mock", "dir": WORKDIR}) + "\n"
-        proc = subprocess.run([PY, "-X", "importtime", "-m", "anyagentd.cli", "serve"], input=frame.encode(),
-                              capture_output=True, timeout=30, check=False, cwd=WORKDIR)  # fmt: skip
+        proc = subprocess.run(
+            [PY, "-X", "importtime", "-m", "anyagentd.cli", "serve"],
+            input=frame.encode(),
+            capture_output=True,
+            timeout=30,
+            check=False,
+            cwd=WORKDIR,
+        )
     else:
-        proc = subprocess.run([PY, "-X", "importtime", "-c", "import anyagentd.cli"], capture_output=True,
-                              timeout=30, check=False, cwd=WORKDIR)  # fmt: skip
+        proc = subprocess.run(
+            [PY, "-X", "importtime", "-c", "import anyagentd.cli"],
+            capture_output=True,
+            timeout=30,
+            check=False,
+            cwd=WORKDIR,
+        )
     packages: dict[str, float] = {}
     modules: dict[str, float] = {}
     for line in proc.stderr.decode(errors="replace").splitlines():
@@ -432,11 +467,18 @@ def bench_cold_start(runs: int) -> None:
                 print(f"  {name}: FAILED: {err}")
     med = {name: statistics.median(ts) for name, ts in times.items() if ts}
     for name, t in med.items():
-        print(f"  {name:<36}{t * 1000:8.0f} ms   (min {min(times[name]) * 1000:.0f}, max {max(times[name]) * 1000:.0f})")
+        print(
+            f"  {name:<36}{t * 1000:8.0f} ms   (min {min(times[name]) * 1000:.0f}, max {max(times[name]) * 1000:.0f})"
+        )
     serve, bare, imp, first_open, libs, help_, run, floor = (med.get(name) for name, _ in cases)
     if libs:
-        for name, value in (("serve->hello", serve), ("serve->open reply", first_open), ("--help", help_),
-                            ("run mock", run), ("stack floor", floor)):  # fmt: skip
+        for name, value in (
+            ("serve->hello", serve),
+            ("serve->open reply", first_open),
+            ("--help", help_),
+            ("run mock", run),
+            ("stack floor", floor),
+        ):
             if value:
                 print(f"  ratio {name} / python -c '{LIBS}': {value / libs:.2f}x")
     if floor:
@@ -446,13 +488,17 @@ def bench_cold_start(runs: int) -> None:
     if serve and bare:
         print(f"  ratio serve->hello / python -c pass: {serve / bare:.1f}x")
     if serve and imp:
-        print(f"  ratio serve->hello / import anyagentd.cli: {serve / imp:.2f}x  "
-              f"(serve minus import: {(serve - imp) * 1000:+.0f} ms)")  # fmt: skip
+        print(
+            f"  ratio serve->hello / import anyagentd.cli: {serve / imp:.2f}x  "
+            f"(serve minus import: {(serve - imp) * 1000:+.0f} ms)"
+        )
     for what, first_open in (("import anyagentd.cli", False), ("serve -> reply to open mock", True)):
         try:
             packages, modules = import_breakdown(first_open=first_open)
-            print(f"  {what}, self import time by package (one -X importtime run): "
-                  + ", ".join(f"{name} {sec * 1000:.0f} ms" for name, sec in packages))
+            print(
+                f"  {what}, self import time by package (one -X importtime run): "
+                + ", ".join(f"{name} {sec * 1000:.0f} ms" for name, sec in packages)
+            )
             print("    by module: " + ", ".join(f"{name} {sec * 1000:.0f} ms" for name, sec in modules))
         except (subprocess.TimeoutExpired, OSError) as err:
             print(f"  import breakdown ({what}): FAILED: {err}")
@@ -463,10 +509,12 @@ def precompile() -> str:
     ``__pycache__``), so a cold start reads .pyc files as the libraries in site-packages do. Without it, under
     ``PYTHONDONTWRITEBYTECODE=1`` (set in some environments, this one included) every spawn compiles each of our
     modules from source again: about 50 ms of a cold start that no installed copy pays. Returns what it did."""
-    code = ("import importlib.util, json, sys\n"
-            "names = ['anyagentd'] + sorted({m.name for m in __import__('pkgutil').iter_modules()"
-            " if m.name.startswith('anyagentd_')})\n"
-            "print(json.dumps([importlib.util.find_spec(n).submodule_search_locations[0] for n in names]))")
+    code = (
+        "import importlib.util, json, sys\n"
+        "names = ['anyagentd'] + sorted({m.name for m in __import__('pkgutil').iter_modules()"
+        " if m.name.startswith('anyagentd_')})\n"
+        "print(json.dumps([importlib.util.find_spec(n).submodule_search_locations[0] for n in names]))"
+    )
     try:
         dirs = json.loads(subprocess.run([PY, "-c", code], capture_output=True, timeout=30, check=True).stdout)
         done = subprocess.run([PY, "-m", "compileall", "-q", *dirs], capture_output=True, timeout=120, check=False)
@@ -491,10 +539,12 @@ def bench_memory(stall: float) -> None:
             print(f"  idle after hello:                  {idle:7.1f}")
             assert proc.stdin is not None
             t0 = time.perf_counter()
-            proc.stdin.write(b"".join(
-                json.dumps({"id": i, "cmd": "open", "agent": "mock", "dir": WORKDIR}).encode() + b"\n"
-                for i in range(1, IDLE_SESSIONS + 1)
-            ))  # fmt: skip
+            proc.stdin.write(
+                b"".join(
+                    json.dumps({"id": i, "cmd": "open", "agent": "mock", "dir": WORKDIR}).encode() + b"\n"
+                    for i in range(1, IDLE_SESSIONS + 1)
+                )
+            )
             proc.stdin.flush()
             oks = errors = 0
             while oks + errors < IDLE_SESSIONS:
@@ -506,8 +556,10 @@ def bench_memory(stall: float) -> None:
             time.sleep(0.3)
             full = rss_mib(proc.pid)
         per = (full - idle) * 1024 / max(oks, 1)
-        print(f"  with {oks} idle sessions:           {full:7.1f}   (+{full - idle:.1f} MiB, {per:.0f} KiB/session; "
-              f"opened in {opened_in * 1000:.0f} ms{f', {errors} open errors' if errors else ''})")  # fmt: skip
+        print(
+            f"  with {oks} idle sessions:           {full:7.1f}   (+{full - idle:.1f} MiB, {per:.0f} KiB/session; "
+            f"opened in {opened_in * 1000:.0f} ms{f', {errors} open errors' if errors else ''})"
+        )
     except BenchError as err:
         print(f"  idle sessions: FAILED: {err}")
     finally:
@@ -535,12 +587,16 @@ def bench_memory(stall: float) -> None:
             time.sleep(0.3)
             after = rss_mib(proc.pid)
         print(f"  flood server idle / session open:  {idle:7.1f} / {opened:.1f}")
-        print(f"  stalled consumer ({stall:.0f} s unread):   {peak:7.1f} peak of {samples} samples "
-              f"(+{peak - opened:.1f} MiB; end of stall {stalled:.1f}; VmHWM {hwm:.1f})")  # fmt: skip
+        print(
+            f"  stalled consumer ({stall:.0f} s unread):   {peak:7.1f} peak of {samples} samples "
+            f"(+{peak - opened:.1f} MiB; end of stall {stalled:.1f}; VmHWM {hwm:.1f})"
+        )
         lagged = result["error"] == "ConsumerLagged"
         how = f"by its closed line after a {result['error']} error" if result["error"] else f"by {result['end']}"
-        print(f"  after reading on:                  {after:7.1f}   session ended {how}; "
-              f"{result['events']:,} of {N_EVENTS + 5:,} events delivered")  # fmt: skip
+        print(
+            f"  after reading on:                  {after:7.1f}   session ended {how}; "
+            f"{result['events']:,} of {N_EVENTS + 5:,} events delivered"
+        )
         print(f"  closed with ConsumerLagged: {'yes' if lagged else 'NO'}")
     except BenchError as err:
         print(f"  stalled consumer: FAILED: {err}")
@@ -555,10 +611,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description="Benchmark anyagentd serve: wire throughput, cold start, memory.")
     ap.add_argument("--quick", action="store_true", help="1 flood run, 3 cold starts (well under 30 s)")
     ap.add_argument("--runs", type=int, help="flood runs per variant (default 3, or 1 with --quick)")
-    ap.add_argument("--no-precompile", action="store_true",
-                    help="do not write the workspace's bytecode first (e.g. for a tree you must not write to)")
-    ap.add_argument("--whole", action="store_true",
-                    help="add an `anyagentd bound=1M` flood to every interleaved round (whole-flood rates)")
+    ap.add_argument(
+        "--no-precompile",
+        action="store_true",
+        help="do not write the workspace's bytecode first (e.g. for a tree you must not write to)",
+    )
+    ap.add_argument(
+        "--whole",
+        action="store_true",
+        help="add an `anyagentd bound=1M` flood to every interleaved round (whole-flood rates)",
+    )
     ap.add_argument("--throughput-only", action="store_true", help="only the wire throughput (no cold start, memory)")
     args = ap.parse_args()
     runs = args.runs or (1 if args.quick else 3)

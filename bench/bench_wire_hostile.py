@@ -71,8 +71,15 @@ def stalled_writer(env: dict[str, str] | None, seconds: float) -> dict[str, Any]
         writer.join(5)
         hwm = rss_mib(proc.pid, "VmHWM")
     finish(proc)
-    return {"idle": idle, "peak": peak, "end": end, "hwm": hwm, "written": taken, "replies": replies,
-            "early": early or (end, taken)}  # fmt: skip
+    return {
+        "idle": idle,
+        "peak": peak,
+        "end": end,
+        "hwm": hwm,
+        "written": taken,
+        "replies": replies,
+        "early": early or (end, taken),
+    }
 
 
 def long_line(env: dict[str, str] | None, size: int = 10_000_000) -> dict[str, Any]:
@@ -91,16 +98,25 @@ def long_line(env: dict[str, str] | None, size: int = 10_000_000) -> dict[str, A
         after, hwm = rss_mib(proc.pid), rss_mib(proc.pid, "VmHWM")
     finish(proc)
     error = reply.get("error", {})
-    return {"idle": idle, "after": after, "hwm": hwm, "reply": f"{error.get('kind')}: {error.get('message')}",
-            "reply_bytes": len(json.dumps(reply))}  # fmt: skip
+    return {
+        "idle": idle,
+        "after": after,
+        "hwm": hwm,
+        "reply": f"{error.get('kind')}: {error.get('message')}",
+        "reply_bytes": len(json.dumps(reply)),
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description="Memory of anyagentd serve under a hostile client.")
     ap.add_argument("--seconds", type=float, default=10.0, help="how long the client writes without reading")
     ap.add_argument("--quick", action="store_true", help="3 s of writing instead of 10")
-    ap.add_argument("--before", metavar="SRC", help="also run the server from this core/src (e.g. a checkout of main "
-                    "before issue 16: /work/main/core/src), put first on PYTHONPATH")  # fmt: skip
+    ap.add_argument(
+        "--before",
+        metavar="SRC",
+        help="also run the server from this core/src (e.g. a checkout of main "
+        "before issue 16: /work/main/core/src), put first on PYTHONPATH",
+    )
     args = ap.parse_args()
     seconds = 3.0 if args.quick else args.seconds
     with open("/proc/loadavg") as f:
@@ -118,15 +134,19 @@ def main() -> None:
             print(f"   {name:10} FAILED: {err}")
             continue
         rss, frames = r["early"]
-        print(f"   {name:10} idle {r['idle']:6.1f} | at {seconds / 5:.0f} s {rss:6.1f} ({frames} frames)"
-              f" | end {r['end']:6.1f} ({r['written']} frames)"
-              f" | peak +{r['peak'] - r['idle']:.1f}, VmHWM {r['hwm']:.1f}"
-              f" | replies read after: {r['replies']}")  # fmt: skip
+        print(
+            f"   {name:10} idle {r['idle']:6.1f} | at {seconds / 5:.0f} s {rss:6.1f} ({frames} frames)"
+            f" | end {r['end']:6.1f} ({r['written']} frames)"
+            f" | peak +{r['peak'] - r['idle']:.1f}, VmHWM {r['hwm']:.1f}"
+            f" | replies read after: {r['replies']}"
+        )
     grow = {k: max(0.1, v["peak"] - v["idle"]) for k, v in results.items()}
     for other in ("unbounded", "before"):
         if other in grow and "bounded" in grow:
-            print(f"   {other} / bounded: RSS increase x{grow[other] / grow['bounded']:.1f}, frames taken "
-                  f"x{results[other]['written'] / max(1, results['bounded']['written']):.1f}")
+            print(
+                f"   {other} / bounded: RSS increase x{grow[other] / grow['bounded']:.1f}, frames taken "
+                f"x{results[other]['written'] / max(1, results['bounded']['written']):.1f}"
+            )
 
     print("\n2. one 10 MB prompt line (VmRSS MiB)")
     for name, env in (("16 MiB bound (default)", None), ("1 MiB bound", {"ANYAGENTD_WIRE_MAX_LINE_BYTES": "1048576"})):
@@ -135,8 +155,10 @@ def main() -> None:
         except BenchError as err:
             print(f"   {name:24} FAILED: {err}")
             continue
-        print(f"   {name:24} idle {r['idle']:6.1f}   after {r['after']:6.1f}   VmHWM {r['hwm']:6.1f} "
-              f"(+{r['hwm'] - r['idle']:.1f})   reply {r['reply']} ({r['reply_bytes']} bytes)")  # fmt: skip
+        print(
+            f"   {name:24} idle {r['idle']:6.1f}   after {r['after']:6.1f}   VmHWM {r['hwm']:6.1f} "
+            f"(+{r['hwm'] - r['idle']:.1f})   reply {r['reply']} ({r['reply_bytes']} bytes)"
+        )
 
 
 if __name__ == "__main__":

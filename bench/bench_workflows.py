@@ -30,10 +30,14 @@ from anyagentd_a2a.workflows.definition import load_workflows  # noqa: E402
 from anyagentd_a2a.workflows.runner import WorkflowRunner  # noqa: E402
 from anyagentd_a2a.workflows.store import RunStore  # noqa: E402
 
-THREE = {"name": "three", "steps": {
-    "a": {"kind": "agent", "agent": "mock", "prompt": "one"},
-    "b": {"kind": "agent", "agent": "mock", "prompt": "two"},
-    "c": {"kind": "finish", "depends_on": ["a", "b"], "output": "{{steps.a.output}}"}}}  # fmt: skip
+THREE = {
+    "name": "three",
+    "steps": {
+        "a": {"kind": "agent", "agent": "mock", "prompt": "one"},
+        "b": {"kind": "agent", "agent": "mock", "prompt": "two"},
+        "c": {"kind": "finish", "depends_on": ["a", "b"], "output": "{{steps.a.output}}"},
+    },
+}
 WAITING = {"name": "waiting", "steps": {"w": {"kind": "wait", "on": "signal", "signal": "go"}}}
 
 
@@ -109,13 +113,17 @@ async def main(args: argparse.Namespace) -> None:
         tmp = Path(raw)
         bare = await bench_bare(tmp, args.runs * 2)
         elapsed = await bench_runs(tmp, args.runs)
-        print(f"runs: {args.runs} three-step runs in {elapsed:.2f} s = {args.runs / elapsed:.1f} runs/s; "
-              f"baseline {args.runs * 2} bare mock turns in {bare:.2f} s = {args.runs * 2 / bare:.1f} turns/s; "
-              f"runner / baseline time {elapsed / bare:.2f}x")  # fmt: skip
+        print(
+            f"runs: {args.runs} three-step runs in {elapsed:.2f} s = {args.runs / elapsed:.1f} runs/s; "
+            f"baseline {args.runs * 2} bare mock turns in {bare:.2f} s = {args.runs * 2 / bare:.1f} turns/s; "
+            f"runner / baseline time {elapsed / bare:.2f}x"
+        )
         recovered, signalled, delivered = await bench_recovery(tmp, args.stored)
-        print(f"recovery: {args.stored} stored waiting runs read back and resumed in {recovered:.2f} s "
-              f"({recovered / args.stored * 1000:.2f} ms/run); one signal resolved {delivered} and all completed "
-              f"in {signalled:.2f} s")  # fmt: skip
+        print(
+            f"recovery: {args.stored} stored waiting runs read back and resumed in {recovered:.2f} s "
+            f"({recovered / args.stored * 1000:.2f} ms/run); one signal resolved {delivered} and all completed "
+            f"in {signalled:.2f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -25,11 +25,15 @@ from anyagentd.wire import WireServer
 
 
 def flood_script(n: int) -> dict:
-    return {"turns": [[
-        {"Repeat": {"times": n, "steps": [{"Emit": {"TextDelta": {"message_id": "m1", "text": "x"}}}]}},
-        {"Emit": {"MessageEnded": {"message_id": "m1"}}},
-        {"End": {"Completed": {"source": "Protocol"}}},
-    ]]}  # fmt: skip
+    return {
+        "turns": [
+            [
+                {"Repeat": {"times": n, "steps": [{"Emit": {"TextDelta": {"message_id": "m1", "text": "x"}}}]}},
+                {"Emit": {"MessageEnded": {"message_id": "m1"}}},
+                {"End": {"Completed": {"source": "Protocol"}}},
+            ]
+        ]
+    }
 
 
 async def run_flood(n: int) -> tuple[int, int, float, bool]:
@@ -78,10 +82,12 @@ def main() -> None:
     if prof:
         prof.disable()
     # CPU time per line, start-up included: on a machine shared with other jobs it moves far less than the rate.
-    print(f"{lines} lines, {nbytes / 1e6:.1f} MB, prompt->TurnEnded {dt:.2f} s = {lines / dt:,.0f} events/s, "
-          f"CPU {cpu / lines * 1e6:.2f} us/line"
-          + (" (under cProfile)" if prof else "")
-          + (" -- session closed early with ConsumerLagged (the writer fell behind)" if lagged else ""))
+    print(
+        f"{lines} lines, {nbytes / 1e6:.1f} MB, prompt->TurnEnded {dt:.2f} s = {lines / dt:,.0f} events/s, "
+        f"CPU {cpu / lines * 1e6:.2f} us/line"
+        + (" (under cProfile)" if prof else "")
+        + (" -- session closed early with ConsumerLagged (the writer fell behind)" if lagged else "")
+    )
     if prof:
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(args.top)

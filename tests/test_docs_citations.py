@@ -47,6 +47,10 @@ def test_every_citation_names_a_page_and_heading() -> None:
 
 def test_no_module_cites_the_reference_notes() -> None:
     stale = re.compile(r"anyagent-semantics\.md|real-agent-clis\.md|agentd-command-semantics\.md")
-    offenders = [str(p.relative_to(ROOT)) for tree in TREES for p in (ROOT / tree).rglob("*.py")
-                 if "node_modules" not in p.parts and stale.search(p.read_text(encoding="utf-8"))]  # fmt: skip
+    offenders = [
+        str(p.relative_to(ROOT))
+        for tree in TREES
+        for p in (ROOT / tree).rglob("*.py")
+        if "node_modules" not in p.parts and stale.search(p.read_text(encoding="utf-8"))
+    ]
     assert offenders == [], offenders

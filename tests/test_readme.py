@@ -24,8 +24,17 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 BLOCK = re.compile(r"<!-- walkthrough: (?P<name>[\w-]+) -->\n```sh\n(?P<body>.*?)```", re.S)
 PID = re.compile(r"ANYAGENTD_MODEL_SERVER_PID=(\d+)")
-PASSED_ON = {"LANG", "LC_ALL", "TMPDIR", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY",
-             "NO_PROXY"}
+PASSED_ON = {
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+}
 PASSED_PREFIXES = ("PIP_", "npm_config_")
 """What the walkthroughs' shell inherits besides a bare PATH: locale, temp dir, and how to reach the package index."""
 
@@ -40,13 +49,29 @@ def walkthroughs() -> dict[str, str]:
 def run_bash(script: str, cwd: Path, answers: str, timeout: float = 300) -> tuple[int, str, str]:
     """Run ``script`` with ``bash -e`` in ``cwd`` (a bare PATH, no agent variables), ``answers`` on stdin; returns
     (status, stdout, stderr). Model servers the script detached are stopped afterwards, whatever happened."""
-    env = clean_environ({"PATH": "/usr/bin:/bin", "HOME": str(cwd / "no-home"), "TERM": "dumb", "NO_COLOR": "1",
-                         "COLUMNS": "200", "ANYAGENTD_NO_LOGIN_SHELL": "1"},
-                        base={k: v for k, v in os.environ.items() if k in PASSED_ON or k.startswith(PASSED_PREFIXES)})
+    env = clean_environ(
+        {
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(cwd / "no-home"),
+            "TERM": "dumb",
+            "NO_COLOR": "1",
+            "COLUMNS": "200",
+            "ANYAGENTD_NO_LOGIN_SHELL": "1",
+        },
+        base={k: v for k, v in os.environ.items() if k in PASSED_ON or k.startswith(PASSED_PREFIXES)},
+    )
     out, err = cwd / ".stdout", cwd / ".stderr"
     with out.open("w") as stdout, err.open("w") as stderr:
-        proc = subprocess.Popen(["bash", "-e", "-c", script], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=stdout,
-                                stderr=stderr, text=True, start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            ["bash", "-e", "-c", script],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=stdout,
+            stderr=stderr,
+            text=True,
+            start_new_session=True,
+        )
         try:
             proc.communicate(answers, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -81,8 +106,14 @@ def test_the_walkthroughs_are_marked_in_order() -> None:
     blocks = walkthroughs()
     assert list(blocks) == ["quick-start", "a2a", "a2a-operate", "setup", "shell", "claude", "codex", "acp", "opencode"]
     setup = blocks["setup"]
-    for distribution in ("./core", "./testing", "./adapters/claude", "./adapters/codex", "./adapters/acp_generic",
-                         "./adapters/opencode"):
+    for distribution in (
+        "./core",
+        "./testing",
+        "./adapters/claude",
+        "./adapters/codex",
+        "./adapters/acp_generic",
+        "./adapters/opencode",
+    ):
         assert f"-e {distribution}" in setup  # what the clone fixture stands for
     assert "npm install" in setup
 
@@ -117,12 +148,13 @@ def test_real_agent_walkthroughs_run_as_written(clone: Path) -> None:
 def test_python_api_example_runs_as_written(tmp_path: Path) -> None:
     """The Python API section's example, as printed, answers the scripted permission and ends."""
     text = README.read_text(encoding="utf-8")
-    section = text[text.index("## Python API"):]
+    section = text[text.index("## Python API") :]
     example = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     (tmp_path / "example.py").write_text(example)
     env = clean_environ({"ANYAGENTD_NO_LOGIN_SHELL": "1", "PATH": "/usr/bin:/bin"})
-    result = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=60, env=env)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "example.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env
+    )
     assert result.returncode == 0, result.stderr
     assert "agents=[AgentInstallation(id='mock'" in result.stdout
     assert list(tmp_path.iterdir()) == [tmp_path / "example.py"]

@@ -30,10 +30,21 @@ DEFAULT_TIMEOUT = 10.0
 
 # What the ok reply of each command carries (a schema definition, or a JSON type for the others).
 OK_PAYLOAD = {
-    "discover": "DiscoveryReport", "probe": "AgentDetails", "plan_usage": "PlanUsage", "open": "SessionInfo",
-    "info": "SessionInfo", "prompt": "Delivery", "generate": str, "dequeue": None, "answer": None,
-    "configure": None, "rollback": None, "compact": None, "cancel": None, "close": None,
-}  # fmt: skip
+    "discover": "DiscoveryReport",
+    "probe": "AgentDetails",
+    "plan_usage": "PlanUsage",
+    "open": "SessionInfo",
+    "info": "SessionInfo",
+    "prompt": "Delivery",
+    "generate": str,
+    "dequeue": None,
+    "answer": None,
+    "configure": None,
+    "rollback": None,
+    "compact": None,
+    "cancel": None,
+    "close": None,
+}
 LINE_SHAPES = ({"hello"}, {"id", "ok"}, {"id", "error"}, {"event"}, {"session", "error"}, {"closed"})
 _EOF = object()
 
@@ -55,13 +66,19 @@ class WireClient:
     dropped, login-shell discovery is off unless ``env`` turns it on) and talks to it. Use as a context manager
     or call :meth:`close`. ``lines`` holds every line read so far, validated, in server order."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None, cwd: str | None = None,
-                 timeout: float = DEFAULT_TIMEOUT) -> None:  # fmt: skip
+    def __init__(
+        self, *args: str, env: dict[str, str] | None = None, cwd: str | None = None, timeout: float = DEFAULT_TIMEOUT
+    ) -> None:
         self.timeout = timeout
         self.proc = subprocess.Popen(
-            serve_command(*args), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=child_env({"ANYAGENTD_NO_LOGIN_SHELL": "1", **(env or {})}), cwd=cwd, start_new_session=True,
-        )  # fmt: skip
+            serve_command(*args),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=child_env({"ANYAGENTD_NO_LOGIN_SHELL": "1", **(env or {})}),
+            cwd=cwd,
+            start_new_session=True,
+        )
         self.lines: list[dict[str, Any]] = []  # every line read so far, validated, in order
         self.raw_lines: list[bytes] = []  # the same lines as the server wrote them
         self.sent: dict[int, dict[str, Any]] = {}  # id -> frame
@@ -267,8 +284,9 @@ class WireClient:
         assert "error" in line, f"{cmd} {fields} should have failed: {line}"
         return line["error"]
 
-    def events(self, session: str, until: Callable[[dict[str, Any]], bool] | None = None,
-               timeout: float | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    def events(
+        self, session: str, until: Callable[[dict[str, Any]], bool] | None = None, timeout: float | None = None
+    ) -> list[dict[str, Any]]:
         """The lines of ``session`` (``{"event"}``, ``{"session", "error"}``, ``{"closed"}``) up to and including
         the first one ``until`` accepts (default: the ``closed`` line). Other lines stay queued."""
         until = until or (lambda l: l.get("closed") == session)

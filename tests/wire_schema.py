@@ -70,8 +70,13 @@ def _cache_key(obj: Any) -> str | None:
     if not isinstance(event, dict):
         return None
     at = event.get("occurred_at")
-    if not (_is_u64(event.get("sequence")) and isinstance(at, dict) and set(at) == {"secs_since_epoch",
-            "nanos_since_epoch"} and _is_u64(at["secs_since_epoch"]) and _is_u64(at["nanos_since_epoch"])):  # fmt: skip
+    if not (
+        _is_u64(event.get("sequence"))
+        and isinstance(at, dict)
+        and set(at) == {"secs_since_epoch", "nanos_since_epoch"}
+        and _is_u64(at["secs_since_epoch"])
+        and _is_u64(at["nanos_since_epoch"])
+    ):
         return None
     normalized = dict(event, sequence=0, occurred_at=None)
     return json.dumps(normalized, sort_keys=True)

@@ -16,9 +16,9 @@ ANYAGENTD = str(Path(sys.executable).with_name("anyagentd"))
 """The ``anyagentd`` console script of this environment."""
 
 
-
-def wait_state(daemon: Any, task_id: str, state: str, timeout: float = 20.0,
-               token: str | None = None) -> dict[str, Any]:
+def wait_state(
+    daemon: Any, task_id: str, state: str, timeout: float = 20.0, token: str | None = None
+) -> dict[str, Any]:
     """Poll GetTask (as ``token``'s principal) until the task is in ``state``; returns it (fails with the last one
     seen)."""
     deadline = time.monotonic() + timeout
@@ -30,8 +30,9 @@ def wait_state(daemon: Any, task_id: str, state: str, timeout: float = 20.0,
         time.sleep(0.1)  # about 9 polls a second: a principal's default budget (120/60s) lasts through a slow run
 
 
-def wait_task(daemon: Any, task_id: str, holds: Any, what: str, timeout: float = 20.0,
-              token: str | None = None) -> dict[str, Any]:
+def wait_task(
+    daemon: Any, task_id: str, holds: Any, what: str, timeout: float = 20.0, token: str | None = None
+) -> dict[str, Any]:
     """Poll GetTask (as ``token``'s principal) until ``holds(task)`` is true; returns the task (fails naming ``what``
     and the last task seen)."""
     deadline = time.monotonic() + timeout
@@ -54,12 +55,19 @@ def listed_tasks(daemon: Any, token: str | None, timeout: float = 30.0) -> list[
     return listed
 
 
-SLOW = {"turns": [[{"Emit": {"TextDelta": {"message_id": "m1", "text": "working"}}}, {"Sleep": 60000},
-                   {"End": {"Completed": {"source": "Protocol"}}}],
-                  [{"Emit": {"TextDelta": {"message_id": "m2", "text": "second"}}},
-                   {"End": {"Completed": {"source": "Protocol"}}}]]}  # fmt: skip
-
-
+SLOW = {
+    "turns": [
+        [
+            {"Emit": {"TextDelta": {"message_id": "m1", "text": "working"}}},
+            {"Sleep": 60000},
+            {"End": {"Completed": {"source": "Protocol"}}},
+        ],
+        [
+            {"Emit": {"TextDelta": {"message_id": "m2", "text": "second"}}},
+            {"End": {"Completed": {"source": "Protocol"}}},
+        ],
+    ]
+}
 
 
 class PushReceiver(BaseHTTPRequestHandler):

@@ -34,8 +34,15 @@ class Daemon:
     stdout: list[str] = field(default_factory=list)
     stderr_reader: threading.Thread | None = None
 
-    def rpc(self, method: str, params: dict[str, Any] | None = None, *, token: str | None = None,
-            headers: dict[str, str] | None = None, request_id: Any = 1) -> httpx.Response:  # fmt: skip
+    def rpc(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        token: str | None = None,
+        headers: dict[str, str] | None = None,
+        request_id: Any = 1,
+    ) -> httpx.Response:
         """One raw JSON-RPC POST with A2A-Version 1.0 (``headers`` override)."""
         sent = {"Content-Type": "application/json", "A2A-Version": "1.0"}
         if token:
@@ -44,8 +51,15 @@ class Daemon:
         body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}}
         return httpx.post(self.url + "/", json=body, headers=sent, timeout=60)
 
-    def send_text(self, text: str, *, token: str | None = None, context_id: str | None = None,
-                  task_id: str | None = None, **params: Any) -> dict[str, Any]:  # fmt: skip
+    def send_text(
+        self,
+        text: str,
+        *,
+        token: str | None = None,
+        context_id: str | None = None,
+        task_id: str | None = None,
+        **params: Any,
+    ) -> dict[str, Any]:
         message: dict[str, Any] = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
         if context_id:
             message["contextId"] = context_id
@@ -71,8 +85,15 @@ class Daemon:
 
 
 def _start(args: list[str], env: dict[str, str], cwd: Path) -> Daemon:
-    process = subprocess.Popen([ANYAGENTD, "a2a", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=env, cwd=cwd, start_new_session=True)  # fmt: skip
+    process = subprocess.Popen(
+        [ANYAGENTD, "a2a", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+    )
     stderr: list[str] = []
     reader = threading.Thread(target=lambda: stderr.extend(process.stderr), daemon=True)  # type: ignore[arg-type]
     reader.start()
@@ -97,8 +118,14 @@ def a2a_daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     """``a2a_daemon(*args, config=None (TOML text), env=None (extra variables), state_dir=None, mock=None)``."""
     daemons: list[Daemon] = []
 
-    def start(*args: str, config: str | None = None, env: dict[str, str] | None = None, state_dir: Path | None = None,
-              mock: str | None = None, listen: str = "127.0.0.1:0") -> Daemon:  # fmt: skip
+    def start(
+        *args: str,
+        config: str | None = None,
+        env: dict[str, str] | None = None,
+        state_dir: Path | None = None,
+        mock: str | None = None,
+        listen: str = "127.0.0.1:0",
+    ) -> Daemon:
         state = state_dir or tmp_path / f"state{len(daemons)}"
         argv = ["--listen", listen, "--state-dir", str(state), *args]
         if mock:

@@ -34,12 +34,15 @@ ANSWER = "The notes say: ship it."
 def turn(text: str, *, sleep_ms: int = 0) -> list[dict[str, Any]]:
     """A mock turn: a tool that runs (for ``sleep_ms``) and completes, ``text`` in two deltas, then the end."""
     half = len(text) // 2
-    return [{"Emit": {"ToolUpdated": TOOL}}, *([{"Sleep": sleep_ms}] if sleep_ms else []),
-            {"Emit": {"ToolUpdated": {**TOOL, "status": "Completed"}}},
-            {"Emit": {"TextDelta": {"message_id": "m1", "text": text[:half]}}},
-            {"Emit": {"TextDelta": {"message_id": "m1", "text": text[half:]}}},
-            {"Emit": {"MessageEnded": {"message_id": "m1"}}},
-            {"End": {"Completed": {"source": "Protocol"}}}]  # fmt: skip
+    return [
+        {"Emit": {"ToolUpdated": TOOL}},
+        *([{"Sleep": sleep_ms}] if sleep_ms else []),
+        {"Emit": {"ToolUpdated": {**TOOL, "status": "Completed"}}},
+        {"Emit": {"TextDelta": {"message_id": "m1", "text": text[:half]}}},
+        {"Emit": {"TextDelta": {"message_id": "m1", "text": text[half:]}}},
+        {"Emit": {"MessageEnded": {"message_id": "m1"}}},
+        {"End": {"Completed": {"source": "Protocol"}}},
+    ]
 
 
 def free_port() -> int:
@@ -53,7 +56,9 @@ def free_port() -> int:
 def parent_config(work: Path, child_url: str, limits: str = "", *, reports: bool = True) -> str:
     """The live subagent tests' parent (operator, alice, bob; subagents on, the mock agent) with the reporting
     child and a workflow that delegates to it (sync, then warm), then starts a local subagent."""
-    return config(work, f"""{limits}
+    return config(
+        work,
+        f"""{limits}
 [[subagents.instances]]
 name = "child"
 url = "{child_url}"
@@ -82,7 +87,9 @@ depends_on = ["keep"]
 kind = "finish"
 depends_on = ["mine"]
 output = "{{{{steps.ask.output.result}}}}"
-""", agent="mock")
+""",
+        agent="mock",
+    )
 
 
 def integral_floats(value: Any) -> list[float]:
@@ -128,18 +135,26 @@ def child_handle(child: Any) -> tuple[str, str]:
 def test_the_childs_reports_complete_the_parents_handle(a2a_daemon: Any, work: Path, tmp_path: Path) -> None:
     port = free_port()
     parent_url = f"http://127.0.0.1:{port}"
-    child = a2a_daemon(config=child_config(parent_url), env={"CHILD_TOKEN": CHILD, "PARENT_TOKEN": OPERATOR},
-                       mock=script(tmp_path, "child", turn(ANSWER, sleep_ms=2500), turn("Second answer.")))  # fmt: skip
-    parent = a2a_daemon(config=parent_config(work, child.url), env={**PARENT_ENV, "CHILD_TOKEN": CHILD},
-                        listen=f"127.0.0.1:{port}", mock=script(tmp_path, "parent", turn("Here too.")))  # fmt: skip
+    child = a2a_daemon(
+        config=child_config(parent_url),
+        env={"CHILD_TOKEN": CHILD, "PARENT_TOKEN": OPERATOR},
+        mock=script(tmp_path, "child", turn(ANSWER, sleep_ms=2500), turn("Second answer.")),
+    )
+    parent = a2a_daemon(
+        config=parent_config(work, child.url),
+        env={**PARENT_ENV, "CHILD_TOKEN": CHILD},
+        listen=f"127.0.0.1:{port}",
+        mock=script(tmp_path, "parent", turn("Here too.")),
+    )
     assert parent.url == parent_url
     task = start_run(parent, ALICE, workflow="delegate")
     child_task, handle = child_handle(child)
     # while the child works, the handle runs: an activity row of its owner, showing the tool its events say runs
     deadline, row = time.monotonic() + 10, {}
     while row.get("tool") is None and time.monotonic() < deadline:
-        row = next(r for r in result_of(command(parent, "status", token=ALICE), "status")["activity"]
-                   if r["id"] == handle)  # fmt: skip
+        row = next(
+            r for r in result_of(command(parent, "status", token=ALICE), "status")["activity"] if r["id"] == handle
+        )
     assert (row["phase"], row["round"], row["tool"]) == ("working", 1, "Read notes.txt"), row
     assert result_of(command(parent, "status", token=BOB), "status")["activity"] == []
     done = wait_state(parent, task["id"], "TASK_STATE_COMPLETED", token=ALICE, timeout=60)
@@ -150,8 +165,12 @@ def test_the_childs_reports_complete_the_parents_handle(a2a_daemon: Any, work: P
     assert (record["status"], record["result"], record["attempt"], record["error"]) == ("completed", ANSWER, 1, None)
     assert record["requested_by"].startswith("delegate-")  # the run asked
     subjects = [(e["stream"], e["event"]["subject"]) for e in events]
-    assert subjects == [("events", "ToolUpdated"), ("events", "ToolUpdated"), ("events", "TextDelta"),
-                        ("events", "TurnEnded")], subjects  # fmt: skip
+    assert subjects == [
+        ("events", "ToolUpdated"),
+        ("events", "ToolUpdated"),
+        ("events", "TextDelta"),
+        ("events", "TurnEnded"),
+    ], subjects
     assert events[2]["event"]["data"]["kind"]["TextDelta"]["text"] == ANSWER  # the deltas, gathered
     for entry in events:
         validate_envelope({"op": "_instance.emit", "handle": handle, **entry})  # as the child sent them
@@ -169,8 +188,9 @@ def test_the_childs_reports_complete_the_parents_handle(a2a_daemon: Any, work: P
     assert steps["ask"]["output"] == {"handle": handle, "result": ANSWER}  # a sync step names its subagent too
     warm = steps["keep"]["output"]
     assert warm["result"] == ANSWER
-    _, ack = task_result(command(parent, "subagent.send", token=ALICE, handle=warm["handle"], message="More?"),
-                         "subagent.send")  # fmt: skip
+    _, ack = task_result(
+        command(parent, "subagent.send", token=ALICE, handle=warm["handle"], message="More?"), "subagent.send"
+    )
     assert ack == {"ok": True, "handle": warm["handle"]}
     deadline = time.monotonic() + 30
     while get(parent, warm["handle"])[0]["attempt"] < 2 or get(parent, warm["handle"])[0]["status"] != "idle":
@@ -194,7 +214,9 @@ def test_the_childs_reports_complete_the_parents_handle(a2a_daemon: Any, work: P
     before = tasks(parent)
     for token in (ALICE, BOB):
         assert reason(command(parent, "_instance.result", token=token, handle=handle, output="forged")) == (
-            -32602, "UNKNOWN_OP")  # fmt: skip
+            -32602,
+            "UNKNOWN_OP",
+        )
         assert reason(emit(parent, token, handle, "events", {"subject": "forged"})) == (-32602, "UNKNOWN_OP")
     for handle_of in (handle, local):
         assert reason(command(parent, "subagent.get", token=BOB, handle=handle_of)) == (-32001, "NOT_FOUND")
@@ -225,8 +247,13 @@ def report_lines(child: Any, expected: int) -> list[str]:
 
 def send_naming(child: Any, parent: str, handle: str) -> dict[str, Any]:
     """A message from the child's operator in the context ``handle`` whose metadata names ``parent``."""
-    message = {"messageId": f"m-{handle}", "role": "ROLE_USER", "parts": [{"text": "Read the notes."}],
-               "contextId": handle, "metadata": {"agentd": {"handle": handle, "parent": parent}}}  # fmt: skip
+    message = {
+        "messageId": f"m-{handle}",
+        "role": "ROLE_USER",
+        "parts": [{"text": "Read the notes."}],
+        "contextId": handle,
+        "metadata": {"agentd": {"handle": handle, "parent": parent}},
+    }
     task = child.rpc("SendMessage", {"message": message}, token=CHILD).json()["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED" and ANSWER in json.dumps(task)
     return task
@@ -235,11 +262,15 @@ def send_naming(child: Any, parent: str, handle: str) -> dict[str, Any]:
 def test_an_unreachable_parent_costs_the_child_one_log_line(a2a_daemon: Any, tmp_path: Path) -> None:
     # the child names a parent nobody listens on; a message from its operator naming that parent runs as ever
     nobody, other = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
-    child = a2a_daemon(config=child_config(nobody), env={"CHILD_TOKEN": CHILD, "PARENT_TOKEN": OPERATOR},
-                       mock=script(tmp_path, "child", turn(ANSWER), turn(ANSWER), turn(ANSWER)))  # fmt: skip
+    child = a2a_daemon(
+        config=child_config(nobody),
+        env={"CHILD_TOKEN": CHILD, "PARENT_TOKEN": OPERATOR},
+        mock=script(tmp_path, "child", turn(ANSWER), turn(ANSWER), turn(ANSWER)),
+    )
     shown = command(child, "config", token=CHILD)
     assert result_of(shown, "config")["config"]["subagents"]["parents"] == [
-        {"url": nobody, "bearer": "{{secret:PARENT_TOKEN}}", "principal": "operator"}]  # fmt: skip
+        {"url": nobody, "bearer": "{{secret:PARENT_TOKEN}}", "principal": "operator"}
+    ]
     assert OPERATOR not in shown.text  # the parent's credential: its reference only
     send_naming(child, nobody + "/", "sa-01FIRST")  # a trailing slash names the same parent
     [said] = report_lines(child, 1)
@@ -260,8 +291,11 @@ def test_an_unreachable_parent_costs_the_child_one_log_line(a2a_daemon: Any, tmp
 def test_without_a_report_the_handle_never_takes_the_reply(a2a_daemon: Any, work: Path, tmp_path: Path) -> None:
     # the child does not know the parent: it answers, but reports nothing; the parent, told to expect reports,
     # does not take the child's reply for the result, and the turn times out saying what it waited for
-    child = a2a_daemon(config='[a2a]\nbearer = "{{secret:CHILD_TOKEN}}"\n', env={"CHILD_TOKEN": CHILD},
-                       mock=script(tmp_path, "child", turn(ANSWER)))  # fmt: skip
+    child = a2a_daemon(
+        config='[a2a]\nbearer = "{{secret:CHILD_TOKEN}}"\n',
+        env={"CHILD_TOKEN": CHILD},
+        mock=script(tmp_path, "child", turn(ANSWER)),
+    )
     parent = a2a_daemon(config=parent_config(work, child.url, "timeout = 3"), env={**PARENT_ENV, "CHILD_TOKEN": CHILD})
     task = start_run(parent, ALICE, workflow="delegate")
     child_task, handle = child_handle(child)
@@ -275,18 +309,21 @@ def test_without_a_report_the_handle_never_takes_the_reply(a2a_daemon: Any, work
 def test_the_first_end_of_a_turn_is_kept(a2a_daemon: Any, work: Path, tmp_path: Path) -> None:
     # a child that does not report (reports = false): the parent waits for its reply, but an operator's
     # _instance.result while the turn runs ends it first; the sync step wakes on it, the reply changes nothing
-    child = a2a_daemon(config='[a2a]\nbearer = "{{secret:CHILD_TOKEN}}"\n', env={"CHILD_TOKEN": CHILD},
-                       mock=script(tmp_path, "child", turn(ANSWER, sleep_ms=6000)))  # fmt: skip
+    child = a2a_daemon(
+        config='[a2a]\nbearer = "{{secret:CHILD_TOKEN}}"\n',
+        env={"CHILD_TOKEN": CHILD},
+        mock=script(tmp_path, "child", turn(ANSWER, sleep_ms=6000)),
+    )
     parent = a2a_daemon(config=parent_config(work, child.url, reports=False), env={**PARENT_ENV, "CHILD_TOKEN": CHILD})
     task = start_run(parent, ALICE, workflow="delegate")
     child_task, handle = child_handle(child)
-    _, none = task_result(command(parent, "_instance.result", token=OPERATOR, handle=handle, output="early"),
-                          "_instance.result")  # fmt: skip
+    _, none = task_result(
+        command(parent, "_instance.result", token=OPERATOR, handle=handle, output="early"), "_instance.result"
+    )
     assert none is None
     assert get(parent, handle)[0]["status"] == "completed"
     # a kill of a subagent that has ended leaves its record as it is, but cancels what still runs on the child
-    _, ack = task_result(command(parent, "subagent.kill", token=ALICE, handle=handle, reason="enough"),
-                         "subagent.kill")  # fmt: skip
+    _, ack = task_result(command(parent, "subagent.kill", token=ALICE, handle=handle, reason="enough"), "subagent.kill")
     assert ack == {"ok": True, "handle": handle}
     wait_state(child, child_task, "TASK_STATE_CANCELED", token=CHILD)
     deadline, done = time.monotonic() + 60, {}
@@ -306,33 +343,48 @@ WAITS = [{"Emit": {"ToolUpdated": TOOL}}, {"Sleep": 60000}, {"End": {"Completed"
 def test_a_timed_out_child_is_cancelled_on_the_child(a2a_daemon: Any, work: Path, tmp_path: Path) -> None:
     # the child works on past the parent's timeout: the parent's turn fails, and the child's task is cancelled
     port = free_port()
-    child = a2a_daemon(config=child_config(f"http://127.0.0.1:{port}"), env={"CHILD_TOKEN": CHILD,
-                       "PARENT_TOKEN": OPERATOR}, mock=script(tmp_path, "child", WAITS))  # fmt: skip
-    parent = a2a_daemon(config=parent_config(work, child.url, "timeout = 3"), env={**PARENT_ENV, "CHILD_TOKEN": CHILD},
-                        listen=f"127.0.0.1:{port}")  # fmt: skip
+    child = a2a_daemon(
+        config=child_config(f"http://127.0.0.1:{port}"),
+        env={"CHILD_TOKEN": CHILD, "PARENT_TOKEN": OPERATOR},
+        mock=script(tmp_path, "child", WAITS),
+    )
+    parent = a2a_daemon(
+        config=parent_config(work, child.url, "timeout = 3"),
+        env={**PARENT_ENV, "CHILD_TOKEN": CHILD},
+        listen=f"127.0.0.1:{port}",
+    )
     task = start_run(parent, ALICE, workflow="delegate")
     child_task, handle = child_handle(child)
     failed = wait_state(parent, task["id"], "TASK_STATE_FAILED", token=ALICE, timeout=30)
     wait_state(child, child_task, "TASK_STATE_CANCELED", token=CHILD, timeout=30)
     record, _ = get(parent, handle)
-    assert (record["status"], record["error"]) == ("failed", "timed out after 3 s waiting for the child's "
-                                                             "_instance.result")  # fmt: skip
+    assert (record["status"], record["error"]) == (
+        "failed",
+        "timed out after 3 s waiting for the child's _instance.result",
+    )
     # the failed step names its subagent in its output, not only in its error
     steps = result_of(command(parent, "run.get", token=ALICE, run=failed["metadata"]["run"]), "run.get")["run"]["steps"]
     assert steps["ask"]["output"] == {"handle": handle} and steps["ask"]["status"] == "failed"
 
 
 @pytest.mark.parametrize("reports", [True, False])
-def test_a_child_that_needs_input_fails_at_once_and_is_cancelled(a2a_daemon: Any, work: Path, tmp_path: Path,
-                                                                 reports: bool) -> None:  # fmt: skip
+def test_a_child_that_needs_input_fails_at_once_and_is_cancelled(
+    a2a_daemon: Any, work: Path, tmp_path: Path, reports: bool
+) -> None:
     # nobody at the parent can answer the child's question: a reporting child reports it failed at once (the
     # parent's timeout is far off), a child without reports ends its reply INPUT_REQUIRED; either way the parent's
     # turn fails and the task waiting on the child is cancelled
     port = free_port()
-    child = a2a_daemon(config=child_config(f"http://127.0.0.1:{port}"), env={"CHILD_TOKEN": CHILD,
-                       "PARENT_TOKEN": OPERATOR}, mock="permission")  # fmt: skip
-    parent = a2a_daemon(config=parent_config(work, child.url, "timeout = 120", reports=reports),
-                        env={**PARENT_ENV, "CHILD_TOKEN": CHILD}, listen=f"127.0.0.1:{port}")  # fmt: skip
+    child = a2a_daemon(
+        config=child_config(f"http://127.0.0.1:{port}"),
+        env={"CHILD_TOKEN": CHILD, "PARENT_TOKEN": OPERATOR},
+        mock="permission",
+    )
+    parent = a2a_daemon(
+        config=parent_config(work, child.url, "timeout = 120", reports=reports),
+        env={**PARENT_ENV, "CHILD_TOKEN": CHILD},
+        listen=f"127.0.0.1:{port}",
+    )
     task = start_run(parent, ALICE, workflow="delegate")
     child_task, handle = child_handle(child)
     wait_state(parent, task["id"], "TASK_STATE_FAILED", token=ALICE, timeout=30)
@@ -350,10 +402,14 @@ def test_a_kill_whose_cancel_fails_says_so(a2a_daemon: Any, work: Path, tmp_path
     # the child dies while the parent's subagent runs: the kill still ends the record, its error says the cancel
     # on the child failed, and the parent logs one line (no credential in it)
     port = free_port()
-    child = a2a_daemon(config=child_config(f"http://127.0.0.1:{port}"), env={"CHILD_TOKEN": CHILD,
-                       "PARENT_TOKEN": OPERATOR}, mock=script(tmp_path, "child", WAITS))  # fmt: skip
-    parent = a2a_daemon(config=parent_config(work, child.url), env={**PARENT_ENV, "CHILD_TOKEN": CHILD},
-                        listen=f"127.0.0.1:{port}")  # fmt: skip
+    child = a2a_daemon(
+        config=child_config(f"http://127.0.0.1:{port}"),
+        env={"CHILD_TOKEN": CHILD, "PARENT_TOKEN": OPERATOR},
+        mock=script(tmp_path, "child", WAITS),
+    )
+    parent = a2a_daemon(
+        config=parent_config(work, child.url), env={**PARENT_ENV, "CHILD_TOKEN": CHILD}, listen=f"127.0.0.1:{port}"
+    )
     start_run(parent, ALICE, workflow="delegate")
     _, handle = child_handle(child)
     child.signal(signal.SIGKILL)

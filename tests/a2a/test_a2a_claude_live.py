@@ -16,11 +16,15 @@ from a2a_helpers import wait_state
 
 pytestmark = pytest.mark.timeout(240)
 
-WRITE_SCRIPT = {"turns": [
-    {"text": "Writing the file.",
-     "tool": {"name": "Write", "input": {"file_path": "{{cwd}}/out.txt", "content": "hi\n"}}},
-    {"text": "Done."},
-]}  # fmt: skip
+WRITE_SCRIPT = {
+    "turns": [
+        {
+            "text": "Writing the file.",
+            "tool": {"name": "Write", "input": {"file_path": "{{cwd}}/out.txt", "content": "hi\n"}},
+        },
+        {"text": "Done."},
+    ]
+}
 
 
 def claude_config(work: Path) -> str:
@@ -110,12 +114,20 @@ def test_permission_over_a2a(claude: Any, a2a_daemon: Any, work: Path, answer: s
         assert "The user denied this tool use." in request_text(server.main_requests()[-1])
 
 
-def test_kill_9_mid_turn_then_the_next_message_resumes(claude: Any, a2a_daemon: Any, work: Path,
-                                                       tmp_path: Path) -> None:  # fmt: skip
+def test_kill_9_mid_turn_then_the_next_message_resumes(
+    claude: Any, a2a_daemon: Any, work: Path, tmp_path: Path
+) -> None:
     # The orphaned CLI of the killed daemon may still finish the interrupted turn (and record its reply) before it
     # sees its stdin close, so the resumed conversation gets turn 1 or turn 2: both answer the same.
-    server = claude({"turns": [{"text": "Noted the word."}, {"text": "The word was PAPAYA.", "delay": 3},
-                               {"text": "The word was PAPAYA."}]})  # fmt: skip
+    server = claude(
+        {
+            "turns": [
+                {"text": "Noted the word."},
+                {"text": "The word was PAPAYA.", "delay": 3},
+                {"text": "The word was PAPAYA."},
+            ]
+        }
+    )
     state = tmp_path / "state"
     daemon = a2a_daemon(config=claude_config(work), state_dir=state)
     first = daemon.send_text("Remember the word PAPAYA.", context_id="words")
@@ -133,8 +145,9 @@ def test_kill_9_mid_turn_then_the_next_message_resumes(claude: Any, a2a_daemon: 
     wait_state(again, answer["id"], "TASK_STATE_COMPLETED")
 
 
-def test_an_idle_session_is_closed_and_the_next_message_resumes_it(claude: Any, a2a_daemon: Any, work: Path,
-                                                                    tmp_path: Path) -> None:  # fmt: skip
+def test_an_idle_session_is_closed_and_the_next_message_resumes_it(
+    claude: Any, a2a_daemon: Any, work: Path, tmp_path: Path
+) -> None:
     """``[a2a.pool] idle_close``: Claude Code's idle session is closed (its process gone) and the next message in the
     context resumes the agent's conversation with its token: the model endpoint sees the earlier turn."""
     import time
@@ -171,12 +184,31 @@ def test_an_idle_session_is_closed_and_the_next_message_resumes_it(claude: Any, 
 
 
 def test_question_over_a2a_answered_by_label(claude: Any, a2a_daemon: Any, work: Path) -> None:
-    server = claude({"turns": [
-        {"tool": {"name": "AskUserQuestion", "input": {"questions": [{
-            "question": "Which color?", "header": "Color", "multiSelect": False,
-            "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}]}]}}},
-        {"text": "Blue it is."},
-    ]})  # fmt: skip
+    server = claude(
+        {
+            "turns": [
+                {
+                    "tool": {
+                        "name": "AskUserQuestion",
+                        "input": {
+                            "questions": [
+                                {
+                                    "question": "Which color?",
+                                    "header": "Color",
+                                    "multiSelect": False,
+                                    "options": [
+                                        {"label": "Red", "description": "warm"},
+                                        {"label": "Blue", "description": "cool"},
+                                    ],
+                                }
+                            ]
+                        },
+                    }
+                },
+                {"text": "Blue it is."},
+            ]
+        }
+    )
     daemon = a2a_daemon(config=claude_config(work))
     task = daemon.send_text("Ask me a question")
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
@@ -187,13 +219,34 @@ def test_question_over_a2a_answered_by_label(claude: Any, a2a_daemon: Any, work:
     assert '\\"Which color?\\"=\\"Blue\\"' in request_text(server.main_requests()[-1])
 
 
-@pytest.mark.parametrize("kind,stop", [("permission", signal.SIGKILL), ("question", signal.SIGKILL),
-                                       ("permission", signal.SIGTERM)])  # fmt: skip
+@pytest.mark.parametrize(
+    "kind,stop", [("permission", signal.SIGKILL), ("question", signal.SIGKILL), ("permission", signal.SIGTERM)]
+)
 def test_a_waiting_task_survives_a_restart_and_its_answer_reaches_the_resumed_conversation(
-        claude: Any, a2a_daemon: Any, work: Path, tmp_path: Path, kind: str, stop: int) -> None:  # fmt: skip
-    first_turn = WRITE_SCRIPT["turns"][0] if kind == "permission" else {"tool": {"name": "AskUserQuestion", "input": {
-        "questions": [{"question": "Which color?", "header": "Color", "multiSelect": False,
-                       "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}]}]}}}
+    claude: Any, a2a_daemon: Any, work: Path, tmp_path: Path, kind: str, stop: int
+) -> None:
+    first_turn = (
+        WRITE_SCRIPT["turns"][0]
+        if kind == "permission"
+        else {
+            "tool": {
+                "name": "AskUserQuestion",
+                "input": {
+                    "questions": [
+                        {
+                            "question": "Which color?",
+                            "header": "Color",
+                            "multiSelect": False,
+                            "options": [
+                                {"label": "Red", "description": "warm"},
+                                {"label": "Blue", "description": "cool"},
+                            ],
+                        }
+                    ]
+                },
+            }
+        }
+    )
     # A first turn completes, so the CLI has recorded the conversation before the daemon is killed mid-request.
     # (a drained CLI may still get a request out as it closes: the later turns all answer the same)
     server = claude({"turns": [{"text": "Hello."}, first_turn, *[{"text": "Carrying on with the answer."}] * 3]})

@@ -27,8 +27,10 @@ from anyagentd_testing.events import process_running
 
 pytestmark = pytest.mark.timeout(240)
 
-WRITE_NOTE = {"text": "Writing the note.",
-              "tool": {"name": "Write", "input": {"file_path": "{{cwd}}/note.txt", "content": "hi\n"}}}  # fmt: skip
+WRITE_NOTE = {
+    "text": "Writing the note.",
+    "tool": {"name": "Write", "input": {"file_path": "{{cwd}}/note.txt", "content": "hi\n"}},
+}
 
 
 def config(work: Path) -> str:
@@ -87,7 +89,8 @@ def user_prompts(entry: dict[str, Any]) -> list[str]:
 
 
 def test_kill_9_right_after_the_first_turn_asks_replays_the_turn_and_applies_the_answer(
-        claude: Any, a2a_daemon: Any, work: Path, tmp_path: Path) -> None:  # fmt: skip
+    claude: Any, a2a_daemon: Any, work: Path, tmp_path: Path
+) -> None:
     # turn 0 asks to write (in the killed session, then again in the replay), turn 1 follows the allowed write,
     # turn 2 answers a later message: the conversation then goes on in the replayed session
     server = claude({"turns": [WRITE_NOTE, {"text": "Done."}, {"text": "The note says hi."}]})
@@ -107,8 +110,10 @@ def test_kill_9_right_after_the_first_turn_asks_replays_the_turn_and_applies_the
     assert done["status"]["message"]["parts"][0]["text"] == "Writing the note.Done."
     assert done["metadata"]["freshSession"] is True
     said = texts(done)
-    assert any("had never saved this conversation's session" in t and "replayed in a fresh agent conversation" in t
-               for t in said), said  # fmt: skip
+    assert any(
+        "had never saved this conversation's session" in t and "replayed in a fresh agent conversation" in t
+        for t in said
+    ), said
     assert any(t.startswith("The replayed turn asked again") for t in said), said
     # the replay gave the agent the turn's own prompt, in a fresh session (no earlier history, no "daemon
     # restarted" prompt), and a new resume token replaced the one that named nothing
@@ -129,7 +134,8 @@ def test_kill_9_right_after_the_first_turn_asks_replays_the_turn_and_applies_the
 
 
 def test_a_turn_after_an_earlier_one_is_not_replayed_and_the_task_says_why(
-        claude: Any, a2a_daemon: Any, work: Path, tmp_path: Path) -> None:  # fmt: skip
+    claude: Any, a2a_daemon: Any, work: Path, tmp_path: Path
+) -> None:
     """Replaying only the interrupted turn would lose the earlier one, replaying both would run it again: the rule
     replays a conversation's first turn only, so this task fails — saying why — and nothing is written."""
     server = claude({"turns": [{"text": "Hello."}, WRITE_NOTE, {"text": "Done."}]})
@@ -152,7 +158,8 @@ def test_a_turn_after_an_earlier_one_is_not_replayed_and_the_task_says_why(
 
 
 def test_an_answer_after_the_conversation_went_on_afresh_fails_and_never_reaches_the_fresh_agent(
-        claude: Any, a2a_daemon: Any, work: Path, tmp_path: Path) -> None:  # fmt: skip
+    claude: Any, a2a_daemon: Any, work: Path, tmp_path: Path
+) -> None:
     """A new message before the answer opens the conversation afresh (its session was never saved): the agent of
     that fresh session never asked the parked question, so the answer is not given to it as "the daemon restarted
     while your request waited" — the parked task fails, saying why (found by a fresh-eyes review)."""
@@ -174,8 +181,7 @@ def test_an_answer_after_the_conversation_went_on_afresh_fails_and_never_reaches
     assert "went on in a fresh agent session" in why and "the answer was not delivered" in why, why
     assert len(server.main_requests()) == 2  # the killed turn and "hello there": nothing told the fresh agent
     # the fresh agent's own question is still its own: it waits, and its answer is its own
-    assert again.rpc("GetTask", {"id": other["id"]}).json()["result"]["status"]["state"] == \
-        "TASK_STATE_INPUT_REQUIRED"  # fmt: skip
+    assert again.rpc("GetTask", {"id": other["id"]}).json()["result"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     assert again.send_text("deny", task_id=other["id"])["status"]["state"] == "TASK_STATE_COMPLETED"
     assert not (work / "note.txt").exists()
     assert not any("[anyagentd]" in t for r in server.main_requests() for t in user_prompts(r))
@@ -184,21 +190,28 @@ def test_an_answer_after_the_conversation_went_on_afresh_fails_and_never_reaches
 # ------------------------------------------------------------------------------------------ the rule on its own
 
 
-def _task(task_id: str, *, history: list[dict[str, Any]], status: dict[str, Any],
-          metadata: dict[str, Any] | None = None) -> Any:  # fmt: skip
+def _task(
+    task_id: str, *, history: list[dict[str, Any]], status: dict[str, Any], metadata: dict[str, Any] | None = None
+) -> Any:
     from a2a.types import Task
     from google.protobuf.json_format import ParseDict
 
-    return ParseDict({"id": task_id, "contextId": "c", "history": history, "status": status,
-                      "metadata": metadata or {}}, Task())  # fmt: skip
+    return ParseDict(
+        {"id": task_id, "contextId": "c", "history": history, "status": status, "metadata": metadata or {}}, Task()
+    )
 
 
 def _asking(request_id: str) -> dict[str, Any]:
     """An agent message carrying a RequestOpened event for a permission with ``request_id``."""
     event = {"kind": {"RequestOpened": {"Permission": {"id": request_id}}}}
-    return {"messageId": f"m-{request_id}", "role": "ROLE_AGENT", "parts": [
-        {"text": "Permission requested"},
-        {"text": json.dumps(event), "mediaType": "application/vnd.anyagent.event+json"}]}
+    return {
+        "messageId": f"m-{request_id}",
+        "role": "ROLE_AGENT",
+        "parts": [
+            {"text": "Permission requested"},
+            {"text": json.dumps(event), "mediaType": "application/vnd.anyagent.event+json"},
+        ],
+    }
 
 
 PROMPT = {"messageId": "p", "role": "ROLE_USER", "parts": [{"text": "write note.txt"}]}

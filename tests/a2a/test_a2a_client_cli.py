@@ -67,11 +67,18 @@ def client_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return {**env, "XDG_CONFIG_HOME": str(tmp_path / "xdg"), "COLUMNS": "200", **extra}
 
 
-def cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
-        timeout: float = 90) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def cli(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 90
+) -> subprocess.CompletedProcess[str]:
     """``anyagentd a2a ARGS`` as a person runs it (see :func:`client_env`; ``env`` added)."""
-    return subprocess.run([ANYAGENTD, "a2a", *args], capture_output=True, text=True, timeout=timeout,
-                          env=client_env(tmp_path, **(env or {})), cwd=tmp_path)  # fmt: skip
+    return subprocess.run(
+        [ANYAGENTD, "a2a", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=client_env(tmp_path, **(env or {})),
+        cwd=tmp_path,
+    )
 
 
 def one_line(done: subprocess.CompletedProcess[str], *needles: str) -> str:
@@ -99,8 +106,12 @@ def wait_for(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
 
 def raw_command(daemon: Any, op: str, token: str | None = OPERATOR, **args: Any) -> dict[str, Any]:
     """The daemon's JSON-RPC reply body to the command ``op`` (raw: key order and numbers as it wrote them)."""
-    message = {"messageId": f"m-{time.monotonic_ns()}", "role": "ROLE_USER", "extensions": [URI],
-               "parts": [{"data": {"agentd": {"op": op, **args}}, "mediaType": "application/json"}]}  # fmt: skip
+    message = {
+        "messageId": f"m-{time.monotonic_ns()}",
+        "role": "ROLE_USER",
+        "extensions": [URI],
+        "parts": [{"data": {"agentd": {"op": op, **args}}, "mediaType": "application/json"}],
+    }
     return daemon.rpc("SendMessage", {"message": message}, token=token, headers={"A2A-Extensions": URI}).json()
 
 
@@ -119,9 +130,28 @@ def closed_port_url() -> str:
 def self_signed(path: Path, name: str) -> Path:
     """A self-signed certificate for 127.0.0.1 at ``path/name.pem`` (its key beside it); returns the cert's path."""
     cert, key = path / f"{name}.pem", path / f"{name}.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return cert
 
 
@@ -163,8 +193,9 @@ def test_op_and_status_print_the_daemons_json_in_its_order_with_integers(a2a_dae
     assert events.returncode == 0, events.stderr
     got = json.loads(events.stdout)
     assert len(got["events"]) == 2 and list(got) == ["events", "oldest_seq", "newest_seq", "dropped"]
-    same = cli(tmp_path, "op", daemon.url, "debug.events", "--args", '{"limit": 1, "level": "info"}',
-               "--token", OPERATOR)  # fmt: skip
+    same = cli(
+        tmp_path, "op", daemon.url, "debug.events", "--args", '{"limit": 1, "level": "info"}', "--token", OPERATOR
+    )
     assert same.returncode == 0 and len(json.loads(same.stdout)["events"]) == 1, same.stderr
 
     # a task op: followed to its end, its result on stdout, the task on stderr; a value that is not JSON is text
@@ -177,26 +208,55 @@ def test_op_and_status_print_the_daemons_json_in_its_order_with_integers(a2a_dae
     resumed = cli(tmp_path, "op", daemon.url, "admin.resume", "--token", OPERATOR)
     assert resumed.returncode == 0 and json.loads(resumed.stdout) == {"ok": True, "state": "running"}
     # a value that parses as JSON is JSON: true is a boolean (the daemon refuses the string "true" here)
-    switched = cli(tmp_path, "op", daemon.url, "admin.set", "--arg", "path=a2a.introspection.enabled",
-                   "--arg", "value=false", "--token", OPERATOR)  # fmt: skip
-    assert switched.returncode == 0 and json.loads(switched.stdout) == {"path": "a2a.introspection.enabled",
-                                                                         "value": False}, switched.stderr
-    one_line(cli(tmp_path, "op", daemon.url, "debug.events", "--token", OPERATOR),
-             "debug.events refused: -32004 INTROSPECTION_DISABLED")
+    switched = cli(
+        tmp_path,
+        "op",
+        daemon.url,
+        "admin.set",
+        "--arg",
+        "path=a2a.introspection.enabled",
+        "--arg",
+        "value=false",
+        "--token",
+        OPERATOR,
+    )
+    assert switched.returncode == 0 and json.loads(switched.stdout) == {
+        "path": "a2a.introspection.enabled",
+        "value": False,
+    }, switched.stderr
+    one_line(
+        cli(tmp_path, "op", daemon.url, "debug.events", "--token", OPERATOR),
+        "debug.events refused: -32004 INTROSPECTION_DISABLED",
+    )
 
 
 def test_a_workflow_run_is_followed_to_its_end_and_listed(a2a_daemon: Any, tmp_path: Path) -> None:
     daemon = a2a_daemon(config=CONFIG, env=ENV, mock="hello")
-    run = subprocess.Popen([ANYAGENTD, "a2a", "op", daemon.url, "workflow.run", "--arg", "workflow=pipe"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                           env=client_env(tmp_path, ANYAGENTD_A2A_TOKEN=OPERATOR))  # fmt: skip
+    run = subprocess.Popen(
+        [ANYAGENTD, "a2a", "op", daemon.url, "workflow.run", "--arg", "workflow=pipe"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env=client_env(tmp_path, ANYAGENTD_A2A_TOKEN=OPERATOR),
+    )
     try:
         [waiting] = wait_for(lambda: [r for r in runs_of(daemon) if r["status"] == "suspended"], "a suspended run")
         listed = cli(tmp_path, "runs", daemon.url, "--token", OPERATOR)
         assert listed.returncode == 0, listed.stderr
         assert re.search(rf"│ {waiting['run']} +│ pipe +│ suspended +│ - +│", listed.stdout), listed.stdout
-        signalled = cli(tmp_path, "op", daemon.url, "workflow.signal", "--arg", "name=go",
-                        "--arg", 'payload={"n": 3, "x": 1.5, "tags": ["a"]}', "--token", OPERATOR)  # fmt: skip
+        signalled = cli(
+            tmp_path,
+            "op",
+            daemon.url,
+            "workflow.signal",
+            "--arg",
+            "name=go",
+            "--arg",
+            'payload={"n": 3, "x": 1.5, "tags": ["a"]}',
+            "--token",
+            OPERATOR,
+        )
         assert signalled.returncode == 0, signalled.stderr
         assert json.loads(signalled.stdout) == {"signal": "go", "delivered": 1}
         assert type(json.loads(signalled.stdout)["delivered"]) is int
@@ -221,8 +281,9 @@ def test_a_workflow_run_is_followed_to_its_end_and_listed(a2a_daemon: Any, tmp_p
     assert all(t["status"]["state"] == "TASK_STATE_COMPLETED" and not t.get("history") for t in tasks)
     [one] = json.loads(cli(tmp_path, "tasks", daemon.url, "--json", "--limit", "1", "--token", OPERATOR).stdout)
     assert one["id"] == tasks[0]["id"]
-    mine = json.loads(cli(tmp_path, "tasks", daemon.url, "--json", "--context", tasks[1]["contextId"],
-                          "--token", OPERATOR).stdout)  # fmt: skip
+    mine = json.loads(
+        cli(tmp_path, "tasks", daemon.url, "--json", "--context", tasks[1]["contextId"], "--token", OPERATOR).stdout
+    )
     assert [t["id"] for t in mine] == [tasks[1]["id"]]
     failed = cli(tmp_path, "tasks", daemon.url, "--json", "--state", "failed", "--token", OPERATOR)
     assert json.loads(failed.stdout) == []
@@ -240,8 +301,9 @@ def test_a_task_op_that_waits_for_input_names_the_command_that_answers_it(a2a_da
     daemon = a2a_daemon(config=CONFIG, env=ENV, mock="permission")
     # the daemon's very first task: its run can reach the ask before workflow.run's follower subscribes, and the task
     # still reads INPUT_REQUIRED (ops.workflow.run_progress reads the run as it stands)
-    asked = cli(tmp_path, "op", daemon.url, "workflow.run", "--args", '{"workflow": "asking"}', "--token", OPERATOR,
-                timeout=60)  # fmt: skip
+    asked = cli(
+        tmp_path, "op", daemon.url, "workflow.run", "--args", '{"workflow": "asking"}', "--token", OPERATOR, timeout=60
+    )
     assert asked.returncode == 2, asked.stderr
     # a run's waiting task says what a conversation's does (issue 25): the step, then the request's words
     assert asked.stdout.startswith("step a waits for an answer: Permission requested: Write hello.txt"), asked.stdout
@@ -251,9 +313,14 @@ def test_a_task_op_that_waits_for_input_names_the_command_that_answers_it(a2a_da
     assert hint == f'anyagentd a2a send {daemon.url} allow --task-id {task_id} --token "$ANYAGENTD_A2A_TOKEN"'
     assert "answer (allow, always or deny): " in asked.stderr
     assert "set ANYAGENTD_A2A_TOKEN" in asked.stderr  # what the pasted command needs, the token never shown
-    pasted = subprocess.run(["bash", "-c", hint.replace("anyagentd", shlex.quote(ANYAGENTD), 1)], capture_output=True,
-                            text=True, timeout=60, cwd=tmp_path,
-                            env=client_env(tmp_path, ANYAGENTD_A2A_TOKEN=OPERATOR))  # fmt: skip
+    pasted = subprocess.run(
+        ["bash", "-c", hint.replace("anyagentd", shlex.quote(ANYAGENTD), 1)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=client_env(tmp_path, ANYAGENTD_A2A_TOKEN=OPERATOR),
+    )
     # the daemon answers the answer with the task as it stood (working); send follows it to its end
     assert pasted.returncode == 0 and f"task {task_id}: completed" in pasted.stderr, pasted.stderr
     assert [r["status"] for r in runs_of(daemon)] == ["completed"]
@@ -261,30 +328,50 @@ def test_a_task_op_that_waits_for_input_names_the_command_that_answers_it(a2a_da
 
 def test_refusals_and_bad_arguments_are_one_line(a2a_daemon: Any, tmp_path: Path) -> None:
     daemon = a2a_daemon(config=CONFIG, env=ENV, mock="hello")
-    one_line(cli(tmp_path, "op", daemon.url, "no.such.op", "--token", OPERATOR),
-             "no.such.op refused: -32602 UNKNOWN_OP: no op 'no.such.op' is served here")
-    one_line(cli(tmp_path, "op", daemon.url, "run.get", "--arg", "run=x", "--arg", "zz=1", "--token", OPERATOR),
-             "run.get refused: -32602 INVALID_COMMAND_ARGS", "zz: unknown argument")
-    one_line(cli(tmp_path, "op", daemon.url, "run.get", "--arg", "run=nope", "--token", OPERATOR),
-             "run.get refused: -32001 NOT_FOUND: no such run")
+    one_line(
+        cli(tmp_path, "op", daemon.url, "no.such.op", "--token", OPERATOR),
+        "no.such.op refused: -32602 UNKNOWN_OP: no op 'no.such.op' is served here",
+    )
+    one_line(
+        cli(tmp_path, "op", daemon.url, "run.get", "--arg", "run=x", "--arg", "zz=1", "--token", OPERATOR),
+        "run.get refused: -32602 INVALID_COMMAND_ARGS",
+        "zz: unknown argument",
+    )
+    one_line(
+        cli(tmp_path, "op", daemon.url, "run.get", "--arg", "run=nope", "--token", OPERATOR),
+        "run.get refused: -32001 NOT_FOUND: no such run",
+    )
     one_line(cli(tmp_path, "op", daemon.url, "admin.pause", "--token", ALICE), "admin.pause refused: -31403")
-    one_line(cli(tmp_path, "op", daemon.url, "status", "--token", "wrong-token"), "status refused: -31401",
-             f"sign in with `anyagentd a2a login {daemon.url}`")
-    for argv, needle in ((["--arg", "limit"], "--arg 'limit' is not KEY=VALUE"),
-                         (["--arg", "=5"], "--arg '=5' is not KEY=VALUE"),
-                         (["--arg", "limit=1", "--arg", "limit=2"], "--arg limit is given twice"),
-                         (["--arg", "limit=1", "--args", "{}"], "not both"),
-                         (["--args", "[1, 2]"], "--args is not a JSON object"),
-                         (["--args", "{nope"], "--args is not JSON"),
-                         (["--arg", "op=status"], "`op` is not an argument")):  # fmt: skip
+    one_line(
+        cli(tmp_path, "op", daemon.url, "status", "--token", "wrong-token"),
+        "status refused: -31401",
+        f"sign in with `anyagentd a2a login {daemon.url}`",
+    )
+    for argv, needle in (
+        (["--arg", "limit"], "--arg 'limit' is not KEY=VALUE"),
+        (["--arg", "=5"], "--arg '=5' is not KEY=VALUE"),
+        (["--arg", "limit=1", "--arg", "limit=2"], "--arg limit is given twice"),
+        (["--arg", "limit=1", "--args", "{}"], "not both"),
+        (["--args", "[1, 2]"], "--args is not a JSON object"),
+        (["--args", "{nope"], "--args is not JSON"),
+        (["--arg", "op=status"], "`op` is not an argument"),
+    ):
         one_line(cli(tmp_path, "op", daemon.url, "debug.events", *argv, "--token", OPERATOR), needle)
-    one_line(cli(tmp_path, "tasks", daemon.url, "--state", "sleeping", "--token", OPERATOR),
-             "--state 'sleeping' is not a task state: submitted, working")
+    one_line(
+        cli(tmp_path, "tasks", daemon.url, "--state", "sleeping", "--token", OPERATOR),
+        "--state 'sleeping' is not a task state: submitted, working",
+    )
     assert raw_command(daemon, "status")["result"]["message"]["parts"][0]["data"]["paused"] is False  # none ran
 
     nowhere = closed_port_url()
-    for argv in (["status", nowhere], ["op", nowhere, "status"], ["tasks", nowhere], ["runs", nowhere],
-                 ["send", nowhere, "hi"], ["login", nowhere]):  # fmt: skip
+    for argv in (
+        ["status", nowhere],
+        ["op", nowhere, "status"],
+        ["tasks", nowhere],
+        ["runs", nowhere],
+        ["send", nowhere, "hi"],
+        ["login", nowhere],
+    ):
         one_line(cli(tmp_path, *argv), f"cannot reach {nowhere}")
 
 
@@ -300,9 +387,14 @@ def test_the_answer_hint_is_a_command_that_answers(a2a_daemon: Any, tmp_path: Pa
     hint = hint_of(asked.stderr)
     task_id = asked.stderr.split("task ")[1].split(":")[0]
     assert hint == f'anyagentd a2a send {daemon.url} allow --task-id {task_id} --token "$ANYAGENTD_A2A_TOKEN"'
-    pasted = subprocess.run(["bash", "-c", hint.replace("anyagentd", shlex.quote(ANYAGENTD), 1)], capture_output=True,
-                            text=True, timeout=60, cwd=tmp_path,
-                            env=client_env(tmp_path, ANYAGENTD_A2A_TOKEN=OPERATOR))  # fmt: skip
+    pasted = subprocess.run(
+        ["bash", "-c", hint.replace("anyagentd", shlex.quote(ANYAGENTD), 1)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=client_env(tmp_path, ANYAGENTD_A2A_TOKEN=OPERATOR),
+    )
     assert pasted.returncode == 0 and "You allowed it." in pasted.stdout, pasted.stderr
     assert f"task {task_id}: completed" in pasted.stderr
 
@@ -332,17 +424,32 @@ def test_a_questions_hint_offers_its_choices(a2a_daemon: Any, tmp_path: Path) ->
 def test_cacert_verifies_a_tls_daemon_on_every_subcommand(a2a_daemon: Any, tmp_path: Path) -> None:
     cert, other = self_signed(tmp_path, "daemon"), self_signed(tmp_path, "other")
     tls = f'[a2a.tls]\ncert = "{cert}"\nkey = "{tmp_path / "daemon.key"}"\n'
-    daemon = a2a_daemon(config=CONFIG.replace("[a2a.device_grant]", tls + "[a2a.device_grant]"), env=ENV,
-                        mock="hello")  # fmt: skip
+    daemon = a2a_daemon(config=CONFIG.replace("[a2a.device_grant]", tls + "[a2a.device_grant]"), env=ENV, mock="hello")
     assert daemon.url.startswith("https://")
     ca = ["--cacert", str(cert)]
 
-    login = subprocess.Popen([ANYAGENTD, "a2a", "login", daemon.url, *ca], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=client_env(tmp_path))  # fmt: skip
+    login = subprocess.Popen(
+        [ANYAGENTD, "a2a", "login", daemon.url, *ca],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=client_env(tmp_path),
+    )
     assert login.stderr is not None
     user_code = login.stderr.readline().split("the code ")[1].split(" ")[0]
-    approved = cli(tmp_path, "op", daemon.url, "auth.device.approve", "--arg", f"user_code={user_code}",
-                   "--arg", "as=carol", *ca, "--token", OPERATOR)  # fmt: skip
+    approved = cli(
+        tmp_path,
+        "op",
+        daemon.url,
+        "auth.device.approve",
+        "--arg",
+        f"user_code={user_code}",
+        "--arg",
+        "as=carol",
+        *ca,
+        "--token",
+        OPERATOR,
+    )
     assert approved.returncode == 0 and json.loads(approved.stdout)["approved"]["principal"] == "user:carol"
     _, err = login.communicate(timeout=60)
     assert login.returncode == 0 and "token stored in" in err, err
@@ -358,10 +465,19 @@ def test_cacert_verifies_a_tls_daemon_on_every_subcommand(a2a_daemon: Any, tmp_p
     by_env = cli(tmp_path, "status", daemon.url, env={"ANYAGENTD_A2A_CACERT": str(cert)})
     assert by_env.returncode == 0, by_env.stderr
 
-    for argv in (["login", daemon.url], ["send", daemon.url, "hi"], ["status", daemon.url],
-                 ["op", daemon.url, "status"], ["tasks", daemon.url], ["runs", daemon.url]):  # fmt: skip
-        one_line(cli(tmp_path, *argv, "--cacert", str(other)), "its TLS certificate is not trusted",
-                 f"checked against {other}")
+    for argv in (
+        ["login", daemon.url],
+        ["send", daemon.url, "hi"],
+        ["status", daemon.url],
+        ["op", daemon.url, "status"],
+        ["tasks", daemon.url],
+        ["runs", daemon.url],
+    ):
+        one_line(
+            cli(tmp_path, *argv, "--cacert", str(other)),
+            "its TLS certificate is not trusted",
+            f"checked against {other}",
+        )
         one_line(cli(tmp_path, *argv), "its TLS certificate is not trusted", "--cacert FILE")
         one_line(cli(tmp_path, *argv, "--cacert", str(tmp_path / "missing.pem")), "cannot use the CA file")
     one_line(cli(tmp_path, "status", daemon.url, "--cacert", str(tmp_path / "daemon.key")), "cannot use the CA file")
@@ -372,9 +488,14 @@ def test_cacert_verifies_a_tls_daemon_on_every_subcommand(a2a_daemon: Any, tmp_p
 
 def test_the_readmes_operator_block_runs_as_written(a2a_daemon: Any, tmp_path: Path) -> None:
     daemon = a2a_daemon(mock="permission")  # loopback, no credential: the caller is the operator
-    done = subprocess.run(["bash", "-e", "-c", readme_block("operator")], capture_output=True, text=True, timeout=120,
-                          cwd=tmp_path, env=client_env(tmp_path, URL=daemon.url,
-                                                       PATH=f"{Path(ANYAGENTD).parent}:/usr/bin:/bin"))  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-e", "-c", readme_block("operator")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=client_env(tmp_path, URL=daemon.url, PATH=f"{Path(ANYAGENTD).parent}:/usr/bin:/bin"),
+    )
     assert done.returncode == 0, done.stderr
     assert '"state": "paused"' in done.stdout and '"reason": "deploy in progress"' in done.stdout
     assert '"value": true' in done.stdout and '"seq": 1,' in done.stdout
@@ -388,25 +509,40 @@ def test_the_readmes_sign_in_block_runs_as_written(a2a_daemon: Any, tmp_path: Pa
     cert = self_signed(tmp_path, "daemon")
     (tmp_path / "ca.pem").write_text(cert.read_text())
     tls = f'[a2a.tls]\ncert = "{cert}"\nkey = "{tmp_path / "daemon.key"}"\n'
-    daemon = a2a_daemon(config=CONFIG.replace("[a2a.device_grant]", tls + "[a2a.device_grant]"), env=ENV,
-                        mock="hello")  # fmt: skip
-    block = subprocess.Popen(["bash", "-e", "-c", readme_block("sign-in")], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                             env=client_env(tmp_path, URL=daemon.url,
-                                            PATH=f"{Path(ANYAGENTD).parent}:/usr/bin:/bin"))  # fmt: skip
+    daemon = a2a_daemon(config=CONFIG.replace("[a2a.device_grant]", tls + "[a2a.device_grant]"), env=ENV, mock="hello")
+    block = subprocess.Popen(
+        ["bash", "-e", "-c", readme_block("sign-in")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env=client_env(tmp_path, URL=daemon.url, PATH=f"{Path(ANYAGENTD).parent}:/usr/bin:/bin"),
+    )
     try:
         assert block.stderr is not None
         shown = block.stderr.readline()
         user_code = shown.split("the code ")[1].split(" ")[0]
-        approved = cli(tmp_path, "op", daemon.url, "auth.device.approve", "--arg", f"user_code={user_code}",
-                       "--arg", "as=dana", "--cacert", "ca.pem", "--token", OPERATOR)  # fmt: skip
+        approved = cli(
+            tmp_path,
+            "op",
+            daemon.url,
+            "auth.device.approve",
+            "--arg",
+            f"user_code={user_code}",
+            "--arg",
+            "as=dana",
+            "--cacert",
+            "ca.pem",
+            "--token",
+            OPERATOR,
+        )
         assert approved.returncode == 0, approved.stderr
         out, err = block.communicate(timeout=90)
     finally:
         block.kill()
     assert block.returncode == 0, shown + err
     assert "scripted agent" in out and ": completed (contextId " in err
-    assert json.loads(out[out.index("{"):out.rindex("}") + 1])["conversations"][0]["principal"] == "user:dana"
+    assert json.loads(out[out.index("{") : out.rindex("}") + 1])["conversations"][0]["principal"] == "user:dana"
     assert out.count("│ completed │") >= 1 and "exit 1: without --cacert" in out
     assert "its TLS certificate is not trusted" in err and "Traceback" not in err
 
@@ -425,8 +561,11 @@ def test_a_task_that_fails_after_some_text_says_why(a2a_daemon: Any, tmp_path: P
 
 def test_an_empty_message_is_one_line_and_creates_no_task(a2a_daemon: Any, tmp_path: Path) -> None:
     daemon = a2a_daemon(config=CONFIG, env=ENV, mock="hello")
-    line = one_line(cli(tmp_path, "send", daemon.url, "", env={"ANYAGENTD_A2A_TOKEN": OPERATOR}),
-                    f"{daemon.url} refused the message", "message.parts")  # fmt: skip
+    line = one_line(
+        cli(tmp_path, "send", daemon.url, "", env={"ANYAGENTD_A2A_TOKEN": OPERATOR}),
+        f"{daemon.url} refused the message",
+        "message.parts",
+    )
     assert "no text, data or file" in line, line
     listed = daemon.rpc("ListTasks", {}, token=OPERATOR).json()
     assert listed["result"].get("tasks", []) == [], listed  # refused before a task existed: none is stored FAILED

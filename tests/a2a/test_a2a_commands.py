@@ -56,12 +56,24 @@ def validate_envelope(envelope: dict[str, Any]) -> None:
     jsonschema.validate({"agentd": envelope}, schema())
 
 
-def command(daemon: Any, op: str, *, token: str | None, header: bool = True, mark: bool = True,
-            stream: bool = False, modes: list[str] | None = None, task_id: str | None = None,
-            extra_parts: list[dict[str, Any]] | None = None, **args: Any) -> httpx.Response:  # fmt: skip
-    message: dict[str, Any] = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER",
-                               "parts": [{"data": {"agentd": {"op": op, **args}}, "mediaType": "application/json"},
-                                         *(extra_parts or [])]}  # fmt: skip
+def command(
+    daemon: Any,
+    op: str,
+    *,
+    token: str | None,
+    header: bool = True,
+    mark: bool = True,
+    stream: bool = False,
+    modes: list[str] | None = None,
+    task_id: str | None = None,
+    extra_parts: list[dict[str, Any]] | None = None,
+    **args: Any,
+) -> httpx.Response:
+    message: dict[str, Any] = {
+        "messageId": str(uuid.uuid4()),
+        "role": "ROLE_USER",
+        "parts": [{"data": {"agentd": {"op": op, **args}}, "mediaType": "application/json"}, *(extra_parts or [])],
+    }
     if mark:
         message["extensions"] = [URI]
     if task_id:
@@ -133,8 +145,9 @@ def test_refusals_in_order_and_nothing_changes(daemon: Any) -> None:
     assert reason(command(daemon, "", token=OPERATOR)) == (-32602, "UNKNOWN_OP")
     bad = command(daemon, "admin.pause", token=OPERATOR, color="red", reason=5)
     assert reason(bad) == (-32602, "INVALID_COMMAND_ARGS")
-    violations = {v["field"] for d in bad.json()["error"]["data"] if "fieldViolations" in d
-                  for v in d["fieldViolations"]}  # fmt: skip
+    violations = {
+        v["field"] for d in bad.json()["error"]["data"] if "fieldViolations" in d for v in d["fieldViolations"]
+    }
     assert violations == {"color", "reason"}
     denied = command(daemon, "admin.pause", token=ALICE)
     assert denied.status_code == 403 and reason(denied) == (-31403, "PERMISSION_DENIED")
@@ -158,8 +171,11 @@ def test_role_by_op_matrix(daemon: Any) -> None:
         for token, expected in zip((OPERATOR, ALICE, BOB, BOT), row, strict=True):
             response = command(daemon, op, token=token, **args.get(op, {}))
             body = response.json()
-            got = "ok" if "result" in body else next(d["reason"] for d in body["error"]["data"]
-                                                     if d["@type"].endswith("ErrorInfo"))  # fmt: skip
+            got = (
+                "ok"
+                if "result" in body
+                else next(d["reason"] for d in body["error"]["data"] if d["@type"].endswith("ErrorInfo"))
+            )
             assert got == expected, (op, token, body)
         assert command(daemon, op, token="not-a-token").status_code == 401
     # anonymous: credentials are configured, so nobody is the implicit operator
@@ -173,8 +189,11 @@ def test_message_ops_answer_a_message_and_create_no_task(daemon: Any) -> None:
     config = result_of(command(daemon, "config", token=OPERATOR), "config")["config"]
     assert config["a2a"]["bearer"] == "{{secret:OP_TOKEN}}"
     assert config["agent"]["mock_script"] == "permission"  # the effective one: --mock on the command line
-    assert [p["bearer"] for p in config["a2a"]["principals"]] == ["{{secret:ALICE_TOKEN}}", "{{secret:BOB_TOKEN}}",
-                                                                   "{{secret:BOT_TOKEN}}"]  # fmt: skip
+    assert [p["bearer"] for p in config["a2a"]["principals"]] == [
+        "{{secret:ALICE_TOKEN}}",
+        "{{secret:BOB_TOKEN}}",
+        "{{secret:BOT_TOKEN}}",
+    ]
     streamed = command(daemon, "status", token=ALICE, stream=True)
     frames = [line for line in streamed.text.splitlines() if line.startswith("data:")]
     assert len(frames) == 1, "a streamed read is exactly one frame"
@@ -199,8 +218,9 @@ def test_conversations_in_status_plan_and_transcript(daemon: Any) -> None:
     assert reason(command(daemon, "plan.get", token=BOB, id="ctx-a")) == (-32001, "NOT_FOUND")
     # introspection follows admin.set: -32004 -> works -> -32004
     assert reason(command(daemon, "conversation.get", token=ALICE, id="ctx-a")) == (-32004, "INTROSPECTION_DISABLED")
-    _, value = task_result(command(daemon, "admin.set", token=OPERATOR, path="a2a.introspection.enabled",
-                                   value=True), "admin.set")  # fmt: skip
+    _, value = task_result(
+        command(daemon, "admin.set", token=OPERATOR, path="a2a.introspection.enabled", value=True), "admin.set"
+    )
     assert value == {"path": "a2a.introspection.enabled", "value": True}
     got = result_of(command(daemon, "conversation.get", token=ALICE, id="ctx-a", limit=2), "conversation.get")
     assert got["conversation"]["total_messages"] >= 3 and len(got["conversation"]["messages"]) == 2
@@ -208,14 +228,19 @@ def test_conversations_in_status_plan_and_transcript(daemon: Any) -> None:
     # the a2a-sdk's client sends an envelope through a protobuf Struct, so 2 arrives as 2.0: the same argument
     as_sent = result_of(command(daemon, "conversation.get", token=ALICE, id="ctx-a", limit=2.0), "conversation.get")
     assert as_sent["conversation"]["messages"] == got["conversation"]["messages"]
-    assert reason(command(daemon, "conversation.get", token=ALICE, id="ctx-a", limit=2.5)) == \
-        (-32602, "INVALID_COMMAND_ARGS")  # fmt: skip
+    assert reason(command(daemon, "conversation.get", token=ALICE, id="ctx-a", limit=2.5)) == (
+        -32602,
+        "INVALID_COMMAND_ARGS",
+    )
     events = result_of(command(daemon, "debug.events", token=OPERATOR, limit=500), "debug.events")
     assert events["events"] and events["newest_seq"] >= events["oldest_seq"] >= 1
-    assert reason(command(daemon, "admin.set", token=OPERATOR, path="a2a.introspection.enabled", value="true")) == \
-        (-32602, "INVALID_COMMAND_ARGS")  # fmt: skip
-    task_result(command(daemon, "admin.set", token=OPERATOR, path="a2a.introspection.enabled", value=False),
-                "admin.set")  # fmt: skip
+    assert reason(command(daemon, "admin.set", token=OPERATOR, path="a2a.introspection.enabled", value="true")) == (
+        -32602,
+        "INVALID_COMMAND_ARGS",
+    )
+    task_result(
+        command(daemon, "admin.set", token=OPERATOR, path="a2a.introspection.enabled", value=False), "admin.set"
+    )
     assert reason(command(daemon, "conversation.get", token=ALICE, id="ctx-a")) == (-32004, "INTROSPECTION_DISABLED")
 
 
@@ -226,13 +251,15 @@ def test_pause_holds_new_turns_and_resume_releases_them(daemon: Any) -> None:
     got = daemon.rpc("GetTask", {"id": task["id"]}, token=OPERATOR).json()["result"]
     assert got["artifacts"][0]["name"] == f"{task['id']}.result" and got["status"]["state"] == "TASK_STATE_COMPLETED"
     assert result_of(command(daemon, "status", token=OPERATOR), "status")["paused"] is True
-    held = daemon.send_text("write hello.txt", token=ALICE, context_id="held", configuration={"returnImmediately": True})
-    said = wait_task(daemon, held["id"], lambda t: t["status"].get("message"), "the held task says why",
-                     token=ALICE)  # fmt: skip
+    held = daemon.send_text(
+        "write hello.txt", token=ALICE, context_id="held", configuration={"returnImmediately": True}
+    )
+    said = wait_task(daemon, held["id"], lambda t: t["status"].get("message"), "the held task says why", token=ALICE)
     assert said["status"]["state"] == "TASK_STATE_SUBMITTED"  # queued: nothing new starts
     # it names the pause, not a queue of the conversation's prompts (issue 25)
-    assert said["status"]["message"]["parts"][0]["text"] == ("The instance is paused by the operator "
-                                                             "(maintenance); this prompt runs when it is resumed.")
+    assert said["status"]["message"]["parts"][0]["text"] == (
+        "The instance is paused by the operator (maintenance); this prompt runs when it is resumed."
+    )
     _, resumed = task_result(command(daemon, "admin.resume", token=OPERATOR), "admin.resume")
     assert resumed == {"ok": True, "state": "running"}
     assert result_of(command(daemon, "status", token=OPERATOR), "status")["paused"] is False
@@ -251,8 +278,10 @@ def test_third_party_ops_on_the_card_and_validated(daemon: Any) -> None:
     mine = {o["op"] for o in extended["capabilities"]["extensions"][0]["params"]["ops"]}
     assert "status" in mine and "acme.echo" in mine and "config" not in mine and "acme.touch" not in mine
     operator = daemon.rpc("GetExtendedAgentCard", {}, token=OPERATOR).json()["result"]
-    assert operator["capabilities"]["extensions"][0]["params"]["settable"] == ["agent.approval",
-                                                                              "a2a.introspection.enabled"]
+    assert operator["capabilities"]["extensions"][0]["params"]["settable"] == [
+        "agent.approval",
+        "a2a.introspection.enabled",
+    ]
     echo = command(daemon, "acme.echo", token=BOB, text="hi", times=2).json()["result"]["message"]
     assert echo["parts"][0]["data"] == {"text": "hi hi", "principal": "user:bob"}
     assert reason(command(daemon, "acme.echo", token=BOB, text="hi", times="2")) == (-32602, "INVALID_COMMAND_ARGS")
@@ -265,19 +294,28 @@ def test_an_uninstalled_family_answers_unknown_op(a2a_daemon: Any) -> None:
     daemon = a2a_daemon(config=CONFIG, env={**ENV, "ANYAGENTD_DISABLE_PLUGINS": "a2a-admin,acme_ops"}, mock="hello")
     assert reason(command(daemon, "admin.pause", token=OPERATOR)) == (-32602, "UNKNOWN_OP")
     assert reason(command(daemon, "acme.echo", token=OPERATOR, text="x")) == (-32602, "UNKNOWN_OP")
-    ops = {o["op"] for o in httpx.get(daemon.url + "/.well-known/agent-card.json").json()["capabilities"]
-           ["extensions"][0]["params"]["ops"]}  # fmt: skip
+    ops = {
+        o["op"]
+        for o in httpx.get(daemon.url + "/.well-known/agent-card.json").json()["capabilities"]["extensions"][0][
+            "params"
+        ]["ops"]
+    }
     assert "admin.pause" not in ops and "acme.echo" not in ops and "status" in ops
 
 
 def test_secrets_reach_no_reply_log_or_debug_events(a2a_daemon: Any) -> None:
     daemon = a2a_daemon(config=CONFIG + "\n", env=ENV, mock="hello")
     command(daemon, "admin.set", token=OPERATOR, path="a2a.introspection.enabled", value=True)
-    daemon.rpc("SendMessage", {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}},
-               token="wrong-" + ALICE)  # a bad credential is logged  # fmt: skip
-    replies = [command(daemon, "config", token=OPERATOR).text,
-               command(daemon, "debug.events", token=OPERATOR, limit=500).text,
-               command(daemon, "status", token=OPERATOR).text]
+    daemon.rpc(
+        "SendMessage",
+        {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}},
+        token="wrong-" + ALICE,
+    )  # a bad credential is logged
+    replies = [
+        command(daemon, "config", token=OPERATOR).text,
+        command(daemon, "debug.events", token=OPERATOR, limit=500).text,
+        command(daemon, "status", token=OPERATOR).text,
+    ]
     daemon.signal(signal.SIGTERM)
     assert daemon.wait() == 0
     logs = "".join(daemon.stderr)

@@ -21,9 +21,11 @@ BOOLEAN_KEYS = [
     ("a2a.push.allow_private", {"a2a": {"push": {"allow_private": "true"}}}),
     ("a2a.device_grant.enabled", {"a2a": {"device_grant": {"enabled": 0}}}),
     ("subagents.enabled", {"subagents": {"enabled": "off"}}),
-    ("subagents.instances.0.reports", {"subagents": {"instances": [{"name": "kid", "url": "http://127.0.0.1:9",
-                                                                     "reports": "yes"}]}}),
-]  # fmt: skip
+    (
+        "subagents.instances.0.reports",
+        {"subagents": {"instances": [{"name": "kid", "url": "http://127.0.0.1:9", "reports": "yes"}]}},
+    ),
+]
 
 
 @pytest.mark.parametrize(("key", "data"), BOOLEAN_KEYS, ids=[k for k, _ in BOOLEAN_KEYS])
@@ -43,11 +45,17 @@ def test_numbers_are_not_read_from_strings_but_integers_serve_as_seconds() -> No
 def test_check_config_names_the_coerced_key(tmp_path: Path) -> None:
     config = tmp_path / "agentd.toml"
     config.write_text('[a2a]\nintrospection = "yes"\n')
-    result = subprocess.run([ANYAGENTD, "a2a", "--check-config", str(config)], capture_output=True, text=True,
-                            timeout=60, stdin=subprocess.DEVNULL)  # fmt: skip
+    result = subprocess.run(
+        [ANYAGENTD, "a2a", "--check-config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [
-        "anyagentd a2a: configuration error: a2a.introspection: Input should be a valid boolean"], result.stderr
+        "anyagentd a2a: configuration error: a2a.introspection: Input should be a valid boolean"
+    ], result.stderr
 
 
 def test_a_workflow_definition_is_as_strict() -> None:

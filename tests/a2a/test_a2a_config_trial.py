@@ -52,8 +52,9 @@ def test_a_file_that_is_not_utf8_is_one_line_naming_it(tmp_path: Path) -> None:
 def test_a_secret_file_that_is_not_utf8_is_one_line_naming_its_key(tmp_path: Path) -> None:
     (tmp_path / "operator").write_bytes(b"\xfe\xff-token\n")
     line = check_and_start_refuse(tmp_path, f'[a2a]\nbearer = "{{{{secret-file:{tmp_path}/operator}}}}"\n')
-    assert line == (f"a2a.bearer: secret file '{tmp_path}/operator' is not UTF-8: byte offset 0 (line 1): "
-                    "invalid start byte")  # fmt: skip
+    assert line == (
+        f"a2a.bearer: secret file '{tmp_path}/operator' is not UTF-8: byte offset 0 (line 1): invalid start byte"
+    )
 
 
 def wait_line(daemon: Any, match: Callable[[dict[str, Any]], bool], timeout: float = 15.0) -> dict[str, Any]:
@@ -76,16 +77,23 @@ def test_a_sighup_with_a_file_not_utf8_keeps_the_running_configuration(a2a_daemo
 
     def refused(n: int, said: str) -> None:
         daemon.signal(signal.SIGHUP)
-        line = wait_line(daemon, lambda line: "configuration not reloaded" in str(line.get("msg"))
-                         and said in str(line.get("msg")))  # fmt: skip
+        line = wait_line(
+            daemon, lambda line: "configuration not reloaded" in str(line.get("msg")) and said in str(line.get("msg"))
+        )
         assert line["level"] == "error", line
-        audits = [a for a in json_lines(daemon) if a.get("logger") == "anyagentd.a2a.audit"
-                  and a.get("action") == "config.reload"]  # fmt: skip
+        audits = [
+            a
+            for a in json_lines(daemon)
+            if a.get("logger") == "anyagentd.a2a.audit" and a.get("action") == "config.reload"
+        ]
         deadline = time.monotonic() + 15
         while len(audits) < n and time.monotonic() < deadline:
             time.sleep(0.02)
-            audits = [a for a in json_lines(daemon) if a.get("logger") == "anyagentd.a2a.audit"
-                      and a.get("action") == "config.reload"]  # fmt: skip
+            audits = [
+                a
+                for a in json_lines(daemon)
+                if a.get("logger") == "anyagentd.a2a.audit" and a.get("action") == "config.reload"
+            ]
         assert len(audits) == n and audits[-1]["outcome"] == "refused", audits
         # still serving, with the configuration it started with: the operator's token
         assert daemon.send_text("hi", token="op-token")["status"]["state"] == "TASK_STATE_COMPLETED"
@@ -101,8 +109,9 @@ def test_a_sighup_with_a_file_not_utf8_keeps_the_running_configuration(a2a_daemo
 
 def test_a_mock_script_the_mock_cannot_load_is_refused_by_the_check_as_by_the_start(tmp_path: Path) -> None:
     line = check_and_start_refuse(tmp_path, '[agent]\nmock_script = "/nope/script.json"\n')
-    assert line.startswith("agent.mock_script: no script file '/nope/script.json' and no example of that name "
-                           "(examples: "), line  # fmt: skip
+    assert line.startswith(
+        "agent.mock_script: no script file '/nope/script.json' and no example of that name (examples: "
+    ), line
     line = check_and_start_refuse(tmp_path, '[agent]\nmock_script = "no-such-example"\n')
     assert line.startswith("agent.mock_script: no script file 'no-such-example'"), line
     (tmp_path / "bad.json").write_text("{not json")
@@ -117,8 +126,10 @@ def test_a_mock_script_the_mock_cannot_load_is_refused_by_the_check_as_by_the_st
 
 def test_check_config_prints_every_key_the_types_refuse(tmp_path: Path) -> None:
     config = tmp_path / "agentd.toml"
-    config.write_text('[a2a]\nintrospection = "yes"\naccess_log = 3\ntrusted_proxies = ["bad", "10.0.0.0/8", '
-                      '"worse"]\n[a2a.limits]\nmessage_parts = 0\n')  # fmt: skip
+    config.write_text(
+        '[a2a]\nintrospection = "yes"\naccess_log = 3\ntrusted_proxies = ["bad", "10.0.0.0/8", '
+        '"worse"]\n[a2a.limits]\nmessage_parts = 0\n'
+    )
     checked = run_cli("--check-config", str(config))
     assert checked.returncode == 2 and "Traceback" not in checked.stderr
     assert checked.stderr.strip().splitlines() == [
@@ -129,16 +140,23 @@ def test_check_config_prints_every_key_the_types_refuse(tmp_path: Path) -> None:
         f"{ERROR}a2a.limits.message_parts: Input should be greater than or equal to 1",
     ], checked.stderr
     code, stdout, stderr = start(config, tmp_path)
-    assert code == 2 and stdout == "" and one_line(stderr) == (
-        f"{ERROR}a2a.trusted_proxies.0: 'bad' is neither an IP address nor a CIDR network "
-        f"(4 more: anyagentd a2a --check-config {config})")
+    assert (
+        code == 2
+        and stdout == ""
+        and one_line(stderr)
+        == (
+            f"{ERROR}a2a.trusted_proxies.0: 'bad' is neither an IP address nor a CIDR network "
+            f"(4 more: anyagentd a2a --check-config {config})"
+        )
+    )
 
 
 UNIONS = {  # agent.name is a catalog id or {acp = …}: the key named is the file's, never a union member's label
     'name = { acp = { name = "x" } }': ["agent.name.acp.path: Field required"],
-    'name = 5': ["agent.name: Input should be a valid string or Input should be a valid dictionary"],
+    "name = 5": ["agent.name: Input should be a valid string or Input should be a valid dictionary"],
     'name = { acp = { name = "x", path = "/bin/true" }, other = 1 }': [
-        "agent.name.other: Input should be 'acp' or Input should be a valid dictionary or instance of AcpAgent"],
+        "agent.name.other: Input should be 'acp' or Input should be a valid dictionary or instance of AcpAgent"
+    ],
 }
 
 
@@ -153,19 +171,25 @@ def test_an_error_in_a_union_names_the_files_key(tmp_path: Path, line: str) -> N
 
 SCRAPE_SHARED = {
     "a2a.bearer": '[a2a]\nbearer = "{{secret:OPERATOR}}"\n[a2a.metrics]\ntoken = "{{secret:SCRAPE}}"\n',
-    "a2a.principals.1.bearer": ('[a2a.metrics]\ntoken = "{{secret:SCRAPE}}"\n[[a2a.principals]]\nid = "alice"\n'
-                                'bearer = "{{secret:ALICE}}"\n[[a2a.principals]]\nid = "bob"\n'
-                                'bearer = "{{secret:SCRAPE}}"\n'),
-}  # fmt: skip
+    "a2a.principals.1.bearer": (
+        '[a2a.metrics]\ntoken = "{{secret:SCRAPE}}"\n[[a2a.principals]]\nid = "alice"\n'
+        'bearer = "{{secret:ALICE}}"\n[[a2a.principals]]\nid = "bob"\n'
+        'bearer = "{{secret:SCRAPE}}"\n'
+    ),
+}
 
 
 @pytest.mark.parametrize("shared", list(SCRAPE_SHARED))
 def test_the_scrape_token_may_not_be_another_credential(tmp_path: Path, shared: str) -> None:
-    env = {"OPERATOR": "op-token", "ALICE": "alice-token", "SCRAPE": "op-token" if shared == "a2a.bearer" else
-           "scrape-token"}  # fmt: skip
+    env = {
+        "OPERATOR": "op-token",
+        "ALICE": "alice-token",
+        "SCRAPE": "op-token" if shared == "a2a.bearer" else "scrape-token",
+    }
     line = check_and_start_refuse(tmp_path, SCRAPE_SHARED[shared], env)
-    assert line == (f"a2a.metrics.token: resolves to the same bearer as {shared}: the scrape token must be a "
-                    "credential of its own"), line  # fmt: skip
+    assert line == (
+        f"a2a.metrics.token: resolves to the same bearer as {shared}: the scrape token must be a credential of its own"
+    ), line
     for secret in env.values():
         assert secret not in line
 
@@ -191,14 +215,14 @@ BAD_URLS = {  # a2a.url → what its one line says after the quoted value (a pas
     "http://127.0.0.1:99999/x": "is not a URL: Port out of range 0-65535",
     "http://127.0.0.1:0/x": "names port 0, which no client can reach",
     "http://u:secret-pw@agents.example/a2a": "carries a user name or password (user:password@): the card would "
-                                             "publish it to every client; give the URL without it",
+    "publish it to every client; give the URL without it",
     "http://u:secret-pw/x@agents.example": "is not a URL",  # a password with a / is read as a port: not quoted
     "http://agents.example//": "its path '//' has an empty segment ('//')",
     "https://agents.example/a2a//x": "its path '/a2a//x' has an empty segment ('//')",
     "https://agents.example/a2a?x=1": "has a query or a fragment: give the URL without it",
     "http://:8080/a2a": "is not an http:// or https:// URL with a host (e.g. https://agents.example)",
     "http://[::1]x/a2a": "is not an http:// or https:// URL with a host (e.g. https://agents.example)",
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("url", list(BAD_URLS))
@@ -209,8 +233,9 @@ def test_a2a_url_is_read_once_as_a_url(tmp_path: Path, url: str) -> None:
     assert "secret-pw" not in line
 
 
-@pytest.mark.parametrize("section", ["[[subagents.instances]]\nname = \"kid\"\n",
-                                     "[[subagents.parents]]\nbearer = \"{{secret:PARENT}}\"\n"])
+@pytest.mark.parametrize(
+    "section", ['[[subagents.instances]]\nname = "kid"\n', '[[subagents.parents]]\nbearer = "{{secret:PARENT}}"\n']
+)
 def test_a_subagent_url_is_checked_by_the_same_rule(tmp_path: Path, section: str) -> None:
     key = "subagents.instances.0.url" if "instances" in section else "subagents.parents.0.url"
     line = check_and_start_refuse(tmp_path, f'{section}url = "http://[::1/"\n', {"PARENT": "parent-token"})
@@ -248,8 +273,14 @@ def reload_with(daemon: Any, path: Path, text: str) -> list[str]:
     before = len(reloads(daemon))
     path.write_text(text)
     daemon.signal(signal.SIGHUP)
-    wait_line(daemon, lambda line: "configuration reloaded" in str(line.get("msg"))
-              and len(reloads(daemon)) > before and "configuration reloaded" in reloads(daemon)[-1])  # fmt: skip
+    wait_line(
+        daemon,
+        lambda line: (
+            "configuration reloaded" in str(line.get("msg"))
+            and len(reloads(daemon)) > before
+            and "configuration reloaded" in reloads(daemon)[-1]
+        ),
+    )
     return reloads(daemon)[before:]
 
 
@@ -257,11 +288,17 @@ def test_a_sighup_names_every_change_it_cannot_apply(a2a_daemon: Any, tmp_path: 
     base = "[a2a]\nintrospection = true\n"
     daemon = a2a_daemon(config=base, mock="hello")
     path = tmp_path / "config0.toml"
-    said = reload_with(daemon, path, f'[a2a]\nintrospection = true\nurl = "http://127.0.0.1:9"\n'
-                                     f'store = "sqlite+aiosqlite:///{tmp_path}/other.db"\n'
-                                     "[a2a.metrics]\nenabled = false\n")  # fmt: skip
-    assert said[0] == ("SIGHUP: changes to a2a.url, a2a.store, a2a.metrics.enabled take effect at the next start "
-                       "(the running daemon keeps what it started with)"), said  # fmt: skip
+    said = reload_with(
+        daemon,
+        path,
+        f'[a2a]\nintrospection = true\nurl = "http://127.0.0.1:9"\n'
+        f'store = "sqlite+aiosqlite:///{tmp_path}/other.db"\n'
+        "[a2a.metrics]\nenabled = false\n",
+    )
+    assert said[0] == (
+        "SIGHUP: changes to a2a.url, a2a.store, a2a.metrics.enabled take effect at the next start "
+        "(the running daemon keeps what it started with)"
+    ), said
     assert len(said) == 2 and said[1].startswith("SIGHUP: configuration reloaded from "), said
     # what a reload applies is applied without a warning: introspection, the approval of new sessions, CORS
     said = reload_with(daemon, path, '[agent]\napproval = "auto"\n[a2a]\ncors_origins = ["https://app.example"]\n')
@@ -281,8 +318,9 @@ def test_a_secret_file_that_is_not_a_regular_file_is_refused_unread(tmp_path: Pa
     line = check_and_start_refuse(tmp_path, f'[a2a]\nbearer = "{{{{secret-file:{fifo}}}}}"\n')
     assert line == f"a2a.bearer: secret file '{fifo}' is not a regular file (a FIFO)"
     (tmp_path / "big").write_bytes(b"t" * (64 * 1024 + 1))
-    line = check_and_start_refuse(tmp_path, f'[[a2a.principals]]\nid = "alice"\n'
-                                            f'bearer = "{{{{secret-file:{tmp_path}/big}}}}"\n')  # fmt: skip
+    line = check_and_start_refuse(
+        tmp_path, f'[[a2a.principals]]\nid = "alice"\nbearer = "{{{{secret-file:{tmp_path}/big}}}}"\n'
+    )
     assert line == f"a2a.principals.0.bearer: secret file '{tmp_path}/big' is larger than 64 KiB"
     (tmp_path / "fits").write_bytes(b"t" * (64 * 1024 - 1) + b"\n")  # a file of 64 KiB: read
     fits = write(tmp_path, f'[a2a]\nbearer = "{{{{secret-file:{tmp_path}/fits}}}}"\n')
@@ -320,13 +358,17 @@ def test_a_store_the_start_cannot_open_is_refused_by_the_check(tmp_path: Path) -
     directory = (tmp_path / "dir").resolve()
     directory.mkdir()
     line = check_and_start_refuse(tmp_path, f'[a2a]\nstore = "sqlite+aiosqlite:///{directory}"\n')
-    assert line == (f"a2a.store: cannot open the task store sqlite+aiosqlite:///{directory}: {directory} is not a "
-                    "regular file (a directory)")  # fmt: skip
+    assert line == (
+        f"a2a.store: cannot open the task store sqlite+aiosqlite:///{directory}: {directory} is not a "
+        "regular file (a directory)"
+    )
     other = directory / "passwd"
     other.write_text("root:x:0:0:root:/root:/bin/bash\n")
     line = check_and_start_refuse(tmp_path, f'[a2a]\nstore = "sqlite+aiosqlite:///{other}"\n')
-    assert line == (f"a2a.store: cannot open the task store sqlite+aiosqlite:///{other}: {other} is not a SQLite "
-                    "database (its first 16 bytes are not 'SQLite format 3\\0')")  # fmt: skip
+    assert line == (
+        f"a2a.store: cannot open the task store sqlite+aiosqlite:///{other}: {other} is not a SQLite "
+        "database (its first 16 bytes are not 'SQLite format 3\\0')"
+    )
     import sqlite3
 
     for name in ("empty.db", "real.db"):  # an empty file SQLite makes a database of; a database
@@ -347,7 +389,8 @@ def test_an_in_memory_store_is_a_warning_and_is_served(a2a_daemon: Any, tmp_path
     assert checked.stderr.strip().splitlines() == [
         "anyagentd a2a: warning: a2a.store: sqlite+aiosqlite:///:memory: is an in-memory database: nothing survives "
         "a restart (tasks, conversations, push configs, workflow runs, device sessions)",
-        f"{tmp_path}/agentd.toml: ok"], checked.stderr  # fmt: skip
+        f"{tmp_path}/agentd.toml: ok",
+    ], checked.stderr
     daemon = a2a_daemon(config=text, mock="hello")
     task = daemon.send_text("hi")
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"

@@ -37,8 +37,9 @@ async def client_for(url: str, *, streaming: bool = False, token: str | None = N
 
 
 def user_message(*parts: Part, context_id: str = "", task_id: str = "") -> Message:
-    return Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=list(parts), context_id=context_id,
-                   task_id=task_id)  # fmt: skip
+    return Message(
+        message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=list(parts), context_id=context_id, task_id=task_id
+    )
 
 
 def data(value: Any) -> Part:
@@ -101,15 +102,25 @@ async def test_streaming_turn_streams_working_chunks_and_the_end(a2a_daemon: Any
     assert TaskState.TASK_STATE_WORKING in states and states[-1] == TaskState.TASK_STATE_INPUT_REQUIRED
     chunks = [r.artifact_update for r in events if r.HasField("artifact_update")]
     assert chunks[0].artifact.parts[0].text == "I'll create hello.txt for you." and not chunks[0].append
-    data_kinds = [next(iter(json.loads(p.text)["kind"])) for r in events if r.HasField("status_update")
-                  for p in r.status_update.status.message.parts if p.media_type == EVENT_MEDIA_TYPE]  # fmt: skip
+    data_kinds = [
+        next(iter(json.loads(p.text)["kind"]))
+        for r in events
+        if r.HasField("status_update")
+        for p in r.status_update.status.message.parts
+        if p.media_type == EVENT_MEDIA_TYPE
+    ]
     assert {"PlanUpdated", "ToolUpdated", "RequestOpened"} <= set(data_kinds)
     for response in events:  # every event DataPart is the wire's own Event, valid against the wire schema
         for part in response.status_update.status.message.parts if response.HasField("status_update") else []:
             if part.media_type == EVENT_MEDIA_TYPE:
                 wire_schema.validate_def("Event", json.loads(part.text))
-    reasoning = [p for r in events if r.HasField("status_update") for p in r.status_update.status.message.parts
-                 if "reasoning" in p.media_type]  # fmt: skip
+    reasoning = [
+        p
+        for r in events
+        if r.HasField("status_update")
+        for p in r.status_update.status.message.parts
+        if "reasoning" in p.media_type
+    ]
     assert json.loads(reasoning[0].text)["ReasoningDelta"]["text"].startswith("I am the scripted agent")
     task_id = events[0].task.id
     # answer with the wire's Answer JSON in a DataPart, streamed: the rest of the turn arrives, then COMPLETED
@@ -117,14 +128,17 @@ async def test_streaming_turn_streams_working_chunks_and_the_end(a2a_daemon: Any
     rest = [r async for r in client.send_message(SendMessageRequest(message=answer))]
     final = [r.status_update.status for r in rest if r.HasField("status_update")][-1]
     assert final.state == TaskState.TASK_STATE_COMPLETED
-    assert final.message.parts[0].text == ("I'll create hello.txt for you.You allowed it. A real agent would now "
-                                           "have written hello.txt; I am scripted, so your directory is unchanged.")
+    assert final.message.parts[0].text == (
+        "I'll create hello.txt for you.You allowed it. A real agent would now "
+        "have written hello.txt; I am scripted, so your directory is unchanged."
+    )
     appended = [r.artifact_update for r in rest if r.HasField("artifact_update")]
     assert appended and appended[0].append
 
 
-@pytest.mark.parametrize("answer, state", [("allow", TaskState.TASK_STATE_COMPLETED),
-                                           ("deny", TaskState.TASK_STATE_COMPLETED)])  # fmt: skip
+@pytest.mark.parametrize(
+    "answer, state", [("allow", TaskState.TASK_STATE_COMPLETED), ("deny", TaskState.TASK_STATE_COMPLETED)]
+)
 async def test_permission_answered_by_text(a2a_daemon: Any, answer: str, state: int) -> None:
     daemon = a2a_daemon(mock="permission")
     client = await client_for(daemon.url)
@@ -200,16 +214,27 @@ async def test_file_parts_by_bytes_and_url_are_saved(a2a_daemon: Any, tmp_path: 
     (served / "spec.md").write_bytes(b"FROM A URL")
     server = ThreadingHTTPServer(("127.0.0.1", 0), lambda *a: SimpleHTTPRequestHandler(*a, directory=str(served)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    echo = {"turns": [[{"Emit": {"TextDelta": {"message_id": "m1", "text": "ok"}}},
-                       {"End": {"Completed": {"source": "Protocol"}}}]] * 2}  # fmt: skip
+    echo = {
+        "turns": [
+            [
+                {"Emit": {"TextDelta": {"message_id": "m1", "text": "ok"}}},
+                {"End": {"Completed": {"source": "Protocol"}}},
+            ]
+        ]
+        * 2
+    }
     script = tmp_path / "echo.json"
     script.write_text(json.dumps(echo))
     try:
         daemon = a2a_daemon(mock=str(script), config="[a2a.push]\nallow_private = true\n")
         client = await client_for(daemon.url)
         url = f"http://127.0.0.1:{server.server_address[1]}/spec.md"
-        task = await send(client, user_message(Part(text="see files"), Part(raw=b"PAYLOAD", filename="../notes.txt"),
-                                               Part(url=url), data({"k": 1})))  # fmt: skip
+        task = await send(
+            client,
+            user_message(
+                Part(text="see files"), Part(raw=b"PAYLOAD", filename="../notes.txt"), Part(url=url), data({"k": 1})
+            ),
+        )
         assert task.status.state == TaskState.TASK_STATE_COMPLETED
         files = daemon.state_dir / "conversations"
         saved = list(files.glob("*/files/*notes.txt"))
@@ -229,8 +254,13 @@ async def test_send_checks_refuse_before_any_task(a2a_daemon: Any) -> None:
         error = daemon.rpc("SendMessage", {"message": message}).json()["error"]
         assert error["code"] == -32602 and why in error["message"]
         assert error["data"][0]["fieldViolations"][0]["field"] == "message.parts[1].url"
-    refused = daemon.rpc("SendMessage", {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
-                                         "configuration": {"acceptedOutputModes": ["image/png"]}}).json()["error"]
+    refused = daemon.rpc(
+        "SendMessage",
+        {
+            "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
+            "configuration": {"acceptedOutputModes": ["image/png"]},
+        },
+    ).json()["error"]
     assert refused["code"] == -32005 and refused["data"][0]["reason"] == "CONTENT_TYPE_NOT_SUPPORTED"
     assert daemon.rpc("ListTasks").json()["result"]["tasks"] == []  # nothing was created
     served = daemon.send_text("x", configuration={"acceptedOutputModes": ["text/*"]})
@@ -258,11 +288,16 @@ bearer = "{{secret:BOB_TOKEN}}"
     sessions = {json.loads(t["status"]["message"]["parts"][1]["text"])["session_id"] for t in (alice, bob)}
     assert len(sessions) == 2
     # another principal's task is -32001 for GetTask, CancelTask and a follow-up message alike
-    for method, params in [("GetTask", {"id": alice["id"]}), ("CancelTask", {"id": alice["id"]}),
-                           ("SubscribeToTask", {"id": alice["id"]}),
-                           ("ListTaskPushNotificationConfigs", {"taskId": alice["id"]}),
-                           ("SendMessage", {"message": {"messageId": "x", "role": "ROLE_USER", "taskId": alice["id"],
-                                                        "parts": [{"text": "allow"}]}})]:  # fmt: skip
+    for method, params in [
+        ("GetTask", {"id": alice["id"]}),
+        ("CancelTask", {"id": alice["id"]}),
+        ("SubscribeToTask", {"id": alice["id"]}),
+        ("ListTaskPushNotificationConfigs", {"taskId": alice["id"]}),
+        (
+            "SendMessage",
+            {"message": {"messageId": "x", "role": "ROLE_USER", "taskId": alice["id"], "parts": [{"text": "allow"}]}},
+        ),
+    ]:
         error = daemon.rpc(method, params, token="bob-secret-1").json()["error"]
         assert error["code"] == -32001, (method, error)
     listed = daemon.rpc("ListTasks", {"contextId": "shared"}, token="alice-secret-1").json()["result"]
@@ -271,11 +306,13 @@ bearer = "{{secret:BOB_TOKEN}}"
     everything = daemon.rpc("ListTasks", {}, token="op-secret-1").json()["result"]
     assert {t["id"] for t in everything["tasks"]} == {alice["id"], bob["id"]} and everything["totalSize"] == 2
     page = daemon.rpc("ListTasks", {"pageSize": 1}, token="op-secret-1").json()["result"]
-    rest = daemon.rpc("ListTasks", {"pageSize": 1, "pageToken": page["nextPageToken"]},
-                      token="op-secret-1").json()["result"]  # fmt: skip
+    rest = daemon.rpc("ListTasks", {"pageSize": 1, "pageToken": page["nextPageToken"]}, token="op-secret-1").json()[
+        "result"
+    ]
     assert {page["tasks"][0]["id"], rest["tasks"][0]["id"]} == {alice["id"], bob["id"]} and not rest["nextPageToken"]
-    waiting = daemon.rpc("ListTasks", {"status": "TASK_STATE_INPUT_REQUIRED", "contextId": "shared"},
-                         token="op-secret-1").json()["result"]  # fmt: skip
+    waiting = daemon.rpc(
+        "ListTasks", {"status": "TASK_STATE_INPUT_REQUIRED", "contextId": "shared"}, token="op-secret-1"
+    ).json()["result"]
     assert len(waiting["tasks"]) == 2
     assert daemon.rpc("GetTask", {"id": bob["id"]}, token="op-secret-1").json()["result"]["id"] == bob["id"]
     done = daemon.send_text("allow", token="op-secret-1", task_id=alice["id"])
@@ -322,8 +359,10 @@ async def test_subscribe_to_a_waiting_task_follows_it_to_the_end(a2a_daemon: Any
         done = await send(await client_for(daemon.url), user_message(Part(text="allow"), task_id=task.id))
         assert done.status.state == TaskState.TASK_STATE_COMPLETED
         with anyio.fail_after(20):
-            while not any(r.HasField("status_update") and r.status_update.status.state == TaskState.TASK_STATE_COMPLETED
-                          for r in seen):  # fmt: skip
+            while not any(
+                r.HasField("status_update") and r.status_update.status.state == TaskState.TASK_STATE_COMPLETED
+                for r in seen
+            ):
                 await anyio.sleep(0.05)
     assert seen[0].HasField("task") and seen[0].task.id == task.id  # the snapshot first, then the live events
     assert any(r.HasField("artifact_update") for r in seen)
@@ -332,8 +371,13 @@ async def test_subscribe_to_a_waiting_task_follows_it_to_the_end(a2a_daemon: Any
 async def test_context_mismatch_and_unknown_task_are_refused(a2a_daemon: Any) -> None:
     daemon = a2a_daemon(mock="permission")
     task = daemon.send_text("write")
-    message = {"messageId": "x", "role": "ROLE_USER", "taskId": task["id"], "contextId": "other",
-               "parts": [{"text": "allow"}]}  # fmt: skip
+    message = {
+        "messageId": "x",
+        "role": "ROLE_USER",
+        "taskId": task["id"],
+        "contextId": "other",
+        "parts": [{"text": "allow"}],
+    }
     assert daemon.rpc("SendMessage", {"message": message}).json()["error"]["code"] == -32602
     unknown = dict(message, taskId="no-such-task", contextId=task["contextId"])
     assert daemon.rpc("SendMessage", {"message": unknown}).json()["error"]["code"] == -32001
@@ -348,8 +392,12 @@ async def test_an_agent_that_dies_fails_its_task_and_the_next_message_reopens(a2
     assert "agent exited during the turn" in task.status.message.parts[0].text
     again = await send(client, user_message(Part(text="again"), context_id=task.context_id))
     assert again.status.state == TaskState.TASK_STATE_FAILED  # a fresh session (which dies again: same script)
-    sessions = {json.loads(p.text)["session_id"] for t in (task, again) for p in t.status.message.parts
-                if p.media_type == EVENT_MEDIA_TYPE}  # fmt: skip
+    sessions = {
+        json.loads(p.text)["session_id"]
+        for t in (task, again)
+        for p in t.status.message.parts
+        if p.media_type == EVENT_MEDIA_TYPE
+    }
     assert len(sessions) == 2
 
 
@@ -388,14 +436,18 @@ def test_the_idle_close_is_set_by_the_environment(a2a_daemon: Any) -> None:
 def test_a_message_to_a_running_task_is_refused_not_dropped(a2a_daemon: Any, tmp_path: Path) -> None:
     script = tmp_path / "slow.json"
     script.write_text(json.dumps(SLOW))
-    daemon = a2a_daemon(config="""
+    daemon = a2a_daemon(
+        config="""
 [[a2a.principals]]
 id = "alice"
 bearer = "{{secret:A_T}}"
 [[a2a.principals]]
 id = "bob"
 bearer = "{{secret:B_T}}"
-""", env={"A_T": "a-token", "B_T": "b-token"}, mock=str(script))  # fmt: skip
+""",
+        env={"A_T": "a-token", "B_T": "b-token"},
+        mock=str(script),
+    )
     running = daemon.send_text("one", token="a-token", configuration={"returnImmediately": True})
     wait_state(daemon, running["id"], "TASK_STATE_WORKING", token="a-token")
     message = {"messageId": "m", "role": "ROLE_USER", "taskId": running["id"], "parts": [{"text": "more"}]}
@@ -412,16 +464,21 @@ def test_a_person_answers_a_permission_from_the_command_line(a2a_daemon: Any) ->
 
     daemon = a2a_daemon(mock="permission")
     anyagentd = ANYAGENTD
-    asked = subprocess.run([anyagentd, "a2a", "send", daemon.url, "write hello.txt"], capture_output=True,
-                           text=True, timeout=60)  # fmt: skip
+    asked = subprocess.run(
+        [anyagentd, "a2a", "send", daemon.url, "write hello.txt"], capture_output=True, text=True, timeout=60
+    )
     assert asked.returncode == 2, asked.stderr
     assert asked.stdout.startswith("Permission requested: Write hello.txt"), asked.stdout
     task_id = asked.stderr.split("task ")[1].split(":")[0]
     # the hint is a command to paste: the request's own answer words, then the line itself
     hint = f"answer (allow, always or deny): anyagentd a2a send {daemon.url} allow --task-id {task_id}"
     assert ": input_required (contextId " in asked.stderr and hint in asked.stderr, asked.stderr
-    answered = subprocess.run([anyagentd, "a2a", "send", daemon.url, "allow", "--task-id", task_id],
-                              capture_output=True, text=True, timeout=60)  # fmt: skip
+    answered = subprocess.run(
+        [anyagentd, "a2a", "send", daemon.url, "allow", "--task-id", task_id],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert answered.returncode == 0, answered.stderr
     assert "You allowed it." in answered.stdout and f"task {task_id}: completed" in answered.stderr
     task = daemon.rpc("GetTask", {"id": task_id}).json()["result"]
@@ -438,8 +495,9 @@ def test_a_daemon_that_dies_mid_send_is_a_lost_connection_not_a_refusal(a2a_daem
     script = tmp_path / "slow.json"
     script.write_text(json.dumps(SLOW))
     daemon = a2a_daemon(mock=str(script))
-    sending = subprocess.Popen([ANYAGENTD, "a2a", "send", daemon.url, "go"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    sending = subprocess.Popen(
+        [ANYAGENTD, "a2a", "send", daemon.url, "go"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 30
     while not daemon.rpc("ListTasks", {}).json()["result"].get("tasks") and time.monotonic() < deadline:
         time.sleep(0.1)

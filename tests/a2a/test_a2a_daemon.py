@@ -20,11 +20,13 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.anyio]
 
 
 def test_cli_import_does_not_load_the_http_stack() -> None:
-    code = ("import sys, anyagentd.cli; "
-            "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'a2a', 'starlette', 'uvicorn', 'sqlalchemy', "
-            "'sse_starlette', 'httpx'}); "
-            "found = anyagentd.cli.main.get_command(None, 'a2a') is not None; "
-            "print(heavy, found, 'anyagentd_a2a.plugin' in sys.modules)")  # fmt: skip
+    code = (
+        "import sys, anyagentd.cli; "
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'a2a', 'starlette', 'uvicorn', 'sqlalchemy', "
+        "'sse_starlette', 'httpx'}); "
+        "found = anyagentd.cli.main.get_command(None, 'a2a') is not None; "
+        "print(heavy, found, 'anyagentd_a2a.plugin' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[] True True"
 
@@ -61,8 +63,14 @@ def test_config_refuses_unknown_keys_literals_and_missing_secrets(tmp_path: Path
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     import os
 
-    return subprocess.run([ANYAGENTD, "a2a", *args], capture_output=True, text=True, timeout=60, check=False,
-                          env={**os.environ, **(env or {})})  # fmt: skip
+    return subprocess.run(
+        [ANYAGENTD, "a2a", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_check_config_exits_2_naming_the_key(tmp_path: Path) -> None:
@@ -109,7 +117,8 @@ def test_a_store_that_cannot_be_opened_is_one_line_naming_it_with_its_password_h
         assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr, result.stderr
         assert result.stderr.strip().splitlines() == [
             f"anyagentd a2a: configuration error: a2a.store: cannot open the task store "
-            f"sqlite+aiosqlite:///{blocker}/sub/a2a.db: the directory {blocker}/sub does not exist"], result.stderr
+            f"sqlite+aiosqlite:///{blocker}/sub/a2a.db: the directory {blocker}/sub does not exist"
+        ], result.stderr
 
 
 def test_default_config_serves_mock_on_loopback_and_logs_json(a2a_daemon: Any) -> None:
@@ -136,8 +145,19 @@ def test_the_listener_serves_its_connections_with_nagle_off(tmp_path: Path) -> N
 
 def test_kill_9_mid_turn_then_restart(a2a_daemon: Any, tmp_path: Path) -> None:
     script = tmp_path / "slow.json"
-    script.write_text(json.dumps({"turns": [[{"Emit": {"TextDelta": {"message_id": "m0", "text": "quick"}}},
-                                             {"End": {"Completed": {"source": "Protocol"}}}], *SLOW["turns"]]}))
+    script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    [
+                        {"Emit": {"TextDelta": {"message_id": "m0", "text": "quick"}}},
+                        {"End": {"Completed": {"source": "Protocol"}}},
+                    ],
+                    *SLOW["turns"],
+                ]
+            }
+        )
+    )
     state = tmp_path / "state"
     daemon = a2a_daemon(mock=str(script), state_dir=state)
     done = daemon.send_text("first", context_id="c1")
@@ -155,8 +175,13 @@ def test_kill_9_mid_turn_then_restart(a2a_daemon: Any, tmp_path: Path) -> None:
     assert {t["id"] for t in listed} == {done["id"], running["id"]}
     assert again.rpc("GetTask", {"id": done["id"]}).json()["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
     # a terminal task takes no more messages
-    assert again.rpc("SendMessage", {"message": {"messageId": "x", "role": "ROLE_USER", "taskId": running["id"],
-                                                 "parts": [{"text": "more"}]}}).json()["error"]["code"] == -32004
+    assert (
+        again.rpc(
+            "SendMessage",
+            {"message": {"messageId": "x", "role": "ROLE_USER", "taskId": running["id"], "parts": [{"text": "more"}]}},
+        ).json()["error"]["code"]
+        == -32004
+    )
 
 
 def test_sigterm_drains_and_exits_0(a2a_daemon: Any, tmp_path: Path) -> None:
@@ -169,8 +194,10 @@ def test_sigterm_drains_and_exits_0(a2a_daemon: Any, tmp_path: Path) -> None:
     daemon = a2a_daemon(mock=str(script), state_dir=state)
     waiting = daemon.send_text("write", context_id="a")  # parked in INPUT_REQUIRED
     assert waiting["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-    assert daemon.send_text("allow", task_id=daemon.send_text("write", context_id="b")["id"])["status"]["state"] \
+    assert (
+        daemon.send_text("allow", task_id=daemon.send_text("write", context_id="b")["id"])["status"]["state"]
         == "TASK_STATE_COMPLETED"
+    )
     running = daemon.send_text("long", context_id="b", configuration={"returnImmediately": True})
     wait_state(daemon, running["id"], "TASK_STATE_WORKING")
     daemon.signal(signal.SIGTERM)
@@ -218,14 +245,15 @@ def test_push_notifications_reach_a_loopback_receiver(a2a_daemon: Any, receiver:
     task = daemon.send_text("hi", configuration={"taskPushNotificationConfig": push})
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not any(
-            "COMPLETED" in json.dumps(b) for _, b in PushReceiver.received):  # fmt: skip
+    while time.monotonic() < deadline and not any("COMPLETED" in json.dumps(b) for _, b in PushReceiver.received):
         time.sleep(0.05)
     assert PushReceiver.received, "no notification arrived"
     headers, _ = PushReceiver.received[-1]
     assert headers["X-A2A-Notification-Token"] == "push-token-1"
-    assert any(b.get("statusUpdate", {}).get("status", {}).get("state") == "TASK_STATE_COMPLETED"
-               for _, b in PushReceiver.received)  # fmt: skip
+    assert any(
+        b.get("statusUpdate", {}).get("status", {}).get("state") == "TASK_STATE_COMPLETED"
+        for _, b in PushReceiver.received
+    )
     configs = daemon.rpc("ListTaskPushNotificationConfigs", {"taskId": task["id"]}).json()["result"]
     assert configs["configs"][0]["url"] == url
     config_id = configs["configs"][0]["id"]
@@ -236,8 +264,9 @@ def test_push_notifications_reach_a_loopback_receiver(a2a_daemon: Any, receiver:
     assert not left.get("configs")
 
 
-def test_push_subscribers_are_told_of_the_failure_a_restart_records(a2a_daemon: Any, receiver: Any,
-                                                                     tmp_path: Path) -> None:  # fmt: skip
+def test_push_subscribers_are_told_of_the_failure_a_restart_records(
+    a2a_daemon: Any, receiver: Any, tmp_path: Path
+) -> None:
     script = tmp_path / "slow.json"
     script.write_text(json.dumps(SLOW))
     state = tmp_path / "state"
@@ -257,8 +286,9 @@ def test_push_subscribers_are_told_of_the_failure_a_restart_records(a2a_daemon: 
     assert PushReceiver.received[-1][0]["X-A2A-Notification-Token"] == "push-token-2"
 
 
-def test_push_subscribers_are_told_of_the_cancel_a_drain_records(a2a_daemon: Any, receiver: Any,
-                                                                 tmp_path: Path) -> None:  # fmt: skip
+def test_push_subscribers_are_told_of_the_cancel_a_drain_records(
+    a2a_daemon: Any, receiver: Any, tmp_path: Path
+) -> None:
     script = tmp_path / "slow.json"
     script.write_text(json.dumps(SLOW))
     daemon = a2a_daemon(config="[a2a.push]\nallow_private = true\n", mock=str(script))
@@ -273,8 +303,9 @@ def test_push_subscribers_are_told_of_the_cancel_a_drain_records(a2a_daemon: Any
 def test_push_to_a_private_address_is_refused_by_default(a2a_daemon: Any) -> None:
     daemon = a2a_daemon(mock="hello")
     task = daemon.send_text("hi")
-    error = daemon.rpc("CreateTaskPushNotificationConfig",
-                       {"taskId": task["id"], "url": "http://127.0.0.1:9/hook"}).json()["error"]  # fmt: skip
+    error = daemon.rpc(
+        "CreateTaskPushNotificationConfig", {"taskId": task["id"], "url": "http://127.0.0.1:9/hook"}
+    ).json()["error"]
     assert error["code"] == -32602
 
 
@@ -293,16 +324,39 @@ def test_tls_listener_serves_https(a2a_daemon: Any, tmp_path: Path) -> None:
     import httpx
 
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     daemon = a2a_daemon(config=f'[a2a.tls]\ncert = "{cert}"\nkey = "{key}"\n', mock="hello")
     assert daemon.url.startswith("https://127.0.0.1:")
     context = ssl.create_default_context(cafile=str(cert))
     card = httpx.get(daemon.url + "/.well-known/agent-card.json", verify=context).json()
     assert card["supportedInterfaces"][0]["url"] == daemon.url
-    reply = httpx.post(daemon.url + "/", verify=context, headers={"A2A-Version": "1.0"},
-                       json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}).json()  # fmt: skip
+    reply = httpx.post(
+        daemon.url + "/",
+        verify=context,
+        headers={"A2A-Version": "1.0"},
+        json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}},
+    ).json()
     assert reply["result"]["tasks"] == []
 
 
@@ -324,18 +378,26 @@ async def test_sends_are_refused_while_draining_and_reads_still_served() -> None
         reached.append((await request.json())["method"])
         return JSONResponse({"jsonrpc": "2.0", "id": 1, "result": {}})
 
-    front = Front(Identities(default_config()), dispatch, {"SendMessage", "GetTask"}, is_draining=lambda: True,
-                  supported_extensions=set(), realm="anyagentd")  # fmt: skip
+    front = Front(
+        Identities(default_config()),
+        dispatch,
+        {"SendMessage", "GetTask"},
+        is_draining=lambda: True,
+        supported_extensions=set(),
+        realm="anyagentd",
+    )
     app = Starlette(routes=[Route("/", front.handle, methods=["POST"])])
     transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         headers = {"A2A-Version": "1.0"}
-        send = await client.post("/", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-                                                             "params": {}})  # fmt: skip
+        send = await client.post(
+            "/", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {}}
+        )
         error = send.json()["error"]
         assert error["code"] == -32603 and error["data"][0]["reason"] == "DRAINING"
-        read = await client.post("/", headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "GetTask",
-                                                             "params": {"id": "x"}})  # fmt: skip
+        read = await client.post(
+            "/", headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": "x"}}
+        )
         assert read.json()["result"] == {}
     assert reached == ["GetTask"]
 
@@ -367,8 +429,9 @@ def test_unknown_agent_refuses_to_start_and_a_missing_one_fails_its_task(a2a_dae
     result = run_cli("--config", str(config), "--listen", "127.0.0.1:0", "--state-dir", str(tmp_path / "s"))
     assert result.returncode == 2 and "subagents.instances.0.name" in result.stderr and result.stdout == ""
     assert "'mock' is an installed agent here" in result.stderr and "Traceback" not in result.stderr
-    daemon = a2a_daemon(config='[agent]\nname = "gemini"\n', env={"PATH": "/usr/bin:/bin",
-                                                                  "ANYAGENTD_NO_LOGIN_SHELL": "1"})  # fmt: skip
+    daemon = a2a_daemon(
+        config='[agent]\nname = "gemini"\n', env={"PATH": "/usr/bin:/bin", "ANYAGENTD_NO_LOGIN_SHELL": "1"}
+    )
     task = daemon.send_text("hi")
     assert task["status"]["state"] == "TASK_STATE_FAILED"
     assert "NotInstalled" in task["status"]["message"]["parts"][0]["text"]

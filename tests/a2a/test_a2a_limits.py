@@ -72,15 +72,22 @@ def raw_exchange(url: str, head: list[str], body: list[bytes]) -> tuple[int, dic
 
 def post_head(url: str, token: str, *extra: str) -> list[str]:
     host = urlsplit(url).netloc
-    return ["POST / HTTP/1.1", f"Host: {host}", "Content-Type: application/json", "A2A-Version: 1.0",
-            f"Authorization: Bearer {token}", *extra]  # fmt: skip
+    return [
+        "POST / HTTP/1.1",
+        f"Host: {host}",
+        "Content-Type: application/json",
+        "A2A-Version: 1.0",
+        f"Authorization: Bearer {token}",
+        *extra,
+    ]
 
 
 def test_a_content_length_over_the_limit_is_refused_before_the_body_is_read(a2a_daemon: Any) -> None:
     daemon = a2a_daemon(config=CREDENTIALS, env=ENV, mock="hello")
     # 40 MB announced, 12 bytes sent: the answer can only come if the daemon decides from the header alone
-    status, headers, body = raw_exchange(daemon.url, post_head(daemon.url, ALICE, "Content-Length: 40000000"),
-                                         [b'{"jsonrpc":"'])  # fmt: skip
+    status, headers, body = raw_exchange(
+        daemon.url, post_head(daemon.url, ALICE, "Content-Length: 40000000"), [b'{"jsonrpc":"']
+    )
     assert status == 413 and headers.get("connection") == "close"
     error = json.loads(body)["error"]
     assert error["code"] == -32600 and "a2a.limits.body_bytes" in error["message"] and str(4 * MIB) in error["message"]
@@ -95,8 +102,7 @@ def test_a_chunked_body_is_cut_off_once_it_passes_the_limit(a2a_daemon: Any) -> 
     daemon = a2a_daemon(config=CREDENTIALS, env=ENV, mock="hello")
     piece = b"x" * 65536
     chunks = [b"%x\r\n%s\r\n" % (len(piece), piece)] * 64 + [b"1\r\nx\r\n"]  # 4 MiB + 1 byte, never terminated
-    status, headers, body = raw_exchange(daemon.url, post_head(daemon.url, ALICE, "Transfer-Encoding: chunked"),
-                                         chunks)  # fmt: skip
+    status, headers, body = raw_exchange(daemon.url, post_head(daemon.url, ALICE, "Transfer-Encoding: chunked"), chunks)
     assert status == 413 and headers.get("connection") == "close"
     assert json.loads(body)["error"]["data"][0]["metadata"]["limit"] == "a2a.limits.body_bytes"
     assert listed(daemon) == []
@@ -110,9 +116,13 @@ def test_too_many_parts_or_a_part_too_large_is_refused_naming_the_limit(a2a_daem
         (message(*[{"text": "p"}] * 65), "message.parts", "a2a.limits.message_parts", 64),
         (message({"text": "a"}, {"text": "x" * (2 * MIB + 1)}), "message.parts[1]", "a2a.limits.part_bytes", 2 * MIB),
         (message({"text": "é" * (MIB + 1)}), "message.parts[0]", "a2a.limits.part_bytes", 2 * MIB),  # UTF-8 bytes
-        (message({"raw": base64.b64encode(b"\0" * (2 * MIB + 3)).decode(), "filename": "big.bin"}),
-         "message.parts[0]", "a2a.limits.part_bytes", 2 * MIB),  # an inline file's bytes, not its base64
-    ]  # fmt: skip
+        (
+            message({"raw": base64.b64encode(b"\0" * (2 * MIB + 3)).decode(), "filename": "big.bin"}),
+            "message.parts[0]",
+            "a2a.limits.part_bytes",
+            2 * MIB,
+        ),  # an inline file's bytes, not its base64
+    ]
     for params, field, key, limit in cases:
         for method in ("SendMessage", "SendStreamingMessage"):
             response = daemon.rpc(method, params, token=ALICE)
@@ -130,11 +140,14 @@ def test_too_many_parts_or_a_part_too_large_is_refused_naming_the_limit(a2a_daem
 
 
 def test_configured_limits_are_the_ones_applied_and_named(a2a_daemon: Any) -> None:
-    config = CREDENTIALS.replace("[[a2a.principals]]", """[a2a.limits]
+    config = CREDENTIALS.replace(
+        "[[a2a.principals]]",
+        """[a2a.limits]
 body_bytes = 8192
 message_parts = 2
 part_bytes = 100
-[[a2a.principals]]""")
+[[a2a.principals]]""",
+    )
     daemon = a2a_daemon(config=config, env=ENV, mock="hello")
     over = daemon.rpc("SendMessage", message({"text": "x" * 9000}), token=ALICE)
     assert over.status_code == 413 and "(8192 bytes)" in over.json()["error"]["message"]
@@ -148,10 +161,13 @@ part_bytes = 100
 def tools_script(path: Path, count: int) -> str:
     """A mock turn that reports ``count`` tools (each a status update whose message lands in the history)."""
     tool = {"kind": "Read", "status": "Completed"}
-    steps: list[dict[str, Any]] = [{"Emit": {"ToolUpdated": {**tool, "id": f"t{n}", "title": f"Read {n}"}}}
-                                   for n in range(count)]  # fmt: skip
-    steps += [{"Emit": {"TextDelta": {"message_id": "m1", "text": "done"}}},
-              {"End": {"Completed": {"source": "Protocol"}}}]  # fmt: skip
+    steps: list[dict[str, Any]] = [
+        {"Emit": {"ToolUpdated": {**tool, "id": f"t{n}", "title": f"Read {n}"}}} for n in range(count)
+    ]
+    steps += [
+        {"Emit": {"TextDelta": {"message_id": "m1", "text": "done"}}},
+        {"End": {"Completed": {"source": "Protocol"}}},
+    ]
     path.write_text(json.dumps({"turns": [steps]}))
     return str(path)
 
@@ -162,10 +178,13 @@ def test_a_task_answers_at_most_task_history_messages(a2a_daemon: Any, tmp_path:
     assert len(sent["history"]) == 100  # the blocking send's task: its history held to the default
     task = wait_state(daemon, sent["id"], "TASK_STATE_COMPLETED", token=ALICE)
     assert len(task["history"]) == 100  # GetTask without historyLength: the limit, not the 130 and more behind it
-    assert len(daemon.rpc("GetTask", {"id": sent["id"], "historyLength": 500}, token=ALICE).json()["result"]
-               ["history"]) == 100  # asking for more gets no more (A2A 1.0 §3.2.4: a server may return fewer)
-    assert len(daemon.rpc("GetTask", {"id": sent["id"], "historyLength": 3}, token=ALICE).json()["result"]
-               ["history"]) == 3
+    assert (
+        len(daemon.rpc("GetTask", {"id": sent["id"], "historyLength": 500}, token=ALICE).json()["result"]["history"])
+        == 100
+    )  # asking for more gets no more (A2A 1.0 §3.2.4: a server may return fewer)
+    assert (
+        len(daemon.rpc("GetTask", {"id": sent["id"], "historyLength": 3}, token=ALICE).json()["result"]["history"]) == 3
+    )
     assert "history" not in daemon.rpc("GetTask", {"id": sent["id"], "historyLength": 0}, token=ALICE).json()["result"]
     assert [len(t["history"]) for t in listed(daemon)] == [100]
     negative = daemon.rpc("GetTask", {"id": sent["id"], "historyLength": -1}, token=ALICE).json()
@@ -201,8 +220,11 @@ def test_bad_tokens_from_a_source_do_not_lock_out_a_valid_credential(a2a_daemon:
         assert call(client, daemon, OP) == 200
         assert call(client, daemon, None) == 429  # no credential is no valid credential
         assert bad(client, daemon) == 429  # still limited afterwards, so it was before: bad ones still count
-        limited = client.post(daemon.url + "/", json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks"},
-                              headers={"A2A-Version": "1.0", "Authorization": "Bearer bad"})  # fmt: skip
+        limited = client.post(
+            daemon.url + "/",
+            json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks"},
+            headers={"A2A-Version": "1.0", "Authorization": "Bearer bad"},
+        )
         assert limited.status_code == 429 and int(limited.headers["Retry-After"]) >= 1
 
 
@@ -214,8 +236,9 @@ def test_bad_tokens_do_not_lock_out_the_implicit_loopback_operator(a2a_daemon: A
         assert bad(client, daemon) == 429
 
 
-PROXIED = CREDENTIALS.replace('bearer = "{{secret:OP}}"', 'bearer = "{{secret:OP}}"\n'
-                              'trusted_proxies = ["127.0.0.1", "10.0.0.0/8"]')  # fmt: skip
+PROXIED = CREDENTIALS.replace(
+    'bearer = "{{secret:OP}}"', 'bearer = "{{secret:OP}}"\ntrusted_proxies = ["127.0.0.1", "10.0.0.0/8"]'
+)
 
 
 def test_behind_a_trusted_proxy_the_forwarded_client_is_the_source(a2a_daemon: Any) -> None:
@@ -263,16 +286,22 @@ def test_limits_and_trusted_proxies_are_checked_at_load() -> None:
 
     assert FILE_BYTES == MAX_FILE_BYTES  # part_bytes can never allow a file the prompt would refuse
     limits = parse({}, env={}).config.a2a.limits
-    assert (limits.body_bytes, limits.message_parts, limits.part_bytes, limits.task_history) == (4 * MIB, 64,
-                                                                                                2 * MIB, 100)
-    refused = [({"limits": {"part_bytes": 5 * MIB}}, "a2a.limits.part_bytes", "more than a2a.limits.body_bytes"),
-               ({"limits": {"part_bytes": 21 * MIB, "body_bytes": 64 * MIB}}, "a2a.limits.part_bytes", "less than"),
-               ({"limits": {"body_bytes": 65 * MIB}}, "a2a.limits.body_bytes", "less than"),
-               ({"limits": {"task_history": 1}}, "a2a.limits.task_history", "greater than"),
-               ({"limits": {"message_parts": "64"}}, "a2a.limits.message_parts", "integer"),
-               ({"limits": {"history": 5}}, "a2a.limits.history", "unknown key"),
-               ({"trusted_proxies": ["127.0.0.1", "10.0.0.1/8"]}, "a2a.trusted_proxies.1", "10.0.0.0/8"),
-               ({"trusted_proxies": ["proxy.example"]}, "a2a.trusted_proxies.0", "neither an IP address")]  # fmt: skip
+    assert (limits.body_bytes, limits.message_parts, limits.part_bytes, limits.task_history) == (
+        4 * MIB,
+        64,
+        2 * MIB,
+        100,
+    )
+    refused = [
+        ({"limits": {"part_bytes": 5 * MIB}}, "a2a.limits.part_bytes", "more than a2a.limits.body_bytes"),
+        ({"limits": {"part_bytes": 21 * MIB, "body_bytes": 64 * MIB}}, "a2a.limits.part_bytes", "less than"),
+        ({"limits": {"body_bytes": 65 * MIB}}, "a2a.limits.body_bytes", "less than"),
+        ({"limits": {"task_history": 1}}, "a2a.limits.task_history", "greater than"),
+        ({"limits": {"message_parts": "64"}}, "a2a.limits.message_parts", "integer"),
+        ({"limits": {"history": 5}}, "a2a.limits.history", "unknown key"),
+        ({"trusted_proxies": ["127.0.0.1", "10.0.0.1/8"]}, "a2a.trusted_proxies.1", "10.0.0.0/8"),
+        ({"trusted_proxies": ["proxy.example"]}, "a2a.trusted_proxies.0", "neither an IP address"),
+    ]
     for a2a, key, said in refused:
         with pytest.raises(ConfigError) as err:
             parse({"a2a": a2a}, env={})
@@ -287,8 +316,11 @@ def test_bound_history_keeps_the_prompt_the_requests_and_the_newest() -> None:
 
     def text(label: str) -> Message:
         tool = {"kind": {"ToolUpdated": {"id": label}}}  # an event part that opens nothing
-        return Message(message_id=label, role=Role.ROLE_AGENT, parts=[Part(text=label), Part(
-            text=json.dumps(tool), media_type=EVENT_MEDIA_TYPE)])  # fmt: skip
+        return Message(
+            message_id=label,
+            role=Role.ROLE_AGENT,
+            parts=[Part(text=label), Part(text=json.dumps(tool), media_type=EVENT_MEDIA_TYPE)],
+        )
 
     def asks(label: str, *, stored_before: bool = False) -> Message:
         opened = {"kind": {"RequestOpened": {"Permission": {"id": label}}}}
@@ -298,8 +330,18 @@ def test_bound_history_keeps_the_prompt_the_requests_and_the_newest() -> None:
             part.data.struct_value.update(opened)
         return Message(message_id=label, role=Role.ROLE_AGENT, parts=[part])
 
-    task = Task(id="t", history=[text("prompt"), text("a"), asks("q1"), text("b"), asks("q2", stored_before=True),
-                                 text("c"), text("d")])  # fmt: skip
+    task = Task(
+        id="t",
+        history=[
+            text("prompt"),
+            text("a"),
+            asks("q1"),
+            text("b"),
+            asks("q2", stored_before=True),
+            text("c"),
+            text("d"),
+        ],
+    )
     assert bound_history(task, 7) == 0
     assert bound_history(task, 5) == 2
     assert [m.message_id for m in task.history] == ["prompt", "q1", "q2", "c", "d"]
@@ -333,13 +375,16 @@ def test_an_oauth_form_over_its_bound_is_refused_before_it_is_read(a2a_daemon: A
         # 40 MB announced, a few bytes sent: only a decision from the header alone answers
         status, headers, body = raw_exchange(daemon.url, head + ["Content-Length: 40000000"], [b"token="])
         assert status == 413 and headers.get("connection") == "close", (path, status, body)
-        assert json.loads(body) == {"error": "invalid_request",
-                                    "error_description": f"the body is larger than {FORM_BYTES} bytes"}  # fmt: skip
+        assert json.loads(body) == {
+            "error": "invalid_request",
+            "error_description": f"the body is larger than {FORM_BYTES} bytes",
+        }
         piece = b"a" * 4096
         chunks = [b"%x\r\n%s\r\n" % (len(piece), piece)] * (FORM_BYTES // 4096 + 1)  # past the bound, unterminated
         status, headers, _ = raw_exchange(daemon.url, head + ["Transfer-Encoding: chunked"], chunks)
         assert status == 413 and headers.get("connection") == "close", path
     # a form within the bound is served as before
-    answer = httpx.post(daemon.url + "/oauth2/device_authorization", data={"client_id": "cli", "scope": "user"},
-                        timeout=FAILURE_BOUND)  # fmt: skip
+    answer = httpx.post(
+        daemon.url + "/oauth2/device_authorization", data={"client_id": "cli", "scope": "user"}, timeout=FAILURE_BOUND
+    )
     assert answer.status_code == 200 and "device_code" in answer.json(), answer.text

@@ -119,8 +119,10 @@ def test_access_and_audit_lines_name_who_did_what_and_never_a_token(a2a_daemon: 
     assert httpx.get(daemon.url + "/healthz", timeout=30).status_code == 200
     assert access(daemon, path="/healthz")["status"] == 200
 
-    command = message([{"data": {"agentd": {"op": "admin.pause", "reason": "maintenance"}},
-                        "mediaType": "application/json"}], extensions=[URI])  # fmt: skip
+    command = message(
+        [{"data": {"agentd": {"op": "admin.pause", "reason": "maintenance"}}, "mediaType": "application/json"}],
+        extensions=[URI],
+    )
     paused = post(daemon, rpc_body("SendMessage", {"message": command}, "pause-1"), OPERATOR, extensions=True)
     assert paused.status_code == 200 and "result" in paused.json(), "".join(daemon.stderr)[-3000:]
     audit = wait_line(daemon, "anyagentd.a2a.audit", lambda line: line.get("action") == "admin.pause")
@@ -135,8 +137,15 @@ def test_access_and_audit_lines_name_who_did_what_and_never_a_token(a2a_daemon: 
     assert access(daemon, op="admin.pause", principal="user:alice")["rpc_error"] is not None
 
     code = "WXYZ-QRST"  # a user code signs a device in: the audit line keeps it out
-    approve = message([{"data": {"agentd": {"op": "auth.device.approve", "user_code": code, "as": "bob"}},
-                        "mediaType": "application/json"}], extensions=[URI])  # fmt: skip
+    approve = message(
+        [
+            {
+                "data": {"agentd": {"op": "auth.device.approve", "user_code": code, "as": "bob"}},
+                "mediaType": "application/json",
+            }
+        ],
+        extensions=[URI],
+    )
     post(daemon, rpc_body("SendMessage", {"message": approve}, "approve-1"), OPERATOR, extensions=True)
     audit = wait_line(daemon, "anyagentd.a2a.audit", lambda line: line.get("action") == "auth.device.approve")
     assert audit["outcome"] == "refused" and audit["reason"] == "INVALID_COMMAND_ARGS"  # no such code waits
@@ -147,8 +156,11 @@ def test_access_and_audit_lines_name_who_did_what_and_never_a_token(a2a_daemon: 
     assert audit["principal"] == "signal" and audit["outcome"] == "ok" and audit["arguments"]["signal"] == "SIGHUP"
     (tmp_path / "config0.toml").write_text("[a2a]\nbearer = 5\n")
     daemon.signal(signal.SIGHUP)  # a file that does not load: refused, the running configuration kept
-    audit = wait_line(daemon, "anyagentd.a2a.audit",
-                      lambda line: line.get("action") == "config.reload" and line.get("outcome") == "refused")
+    audit = wait_line(
+        daemon,
+        "anyagentd.a2a.audit",
+        lambda line: line.get("action") == "config.reload" and line.get("outcome") == "refused",
+    )
     assert audit["principal"] == "signal"
 
     text = "".join(daemon.stderr)
@@ -158,14 +170,18 @@ def test_access_and_audit_lines_name_who_did_what_and_never_a_token(a2a_daemon: 
 
 
 def test_access_log_false_silences_the_access_lines_until_a_reload_turns_them_on(
-        a2a_daemon: Any, tmp_path: Path) -> None:  # fmt: skip
+    a2a_daemon: Any, tmp_path: Path
+) -> None:
     daemon = a2a_daemon(config=CONFIG.replace("{extra}", "access_log = false"), env=ENV, mock="hello")
     assert post(daemon, rpc_body("ListTasks", {}, "off-1"), ALICE).status_code == 200
     assert post(daemon, rpc_body("ListTasks", {}, "off-2"), WRONG).status_code == 401
     (tmp_path / "config0.toml").write_text(CONFIG.replace("{extra}", "access_log = true"))
     daemon.signal(signal.SIGHUP)
-    wait_line(daemon, "anyagentd.a2a.audit", lambda line: line.get("action") == "config.reload"
-              and line.get("outcome") == "ok")  # fmt: skip
+    wait_line(
+        daemon,
+        "anyagentd.a2a.audit",
+        lambda line: line.get("action") == "config.reload" and line.get("outcome") == "ok",
+    )
     assert post(daemon, rpc_body("ListTasks", {}, "on-1"), ALICE).status_code == 200
     access(daemon, rpc_method="ListTasks", principal="user:alice")
     assert len(lines(daemon, "anyagentd.a2a.access")) == 1, "the two requests before the reload were not logged"
@@ -179,8 +195,9 @@ def test_access_log_is_a_strict_bool_checked_as_the_start_checks(tmp_path: Path)
     def check(value: str) -> subprocess.CompletedProcess[str]:
         path = tmp_path / "c.toml"
         path.write_text(f"[a2a]\naccess_log = {value}\n")
-        return subprocess.run([ANYAGENTD, "a2a", "--check-config", str(path)], capture_output=True, text=True,
-                              timeout=60)  # fmt: skip
+        return subprocess.run(
+            [ANYAGENTD, "a2a", "--check-config", str(path)], capture_output=True, text=True, timeout=60
+        )
 
     assert check("false").returncode == 0
     refused = check('"off"')
@@ -199,25 +216,39 @@ def test_an_approval_and_each_revocation_are_audited_without_their_secrets(a2a_d
 
     def signed_in(name: str) -> str:
         pair = code_pair(daemon)
-        command = message([{"data": {"agentd": {"op": "auth.device.approve", "user_code": pair["user_code"],
-                                                "as": name}}, "mediaType": "application/json"}],
-                          extensions=[URI])  # fmt: skip
-        approved = post(daemon, rpc_body("SendMessage", {"message": command}, f"approve-{name}"), OPERATOR,
-                        extensions=True)  # fmt: skip
+        command = message(
+            [
+                {
+                    "data": {"agentd": {"op": "auth.device.approve", "user_code": pair["user_code"], "as": name}},
+                    "mediaType": "application/json",
+                }
+            ],
+            extensions=[URI],
+        )
+        approved = post(
+            daemon, rpc_body("SendMessage", {"message": command}, f"approve-{name}"), OPERATOR, extensions=True
+        )
         assert "result" in approved.json(), approved.text
         token = poll(daemon, pair["device_code"]).json()["access_token"]
         secrets.extend([pair["user_code"], pair["device_code"], token])
         return token
 
     signed_in("dev")
-    audit = wait_line(daemon, "anyagentd.a2a.audit",
-                      lambda line: line.get("action") == "auth.device.approve" and line.get("outcome") == "ok")
+    audit = wait_line(
+        daemon,
+        "anyagentd.a2a.audit",
+        lambda line: line.get("action") == "auth.device.approve" and line.get("outcome") == "ok",
+    )
     assert audit["principal"] == "operator" and audit["arguments"] == {"user_code": "[redacted]", "as": "dev"}
 
-    revoke = message([{"data": {"agentd": {"op": "auth.sessions.revoke", "name": "dev"}},
-                       "mediaType": "application/json"}], extensions=[URI])  # fmt: skip
-    assert "result" in post(daemon, rpc_body("SendMessage", {"message": revoke}, "revoke-1"), OPERATOR,
-                            extensions=True).json()  # fmt: skip
+    revoke = message(
+        [{"data": {"agentd": {"op": "auth.sessions.revoke", "name": "dev"}}, "mediaType": "application/json"}],
+        extensions=[URI],
+    )
+    assert (
+        "result"
+        in post(daemon, rpc_body("SendMessage", {"message": revoke}, "revoke-1"), OPERATOR, extensions=True).json()
+    )
     audit = wait_line(daemon, "anyagentd.a2a.audit", lambda line: line.get("action") == "auth.sessions.revoke")
     assert audit["principal"] == "operator" and audit["outcome"] == "ok" and audit["arguments"] == {"name": "dev"}
 
@@ -229,8 +260,10 @@ def test_an_approval_and_each_revocation_are_audited_without_their_secrets(a2a_d
     assert oauth(daemon, "/oauth2/revoke", token="not-a-token").status_code == 200
     later = signed_in("after")  # a line after both: had either been audited, its line would be there by now
     wait_line(daemon, "anyagentd.a2a.audit", lambda line: line.get("arguments", {}).get("as") == "after")
-    assert len(lines(daemon, "anyagentd.a2a.audit")) == len([1 for line in lines(daemon, "anyagentd.a2a.audit")
-                                                             if line["action"] != "oauth2.revoke"]) + 1
+    assert (
+        len(lines(daemon, "anyagentd.a2a.audit"))
+        == len([1 for line in lines(daemon, "anyagentd.a2a.audit") if line["action"] != "oauth2.revoke"]) + 1
+    )
     assert later not in "".join(daemon.stderr)
     text = "".join(daemon.stderr)
     for secret in secrets:
@@ -287,13 +320,17 @@ def test_a_secret_in_any_field_of_any_line_never_reaches_stderr(a2a_daemon: Any,
     reads as its ``{{secret:…}}`` reference in the audit line, and an argument named ``authorization`` is
     redacted by its name."""
     daemon = a2a_daemon(config=CONFIG.replace("{extra}", ""), env=ENV, mock="hello")
-    command = message([{"data": {"agentd": {"op": "admin.pause", "note": f"Bearer {OPERATOR}"}},
-                        "mediaType": "application/json"}], extensions=[URI])  # fmt: skip
+    command = message(
+        [{"data": {"agentd": {"op": "admin.pause", "note": f"Bearer {OPERATOR}"}}, "mediaType": "application/json"}],
+        extensions=[URI],
+    )
     post(daemon, rpc_body("SendMessage", {"message": command}, "leak-1"), ALICE, extensions=True)
     audit = wait_line(daemon, "anyagentd.a2a.audit", lambda line: line.get("action") == "admin.pause")
     assert audit["arguments"]["note"] == "Bearer {{secret:OP_TOKEN}}", audit
-    named = message([{"data": {"agentd": {"op": "admin.pause", "authorization": "x-y-z-w"}},
-                      "mediaType": "application/json"}], extensions=[URI])  # fmt: skip
+    named = message(
+        [{"data": {"agentd": {"op": "admin.pause", "authorization": "x-y-z-w"}}, "mediaType": "application/json"}],
+        extensions=[URI],
+    )
     post(daemon, rpc_body("SendMessage", {"message": named}, "leak-2"), ALICE, extensions=True)
     audit = wait_line(daemon, "anyagentd.a2a.audit", lambda line: "authorization" in line.get("arguments", {}))
     assert audit["arguments"]["authorization"] == "[redacted]"

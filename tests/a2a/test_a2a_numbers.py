@@ -42,9 +42,14 @@ def raw_send(daemon: Any, body: str) -> httpx.Response:
 
 def send_body(data: str, *, metadata: str = "{}") -> str:
     message_id = str(uuid.uuid4())
-    return ('{"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {"message": {"messageId": "'
-            + message_id + '", "role": "ROLE_USER", "parts": [{"text": "hi"}, {"data": ' + data + '}], '
-            '"metadata": ' + metadata + "}}}")
+    return (
+        '{"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {"message": {"messageId": "'
+        + message_id
+        + '", "role": "ROLE_USER", "parts": [{"text": "hi"}, {"data": '
+        + data
+        + "}], "
+        '"metadata": ' + metadata + "}}}"
+    )
 
 
 def stored_count(daemon: Any) -> int:
@@ -100,8 +105,12 @@ def test_the_parser_notes_only_what_overflows() -> None:
 
 
 def holding_infinity(task_id: str, state: int) -> Task:
-    out = Task(id=task_id, context_id="c1", status=TaskStatus(state=state),
-               history=[Message(message_id="m1", role=Role.ROLE_USER, parts=[Part(text="hi")])])  # fmt: skip
+    out = Task(
+        id=task_id,
+        context_id="c1",
+        status=TaskStatus(state=state),
+        history=[Message(message_id="m1", role=Role.ROLE_USER, parts=[Part(text="hi")])],
+    )
     part = out.artifacts.add(artifact_id="tool").parts.add()
     part.data.struct_value.fields["x"].number_value = float("inf")  # what an agent's NaN/Infinity parses to
     part.data.struct_value.fields["kept"].string_value = "yes"
@@ -111,15 +120,20 @@ def holding_infinity(task_id: str, state: int) -> Task:
 
 def row(path: Path, task_id: str) -> dict[str, Any]:
     with sqlite3.connect(path) as conn:
-        status, artifacts, metadata = conn.execute("select status, artifacts, metadata from tasks where id = ?",
-                                                   (task_id,)).fetchone()  # fmt: skip
-    return {"state": json.loads(status)["state"], "data": json.loads(artifacts)[0]["parts"][0]["data"],
-            "metadata": json.loads(metadata)}  # fmt: skip
+        status, artifacts, metadata = conn.execute(
+            "select status, artifacts, metadata from tasks where id = ?", (task_id,)
+        ).fetchone()
+    return {
+        "state": json.loads(status)["state"],
+        "data": json.loads(artifacts)[0]["parts"][0]["data"],
+        "metadata": json.loads(metadata),
+    }
 
 
 @pytest.mark.anyio
 async def test_a_task_holding_a_number_json_cannot_write_is_stored_with_null_and_the_others_still_are(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     path = tmp_path / "a2a.db"
     engine = engine_for(f"sqlite+aiosqlite:///{path}")
     try:
@@ -132,8 +146,11 @@ async def test_a_task_holding_a_number_json_cannot_write_is_stored_with_null_and
         plain.status.state = TaskState.TASK_STATE_WORKING
         await store.save(plain, ALICE)  # behind too, after the bad one
         await store.flush()
-        assert row(path, "bad") == {"state": "TASK_STATE_WORKING", "data": {"x": None, "kept": "yes"},
-                                    "metadata": {"n": None}}  # fmt: skip
+        assert row(path, "bad") == {
+            "state": "TASK_STATE_WORKING",
+            "data": {"x": None, "kept": "yes"},
+            "metadata": {"n": None},
+        }
         with sqlite3.connect(path) as conn:
             assert conn.execute("select status from tasks where id = 'plain'").fetchone()[0].count("WORKING") == 1
         listed = await store.list(ListTasksRequest(), ALICE)
@@ -165,10 +182,10 @@ async def test_prune_keeps_any_number_of_tasks_and_deletes_the_rest_in_batches(t
         await store.initialize()
         total = PRUNE_BATCH * 2 + 7  # more than one batch, and a last one that is not full
         for n in range(total):
-            await store.save(Task(id=f"t{n:05d}", context_id="c",
-                                  status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED)), ALICE)  # fmt: skip
-        await store.save(Task(id="open", context_id="c", status=TaskStatus(state=TaskState.TASK_STATE_WORKING)),
-                         ALICE)  # fmt: skip
+            await store.save(
+                Task(id=f"t{n:05d}", context_id="c", status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED)), ALICE
+            )
+        await store.save(Task(id="open", context_id="c", status=TaskStatus(state=TaskState.TASK_STATE_WORKING)), ALICE)
         await store.flush()
         with sqlite3.connect(path) as conn:
             conn.execute("update tasks set last_updated = '2000-01-01 00:00:00'")

@@ -47,16 +47,29 @@ depends_on = ["ask"]
 output = "x"
 """
 # one turn that reports its context usage and tokens (as the adapters put them on), then answers
-USAGE = {"turns": [[{"EmitWith": {"event": {"ContextUsage": {"used_tokens": 1234, "window_tokens": 200000}},
-                                  "extensions": {"anyagentd/tokens": {"in": 1200, "out": 34}}}},
-                    {"Emit": {"TextDelta": {"message_id": "m1", "text": "hi"}}},
-                    {"End": {"Completed": {"source": "Protocol"}}}]]}  # fmt: skip
+USAGE = {
+    "turns": [
+        [
+            {
+                "EmitWith": {
+                    "event": {"ContextUsage": {"used_tokens": 1234, "window_tokens": 200000}},
+                    "extensions": {"anyagentd/tokens": {"in": 1200, "out": 34}},
+                }
+            },
+            {"Emit": {"TextDelta": {"message_id": "m1", "text": "hi"}}},
+            {"End": {"Completed": {"source": "Protocol"}}},
+        ]
+    ]
+}
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Every sample of a scrape (parsed by prometheus_client), keyed (name, sorted labels)."""
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}  # fmt: skip
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def test_probes_and_metrics_of_a_served_daemon(a2a_daemon: Any, tmp_path: Path) -> None:
@@ -76,11 +89,20 @@ def test_probes_and_metrics_of_a_served_daemon(a2a_daemon: Any, tmp_path: Path) 
     assert daemon.rpc("ListTasks", token="wrong").status_code == 401  # the front's HTTP refusals count too
     assert daemon.rpc("ListTasks", token=TOKENS["ALICE_T"], headers={"Content-Type": "text/plain"}).status_code == 415
     assert daemon.rpc("NoSuchMethod", token=TOKENS["ALICE_T"]).json()["error"]["code"] == -32601
-    run = daemon.rpc("SendMessage", {
-        "message": {"messageId": "run-1", "role": "ROLE_USER", "extensions": [COMMAND],
-                    "parts": [{"data": {"agentd": {"op": "workflow.run", "workflow": "delegate", "inputs": {}}}}]},
-        "configuration": {"returnImmediately": True}}, token=TOKENS["OP_T"],
-        headers={"A2A-Extensions": COMMAND}).json()["result"]["task"]  # fmt: skip
+    run = daemon.rpc(
+        "SendMessage",
+        {
+            "message": {
+                "messageId": "run-1",
+                "role": "ROLE_USER",
+                "extensions": [COMMAND],
+                "parts": [{"data": {"agentd": {"op": "workflow.run", "workflow": "delegate", "inputs": {}}}}],
+            },
+            "configuration": {"returnImmediately": True},
+        },
+        token=TOKENS["OP_T"],
+        headers={"A2A-Extensions": COMMAND},
+    ).json()["result"]["task"]
     wait_state(daemon, run["id"], "TASK_STATE_COMPLETED", token=TOKENS["OP_T"])
     signed_in, _ = sign_in(daemon, "carol")  # a live device session (its approval is one more command)
 
@@ -115,8 +137,9 @@ def test_probes_and_metrics_of_a_served_daemon(a2a_daemon: Any, tmp_path: Path) 
     # each scrape's access line names who scraped (the scrape token by its fixed name), or null: no credential
     wait_line(daemon, "anyagentd.a2a.access", lambda _: len(metrics_lines(daemon)) >= 6)
     scrapes = [(line["status"], line["principal"]) for line in metrics_lines(daemon)]
-    assert Counter(scrapes) == Counter([(401, None), (401, None), (403, "user:alice"), (200, "operator"),
-                                        (200, "metrics"), (403, "user:carol")]), scrapes  # fmt: skip
+    assert Counter(scrapes) == Counter(
+        [(401, None), (401, None), (403, "user:alice"), (200, "operator"), (200, "metrics"), (403, "user:carol")]
+    ), scrapes
     assert not any(secret in line for line in daemon.stderr for secret in [*TOKENS.values(), signed_in])
 
 
@@ -160,13 +183,15 @@ def test_metrics_off_and_an_unresolvable_scrape_token(a2a_daemon: Any, tmp_path:
     config = tmp_path / "bad.toml"
     config.write_text('[a2a.metrics]\ntoken = "{{secret:NO_SUCH_SCRAPE_T}}"\n')
     env = {k: v for k, v in __import__("os").environ.items() if k != "NO_SUCH_SCRAPE_T"}
-    checked = subprocess.run([ANYAGENTD, "a2a", "--check-config", str(config)], capture_output=True, text=True,
-                             timeout=60, env=env)  # fmt: skip
+    checked = subprocess.run(
+        [ANYAGENTD, "a2a", "--check-config", str(config)], capture_output=True, text=True, timeout=60, env=env
+    )
     assert checked.returncode != 0 and "a2a.metrics.token" in checked.stderr and "NO_SUCH_SCRAPE_T" in checked.stderr
     assert "Traceback" not in checked.stderr
     config.write_text('[a2a.metrics]\ntoken = "scrape-me"\n')  # a literal is refused like any credential
-    checked = subprocess.run([ANYAGENTD, "a2a", "--check-config", str(config)], capture_output=True, text=True,
-                             timeout=60)  # fmt: skip
+    checked = subprocess.run(
+        [ANYAGENTD, "a2a", "--check-config", str(config)], capture_output=True, text=True, timeout=60
+    )
     assert checked.returncode != 0 and "a2a.metrics.token" in checked.stderr and "scrape-me" not in checked.stderr
     daemon = a2a_daemon(config="[a2a.metrics]\nenabled = false\n", mock="hello")
     assert httpx.get(daemon.url + "/metrics").status_code == 404
@@ -195,7 +220,8 @@ def test_serve_does_not_import_prometheus(tmp_path: Path) -> None:
     """A guard for the lazy-import rule: ``anyagentd serve`` opening a mock session loads neither the Prometheus
     client nor the observe package (serve ends with os._exit: the wrapper reports just before)."""
     wrapper = tmp_path / "serve.py"
-    wrapper.write_text(textwrap.dedent("""
+    wrapper.write_text(
+        textwrap.dedent("""
         import json, os, sys
         real_exit = os._exit
 
@@ -208,10 +234,12 @@ def test_serve_does_not_import_prometheus(tmp_path: Path) -> None:
         os._exit = report_and_exit
         from anyagentd.cli import main
         main(["serve"], prog_name="anyagentd")
-    """))
+    """)
+    )
     frame = {"id": 1, "cmd": "open", "agent": "mock", "dir": str(tmp_path)}
-    result = subprocess.run([sys.executable, str(wrapper)], input=json.dumps(frame) + "\n", capture_output=True,
-                            text=True, timeout=60)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, str(wrapper)], input=json.dumps(frame) + "\n", capture_output=True, text=True, timeout=60
+    )
     assert '"id": 1' in result.stdout or '"id":1' in result.stdout, result.stdout[-500:]
     line = next(l for l in result.stderr.splitlines() if l.startswith("LOADED "))
     assert json.loads(line.removeprefix("LOADED ")) == []

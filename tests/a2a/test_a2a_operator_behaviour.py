@@ -39,8 +39,10 @@ def test_a_drain_with_subagents_on_writes_only_json_lines(a2a_daemon: Any) -> No
 def flow(name: str, output: str, *, wait: bool = False) -> str:
     gate = '[workflows.steps.go]\nkind = "wait"\non = "signal"\nsignal = "go"\n' if wait else ""
     after = 'depends_on = ["go"]\n' if wait else ""
-    return (f'[[workflows]]\nname = "{name}"\nroles = ["user"]\n{gate}'
-            f'[workflows.steps.done]\nkind = "finish"\n{after}output = "{output}"\n')  # fmt: skip
+    return (
+        f'[[workflows]]\nname = "{name}"\nroles = ["user"]\n{gate}'
+        f'[workflows.steps.done]\nkind = "finish"\n{after}output = "{output}"\n'
+    )
 
 
 def reload(daemon: Any, config: Path, text: str) -> None:
@@ -59,8 +61,9 @@ def output_of(daemon: Any, task: dict[str, Any]) -> Any:
     return done["artifacts"][0]["parts"][0]["data"]
 
 
-def test_sighup_applies_workflows_to_new_runs_and_the_operator_hears_of_unknown_ones(a2a_daemon: Any,
-                                                                                    tmp_path: Path) -> None:  # fmt: skip
+def test_sighup_applies_workflows_to_new_runs_and_the_operator_hears_of_unknown_ones(
+    a2a_daemon: Any, tmp_path: Path
+) -> None:
     daemon = a2a_daemon(config=INTROSPECTION + flow("first", "one", wait=True), env=ENV, mock="hello")
     path = tmp_path / "config0.toml"
     # the operator may run any workflow: told that none has the name, and which ones there are
@@ -98,7 +101,9 @@ def test_two_principals_one_context_id_are_two_named_conversations(a2a_daemon: A
         assert daemon.send_text("hi", token=token, context_id="ctx-1")["status"]["state"] == "TASK_STATE_COMPLETED"
     listed = result_of(command(daemon, "status", token=OPERATOR), "status")["conversations"]
     assert sorted((c["id"], c["contextId"], c["principal"]) for c in listed) == [
-        ("user:alice/ctx-1", "ctx-1", "user:alice"), ("user:bob/ctx-1", "ctx-1", "user:bob")]  # fmt: skip
+        ("user:alice/ctx-1", "ctx-1", "user:alice"),
+        ("user:bob/ctx-1", "ctx-1", "user:bob"),
+    ]
     [own] = result_of(command(daemon, "status", token=ALICE), "status")["conversations"]
     assert (own["id"], own["principal"]) == ("ctx-1", "user:alice")  # its own: the contextId it sent
     # the operator's bare id matches both: refused, naming the ids to use — never one of them picked
@@ -117,8 +122,7 @@ def test_two_principals_one_context_id_are_two_named_conversations(a2a_daemon: A
     assert reason(rootless) == (-32001, "NOT_FOUND") and "no root conversation" in rootless.json()["error"]["message"]
 
 
-def test_the_readmes_push_registration_and_a_second_create_without_an_id_replaces_the_first(
-        a2a_daemon: Any) -> None:  # fmt: skip
+def test_the_readmes_push_registration_and_a_second_create_without_an_id_replaces_the_first(a2a_daemon: Any) -> None:
     import re
     import subprocess
 
@@ -147,5 +151,7 @@ def test_admin_set_takes_the_configuration_keys_spelling(a2a_daemon: Any) -> Non
         _, set_ = task_result(command(daemon, "admin.set", token=OPERATOR, path=path, value=value), "admin.set")
         assert set_ == {"path": "a2a.introspection.enabled", "value": value}  # the schema's name for it
     assert result_of(command(daemon, "conversation.get", token=ALICE, id="c"), "conversation.get")
-    assert reason(command(daemon, "admin.set", token=OPERATOR, path="a2a.introspection", value="yes")) == \
-        (-32602, "INVALID_COMMAND_ARGS")  # fmt: skip
+    assert reason(command(daemon, "admin.set", token=OPERATOR, path="a2a.introspection", value="yes")) == (
+        -32602,
+        "INVALID_COMMAND_ARGS",
+    )

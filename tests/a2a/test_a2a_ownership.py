@@ -27,7 +27,8 @@ def _is_principal_id(node: ast.AST) -> bool:
         return False
     held = node.value
     return (isinstance(held, ast.Name) and held.id == "principal") or (
-        isinstance(held, ast.Attribute) and held.attr == "principal")  # fmt: skip
+        isinstance(held, ast.Attribute) and held.attr == "principal"
+    )
 
 
 def _is_operator_test(node: ast.AST) -> bool:
@@ -51,20 +52,28 @@ def hand_written_ownership(source: str) -> list[int]:
 def _is_face(node: ast.AST) -> bool:
     """``face`` or ``<…>.face`` (``context.face``)."""
     return (isinstance(node, ast.Name) and node.id == "face") or (
-        isinstance(node, ast.Attribute) and node.attr == "face")  # fmt: skip
+        isinstance(node, ast.Attribute) and node.attr == "face"
+    )
 
 
 def face_lookups(source: str) -> list[int]:
     """Lines reading a face's service by name: ``getattr(context.face, "runner", None)``, ``getattr(face, …)``."""
-    return [node.lineno for node in ast.walk(ast.parse(source))
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
-            and node.args and _is_face(node.args[0])]  # fmt: skip
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "getattr"
+        and node.args
+        and _is_face(node.args[0])
+    ]
 
 
 def face_reads(source: str) -> set[str]:
     """The names read off a face: ``context.face.runner`` and ``face.workflows`` give ``runner`` and ``workflows``."""
-    return {node.attr for node in ast.walk(ast.parse(source))
-            if isinstance(node, ast.Attribute) and _is_face(node.value)}  # fmt: skip
+    return {
+        node.attr for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Attribute) and _is_face(node.value)
+    }
 
 
 def _where(path: Path) -> str:
@@ -72,29 +81,35 @@ def _where(path: Path) -> str:
 
 
 def test_ownership_is_decided_only_by_owns() -> None:
-    by_hand = {f"{_where(path)}:{line}" for path in SOURCES if path != OWNER
-               for line in hand_written_ownership(path.read_text())}  # fmt: skip
+    by_hand = {
+        f"{_where(path)}:{line}"
+        for path in SOURCES
+        if path != OWNER
+        for line in hand_written_ownership(path.read_text())
+    }
     assert by_hand == set(), "ownership written by hand: call anyagentd.ops.owns (or owner_scope)"
     assert hand_written_ownership(OWNER.read_text())  # the rule itself is written, once, where it lives
 
 
 def test_the_ownership_scan_finds_the_shapes_it_is_for() -> None:
-    old = ('ok = principal.is_operator or c.owner == principal.id\n'
-           'if not (principal.is_operator or owner.id == principal.id):\n'
-           '    pass\n'
-           'own = [v for v in visible if v.principal == principal.id]\n'
-           'owner = None if context.principal.is_operator else context.principal.id\n'
-           'mine = principal.id != record.principal\n'
-           'fine = owns(principal, c.owner) and principal.role == "user"\n')  # fmt: skip
+    old = (
+        "ok = principal.is_operator or c.owner == principal.id\n"
+        "if not (principal.is_operator or owner.id == principal.id):\n"
+        "    pass\n"
+        "own = [v for v in visible if v.principal == principal.id]\n"
+        "owner = None if context.principal.is_operator else context.principal.id\n"
+        "mine = principal.id != record.principal\n"
+        'fine = owns(principal, c.owner) and principal.role == "user"\n'
+    )
     assert sorted(hand_written_ownership(old)) == [1, 2, 4, 5, 6]
 
 
 def test_no_op_looks_a_face_service_up_by_name() -> None:
     lookups = {f"{_where(path)}:{line}" for path in SOURCES for line in face_lookups(path.read_text())}
     assert lookups == set(), "read the service as a CommandFace attribute"
-    old = ('runner = getattr(context.face, "runner", None)\n'
-           'x = getattr(face, "workflows", None) or {}\n'
-           'getattr(o, "a")\n')  # fmt: skip
+    old = (
+        'runner = getattr(context.face, "runner", None)\nx = getattr(face, "workflows", None) or {}\ngetattr(o, "a")\n'
+    )
     assert face_lookups(old) == [1, 2]
 
 

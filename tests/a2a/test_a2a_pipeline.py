@@ -38,8 +38,15 @@ def send_params() -> dict[str, Any]:
     return {"message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": "hi"}]}}
 
 
-def post(url: str, body: Any, *, token: str | None = ALICE, version: str | None = "1.0",
-         content_type: str = "application/json", **headers: str) -> httpx.Response:  # fmt: skip
+def post(
+    url: str,
+    body: Any,
+    *,
+    token: str | None = ALICE,
+    version: str | None = "1.0",
+    content_type: str = "application/json",
+    **headers: str,
+) -> httpx.Response:
     sent = {"Content-Type": content_type, **headers}
     if token:
         sent["Authorization"] = f"Bearer {token}"
@@ -109,8 +116,9 @@ def test_each_refusal_in_order_creates_nothing(daemon: Any) -> None:
 def test_cors_allowed_origin_gets_the_header_and_a_preflight(daemon: Any) -> None:
     r = post(daemon.url, rpc("ListTasks"), Origin="https://app.example")
     assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "https://app.example"
-    pre = httpx.options(daemon.url + "/", headers={"Origin": "https://app.example",
-                                                   "Access-Control-Request-Method": "POST"})  # fmt: skip
+    pre = httpx.options(
+        daemon.url + "/", headers={"Origin": "https://app.example", "Access-Control-Request-Method": "POST"}
+    )
     assert pre.status_code == 204 and "A2A-Version" in pre.headers["access-control-allow-headers"]
     assert httpx.options(daemon.url + "/", headers={"Origin": "https://evil.example"}).status_code == 403
 
@@ -145,8 +153,12 @@ def test_extension_negotiation_echoes_activated_uris(daemon: Any) -> None:
 
 def test_trailing_slash_or_not_never_redirects(daemon: Any) -> None:
     for path in ("", "/"):
-        r = httpx.post(daemon.url + path, json=rpc("ListTasks"), follow_redirects=False,
-                       headers={"A2A-Version": "1.0", "Authorization": f"Bearer {ALICE}"})  # fmt: skip
+        r = httpx.post(
+            daemon.url + path,
+            json=rpc("ListTasks"),
+            follow_redirects=False,
+            headers={"A2A-Version": "1.0", "Authorization": f"Bearer {ALICE}"},
+        )
         assert r.status_code == 200 and "result" in r.json()
 
 
@@ -175,8 +187,13 @@ def test_implicit_operator_only_without_credentials_and_origin(a2a_daemon: Any) 
 
 
 def test_streaming_through_the_front_keeps_cors_and_extension_headers(daemon: Any) -> None:
-    headers = {"Content-Type": "application/json", "A2A-Version": "1.0", "Authorization": f"Bearer {ALICE}",
-               "Origin": "https://app.example", "A2A-Extensions": COMMAND}  # fmt: skip
+    headers = {
+        "Content-Type": "application/json",
+        "A2A-Version": "1.0",
+        "Authorization": f"Bearer {ALICE}",
+        "Origin": "https://app.example",
+        "A2A-Extensions": COMMAND,
+    }
     body = rpc("SendStreamingMessage", send_params())
     with httpx.stream("POST", daemon.url + "/", json=body, headers=headers, timeout=30) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
@@ -191,6 +208,7 @@ def test_a_message_that_gives_no_prompt_is_refused_before_any_task(daemon: Any) 
     """A send whose message would give the agent an empty prompt — no part, only empty or white-space text — is
     -32602 naming ``message.parts`` (google.rpc BadRequest, ErrorInfo EMPTY_MESSAGE) before a task exists,
     streaming or not; a data part alone, or some text, is a prompt."""
+
     def message(parts: list[dict[str, Any]] | None) -> dict[str, Any]:
         sent: dict[str, Any] = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER"}
         return sent if parts is None else dict(sent, parts=parts)
@@ -215,12 +233,18 @@ def test_an_empty_answer_to_a_waiting_task_is_read_as_an_answer(a2a_daemon: Any)
     """The empty-message refusal is for a send that would start a task: one naming a task that waits for input is
     its answer, and an empty one is "Not an answer" — the task keeps waiting, as before."""
     daemon = a2a_daemon(config=CONFIG, env=ENV, mock="permission")
-    asked = post(daemon.url, rpc("SendMessage", {"message": dict(send_params()["message"],
-                                                                 parts=[{"text": "write hello.txt"}])})).json()
+    asked = post(
+        daemon.url, rpc("SendMessage", {"message": dict(send_params()["message"], parts=[{"text": "write hello.txt"}])})
+    ).json()
     task = asked["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", asked
-    answer = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "taskId": task["id"],
-              "contextId": task["contextId"], "parts": [{"text": ""}]}  # fmt: skip
+    answer = {
+        "messageId": str(uuid.uuid4()),
+        "role": "ROLE_USER",
+        "taskId": task["id"],
+        "contextId": task["contextId"],
+        "parts": [{"text": ""}],
+    }
     answered = post(daemon.url, rpc("SendMessage", {"message": answer})).json()
     status = answered["result"]["task"]["status"]
     assert status["state"] == "TASK_STATE_INPUT_REQUIRED", answered

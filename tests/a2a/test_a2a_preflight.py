@@ -24,19 +24,34 @@ README = Path(__file__).resolve().parents[2] / "plugins" / "a2a" / "README.md"
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ANYAGENTD, "a2a", *args], capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})}, cwd=cwd)  # fmt: skip
+    return subprocess.run(
+        [ANYAGENTD, "a2a", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+    )
 
 
-def start(config: Path, tmp_path: Path, env: dict[str, str] | None = None,
-          listen: str | None = "127.0.0.1:0") -> tuple[int, str, str]:  # fmt: skip
+def start(
+    config: Path, tmp_path: Path, env: dict[str, str] | None = None, listen: str | None = "127.0.0.1:0"
+) -> tuple[int, str, str]:
     """Start a daemon on ``config`` (``--listen listen`` unless None); returns (exit status, stdout, stderr) once it
     exits. A daemon that announces a listener instead is killed at once and the test fails: it should not have
     started."""
     argv = [ANYAGENTD, "a2a", "--config", str(config), "--state-dir", str(tmp_path / "state")]
     argv += ["--listen", listen] if listen else []
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})}, cwd=tmp_path)  # fmt: skip
+    process = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+        cwd=tmp_path,
+    )
     assert process.stdout is not None and process.stderr is not None
     announced = process.stdout.readline()  # the listening line, or "" when it exits without one
     if announced:
@@ -55,49 +70,118 @@ def one_line(stderr: str) -> str:
 
 def self_signed(directory: Path) -> tuple[Path, Path]:
     cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=127.0.0.1"], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return cert, key
 
 
 def subagent_step(agent: str = "mock") -> str:
-    return (f'[[workflows]]\nname = "delegate"\n[workflows.steps.a]\nkind = "subagent"\nagent = "{agent}"\n'
-            'instruction = "do it"\n')  # fmt: skip
+    return (
+        f'[[workflows]]\nname = "delegate"\n[workflows.steps.a]\nkind = "subagent"\nagent = "{agent}"\n'
+        'instruction = "do it"\n'
+    )
 
 
 CASES: dict[str, tuple[str, dict[str, str], str, str]] = {
     # id: (config, env, the key named, what the line says)
-    "store-directory": ('[a2a]\nstore = "sqlite+aiosqlite:///{tmp}/no-such-dir/a2a.db"\n', {}, "a2a.store",
-                        "the directory {tmp}/no-such-dir does not exist"),
-    "agent-not-installed": ('[agent]\nname = "claude"\n', {"ANYAGENTD_DISABLE_PLUGINS": "claude"}, "agent.name",
-                            "the adapter for 'claude' is not installed; install it with: pip install"),
-    "agent-unknown": ('[agent]\nname = "no-such-agent"\n', {}, "agent.name",
-                      "no installed plugin drives an agent named 'no-such-agent'"),
-    "acp-path-missing": ('[agent]\nname = { acp = { name = "x", path = "{tmp}/no-such-agent" } }\n', {},
-                         "agent.name.acp.path", "{tmp}/no-such-agent does not exist"),
-    "acp-path-not-executable": ('[agent]\nname = { acp = { name = "x", path = "{tmp}/plain" } }\n', {},
-                                "agent.name.acp.path", "{tmp}/plain is not an executable file"),
-    "agent-dir-missing": ('[agent]\ndir = "{tmp}/no-such-work"\n', {}, "agent.dir",
-                          "{tmp}/no-such-work does not exist"),
+    "store-directory": (
+        '[a2a]\nstore = "sqlite+aiosqlite:///{tmp}/no-such-dir/a2a.db"\n',
+        {},
+        "a2a.store",
+        "the directory {tmp}/no-such-dir does not exist",
+    ),
+    "agent-not-installed": (
+        '[agent]\nname = "claude"\n',
+        {"ANYAGENTD_DISABLE_PLUGINS": "claude"},
+        "agent.name",
+        "the adapter for 'claude' is not installed; install it with: pip install",
+    ),
+    "agent-unknown": (
+        '[agent]\nname = "no-such-agent"\n',
+        {},
+        "agent.name",
+        "no installed plugin drives an agent named 'no-such-agent'",
+    ),
+    "acp-path-missing": (
+        '[agent]\nname = { acp = { name = "x", path = "{tmp}/no-such-agent" } }\n',
+        {},
+        "agent.name.acp.path",
+        "{tmp}/no-such-agent does not exist",
+    ),
+    "acp-path-not-executable": (
+        '[agent]\nname = { acp = { name = "x", path = "{tmp}/plain" } }\n',
+        {},
+        "agent.name.acp.path",
+        "{tmp}/plain is not an executable file",
+    ),
+    "agent-dir-missing": (
+        '[agent]\ndir = "{tmp}/no-such-work"\n',
+        {},
+        "agent.dir",
+        "{tmp}/no-such-work does not exist",
+    ),
     "agent-dir-a-file": ('[agent]\ndir = "{tmp}/plain"\n', {}, "agent.dir", "{tmp}/plain is not a directory"),
-    "step-agent-not-installed": ('[[workflows]]\nname = "fix"\n[workflows.steps.a]\nkind = "agent"\nagent = "codex"\n'
-                                 'prompt = "go"\n', {"ANYAGENTD_DISABLE_PLUGINS": "codex"},
-                                 "workflows.fix.steps.a.agent", "the adapter for 'codex' is not installed"),
-    "subagent-step-without-subagents": (subagent_step(), {}, "workflows.delegate.steps.a.kind",
-                                        "a subagent step needs [subagents] enabled = true"),
-    "subagent-step-not-spawnable": ('[subagents]\nenabled = true\nagents = ["claude"]\n' + subagent_step(), {},
-                                    "workflows.delegate.steps.a.agent", "'mock' may not be spawned here"),
-    "command-shadowed": ('[[workflows]]\nname = "w"\ncommand = "status"\n[workflows.steps.a]\nkind = "finish"\n'
-                         'output = "x"\n', {}, "workflows.w.command",
-                         "'status' is the op of plugin 'a2a-status': {\"agentd\": {\"op\": \"status\"}} runs that op"),
-    "subagents-without-http": ('[subagents]\nenabled = true\n', {"ANYAGENTD_DISABLE_PLUGINS": "mcp-http"},
-                               "subagents.enabled", "no MCP transport plugin for Http is installed: pip install"),
-    "child-named-like-an-agent": ('[[subagents.instances]]\nname = "mock"\nurl = "http://127.0.0.1:9"\n', {},
-                                  "subagents.instances.0.name", "'mock' is an installed agent here"),
-    "unspecified-listen-without-url": ('[a2a]\nlisten = "0.0.0.0:0"\nbearer = "{{secret:OPERATOR}}"\n'
-                                       '[a2a.tls]\ncert = "{tmp}/cert.pem"\nkey = "{tmp}/key.pem"\n',
-                                       {"OPERATOR": "op-token"}, "a2a.url",
-                                       "0.0.0.0:0 binds every address, so the card has no address clients can reach"),
+    "step-agent-not-installed": (
+        '[[workflows]]\nname = "fix"\n[workflows.steps.a]\nkind = "agent"\nagent = "codex"\nprompt = "go"\n',
+        {"ANYAGENTD_DISABLE_PLUGINS": "codex"},
+        "workflows.fix.steps.a.agent",
+        "the adapter for 'codex' is not installed",
+    ),
+    "subagent-step-without-subagents": (
+        subagent_step(),
+        {},
+        "workflows.delegate.steps.a.kind",
+        "a subagent step needs [subagents] enabled = true",
+    ),
+    "subagent-step-not-spawnable": (
+        '[subagents]\nenabled = true\nagents = ["claude"]\n' + subagent_step(),
+        {},
+        "workflows.delegate.steps.a.agent",
+        "'mock' may not be spawned here",
+    ),
+    "command-shadowed": (
+        '[[workflows]]\nname = "w"\ncommand = "status"\n[workflows.steps.a]\nkind = "finish"\noutput = "x"\n',
+        {},
+        "workflows.w.command",
+        '\'status\' is the op of plugin \'a2a-status\': {"agentd": {"op": "status"}} runs that op',
+    ),
+    "subagents-without-http": (
+        "[subagents]\nenabled = true\n",
+        {"ANYAGENTD_DISABLE_PLUGINS": "mcp-http"},
+        "subagents.enabled",
+        "no MCP transport plugin for Http is installed: pip install",
+    ),
+    "child-named-like-an-agent": (
+        '[[subagents.instances]]\nname = "mock"\nurl = "http://127.0.0.1:9"\n',
+        {},
+        "subagents.instances.0.name",
+        "'mock' is an installed agent here",
+    ),
+    "unspecified-listen-without-url": (
+        '[a2a]\nlisten = "0.0.0.0:0"\nbearer = "{{secret:OPERATOR}}"\n'
+        '[a2a.tls]\ncert = "{tmp}/cert.pem"\nkey = "{tmp}/key.pem"\n',
+        {"OPERATOR": "op-token"},
+        "a2a.url",
+        "0.0.0.0:0 binds every address, so the card has no address clients can reach",
+    ),
 }
 
 
@@ -133,8 +217,10 @@ def test_the_start_names_the_first_error_and_check_config_lists_them_all(tmp_pat
 
 
 def test_a_grant_that_matches_no_op_is_a_warning_and_the_daemon_serves(a2a_daemon: Any, tmp_path: Path) -> None:
-    text = ('[[a2a.principals]]\nid = "alice"\nbearer = "{{secret:ALICE}}"\n'
-            'grants = ["workflow.*", "wokflow.*", "admin.*", "workflow.run:fix-*"]\n')  # fmt: skip
+    text = (
+        '[[a2a.principals]]\nid = "alice"\nbearer = "{{secret:ALICE}}"\n'
+        'grants = ["workflow.*", "wokflow.*", "admin.*", "workflow.run:fix-*"]\n'
+    )
     config = tmp_path / "agentd.toml"
     config.write_text(text)
     checked = run_cli("--check-config", str(config), env={"ALICE": "alice-token"})
@@ -177,15 +263,24 @@ def test_the_readmes_configuration_block_names_what_this_machine_lacks(tmp_path:
         assert text.count(path) == 1 and not Path(path).exists(), path  # what the test expects to be missing
     cert, key = self_signed(tmp_path)
     (tmp_path / "alice").write_text("alice-token\n")
-    text = (text.replace("/etc/agentd/cert.pem", str(cert)).replace("/etc/agentd/key.pem", str(key))
-            .replace("/run/secrets/alice", str(tmp_path / "alice")))  # fmt: skip
+    text = (
+        text.replace("/etc/agentd/cert.pem", str(cert))
+        .replace("/etc/agentd/key.pem", str(key))
+        .replace("/run/secrets/alice", str(tmp_path / "alice"))
+    )
     config = tmp_path / "readme.toml"
     config.write_text(text)
-    checked = run_cli("--check-config", str(config), env={"AGENTD_OPERATOR_TOKEN": "operator-token",
-                                                          "AGENTD_SCRAPE_TOKEN": "scrape-token"})
+    checked = run_cli(
+        "--check-config",
+        str(config),
+        env={"AGENTD_OPERATOR_TOKEN": "operator-token", "AGENTD_SCRAPE_TOKEN": "scrape-token"},
+    )
     assert checked.returncode == 2 and "Traceback" not in checked.stderr and "ok" not in checked.stderr
-    errors = [line.removeprefix("anyagentd a2a: configuration error: ") for line in checked.stderr.splitlines()
-              if "configuration error" in line]  # fmt: skip
+    errors = [
+        line.removeprefix("anyagentd a2a: configuration error: ")
+        for line in checked.stderr.splitlines()
+        if "configuration error" in line
+    ]
     assert errors == [
         "a2a.store: cannot open the task store sqlite+aiosqlite:////var/lib/agentd/a2a.db: the directory "
         "/var/lib/agentd does not exist",
@@ -200,15 +295,27 @@ def test_an_agent_whose_cli_is_not_found_is_a_warning_naming_its_key(tmp_path: P
     from anyagentd_testing.agents import agent_bin
 
     config = tmp_path / "agentd.toml"
-    config.write_text('[agent]\nname = "claude"\n[a2a]\nlisten = "127.0.0.1:0"\n[[workflows]]\nname = "w"\n'
-                      '[workflows.steps.a]\nkind = "agent"\nagent = "codex"\nprompt = "hi"\n')  # fmt: skip
-    bare = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "ANYAGENTD_NO_LOGIN_SHELL": "1",
-            "ANYAGENTD_CLAUDE_PATH": "", "ANYAGENTD_CODEX_PATH": ""}  # fmt: skip
+    config.write_text(
+        '[agent]\nname = "claude"\n[a2a]\nlisten = "127.0.0.1:0"\n[[workflows]]\nname = "w"\n'
+        '[workflows.steps.a]\nkind = "agent"\nagent = "codex"\nprompt = "hi"\n'
+    )
+    bare = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "ANYAGENTD_NO_LOGIN_SHELL": "1",
+        "ANYAGENTD_CLAUDE_PATH": "",
+        "ANYAGENTD_CODEX_PATH": "",
+    }
     checked = run_cli("--check-config", str(config), env=bare)
     assert checked.returncode == 0 and f"{config}: ok" in checked.stdout + checked.stderr, checked.stderr
     warned = [line for line in checked.stderr.splitlines() if "warning:" in line]
-    assert any(line.startswith("anyagentd a2a: warning: agent.name: 'claude' was not found on this machine; "
-                               "install it with: npm install -g @anthropic-ai/claude-code") for line in warned), warned
+    assert any(
+        line.startswith(
+            "anyagentd a2a: warning: agent.name: 'claude' was not found on this machine; "
+            "install it with: npm install -g @anthropic-ai/claude-code"
+        )
+        for line in warned
+    ), warned
     assert any("workflows.w.steps.a.agent: 'codex' was not found" in line for line in warned), warned
     found = {**bare, "PATH": f"{agent_bin('claude').parent}:{agent_bin('codex').parent}:/usr/bin:/bin"}
     checked = run_cli("--check-config", str(config), env=found)

@@ -34,13 +34,16 @@ name = "done"
 kind = "finish"
 output = "x"
 """
-RETAIN = BASE + """
+RETAIN = (
+    BASE
+    + """
 [a2a.retention]
 tasks = "1d"
 runs = "1d"
 sessions = "1d"
 interval = "1s"
 """
+)
 LONG_AGO_MS = 1_000_000_000_000  # 2001-09-09: older than any age
 
 
@@ -81,8 +84,10 @@ def date_back(db: Path) -> None:
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE tasks SET last_updated = '2001-01-01 00:00:00.000000'")
         conn.execute("UPDATE anyagentd_conversations SET updated = '2001-01-01 00:00:00.000000'")
-        conn.execute("INSERT INTO anyagentd_conversations VALUES ('operator', 'ended', 'mock', 'tok', "
-                     "'2001-01-01 00:00:00.000000')")  # a conversation whose tasks are all gone
+        conn.execute(
+            "INSERT INTO anyagentd_conversations VALUES ('operator', 'ended', 'mock', 'tok', "
+            "'2001-01-01 00:00:00.000000')"
+        )  # a conversation whose tasks are all gone
     for path in (db.parent / "conversations").rglob("*"):
         os.utime(path, (LONG_AGO_MS / 1000, LONG_AGO_MS / 1000))
 
@@ -92,8 +97,11 @@ def test_a_start_prunes_what_ended_long_ago_and_the_file_shrinks(a2a_daemon: Any
     first = a2a_daemon(config=BASE, env=ENV, state_dir=state, mock="hello")
     big = "x" * (1536 * 1024)  # 1.5 MiB of text per task: the prune must show in the file's size
     done = [send(first, {"text": big}) for _ in range(3)]
-    filed = send(first, {"raw": base64.b64encode(b"notes").decode(), "filename": "notes.txt",
-                         "mediaType": "text/plain"}, context_id="with-a-file")  # fmt: skip
+    filed = send(
+        first,
+        {"raw": base64.b64encode(b"notes").decode(), "filename": "notes.txt", "mediaType": "text/plain"},
+        context_id="with-a-file",
+    )
     for task in [*done, filed]:
         wait_state(first, task["id"], "TASK_STATE_COMPLETED", token=OP)
     files = list((state / "conversations").glob("*/files"))
@@ -108,16 +116,21 @@ def test_a_start_prunes_what_ended_long_ago_and_the_file_shrinks(a2a_daemon: Any
     db = state / "a2a.db"
     date_back(db)
     with sqlite3.connect(db) as conn:  # an ended run (its work dir), a live one's row stays; device sessions
-        conn.execute("INSERT INTO agentd_runs (id, workflow, principal, task_id, status, inputs, cancelled, paused, "
-                     "refused, tokens, created, updated, finished) VALUES ('run-old', 'done', 'operator', NULL, "
-                     f"'completed', '{{}}', 0, 0, 0, 0, {LONG_AGO_MS}, {LONG_AGO_MS}, {LONG_AGO_MS})")
-        conn.execute("INSERT INTO agentd_steps (run_id, step_id, status, attempt) VALUES ('run-old', 'a', "
-                     "'completed', 1)")  # fmt: skip
+        conn.execute(
+            "INSERT INTO agentd_runs (id, workflow, principal, task_id, status, inputs, cancelled, paused, "
+            "refused, tokens, created, updated, finished) VALUES ('run-old', 'done', 'operator', NULL, "
+            f"'completed', '{{}}', 0, 0, 0, 0, {LONG_AGO_MS}, {LONG_AGO_MS}, {LONG_AGO_MS})"
+        )
+        conn.execute(
+            "INSERT INTO agentd_steps (run_id, step_id, status, attempt) VALUES ('run-old', 'a', 'completed', 1)"
+        )
         for sid, expires, revoked in (("expired", LONG_AGO_MS, 0), ("revoked", None, 1), ("live", None, 0)):
-            conn.execute("INSERT INTO agentd_auth_sessions (sid, token_hash, kind, name, principal, role, "
-                         "client_id, scope, created_at, expires_at, approved_by, revoked) VALUES (?, ?, 'device', "
-                         "NULL, 'user:bob', 'user', 'cli', 'user', ?, ?, 'operator', ?)",
-                         (sid, sid * 8, LONG_AGO_MS, expires, revoked))  # fmt: skip
+            conn.execute(
+                "INSERT INTO agentd_auth_sessions (sid, token_hash, kind, name, principal, role, "
+                "client_id, scope, created_at, expires_at, approved_by, revoked) VALUES (?, ?, 'device', "
+                "NULL, 'user:bob', 'user', 'cli', 'user', ?, ?, 'operator', ?)",
+                (sid, sid * 8, LONG_AGO_MS, expires, revoked),
+            )
         auto_vacuum = conn.execute("PRAGMA auto_vacuum").fetchone()[0]
     assert auto_vacuum == 2, "a new database is made with auto_vacuum=INCREMENTAL"
     (state / "runs" / "run-old").mkdir(parents=True)
@@ -164,23 +177,29 @@ def test_a_start_prunes_what_ended_long_ago_and_the_file_shrinks(a2a_daemon: Any
 def test_a_bad_retention_age_is_refused_naming_its_key(tmp_path: Path, value: str) -> None:
     config = tmp_path / "retention.toml"
     config.write_text(f"[a2a.retention]\ntasks = {value}\n")
-    checked = subprocess.run([ANYAGENTD, "a2a", "--check-config", str(config)], capture_output=True, text=True,
-                             timeout=60)  # fmt: skip
+    checked = subprocess.run(
+        [ANYAGENTD, "a2a", "--check-config", str(config)], capture_output=True, text=True, timeout=60
+    )
     assert checked.returncode == 2, checked
     assert "a2a.retention.tasks" in checked.stderr and "Traceback" not in checked.stderr, checked.stderr
-    started = subprocess.run([ANYAGENTD, "a2a", "--config", str(config), "--listen", "127.0.0.1:0",
-                              "--state-dir", str(tmp_path / "state")], capture_output=True, text=True,
-                             timeout=60)  # fmt: skip
+    started = subprocess.run(
+        [ANYAGENTD, "a2a", "--config", str(config), "--listen", "127.0.0.1:0", "--state-dir", str(tmp_path / "state")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert started.returncode == 2 and "a2a.retention.tasks" in started.stderr, started
     assert "Traceback" not in started.stderr
 
 
 def test_retention_ages_that_keep_forever_or_name_units_pass_the_check(tmp_path: Path) -> None:
     config = tmp_path / "retention.toml"
-    config.write_text('[a2a.retention]\ntasks = 0\nruns = "12h"\nsessions = "90m"\nsubagents = "30s"\n'
-                      'interval = "1m"\n')  # fmt: skip
-    checked = subprocess.run([ANYAGENTD, "a2a", "--check-config", str(config)], capture_output=True, text=True,
-                             timeout=60)  # fmt: skip
+    config.write_text(
+        '[a2a.retention]\ntasks = 0\nruns = "12h"\nsessions = "90m"\nsubagents = "30s"\ninterval = "1m"\n'
+    )
+    checked = subprocess.run(
+        [ANYAGENTD, "a2a", "--check-config", str(config)], capture_output=True, text=True, timeout=60
+    )
     assert checked.returncode == 0, checked
 
 
@@ -201,27 +220,53 @@ async def test_the_stores_prune_only_what_ended(tmp_path: Path) -> None:
     try:
         runs = await RunStore(engine).open()
         for run_id, status in (("ended", "completed"), ("running", "running"), ("waiting", "waiting")):
-            await runs.create(RunRecord(id=run_id, workflow="w", principal="alice", task_id=f"task-{run_id}",
-                                        status=status, inputs={}, output=None, error=None, flags=RunFlags(),
-                                        tokens=0, created=LONG_AGO_MS, updated=LONG_AGO_MS,
-                                        finished=LONG_AGO_MS if status == "completed" else None,
-                                        steps={"a": StepState()}))  # fmt: skip
+            await runs.create(
+                RunRecord(
+                    id=run_id,
+                    workflow="w",
+                    principal="alice",
+                    task_id=f"task-{run_id}",
+                    status=status,
+                    inputs={},
+                    output=None,
+                    error=None,
+                    flags=RunFlags(),
+                    tokens=0,
+                    created=LONG_AGO_MS,
+                    updated=LONG_AGO_MS,
+                    finished=LONG_AGO_MS if status == "completed" else None,
+                    steps={"a": StepState()},
+                )
+            )
         assert await runs.prune(86400) == ["ended"]
         assert sorted(r.id for r in await runs.list()) == ["running", "waiting"]
         assert (await runs.get("running")).steps, "a live run keeps its steps"
 
         subagents = await SubagentStore(engine).open()
         for handle, status in (("done", "completed"), ("warm", "idle"), ("busy", "running")):
-            await subagents.save(Subagent(handle=handle, mode="warm", owner="alice", agent="mock", instruction="x",
-                                          status=status, created=LONG_AGO_MS, updated=LONG_AGO_MS))  # fmt: skip
+            await subagents.save(
+                Subagent(
+                    handle=handle,
+                    mode="warm",
+                    owner="alice",
+                    agent="mock",
+                    instruction="x",
+                    status=status,
+                    created=LONG_AGO_MS,
+                    updated=LONG_AGO_MS,
+                )
+            )
         assert await subagents.prune(86400) == ["done"]
         assert sorted(r.handle for r in await subagents.load()) == ["busy", "warm"]
 
         store = PrincipalTaskStore(engine)
         await store.initialize()
         context = ServerCallContext(user=_Owner("alice"))
-        for task_id, state in (("old-done", TaskState.TASK_STATE_COMPLETED), ("old-asking",
-                               TaskState.TASK_STATE_INPUT_REQUIRED), ("run-task", TaskState.TASK_STATE_CANCELED)):
+        for task_id, state in (
+            ("old-done", TaskState.TASK_STATE_COMPLETED),
+            ("old-asking", TaskState.TASK_STATE_INPUT_REQUIRED),
+            ("run-task", TaskState.TASK_STATE_CANCELED),
+        ):
             task = Task(id=task_id, context_id="c", status=TaskStatus(state=state))
             task.status.timestamp.FromSeconds(LONG_AGO_MS // 1000)
             await store.save(task, context)
@@ -232,20 +277,28 @@ async def test_the_stores_prune_only_what_ended(tmp_path: Path) -> None:
         await engine.dispose()
 
 
-def test_a_start_prunes_the_subagent_records_that_ended_long_ago_and_their_work_dirs(a2a_daemon: Any,
-                                                                                     tmp_path: Path) -> None:
+def test_a_start_prunes_the_subagent_records_that_ended_long_ago_and_their_work_dirs(
+    a2a_daemon: Any, tmp_path: Path
+) -> None:
     """``[a2a.retention] subagents``: an ended record (completed, failed, cancelled) older than the age goes with
     its ``subagents/<handle>/`` work dir; a recent one and one that has not ended stay, dir and all."""
     state = tmp_path / "state"
     subagents = BASE + "[subagents]\nenabled = true\n"
     stop(a2a_daemon(config=subagents, env=ENV, state_dir=state, mock="hello"))  # creates the subagents' table
-    rows = {"old-done": ("completed", LONG_AGO_MS), "old-failed": ("failed", LONG_AGO_MS),
-            "old-idle": ("idle", LONG_AGO_MS), "new-done": ("completed", int(time.time() * 1000))}  # fmt: skip
+    rows = {
+        "old-done": ("completed", LONG_AGO_MS),
+        "old-failed": ("failed", LONG_AGO_MS),
+        "old-idle": ("idle", LONG_AGO_MS),
+        "new-done": ("completed", int(time.time() * 1000)),
+    }
     with sqlite3.connect(state / "a2a.db") as conn:
         for handle, (status, updated) in rows.items():
-            conn.execute("INSERT INTO agentd_subagents (handle, mode, owner, agent, instruction, depth, status, "
-                         "attempts, tokens, created, updated) VALUES (?, 'task', 'operator', '\"mock\"', 'hi', 0, "
-                         "?, 1, 0, ?, ?)", (handle, status, updated, updated))  # fmt: skip
+            conn.execute(
+                "INSERT INTO agentd_subagents (handle, mode, owner, agent, instruction, depth, status, "
+                "attempts, tokens, created, updated) VALUES (?, 'task', 'operator', '\"mock\"', 'hi', 0, "
+                "?, 1, 0, ?, ?)",
+                (handle, status, updated, updated),
+            )
             (state / "subagents" / handle).mkdir(parents=True)
             (state / "subagents" / handle / "out.txt").write_text("left by the subagent")
     config = subagents + '[a2a.retention]\nsubagents = "1d"\ninterval = "1s"\n'

@@ -41,8 +41,9 @@ def test_an_age_past_100_years_is_refused_naming_its_key(tmp_path: Path, key: st
     config = tmp_path / "retention.toml"
     for value, ok in (('"99999999999999999d"', False), ('"36501d"', False), ('"36500d"', True)):
         config.write_text(f"[a2a.retention]\n{key} = {value}\n")
-        checked = subprocess.run([ANYAGENTD, "a2a", "--check-config", str(config)], capture_output=True,
-                                 text=True, timeout=60, check=False)  # fmt: skip
+        checked = subprocess.run(
+            [ANYAGENTD, "a2a", "--check-config", str(config)], capture_output=True, text=True, timeout=60, check=False
+        )
         if ok:
             assert checked.returncode == 0, checked
             continue
@@ -50,9 +51,22 @@ def test_an_age_past_100_years_is_refused_naming_its_key(tmp_path: Path, key: st
         assert f"a2a.retention.{key}" in checked.stderr and "100 years" in checked.stderr, checked.stderr
         assert "Traceback" not in checked.stderr
         if value == '"36501d"':  # the start refuses what the check refuses
-            started = subprocess.run([ANYAGENTD, "a2a", "--config", str(config), "--listen", "127.0.0.1:0",
-                                      "--state-dir", str(tmp_path / "state")], capture_output=True, text=True,
-                                     timeout=60, check=False)  # fmt: skip
+            started = subprocess.run(
+                [
+                    ANYAGENTD,
+                    "a2a",
+                    "--config",
+                    str(config),
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--state-dir",
+                    str(tmp_path / "state"),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
             assert started.returncode == 2 and f"a2a.retention.{key}" in started.stderr, started
             assert "100 years" in started.stderr and "Traceback" not in started.stderr
 
@@ -67,10 +81,12 @@ def test_a_store_whose_prune_fails_leaves_the_others_pruned(a2a_daemon: Any, tmp
         keep = "CREATE TRIGGER keep_tasks BEFORE DELETE ON tasks BEGIN SELECT RAISE(ABORT, 'tasks are kept'); END"
         conn.execute(keep)  # the tasks' DELETE fails, as a driver error would
         for sid, expires, revoked in (("expired", LONG_AGO_MS, 0), ("revoked", None, 1), ("live", None, 0)):
-            conn.execute("INSERT INTO agentd_auth_sessions (sid, token_hash, kind, name, principal, role, "
-                         "client_id, scope, created_at, expires_at, approved_by, revoked) VALUES (?, ?, 'device', "
-                         "NULL, 'user:bob', 'user', 'cli', 'user', ?, ?, 'operator', ?)",
-                         (sid, sid * 8, LONG_AGO_MS, expires, revoked))  # fmt: skip
+            conn.execute(
+                "INSERT INTO agentd_auth_sessions (sid, token_hash, kind, name, principal, role, "
+                "client_id, scope, created_at, expires_at, approved_by, revoked) VALUES (?, ?, 'device', "
+                "NULL, 'user:bob', 'user', 'cli', 'user', ?, ?, 'operator', ?)",
+                (sid, sid * 8, LONG_AGO_MS, expires, revoked),
+            )
     failed = wait_for(lambda: lines(daemon, "retention: pruning the tasks failed"), "no failed tasks' prune")
     assert "tasks are kept" in failed[0]
 
@@ -84,8 +100,9 @@ def test_a_store_whose_prune_fails_leaves_the_others_pruned(a2a_daemon: Any, tmp
     assert not lines(daemon, "retention: the prune failed")
 
 
-def test_a_sighup_that_shortens_the_interval_applies_without_waiting_out_the_old(a2a_daemon: Any,
-                                                                                 tmp_path: Path) -> None:  # fmt: skip
+def test_a_sighup_that_shortens_the_interval_applies_without_waiting_out_the_old(
+    a2a_daemon: Any, tmp_path: Path
+) -> None:
     path = tmp_path / "retention.toml"
     path.write_text(BASE + '[a2a.retention]\ninterval = "1h"\n')
     daemon = a2a_daemon("--config", str(path), env=ENV, state_dir=tmp_path / "state")

@@ -52,13 +52,19 @@ async def _conversation_sessions(tmp_path: Path, *, subagent_tools: bool) -> dic
                 tools = SubagentMcpServer(SubagentManager(runtime, SubagentLimits(), work_root=tmp_path / "subagents"))
                 tools.url = "http://127.0.0.1:9/mcp"  # never reached: the mock takes no Http MCP server
                 daemon.subagent_mcp = tools
-            daemon.conversations = Conversations(state, open_session=daemon._open_session, start_pump=tg.start_soon,
-                                                 remember=daemon._remember)  # fmt: skip
+            daemon.conversations = Conversations(
+                state, open_session=daemon._open_session, start_pump=tg.start_soon, remember=daemon._remember
+            )
             alice = await daemon.conversations.conversation("user:alice", "ctx-1").session_for()
             bob = await daemon.conversations.conversation("user:bob", "ctx-1").session_for()
-            found = {"alice": alice, "bob": bob, "all": [s.id for s in runtime.sessions()],
-                     "by_owner": {o: [s.id for s in runtime.sessions(owner=o)] for o in ("user:alice", "user:bob",
-                                                                                        "operator")}}  # fmt: skip
+            found = {
+                "alice": alice,
+                "bob": bob,
+                "all": [s.id for s in runtime.sessions()],
+                "by_owner": {
+                    o: [s.id for s in runtime.sessions(owner=o)] for o in ("user:alice", "user:bob", "operator")
+                },
+            }
             await daemon.conversations.close_all(5)
             tg.cancel_scope.cancel()
     finally:
@@ -118,11 +124,14 @@ def test_the_daemon_provides_what_the_instance_host_declares() -> None:
 
     tree = ast.parse((PACKAGE / "daemon.py").read_text(encoding="utf-8"))
     daemon = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Daemon")
-    provided = {t.attr for n in ast.walk(daemon) if isinstance(n, (ast.Assign, ast.AnnAssign))
-                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
+    provided = {
+        t.attr
+        for n in ast.walk(daemon)
+        if isinstance(n, (ast.Assign, ast.AnnAssign))
+        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+    }
     provided |= {n.name for n in daemon.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     declared = set(InstanceHost.__annotations__) | {n for n in vars(InstanceHost) if not n.startswith("_")}
-    assert declared == {"runtime", "conversations", "loaded", "agent_label", "mock_script", "draining",
-                        "request_drain"}  # fmt: skip
+    assert declared == {"runtime", "conversations", "loaded", "agent_label", "mock_script", "draining", "request_drain"}
     assert declared - provided == set()

@@ -17,8 +17,9 @@ from a2a_helpers import ANYAGENTD, SLOW, wait_state
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ANYAGENTD, "a2a", *args], capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL)  # fmt: skip
+    return subprocess.run(
+        [ANYAGENTD, "a2a", *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
 
 
 def busy_daemon(a2a_daemon: Any, tmp_path: Path) -> tuple[Path, Path, Any, dict[str, Any]]:
@@ -32,8 +33,7 @@ def busy_daemon(a2a_daemon: Any, tmp_path: Path) -> tuple[Path, Path, Any, dict[
     return script, state, first, running
 
 
-def test_a_second_daemon_on_a_task_database_in_use_refuses_and_changes_nothing(a2a_daemon: Any,
-                                                                               tmp_path: Path) -> None:
+def test_a_second_daemon_on_a_task_database_in_use_refuses_and_changes_nothing(a2a_daemon: Any, tmp_path: Path) -> None:
     """``a2a.store`` naming another daemon's database (its default one in its state dir, or a shared file): the
     second start is refused with one line naming the holder, whatever state dir it has."""
     script, state, first, running = busy_daemon(a2a_daemon, tmp_path)
@@ -44,8 +44,16 @@ def test_a_second_daemon_on_a_task_database_in_use_refuses_and_changes_nothing(a
     for database in (state / "a2a.db", link / "a2a.db", tmp_path / "hard" / "a2a.db"):  # every name of the file
         config = tmp_path / "shared.toml"
         config.write_text(f'[a2a]\nstore = "sqlite+aiosqlite:///{database}"\n')
-        second = run_cli("--listen", "127.0.0.1:0", "--state-dir", str(tmp_path / "other"), "--mock", str(script),
-                         "--config", str(config))  # fmt: skip
+        second = run_cli(
+            "--listen",
+            "127.0.0.1:0",
+            "--state-dir",
+            str(tmp_path / "other"),
+            "--mock",
+            str(script),
+            "--config",
+            str(config),
+        )
         assert second.returncode == 1 and second.stdout == "", second.stderr
         lines = second.stderr.strip().splitlines()
         assert len(lines) == 1 and "Traceback" not in second.stderr, second.stderr
@@ -60,8 +68,9 @@ def test_a_second_daemon_on_a_task_database_in_use_refuses_and_changes_nothing(a
     config = tmp_path / "both.toml"
     config.write_text(f'[a2a]\nstore = "sqlite+aiosqlite:///{shared}"\n')
     one = a2a_daemon("--config", str(config), mock=str(script), state_dir=tmp_path / "one")
-    two = run_cli("--listen", "127.0.0.1:0", "--state-dir", str(tmp_path / "two"), "--mock", str(script),
-                  "--config", str(config))  # fmt: skip
+    two = run_cli(
+        "--listen", "127.0.0.1:0", "--state-dir", str(tmp_path / "two"), "--mock", str(script), "--config", str(config)
+    )
     assert two.returncode == 1 and f"(pid {one.process.pid})" in two.stderr, two.stderr
 
 
@@ -93,7 +102,8 @@ def test_a_state_dir_that_cannot_be_created_is_one_line_naming_it(tmp_path: Path
     result = run_cli("--listen", "127.0.0.1:0", "--state-dir", str(blocker / "state"))
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.strip().splitlines() == [
-        f"anyagentd a2a: cannot use the state dir {blocker / 'state'}: Not a directory"], result.stderr
+        f"anyagentd a2a: cannot use the state dir {blocker / 'state'}: Not a directory"
+    ], result.stderr
     assert "cannot listen" not in result.stderr
 
 
@@ -103,8 +113,9 @@ def test_the_lock_is_not_inherited_by_the_agents_the_daemon_spawns(tmp_path: Pat
     from anyagentd_a2a.statedir import StateDirUnusable, hold
 
     with hold(tmp_path) as lock:
-        child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
-                                 start_new_session=True)  # fmt: skip
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE, start_new_session=True
+        )
         assert lock.read_text().strip() == str(os.getpid())
         try:
             with hold(tmp_path):

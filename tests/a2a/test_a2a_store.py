@@ -46,8 +46,7 @@ async def db(tmp_path: Path) -> AsyncIterator[tuple[Any, Path, list[str]]]:
     path = tmp_path / "a2a.db"
     engine = engine_for(f"sqlite+aiosqlite:///{path}")
     statements: list[str] = []
-    event.listen(engine.sync_engine, "before_cursor_execute",
-                 lambda _c, _cur, sql, *_: statements.append(sql))  # fmt: skip
+    event.listen(engine.sync_engine, "before_cursor_execute", lambda _c, _cur, sql, *_: statements.append(sql))
     yield engine, path, statements
     await engine.dispose()
 
@@ -63,15 +62,20 @@ def on_disk(path: Path, task_id: str) -> dict[str, Any] | None:
 
 
 def task(task_id: str, state: int, *texts: str) -> Task:
-    out = Task(id=task_id, context_id="c1", status=TaskStatus(state=state),
-               history=[Message(message_id="m1", role=Role.ROLE_USER, parts=[Part(text="hi")])])  # fmt: skip
+    out = Task(
+        id=task_id,
+        context_id="c1",
+        status=TaskStatus(state=state),
+        history=[Message(message_id="m1", role=Role.ROLE_USER, parts=[Part(text="hi")])],
+    )
     if texts:
         out.artifacts.add(artifact_id="response", parts=[Part(text=t) for t in texts])
     return out
 
 
 async def test_durable_points_are_on_disk_when_save_returns_and_updates_between_them_are_written_behind(
-        db: tuple[Any, Path, list[str]]) -> None:  # fmt: skip
+    db: tuple[Any, Path, list[str]],
+) -> None:
     engine, path, _ = db
     store = PrincipalTaskStore(engine, flush_delay=0.05)
     await store.initialize()
@@ -93,8 +97,9 @@ async def test_durable_points_are_on_disk_when_save_returns_and_updates_between_
     assert on_disk(path, task_id) == {"state": "TASK_STATE_COMPLETED", "texts": ["wor", "king", "!"], "owner": "alice"}
 
 
-@pytest.mark.parametrize("state", [TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_FAILED,
-                                   TaskState.TASK_STATE_CANCELED])  # fmt: skip
+@pytest.mark.parametrize(
+    "state", [TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED]
+)
 async def test_waiting_for_input_and_every_end_are_written_at_once(db: tuple[Any, Path, list[str]], state: int) -> None:
     engine, path, _ = db
     store = PrincipalTaskStore(engine, flush_delay=60)
@@ -123,7 +128,8 @@ async def test_every_read_writes_what_is_pending_first(db: tuple[Any, Path, list
 
 
 async def test_the_operator_writing_behind_keeps_the_owner_and_other_owners_still_read_none(
-        db: tuple[Any, Path, list[str]]) -> None:  # fmt: skip
+    db: tuple[Any, Path, list[str]],
+) -> None:
     engine, path, _ = db
     store = PrincipalTaskStore(engine, flush_delay=60)
     await store.initialize()
@@ -141,10 +147,15 @@ async def test_a_restart_does_to_each_open_task_what_the_task_rules_decide(db: t
     store = PrincipalTaskStore(engine, flush_delay=60)
     await store.initialize()
     asked = Message(message_id="q1", role=Role.ROLE_AGENT, parts=[Part(text="may I?")])
-    left = {"running": TaskState.TASK_STATE_WORKING, "queued": TaskState.TASK_STATE_SUBMITTED,
-            "asked-resumable": TaskState.TASK_STATE_INPUT_REQUIRED, "asked-lost": TaskState.TASK_STATE_INPUT_REQUIRED,
-            "a-runs": TaskState.TASK_STATE_WORKING, "named-like-a-run": TaskState.TASK_STATE_WORKING,
-            "done": TaskState.TASK_STATE_COMPLETED}  # fmt: skip
+    left = {
+        "running": TaskState.TASK_STATE_WORKING,
+        "queued": TaskState.TASK_STATE_SUBMITTED,
+        "asked-resumable": TaskState.TASK_STATE_INPUT_REQUIRED,
+        "asked-lost": TaskState.TASK_STATE_INPUT_REQUIRED,
+        "a-runs": TaskState.TASK_STATE_WORKING,
+        "named-like-a-run": TaskState.TASK_STATE_WORKING,
+        "done": TaskState.TASK_STATE_COMPLETED,
+    }
     for n, (task_id, state) in enumerate(left.items()):
         stored = task(task_id, state, "partial")
         stored.context_id = f"c{n}"
@@ -155,25 +166,33 @@ async def test_a_restart_does_to_each_open_task_what_the_task_rules_decide(db: t
         await store.save(stored, ALICE)
     failed, parked = await fail_interrupted(store, resumable={("alice", "c2"), ("alice", "c6")}, run_tasks={"a-runs"})
     assert parked == {"asked-resumable": ("alice", "c2")}
-    assert {e.task_id: (e.context_id, TaskState.Name(e.status.state), e.status.message.parts[0].text)
-            for e in failed} == {
+    assert {
+        e.task_id: (e.context_id, TaskState.Name(e.status.state), e.status.message.parts[0].text) for e in failed
+    } == {
         "running": ("c0", "TASK_STATE_FAILED", INTERRUPTED_MESSAGE),
         "queued": ("c1", "TASK_STATE_FAILED", INTERRUPTED_MESSAGE),
         "asked-lost": ("c3", "TASK_STATE_FAILED", UNRESUMABLE_MESSAGE),
         "named-like-a-run": ("c5", "TASK_STATE_FAILED", INTERRUPTED_MESSAGE),
-    }  # fmt: skip
-    kept = {"asked-resumable": "TASK_STATE_INPUT_REQUIRED", "a-runs": "TASK_STATE_WORKING",
-            "done": "TASK_STATE_COMPLETED"}  # fmt: skip
+    }
+    kept = {
+        "asked-resumable": "TASK_STATE_INPUT_REQUIRED",
+        "a-runs": "TASK_STATE_WORKING",
+        "done": "TASK_STATE_COMPLETED",
+    }
     for task_id in left:
-        assert on_disk(path, task_id) == {"state": kept.get(task_id, "TASK_STATE_FAILED"), "texts": ["partial"],
-                                          "owner": "alice"}  # fmt: skip
+        assert on_disk(path, task_id) == {
+            "state": kept.get(task_id, "TASK_STATE_FAILED"),
+            "texts": ["partial"],
+            "owner": "alice",
+        }
     lost = await store.get("asked-lost", ALICE)
     assert lost.history[-1].parts[0].text == "may I?"  # the question moved to the history, the reason took its place
     assert lost.status.message.parts[0].text == UNRESUMABLE_MESSAGE and lost.status.message.task_id == "asked-lost"
 
 
 async def test_an_id_the_store_handed_out_reads_absent_without_a_query_until_saved(
-        db: tuple[Any, Path, list[str]]) -> None:  # fmt: skip
+    db: tuple[Any, Path, list[str]],
+) -> None:
     engine, _, statements = db
     store = PrincipalTaskStore(engine)
     await store.initialize()
@@ -232,8 +251,9 @@ async def test_a_write_is_one_upsert_and_reads_back_as_the_sdk_store_reads_it(db
 def conversation_rows(path: Path) -> list[tuple[str, str, str, str | None]]:
     """Every stored conversation as a restart would read it: (owner, contextId, agent, resume token)."""
     with sqlite3.connect(path) as conn:
-        return conn.execute("select owner, context_id, agent, resume_token from anyagentd_conversations "
-                            "order by owner, context_id").fetchall()  # fmt: skip
+        return conn.execute(
+            "select owner, context_id, agent, resume_token from anyagentd_conversations order by owner, context_id"
+        ).fetchall()
 
 
 def log_deletes(path: Path) -> None:
@@ -251,7 +271,8 @@ def deleted(path: Path) -> list[tuple[str, str]]:
 
 
 async def test_remembering_a_conversation_twice_keeps_one_row_with_the_second_values(
-        db: tuple[Any, Path, list[str]]) -> None:  # fmt: skip
+    db: tuple[Any, Path, list[str]],
+) -> None:
     engine, path, _ = db
     table = ConversationTable(engine)
     await table.initialize()
@@ -265,7 +286,8 @@ async def test_remembering_a_conversation_twice_keeps_one_row_with_the_second_va
 
 
 async def test_a_remembered_conversation_is_updated_in_place_by_one_upsert_never_deleted(
-        db: tuple[Any, Path, list[str]]) -> None:  # fmt: skip
+    db: tuple[Any, Path, list[str]],
+) -> None:
     engine, path, statements = db
     table = ConversationTable(engine)
     await table.initialize()
@@ -281,7 +303,8 @@ async def test_a_remembered_conversation_is_updated_in_place_by_one_upsert_never
 
 
 async def test_the_upsert_of_a_database_without_on_conflict_updates_in_place_too(
-        db: tuple[Any, Path, list[str]]) -> None:  # fmt: skip
+    db: tuple[Any, Path, list[str]],
+) -> None:
     from anyagentd_a2a.store import _update_or_insert, conversations_table
 
     engine, path, _ = db
@@ -289,8 +312,13 @@ async def test_the_upsert_of_a_database_without_on_conflict_updates_in_place_too
     await table.initialize()
     log_deletes(path)
     for token in ("first", "second"):
-        values = {"owner": "alice", "context_id": "c1", "agent": "codex", "resume_token": token,
-                  "updated": datetime(2025, 1, 1)}  # fmt: skip
+        values = {
+            "owner": "alice",
+            "context_id": "c1",
+            "agent": "codex",
+            "resume_token": token,
+            "updated": datetime(2025, 1, 1),
+        }
         async with engine.begin() as conn:
             await _update_or_insert(conn, conversations_table, ("owner", "context_id"), values)
     assert conversation_rows(path) == [("alice", "c1", "codex", "second")] and deleted(path) == []

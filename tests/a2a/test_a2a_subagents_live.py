@@ -47,8 +47,10 @@ enabled = true
 
 
 def spawn(agent: str, instruction: str, mode: str = "sync") -> dict[str, Any]:
-    return {"name": "mcp__anyagentd__spawn_subagent", "input": {"agent": agent, "instruction": instruction,
-                                                                 "mode": mode}}  # fmt: skip
+    return {
+        "name": "mcp__anyagentd__spawn_subagent",
+        "input": {"agent": agent, "instruction": instruction, "mode": mode},
+    }
 
 
 def requests_text(server: Any) -> list[str]:
@@ -80,8 +82,11 @@ def codex_env(model_server: Any, script: dict[str, Any], home: Path) -> dict[str
     from anyagentd_testing.agents import codex_env as codex_vars
 
     server = model_server(script)
-    env = {**codex_vars(), "ANYAGENTD_CODEX_ARGS": shlex.join(codex_args(server.url)),
-           "ANYAGENTD_CODEX_BIN": str(agent_bin("codex", start=__file__))}  # fmt: skip
+    env = {
+        **codex_vars(),
+        "ANYAGENTD_CODEX_ARGS": shlex.join(codex_args(server.url)),
+        "ANYAGENTD_CODEX_BIN": str(agent_bin("codex", start=__file__)),
+    }
     env.pop("HOME", None)
     return {**env, "_server": server}  # type: ignore[dict-item]
 
@@ -101,13 +106,18 @@ def processes_in(directory: Path) -> list[int]:
     return found
 
 
-def test_claude_spawns_a_mock_then_a_codex_subagent_in_sync_mode(claude: Any, model_server: Any, a2a_daemon: Any,
-                                                                 work: Path, tmp_path: Path) -> None:  # fmt: skip
-    server = claude({"turns": [
-        {"text": "Asking the mock.", "tool": spawn("mock", "Say hello.")},
-        {"text": "Asking Codex.", "tool": spawn("codex", "Name a fruit.")},
-        {"text": "Both subagents answered."},
-    ]})  # fmt: skip
+def test_claude_spawns_a_mock_then_a_codex_subagent_in_sync_mode(
+    claude: Any, model_server: Any, a2a_daemon: Any, work: Path, tmp_path: Path
+) -> None:
+    server = claude(
+        {
+            "turns": [
+                {"text": "Asking the mock.", "tool": spawn("mock", "Say hello.")},
+                {"text": "Asking Codex.", "tool": spawn("codex", "Name a fruit.")},
+                {"text": "Both subagents answered."},
+            ]
+        }
+    )
     extra = codex_env(model_server, {"turns": [{"text": "Codex says PINEAPPLE."}]}, tmp_path)
     codex_server = extra.pop("_server")
     daemon = a2a_daemon(config=config(work), env={**ENV, **extra})
@@ -126,14 +136,22 @@ def test_claude_spawns_a_mock_then_a_codex_subagent_in_sync_mode(claude: Any, mo
 
 
 def test_a_warm_codex_subagent_takes_two_sends_over_a2a_then_kill_leaves_no_process(
-        claude: Any, model_server: Any, a2a_daemon: Any, work: Path, tmp_path: Path) -> None:  # fmt: skip
-    server = claude({"turns": [
-        {"text": "A warm Codex.", "tool": spawn("codex", "Stay with me.", "warm")},
-        {"text": "An async mock.", "tool": spawn("mock", "Say hello.", "async")},
-        {"text": "Both started."},
-    ]})  # fmt: skip
-    extra = codex_env(model_server, {"turns": [{"text": "first answer"}, {"text": "second answer"},
-                                               {"text": "third answer"}]}, tmp_path)  # fmt: skip
+    claude: Any, model_server: Any, a2a_daemon: Any, work: Path, tmp_path: Path
+) -> None:
+    server = claude(
+        {
+            "turns": [
+                {"text": "A warm Codex.", "tool": spawn("codex", "Stay with me.", "warm")},
+                {"text": "An async mock.", "tool": spawn("mock", "Say hello.", "async")},
+                {"text": "Both started."},
+            ]
+        }
+    )
+    extra = codex_env(
+        model_server,
+        {"turns": [{"text": "first answer"}, {"text": "second answer"}, {"text": "third answer"}]},
+        tmp_path,
+    )
     extra.pop("_server")
     daemon = a2a_daemon(config=config(work), env={**ENV, **extra})
     task = daemon.send_text("Start two subagents.", token=ALICE)
@@ -147,8 +165,9 @@ def test_a_warm_codex_subagent_takes_two_sends_over_a2a_then_kill_leaves_no_proc
         return result_of(command(daemon, "subagent.status", token=token, handle=of), "subagent.status")
 
     for answer in ("second answer", "third answer"):
-        _, ack = task_result(command(daemon, "subagent.send", token=ALICE, handle=handle, message="More?"),
-                             "subagent.send")  # fmt: skip
+        _, ack = task_result(
+            command(daemon, "subagent.send", token=ALICE, handle=handle, message="More?"), "subagent.send"
+        )
         assert ack == {"ok": True, "handle": handle}
         deadline = time.monotonic() + 60
         while status()["status"] != "idle" and time.monotonic() < deadline:
@@ -163,40 +182,55 @@ def test_a_warm_codex_subagent_takes_two_sends_over_a2a_then_kill_leaves_no_proc
     before = tasks(daemon)
     refused = command(daemon, "subagent.send", token=ALICE, handle=other, message="x")
     assert reason(refused) == (-32602, "INVALID_STATE") and "only a warm subagent" in refused.json()["error"]["message"]
-    for op, args in (("subagent.status", {}), ("subagent.get", {}), ("subagent.send", {"message": "x"}),
-                     ("subagent.kill", {})):  # fmt: skip
+    for op, args in (
+        ("subagent.status", {}),
+        ("subagent.get", {}),
+        ("subagent.send", {"message": "x"}),
+        ("subagent.kill", {}),
+    ):
         assert reason(command(daemon, op, token=BOB, handle=handle, **args)) == (-32001, "NOT_FOUND"), op
     assert tasks(daemon) == before
 
-    _, ack = task_result(command(daemon, "subagent.kill", token=ALICE, handle=handle, reason="enough"),
-                         "subagent.kill")  # fmt: skip
+    _, ack = task_result(command(daemon, "subagent.kill", token=ALICE, handle=handle, reason="enough"), "subagent.kill")
     assert ack == {"ok": True, "handle": handle}
-    assert status() == {"handle": handle, "status": "cancelled", "mode": "warm", "result": "third answer",
-                        "error": "enough"}  # fmt: skip
+    assert status() == {
+        "handle": handle,
+        "status": "cancelled",
+        "mode": "warm",
+        "result": "third answer",
+        "error": "enough",
+    }
     assert processes_in(directory) == [], "kill ended the Codex process"
     refused = command(daemon, "subagent.send", token=ALICE, handle=handle, message="x")
     assert reason(refused) == (-32602, "INVALID_STATE")
 
 
-def test_depth_and_count_limits_are_clear_tool_errors(claude: Any, a2a_daemon: Any, work: Path,
-                                                      tmp_path: Path) -> None:  # fmt: skip
+def test_depth_and_count_limits_are_clear_tool_errors(claude: Any, a2a_daemon: Any, work: Path, tmp_path: Path) -> None:
     # One script for the parent Claude and the Claude it spawns (the endpoint picks turns by conversation length):
     # both call spawn_subagent first; the parent's call starts the nested Claude, whose own call is one too deep.
     # The parent then starts a slow async mock and, while it runs, a second one: over the count.
-    server = claude({"turns": [
-        {"tool": spawn("claude", "Nest once.")},
-        {"text": "Starting a slow one.", "tool": spawn("mock", "Take your time.", "async")},
-        {"text": "And another.", "tool": spawn("mock", "Me too.")},
-        {"text": "Done with limits."},
-    ]})  # fmt: skip
+    server = claude(
+        {
+            "turns": [
+                {"tool": spawn("claude", "Nest once.")},
+                {"text": "Starting a slow one.", "tool": spawn("mock", "Take your time.", "async")},
+                {"text": "And another.", "tool": spawn("mock", "Me too.")},
+                {"text": "Done with limits."},
+            ]
+        }
+    )
     slow = tmp_path / "slow.json"
     slow.write_text(json.dumps({"turns": [[{"Sleep": 60000}, {"End": {"Completed": {"source": "Protocol"}}}]]}))
     daemon = a2a_daemon(config=config(work, "depth = 1\nper_owner = 1"), env=ENV, mock=str(slow))
     task = daemon.send_text("Test the limits.", token=ALICE)
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
-    errors = [result_text(b) for r in server.main_requests() for m in r["body"].get("messages", [])
-              for b in (m["content"] if isinstance(m.get("content"), list) else []) if b.get("type") == "tool_result"
-              and b.get("is_error")]  # fmt: skip
+    errors = [
+        result_text(b)
+        for r in server.main_requests()
+        for m in r["body"].get("messages", [])
+        for b in (m["content"] if isinstance(m.get("content"), list) else [])
+        if b.get("type") == "tool_result" and b.get("is_error")
+    ]
     assert any("refused: subagents may nest 1 deep at most" in e for e in errors), errors  # the nested Claude's
     assert any("refused: user:alice already has 1 subagents running (limit 1)" in e for e in errors), errors
     [nested, slow_one, over] = tool_results(server)  # the parent's own three calls
@@ -204,8 +238,9 @@ def test_depth_and_count_limits_are_clear_tool_errors(claude: Any, a2a_daemon: A
     assert json.loads(result_text(slow_one))["status"] in ("pending", "running")
 
 
-def test_a_running_subagent_is_an_activity_row_of_its_owner(claude: Any, a2a_daemon: Any, work: Path,
-                                                           tmp_path: Path) -> None:  # fmt: skip
+def test_a_running_subagent_is_an_activity_row_of_its_owner(
+    claude: Any, a2a_daemon: Any, work: Path, tmp_path: Path
+) -> None:
     claude({"turns": [{"text": "Started.", "tool": spawn("mock", "Take your time.", "async")}, {"text": "Ok."}]})
     slow = tmp_path / "slow.json"
     slow.write_text(json.dumps({"turns": [[{"Sleep": 60000}, {"End": {"Completed": {"source": "Protocol"}}}]]}))
@@ -230,15 +265,20 @@ def emit(daemon: Any, token: str, handle: str, stream: str, event: dict[str, Any
     from test_a2a_commands import URI
 
     envelope = {"op": "_instance.emit", "handle": handle, "stream": stream, "event": event}
-    message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "extensions": [URI],
-               "parts": [{"data": {"agentd": envelope}, "mediaType": "application/json"}]}  # fmt: skip
+    message = {
+        "messageId": str(uuid.uuid4()),
+        "role": "ROLE_USER",
+        "extensions": [URI],
+        "parts": [{"data": {"agentd": envelope}, "mediaType": "application/json"}],
+    }
     return daemon.rpc("SendMessage", {"message": message}, token=token, headers={"A2A-Extensions": URI})
 
 
 def test_two_daemons_the_parent_delegates_to_a_child_instance(claude: Any, a2a_daemon: Any, work: Path) -> None:
     child = a2a_daemon(config='[a2a]\nbearer = "{{secret:CHILD_TOKEN}}"\n', env={"CHILD_TOKEN": CHILD})
-    server = claude({"turns": [{"text": "Asking the child.", "tool": spawn("child", "Greet me.")},
-                               {"text": "The child answered."}]})  # fmt: skip
+    server = claude(
+        {"turns": [{"text": "Asking the child.", "tool": spawn("child", "Greet me.")}, {"text": "The child answered."}]}
+    )
     instances = f'[[subagents.instances]]\nname = "child"\nurl = "{child.url}"\nbearer = "{{{{secret:CHILD_TOKEN}}}}"'
     parent = a2a_daemon(config=config(work, instances), env={**ENV, "CHILD_TOKEN": CHILD})
     task = parent.send_text("Delegate to the child.", token=ALICE)
@@ -257,7 +297,9 @@ def test_two_daemons_the_parent_delegates_to_a_child_instance(claude: Any, a2a_d
     before = tasks(parent)
     for token in (ALICE, BOB):
         assert reason(command(parent, "_instance.result", token=token, handle=handle, output="forged")) == (
-            -32602, "UNKNOWN_OP")  # fmt: skip
+            -32602,
+            "UNKNOWN_OP",
+        )
         assert reason(emit(parent, token, handle, "s", {"data": 1})) == (-32602, "UNKNOWN_OP")
     assert tasks(parent) == before
     status = result_of(command(parent, "subagent.status", token=ALICE, handle=handle), "subagent.status")
@@ -265,26 +307,37 @@ def test_two_daemons_the_parent_delegates_to_a_child_instance(claude: Any, a2a_d
     # the reply ended the turn: a report after it is refused and changes nothing; an emit is kept with its events
     late = command(parent, "_instance.result", token=OPERATOR, handle=handle, status="completed", output="late")
     assert reason(late) == (-32602, "INVALID_STATE")
-    _, none = task_result(emit(parent, OPERATOR, handle, "progress", {"subject": "step", "data": {"n": 1}}),
-                          "_instance.emit")  # fmt: skip
+    _, none = task_result(
+        emit(parent, OPERATOR, handle, "progress", {"subject": "step", "data": {"n": 1}}), "_instance.emit"
+    )
     assert none is None
     assert result_of(command(parent, "subagent.status", token=ALICE, handle=handle), "subagent.status") == {
-        "handle": handle, "status": "completed", "mode": "sync", "result": HELLO}  # fmt: skip
+        "handle": handle,
+        "status": "completed",
+        "mode": "sync",
+        "result": HELLO,
+    }
     got = command(parent, "subagent.get", token=ALICE, handle=handle).json()["result"]["message"]
-    assert got["metadata"]["agentd"]["events"] == [{"stream": "progress", "event": {"subject": "step",
-                                                                                    "data": {"n": 1}}}]  # fmt: skip
+    assert got["metadata"]["agentd"]["events"] == [
+        {"stream": "progress", "event": {"subject": "step", "data": {"n": 1}}}
+    ]
     assert reason(command(parent, "_instance.result", token=OPERATOR, handle="sa-nobody")) == (-32001, "NOT_FOUND")
 
 
-def test_records_survive_a_restart_and_a_warm_codex_resumes(claude: Any, model_server: Any, a2a_daemon: Any,
-                                                            work: Path, tmp_path: Path) -> None:  # fmt: skip
+def test_records_survive_a_restart_and_a_warm_codex_resumes(
+    claude: Any, model_server: Any, a2a_daemon: Any, work: Path, tmp_path: Path
+) -> None:
     import signal
 
-    server = claude({"turns": [
-        {"text": "A warm Codex.", "tool": spawn("codex", "Remember the word MANGO.", "warm")},
-        {"text": "A slow mock.", "tool": spawn("mock", "Take your time.", "async")},
-        {"text": "Both started."},
-    ]})  # fmt: skip
+    server = claude(
+        {
+            "turns": [
+                {"text": "A warm Codex.", "tool": spawn("codex", "Remember the word MANGO.", "warm")},
+                {"text": "A slow mock.", "tool": spawn("mock", "Take your time.", "async")},
+                {"text": "Both started."},
+            ]
+        }
+    )
     extra = codex_env(model_server, {"turns": [{"text": "Noted."}, {"text": "The word was MANGO."}]}, tmp_path)
     codex_server = extra.pop("_server")
     slow = tmp_path / "slow.json"
@@ -313,14 +366,14 @@ def test_records_survive_a_restart_and_a_warm_codex_resumes(claude: Any, model_s
     assert reason(command(again, "subagent.get", token=BOB, handle=warm)) == (-32001, "NOT_FOUND")
 
 
-def test_killing_a_child_subagent_cancels_its_task_on_the_child(claude: Any, a2a_daemon: Any, work: Path,
-                                                               tmp_path: Path) -> None:  # fmt: skip
+def test_killing_a_child_subagent_cancels_its_task_on_the_child(
+    claude: Any, a2a_daemon: Any, work: Path, tmp_path: Path
+) -> None:
     from a2a_helpers import listed_tasks, wait_state
 
     slow = tmp_path / "slow.json"
     slow.write_text(json.dumps({"turns": [[{"Sleep": 60000}, {"End": {"Completed": {"source": "Protocol"}}}]]}))
-    child = a2a_daemon(config='[a2a]\nbearer = "{{secret:CHILD_TOKEN}}"\n', env={"CHILD_TOKEN": CHILD},
-                       mock=str(slow))  # fmt: skip
+    child = a2a_daemon(config='[a2a]\nbearer = "{{secret:CHILD_TOKEN}}"\n', env={"CHILD_TOKEN": CHILD}, mock=str(slow))
     claude({"turns": [{"text": "Started.", "tool": spawn("child", "Take your time.", "async")}, {"text": "Ok."}]})
     instances = f'[[subagents.instances]]\nname = "child"\nurl = "{child.url}"\nbearer = "{{{{secret:CHILD_TOKEN}}}}"'
     parent = a2a_daemon(config=config(work, instances), env={**ENV, "CHILD_TOKEN": CHILD})
@@ -329,9 +382,14 @@ def test_killing_a_child_subagent_cancels_its_task_on_the_child(claude: Any, a2a
     handle = running["contextId"]
     [row] = result_of(command(parent, "status", token=ALICE), "status")["activity"]
     assert row["id"] == handle and row["phase"] == "working"
-    _, ack = task_result(command(parent, "subagent.kill", token=ALICE, handle=handle, reason="no longer needed"),
-                         "subagent.kill")  # fmt: skip
+    _, ack = task_result(
+        command(parent, "subagent.kill", token=ALICE, handle=handle, reason="no longer needed"), "subagent.kill"
+    )
     assert ack == {"ok": True, "handle": handle}
     wait_state(child, running["id"], "TASK_STATE_CANCELED", token=CHILD)
     assert result_of(command(parent, "subagent.status", token=ALICE, handle=handle), "subagent.status") == {
-        "handle": handle, "status": "cancelled", "mode": "async", "error": "no longer needed"}  # fmt: skip
+        "handle": handle,
+        "status": "cancelled",
+        "mode": "async",
+        "error": "no longer needed",
+    }

@@ -89,12 +89,20 @@ def test_the_unit_starts_reloads_and_drains_as_written(tmp_path: Path) -> None:
     assert "ExecStartPre" not in service
     check = shlex.split(service["ExecStart"][0])
     check[check.index("--config")] = "--check-config"  # what docs/operating.md has the operator run by hand
-    checked = subprocess.run(check[:check.index("--check-config") + 2], env=env, cwd=cwd, capture_output=True,
-                             text=True, timeout=120)  # fmt: skip
+    checked = subprocess.run(
+        check[: check.index("--check-config") + 2], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
+    )
     assert checked.returncode == 0 and f"{config}: ok" in checked.stdout + checked.stderr, checked.stderr
 
-    daemon = subprocess.Popen(shlex.split(service["ExecStart"][0]), env=env, cwd=cwd, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    daemon = subprocess.Popen(
+        shlex.split(service["ExecStart"][0]),
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     stderr: list[str] = []
     threading.Thread(target=lambda: stderr.extend(daemon.stderr), daemon=True).start()  # type: ignore[arg-type]
     try:
@@ -125,8 +133,14 @@ def test_the_unit_starts_reloads_and_drains_as_written(tmp_path: Path) -> None:
 def test_a_broken_configuration_is_the_exit_status_the_unit_does_not_restart(tmp_path: Path) -> None:
     service, env, config = placed(tmp_path)
     config.write_text(config.read_text().replace('approval = "ask"', 'approval = "sometimes"'))
-    start = subprocess.run(shlex.split(service["ExecStart"][0]), env=env, cwd=service["WorkingDirectory"][0],
-                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    start = subprocess.run(
+        shlex.split(service["ExecStart"][0]),
+        env=env,
+        cwd=service["WorkingDirectory"][0],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert str(start.returncode) in service["RestartPreventExitStatus"][0].split(), start.stderr
     assert "agent.approval" in start.stderr and "Traceback" not in start.stderr
     assert len(start.stderr.strip().splitlines()) == 1, start.stderr  # one journal line

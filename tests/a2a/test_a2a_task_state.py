@@ -22,14 +22,34 @@ EVERY = [TaskState.Value(n) for n in TaskState.keys()]  # noqa: SIM118 - a proto
 
 # Written out here, not read from the module: what each state may be followed by.
 ALLOWED = {
-    "SUBMITTED": {"SUBMITTED", "WORKING", "INPUT_REQUIRED", "AUTH_REQUIRED", "COMPLETED", "FAILED", "CANCELED",
-                  "REJECTED"},
-    "WORKING": {"WORKING", "SUBMITTED", "INPUT_REQUIRED", "AUTH_REQUIRED", "COMPLETED", "FAILED", "CANCELED",
-                "REJECTED"},
+    "SUBMITTED": {
+        "SUBMITTED",
+        "WORKING",
+        "INPUT_REQUIRED",
+        "AUTH_REQUIRED",
+        "COMPLETED",
+        "FAILED",
+        "CANCELED",
+        "REJECTED",
+    },
+    "WORKING": {
+        "WORKING",
+        "SUBMITTED",
+        "INPUT_REQUIRED",
+        "AUTH_REQUIRED",
+        "COMPLETED",
+        "FAILED",
+        "CANCELED",
+        "REJECTED",
+    },
     "INPUT_REQUIRED": {"INPUT_REQUIRED", "WORKING", "COMPLETED", "FAILED", "CANCELED", "REJECTED"},
     "AUTH_REQUIRED": {"AUTH_REQUIRED", "WORKING", "COMPLETED", "FAILED", "CANCELED", "REJECTED"},
-    "COMPLETED": set(), "FAILED": set(), "CANCELED": set(), "REJECTED": set(), "UNSPECIFIED": set(),
-}  # fmt: skip
+    "COMPLETED": set(),
+    "FAILED": set(),
+    "CANCELED": set(),
+    "REJECTED": set(),
+    "UNSPECIFIED": set(),
+}
 
 
 def short(state: int) -> str:
@@ -44,8 +64,7 @@ def test_the_sets_split_every_state_but_unspecified() -> None:
     assert set(EVERY) - rules.OPEN - rules.TERMINAL == {TaskState.TASK_STATE_UNSPECIFIED}
 
 
-@pytest.mark.parametrize("current,new", list(itertools.product(EVERY, EVERY)),
-                         ids=lambda s: short(s))  # fmt: skip
+@pytest.mark.parametrize("current,new", list(itertools.product(EVERY, EVERY)), ids=lambda s: short(s))
 def test_every_move_is_allowed_or_refused_naming_both_states(current: int, new: int) -> None:
     if short(new) in ALLOWED[short(current)]:
         assert rules.move(current, new) == new
@@ -75,9 +94,17 @@ def test_an_engine_stop_ends_its_task() -> None:
 
 def test_every_run_status_shows_as_a_task_state() -> None:
     shown = {status: short(rules.from_run(status)) for status in get_args(run_rules.RunStatus)}
-    assert shown == {"pending": "WORKING", "running": "WORKING", "suspended": "WORKING", "paused": "WORKING",
-                     "completed": "COMPLETED", "refused": "REJECTED", "cancelled": "CANCELED", "failed": "FAILED",
-                     "stalled": "FAILED"}  # fmt: skip
+    assert shown == {
+        "pending": "WORKING",
+        "running": "WORKING",
+        "suspended": "WORKING",
+        "paused": "WORKING",
+        "completed": "COMPLETED",
+        "refused": "REJECTED",
+        "cancelled": "CANCELED",
+        "failed": "FAILED",
+        "stalled": "FAILED",
+    }
     # a run's terminal statuses are exactly those whose task is terminal
     assert {s for s in get_args(run_rules.RunStatus) if rules.from_run(s) in rules.TERMINAL} == run_rules.RUN_TERMINAL
     # an ask step waiting: INPUT_REQUIRED while the run is open, its end once it ended
@@ -89,8 +116,14 @@ def test_every_run_status_shows_as_a_task_state() -> None:
 
 def test_every_progress_word_is_a_task_state_and_back() -> None:
     shown = {word: short(rules.from_progress(word)) for word in get_args(ProgressState)}
-    assert shown == {"working": "WORKING", "input_required": "INPUT_REQUIRED", "completed": "COMPLETED",
-                     "failed": "FAILED", "cancelled": "CANCELED", "rejected": "REJECTED"}  # fmt: skip
+    assert shown == {
+        "working": "WORKING",
+        "input_required": "INPUT_REQUIRED",
+        "completed": "COMPLETED",
+        "failed": "FAILED",
+        "cancelled": "CANCELED",
+        "rejected": "REJECTED",
+    }
     assert all(rules.progress_of(rules.from_progress(word)) == word for word in get_args(ProgressState))
     with pytest.raises(rules.StateError):
         rules.from_progress("canceled")
@@ -100,35 +133,60 @@ def test_every_progress_word_is_a_task_state_and_back() -> None:
 
 def decided(decision: rules.Decision) -> str:
     if decision.action == "fail":
-        return "fail:" + ("unresumable" if decision.reason == rules.UNRESUMABLE_MESSAGE else
-                          "interrupted" if decision.reason == rules.INTERRUPTED_MESSAGE else str(decision.reason))
+        return "fail:" + (
+            "unresumable"
+            if decision.reason == rules.UNRESUMABLE_MESSAGE
+            else "interrupted"
+            if decision.reason == rules.INTERRUPTED_MESSAGE
+            else str(decision.reason)
+        )
     assert decision.reason is None
     return decision.action
 
 
-@pytest.mark.parametrize("state,run_task,resumable,expected", [
-    ("SUBMITTED", False, False, "fail:interrupted"), ("SUBMITTED", False, True, "fail:interrupted"),
-    ("WORKING", False, False, "fail:interrupted"), ("WORKING", False, True, "fail:interrupted"),
-    ("INPUT_REQUIRED", False, False, "fail:unresumable"), ("INPUT_REQUIRED", False, True, "park"),
-    ("AUTH_REQUIRED", False, True, "fail:interrupted"),
-    ("WORKING", True, False, "keep"), ("INPUT_REQUIRED", True, False, "keep"), ("SUBMITTED", True, False, "keep"),
-    ("COMPLETED", False, False, "keep"), ("FAILED", False, True, "keep"), ("CANCELED", True, False, "keep"),
-    ("REJECTED", False, False, "keep"), ("UNSPECIFIED", False, False, "keep"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "state,run_task,resumable,expected",
+    [
+        ("SUBMITTED", False, False, "fail:interrupted"),
+        ("SUBMITTED", False, True, "fail:interrupted"),
+        ("WORKING", False, False, "fail:interrupted"),
+        ("WORKING", False, True, "fail:interrupted"),
+        ("INPUT_REQUIRED", False, False, "fail:unresumable"),
+        ("INPUT_REQUIRED", False, True, "park"),
+        ("AUTH_REQUIRED", False, True, "fail:interrupted"),
+        ("WORKING", True, False, "keep"),
+        ("INPUT_REQUIRED", True, False, "keep"),
+        ("SUBMITTED", True, False, "keep"),
+        ("COMPLETED", False, False, "keep"),
+        ("FAILED", False, True, "keep"),
+        ("CANCELED", True, False, "keep"),
+        ("REJECTED", False, False, "keep"),
+        ("UNSPECIFIED", False, False, "keep"),
+    ],
+)
 def test_what_a_restart_does_to_a_task(state: str, run_task: bool, resumable: bool, expected: str) -> None:
     decision = rules.on_restart(TaskState.Value(f"TASK_STATE_{state}"), run_task=run_task, resumable=resumable)
     assert decided(decision) == expected
 
 
-@pytest.mark.parametrize("state,run_task,resumable,expected", [
-    ("SUBMITTED", False, False, "cancel"), ("SUBMITTED", False, True, "cancel"),
-    ("WORKING", False, False, "cancel"), ("WORKING", False, True, "cancel"),
-    ("INPUT_REQUIRED", False, False, "cancel"), ("INPUT_REQUIRED", False, True, "park"),
-    ("AUTH_REQUIRED", False, True, "cancel"),
-    ("WORKING", True, False, "keep"), ("INPUT_REQUIRED", True, True, "keep"),
-    ("COMPLETED", False, False, "keep"), ("FAILED", False, True, "keep"), ("CANCELED", False, False, "keep"),
-    ("REJECTED", False, False, "keep"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "state,run_task,resumable,expected",
+    [
+        ("SUBMITTED", False, False, "cancel"),
+        ("SUBMITTED", False, True, "cancel"),
+        ("WORKING", False, False, "cancel"),
+        ("WORKING", False, True, "cancel"),
+        ("INPUT_REQUIRED", False, False, "cancel"),
+        ("INPUT_REQUIRED", False, True, "park"),
+        ("AUTH_REQUIRED", False, True, "cancel"),
+        ("WORKING", True, False, "keep"),
+        ("INPUT_REQUIRED", True, True, "keep"),
+        ("COMPLETED", False, False, "keep"),
+        ("FAILED", False, True, "keep"),
+        ("CANCELED", False, False, "keep"),
+        ("REJECTED", False, False, "keep"),
+    ],
+)
 def test_what_a_drain_does_to_a_task(state: str, run_task: bool, resumable: bool, expected: str) -> None:
     decision = rules.on_drain(TaskState.Value(f"TASK_STATE_{state}"), run_task=run_task, resumable=resumable)
     assert decided(decision) == expected
@@ -155,8 +213,12 @@ def _state_of(node: ast.expr) -> str | None:
         return node.attr.removeprefix("TASK_STATE_")
     if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("TASK_STATE_"):
         return node.value.removeprefix("TASK_STATE_")
-    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.upper() in ENDED | WAITING \
-            and node.value.islower():  # fmt: skip
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.upper() in ENDED | WAITING
+        and node.value.islower()
+    ):
         return node.value.upper()
     if isinstance(node, ast.Name) and node.id in ENDED | WAITING:
         return node.id
@@ -183,23 +245,28 @@ def state_collections(source: str) -> list[tuple[int, set[str]]]:
 
 
 def test_the_state_sets_are_written_only_by_their_owner() -> None:
-    copies = {f"{path.relative_to(PACKAGE)}:{line}": sorted(named)
-              for path in sorted(PACKAGE.rglob("*.py")) if path != OWNER
-              for line, named in state_collections(path.read_text())}  # fmt: skip
+    copies = {
+        f"{path.relative_to(PACKAGE)}:{line}": sorted(named)
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != OWNER
+        for line, named in state_collections(path.read_text())
+    }
     assert copies == {}, "task-state sets written outside tasks/state.py"
     assert any(named == ENDED for _, named in state_collections(OWNER.read_text()))  # the owner does write them
 
 
 def test_the_scan_finds_the_copies_it_is_for() -> None:
-    old = ('TERMINAL = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED,\n'
-           '                     TaskState.TASK_STATE_CANCELED})\n'
-           '_OPEN = ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED")\n'
-           'STATE = {"working": "TASK_STATE_WORKING", "failed": "TASK_STATE_FAILED", "x": "TASK_STATE_REJECTED"}\n'
-           'ENDED = {COMPLETED, CANCELED, FAILED}\n'
-           'REPORTED = {TaskState.TASK_STATE_COMPLETED: "completed", TaskState.TASK_STATE_CANCELED: "cancelled"}\n'
-           'one = state == "TASK_STATE_COMPLETED"\n'
-           'LABELS = ("submitted", "working", "input_required", "completed")\n'
-           'RUN = {"pending": 1, "running": 2, "completed": 3, "cancelled": 4, "failed": 5}\n')  # fmt: skip
+    old = (
+        "TERMINAL = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED,\n"
+        "                     TaskState.TASK_STATE_CANCELED})\n"
+        '_OPEN = ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED")\n'
+        'STATE = {"working": "TASK_STATE_WORKING", "failed": "TASK_STATE_FAILED", "x": "TASK_STATE_REJECTED"}\n'
+        "ENDED = {COMPLETED, CANCELED, FAILED}\n"
+        'REPORTED = {TaskState.TASK_STATE_COMPLETED: "completed", TaskState.TASK_STATE_CANCELED: "cancelled"}\n'
+        'one = state == "TASK_STATE_COMPLETED"\n'
+        'LABELS = ("submitted", "working", "input_required", "completed")\n'
+        'RUN = {"pending": 1, "running": 2, "completed": 3, "cancelled": 4, "failed": 5}\n'
+    )
     assert sorted(line for line, _ in state_collections(old)) == [1, 3, 4, 5, 8]
 
 
@@ -222,9 +289,14 @@ def _sleep_polls(source: str) -> list[int]:
         if not isinstance(loop, ast.While):
             continue
         for node in ast.walk(loop):
-            if (isinstance(node, ast.Await) and isinstance(node.value, ast.Call)
-                    and isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "sleep"
-                    and node.value.args and isinstance(node.value.args[0], ast.Constant)):  # fmt: skip
+            if (
+                isinstance(node, ast.Await)
+                and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Attribute)
+                and node.value.func.attr == "sleep"
+                and node.value.args
+                and isinstance(node.value.args[0], ast.Constant)
+            ):
                 found.append(loop.lineno)
                 break
     return found
@@ -233,8 +305,11 @@ def _sleep_polls(source: str) -> list[int]:
 def test_nothing_waits_for_a_state_by_polling() -> None:
     """Issue 25: the daemon waited for a run's task to leave INPUT_REQUIRED, or to end after a CancelTask, in loops
     sleeping 20 ms a round; each now awaits what the task's writer signals (``command/dispatch.TrackedTask``)."""
-    polls = {f"{path.relative_to(PACKAGE)}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
-             for line in _sleep_polls(path.read_text())}  # fmt: skip
+    polls = {
+        f"{path.relative_to(PACKAGE)}:{line}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for line in _sleep_polls(path.read_text())
+    }
     assert polls == set(), polls
 
 

@@ -20,13 +20,35 @@ from anyagentd_a2a.front import requested_extensions
 from anyagentd_a2a.principals import OPERATOR, Identities, TokenBucket, Unauthenticated
 from anyagentd_a2a.translate import answer_of, file_name, prompt_of, request_text
 
-TOOL = {"id": "t1", "kind": "Edit", "title": "Write a.txt", "status": "Pending", "input": {"Path": "a.txt"},
-        "output": None, "diffs": [], "locations": [], "raw": None}  # fmt: skip
-PERMISSION = REQUEST.validate_python({"Permission": {"id": "r1", "tool": TOOL, "options": ["AllowOnce", "DenyAlways"],
-                                                     "detail": "new file"}})  # fmt: skip
-QUESTION = REQUEST.validate_python({"Question": {"id": "q1", "questions": [{
-    "id": "lang", "text": "Which language?", "allows_free_text": False,
-    "choices": [{"id": "en", "label": "English"}, {"id": "fr", "label": "French"}]}]}})  # fmt: skip
+TOOL = {
+    "id": "t1",
+    "kind": "Edit",
+    "title": "Write a.txt",
+    "status": "Pending",
+    "input": {"Path": "a.txt"},
+    "output": None,
+    "diffs": [],
+    "locations": [],
+    "raw": None,
+}
+PERMISSION = REQUEST.validate_python(
+    {"Permission": {"id": "r1", "tool": TOOL, "options": ["AllowOnce", "DenyAlways"], "detail": "new file"}}
+)
+QUESTION = REQUEST.validate_python(
+    {
+        "Question": {
+            "id": "q1",
+            "questions": [
+                {
+                    "id": "lang",
+                    "text": "Which language?",
+                    "allows_free_text": False,
+                    "choices": [{"id": "en", "label": "English"}, {"id": "fr", "label": "French"}],
+                }
+            ],
+        }
+    }
+)
 
 
 def message(*parts: Part) -> Message:
@@ -39,10 +61,14 @@ def data(value: dict) -> Part:
     return part
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("allow", AnswerPermission(value="AllowOnce")), ("Yes.", AnswerPermission(value="AllowOnce")),
-    ("no", AnswerPermission(value="DenyAlways")),  # only DenyAlways is offered
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("allow", AnswerPermission(value="AllowOnce")),
+        ("Yes.", AnswerPermission(value="AllowOnce")),
+        ("no", AnswerPermission(value="DenyAlways")),  # only DenyAlways is offered
+    ],
+)
 def test_permission_answers_from_text(text: str, expected: object) -> None:
     assert answer_of(message(Part(text=text)), PERMISSION) == expected
 
@@ -73,8 +99,9 @@ def test_request_text_for_a_person() -> None:
 
 
 def test_prompt_from_parts(tmp_path: Path) -> None:
-    prompt = prompt_of(message(Part(text="read this"), data({"a": [1, 2]}), Part(raw=b"x", filename="/etc/passwd")),
-                       tmp_path / "files")  # fmt: skip
+    prompt = prompt_of(
+        message(Part(text="read this"), data({"a": [1, 2]}), Part(raw=b"x", filename="/etc/passwd")), tmp_path / "files"
+    )
     assert prompt.text == 'read this\n{"a": [1.0, 2.0]}'
     (attached,) = prompt.attachments
     assert Path(attached).parent == tmp_path / "files" and attached.endswith("-passwd")
@@ -87,8 +114,15 @@ def test_prompt_from_parts(tmp_path: Path) -> None:
 
 
 def test_identities() -> None:
-    loaded = parse({"a2a": {"bearer": "{{secret:OP}}", "principals": [
-        {"id": "al", "bearer": "{{secret:AL}}", "methods": ["Get*"]}]}}, env={"OP": "op", "AL": "al"})  # fmt: skip
+    loaded = parse(
+        {
+            "a2a": {
+                "bearer": "{{secret:OP}}",
+                "principals": [{"id": "al", "bearer": "{{secret:AL}}", "methods": ["Get*"]}],
+            }
+        },
+        env={"OP": "op", "AL": "al"},
+    )
     ids = Identities(loaded)
     assert ids.identify("Bearer op", "10.0.0.1", None) is OPERATOR
     alice = ids.identify("bearer al", "10.0.0.1", None)
@@ -132,9 +166,16 @@ def test_a_request_reads_back_from_its_event_part_as_written_now_and_as_earlier_
     from anyagentd.model import Event
     from anyagentd_a2a.translate import EVENT_MEDIA_TYPE, event_part, parked_request, wire_json
 
-    event = Event.model_validate({"sequence": 7, "session_id": "s1", "turn_info": None, "extensions": {},
-                                  "occurred_at": {"secs_since_epoch": 1700000000, "nanos_since_epoch": 5},
-                                  "kind": {"RequestOpened": PERMISSION.model_dump()}})  # fmt: skip
+    event = Event.model_validate(
+        {
+            "sequence": 7,
+            "session_id": "s1",
+            "turn_info": None,
+            "extensions": {},
+            "occurred_at": {"secs_since_epoch": 1700000000, "nanos_since_epoch": 5},
+            "kind": {"RequestOpened": PERMISSION.model_dump()},
+        }
+    )
     now = event_part(event)
     assert now.WhichOneof("content") == "text" and now.media_type == EVENT_MEDIA_TYPE
     assert json.loads(now.text) == wire_json(event) and type(json.loads(now.text)["sequence"]) is int

@@ -31,14 +31,20 @@ def test_a_path_in_the_public_url_is_served_with_and_without_it(a2a_daemon: Any)
     for base in (public, root):
         assert httpx.get(f"{base}/healthz", timeout=30).status_code == 200
         assert httpx.get(f"{base}/metrics", headers={"Authorization": f"Bearer {OP}"}, timeout=30).status_code == 200
-        assert httpx.post(f"{base}/oauth2/device_authorization", data={"client_id": "c", "scope": "user"},
-                          timeout=30).status_code == 200  # fmt: skip
+        assert (
+            httpx.post(
+                f"{base}/oauth2/device_authorization", data={"client_id": "c", "scope": "user"}, timeout=30
+            ).status_code
+            == 200
+        )
     assert httpx.get(f"{root}/a2afoo/healthz", timeout=30).status_code == 404  # only the path itself is stripped
-    sent = subprocess.run([ANYAGENTD, "a2a", "send", root, "hi", "--token", OP], capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    sent = subprocess.run(
+        [ANYAGENTD, "a2a", "send", root, "hi", "--token", OP], capture_output=True, text=True, timeout=60
+    )
     assert sent.returncode == 0, sent.stderr
-    sent = subprocess.run([ANYAGENTD, "a2a", "send", public, "hi", "--token", OP], capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    sent = subprocess.run(
+        [ANYAGENTD, "a2a", "send", public, "hi", "--token", OP], capture_output=True, text=True, timeout=60
+    )
     assert sent.returncode == 0, sent.stderr
     listed = daemon.rpc("ListTasks", {}, token=OP).json()["result"]["tasks"]
     assert len(listed) == 2 and {t["status"]["state"] for t in listed} == {"TASK_STATE_COMPLETED"}

@@ -22,8 +22,12 @@ from google.protobuf.json_format import ParseDict
 
 pytestmark = pytest.mark.timeout(180)
 
-ECHO = {"turns": [[{"Emit": {"TextDelta": {"message_id": "m1", "text": "ok"}}},
-                   {"End": {"Completed": {"source": "Protocol"}}}]] * 20}  # fmt: skip
+ECHO = {
+    "turns": [
+        [{"Emit": {"TextDelta": {"message_id": "m1", "text": "ok"}}}, {"End": {"Completed": {"source": "Protocol"}}}]
+    ]
+    * 20
+}
 
 
 def script(tmp_path: Any, value: dict[str, Any]) -> str:
@@ -34,6 +38,7 @@ def script(tmp_path: Any, value: dict[str, Any]) -> str:
     path.write_text(json.dumps(value))
     return str(path)
 
+
 URI = "https://agentd.dev/a2a/ext/command"
 CAMEL = re.compile(r"^[a-z][a-zA-Z0-9]*$")
 WIRE_MEDIA = "application/vnd.anyagent."
@@ -41,8 +46,12 @@ WIRE_MEDIA = "application/vnd.anyagent."
 
 def status_values(daemon: Any, token: str | None = None) -> dict[str, Any]:
     """``status.values`` through the command extension (the implicit loopback operator without ``token``)."""
-    message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "extensions": [URI],
-               "parts": [{"data": {"agentd": {"op": "status"}}, "mediaType": "application/json"}]}  # fmt: skip
+    message = {
+        "messageId": str(uuid.uuid4()),
+        "role": "ROLE_USER",
+        "extensions": [URI],
+        "parts": [{"data": {"agentd": {"op": "status"}}, "mediaType": "application/json"}],
+    }
     body = daemon.rpc("SendMessage", {"message": message}, token=token, headers={"A2A-Extensions": URI}).json()
     return body["result"]["message"]["parts"][0]["data"]["values"]
 
@@ -114,8 +123,9 @@ def test_past_the_cap_the_least_recently_used_idle_agent_is_evicted(a2a_daemon: 
     assert line.rstrip().endswith('conversation b"}'), line
     values = status_values(daemon)
     assert values["liveAgents"] == 2 and values["maxLive"] == 2 and values["evictions"] == 1
-    assert any("the agent of conversation b cannot resume; its next message starts a fresh" in line
-               for line in daemon.stderr)  # fmt: skip
+    assert any(
+        "the agent of conversation b cannot resume; its next message starts a fresh" in line for line in daemon.stderr
+    )
     back = daemon.send_text("b is back", context_id="b")  # reopens, evicting a (the oldest now)
     assert back["status"]["state"] == "TASK_STATE_COMPLETED"
     assert status_values(daemon)["evictions"] == 2 and status_values(daemon)["liveAgents"] == 2
@@ -140,11 +150,17 @@ def test_pool_settings_are_validated(tmp_path: Any) -> None:
 
 
 def test_drain_with_many_live_agents_exits_cleanly(a2a_daemon: Any, tmp_path: Any) -> None:
-    slow = {"turns": [[{"Emit": {"TextDelta": {"message_id": "m1", "text": "working"}}}, {"Sleep": 60000},
-                       {"End": {"Completed": {"source": "Protocol"}}}]]}  # fmt: skip
+    slow = {
+        "turns": [
+            [
+                {"Emit": {"TextDelta": {"message_id": "m1", "text": "working"}}},
+                {"Sleep": 60000},
+                {"End": {"Completed": {"source": "Protocol"}}},
+            ]
+        ]
+    }
     daemon = a2a_daemon(mock=script(tmp_path, slow), config="[a2a.pool]\nmax_live = 0\n")
-    running = [daemon.send_text("go", context_id=f"c{i}", configuration={"returnImmediately": True})
-               for i in range(30)]  # fmt: skip
+    running = [daemon.send_text("go", context_id=f"c{i}", configuration={"returnImmediately": True}) for i in range(30)]
     deadline = time.monotonic() + 30
     while status_values(daemon)["liveAgents"] < 30 and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -212,17 +228,23 @@ async def test_close_all_leaves_a_parked_question_unanswered(tmp_path: Any) -> N
 
     pool = Conversations(tmp_path, open_session=never, start_pump=lambda *a: None, remember=lambda *a: None)
     sessions = {}
-    for name, token, state in [("parked", "tok", TaskState.TASK_STATE_INPUT_REQUIRED),
-                               ("no-token", None, TaskState.TASK_STATE_INPUT_REQUIRED),  # cancelled by on_drain
-                               ("working", "tok", TaskState.TASK_STATE_WORKING), ("idle", "tok", None)]:  # fmt: skip
+    for name, token, state in [
+        ("parked", "tok", TaskState.TASK_STATE_INPUT_REQUIRED),
+        ("no-token", None, TaskState.TASK_STATE_INPUT_REQUIRED),  # cancelled by on_drain
+        ("working", "tok", TaskState.TASK_STATE_WORKING),
+        ("idle", "tok", None),
+    ]:
         conversation = pool.conversation("operator", name)
         conversation.session = sessions[name] = Session(token)
         if state is not None:
             pool.new_run(conversation, f"task-{name}").state = state
     assert await pool.close_all(timeout=5.0) == 0
     assert {name: s.calls for name, s in sessions.items()} == {
-        "parked": ["close unanswered"], "no-token": ["cancel", "close"], "working": ["cancel", "close"],
-        "idle": ["cancel", "close"]}  # fmt: skip
+        "parked": ["close unanswered"],
+        "no-token": ["cancel", "close"],
+        "working": ["cancel", "close"],
+        "idle": ["cancel", "close"],
+    }
 
 
 # -------------------------------------------------------------------------------- no driving from a web page
@@ -232,20 +254,34 @@ def test_the_rebinding_request_is_refused_and_nothing_is_created(claude: Any, a2
     server = claude({"turns": [{"text": "should never run"}]})
     daemon = a2a_daemon(config=f'[agent]\nname = "claude"\ndir = "{work}"\n')
     port = daemon.url.rsplit(":", 1)[1]
-    evil = {"Host": f"rebind.attacker.example:{port}", "Origin": f"http://rebind.attacker.example:{port}",
-            "Content-Type": "text/plain"}  # fmt: skip
+    evil = {
+        "Host": f"rebind.attacker.example:{port}",
+        "Origin": f"http://rebind.attacker.example:{port}",
+        "Content-Type": "text/plain",
+    }
     for method in ("message/send", "SendMessage"):
-        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": {
-            "messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": "rm -rf ~"}],
-            "kind": "message"}}}  # fmt: skip
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": method,
+            "params": {
+                "message": {
+                    "messageId": str(uuid.uuid4()),
+                    "role": "ROLE_USER",
+                    "parts": [{"text": "rm -rf ~"}],
+                    "kind": "message",
+                }
+            },
+        }
         import json
 
         r = httpx.post(daemon.url + "/", content=json.dumps(body), headers=evil, timeout=30)
         assert r.status_code == 421 and r.headers["content-type"].startswith("text/plain"), r
         assert "not served here" in r.text
         # with a loopback Host the foreign Origin is refused before any parsing (empty body, no JSON-RPC)
-        r = httpx.post(daemon.url + "/", content=json.dumps(body), timeout=30,
-                       headers={**evil, "Host": f"127.0.0.1:{port}"})  # fmt: skip
+        r = httpx.post(
+            daemon.url + "/", content=json.dumps(body), timeout=30, headers={**evil, "Host": f"127.0.0.1:{port}"}
+        )
         assert r.status_code == 403 and r.content == b""
     r = httpx.get(daemon.url + "/.well-known/agent-card.json", headers={"Host": "rebind.attacker.example"})
     assert r.status_code == 421
@@ -272,19 +308,30 @@ def test_the_card_is_strict_a2a_1_0_with_caching_headers(a2a_daemon: Any) -> Non
     assert r.status_code == 200
     served = r.json()
     ParseDict(served, AgentCard(), ignore_unknown_fields=False)  # raises on any field A2A 1.0 does not define
-    for legacy in ("url", "protocolVersion", "preferredTransport", "additionalInterfaces",
-                   "supportsAuthenticatedExtendedCard", "security"):  # fmt: skip
+    for legacy in (
+        "url",
+        "protocolVersion",
+        "preferredTransport",
+        "additionalInterfaces",
+        "supportsAuthenticatedExtendedCard",
+        "security",
+    ):
         assert legacy not in served, legacy
     assert re.search(r"max-age=\d+", r.headers["Cache-Control"])
     modified = parsedate_to_datetime(r.headers["Last-Modified"])
     assert r.headers["ETag"].startswith('W/"')
-    again = httpx.get(daemon.url + "/.well-known/agent-card.json",
-                      headers={"If-Modified-Since": format_datetime(modified, usegmt=True)})  # fmt: skip
+    again = httpx.get(
+        daemon.url + "/.well-known/agent-card.json",
+        headers={"If-Modified-Since": format_datetime(modified, usegmt=True)},
+    )
     assert again.status_code == 304 and again.content == b""
-    assert httpx.get(daemon.url + "/.well-known/agent-card.json",
-                     headers={"If-None-Match": r.headers["ETag"]}).status_code == 304  # fmt: skip
-    stale = httpx.get(daemon.url + "/.well-known/agent-card.json",
-                      headers={"If-Modified-Since": "Mon, 01 Jan 2001 00:00:00 GMT"})  # fmt: skip
+    assert (
+        httpx.get(daemon.url + "/.well-known/agent-card.json", headers={"If-None-Match": r.headers["ETag"]}).status_code
+        == 304
+    )
+    stale = httpx.get(
+        daemon.url + "/.well-known/agent-card.json", headers={"If-Modified-Since": "Mon, 01 Jan 2001 00:00:00 GMT"}
+    )
     assert stale.status_code == 200 and stale.json() == served
 
 
@@ -312,9 +359,15 @@ def test_every_key_written_is_lower_camel_case_metadata_included(a2a_daemon: Any
     metadata = done["metadata"]
     assert metadata["stopReason"] == "Completed" and metadata["stopSource"] == "Protocol"
     assert metadata["usage"] == {"usedTokens": 5400, "windowTokens": 200000} and metadata["costUsd"] == 0.03
-    written = [task, done, daemon.rpc("GetTask", {"id": task["id"]}).json(), daemon.rpc("ListTasks").json(),
-               daemon.rpc("GetExtendedAgentCard").json(), httpx.get(daemon.url + "/.well-known/agent-card.json").json(),
-               {"values": status_values(daemon)}]  # fmt: skip
+    written = [
+        task,
+        done,
+        daemon.rpc("GetTask", {"id": task["id"]}).json(),
+        daemon.rpc("ListTasks").json(),
+        daemon.rpc("GetExtendedAgentCard").json(),
+        httpx.get(daemon.url + "/.well-known/agent-card.json").json(),
+        {"values": status_values(daemon)},
+    ]
     assert non_camel_keys(written) == []  # the wire's event parts included: their JSON is their text, not A2A keys
     # the wire's own event JSON is kept as the wire writes it (snake_case, integers), the text of a typed part
     wire = [p for p in done["status"]["message"]["parts"] if p.get("mediaType", "").startswith(WIRE_MEDIA)]
@@ -327,7 +380,8 @@ def test_every_key_written_is_lower_camel_case_metadata_included(a2a_daemon: Any
 
 
 def test_a_waiting_task_of_an_agent_that_cannot_resume_reads_failed_and_its_answer_is_refused(
-        a2a_daemon: Any, tmp_path: Any) -> None:  # fmt: skip
+    a2a_daemon: Any, tmp_path: Any
+) -> None:
     state = tmp_path / "state"
     daemon = a2a_daemon(mock="permission", state_dir=state)
     task = daemon.send_text("write hello.txt", context_id="paused")

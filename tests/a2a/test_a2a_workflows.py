@@ -65,12 +65,20 @@ def config() -> str:
 
 
 def start_run(daemon: Any, token: str, workflow: str = "pipe", **inputs: Any) -> dict[str, Any]:
-    response = daemon.rpc("SendMessage", {
-        "message": {"messageId": f"m-{time.monotonic_ns()}", "role": "ROLE_USER",
-                    "extensions": ["https://agentd.dev/a2a/ext/command"],
-                    "parts": [{"data": {"agentd": {"op": "workflow.run", "workflow": workflow, "inputs": inputs}}}]},
-        "configuration": {"returnImmediately": True}}, token=token,
-        headers={"A2A-Extensions": "https://agentd.dev/a2a/ext/command"})  # fmt: skip
+    response = daemon.rpc(
+        "SendMessage",
+        {
+            "message": {
+                "messageId": f"m-{time.monotonic_ns()}",
+                "role": "ROLE_USER",
+                "extensions": ["https://agentd.dev/a2a/ext/command"],
+                "parts": [{"data": {"agentd": {"op": "workflow.run", "workflow": workflow, "inputs": inputs}}}],
+            },
+            "configuration": {"returnImmediately": True},
+        },
+        token=token,
+        headers={"A2A-Extensions": "https://agentd.dev/a2a/ext/command"},
+    )
     body = response.json()
     assert "result" in body, body
     return body["result"]["task"]
@@ -117,8 +125,9 @@ def test_a_run_is_a_task_resumed_by_a_signal(a2a_daemon: Any) -> None:
     assert reason(command(daemon, "workflow.status", token=BOB, run=run)) == (-32001, "NOT_FOUND")
     assert reason(command(daemon, "run.get", token=BOB, run=run)) == (-32001, "NOT_FOUND")
     assert reason(command(daemon, "workflow.signal", token=BOB, name="go")) == (-31403, "PERMISSION_DENIED")
-    _, delivered = task_result(command(daemon, "workflow.signal", token=ALICE, name="go", payload={"ok": 1}),
-                               "workflow.signal")  # fmt: skip
+    _, delivered = task_result(
+        command(daemon, "workflow.signal", token=ALICE, name="go", payload={"ok": 1}), "workflow.signal"
+    )
     assert delivered == {"signal": "go", "delivered": 1}
     done = wait_state(daemon, task["id"], "TASK_STATE_COMPLETED", token=ALICE)
     [artifact] = done["artifacts"]
@@ -150,17 +159,29 @@ def test_permission_and_commands(a2a_daemon: Any) -> None:
     for name in ("ops-only", "no-such-workflow"):
         response = command(daemon, "workflow.run", token=BOB, workflow=name)
         assert response.status_code == 403 and reason(response) == (-31403, "PERMISSION_DENIED")
-    assert reason(command(daemon, "workflow.run", token=ALICE, workflow="pipe", inputs={"issue": 7})) == \
-        (-32602, "INVALID_COMMAND_ARGS")  # fmt: skip
+    assert reason(command(daemon, "workflow.run", token=ALICE, workflow="pipe", inputs={"issue": 7})) == (
+        -32602,
+        "INVALID_COMMAND_ARGS",
+    )
     assert daemon.rpc("ListTasks", {}, token=OPERATOR).json()["result"].get("tasks", []) == [], "nothing created"
     # the workflow-declared command "ship" is on the extended card and starts its workflow
     extended = daemon.rpc("GetExtendedAgentCard", {}, token=ALICE).json()["result"]
     commands = extended["capabilities"]["extensions"][0]["params"]["commands"]
     assert {"command": "ship", "workflow": "pipe", "description": "write, wait for go, finish"} in commands
-    shipped = daemon.rpc("SendMessage", {"message": {
-        "messageId": "s1", "role": "ROLE_USER", "extensions": ["https://agentd.dev/a2a/ext/command"],
-        "parts": [{"data": {"agentd": {"op": "ship", "issue": "#9"}}}]}, "configuration": {"returnImmediately": True}},
-        token=ALICE, headers={"A2A-Extensions": "https://agentd.dev/a2a/ext/command"}).json()  # fmt: skip
+    shipped = daemon.rpc(
+        "SendMessage",
+        {
+            "message": {
+                "messageId": "s1",
+                "role": "ROLE_USER",
+                "extensions": ["https://agentd.dev/a2a/ext/command"],
+                "parts": [{"data": {"agentd": {"op": "ship", "issue": "#9"}}}],
+            },
+            "configuration": {"returnImmediately": True},
+        },
+        token=ALICE,
+        headers={"A2A-Extensions": "https://agentd.dev/a2a/ext/command"},
+    ).json()
     assert shipped["result"]["task"]["metadata"]["op"] == "workflow.run:pipe"
     run = run_of(daemon, shipped["result"]["task"], ALICE)
     assert wait_run(daemon, run, "suspended")["vars"] == {"issue": "#9"}
@@ -168,9 +189,18 @@ def test_permission_and_commands(a2a_daemon: Any) -> None:
 
 def answer(daemon: Any, task_id: str, text: str, token: str = ALICE) -> dict[str, Any]:
     """The JSON-RPC body answering SendMessage of ``text`` to the task ``task_id``."""
-    return daemon.rpc("SendMessage", {"message": {"messageId": f"m-{time.monotonic_ns()}", "role": "ROLE_USER",
-                                                  "taskId": task_id, "parts": [{"text": text}]}},
-                      token=token).json()  # fmt: skip
+    return daemon.rpc(
+        "SendMessage",
+        {
+            "message": {
+                "messageId": f"m-{time.monotonic_ns()}",
+                "role": "ROLE_USER",
+                "taskId": task_id,
+                "parts": [{"text": text}],
+            }
+        },
+        token=token,
+    ).json()
 
 
 def listed(daemon: Any) -> list[str]:
@@ -185,8 +215,10 @@ def test_an_ask_steps_task_shows_the_request_as_a_conversation_does(a2a_daemon: 
     task = start_run(daemon, ALICE, workflow="asking")
     waiting = wait_state(daemon, task["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE)
     text, event, data = waiting["status"]["message"]["parts"]
-    assert text["text"] == ("step a waits for an answer: Permission requested: Write hello.txt (Write a new file "
-                            "hello.txt (scripted: nothing is written either way)). Reply allow, always, deny."), text
+    assert text["text"] == (
+        "step a waits for an answer: Permission requested: Write hello.txt (Write a new file "
+        "hello.txt (scripted: nothing is written either way)). Reply allow, always, deny."
+    ), text
     assert event["mediaType"] == "application/vnd.anyagent.event+json"
     request = json.loads(event["text"])["kind"]["RequestOpened"]["Permission"]
     assert request["id"] == "req1" and request["options"] == ["AllowOnce", "AllowAlways", "DenyOnce"]
@@ -207,7 +239,8 @@ def test_a_wrong_answer_keeps_a_runs_task_waiting(a2a_daemon: Any) -> None:
     assert refused["status"]["message"]["parts"][0]["text"] == (
         "Not an answer: 'perhaps' is not an answer to the permission request: reply allow, always or deny. "
         "Permission requested: Write hello.txt (Write a new file hello.txt (scripted: nothing is written either "
-        "way)). Reply allow, always, deny.")  # fmt: skip
+        "way)). Reply allow, always, deny."
+    )
     assert wait_state(daemon, task["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE)["status"] == refused["status"]
     assert listed(daemon) == before
     assert result_of(command(daemon, "run.get", token=ALICE, run=run), "run.get")["run"]["status"] == "suspended"
@@ -323,8 +356,9 @@ output = "{{steps.ask.output.result}}"
 """
     from test_a2a_commands import CONFIG
 
-    daemon = a2a_daemon(config=CONFIG.replace("[a2a]\n", "[a2a]\nintrospection = true\n") + flows, env=ENV,
-                        mock="hello")  # fmt: skip
+    daemon = a2a_daemon(
+        config=CONFIG.replace("[a2a]\n", "[a2a]\nintrospection = true\n") + flows, env=ENV, mock="hello"
+    )
     task = start_run(daemon, ALICE, workflow="delegate")
     done = wait_state(daemon, task["id"], "TASK_STATE_COMPLETED", token=ALICE, timeout=60)
     assert done["artifacts"][0]["parts"][0]["data"] == HELLO
@@ -347,14 +381,28 @@ def test_kill_9_mid_step_without_retry_fails_the_run_and_its_task(a2a_daemon: An
     import json as _json
 
     slow = tmp_path / "slow.json"
-    slow.write_text(_json.dumps({"turns": [[{"Emit": {"TextDelta": {"message_id": "m", "text": "slowly"}}},
-                                            {"Sleep": 60000}, {"End": {"Completed": {"source": "Protocol"}}}]]}))
+    slow.write_text(
+        _json.dumps(
+            {
+                "turns": [
+                    [
+                        {"Emit": {"TextDelta": {"message_id": "m", "text": "slowly"}}},
+                        {"Sleep": 60000},
+                        {"End": {"Completed": {"source": "Protocol"}}},
+                    ]
+                ]
+            }
+        )
+    )
     daemon = a2a_daemon(config=config(), env=ENV, mock=str(slow))
     task = start_run(daemon, ALICE, issue="#12")
     run = run_of(daemon, task, ALICE)
     deadline = time.monotonic() + 20
-    while result_of(command(daemon, "run.get", token=ALICE, run=run), "run.get")["run"]["steps"]["write"]["status"] \
-            != "running" and time.monotonic() < deadline:  # fmt: skip
+    while (
+        result_of(command(daemon, "run.get", token=ALICE, run=run), "run.get")["run"]["steps"]["write"]["status"]
+        != "running"
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     daemon.process.send_signal(signal.SIGKILL)
     daemon.process.wait(timeout=10)

@@ -54,18 +54,24 @@ depends_on = ["go"]
 output = "{{steps.review.output}}"
 """
 
-CLAUDE_SCRIPT = {"turns": [
-    {"text": "Writing it. ", "tool": {"name": "Write", "input": {"file_path": "{{cwd}}/change.txt",
-                                                                 "content": "fixed\n"}}},
-    {"text": "Wrote change.txt."},
-]}  # fmt: skip
+CLAUDE_SCRIPT = {
+    "turns": [
+        {
+            "text": "Writing it. ",
+            "tool": {"name": "Write", "input": {"file_path": "{{cwd}}/change.txt", "content": "fixed\n"}},
+        },
+        {"text": "Wrote change.txt."},
+    ]
+}
 
 
 def codex_script(delay: float = 0) -> dict[str, Any]:
-    return {"turns": [
-        {"text": "Reading it.", "tool": {"name": "exec_command", "input": {"cmd": "cat change.txt"}}},
-        {"text": "It says: fixed", "delay": delay},
-    ]}  # fmt: skip
+    return {
+        "turns": [
+            {"text": "Reading it.", "tool": {"name": "exec_command", "input": {"cmd": "cat change.txt"}}},
+            {"text": "It says: fixed", "delay": delay},
+        ]
+    }
 
 
 @pytest.fixture
@@ -155,8 +161,9 @@ def test_cancel_mid_step_leaves_no_agent_process(agents: Any, a2a_daemon: Any, t
     while time.monotonic() < deadline and not agent_processes(marker):
         time.sleep(0.1)
     assert agent_processes(marker), "an agent runs in the run's directory"
-    _, cancelled = task_result(command(daemon, "admin.cancel", token=OPERATOR, run=run, reason="enough"),
-                               "admin.cancel")  # fmt: skip
+    _, cancelled = task_result(
+        command(daemon, "admin.cancel", token=OPERATOR, run=run, reason="enough"), "admin.cancel"
+    )
     assert cancelled == {"ok": True, "cancelled": run}
     wait_state(daemon, task["id"], "TASK_STATE_CANCELED", token=ALICE, timeout=30)
     deadline = time.monotonic() + 10
@@ -167,8 +174,10 @@ def test_cancel_mid_step_leaves_no_agent_process(agents: Any, a2a_daemon: Any, t
 
 def test_an_ask_step_on_claude_is_answered_over_a2a(claude: Any, a2a_daemon: Any, tmp_path: Path) -> None:
     claude(CLAUDE_SCRIPT)
-    config = CONFIG + WORKFLOW.replace('prompt = "Create change.txt saying fixed."\napproval = "auto"',
-                                       'prompt = "Create change.txt saying fixed."\napproval = "ask"')
+    config = CONFIG + WORKFLOW.replace(
+        'prompt = "Create change.txt saying fixed."\napproval = "auto"',
+        'prompt = "Create change.txt saying fixed."\napproval = "ask"',
+    )
     state = tmp_path / "state"
     daemon = a2a_daemon(config=config, env=ENV, state_dir=state)
     task = start_run(daemon, ALICE, workflow="write-and-review")
@@ -179,8 +188,11 @@ def test_an_ask_step_on_claude_is_answered_over_a2a(claude: Any, a2a_daemon: Any
     assert json.loads(parts[1]["text"])["kind"]["RequestOpened"] == request
     assert request["Permission"]["tool"]["kind"] == "Edit"
     assert not (state / "runs" / run / "change.txt").exists()
-    answered = daemon.rpc("SendMessage", {"message": {"messageId": "a1", "role": "ROLE_USER", "taskId": task["id"],
-                                                      "parts": [{"text": "allow"}]}}, token=ALICE).json()
+    answered = daemon.rpc(
+        "SendMessage",
+        {"message": {"messageId": "a1", "role": "ROLE_USER", "taskId": task["id"], "parts": [{"text": "allow"}]}},
+        token=ALICE,
+    ).json()
     assert "result" in answered, answered
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not (state / "runs" / run / "change.txt").exists():

@@ -17,15 +17,25 @@ from anyagentd_a2a.command.envelope import (
 )
 from anyagentd_a2a.ops import admin, inspect, status
 
-TABLE = OpTable({
-    "status": status.Status, "plan.get": inspect.PlanGet, "conversation.get": inspect.ConversationGet,
-    "debug.events": inspect.DebugEvents, "admin.pause": admin.Pause,
-})  # fmt: skip
+TABLE = OpTable(
+    {
+        "status": status.Status,
+        "plan.get": inspect.PlanGet,
+        "conversation.get": inspect.ConversationGet,
+        "debug.events": inspect.DebugEvents,
+        "admin.pause": admin.Pause,
+    }
+)
 ALICE = Principal("user:alice", "user", ("*",))
 
 
-def params(*envelopes: dict[str, Any], marked: bool = True, task_id: str | None = None,
-           modes: list[str] | None = None, text: str | None = None) -> dict[str, Any]:  # fmt: skip
+def params(
+    *envelopes: dict[str, Any],
+    marked: bool = True,
+    task_id: str | None = None,
+    modes: list[str] | None = None,
+    text: str | None = None,
+) -> dict[str, Any]:
     parts: list[dict[str, Any]] = [{"data": {"agentd": e}, "mediaType": "application/json"} for e in envelopes]
     if text is not None:
         parts.append({"text": text})
@@ -40,8 +50,13 @@ def params(*envelopes: dict[str, Any], marked: bool = True, task_id: str | None 
     return out
 
 
-def refuse(p: dict[str, Any], *, uris: tuple[str, ...] = (COMMAND_URI,), principal: Principal | None = ALICE,
-           switches: dict[str, bool] | None = None) -> CommandRefusal:  # fmt: skip
+def refuse(
+    p: dict[str, Any],
+    *,
+    uris: tuple[str, ...] = (COMMAND_URI,),
+    principal: Principal | None = ALICE,
+    switches: dict[str, bool] | None = None,
+) -> CommandRefusal:
     with pytest.raises(CommandRefusal) as caught:
         resolve_command(p, activated_uris=list(uris), table=TABLE, principal=principal, switches=switches or {})
     return caught.value
@@ -69,8 +84,9 @@ def test_refusals_come_in_the_reference_order() -> None:
     assert refuse(two).reason == "COMMAND_ENVELOPE_AMBIGUOUS"
     one = params({"op": "debug.events", "bogus": 1}, task_id="t1", modes=["text/plain"])
     assert refuse(one).reason == "COMMAND_TASK_ID"
-    assert refuse(params({"op": "debug.events", "bogus": 1}, modes=["text/plain"])).reason == \
-        "CONTENT_TYPE_NOT_SUPPORTED"  # fmt: skip
+    assert (
+        refuse(params({"op": "debug.events", "bogus": 1}, modes=["text/plain"])).reason == "CONTENT_TYPE_NOT_SUPPORTED"
+    )
     assert refuse(params({"op": "nope"})).reason == "UNKNOWN_OP"
     bad_args = refuse(params({"op": "debug.events", "bogus": 1, "limit": "5"}))
     assert bad_args.reason == "INVALID_COMMAND_ARGS" and bad_args.code == -32602
@@ -92,16 +108,25 @@ def test_the_codes_and_error_data() -> None:
 
 
 def test_closed_switch_ops_are_unknown_unless_introspection() -> None:
-    assert refuse(params({"op": "conversation.get", "id": "c"}), principal=OPERATOR).reason == \
-        "INTROSPECTION_DISABLED"  # fmt: skip
-    served = resolve_command(params({"op": "conversation.get", "id": "c"}), activated_uris=[COMMAND_URI],
-                             table=TABLE, principal=ALICE, switches={"introspection": True})  # fmt: skip
+    assert refuse(params({"op": "conversation.get", "id": "c"}), principal=OPERATOR).reason == "INTROSPECTION_DISABLED"
+    served = resolve_command(
+        params({"op": "conversation.get", "id": "c"}),
+        activated_uris=[COMMAND_URI],
+        table=TABLE,
+        principal=ALICE,
+        switches={"introspection": True},
+    )
     assert served is not None and served.op.name == "conversation.get" and served.args.limit == 200
 
 
 def test_operator_ops_and_accepted_commands() -> None:
     assert refuse(params({"op": "admin.pause"})).reason == "PERMISSION_DENIED"  # a user with "*" too
-    command = resolve_command(params({"op": "admin.pause", "reason": "lunch"}, modes=["application/json"]),
-                              activated_uris=[COMMAND_URI], table=TABLE, principal=OPERATOR, switches={})  # fmt: skip
+    command = resolve_command(
+        params({"op": "admin.pause", "reason": "lunch"}, modes=["application/json"]),
+        activated_uris=[COMMAND_URI],
+        table=TABLE,
+        principal=OPERATOR,
+        switches={},
+    )
     assert command is not None and command.args.reason == "lunch"
     assert refuse(params({"op": "status"}), principal=None).reason == "PERMISSION_DENIED"

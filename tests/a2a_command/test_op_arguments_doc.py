@@ -11,8 +11,10 @@ from typing import Any
 from anyagentd.ops import command_schema
 
 DOC = Path(__file__).parents[2] / "docs" / "commands.md"
-START, END = "<!-- op-arguments: generated from the served schema; tests/a2a_command/test_op_arguments_doc.py -->", \
-    "<!-- /op-arguments -->"  # fmt: skip
+START, END = (
+    "<!-- op-arguments: generated from the served schema; tests/a2a_command/test_op_arguments_doc.py -->",
+    "<!-- /op-arguments -->",
+)
 
 
 def _type(spec: dict[str, Any]) -> str:
@@ -25,8 +27,11 @@ def _type(spec: dict[str, Any]) -> str:
 
 
 def _bounds(spec: dict[str, Any]) -> str:
-    said = [f"{word} {spec[key]}" for key, word in (("minimum", "≥"), ("maximum", "≤"), ("minLength", "length ≥"))
-            if key in spec]  # fmt: skip
+    said = [
+        f"{word} {spec[key]}"
+        for key, word in (("minimum", "≥"), ("maximum", "≤"), ("minLength", "length ≥"))
+        if key in spec
+    ]
     return f" ({', '.join(said)})" if said else ""
 
 
@@ -53,5 +58,5 @@ def rendered(schema: dict[str, Any]) -> str:
 def test_the_docs_op_arguments_are_the_served_schemas() -> None:
     text = DOC.read_text()
     assert START in text and END in text, f"docs/commands.md needs the section:\n{rendered(command_schema())}"
-    section = text[text.index(START):text.index(END) + len(END)]
+    section = text[text.index(START) : text.index(END) + len(END)]
     assert section == rendered(command_schema()), f"paste into docs/commands.md:\n{rendered(command_schema())}"

@@ -92,8 +92,9 @@ class TestClaudeAcpConformance(AcpConformance):
 
 
 @pytest.mark.parametrize("agent", AGENTS, indirect=True)
-async def test_after_a_cancel_every_prompt_gets_its_own_answer(agent: Any, work: Path,
-                                                              request: pytest.FixtureRequest) -> None:  # fmt: skip
+async def test_after_a_cancel_every_prompt_gets_its_own_answer(
+    agent: Any, work: Path, request: pytest.FixtureRequest
+) -> None:
     """claude-agent-acp 0.23.1 keeps the interrupted query's end: unhandled, the prompt after a cancel ended at once
     and empty, and every later prompt carried the previous one's answer (the slow reply streaming in late)."""
     name = request.node.callspec.params["agent"]

@@ -104,13 +104,18 @@ SID = "01a231be-8c48-7313-8c39-dda7118f372d"
 CALL = "call_mock_cd88422399a1457ca757cebe"
 UNFINISHED_EXEC = [  # codex-acp 0.16.0 under load (trimmed): the exec's tool_call, never its completed update
     {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Writing the file."}},
-    {"sessionUpdate": "tool_call", "toolCallId": CALL, "title": "printf 'hi\\n' > out.txt", "kind": "execute",
-     "status": "in_progress",
-     "rawInput": {"call_id": CALL, "command": ["/bin/bash", "-lc", "printf 'hi\\n' > out.txt"]}},
+    {
+        "sessionUpdate": "tool_call",
+        "toolCallId": CALL,
+        "title": "printf 'hi\\n' > out.txt",
+        "kind": "execute",
+        "status": "in_progress",
+        "rawInput": {"call_id": CALL, "command": ["/bin/bash", "-lc", "printf 'hi\\n' > out.txt"]},
+    },
     {"sessionUpdate": "usage_update", "used": 9639, "size": 258400},
     {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Done."}},
     {"sessionUpdate": "usage_update", "used": 9739, "size": 258400},
-]  # fmt: skip
+]
 """Then ``{"result": {"stopReason": "end_turn"}}``; nothing about the tool came later (3 s watched)."""
 
 
@@ -131,8 +136,9 @@ async def test_a_tool_left_running_at_end_turn_is_completed() -> None:
     assert extensions == {CLOSED_AT_TURN_END: True}
 
 
-@pytest.mark.parametrize(("reason", "status"), [("cancelled", "Cancelled"), ("max_tokens", "Failed"),
-                                                ("refusal", "Completed")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("reason", "status"), [("cancelled", "Cancelled"), ("max_tokens", "Failed"), ("refusal", "Completed")]
+)
 async def test_a_tool_left_open_follows_the_stop(reason: str, status: str) -> None:
     tools = await ended_tools(UNFINISHED_EXEC, reason)
     assert [t.status for t, _ in tools] == ["Running", status]
@@ -140,12 +146,17 @@ async def test_a_tool_left_open_follows_the_stop(reason: str, status: str) -> No
 
 async def test_a_tool_that_never_started_is_cancelled_and_finished_tools_stay() -> None:
     pending = {"sessionUpdate": "tool_call", "toolCallId": "p", "title": "rm x", "kind": "execute", "status": "pending"}
-    done = [{"sessionUpdate": "tool_call", "toolCallId": "d", "title": "ls", "kind": "execute",
-             "status": "in_progress"},
-            {"sessionUpdate": "tool_call_update", "toolCallId": "d", "status": "failed"}]  # fmt: skip
+    done = [
+        {"sessionUpdate": "tool_call", "toolCallId": "d", "title": "ls", "kind": "execute", "status": "in_progress"},
+        {"sessionUpdate": "tool_call_update", "toolCallId": "d", "status": "failed"},
+    ]
     tools = await ended_tools([pending, *done], "end_turn")
-    assert [(t.id, t.status) for t, _ in tools] == [("p", "Pending"), ("d", "Running"), ("d", "Failed"),
-                                                    ("p", "Cancelled")]  # fmt: skip
+    assert [(t.id, t.status) for t, _ in tools] == [
+        ("p", "Pending"),
+        ("d", "Running"),
+        ("d", "Failed"),
+        ("p", "Cancelled"),
+    ]
 
 
 async def test_only_reported_tools_are_ended_and_each_once() -> None:
@@ -162,8 +173,14 @@ async def test_only_reported_tools_are_ended_and_each_once() -> None:
 
 
 def test_merge_tool_is_cumulative() -> None:
-    start = s.ToolCallStart(session_update="tool_call", tool_call_id="t", title="Edit", kind="edit",
-                            locations=[s.ToolCallLocation(path="/a")], raw_input={"file_path": "/a"})  # fmt: skip
+    start = s.ToolCallStart(
+        session_update="tool_call",
+        tool_call_id="t",
+        title="Edit",
+        kind="edit",
+        locations=[s.ToolCallLocation(path="/a")],
+        raw_input={"file_path": "/a"},
+    )
     tool = merge_tool(None, start)
     assert tool.status == "Pending" and tool.input.value == "/a" and tool.raw.input == {"file_path": "/a"}
     diff = s.ToolCallProgress(
@@ -174,19 +191,29 @@ def test_merge_tool_is_cumulative() -> None:
     )
     tool = merge_tool(tool, diff)
     assert tool.status == "Running" and tool.diffs[0].new_text == "y"
-    done = s.ToolCallProgress(session_update="tool_call_update", tool_call_id="t", status="failed",
-                              raw_output={"aggregated_output": "boom"})  # fmt: skip
+    done = s.ToolCallProgress(
+        session_update="tool_call_update", tool_call_id="t", status="failed", raw_output={"aggregated_output": "boom"}
+    )
     tool = merge_tool(tool, done)
     assert tool.status == "Failed" and tool.output == "boom" and tool.diffs and tool.title == "Edit"
 
 
 def test_mcp_tool_titles_give_the_mcp_kind() -> None:
-    start = s.ToolCallStart(session_update="tool_call", tool_call_id="m", title="mcp__greeter__greet", kind="other",
-                            raw_input={"name": "world"})  # fmt: skip
+    start = s.ToolCallStart(
+        session_update="tool_call",
+        tool_call_id="m",
+        title="mcp__greeter__greet",
+        kind="other",
+        raw_input={"name": "world"},
+    )
     tool = merge_tool(None, start)
     assert tool.kind.TAG == "Mcp" and (tool.kind.server, tool.kind.tool) == ("greeter", "greet")
-    assert merge_tool(None, s.ToolCallStart(session_update="tool_call", tool_call_id="o", title="Read a.txt",
-                                            kind="read")).kind == "Read"  # fmt: skip
+    assert (
+        merge_tool(
+            None, s.ToolCallStart(session_update="tool_call", tool_call_id="o", title="Read a.txt", kind="read")
+        ).kind
+        == "Read"
+    )
 
 
 def test_stop_reasons() -> None:
@@ -197,10 +224,11 @@ def test_stop_reasons() -> None:
 
 def test_options_from_modes_and_config() -> None:
     state = SessionState(
-        modes=s.SessionModeState(current_mode_id="a", available_modes=[s.SessionMode(id="a", name="A"),
-                                                                         s.SessionMode(id="b", name="B")]),
+        modes=s.SessionModeState(
+            current_mode_id="a", available_modes=[s.SessionMode(id="a", name="A"), s.SessionMode(id="b", name="B")]
+        ),
         config=[s.SessionConfigOptionBoolean(type="boolean", id="fast", name="Fast", current_value=True)],
-    )  # fmt: skip
+    )
     options = {o.id: o for o in state.options()}
     assert options["mode"].live and [c.value for c in options["mode"].kind.choices] == ["a", "b"]
     assert options["fast"].kind == "Boolean" and options["fast"].current is True
@@ -211,8 +239,9 @@ def test_options_from_modes_and_config() -> None:
 
 
 def test_launch_args_from_config_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    inst = AgentInstallation(id="codex-acp", name="c", executable_path="/bin/codex-acp", source="Path",
-                             acp_args=["--acp"])  # fmt: skip
+    inst = AgentInstallation(
+        id="codex-acp", name="c", executable_path="/bin/codex-acp", source="Path", acp_args=["--acp"]
+    )
     monkeypatch.setenv("ANYAGENTD_CODEX_ACP_ARGS", "-c 'model=gpt 5'")
     monkeypatch.delenv("ANYAGENTD_ACP_ARGS", raising=False)
     assert launch_argv(inst, {"args": {"codex-acp": ["-x"]}}) == ["/bin/codex-acp", "--acp", "-x", "-c", "model=gpt 5"]
@@ -230,7 +259,8 @@ def test_prompt_blocks_and_renderers(tmp_path: Path) -> None:
     blocks = prompt_blocks(PromptInput("hi", (str(image),)), s.PromptCapabilities(image=False))
     assert [b.type for b in blocks] == ["text", "resource_link"]
     assert set(mcp_renderers(s.McpCapabilities(http=True))) == {"Stdio", "Http"}
-    init = s.InitializeResponse(protocol_version=1, auth_methods=[
-        s.TerminalAuthMethod(type="terminal", id="l", name="Login", args=["login"])])  # fmt: skip
+    init = s.InitializeResponse(
+        protocol_version=1, auth_methods=[s.TerminalAuthMethod(type="terminal", id="l", name="Login", args=["login"])]
+    )
     (method,) = login_methods("/bin/agent", init)
     assert method.command == ["/bin/agent", "login"]

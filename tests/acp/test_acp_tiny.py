@@ -95,8 +95,12 @@ async def test_a_tool_the_agent_leaves_running_ends_with_the_turn(work: Path) ->
 
 @pytest.mark.parametrize("choice", ["AllowOnce", "AllowAlways", "DenyOnce", "DenyAlways"])
 async def test_permission_answers_pick_the_exact_option(work: Path, choice: str) -> None:
-    option = {"AllowOnce": "allow_once", "AllowAlways": "allow_always", "DenyOnce": "reject_once",
-              "DenyAlways": "reject_always"}[choice]  # fmt: skip
+    option = {
+        "AllowOnce": "allow_once",
+        "AllowAlways": "allow_always",
+        "DenyOnce": "reject_once",
+        "DenyAlways": "reject_always",
+    }[choice]
     async with Runtime() as rt:
         session = await rt.open(tiny_ref(), dir=work)
         stream = EventStream(session)
@@ -281,8 +285,10 @@ async def test_auth_error_gives_auth_required_with_terminal_login(work: Path, mo
 
 
 async def test_mcp_servers_in_acp_shape(work: Path) -> None:
-    servers = [McpServer(name="files", connection=Stdio(command=sys.executable, args=["-c", "pass"])),
-               McpServer(name="web", connection=Http(url="http://127.0.0.1:9/mcp", headers={"A": "b"}))]  # fmt: skip
+    servers = [
+        McpServer(name="files", connection=Stdio(command=sys.executable, args=["-c", "pass"])),
+        McpServer(name="web", connection=Http(url="http://127.0.0.1:9/mcp", headers={"A": "b"})),
+    ]
     async with Runtime() as rt:
         session = await rt.open(tiny_ref(), dir=work, mcp_servers=servers)
         stream = EventStream(session)

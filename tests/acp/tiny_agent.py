@@ -55,10 +55,14 @@ class TinyAgent:
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
-    async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
-                         **kwargs: Any) -> s.InitializeResponse:  # fmt: skip
-        auth = [s.TerminalAuthMethod(type="terminal", id="login", name="Log in", description="Log in to tiny",
-                                     args=["--login"])]  # fmt: skip
+    async def initialize(
+        self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None, **kwargs: Any
+    ) -> s.InitializeResponse:
+        auth = [
+            s.TerminalAuthMethod(
+                type="terminal", id="login", name="Log in", description="Log in to tiny", args=["--login"]
+            )
+        ]
         return s.InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=s.AgentCapabilities(
@@ -71,33 +75,45 @@ class TinyAgent:
         )
 
     def _modes(self) -> s.SessionModeState:
-        return s.SessionModeState(current_mode_id=self.mode, available_modes=[
-            s.SessionMode(id="ask", name="Ask"), s.SessionMode(id="code", name="Code")])  # fmt: skip
+        return s.SessionModeState(
+            current_mode_id=self.mode,
+            available_modes=[s.SessionMode(id="ask", name="Ask"), s.SessionMode(id="code", name="Code")],
+        )
 
     def _config(self) -> list[Any]:
         return [
-            s.SessionConfigOptionSelect(type="select", id="model", name="Model", category="model",
-                                        current_value=self.model, options=[
-                                            s.SessionConfigSelectOption(value="tiny-small", name="Small"),
-                                            s.SessionConfigSelectOption(value="tiny-large", name="Large")]),
+            s.SessionConfigOptionSelect(
+                type="select",
+                id="model",
+                name="Model",
+                category="model",
+                current_value=self.model,
+                options=[
+                    s.SessionConfigSelectOption(value="tiny-small", name="Small"),
+                    s.SessionConfigSelectOption(value="tiny-large", name="Large"),
+                ],
+            ),
             s.SessionConfigOptionBoolean(type="boolean", id="fast", name="Fast", current_value=self.fast),
-        ]  # fmt: skip
+        ]
 
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any) -> s.NewSessionResponse:
         if os.environ.get("TINY_AUTH") == "1":
             raise RequestError.auth_required({"reason": "not logged in"})
         self.mcp = list(mcp_servers or [])
-        return s.NewSessionResponse(session_id=f"tiny-{uuid.uuid4().hex[:8]}", modes=self._modes(),
-                                    config_options=self._config())  # fmt: skip
+        return s.NewSessionResponse(
+            session_id=f"tiny-{uuid.uuid4().hex[:8]}", modes=self._modes(), config_options=self._config()
+        )
 
-    async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
-                           **kwargs: Any) -> s.LoadSessionResponse:  # fmt: skip
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> s.LoadSessionResponse:
         if not session_id.startswith("tiny-"):
             raise RequestError.resource_not_found(session_id)
         # replay the history, as ACP agents do
         await self.update(session_id, s.UserMessageChunk(session_update="user_message_chunk", content=text("old")))
-        await self.update(session_id, s.AgentMessageChunk(session_update="agent_message_chunk",
-                                                          content=text("old answer")))  # fmt: skip
+        await self.update(
+            session_id, s.AgentMessageChunk(session_update="agent_message_chunk", content=text("old answer"))
+        )
         return s.LoadSessionResponse(modes=self._modes(), config_options=self._config())
 
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> s.SetSessionModeResponse:
@@ -109,8 +125,9 @@ class TinyAgent:
         )
         return s.SetSessionModeResponse()
 
-    async def set_config_option(self, config_id: str, session_id: str, value: Any,
-                                **kwargs: Any) -> s.SetSessionConfigOptionResponse:  # fmt: skip
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: Any, **kwargs: Any
+    ) -> s.SetSessionConfigOptionResponse:
         if config_id == "model":
             self.model = value
         elif config_id == "fast":
@@ -144,22 +161,45 @@ class TinyAgent:
         await self.update(sid, s.AgentThoughtChunk(session_update="agent_thought_chunk", content=text("hmm")))
         await self.say(sid, "Hello ")
         await self.say(sid, "world.")
-        await self.update(sid, s.UsageUpdate(session_update="usage_update", used=1200, size=200000,
-                                             cost=s.Cost(amount=0.25, currency="USD")))  # fmt: skip
+        await self.update(
+            sid,
+            s.UsageUpdate(
+                session_update="usage_update", used=1200, size=200000, cost=s.Cost(amount=0.25, currency="USD")
+            ),
+        )
         await self.update(sid, s.SessionInfoUpdate(session_update="session_info_update", title="Tiny chat"))
-        await self.update(sid, s.AvailableCommandsUpdate(session_update="available_commands_update",
-                                                         available_commands=[s.AvailableCommand(
-                                                             name="joke", description="Tell a joke")]))  # fmt: skip
+        await self.update(
+            sid,
+            s.AvailableCommandsUpdate(
+                session_update="available_commands_update",
+                available_commands=[s.AvailableCommand(name="joke", description="Tell a joke")],
+            ),
+        )
         return "end_turn"
 
     async def act_tools(self, sid: str, rest: str, prompt: list[Any]) -> str:
-        await self.update(sid, s.AgentPlanUpdate(session_update="plan", entries=[
-            s.PlanEntry(content="edit the file", priority="high", status="in_progress"),
-            s.PlanEntry(content="check", priority="low", status="pending")]))  # fmt: skip
-        await self.update(sid, s.ToolCallStart(session_update="tool_call", tool_call_id="t1", title="Edit a.txt",
-                                               kind="edit", status="pending",
-                                               locations=[s.ToolCallLocation(path="/w/a.txt", line=3)],
-                                               raw_input={"path": "/w/a.txt"}))  # fmt: skip
+        await self.update(
+            sid,
+            s.AgentPlanUpdate(
+                session_update="plan",
+                entries=[
+                    s.PlanEntry(content="edit the file", priority="high", status="in_progress"),
+                    s.PlanEntry(content="check", priority="low", status="pending"),
+                ],
+            ),
+        )
+        await self.update(
+            sid,
+            s.ToolCallStart(
+                session_update="tool_call",
+                tool_call_id="t1",
+                title="Edit a.txt",
+                kind="edit",
+                status="pending",
+                locations=[s.ToolCallLocation(path="/w/a.txt", line=3)],
+                raw_input={"path": "/w/a.txt"},
+            ),
+        )
         await self.update(
             sid,
             s.ToolCallProgress(
@@ -169,26 +209,50 @@ class TinyAgent:
                 content=[s.FileEditToolCallContent(type="diff", path="/w/a.txt", old_text="a", new_text="b")],
             ),
         )
-        await self.update(sid, s.ToolCallProgress(session_update="tool_call_update", tool_call_id="t1",
-                                                  status="completed", content=[s.ContentToolCallContent(
-                                                      type="content", content=text("edited"))]))  # fmt: skip
+        await self.update(
+            sid,
+            s.ToolCallProgress(
+                session_update="tool_call_update",
+                tool_call_id="t1",
+                status="completed",
+                content=[s.ContentToolCallContent(type="content", content=text("edited"))],
+            ),
+        )
         await self.say(sid, "Done.")
         return "end_turn"
 
     async def act_unfinished(self, sid: str, rest: str, prompt: list[Any]) -> str:
-        await self.update(sid, s.ToolCallStart(session_update="tool_call", tool_call_id="u1", title="printf hi",
-                                               kind="execute", status="in_progress",
-                                               raw_input={"command": ["/bin/bash", "-lc", "printf hi"]}))  # fmt: skip
+        await self.update(
+            sid,
+            s.ToolCallStart(
+                session_update="tool_call",
+                tool_call_id="u1",
+                title="printf hi",
+                kind="execute",
+                status="in_progress",
+                raw_input={"command": ["/bin/bash", "-lc", "printf hi"]},
+            ),
+        )
         await self.say(sid, "Done.")
         return "end_turn"
 
     async def act_permission(self, sid: str, rest: str, prompt: list[Any]) -> str:
         assert self.conn is not None
-        await self.update(sid, s.ToolCallStart(session_update="tool_call", tool_call_id="p1", title="rm -rf /tmp/x",
-                                               kind="execute", status="pending",
-                                               raw_input={"command": ["rm", "-rf", "/tmp/x"]}))  # fmt: skip
-        options = [s.PermissionOption(option_id=f"opt-{k}", name=k, kind=k)
-                   for k in ("allow_once", "allow_always", "reject_once", "reject_always")]  # fmt: skip
+        await self.update(
+            sid,
+            s.ToolCallStart(
+                session_update="tool_call",
+                tool_call_id="p1",
+                title="rm -rf /tmp/x",
+                kind="execute",
+                status="pending",
+                raw_input={"command": ["rm", "-rf", "/tmp/x"]},
+            ),
+        )
+        options = [
+            s.PermissionOption(option_id=f"opt-{k}", name=k, kind=k)
+            for k in ("allow_once", "allow_always", "reject_once", "reject_always")
+        ]
         reply = await self.conn.request_permission(
             session_id=sid,
             options=options,
@@ -233,8 +297,9 @@ class TinyAgent:
 
     async def act_malformed(self, sid: str, rest: str, prompt: list[Any]) -> str:
         assert self.conn is not None
-        await self.conn._conn.send_notification("session/update", {
-            "sessionId": sid, "update": {"sessionUpdate": "bogus_kind", "x": 1}})  # fmt: skip
+        await self.conn._conn.send_notification(
+            "session/update", {"sessionId": sid, "update": {"sessionUpdate": "bogus_kind", "x": 1}}
+        )
         await self.conn._conn.send_notification(
             "session/update", {"sessionId": sid, "update": {"sessionUpdate": "agent_message_chunk"}}
         )  # missing content
@@ -263,8 +328,9 @@ class TinyAgent:
         return "max_tokens"
 
     async def act_echo(self, sid: str, rest: str, prompt: list[Any]) -> str:
-        await self.say(sid, " ".join(f"{b.type}:{getattr(b, 'uri', None) or getattr(b, 'mime_type', None) or ''}"
-                                     for b in prompt))  # fmt: skip
+        await self.say(
+            sid, " ".join(f"{b.type}:{getattr(b, 'uri', None) or getattr(b, 'mime_type', None) or ''}" for b in prompt)
+        )
         return "end_turn"
 
     async def act_mcp(self, sid: str, rest: str, prompt: list[Any]) -> str:

@@ -30,8 +30,14 @@ async def grant_for(tmp: Path, clock: Clock | None = None, **kwargs: Any) -> tup
     engine = create_async_engine(f"sqlite+aiosqlite:///{tmp / 'auth.db'}")
     sessions = await AuthSessions(engine).open()
     clock = clock or Clock()
-    grant = DeviceGrant(sessions, verification_uri="http://127.0.0.1:1/device", principal_ids={"alice"},
-                        clock=clock, wall=clock, **kwargs)  # fmt: skip
+    grant = DeviceGrant(
+        sessions,
+        verification_uri="http://127.0.0.1:1/device",
+        principal_ids={"alice"},
+        clock=clock,
+        wall=clock,
+        **kwargs,
+    )
     return grant, sessions
 
 
@@ -79,8 +85,14 @@ async def test_the_token_endpoint_errors_in_order_then_single_use(tmp_path: Path
         await grant.approve(pair["user_code"], "bob", "operator", "operator")
     assert widen.value.field == "scope"
     approved = await grant.approve(pair["user_code"].lower().replace("-", " "), "bob", None, "operator")
-    assert approved == {"user_code": pair["user_code"], "client_id": "cli", "scope": "user", "peer": "10.0.0.9",
-                        "principal": "user:bob", "existing": False}  # fmt: skip
+    assert approved == {
+        "user_code": pair["user_code"],
+        "client_id": "cli",
+        "scope": "user",
+        "peer": "10.0.0.9",
+        "principal": "user:bob",
+        "existing": False,
+    }
     clock.now += 16
     body = await grant.poll(GRANT_TYPE, code, "cli")
     assert body["token_type"] == "Bearer" and body["scope"] == "user" and body["expires_in"] > 0
@@ -118,10 +130,24 @@ async def test_expiry_denial_and_bounds(tmp_path: Path) -> None:
 
 async def test_revocation_is_immediate(tmp_path: Path) -> None:
     grant, sessions = await grant_for(tmp_path)
-    token, session = await sessions.issue(kind="device", name="bob", principal="user:bob", role="user",
-                                          client_id="cli", scope="user", approved_by="operator")  # fmt: skip
-    token2, _ = await sessions.issue(kind="device", name="bob", principal="user:bob", role="user",
-                                     client_id="cli", scope="user", approved_by="operator")  # fmt: skip
+    token, session = await sessions.issue(
+        kind="device",
+        name="bob",
+        principal="user:bob",
+        role="user",
+        client_id="cli",
+        scope="user",
+        approved_by="operator",
+    )
+    token2, _ = await sessions.issue(
+        kind="device",
+        name="bob",
+        principal="user:bob",
+        role="user",
+        client_id="cli",
+        scope="user",
+        approved_by="operator",
+    )
     event = sessions.revoked_event(session.sid)
     assert [s.sid for s in await sessions.list()] == [session.sid, _.sid]
     assert await sessions.revoke(sid=session.sid) == 1

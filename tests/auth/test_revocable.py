@@ -52,8 +52,11 @@ async def test_revoked_before_anything_was_sent_answers_401() -> None:
     revoked.set()
     response = await answer(revoked, 3600)
     assert response.status_code == 401 and response.headers["www-authenticate"] == 'Bearer realm="anyagentd"'
-    assert response.json() == {"jsonrpc": "2.0", "id": 3,
-                               "error": {"code": -31401, "message": "the session was revoked"}}  # fmt: skip
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "error": {"code": -31401, "message": "the session was revoked"},
+    }
 
 
 async def test_an_unrevoked_response_passes_through() -> None:

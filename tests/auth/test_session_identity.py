@@ -24,10 +24,24 @@ def anyio_backend() -> str:
 async def test_session_tokens_after_the_configured_bearers(tmp_path: Path) -> None:
     engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'a.db'}")
     sessions = await AuthSessions(engine).open()
-    user, _ = await sessions.issue(kind="device", name="dev", principal="user:dev", role="user", client_id="cli",
-                                   scope="user", approved_by="operator")  # fmt: skip
-    admin, admin_row = await sessions.issue(kind="device", name="ops", principal="user:ops", role="operator",
-                                            client_id="cli", scope="operator", approved_by="operator")  # fmt: skip
+    user, _ = await sessions.issue(
+        kind="device",
+        name="dev",
+        principal="user:dev",
+        role="user",
+        client_id="cli",
+        scope="user",
+        approved_by="operator",
+    )
+    admin, admin_row = await sessions.issue(
+        kind="device",
+        name="ops",
+        principal="user:ops",
+        role="operator",
+        client_id="cli",
+        scope="operator",
+        approved_by="operator",
+    )
     loaded = parse({"a2a": {"bearer": "{{secret:OP}}", "device_grant": {"enabled": True}}}, env={"OP": "op"})
     ids = Identities(loaded, sessions)
     assert await ids.authenticate("Bearer op", "10.0.0.1", None) is OPERATOR

@@ -83,8 +83,9 @@ def groups() -> Iterator[list[int]]:
                 os.killpg(pgid, signal.SIGKILL)
 
 
-def test_closing_ends_every_process_of_the_group_even_those_that_ignore_sigterm(tmp_path: Path,
-                                                                                groups: list[int]) -> None:  # fmt: skip
+def test_closing_ends_every_process_of_the_group_even_those_that_ignore_sigterm(
+    tmp_path: Path, groups: list[int]
+) -> None:
     child = bench_agents.LineChild(["sh", "-c", GROUP], dict(os.environ), str(tmp_path))
     groups.append(child.proc.pid)
     assert os.getpgid(child.proc.pid) == child.proc.pid != os.getpgid(0)  # a group of its own
@@ -127,8 +128,9 @@ group's id, to a file first)."""
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
 def test_a_bench_stopped_by_a_signal_ends_its_agents_group(tmp_path: Path, groups: list[int], sig: int) -> None:
     pgid_file = tmp_path / "pgid"
-    bench = subprocess.Popen([sys.executable, "-c", DRIVER, str(BENCH), str(pgid_file), GROUP, str(tmp_path)],
-                             stderr=subprocess.DEVNULL)  # fmt: skip
+    bench = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(BENCH), str(pgid_file), GROUP, str(tmp_path)], stderr=subprocess.DEVNULL
+    )
     try:
         wait_until(lambda: pgid_file.exists() and pgid_file.read_text().strip() != "", "the agent starts")
         pgid = int(pgid_file.read_text())

@@ -20,8 +20,14 @@ TOKEN = re.compile(r"continue it with: anyagentd chat claude --resume (\S+)")
 
 
 def cli(*args: str, env: dict[str, str], stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "anyagentd.cli", *args], input=stdin, capture_output=True,
-                          text=True, env=env, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "anyagentd.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -34,8 +40,14 @@ def claude(model_server: Any, tmp_path: Path) -> Any:
         home = tmp_path / "home"
         home.mkdir(exist_ok=True)
         env = clean_environ(claude_env(server.url, home))
-        env.update({"ANYAGENTD_CLAUDE_BIN": str(agent_bin("claude")), "ANYAGENTD_NO_LOGIN_SHELL": "1",
-                    "NO_COLOR": "1", "COLUMNS": "200"})  # fmt: skip
+        env.update(
+            {
+                "ANYAGENTD_CLAUDE_BIN": str(agent_bin("claude")),
+                "ANYAGENTD_NO_LOGIN_SHELL": "1",
+                "NO_COLOR": "1",
+                "COLUMNS": "200",
+            }
+        )
         return server, env
 
     return start
@@ -75,8 +87,9 @@ def test_a_cli_that_cannot_start_is_spawn_failed(tmp_path: Path) -> None:
     broken = tmp_path / "claude"
     broken.write_text("#!/bin/sh\necho 'fatal: config broken' >&2\nexit 3\n")
     broken.chmod(0o755)
-    env = clean_environ({"ANYAGENTD_CLAUDE_BIN": str(broken), "ANYAGENTD_NO_LOGIN_SHELL": "1", "NO_COLOR": "1",
-                         "COLUMNS": "200"})  # fmt: skip
+    env = clean_environ(
+        {"ANYAGENTD_CLAUDE_BIN": str(broken), "ANYAGENTD_NO_LOGIN_SHELL": "1", "NO_COLOR": "1", "COLUMNS": "200"}
+    )
     result = cli("run", "claude", "hi", "--dir", str(tmp_path), env=env)
     assert result.returncode == 5, result.stderr
     assert "Traceback" not in result.stderr

@@ -44,10 +44,15 @@ def request_text(entry: dict[str, Any]) -> str:
     return json.dumps(entry["body"].get("messages", []), ensure_ascii=False)
 
 
-WRITE_SCRIPT = {"turns": [
-    {"text": "Writing the file.", "tool": {"name": "Write", "input": {"file_path": "{{cwd}}/out.txt", "content": "hi\n"}}},
-    {"text": "Done."},
-]}  # fmt: skip
+WRITE_SCRIPT = {
+    "turns": [
+        {
+            "text": "Writing the file.",
+            "tool": {"name": "Write", "input": {"file_path": "{{cwd}}/out.txt", "content": "hi\n"}},
+        },
+        {"text": "Done."},
+    ]
+}
 
 
 # ------------------------------------------------------------------------------------------------ adapter
@@ -58,10 +63,12 @@ async def test_adapter_turn_and_mcp_server_in_init(claude: Any, work: Path, tmp_
     claude({"turns": [{"text": "Hello from the script."}]})
     mcp = tmp_path / "mcp_server.py"
     mcp.write_text(MCP_SERVER)
-    inst = AgentInstallation(id="claude", name="Claude Code", executable_path=os.environ["ANYAGENTD_CLAUDE_BIN"],
-                             source="EnvOverride")  # fmt: skip
-    options = SessionOptions(dir=str(work), mcp_servers=[
-        McpServer(name="files", connection=Stdio(command=sys.executable, args=[str(mcp)]))])  # fmt: skip
+    inst = AgentInstallation(
+        id="claude", name="Claude Code", executable_path=os.environ["ANYAGENTD_CLAUDE_BIN"], source="EnvOverride"
+    )
+    options = SessionOptions(
+        dir=str(work), mcp_servers=[McpServer(name="files", connection=Stdio(command=sys.executable, args=[str(mcp)]))]
+    )
     send, recv = anyio.create_memory_object_stream[Any](256)
     async with anyio.create_task_group() as tg:
         adapter = ClaudeAdapter()
@@ -78,14 +85,17 @@ async def test_adapter_turn_and_mcp_server_in_init(claude: Any, work: Path, tmp_
                 reports.append(report)
                 if isinstance(report, TurnEndedReport):
                     break
-        texts = [r.kind.text for r in reports if isinstance(r, EventReport) and getattr(r.kind, "TAG", "") == "TextDelta"]
+        texts = [
+            r.kind.text for r in reports if isinstance(r, EventReport) and getattr(r.kind, "TAG", "") == "TextDelta"
+        ]
         assert "".join(texts) == "Hello from the script."
         ended = [r for r in reports if isinstance(r, EventReport) and getattr(r.kind, "TAG", "") == "MessageEnded"]
         assert ended and ended[0].extensions and ended[0].extensions.get("claude/fork_point")
         init = conn.state.last_init
         assert init is not None and init["session_id"] == conn.resume_token
         assert {"name": "files", "status": "connected"} in [
-            {"name": s.get("name"), "status": s.get("status")} for s in init["mcp_servers"]]
+            {"name": s.get("name"), "status": s.get("status")} for s in init["mcp_servers"]
+        ]
         assert "mcp__files__echo" in init["tools"]
         pid = conn.process.pid
         started = time.monotonic()
@@ -128,9 +138,19 @@ class TestConformance(Conformance):
         return {"name": "Write", "input": {"file_path": "{{cwd}}/" + name, "content": "hi\n"}}
 
     def question_tool(self) -> dict[str, Any]:
-        return {"name": "AskUserQuestion", "input": {"questions": [{
-            "question": "Which color?", "header": "Color", "multiSelect": False,
-            "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}]}]}}  # fmt: skip
+        return {
+            "name": "AskUserQuestion",
+            "input": {
+                "questions": [
+                    {
+                        "question": "Which color?",
+                        "header": "Color",
+                        "multiSelect": False,
+                        "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}],
+                    }
+                ]
+            },
+        }
 
     def answer_seen_by_model(self) -> str:
         return '\\"Which color?\\"=\\"Blue\\"'
@@ -188,7 +208,7 @@ async def test_compact_and_rollback(claude: Any, work: Path) -> None:
     assert "Say the first number" in request_text(compact_request)
 
 
-MCP_SERVER = r'''
+MCP_SERVER = r"""
 import json, sys
 for line in sys.stdin:
     msg = json.loads(line)
@@ -207,13 +227,14 @@ for line in sys.stdin:
         result = {}
     sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n")
     sys.stdout.flush()
-'''
+"""
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("attempt", range(3))  # the CLI's exit races our initialize write: try it a few times
-async def test_a_cli_that_exits_at_once_is_spawn_failed(work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        attempt: int) -> None:  # fmt: skip
+async def test_a_cli_that_exits_at_once_is_spawn_failed(
+    work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attempt: int
+) -> None:
     fake = tmp_path / "claude"
     fake.write_text("#!/bin/sh\necho 'boom: cannot start' >&2\nexit 3\n")
     fake.chmod(0o755)
@@ -246,8 +267,14 @@ async def _wait_gone(mark: str, timeout: float = 3.0) -> list[int]:
 async def test_a_background_job_of_the_bash_tool_is_gone_after_close(claude: Any, work: Path) -> None:
     """Claude Code runs each Bash command in a session of its own: `sleep 312 &` leaves the CLI's process group
     (and would outlive close and the runtime, re-parented to PID 1)."""
-    claude({"turns": [{"tool": {"name": "Bash", "input": {"command": "sleep 312 &", "description": "Sleep"}}},
-                      {"text": "Started."}]})  # fmt: skip
+    claude(
+        {
+            "turns": [
+                {"tool": {"name": "Bash", "input": {"command": "sleep 312 &", "description": "Sleep"}}},
+                {"text": "Started."},
+            ]
+        }
+    )
     async with Runtime() as rt:
         session = await rt.open("claude", dir=work, permission_mode="AutoApprove")
         stream = EventStream(session)
@@ -266,8 +293,14 @@ async def test_a_background_job_of_the_bash_tool_is_gone_after_close(claude: Any
 
 
 async def test_the_running_command_of_a_crashed_cli_is_gone(claude: Any, work: Path) -> None:
-    server = claude({"turns": [{"tool": {"name": "Bash", "input": {"command": "sleep 313", "description": "Sleep"}}},
-                               {"text": "never"}]})  # fmt: skip
+    server = claude(
+        {
+            "turns": [
+                {"tool": {"name": "Bash", "input": {"command": "sleep 313", "description": "Sleep"}}},
+                {"text": "never"},
+            ]
+        }
+    )
     async with Runtime() as rt:
         session = await rt.open("claude", dir=work, permission_mode="AutoApprove")
         stream = EventStream(session)
@@ -294,8 +327,7 @@ def test_sigkill_of_serve_takes_the_cli_along(model_server: Any, wire: Any, tmp_
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir()
     work.mkdir()
-    client = wire(env={**claude_env(server.url, home), "ANYAGENTD_CLAUDE_BIN": str(agent_bin("claude"))},
-                  timeout=STEP)  # fmt: skip
+    client = wire(env={**claude_env(server.url, home), "ANYAGENTD_CLAUDE_BIN": str(agent_bin("claude"))}, timeout=STEP)
     sid = client.ok("open", agent="claude", dir=str(work))["id"]
     client.ok("prompt", session=sid, text="Hang")
     server.wait_for_requests(1, timeout=STEP)  # mid-turn: the CLI waits for the model
@@ -329,15 +361,18 @@ def test_sigkill_of_serve_takes_the_bash_tools_job_along(model_server: Any, wire
     end and kills every process carrying the agent's lineage mark."""
     from anyagentd_testing.agents import agent_bin, claude_env
 
-    server = model_server({"turns": [
-        {"tool": {"name": "Bash", "input": {"command": "sleep 312 &", "description": "Sleep"}}},
-        {"text": "Started."},
-    ]})  # fmt: skip
+    server = model_server(
+        {
+            "turns": [
+                {"tool": {"name": "Bash", "input": {"command": "sleep 312 &", "description": "Sleep"}}},
+                {"text": "Started."},
+            ]
+        }
+    )
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir()
     work.mkdir()
-    client = wire(env={**claude_env(server.url, home), "ANYAGENTD_CLAUDE_BIN": str(agent_bin("claude"))},
-                  timeout=STEP)  # fmt: skip
+    client = wire(env={**claude_env(server.url, home), "ANYAGENTD_CLAUDE_BIN": str(agent_bin("claude"))}, timeout=STEP)
     sid = client.ok("open", agent="claude", dir=str(work), permission_mode="AutoApprove")["id"]
     client.ok("prompt", session=sid, text="Start a sleeper")
     client.events(sid, until=lambda line: "TurnEnded" in line.get("event", {}).get("kind", ""))
@@ -357,16 +392,21 @@ def test_sigkill_of_serve_takes_the_bash_tools_job_along(model_server: Any, wire
 async def test_turn_reports_its_tokens_once(claude: Any, work: Path) -> None:
     """The result's ``ContextUsage`` carries ``anyagentd/tokens``: the turn's input (+ cache creation + cache read)
     and output tokens as the model server reported them over both of the turn's API calls; the engine sums them."""
-    calls = [{"input_tokens": 1000, "cache_creation_input_tokens": 200, "cache_read_input_tokens": 30,
-              "output_tokens": 40}, {"input_tokens": 5, "cache_read_input_tokens": 1230, "output_tokens": 7}]  # fmt: skip
+    calls = [
+        {"input_tokens": 1000, "cache_creation_input_tokens": 200, "cache_read_input_tokens": 30, "output_tokens": 40},
+        {"input_tokens": 5, "cache_read_input_tokens": 1230, "output_tokens": 7},
+    ]
     claude({"turns": [{**WRITE_SCRIPT["turns"][0], "usage": calls[0]}, {"text": "Done.", "usage": calls[1]}]})
     async with Runtime() as rt:
         session = await rt.open("claude", dir=work, configure={"mode": "acceptEdits"})
         stream = EventStream(session)
         await session.prompt("Write out.txt")
         await stream.until("TurnEnded")
-        reported = [e.extensions["anyagentd/tokens"] for e in stream.seen
-                    if event_tag(e) == "ContextUsage" and "anyagentd/tokens" in e.extensions]  # fmt: skip
+        reported = [
+            e.extensions["anyagentd/tokens"]
+            for e in stream.seen
+            if event_tag(e) == "ContextUsage" and "anyagentd/tokens" in e.extensions
+        ]
         assert reported == [{"in": 1000 + 200 + 30 + 5 + 1230, "out": 40 + 7}]
         usage = session.projections.usage
         assert (usage.tokens_in, usage.tokens_out) == (2465, 47)

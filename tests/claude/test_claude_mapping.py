@@ -113,8 +113,13 @@ def frames(name: str) -> list[dict[str, Any]]:
 def make_conn(cwd: str = "$WORK", **configure: Any) -> tuple[ClaudeConnection, FakeLink, FakeProcess]:
     link, proc = FakeLink(), FakeProcess()
     inst = AgentInstallation(id="claude", name="Claude Code", executable_path="/x/claude", source="Path")
-    conn = ClaudeConnection(proc, link, installation=inst,  # type: ignore[arg-type]
-                            options=SessionOptions(dir=cwd, configure=configure), session_token="tok")  # fmt: skip
+    conn = ClaudeConnection(
+        proc,
+        link,
+        installation=inst,  # type: ignore[arg-type]
+        options=SessionOptions(dir=cwd, configure=configure),
+        session_token="tok",
+    )
     return conn, link, proc
 
 
@@ -156,8 +161,11 @@ async def test_stream_transcript_permission_hook_and_denial() -> None:
     assert perm.value.id == "d319cf8c-a339-4ea1-9d3d-8bfa85ba8d3a"
     # Write completed, Bash (Execute, cwd = session dir) failed after the denial in the transcript
     assert [(t.id, t.status) for t in tools] == [
-        (write.id, "Running"), (write.id, "Completed"), (tools[2].id, "Running"), (tools[2].id, "Failed"),
-    ]  # fmt: skip
+        (write.id, "Running"),
+        (write.id, "Completed"),
+        (tools[2].id, "Running"),
+        (tools[2].id, "Failed"),
+    ]
     bash = tools[2]
     assert bash.kind == "Execute" and bash.input == Command(command="touch should-not-exist.txt", cwd="$WORK")
     assert bash.title == "Touch a file"
@@ -231,8 +239,11 @@ async def test_accept_edits_transcript_tools() -> None:
     await feed(conn, frames("claude-oneshot-acceptedits.stdout.jsonl"))
     tools = [r.kind.value for r in link.events("ToolUpdated")]
     assert [(t.kind, t.status) for t in tools] == [
-        ("Edit", "Running"), ("Edit", "Completed"), ("Execute", "Running"), ("Execute", "Completed"),
-    ]  # fmt: skip
+        ("Edit", "Running"),
+        ("Edit", "Completed"),
+        ("Execute", "Running"),
+        ("Execute", "Completed"),
+    ]
     assert tools[0].diffs[0].old_text is None  # $WORK/hello.txt does not exist here
     assert tools[3].output == "hello from mockllm\nbash-ran-ok"
     assert isinstance(link.reports[-1], TurnEndedReport)
@@ -267,30 +278,112 @@ async def test_unknown_and_broken_frames_never_crash() -> None:
 async def test_subagent_plan_background_and_compaction() -> None:
     link = FakeLink()
     m = FrameMapper(link, cwd="/w")
-    await m.handle({"type": "assistant", "uuid": "u1", "message": {"id": "m1", "content": [
-        {"type": "tool_use", "id": "task1", "name": "Task", "input": {"description": "Explore", "prompt": "look"}},
-        {"type": "tool_use", "id": "todo1", "name": "TodoWrite", "input": {"todos": [
-            {"content": "a", "status": "completed", "activeForm": "A"},
-            {"content": "b", "status": "in_progress", "activeForm": "B"}]}},
-    ]}, "parent_tool_use_id": None})  # fmt: skip
+    await m.handle(
+        {
+            "type": "assistant",
+            "uuid": "u1",
+            "message": {
+                "id": "m1",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "task1",
+                        "name": "Task",
+                        "input": {"description": "Explore", "prompt": "look"},
+                    },
+                    {
+                        "type": "tool_use",
+                        "id": "todo1",
+                        "name": "TodoWrite",
+                        "input": {
+                            "todos": [
+                                {"content": "a", "status": "completed", "activeForm": "A"},
+                                {"content": "b", "status": "in_progress", "activeForm": "B"},
+                            ]
+                        },
+                    },
+                ],
+            },
+            "parent_tool_use_id": None,
+        }
+    )
     # the subagent's prompt, its own (not streamed) text, a tool inside it
-    await m.handle({"type": "user", "uuid": "su", "parent_tool_use_id": "task1",
-                    "message": {"role": "user", "content": [{"type": "text", "text": "look"}]}})  # fmt: skip
-    await m.handle({"type": "assistant", "uuid": "u2", "parent_tool_use_id": "task1",
-                    "message": {"id": "sm1", "content": [{"type": "text", "text": "sub says"}]}})  # fmt: skip
-    await m.handle({"type": "assistant", "uuid": "u3", "parent_tool_use_id": "task1", "message": {"id": "sm2",
-                    "content": [{"type": "tool_use", "id": "bg1", "name": "Bash",
-                                 "input": {"command": "sleep 9", "run_in_background": True}}]}})  # fmt: skip
-    await m.handle({"type": "user", "parent_tool_use_id": "task1", "tool_use_result": {"backgroundTaskId": "b7"},
-                    "message": {"content": [{"type": "tool_result", "tool_use_id": "bg1",
-                                             "content": "Command running in background with ID: b7"}]}})  # fmt: skip
-    await m.handle({"type": "system", "subtype": "task_notification", "task_id": "b7", "status": "completed",
-                    "summary": "finished"})  # fmt: skip
+    await m.handle(
+        {
+            "type": "user",
+            "uuid": "su",
+            "parent_tool_use_id": "task1",
+            "message": {"role": "user", "content": [{"type": "text", "text": "look"}]},
+        }
+    )
+    await m.handle(
+        {
+            "type": "assistant",
+            "uuid": "u2",
+            "parent_tool_use_id": "task1",
+            "message": {"id": "sm1", "content": [{"type": "text", "text": "sub says"}]},
+        }
+    )
+    await m.handle(
+        {
+            "type": "assistant",
+            "uuid": "u3",
+            "parent_tool_use_id": "task1",
+            "message": {
+                "id": "sm2",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "bg1",
+                        "name": "Bash",
+                        "input": {"command": "sleep 9", "run_in_background": True},
+                    }
+                ],
+            },
+        }
+    )
+    await m.handle(
+        {
+            "type": "user",
+            "parent_tool_use_id": "task1",
+            "tool_use_result": {"backgroundTaskId": "b7"},
+            "message": {
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "bg1",
+                        "content": "Command running in background with ID: b7",
+                    }
+                ]
+            },
+        }
+    )
+    await m.handle(
+        {
+            "type": "system",
+            "subtype": "task_notification",
+            "task_id": "b7",
+            "status": "completed",
+            "summary": "finished",
+        }
+    )
     await m.handle({"type": "system", "subtype": "status", "status": "compacting"})
-    await m.handle({"type": "system", "subtype": "status", "status": None, "compact_result": "failed",
-                    "compact_error": "Not enough messages to compact."})  # fmt: skip
-    await m.handle({"type": "system", "subtype": "compact_boundary", "compact_metadata": {
-        "trigger": "manual", "pre_tokens": 9000, "post_tokens": 566}})  # fmt: skip
+    await m.handle(
+        {
+            "type": "system",
+            "subtype": "status",
+            "status": None,
+            "compact_result": "failed",
+            "compact_error": "Not enough messages to compact.",
+        }
+    )
+    await m.handle(
+        {
+            "type": "system",
+            "subtype": "compact_boundary",
+            "compact_metadata": {"trigger": "manual", "pre_tokens": 9000, "post_tokens": 566},
+        }
+    )
 
     kinds = link.kinds()
     assert kinds[:2] == ["ToolUpdated", "PlanUpdated"]
@@ -306,7 +399,9 @@ async def test_subagent_plan_background_and_compaction() -> None:
     assert link.events("MessageEnded")[0].kind.message_id == "sm1"
     bg = [(r.kind.value.status, r.parent_tool_id) for r in link.events("ToolUpdated") if r.kind.value.id == "bg1"]
     assert bg == [("Running", "task1"), ("Running", "task1"), ("Completed", "task1")]
-    assert link.events("Diagnostic:Warning")[0].kind.value.message == "compaction failed: Not enough messages to compact."
+    assert (
+        link.events("Diagnostic:Warning")[0].kind.value.message == "compaction failed: Not enough messages to compact."
+    )
     assert kinds[-2:] == ["ContextCompacted", "ContextUsage"]
     assert link.events("ContextUsage")[-1].kind.used_tokens == 566
 
@@ -315,17 +410,38 @@ async def test_subagent_plan_background_and_compaction() -> None:
 async def test_auth_failure_and_local_command_output() -> None:
     link = FakeLink()
     m = FrameMapper(link, login=["L"])
-    await m.handle({"type": "assistant", "error": "authentication_failed", "message": {
-        "id": "x", "model": "<synthetic>", "content": [{"type": "text", "text": "Not logged in · Please run /login"}]}})
+    await m.handle(
+        {
+            "type": "assistant",
+            "error": "authentication_failed",
+            "message": {
+                "id": "x",
+                "model": "<synthetic>",
+                "content": [{"type": "text", "text": "Not logged in · Please run /login"}],
+            },
+        }
+    )
     assert ("auth_lost", ["L"]) in link.reports
     m.state.turn_begins()
-    await m.handle({"type": "user", "isReplay": True, "uuid": "lc",
-                    "message": {"content": "<local-command-stdout>Set model to x</local-command-stdout>"}})  # fmt: skip
+    await m.handle(
+        {
+            "type": "user",
+            "isReplay": True,
+            "uuid": "lc",
+            "message": {"content": "<local-command-stdout>Set model to x</local-command-stdout>"},
+        }
+    )
     assert link.events("TextDelta")[-1].kind == TextDelta(message_id="lc", text="Set model to x")
     m.state.turn_ended()
     n = len(link.reports)
-    await m.handle({"type": "user", "isReplay": True, "uuid": "lc2",
-                    "message": {"content": "<local-command-stdout>Set model to y</local-command-stdout>"}})  # fmt: skip
+    await m.handle(
+        {
+            "type": "user",
+            "isReplay": True,
+            "uuid": "lc2",
+            "message": {"content": "<local-command-stdout>Set model to y</local-command-stdout>"},
+        }
+    )
     assert len(link.reports) == n  # idle: a configure echo must not open an agent turn
 
 
@@ -349,8 +465,14 @@ def test_tool_kinds() -> None:
     assert mcp.raw is not None and mcp.raw.name == "mcp__files__read_file"
     edit = tool_update("t", "Edit", {"file_path": "/w/a", "old_string": "x", "new_string": "y"}, "/w")
     assert [(d.old_text, d.new_text) for d in edit.diffs] == [("x", "y")]
-    multi = tool_update("t", "MultiEdit", {"file_path": "/w/a", "edits": [
-        {"old_string": "1", "new_string": "2"}, {"old_string": "3", "new_string": "4"}]})
+    multi = tool_update(
+        "t",
+        "MultiEdit",
+        {
+            "file_path": "/w/a",
+            "edits": [{"old_string": "1", "new_string": "2"}, {"old_string": "3", "new_string": "4"}],
+        },
+    )
     assert len(multi.diffs) == 2
     assert plan_entries({"todos": [{"content": "c", "status": "weird"}]})[0].status == "Pending"
 
@@ -366,17 +488,36 @@ def test_write_diff_reads_existing_file(tmp_path: Path) -> None:
 
 
 QUESTION = {
-    "subtype": "can_use_tool", "tool_name": "AskUserQuestion", "tool_use_id": "tq",
-    "input": {"questions": [
-        {"question": "Which color?", "header": "Color", "multiSelect": False,
-         "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}]},
-        {"question": "Which sizes?", "header": "Size", "multiSelect": True,
-         "options": [{"label": "S", "description": ""}, {"label": "M", "description": ""},
-                     {"label": "L", "description": ""}]},
-        {"question": "Name?", "header": "Name", "multiSelect": False,
-         "options": [{"label": "A", "description": ""}, {"label": "B", "description": ""}]},
-    ]},
-}  # fmt: skip
+    "subtype": "can_use_tool",
+    "tool_name": "AskUserQuestion",
+    "tool_use_id": "tq",
+    "input": {
+        "questions": [
+            {
+                "question": "Which color?",
+                "header": "Color",
+                "multiSelect": False,
+                "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}],
+            },
+            {
+                "question": "Which sizes?",
+                "header": "Size",
+                "multiSelect": True,
+                "options": [
+                    {"label": "S", "description": ""},
+                    {"label": "M", "description": ""},
+                    {"label": "L", "description": ""},
+                ],
+            },
+            {
+                "question": "Name?",
+                "header": "Name",
+                "multiSelect": False,
+                "options": [{"label": "A", "description": ""}, {"label": "B", "description": ""}],
+            },
+        ]
+    },
+}
 
 
 @pytest.mark.anyio
@@ -387,11 +528,14 @@ async def test_question_round_trip() -> None:
     assert isinstance(asked, QuestionAsked)
     qs = asked.value.questions
     assert [(q.id, q.text, q.multi_select, q.allows_free_text) for q in qs] == [
-        ("q0", "Which color?", False, True), ("q1", "Which sizes?", True, True), ("q2", "Name?", False, True),
-    ]  # fmt: skip
+        ("q0", "Which color?", False, True),
+        ("q1", "Which sizes?", True, True),
+        ("q2", "Name?", False, True),
+    ]
     assert [c.id for c in qs[1].choices] == ["q1.0", "q1.1", "q1.2"]
-    await conn.answer("rq", AnswerQuestion(value=[
-        Choices(value=["q0.1"]), Choices(value=["q1.0", "q1.2"]), TextAnswer(value="Zed")]))  # fmt: skip
+    await conn.answer(
+        "rq", AnswerQuestion(value=[Choices(value=["q0.1"]), Choices(value=["q1.0", "q1.2"]), TextAnswer(value="Zed")])
+    )
     body = proc.written[-1]["response"]["response"]
     assert body["behavior"] == "allow" and body["toolUseID"] == "tq"
     assert body["updatedInput"]["answers"] == {"Which color?": "Blue", "Which sizes?": "S, L", "Name?": "Zed"}
@@ -401,8 +545,18 @@ async def test_question_round_trip() -> None:
 @pytest.mark.anyio
 async def test_cancel_interrupts_and_denies_pending() -> None:
     conn, link, proc = make_conn()
-    await conn._dispatch({"type": "control_request", "request_id": "r1", "request": {
-        "subtype": "can_use_tool", "tool_name": "Bash", "tool_use_id": "b1", "input": {"command": "ls"}}})
+    await conn._dispatch(
+        {
+            "type": "control_request",
+            "request_id": "r1",
+            "request": {
+                "subtype": "can_use_tool",
+                "tool_name": "Bash",
+                "tool_use_id": "b1",
+                "input": {"command": "ls"},
+            },
+        }
+    )
     perm = link.events("RequestOpened")[0].kind.value
     assert perm.value.options == ["AllowOnce", "DenyOnce"]  # no suggestions: no AllowAlways
     assert perm.value.tool.kind == "Execute"
@@ -412,8 +566,15 @@ async def test_cancel_interrupts_and_denies_pending() -> None:
     assert deny["request_id"] == "r1" and deny["response"]["behavior"] == "deny" and deny["response"]["interrupt"]
     # the interrupted turn's result (error_during_execution) is reported as it is: the engine, which knows it
     # cancelled the turn, reads it as Cancelled (tests/core/test_engine.py)
-    await conn._dispatch({"type": "result", "subtype": "error_during_execution", "is_error": True,
-                          "terminal_reason": "completed", "usage": {}})  # fmt: skip
+    await conn._dispatch(
+        {
+            "type": "result",
+            "subtype": "error_during_execution",
+            "is_error": True,
+            "terminal_reason": "completed",
+            "usage": {},
+        }
+    )
     assert link.reports[-1].stop.TAG == "Failed"
 
 
@@ -422,8 +583,18 @@ async def test_close_unanswered_leaves_the_pending_permission_unanswered() -> No
     # issue 25.6: the drain of a task waiting for input: no interrupt, no denial (the CLI would record it and a
     # resumed one would send it to the model), the CLI killed at once as a kill -9 of the daemon would
     conn, link, proc = make_conn()
-    await conn._dispatch({"type": "control_request", "request_id": "r1", "request": {
-        "subtype": "can_use_tool", "tool_name": "Bash", "tool_use_id": "b1", "input": {"command": "ls"}}})
+    await conn._dispatch(
+        {
+            "type": "control_request",
+            "request_id": "r1",
+            "request": {
+                "subtype": "can_use_tool",
+                "tool_name": "Bash",
+                "tool_use_id": "b1",
+                "input": {"command": "ls"},
+            },
+        }
+    )
     conn.state.turn_begins()
     killed: list[str] = []
 
@@ -447,16 +618,21 @@ async def test_start_turn_and_configure() -> None:
     sent = proc.written[-1]
     assert sent["request"] == {"subtype": "set_permission_mode", "mode": "plan"}
     confirm, args = link.tasks[-1]
-    conn.channel.resolve({"type": "control_response",
-                          "response": {"subtype": "success", "request_id": sent["request_id"]}})  # fmt: skip
+    conn.channel.resolve(
+        {"type": "control_response", "response": {"subtype": "success", "request_id": sent["request_id"]}}
+    )
     await confirm(*args)
     change = link.reports[-1]
     assert isinstance(change, InfoChanged) and change.configuration.options["mode"] == "plan"
     await conn.configure("model", "sonnet")
     sent = proc.written[-1]
     confirm, args = link.tasks[-1]
-    conn.channel.resolve({"type": "control_response", "response": {"subtype": "error",
-                          "request_id": sent["request_id"], "error": "no such model"}})  # fmt: skip
+    conn.channel.resolve(
+        {
+            "type": "control_response",
+            "response": {"subtype": "error", "request_id": sent["request_id"], "error": "no such model"},
+        }
+    )
     await confirm(*args)
     assert "no such model" in link.reports[-1].kind.value.message
     with pytest.raises(InvalidConfiguration):
@@ -495,22 +671,31 @@ def test_launch_argv_variants() -> None:
         McpServer(name="c", connection=Sse(url="http://s")),
     ]
     rendered = [(s, launch.MCP_RENDERERS[s.connection.TAG](s)) for s in servers]
-    full = launch.launch_argv("claude", SessionOptions(dir="/w", mcp_servers=servers, configure={
-        "mode": "plan", "model": "sonnet", "effort": "low"}), session_id="S", no_tools=True, persist=False,
-        mcp=rendered)  # fmt: skip
+    full = launch.launch_argv(
+        "claude",
+        SessionOptions(dir="/w", mcp_servers=servers, configure={"mode": "plan", "model": "sonnet", "effort": "low"}),
+        session_id="S",
+        no_tools=True,
+        persist=False,
+        mcp=rendered,
+    )
     config = json.loads(full[full.index("--mcp-config") + 1])
-    assert config == {"mcpServers": {
-        "a": {"type": "stdio", "command": "srv", "args": ["-x"], "env": {"K": "V"}},
-        "b": {"type": "http", "url": "http://h", "headers": {"H": "1"}},
-        "c": {"type": "sse", "url": "http://s", "headers": {}}}}  # fmt: skip
+    assert config == {
+        "mcpServers": {
+            "a": {"type": "stdio", "command": "srv", "args": ["-x"], "env": {"K": "V"}},
+            "b": {"type": "http", "url": "http://h", "headers": {"H": "1"}},
+            "c": {"type": "sse", "url": "http://s", "headers": {}},
+        }
+    }
     assert full[full.index("--permission-mode") + 1] == "plan"
     assert full[full.index("--model") + 1] == "sonnet" and full[full.index("--effort") + 1] == "low"
     assert full[full.index("--tools") + 1] == "" and full[-1] == "--no-session-persistence"
     with pytest.raises(InvalidConfiguration, match="render_mcp"):  # servers never bypass the transport plugins
         launch.launch_argv("claude", SessionOptions(dir="/w", mcp_servers=servers), session_id="S")
     with pytest.raises(InvalidConfiguration, match="given twice"):
-        launch.launch_argv("claude", SessionOptions(dir="/w", mcp_servers=servers), session_id="S",
-                           mcp=rendered + rendered[:1])  # fmt: skip
+        launch.launch_argv(
+            "claude", SessionOptions(dir="/w", mcp_servers=servers), session_id="S", mcp=rendered + rendered[:1]
+        )
     for bad in ({"mode": "yolo"}, {"effort": "huge"}, {"colour": "red"}):
         with pytest.raises(InvalidConfiguration):
             launch.launch_argv("claude", SessionOptions(dir="/w", configure=bad), session_id="S")
@@ -583,17 +768,38 @@ async def test_one_object_owns_the_open_permission_requests() -> None:
         item = open_requests.get(request_id)
         return item.data["tool_use_id"] if item is not None else None
 
-    await conn._dispatch({"type": "control_request", "request_id": "r1", "request": {
-        "subtype": "can_use_tool", "tool_name": "Bash", "tool_use_id": "b1", "input": {"command": "ls"}}})
+    await conn._dispatch(
+        {
+            "type": "control_request",
+            "request_id": "r1",
+            "request": {
+                "subtype": "can_use_tool",
+                "tool_name": "Bash",
+                "tool_use_id": "b1",
+                "input": {"command": "ls"},
+            },
+        }
+    )
     await conn._dispatch({"type": "control_request", "request_id": "rq", "request": QUESTION})
-    await conn._dispatch({"type": "control_request", "request_id": "r2", "request": {
-        "subtype": "can_use_tool", "tool_name": "Bash", "tool_use_id": "b2", "input": {"command": "pwd"}}})
+    await conn._dispatch(
+        {
+            "type": "control_request",
+            "request_id": "r2",
+            "request": {
+                "subtype": "can_use_tool",
+                "tool_name": "Bash",
+                "tool_use_id": "b2",
+                "input": {"command": "pwd"},
+            },
+        }
+    )
     assert len(open_requests) == 3
     assert tool_use_of("r1") == "b1" and tool_use_of("rq") == "tq"
     assert [r.kind.value.value.id for r in link.events("RequestOpened")] == ["r1", "rq", "r2"]
     await conn.answer("r1", AnswerPermission(value="AllowOnce"))
-    assert proc.written[-1] == open_requests_reply("r1", {"behavior": "allow", "updatedInput": {"command": "ls"},
-                                                          "toolUseID": "b1"})  # fmt: skip
+    assert proc.written[-1] == open_requests_reply(
+        "r1", {"behavior": "allow", "updatedInput": {"command": "ls"}, "toolUseID": "b1"}
+    )
     assert "r1" not in open_requests and tool_use_of("r1") is None
     with pytest.raises(InvalidRequest):
         await conn.answer("r1", AnswerPermission(value="AllowOnce"))
@@ -602,7 +808,8 @@ async def test_one_object_owns_the_open_permission_requests() -> None:
     await conn.cancel()
     denies = [w["response"] for w in proc.written if w.get("type") == "control_response"][1:]
     assert [(d["request_id"], d["response"]["toolUseID"], d["response"]["interrupt"]) for d in denies] == [
-        ("r2", "b2", True)]  # fmt: skip
+        ("r2", "b2", True)
+    ]
     assert len(open_requests) == 0
 
 
@@ -624,10 +831,15 @@ async def test_the_handshake_writes_initialize_and_the_version_request_together(
         subtypes = [w["request"]["subtype"] for w in proc.written]
         assert subtypes == ["initialize", "get_binary_version"]  # nothing answered yet
         ids = [w["request_id"] for w in proc.written]
-        await conn._dispatch({"type": "control_response", "response": {
-            "subtype": "success", "request_id": ids[1], "response": {"version": "2.1.197"}}})  # fmt: skip
-        await conn._dispatch({"type": "control_response", "response": {
-            "subtype": "success", "request_id": ids[0], "response": init}})  # fmt: skip
+        await conn._dispatch(
+            {
+                "type": "control_response",
+                "response": {"subtype": "success", "request_id": ids[1], "response": {"version": "2.1.197"}},
+            }
+        )
+        await conn._dispatch(
+            {"type": "control_response", "response": {"subtype": "success", "request_id": ids[0], "response": init}}
+        )
     assert conn.details.version == "2.1.197" and conn.details.auth == Authenticated(kind="ApiKey")
     assert len(proc.written) == 2
 
@@ -639,11 +851,18 @@ async def test_mcp_status_statuses() -> None:
     conn, link, _ = make_conn()
     conn.mcp_startup = McpStartup(["ok", "slow", "down", "auth", "off", "missing"], 30, agent="Claude Code")
     config = {"type": "http", "url": "http://h/mcp", "headers": {"Authorization": "Bearer sk-secret"}}
-    await conn._note_mcp_status({"mcpServers": [
-        {"name": "ok", "status": "connected", "config": config}, {"name": "slow", "status": "pending"},
-        {"name": "down", "status": "failed", "error": "Connection closed", "config": config},
-        {"name": "auth", "status": "needs-auth", "config": config}, {"name": "off", "status": "disabled"},
-        {"name": "theirs", "status": "failed", "error": "not forwarded by us"}]})  # fmt: skip
+    await conn._note_mcp_status(
+        {
+            "mcpServers": [
+                {"name": "ok", "status": "connected", "config": config},
+                {"name": "slow", "status": "pending"},
+                {"name": "down", "status": "failed", "error": "Connection closed", "config": config},
+                {"name": "auth", "status": "needs-auth", "config": config},
+                {"name": "off", "status": "disabled"},
+                {"name": "theirs", "status": "failed", "error": "not forwarded by us"},
+            ]
+        }
+    )
     assert conn.mcp_startup.pending == ["slow"]
     warnings = [r.kind.value.message for r in link.events("Diagnostic:Warning")]
     assert warnings == [
@@ -652,4 +871,6 @@ async def test_mcp_status_statuses() -> None:
         "MCP server 'missing' is not connected: Claude Code reports nothing for it",
         "MCP server 'off' is not connected: disabled",
     ]
-    assert len(link.reports) == 4 and all(r.extensions is None for r in link.events())  # no raw frame: the config holds secrets
+    assert len(link.reports) == 4 and all(
+        r.extensions is None for r in link.events()
+    )  # no raw frame: the config holds secrets

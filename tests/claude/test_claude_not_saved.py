@@ -23,14 +23,17 @@ pytestmark = pytest.mark.timeout(120)
 STEP = 25.0
 """Seconds any single wait on the real CLI may take."""
 
-WRITE = {"turns": [
-    {"text": "Writing.", "tool": {"name": "Write", "input": {"file_path": "{{cwd}}/out.txt", "content": "hi\n"}}},
-    {"text": "Done."},
-]}  # fmt: skip
+WRITE = {
+    "turns": [
+        {"text": "Writing.", "tool": {"name": "Write", "input": {"file_path": "{{cwd}}/out.txt", "content": "hi\n"}}},
+        {"text": "Done."},
+    ]
+}
 
 
 def test_a_resume_of_a_session_claude_never_saved_is_resume_failed_not_saved(
-        model_server: Any, wire: Any, tmp_path: Path) -> None:  # fmt: skip
+    model_server: Any, wire: Any, tmp_path: Path
+) -> None:
     from anyagentd_testing.agents import agent_bin, claude_env
 
     server = model_server(WRITE)

@@ -39,7 +39,7 @@ def test_over_the_wire_a_lone_surrogate_leaves_both_sessions_running(claude: Any
 
 
 # An MCP server over stdio, by hand: its one tool answers text with a lone surrogate (json.dumps writes "\ud83d").
-LONE_MCP_SERVER = r'''
+LONE_MCP_SERVER = r"""
 import json, sys
 for line in sys.stdin:
     msg = json.loads(line)
@@ -58,7 +58,7 @@ for line in sys.stdin:
         result = {}
     sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n")
     sys.stdout.flush()
-'''
+"""
 
 
 def test_over_the_wire_an_mcp_result_with_a_lone_surrogate(claude: Any, wire: Any, work: Path, tmp_path: Path) -> None:
@@ -66,8 +66,14 @@ def test_over_the_wire_an_mcp_result_with_a_lone_surrogate(claude: Any, wire: An
 
     server_path = tmp_path / "lone_mcp.py"
     server_path.write_text(LONE_MCP_SERVER)
-    model = claude({"turns": [{"text": "Calling.", "tool": {"name": "mcp__lone__echo", "input": {"text": "x"}}},
-                              {"text": "Done."}]})  # fmt: skip
+    model = claude(
+        {
+            "turns": [
+                {"text": "Calling.", "tool": {"name": "mcp__lone__echo", "input": {"text": "x"}}},
+                {"text": "Done."},
+            ]
+        }
+    )
     client = wire(env=agent_environment(), timeout=STEP)
     stdio = {"command": sys.executable, "args": [str(server_path)], "env": {}}
     mcp = [{"name": "lone", "connection": {"Stdio": stdio}}]
@@ -76,11 +82,13 @@ def test_over_the_wire_an_mcp_result_with_a_lone_surrogate(claude: Any, wire: An
     client.ok("prompt", session=first, text="Use the tool.")
     lines = client.events(first, until=ended, timeout=60)
     assert lines[-1]["event"]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}
-    outputs = [l["event"]["kind"]["ToolUpdated"].get("output") for l in lines
-               if "event" in l and kind_tag(l) == "ToolUpdated"]  # fmt: skip
+    outputs = [
+        l["event"]["kind"]["ToolUpdated"].get("output") for l in lines if "event" in l and kind_tag(l) == "ToolUpdated"
+    ]
     assert any(o and "tool \ufffd result" in o for o in outputs), outputs
     assert wire_text(lines).endswith("Done.")
     model.set_script({"turns": [{"text": "fine"}]})
     client.ok("prompt", session=second, text="Say something.")
     assert client.events(second, until=ended)[-1]["event"]["kind"]["TurnEnded"]["stop"] == {
-        "Completed": {"source": "Protocol"}}
+        "Completed": {"source": "Protocol"}
+    }

@@ -77,17 +77,31 @@ async def wait_requests(server: Any, count: int) -> None:
     await anyio.to_thread.run_sync(lambda: server.wait_for_requests(count, timeout=STEP))
 
 
-COMMAND_SCRIPT = {"turns": [
-    {"text": "Running a command.",
-     "tool": {"name": "exec_command", "input": {"cmd": "printf 'made by codex\\n' > made.txt && echo command-output"}}},
-    {"text": "Done."},
-]}  # fmt: skip
+COMMAND_SCRIPT = {
+    "turns": [
+        {
+            "text": "Running a command.",
+            "tool": {
+                "name": "exec_command",
+                "input": {"cmd": "printf 'made by codex\\n' > made.txt && echo command-output"},
+            },
+        },
+        {"text": "Done."},
+    ]
+}
 
-PATCH_SCRIPT = {"turns": [
-    {"tool": {"name": "apply_patch", "custom": True,
-              "input": "*** Begin Patch\n*** Add File: patched.txt\n+patched by apply_patch\n*** End Patch\n"}},
-    {"text": "The patch was declined."},
-]}  # fmt: skip
+PATCH_SCRIPT = {
+    "turns": [
+        {
+            "tool": {
+                "name": "apply_patch",
+                "custom": True,
+                "input": "*** Begin Patch\n*** Add File: patched.txt\n+patched by apply_patch\n*** End Patch\n",
+            }
+        },
+        {"text": "The patch was declined."},
+    ]
+}
 
 
 # ------------------------------------------------------------------------------------------------ probe
@@ -251,7 +265,9 @@ async def test_compact_runs_as_a_turn(codex: Any, work: Path) -> None:
         usage = await stream.until("ContextUsage")
         ended = await stream.until("TurnEnded")
         assert ended.kind.stop.TAG == "Completed"
-        before = [e.kind.used_tokens for e in stream.seen[: stream.seen.index(compacted)] if event_tag(e) == "ContextUsage"]
+        before = [
+            e.kind.used_tokens for e in stream.seen[: stream.seen.index(compacted)] if event_tag(e) == "ContextUsage"
+        ]
         assert usage.kind.used_tokens < max(before)
 
 
@@ -268,8 +284,16 @@ async def test_stdio_mcp_server_is_forwarded(codex: Any, work: Path, tmp_path: P
     script.write_text(MCP_SERVER)
     marker = tmp_path / "mcp-started"
     async with Runtime() as rt:
-        session = await rt.open("codex", dir=work, mcp_servers=[McpServer(name="files", connection=Stdio(
-            command=sys.executable, args=[str(script)], env={"MARKER": str(marker)}))])  # fmt: skip
+        session = await rt.open(
+            "codex",
+            dir=work,
+            mcp_servers=[
+                McpServer(
+                    name="files",
+                    connection=Stdio(command=sys.executable, args=[str(script)], env={"MARKER": str(marker)}),
+                )
+            ],
+        )
         stream = EventStream(session)
         await session.prompt("hi")
         await stream.until("TurnEnded")
@@ -315,7 +339,9 @@ async def test_a_401_mid_session_is_auth_lost(codex: Any, work: Path) -> None:
         assert ended.kind.stop.TAG == "Failed"
         with pytest.raises(AuthRequired):
             await stream.rest()
-        errors = [e.kind.value.message for e in stream.seen if event_tag(e) == "Diagnostic" and e.kind.value.level == "Error"]
+        errors = [
+            e.kind.value.message for e in stream.seen if event_tag(e) == "Diagnostic" and e.kind.value.level == "Error"
+        ]
         assert any("401" in m for m in errors)
 
 
@@ -367,7 +393,7 @@ def test_over_the_wire_an_approved_command_runs(model_server: Callable[..., Any]
     client.ok("close", session=sid)
 
 
-MCP_SERVER = r'''
+MCP_SERVER = r"""
 import json, os, sys
 for line in sys.stdin:
     msg = json.loads(line)
@@ -388,7 +414,7 @@ for line in sys.stdin:
         result = {}
     sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n")
     sys.stdout.flush()
-'''
+"""
 
 
 async def test_without_node_the_handshake_error_says_what_happened(
@@ -409,8 +435,10 @@ async def test_usage_reports_each_calls_tokens(codex: Any, work: Path) -> None:
     """Each ``thread/tokenUsage/updated`` carries ``anyagentd/tokens`` of its model call: in = the Responses API's
     ``input_tokens`` (cached included), out = ``output_tokens`` (reasoning included) as the model server reported
     them; the engine sums them over the session."""
-    calls = [{"input_tokens": 900, "cached_tokens": 300, "output_tokens": 50, "reasoning_tokens": 20},
-             {"input_tokens": 1400, "cached_tokens": 900, "output_tokens": 9}]  # fmt: skip
+    calls = [
+        {"input_tokens": 900, "cached_tokens": 300, "output_tokens": 50, "reasoning_tokens": 20},
+        {"input_tokens": 1400, "cached_tokens": 900, "output_tokens": 9},
+    ]
     codex({"turns": [{"thinking": "Hmm.", "text": "One.", "usage": calls[0]}, {"text": "Two.", "usage": calls[1]}]})
     async with Runtime() as rt:
         session = await rt.open("codex", dir=work)
@@ -418,8 +446,11 @@ async def test_usage_reports_each_calls_tokens(codex: Any, work: Path) -> None:
         for word in ("first", "second"):
             await session.prompt(word)
             await stream.until("TurnEnded")
-        reported = [e.extensions["anyagentd/tokens"] for e in stream.seen
-                    if event_tag(e) == "ContextUsage" and "anyagentd/tokens" in e.extensions]  # fmt: skip
+        reported = [
+            e.extensions["anyagentd/tokens"]
+            for e in stream.seen
+            if event_tag(e) == "ContextUsage" and "anyagentd/tokens" in e.extensions
+        ]
         assert reported == [{"in": 900, "out": 50}, {"in": 1400, "out": 9}]
         usage = session.projections.usage
         assert (usage.tokens_in, usage.tokens_out) == (2300, 59)

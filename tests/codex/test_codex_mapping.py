@@ -99,8 +99,13 @@ def _tag(kind: Any) -> str:
 def connection(**configure: Any) -> tuple[CodexConnection, FakeLink, FakeProcess]:
     link, proc = FakeLink(), FakeProcess()
     options = SessionOptions(dir="/work", configure=configure)
-    conn = CodexConnection(proc, link, installation=INSTALL, options=options,  # type: ignore[arg-type]
-                           settings=launch.creation_settings(options))  # fmt: skip
+    conn = CodexConnection(
+        proc,
+        link,
+        installation=INSTALL,
+        options=options,  # type: ignore[arg-type]
+        settings=launch.creation_settings(options),
+    )
     conn.state.thread_id = THREAD
     return conn, link, proc
 
@@ -144,8 +149,10 @@ async def test_transcript_maps_text_tools_approvals_usage_and_turn_ends() -> Non
     assert patch.tool.diffs[0].old_text is None
     # our replies, by the server's ids
     replies = [w for w in proc.written if "result" in w]
-    assert replies == [{"jsonrpc": "2.0", "id": 0, "result": {"decision": "accept"}},
-                       {"jsonrpc": "2.0", "id": 1, "result": {"decision": "decline"}}]  # fmt: skip
+    assert replies == [
+        {"jsonrpc": "2.0", "id": 0, "result": {"decision": "accept"}},
+        {"jsonrpc": "2.0", "id": 1, "result": {"decision": "decline"}},
+    ]
     tools = {r.kind.value.id: r.kind.value for r in link.events("ToolUpdated")}
     assert tools["call_mock_cb58754d2f854dd5a0cfec8e"].status == "Completed"
     assert tools["call_mock_fcb8d1a5b2504dd58c8bc7da"].status == "Failed"  # declined
@@ -170,18 +177,36 @@ async def test_each_calls_tokens_are_reported_once() -> None:
 
 async def test_active_items_are_cancelled_at_an_interrupt() -> None:
     conn, link, _ = connection()
-    item = {"type": "commandExecution", "id": "c1", "command": "/bin/bash -lc 'sleep 10'", "cwd": "/work",
-            "commandActions": [], "status": "inProgress"}  # fmt: skip
+    item = {
+        "type": "commandExecution",
+        "id": "c1",
+        "command": "/bin/bash -lc 'sleep 10'",
+        "cwd": "/work",
+        "commandActions": [],
+        "status": "inProgress",
+    }
     await conn._dispatch({"method": "item/started", "params": {"threadId": THREAD, "turnId": "T", "item": item}})
-    await conn._dispatch({"method": "item/agentMessage/delta",
-                          "params": {"threadId": THREAD, "turnId": "T", "itemId": "m1", "delta": "par"}})  # fmt: skip
-    await conn._dispatch({"method": "turn/completed", "params": {"threadId": THREAD, "turn": {
-        "id": "T", "items": [], "status": "interrupted", "error": None}}})  # fmt: skip
+    await conn._dispatch(
+        {
+            "method": "item/agentMessage/delta",
+            "params": {"threadId": THREAD, "turnId": "T", "itemId": "m1", "delta": "par"},
+        }
+    )
+    await conn._dispatch(
+        {
+            "method": "turn/completed",
+            "params": {"threadId": THREAD, "turn": {"id": "T", "items": [], "status": "interrupted", "error": None}},
+        }
+    )
     tools = [r.kind.value for r in link.events("ToolUpdated")]
     assert [t.status for t in tools] == ["Running", "Cancelled"] and tools[0].input.command == "sleep 10"
     # the interrupted command's own end, reported afterwards (failed: it was killed), changes nothing
-    await conn._dispatch({"method": "item/completed", "params": {"threadId": THREAD, "turnId": "T",
-                          "item": {**item, "status": "failed", "exitCode": -1}}})  # fmt: skip
+    await conn._dispatch(
+        {
+            "method": "item/completed",
+            "params": {"threadId": THREAD, "turnId": "T", "item": {**item, "status": "failed", "exitCode": -1}},
+        }
+    )
     assert len(link.events("ToolUpdated")) == 2
     assert [r.kind.message_id for r in link.events("MessageEnded")] == ["m1"]
     assert isinstance(link.reports[-1], TurnEndedReport) and link.reports[-1].stop == "Cancelled"
@@ -189,33 +214,76 @@ async def test_active_items_are_cancelled_at_an_interrupt() -> None:
 
 async def test_a_command_that_could_not_be_stopped_stays_running_at_an_interrupt() -> None:
     conn, link, _ = connection()
-    item = {"type": "commandExecution", "id": "c1", "command": "/bin/bash -lc 'sleep 10'", "cwd": "/work",
-            "commandActions": [], "status": "inProgress"}  # fmt: skip
+    item = {
+        "type": "commandExecution",
+        "id": "c1",
+        "command": "/bin/bash -lc 'sleep 10'",
+        "cwd": "/work",
+        "commandActions": [],
+        "status": "inProgress",
+    }
     await conn._dispatch({"method": "item/started", "params": {"threadId": THREAD, "turnId": "T", "item": item}})
     conn.state.survivors = {"c1"}  # what the connection's stop found running but could not signal
-    await conn.mapper.handle("turn/completed", {"threadId": THREAD, "turn": {
-        "id": "T", "items": [], "status": "interrupted", "error": None}})  # fmt: skip
+    await conn.mapper.handle(
+        "turn/completed", {"threadId": THREAD, "turn": {"id": "T", "items": [], "status": "interrupted", "error": None}}
+    )
     assert [r.kind.value.status for r in link.events("ToolUpdated")] == ["Running"]  # TurnEnded.background
     assert link.reports[-1].stop == "Cancelled" and not conn.state.survivors
 
 
 async def test_failed_turn_error_and_401_auth_lost() -> None:
     conn, link, _ = connection()
-    await conn._dispatch({"method": "error", "params": {"threadId": THREAD, "turnId": "T", "willRetry": True,
-                                                        "error": {"message": "Reconnecting... 1/5"}}})  # fmt: skip
-    await conn._dispatch({"method": "error", "params": {"threadId": THREAD, "turnId": "T", "willRetry": False,
-                          "error": {"message": "unexpected status 401", "codexErrorInfo": "unauthorized"}}})  # fmt: skip
-    await conn._dispatch({"method": "turn/completed", "params": {"threadId": THREAD, "turn": {
-        "id": "T", "items": [], "status": "failed", "error": {"message": "unexpected status 401"}}}})  # fmt: skip
+    await conn._dispatch(
+        {
+            "method": "error",
+            "params": {
+                "threadId": THREAD,
+                "turnId": "T",
+                "willRetry": True,
+                "error": {"message": "Reconnecting... 1/5"},
+            },
+        }
+    )
+    await conn._dispatch(
+        {
+            "method": "error",
+            "params": {
+                "threadId": THREAD,
+                "turnId": "T",
+                "willRetry": False,
+                "error": {"message": "unexpected status 401", "codexErrorInfo": "unauthorized"},
+            },
+        }
+    )
+    await conn._dispatch(
+        {
+            "method": "turn/completed",
+            "params": {
+                "threadId": THREAD,
+                "turn": {"id": "T", "items": [], "status": "failed", "error": {"message": "unexpected status 401"}},
+            },
+        }
+    )
     levels = [r.kind.value.level for r in link.events("Diagnostic")]
     assert levels == ["Warning", "Error"]
     assert any(isinstance(r, AuthLost) and r.login[0].command[-1] == "login" for r in link.reports)
     assert link.reports[-1].stop == FailedStop(message="unexpected status 401")
     # an HTTP 401 reported as a connection failure is auth loss too
     conn2, link2, _ = connection()
-    await conn2._dispatch({"method": "error", "params": {"threadId": THREAD, "turnId": "T", "willRetry": False,
-                           "error": {"message": "401", "codexErrorInfo": {"responseStreamConnectionFailed":
-                                                                          {"httpStatusCode": 401}}}}})  # fmt: skip
+    await conn2._dispatch(
+        {
+            "method": "error",
+            "params": {
+                "threadId": THREAD,
+                "turnId": "T",
+                "willRetry": False,
+                "error": {
+                    "message": "401",
+                    "codexErrorInfo": {"responseStreamConnectionFailed": {"httpStatusCode": 401}},
+                },
+            },
+        }
+    )
     assert any(isinstance(r, AuthLost) for r in link2.reports)
 
 
@@ -223,8 +291,9 @@ async def test_unknown_and_broken_frames_never_crash() -> None:
     conn, link, proc = connection()
     await conn._dispatch({"method": "thread/brandNew", "params": {"x": 1}})
     await conn._dispatch({"method": "item/agentMessage/delta", "params": {"nope": True}})
-    await conn._dispatch({"method": "item/started", "params": {"threadId": THREAD, "item": {"type": "futureThing",
-                                                                                           "id": "f"}}})  # fmt: skip
+    await conn._dispatch(
+        {"method": "item/started", "params": {"threadId": THREAD, "item": {"type": "futureThing", "id": "f"}}}
+    )
     await conn._dispatch({"weird": True})
     await conn._dispatch({"method": "some/serverRequest", "id": 7, "params": {}})
     infos = link.events("Diagnostic")
@@ -236,20 +305,63 @@ async def test_unknown_and_broken_frames_never_crash() -> None:
 async def test_reasoning_plan_mcp_search_rate_limits_and_title() -> None:
     conn, link, _ = connection()
     base = {"threadId": THREAD, "turnId": "T"}
-    await conn._dispatch({"method": "item/reasoning/summaryTextDelta",
-                          "params": {**base, "itemId": "r1", "delta": "thinking", "summaryIndex": 0}})  # fmt: skip
-    await conn._dispatch({"method": "item/completed", "params": {**base, "item": {"type": "reasoning", "id": "r1",
-                                                                                  "summary": ["thinking"]}}})  # fmt: skip
-    await conn._dispatch({"method": "turn/plan/updated", "params": {**base, "plan": [
-        {"step": "read", "status": "completed"}, {"step": "write", "status": "inProgress"}]}})  # fmt: skip
-    mcp = {"type": "mcpToolCall", "id": "m", "server": "files", "tool": "echo", "arguments": {"text": "x"},
-           "status": "completed", "result": {"content": [{"type": "text", "text": "x"}]}}  # fmt: skip
+    await conn._dispatch(
+        {
+            "method": "item/reasoning/summaryTextDelta",
+            "params": {**base, "itemId": "r1", "delta": "thinking", "summaryIndex": 0},
+        }
+    )
+    await conn._dispatch(
+        {
+            "method": "item/completed",
+            "params": {**base, "item": {"type": "reasoning", "id": "r1", "summary": ["thinking"]}},
+        }
+    )
+    await conn._dispatch(
+        {
+            "method": "turn/plan/updated",
+            "params": {
+                **base,
+                "plan": [{"step": "read", "status": "completed"}, {"step": "write", "status": "inProgress"}],
+            },
+        }
+    )
+    mcp = {
+        "type": "mcpToolCall",
+        "id": "m",
+        "server": "files",
+        "tool": "echo",
+        "arguments": {"text": "x"},
+        "status": "completed",
+        "result": {"content": [{"type": "text", "text": "x"}]},
+    }
     await conn._dispatch({"method": "item/completed", "params": {**base, "item": mcp}})
-    await conn._dispatch({"method": "item/completed", "params": {**base, "item": {
-        "type": "webSearch", "id": "w", "query": "anyio docs", "action": {"type": "search", "query": "anyio docs"}}}})  # fmt: skip
-    await conn._dispatch({"method": "account/rateLimits/updated", "params": {"rateLimits": {
-        "planType": "plus", "primary": {"usedPercent": 42, "windowDurationMins": 300, "resetsAt": 1800000000},
-        "secondary": {"usedPercent": 7, "windowDurationMins": 10080}}}})  # fmt: skip
+    await conn._dispatch(
+        {
+            "method": "item/completed",
+            "params": {
+                **base,
+                "item": {
+                    "type": "webSearch",
+                    "id": "w",
+                    "query": "anyio docs",
+                    "action": {"type": "search", "query": "anyio docs"},
+                },
+            },
+        }
+    )
+    await conn._dispatch(
+        {
+            "method": "account/rateLimits/updated",
+            "params": {
+                "rateLimits": {
+                    "planType": "plus",
+                    "primary": {"usedPercent": 42, "windowDurationMins": 300, "resetsAt": 1800000000},
+                    "secondary": {"usedPercent": 7, "windowDurationMins": 10080},
+                }
+            },
+        }
+    )
     await conn._dispatch({"method": "thread/name/updated", "params": {"threadId": THREAD, "threadName": "Fix bug"}})
     assert [r.kind.text for r in link.events("ReasoningDelta")] == ["thinking"]
     assert [e.status for e in link.events("PlanUpdated")[0].kind.entries] == ["Completed", "InProgress"]
@@ -266,17 +378,40 @@ async def test_subagent_frames_carry_the_parent_tool_and_never_end_the_turn() ->
     conn, link, _ = connection()
     base = {"threadId": THREAD, "turnId": "T"}
     child = "child-thread"
-    spawn = {"type": "collabAgentToolCall", "id": "spawn1", "tool": "spawnAgent", "status": "inProgress",
-             "senderThreadId": THREAD, "receiverThreadIds": [child], "agentsStates": {}, "prompt": "look around"}  # fmt: skip
+    spawn = {
+        "type": "collabAgentToolCall",
+        "id": "spawn1",
+        "tool": "spawnAgent",
+        "status": "inProgress",
+        "senderThreadId": THREAD,
+        "receiverThreadIds": [child],
+        "agentsStates": {},
+        "prompt": "look around",
+    }
     await conn._dispatch({"method": "item/started", "params": {**base, "item": spawn}})
     cbase = {"threadId": child, "turnId": "CT"}
-    await conn._dispatch({"method": "turn/started", "params": {"threadId": child, "turn": {"id": "CT", "items": [],
-                                                                                           "status": "inProgress"}}})  # fmt: skip
-    await conn._dispatch({"method": "item/completed", "params": {**cbase, "item": {
-        "type": "userMessage", "id": "u", "content": [{"type": "text", "text": "look around"}]}}})  # fmt: skip
+    await conn._dispatch(
+        {
+            "method": "turn/started",
+            "params": {"threadId": child, "turn": {"id": "CT", "items": [], "status": "inProgress"}},
+        }
+    )
+    await conn._dispatch(
+        {
+            "method": "item/completed",
+            "params": {
+                **cbase,
+                "item": {"type": "userMessage", "id": "u", "content": [{"type": "text", "text": "look around"}]},
+            },
+        }
+    )
     await conn._dispatch({"method": "item/agentMessage/delta", "params": {**cbase, "itemId": "cm", "delta": "found"}})
-    await conn._dispatch({"method": "turn/completed", "params": {"threadId": child, "turn": {"id": "CT", "items": [],
-                                                                                             "status": "completed"}}})  # fmt: skip
+    await conn._dispatch(
+        {
+            "method": "turn/completed",
+            "params": {"threadId": child, "turn": {"id": "CT", "items": [], "status": "completed"}},
+        }
+    )
     assert not any(isinstance(r, TurnEndedReport) for r in link.reports)
     assert conn.state.turn_id is None or conn.state.turn_id != "CT"
     user = link.events("UserMessage")[0]
@@ -287,10 +422,21 @@ async def test_subagent_frames_carry_the_parent_tool_and_never_end_the_turn() ->
 
 async def test_user_input_request_is_a_question() -> None:
     conn, link, proc = connection()
-    params = {"threadId": THREAD, "turnId": "T", "itemId": "q", "isBlocking": True, "questions": [
-        {"id": "color", "header": "Color", "question": "Which color?",
-         "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}]},
-        {"id": "name", "header": "Name", "question": "Your name?", "options": None}]}  # fmt: skip
+    params = {
+        "threadId": THREAD,
+        "turnId": "T",
+        "itemId": "q",
+        "isBlocking": True,
+        "questions": [
+            {
+                "id": "color",
+                "header": "Color",
+                "question": "Which color?",
+                "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}],
+            },
+            {"id": "name", "header": "Name", "question": "Your name?", "options": None},
+        ],
+    }
     await conn._dispatch({"method": "item/tool/requestUserInput", "id": 3, "params": params})
     request = link.events("RequestOpened")[0].kind.value
     assert isinstance(request, QuestionAsked)
@@ -298,16 +444,30 @@ async def test_user_input_request_is_a_question() -> None:
     assert [c.id for c in q1.choices] == ["Red", "Blue"] and not q1.allows_free_text and q2.allows_free_text
     # an answer of the wrong kind never gets here: the engine alone validates answers (tests/core/test_engine.py)
     await conn.answer("3", AnswerQuestion(value=[Choices(value=["Blue"]), TextAnswer(value="Ada")]))
-    assert proc.written[-1] == {"jsonrpc": "2.0", "id": 3, "result": {"answers": {
-        "color": {"answers": ["Blue"]}, "name": {"answers": ["Ada"]}}}}  # fmt: skip
+    assert proc.written[-1] == {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "result": {"answers": {"color": {"answers": ["Blue"]}, "name": {"answers": ["Ada"]}}},
+    }
     with pytest.raises(InvalidRequest):
         await conn.answer("3", AnswerQuestion(value=[]))
 
 
 async def test_legacy_approvals_and_elicitations() -> None:
     conn, link, proc = connection()
-    await conn._dispatch({"method": "execCommandApproval", "id": 4, "params": {
-        "conversationId": THREAD, "callId": "c9", "command": ["ls", "-la"], "cwd": "/work", "parsedCmd": []}})  # fmt: skip
+    await conn._dispatch(
+        {
+            "method": "execCommandApproval",
+            "id": 4,
+            "params": {
+                "conversationId": THREAD,
+                "callId": "c9",
+                "command": ["ls", "-la"],
+                "cwd": "/work",
+                "parsedCmd": [],
+            },
+        }
+    )
     request = link.events("RequestOpened")[0].kind.value.value
     assert request.tool.kind == "Execute" and request.tool.input.command == "ls -la"
     await conn.answer("4", AnswerPermission(value="AllowAlways"))
@@ -320,8 +480,13 @@ async def test_legacy_approvals_and_elicitations() -> None:
 async def test_cancel_answers_open_approvals_then_interrupts() -> None:
     conn, link, proc = connection()
     conn.state.turn_id = "T"
-    await conn._dispatch({"method": "item/fileChange/requestApproval", "id": 0, "params": {
-        "threadId": THREAD, "turnId": "T", "itemId": "f", "startedAtMs": 1}})  # fmt: skip
+    await conn._dispatch(
+        {
+            "method": "item/fileChange/requestApproval",
+            "id": 0,
+            "params": {"threadId": THREAD, "turnId": "T", "itemId": "f", "startedAtMs": 1},
+        }
+    )
     await conn.cancel()
     assert proc.written[0] == {"jsonrpc": "2.0", "id": 0, "result": {"decision": "cancel"}}
     assert proc.written[1]["method"] == "turn/interrupt"
@@ -337,14 +502,23 @@ async def test_turn_start_ack_steer_hold_and_interrupt() -> None:
     await conn.start_turn("t1", PromptInput("hello"))
     start = proc.written[-1]
     assert start["method"] == "turn/start"
-    assert start["params"] == {"threadId": THREAD, "input": [{"type": "text", "text": "hello"}], "model": "gpt-5.5",
-                               "effort": "low", "approvalPolicy": "untrusted"}  # fmt: skip
+    assert start["params"] == {
+        "threadId": THREAD,
+        "input": [{"type": "text", "text": "hello"}],
+        "model": "gpt-5.5",
+        "effort": "low",
+        "approvalPolicy": "untrusted",
+    }
     await conn.steer(PromptInput("also this"))  # before turn/started: held
     assert proc.written[-1] is start
     await conn._dispatch({"id": start["id"], "result": {"turn": {"id": "T", "items": [], "status": "inProgress"}}})
     assert isinstance(link.reports[-1], TurnAck)
-    await conn._dispatch({"method": "turn/started", "params": {"threadId": THREAD, "turn": {
-        "id": "T", "items": [], "status": "inProgress"}}})  # fmt: skip
+    await conn._dispatch(
+        {
+            "method": "turn/started",
+            "params": {"threadId": THREAD, "turn": {"id": "T", "items": [], "status": "inProgress"}},
+        }
+    )
     steer = proc.written[-1]
     assert steer["method"] == "turn/steer" and steer["params"]["expectedTurnId"] == "T"
     assert steer["params"]["input"] == [{"type": "text", "text": "also this"}]
@@ -389,10 +563,12 @@ async def test_skill_prompts_and_attachments(tmp_path: Path) -> None:
 
 
 def test_permission_decisions() -> None:
-    offered = {"availableDecisions": ["accept", {"acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["ls"]}},
-                                      "cancel"]}  # fmt: skip
+    offered = {
+        "availableDecisions": ["accept", {"acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["ls"]}}, "cancel"]
+    }
     assert permission_decision("command", "AllowAlways", offered) == {
-        "acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["ls"]}}
+        "acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["ls"]}
+    }
     assert permission_decision("command", "AllowAlways", {}) == "acceptForSession"
     assert permission_decision("file", "AllowAlways", {}) == "acceptForSession"
     assert permission_decision("file", "DenyOnce", {}) == "decline"
@@ -452,15 +628,29 @@ def test_launch_argv_extra_args_and_mcp(monkeypatch: pytest.MonkeyPatch) -> None
     ]
     mcp = launch.mcp_args(servers)
     assert mcp == [
-        "-c", 'mcp_servers.files.command="python3"', "-c", 'mcp_servers.files.args=["srv.py", "--x"]',
-        "-c", 'mcp_servers.files.env={"K" = "v\\"q"}',
-        "-c", 'mcp_servers.web.url="http://127.0.0.1:9/mcp"',
-        "-c", 'mcp_servers.web.http_headers={"Authorization" = "Bearer t"}',
-    ]  # fmt: skip
+        "-c",
+        'mcp_servers.files.command="python3"',
+        "-c",
+        'mcp_servers.files.args=["srv.py", "--x"]',
+        "-c",
+        'mcp_servers.files.env={"K" = "v\\"q"}',
+        "-c",
+        'mcp_servers.web.url="http://127.0.0.1:9/mcp"',
+        "-c",
+        'mcp_servers.web.http_headers={"Authorization" = "Bearer t"}',
+    ]
     argv = launch.launch_argv("/bin/codex", extra=extra, mcp=mcp)
     assert argv[:2] == ["/bin/codex", "app-server"]
-    assert argv[2:10] == ["-c", "analytics.enabled=false", "-c", "feedback.enabled=false", "-c",
-                          "check_for_update_on_startup=false", "-c", "features.plugins=false"]  # fmt: skip
+    assert argv[2:10] == [
+        "-c",
+        "analytics.enabled=false",
+        "-c",
+        "feedback.enabled=false",
+        "-c",
+        "check_for_update_on_startup=false",
+        "-c",
+        "features.plugins=false",
+    ]
     with pytest.raises(UnsupportedFeature):
         launch.mcp_args([McpServer(name="s", connection=Sse(url="http://x/sse"))])
     with pytest.raises(InvalidConfiguration):
@@ -488,13 +678,19 @@ def test_mcp_forwarding_through_the_core_transport_plugins() -> None:
 
 def test_creation_settings_and_profile() -> None:
     assert launch.creation_settings(SessionOptions(dir="/", configure={"mode": "never", "sandbox": "read-only"})) == {
-        "mode": "never", "sandbox": "read-only"}
+        "mode": "never",
+        "sandbox": "read-only",
+    }
     with pytest.raises(InvalidConfiguration):
         launch.creation_settings(SessionOptions(dir="/", configure={"mode": "sometimes"}))
     with pytest.raises(InvalidConfiguration):
         launch.creation_settings(SessionOptions(dir="/", configure={"colour": "red"}))
     assert (PROFILE.id, PROFILE.name, PROFILE.executable, PROFILE.install_hint) == (
-        "codex", "Codex", "codex", "npm install -g @openai/codex")
+        "codex",
+        "Codex",
+        "codex",
+        "npm install -g @openai/codex",
+    )
     assert PROFILE.env_override == "ANYAGENTD_CODEX_BIN"
 
 
@@ -510,14 +706,31 @@ def test_auth_status() -> None:
 
 
 def test_tool_update_shapes() -> None:
-    update = tool_update({"type": "fileChange", "id": "f", "status": "completed", "changes": [
-        {"path": "/w/a.txt", "kind": {"type": "update", "move_path": None},
-         "diff": "@@ -1,2 +1,2 @@\n keep\n-old\n+new\n"}]})  # fmt: skip
+    update = tool_update(
+        {
+            "type": "fileChange",
+            "id": "f",
+            "status": "completed",
+            "changes": [
+                {
+                    "path": "/w/a.txt",
+                    "kind": {"type": "update", "move_path": None},
+                    "diff": "@@ -1,2 +1,2 @@\n keep\n-old\n+new\n",
+                }
+            ],
+        }
+    )
     assert update is not None and update.kind == "Edit" and update.status == "Completed"
     assert (update.diffs[0].old_text, update.diffs[0].new_text) == ("keep\nold\n", "keep\nnew\n")
     assert split_unified_diff("-a\n+b\n") == ("a\n", "b\n")
-    deleted = tool_update({"type": "fileChange", "id": "d", "status": "inProgress",
-                           "changes": [{"path": "/w/x", "kind": {"type": "delete"}, "diff": "gone\n"}]})  # fmt: skip
+    deleted = tool_update(
+        {
+            "type": "fileChange",
+            "id": "d",
+            "status": "inProgress",
+            "changes": [{"path": "/w/x", "kind": {"type": "delete"}, "diff": "gone\n"}],
+        }
+    )
     assert deleted is not None and deleted.kind == "Delete"
     assert tool_update({"type": "agentMessage", "id": "m", "text": ""}) is None
 
@@ -533,17 +746,30 @@ async def test_one_protocol_state_object_owned_by_the_connection() -> None:
     assert state.requested
     await conn.steer(PromptInput("more"))
     assert state.held_steer == PromptInput("more")
-    await conn._dispatch({"method": "turn/started", "params": {"threadId": THREAD, "turn": {
-        "id": "T", "items": [], "status": "inProgress"}}})  # fmt: skip
+    await conn._dispatch(
+        {
+            "method": "turn/started",
+            "params": {"threadId": THREAD, "turn": {"id": "T", "items": [], "status": "inProgress"}},
+        }
+    )
     assert state.turn_id == "T" and state.turn_started and state.held_steer is None
     assert proc.written[-1]["method"] == "turn/steer"
     item = {"type": "commandExecution", "id": "c1", "command": "ls", "cwd": "/work", "status": "inProgress"}
     await conn._dispatch({"method": "item/started", "params": {"threadId": THREAD, "turnId": "T", "item": item}})
-    await conn._dispatch({"method": "item/commandExecution/requestApproval", "id": 7, "params": {
-        "threadId": THREAD, "turnId": "T", "itemId": "c1", "command": "ls"}})  # fmt: skip
+    await conn._dispatch(
+        {
+            "method": "item/commandExecution/requestApproval",
+            "id": 7,
+            "params": {"threadId": THREAD, "turnId": "T", "itemId": "c1", "command": "ls"},
+        }
+    )
     assert set(state.tools) == {"c1"} and set(state.requests) == {"7"} and state.requests["7"].kind == "command"
-    await conn._dispatch({"method": "turn/completed", "params": {"threadId": THREAD, "turn": {
-        "id": "T", "items": [], "status": "completed", "error": None}}})  # fmt: skip
+    await conn._dispatch(
+        {
+            "method": "turn/completed",
+            "params": {"threadId": THREAD, "turn": {"id": "T", "items": [], "status": "completed", "error": None}},
+        }
+    )
     assert (state.turn_id, state.turn_started, state.requested, state.last_turn_id) == (None, False, False, "T")
     assert not state.requests
     with pytest.raises(InvalidRequest):

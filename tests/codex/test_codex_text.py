@@ -29,8 +29,9 @@ def _text(lines: list[dict[str, Any]]) -> str:
     return "".join(delta["text"] for delta in deltas)
 
 
-def test_over_the_wire_a_lone_surrogate_leaves_both_sessions_running(model_server: Callable[..., Any], wire: Any,
-                                                                       tmp_path: Path) -> None:  # fmt: skip
+def test_over_the_wire_a_lone_surrogate_leaves_both_sessions_running(
+    model_server: Callable[..., Any], wire: Any, tmp_path: Path
+) -> None:
     server = model_server({"turns": [{"text": "broken \ud83d emoji"}]})
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir()

@@ -20,8 +20,12 @@ def test_regenerating_the_schema_with_the_pinned_cli_changes_nothing(tmp_path: P
     codex = agent_bin("codex", start=__file__)  # AgentNotInstalledError: the test fails, it does not skip
     version = subprocess.run([str(codex), "--version"], check=True, capture_output=True, text=True, timeout=30).stdout
     assert p.schema_version() in version
-    subprocess.run([str(codex), "app-server", "generate-json-schema", "--out", str(tmp_path)], check=True,
-                   capture_output=True, timeout=30)  # fmt: skip
+    subprocess.run(
+        [str(codex), "app-server", "generate-json-schema", "--out", str(tmp_path)],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
     fresh = json.loads((tmp_path / p.SCHEMA_FILE).read_text())
     assert fresh == json.loads((SCHEMA_DIR / p.SCHEMA_FILE).read_text())
 

@@ -25,8 +25,17 @@ def text(mid: str, t: str) -> dict[str, Any]:
 
 
 def permission(rid: str) -> dict[str, Any]:
-    t = {"id": "tool1", "kind": "Edit", "title": "write", "status": "Pending", "input": {"Path": "a.txt"},
-         "output": None, "diffs": [], "locations": [], "raw": None}  # fmt: skip
+    t = {
+        "id": "tool1",
+        "kind": "Edit",
+        "title": "write",
+        "status": "Pending",
+        "input": {"Path": "a.txt"},
+        "output": None,
+        "diffs": [],
+        "locations": [],
+        "raw": None,
+    }
     return {"Emit": {"RequestOpened": {"Permission": {"id": rid, "tool": t, "options": ["AllowOnce", "DenyOnce"]}}}}
 
 
@@ -108,8 +117,10 @@ async def test_paused_steer_capable_session_queues_instead_of_steering(tmp_path)
         delivery = await session.prompt("more")
         assert delivery.kind.TAG == "Queued"
         rt.resume()
-        started = await until(session, lambda e: e.tag == "TurnStarted" and e.kind.origin != "Agent"
-                              and e.kind.origin.value == delivery.prompt_id)  # fmt: skip
+        started = await until(
+            session,
+            lambda e: e.tag == "TurnStarted" and e.kind.origin != "Agent" and e.kind.origin.value == delivery.prompt_id,
+        )
         assert started.turn_info.id == "t2"
 
 

@@ -20,14 +20,19 @@ import anyagentd
 pytestmark = pytest.mark.timeout(60)
 
 
-def anyagentd_cli(*args: str, stdin: str | None = None, env: dict[str, str] | None = None,
-                  timeout: float = 30) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def anyagentd_cli(
+    *args: str, stdin: str | None = None, env: dict[str, str] | None = None, timeout: float = 30
+) -> subprocess.CompletedProcess[str]:
     """Run ``python -m anyagentd.cli ARGS``; stdin is ``stdin`` (or empty)."""
     base = {"ANYAGENTD_NO_LOGIN_SHELL": "1", "COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}
     return subprocess.run(
-        [sys.executable, "-m", "anyagentd.cli", *args], input=stdin or "", capture_output=True, text=True,
-        env=child_env({**base, **(env or {})}), timeout=timeout,
-    )  # fmt: skip
+        [sys.executable, "-m", "anyagentd.cli", *args],
+        input=stdin or "",
+        capture_output=True,
+        text=True,
+        env=child_env({**base, **(env or {})}),
+        timeout=timeout,
+    )
 
 
 def test_version() -> None:
@@ -48,8 +53,7 @@ def test_console_script_matches_module() -> None:
 
 
 def _run_permission(tmp_path: Path, answer: str) -> subprocess.CompletedProcess[str]:
-    return anyagentd_cli("run", "mock", "write hello.txt", "--mock", "permission", "--dir", str(tmp_path),
-                         stdin=answer)  # fmt: skip
+    return anyagentd_cli("run", "mock", "write hello.txt", "--mock", "permission", "--dir", str(tmp_path), stdin=answer)
 
 
 def assert_clean_error(result: subprocess.CompletedProcess[str], kind: str, code: int) -> list[str]:
@@ -60,7 +64,7 @@ def assert_clean_error(result: subprocess.CompletedProcess[str], kind: str, code
     assert "Traceback" not in err and "ExceptionGroup" not in err and "  File " not in err, err
     lines = err.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(f"{kind}: "))
-    tail = lines[start + 1:]
+    tail = lines[start + 1 :]
     assert all(line.startswith("  ") for line in tail), err  # only its fields and hint follow
     assert len(tail) <= 16, err
     return lines[start:]
@@ -101,11 +105,25 @@ def test_run_a_bad_answer_is_asked_again(tmp_path: Path) -> None:
 
 def test_run_auto_approve_needs_no_stdin(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "anyagentd.cli", "run", "mock", "write hello.txt", "--mock", "permission",
-         "--dir", str(tmp_path), "--auto-approve"],
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
+        [
+            sys.executable,
+            "-m",
+            "anyagentd.cli",
+            "run",
+            "mock",
+            "write hello.txt",
+            "--mock",
+            "permission",
+            "--dir",
+            str(tmp_path),
+            "--auto-approve",
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
         env=child_env({"ANYAGENTD_NO_LOGIN_SHELL": "1", "NO_COLOR": "1"}),
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stderr
     assert "Allow?" not in result.stderr
     assert "Write hello.txt" in result.stderr and "Completed" in result.stderr
@@ -128,8 +146,9 @@ def test_run_floods_complete(tmp_path: Path) -> None:
 
 
 def test_run_json_prints_schema_valid_events(tmp_path: Path) -> None:
-    result = anyagentd_cli("run", "mock", "write hello.txt", "--mock", "permission", "--dir", str(tmp_path),
-                           "--json", stdin="y\n")  # fmt: skip
+    result = anyagentd_cli(
+        "run", "mock", "write hello.txt", "--mock", "permission", "--dir", str(tmp_path), "--json", stdin="y\n"
+    )
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     assert events
@@ -148,14 +167,37 @@ def test_run_json_prints_schema_valid_events(tmp_path: Path) -> None:
 
 
 def test_run_keeps_up_with_a_flood_of_tool_output(tmp_path: Path) -> None:
-    tool = {"id": "t1", "kind": "Execute", "title": "yes", "status": "Running",
-            "input": {"Command": {"command": "yes"}}, "output": None, "diffs": [], "locations": [], "raw": None}
+    tool = {
+        "id": "t1",
+        "kind": "Execute",
+        "title": "yes",
+        "status": "Running",
+        "input": {"Command": {"command": "yes"}},
+        "output": None,
+        "diffs": [],
+        "locations": [],
+        "raw": None,
+    }
     script = tmp_path / "tool-flood.json"
-    script.write_text(json.dumps({"turns": [[
-        {"Emit": {"ToolUpdated": tool}},
-        {"Repeat": {"times": 50_000, "steps": [{"Emit": {"ToolOutputDelta": {"tool_id": "t1", "text": "y\n"}}}]}},
-        {"Emit": {"ToolUpdated": {**tool, "status": "Completed"}}}, {"End": {"Completed": {"source": "Protocol"}}},
-    ]]}))  # fmt: skip
+    script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    [
+                        {"Emit": {"ToolUpdated": tool}},
+                        {
+                            "Repeat": {
+                                "times": 50_000,
+                                "steps": [{"Emit": {"ToolOutputDelta": {"tool_id": "t1", "text": "y\n"}}}],
+                            }
+                        },
+                        {"Emit": {"ToolUpdated": {**tool, "status": "Completed"}}},
+                        {"End": {"Completed": {"source": "Protocol"}}},
+                    ]
+                ]
+            }
+        )
+    )
     result = anyagentd_cli("run", "mock", "go", "--mock", str(script), "--dir", str(tmp_path), timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stderr.count("  y\n") == 1 and result.stderr.count("y\n") == 50_000  # indented once, then streamed
@@ -194,22 +236,43 @@ def test_run_in_a_missing_directory(tmp_path: Path) -> None:
 def test_run_flood_at_a_tiny_bound_is_consumer_lagged(tmp_path: Path) -> None:
     """The lag error itself, forced with a bound no reader can keep: one line, exit 8, a hint."""
     # Unmeasured (an empty COVERAGE_PROCESS_CONFIG): traced, the 200,000-event flood outlasts the timeout.
-    result = anyagentd_cli("run", "mock", "go", "--mock", "flood", "--dir", str(tmp_path),
-                           env={"ANYAGENTD_EVENT_BOUND": "2", "COVERAGE_PROCESS_CONFIG": ""})  # fmt: skip
+    result = anyagentd_cli(
+        "run",
+        "mock",
+        "go",
+        "--mock",
+        "flood",
+        "--dir",
+        str(tmp_path),
+        env={"ANYAGENTD_EVENT_BOUND": "2", "COVERAGE_PROCESS_CONFIG": ""},
+    )
     lines = assert_clean_error(result, "ConsumerLagged", 8)
     assert any("ANYAGENTD_EVENT_BOUND" in line for line in lines)
 
 
 def test_run_a_value_that_does_not_fit_prints_json(tmp_path: Path) -> None:
-    result = anyagentd_cli("run", "mock", "hi", "--mock", "model-option", "--dir", str(tmp_path),
-                           "--option", "model=true")  # fmt: skip
+    result = anyagentd_cli(
+        "run", "mock", "hi", "--mock", "model-option", "--dir", str(tmp_path), "--option", "model=true"
+    )
     lines = assert_clean_error(result, "InvalidConfiguration", 2)
     assert lines[0] == "InvalidConfiguration: value true does not fit option 'model'"
 
 
 def test_run_with_options_and_model(tmp_path: Path) -> None:
-    result = anyagentd_cli("run", "mock", "hi", "--mock", "model-option", "--dir", str(tmp_path), "--model", "large",
-                           "-o", "fast=true", "--json")  # fmt: skip
+    result = anyagentd_cli(
+        "run",
+        "mock",
+        "hi",
+        "--mock",
+        "model-option",
+        "--dir",
+        str(tmp_path),
+        "--model",
+        "large",
+        "-o",
+        "fast=true",
+        "--json",
+    )
     assert result.returncode == 0, result.stderr
     assert "Answering with the configured model." in result.stderr
 
@@ -230,8 +293,7 @@ def test_help_short_flag_and_completion() -> None:
     completion = anyagentd_cli(env={"_ANYAGENTD_COMPLETE": "bash_source"})
     assert completion.returncode == 0 and "complete -o nosort -F" in completion.stdout
     # click's completion of subcommand names, as bash asks for it
-    words = anyagentd_cli(env={"_ANYAGENTD_COMPLETE": "bash_complete", "COMP_WORDS": "anyagentd ch",
-                               "COMP_CWORD": "1"})  # fmt: skip
+    words = anyagentd_cli(env={"_ANYAGENTD_COMPLETE": "bash_complete", "COMP_WORDS": "anyagentd ch", "COMP_CWORD": "1"})
     assert "plain,chat" in words.stdout
 
 
@@ -297,7 +359,10 @@ def test_bad_mock_script_is_reported(tmp_path: Path) -> None:
         result = anyagentd_cli(*command, "--mock", str(script))
         (line, *_) = assert_clean_error(result, "InvalidConfiguration", 2)
         assert f"invalid mock script {script}: turns[0][0].Emit: unknown kind 'NoSuchKind' (expected one of " in line
-        assert "turns[0][1]: unknown step 'Bogus' (expected one of Emit, EmitWith, AwaitAnswer, Die, End, Sleep, Repeat)" in line
+        assert (
+            "turns[0][1]: unknown step 'Bogus' (expected one of Emit, EmitWith, AwaitAnswer, Die, End, Sleep, Repeat)"
+            in line
+        )
         assert "_tag_of" not in line and "https://" not in line
 
 
@@ -307,7 +372,8 @@ def test_bad_mock_script_is_reported(tmp_path: Path) -> None:
 def test_serve_stdout_is_protocol_only_even_when_something_prints(tmp_path: Path) -> None:
     """A noisy runtime (print(), a raw write to fd 1, a child process inheriting fd 1) must not reach stdout."""
     wrapper = tmp_path / "noisy_serve.py"
-    wrapper.write_text(textwrap.dedent("""
+    wrapper.write_text(
+        textwrap.dedent("""
         import os, subprocess, sys
         import anyagentd.runtime as runtime
 
@@ -323,16 +389,21 @@ def test_serve_stdout_is_protocol_only_even_when_something_prints(tmp_path: Path
         runtime.Runtime.discover = noisy_discover
         from anyagentd.cli import main
         main(["serve", "--mock", "hello"], prog_name="anyagentd")
-    """))
+    """)
+    )
     frames = [
         {"id": 1, "cmd": "discover"},
         {"id": 2, "cmd": "probe", "agent": "mock"},
         {"id": 3, "cmd": "open", "agent": "mock", "dir": str(tmp_path)},
     ]
     result = subprocess.run(
-        [sys.executable, str(wrapper)], input="".join(json.dumps(f) + "\n" for f in frames), capture_output=True,
-        text=True, timeout=30, env=child_env({"ANYAGENTD_TRACE_PLUGINS": "1"}),
-    )  # fmt: skip
+        [sys.executable, str(wrapper)],
+        input="".join(json.dumps(f) + "\n" for f in frames),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=child_env({"ANYAGENTD_TRACE_PLUGINS": "1"}),
+    )
     assert result.returncode == 0, result.stderr
     lines: list[Any] = []
     for raw in result.stdout.splitlines():
@@ -354,8 +425,15 @@ def test_serve_stdout_is_protocol_only_even_when_something_prints(tmp_path: Path
 
 # ------------------------------------------------------------------------------------------------ signals
 
-_SLOW = {"turns": [[{"Emit": {"TextDelta": {"message_id": "m", "text": "working"}}}, {"Sleep": 30000},
-                    {"End": {"Completed": {"source": "Protocol"}}}]]}  # fmt: skip
+_SLOW = {
+    "turns": [
+        [
+            {"Emit": {"TextDelta": {"message_id": "m", "text": "working"}}},
+            {"Sleep": 30000},
+            {"End": {"Completed": {"source": "Protocol"}}},
+        ]
+    ]
+}
 
 
 def _signal_env() -> dict[str, str]:
@@ -390,8 +468,11 @@ def test_sigterm_stops_run_after_closing_its_session(tmp_path: Path) -> None:
     script.write_text(json.dumps(_SLOW))
     proc = subprocess.Popen(
         [sys.executable, "-m", "anyagentd.cli", "run", "mock", "go", "--mock", str(script), "--dir", str(tmp_path)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_signal_env(),
-    )  # fmt: skip
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=_signal_env(),
+    )
     try:
         _wait_for(proc.stderr, b"working")
         proc.send_signal(signal.SIGTERM)
@@ -408,8 +489,11 @@ def test_sigterm_stops_serve_like_eof(tmp_path: Path) -> None:
     script.write_text(json.dumps(_SLOW))
     proc = subprocess.Popen(
         [sys.executable, "-m", "anyagentd.cli", "serve", "--mock", str(script)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_signal_env(),
-    )  # fmt: skip
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=_signal_env(),
+    )
     try:
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(json.dumps({"id": 1, "cmd": "open", "agent": "mock", "dir": str(tmp_path)}).encode() + b"\n")
@@ -435,8 +519,12 @@ def test_serve_when_stdin_and_stdout_are_one_socket(tmp_path: Path) -> None:
     import socket
 
     ours, theirs = socket.socketpair()
-    proc = subprocess.Popen([sys.executable, "-m", "anyagentd.cli", "serve", "--mock", "hello"],
-                            stdin=theirs.fileno(), stdout=theirs.fileno(), env=child_env())  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "anyagentd.cli", "serve", "--mock", "hello"],
+        stdin=theirs.fileno(),
+        stdout=theirs.fileno(),
+        env=child_env(),
+    )
     theirs.close()
     try:
         ours.settimeout(20)
@@ -469,17 +557,34 @@ def test_chat_steers_when_the_agent_can(tmp_path: Path) -> None:
 
 def test_chat_reads_prompts_from_a_pipe_and_waits_for_the_queue(tmp_path: Path) -> None:
     script = tmp_path / "two.json"
-    script.write_text(json.dumps({"turns": [[_SAY, {"Sleep": 500}, _DONE],
-                                            [{"Emit": {"TextDelta": {"message_id": "n", "text": "next"}}}, _DONE]]}))
+    script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    [_SAY, {"Sleep": 500}, _DONE],
+                    [{"Emit": {"TextDelta": {"message_id": "n", "text": "next"}}}, _DONE],
+                ]
+            }
+        )
+    )
     result = anyagentd_cli("chat", "mock", "--mock", str(script), "--dir", str(tmp_path), stdin="first\nsecond\n")
     assert result.returncode == 0, result.stderr
     assert "queued (0 ahead of it" in result.stderr
-    assert result.stderr.count("■ Completed") == 2 and result.stderr.index("working on it") < result.stderr.index("next")
+    assert result.stderr.count("■ Completed") == 2 and result.stderr.index("working on it") < result.stderr.index(
+        "next"
+    )
 
 
 def test_chat_errors_are_one_line_and_the_session_goes_on(tmp_path: Path) -> None:
-    result = anyagentd_cli("chat", "mock", "--mock", "model-option", "--dir", str(tmp_path),
-                           stdin="/model huge\n/option fast=true\n/model large\n/info\n")  # fmt: skip
+    result = anyagentd_cli(
+        "chat",
+        "mock",
+        "--mock",
+        "model-option",
+        "--dir",
+        str(tmp_path),
+        stdin="/model huge\n/option fast=true\n/model large\n/info\n",
+    )
     assert result.returncode == 0, result.stderr
     err = result.stderr
     assert "InvalidConfiguration: value \"huge\" does not fit option 'model'" in err
@@ -490,8 +595,14 @@ def test_chat_errors_are_one_line_and_the_session_goes_on(tmp_path: Path) -> Non
 
 def test_chat_passes_the_agents_own_slash_commands_through(tmp_path: Path) -> None:
     script = tmp_path / "commands.json"
-    script.write_text(json.dumps({"commands": [{"name": "compact", "description": "Summarize"}],
-                                  "turns": [[{"Emit": {"TextDelta": {"message_id": "m", "text": "compacted"}}}, _DONE]]}))
+    script.write_text(
+        json.dumps(
+            {
+                "commands": [{"name": "compact", "description": "Summarize"}],
+                "turns": [[{"Emit": {"TextDelta": {"message_id": "m", "text": "compacted"}}}, _DONE]],
+            }
+        )
+    )
     result = anyagentd_cli("chat", "mock", "--mock", str(script), "--dir", str(tmp_path), stdin="/compact\n/nosuch\n")
     assert result.returncode == 0, result.stderr
     assert "compacted" in result.stderr and "■ Completed" in result.stderr  # /compact went to the agent as a prompt

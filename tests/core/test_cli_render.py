@@ -34,9 +34,16 @@ class CountingFile(io.StringIO):
 
 
 def _event(kind: object, sequence: int = 1) -> Event:
-    return Event.model_validate({"sequence": sequence, "occurred_at": {"secs_since_epoch": 0, "nanos_since_epoch": 0},
-                                 "session_id": "s1", "turn_info": None, "kind": kind.model_dump(mode="json"),
-                                 "extensions": {}})  # fmt: skip
+    return Event.model_validate(
+        {
+            "sequence": sequence,
+            "occurred_at": {"secs_since_epoch": 0, "nanos_since_epoch": 0},
+            "session_id": "s1",
+            "turn_info": None,
+            "kind": kind.model_dump(mode="json"),
+            "extensions": {},
+        }
+    )
 
 
 def _renderer() -> tuple[TurnRenderer, CountingFile, list[float]]:
@@ -66,18 +73,37 @@ def test_other_output_flushes_the_gathered_text_first() -> None:
     renderer.tick()
     renderer.show(_event(TextDelta(message_id="m", text="world")))
     renderer.show(_event(MessageEnded(message_id="m")))
-    tool = {"id": "t", "kind": "Read", "title": "Read a.txt", "status": "Running", "input": {"Path": "a.txt"},
-            "output": None, "diffs": [], "locations": [], "raw": None}  # fmt: skip
+    tool = {
+        "id": "t",
+        "kind": "Read",
+        "title": "Read a.txt",
+        "status": "Running",
+        "input": {"Path": "a.txt"},
+        "output": None,
+        "diffs": [],
+        "locations": [],
+        "raw": None,
+    }
     renderer.show(_event(ToolUpdated.model_validate({"ToolUpdated": tool})))
     renderer.show(_event(TurnEnded.model_validate({"TurnEnded": {"stop": "Cancelled", "background": []}})))
     assert out.getvalue().splitlines() == ["hello world", "⏺ Read Read a.txt (Running)", "■ Cancelled"]
 
 
 def _permission() -> PermissionRequested:
-    tool = {"id": "t", "kind": "Edit", "title": "Write x", "status": "Pending", "input": {"Path": "x"},
-            "output": None, "diffs": [], "locations": [], "raw": None}  # fmt: skip
-    return PermissionRequested.model_validate({"Permission": {"id": "r", "tool": tool,
-                                                              "options": ["AllowOnce", "DenyOnce"], "detail": None}})
+    tool = {
+        "id": "t",
+        "kind": "Edit",
+        "title": "Write x",
+        "status": "Pending",
+        "input": {"Path": "x"},
+        "output": None,
+        "diffs": [],
+        "locations": [],
+        "raw": None,
+    }
+    return PermissionRequested.model_validate(
+        {"Permission": {"id": "r", "tool": tool, "options": ["AllowOnce", "DenyOnce"], "detail": None}}
+    )
 
 
 def test_permission_answers_by_key_or_name() -> None:
@@ -89,12 +115,34 @@ def test_permission_answers_by_key_or_name() -> None:
 
 
 def test_questions_take_one_line_each() -> None:
-    asked = QuestionAsked.model_validate({"Question": {"id": "q", "questions": [
-        {"id": "a", "text": "Pick", "header": None, "choices": [{"id": "c1", "label": "One", "description": None},
-                                                               {"id": "c2", "label": "Two", "description": None}],
-         "multi_select": True, "allows_free_text": False},
-        {"id": "b", "text": "Why?", "header": None, "choices": [], "multi_select": False, "allows_free_text": True},
-    ]}})  # fmt: skip
+    asked = QuestionAsked.model_validate(
+        {
+            "Question": {
+                "id": "q",
+                "questions": [
+                    {
+                        "id": "a",
+                        "text": "Pick",
+                        "header": None,
+                        "choices": [
+                            {"id": "c1", "label": "One", "description": None},
+                            {"id": "c2", "label": "Two", "description": None},
+                        ],
+                        "multi_select": True,
+                        "allows_free_text": False,
+                    },
+                    {
+                        "id": "b",
+                        "text": "Why?",
+                        "header": None,
+                        "choices": [],
+                        "multi_select": False,
+                        "allows_free_text": True,
+                    },
+                ],
+            }
+        }
+    )
     out = io.StringIO()
     pending = PendingAnswer(asked, Console(file=out, width=200))
     assert pending.feed("3") is None  # out of range: asked again

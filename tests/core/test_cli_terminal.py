@@ -25,8 +25,9 @@ class Terminal:
     """``python -m anyagentd.cli ARGS`` on a pseudo-terminal (its controlling terminal, so ^C is SIGINT)."""
 
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
-        full_env = child_env({"ANYAGENTD_NO_LOGIN_SHELL": "1", "TERM": "xterm-256color", "COLUMNS": "200",
-                              **(env or {})})  # fmt: skip
+        full_env = child_env(
+            {"ANYAGENTD_NO_LOGIN_SHELL": "1", "TERM": "xterm-256color", "COLUMNS": "200", **(env or {})}
+        )
         full_env.pop("NO_COLOR", None)
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child
@@ -101,11 +102,13 @@ def _say(text: str) -> dict[str, object]:
 
 
 _END = {"End": {"Completed": {"source": "Protocol"}}}
-THREE_TURNS = {"turns": [
-    [_say("first turn, thinking for a long time"), {"Sleep": 60000}, _END],
-    [_say("second answer (the queued prompt)"), {"Emit": {"MessageEnded": {"message_id": "second a"}}}, _END],
-    [_say("third answer"), _END],
-]}  # fmt: skip
+THREE_TURNS = {
+    "turns": [
+        [_say("first turn, thinking for a long time"), {"Sleep": 60000}, _END],
+        [_say("second answer (the queued prompt)"), {"Emit": {"MessageEnded": {"message_id": "second a"}}}, _END],
+        [_say("third answer"), _END],
+    ]
+}
 
 
 def test_chat_queues_cancels_and_runs_the_next_turn(terminal: object, tmp_path: Path) -> None:
@@ -151,20 +154,22 @@ def test_chat_ends_at_ctrl_d(terminal: object, tmp_path: Path) -> None:
     assert term.wait() == 0
 
 
-@pytest.mark.parametrize(("args", "kind", "code"), [
-    (("run", "nosuchagent", "hi"), "NotInstalled", 3),
-    (("run", "mock", "hi", "--dir", "/nonexistent"), "InvalidConfiguration", 2),
-    (("run", "mock", "hi", "--mock", "dies"), "ProcessExited", 6),
-])  # fmt: skip
-def test_typed_errors_in_a_terminal_are_one_line(terminal: object, args: tuple[str, ...], kind: str,
-                                                 code: int) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "kind", "code"),
+    [
+        (("run", "nosuchagent", "hi"), "NotInstalled", 3),
+        (("run", "mock", "hi", "--dir", "/nonexistent"), "InvalidConfiguration", 2),
+        (("run", "mock", "hi", "--mock", "dies"), "ProcessExited", 6),
+    ],
+)
+def test_typed_errors_in_a_terminal_are_one_line(terminal: object, args: tuple[str, ...], kind: str, code: int) -> None:
     term = terminal(*args)
     assert term.wait() == code
     text = term.text
     assert "Traceback" not in text and "ExceptionGroup" not in text and "  File " not in text, text
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(f"{kind}: "))
-    assert all(line.startswith("  ") for line in lines[start + 1:] if line.strip()), text
+    assert all(line.startswith("  ") for line in lines[start + 1 :] if line.strip()), text
 
 
 def test_run_permission_at_the_terminal(terminal: object, tmp_path: Path) -> None:

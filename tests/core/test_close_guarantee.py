@@ -119,9 +119,11 @@ class _Plugin:
 
 
 def careless(mode: str, *, close_grace: float, connect_fails: bool = False) -> Runtime:
-    return Runtime(plugins=Plugins(load_entry_points=False, extra=[_Plugin()]),
-                   settings=EngineSettings(close_grace=close_grace),
-                   adapter_config={"careless": {"mode": mode, "connect_fails": connect_fails}})  # fmt: skip
+    return Runtime(
+        plugins=Plugins(load_entry_points=False, extra=[_Plugin()]),
+        settings=EngineSettings(close_grace=close_grace),
+        adapter_config={"careless": {"mode": mode, "connect_fails": connect_fails}},
+    )
 
 
 async def _open(rt: Runtime, tmp_path: Any) -> tuple[Any, Careless, list[int]]:
@@ -136,8 +138,9 @@ async def _open(rt: Runtime, tmp_path: Any) -> tuple[Any, Careless, list[int]]:
 
 
 def _warnings(session: Any) -> list[str]:
-    return [e.kind.value.message for e in session.log.events() if e.tag == "Diagnostic"
-            and e.kind.value.level == "Warning"]  # fmt: skip
+    return [
+        e.kind.value.message for e in session.log.events() if e.tag == "Diagnostic" and e.kind.value.level == "Warning"
+    ]
 
 
 @pytest.mark.parametrize("mode", ["returns", "raises"])

@@ -25,20 +25,27 @@ from anyagentd.model import AgentInstallation
 SCHEMA_PATH = Path(discovery.__file__).parent / "schema" / "anyagent-wire.schema.json"
 
 PROFILE = AgentProfile(
-    id="fake-agent", name="Fake Agent", executable="fake-agent-cli", install_hint="npm i -g fake-agent",
-)  # fmt: skip
+    id="fake-agent",
+    name="Fake Agent",
+    executable="fake-agent-cli",
+    install_hint="npm i -g fake-agent",
+)
 ACP_PROFILE = AgentProfile(
-    id="acp-agent", name="ACP Agent", executable="acp-agent-cli", install_hint="pip install acp-agent",
+    id="acp-agent",
+    name="ACP Agent",
+    executable="acp-agent-cli",
+    install_hint="pip install acp-agent",
     acp_args=("--acp", "--stdio"),
-)  # fmt: skip
+)
 
 
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A fresh login-shell cache and KnownLocation system dirs that exist only in this test's tmp dir."""
     discovery.clear_cache()
-    monkeypatch.setattr(discovery, "SYSTEM_KNOWN_DIRS", (str(tmp_path / "opt-homebrew-bin"),
-                                                         str(tmp_path / "usr-local-bin")))  # fmt: skip
+    monkeypatch.setattr(
+        discovery, "SYSTEM_KNOWN_DIRS", (str(tmp_path / "opt-homebrew-bin"), str(tmp_path / "usr-local-bin"))
+    )
     yield
     discovery.clear_cache()
 
@@ -56,8 +63,9 @@ def ran_marker(tmp_path: Path) -> Path:
     return tmp_path / "agent-was-run"
 
 
-def make_agent(directory: Path, name: str = PROFILE.executable, *, marker: Path | None = None,
-               mode: int = 0o755) -> Path:  # fmt: skip
+def make_agent(
+    directory: Path, name: str = PROFILE.executable, *, marker: Path | None = None, mode: int = 0o755
+) -> Path:
     """A fake agent executable in ``directory`` that records being run in ``marker``."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / name
@@ -76,8 +84,7 @@ def make_shell(path: Path, body: str) -> Path:
 
 
 def base_env(home: Path, path: list[Path] | None = None, **extra: str) -> dict[str, str]:
-    env = {"HOME": str(home), "PATH": os.pathsep.join(str(p) for p in path or []),
-           discovery.NO_LOGIN_SHELL_ENV: "1"}  # fmt: skip
+    env = {"HOME": str(home), "PATH": os.pathsep.join(str(p) for p in path or []), discovery.NO_LOGIN_SHELL_ENV: "1"}
     env.update(extra)
     return env
 
@@ -96,8 +103,9 @@ def test_found_on_path_records_absolute_path_source_and_acp_args(tmp_path: Path,
     assert report.missing == []
     assert report.diagnostics == []
     fake, acp_inst = report.agents
-    assert fake == AgentInstallation(id="fake-agent", name="Fake Agent", executable_path=str(exe), source="Path",
-                                     acp_args=None)  # fmt: skip
+    assert fake == AgentInstallation(
+        id="fake-agent", name="Fake Agent", executable_path=str(exe), source="Path", acp_args=None
+    )
     assert acp_inst.executable_path == str(acp)
     assert acp_inst.acp_args == ["--acp", "--stdio"]
     assert report.find("acp-agent") is acp_inst
@@ -132,8 +140,9 @@ def test_symlink_is_followed_for_the_check_but_not_resolved_in_the_path(tmp_path
     assert report.agents[0].source == "Path"
 
 
-def test_empty_and_relative_path_entries_are_ignored(tmp_path: Path, home: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_empty_and_relative_path_entries_are_ignored(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     make_agent(tmp_path / "cwd")
     monkeypatch.chdir(tmp_path / "cwd")
 
@@ -167,8 +176,9 @@ def test_env_override_wins_over_path(tmp_path: Path, home: Path) -> None:
     assert report.diagnostics == []
 
 
-def test_env_override_relative_value_is_made_absolute(tmp_path: Path, home: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_env_override_relative_value_is_made_absolute(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     override = make_agent(tmp_path / "custom", "my-build")
     monkeypatch.chdir(tmp_path)
 
@@ -220,12 +230,15 @@ def test_login_shell_path_is_searched_after_path(tmp_path: Path, home: Path) -> 
     on_path, login_only = tmp_path / "onpath", tmp_path / "login-only"
     exe = make_agent(login_only)
     on_path.mkdir()
-    shell = make_shell(tmp_path / "zsh", f"""
+    shell = make_shell(
+        tmp_path / "zsh",
+        f"""
 echo "Welcome to your shell (rc noise) PATH=/not/this"
 echo "{discovery.LOGIN_SHELL_MARKER}decoy" >&2
 echo "{discovery.LOGIN_SHELL_MARKER}{on_path}:{login_only}:relative"
 echo "bye from .logout"
-""")  # fmt: skip
+""",
+    )
 
     report = discover([PROFILE, ACP_PROFILE], env=login_env(home, shell, [on_path]), home=home)
 
@@ -271,11 +284,14 @@ def test_login_shell_runs_once_per_process_per_shell_until_cleared(tmp_path: Pat
 
 def test_login_shell_receives_the_given_environment_and_no_stdin(tmp_path: Path, home: Path) -> None:
     seen = tmp_path / "seen"
-    shell = make_shell(tmp_path / "sh", f"""
+    shell = make_shell(
+        tmp_path / "sh",
+        f"""
 echo "$MY_VAR" > "{seen}"
 if read line; then echo "read:$line" >> "{seen}"; else echo eof >> "{seen}"; fi
 echo "{discovery.LOGIN_SHELL_MARKER}$PATH"
-""")  # fmt: skip
+""",
+    )
 
     # Give this process a readable fd 0, so an inherited stdin would be noticed.
     read_end, write_end = os.pipe()
@@ -317,14 +333,17 @@ def test_login_shell_disabled_by_env(tmp_path: Path, home: Path) -> None:
     assert str(tmp_path / "login") not in report.missing[0].searched
 
 
-def test_login_shell_timeout_is_one_info_and_kills_the_shell(tmp_path: Path, home: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_login_shell_timeout_is_one_info_and_kills_the_shell(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(discovery, "LOGIN_SHELL_TIMEOUT", 0.5)
     pidfile = tmp_path / "sleeper.pid"
     # The sleeping child keeps the shell's stdout open: the whole group must be killed, not just the shell.
     sleep = shutil.which("sleep")
-    shell = make_shell(tmp_path / "slowsh", f'echo "loading..."\n{sleep} 30 &\necho $! > "{pidfile}"\nwait\n'
-                                            f'echo "{discovery.LOGIN_SHELL_MARKER}/late"\n')  # fmt: skip
+    shell = make_shell(
+        tmp_path / "slowsh",
+        f'echo "loading..."\n{sleep} 30 &\necho $! > "{pidfile}"\nwait\necho "{discovery.LOGIN_SHELL_MARKER}/late"\n',
+    )
     start = time.monotonic()
 
     report = discover([PROFILE, ACP_PROFILE], env=login_env(home, shell), home=home)
@@ -432,8 +451,9 @@ def test_version_manager_home_dirs(home: Path, rel: str) -> None:
     assert (report.agents[0].source, report.agents[0].executable_path) == ("VersionManager", str(exe))
 
 
-@pytest.mark.parametrize(("var", "rel"), [("PNPM_HOME", ""), ("NPM_CONFIG_PREFIX", "bin"),
-                                          ("VOLTA_HOME", "bin"), ("BUN_INSTALL", "bin")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("var", "rel"), [("PNPM_HOME", ""), ("NPM_CONFIG_PREFIX", "bin"), ("VOLTA_HOME", "bin"), ("BUN_INSTALL", "bin")]
+)
 def test_version_manager_env_dirs(tmp_path: Path, home: Path, var: str, rel: str) -> None:
     root = tmp_path / var.lower()
     exe = make_agent(root / rel if rel else root)
@@ -453,8 +473,13 @@ def test_version_key() -> None:
 
 
 def test_known_locations_in_order_with_extra_paths(tmp_path: Path, home: Path) -> None:
-    profile = AgentProfile(id="claude", name="Claude Code", executable="claude", install_hint="see docs",
-                           extra_paths=("~/.claude/local", str(tmp_path / "abs-extra")))  # fmt: skip
+    profile = AgentProfile(
+        id="claude",
+        name="Claude Code",
+        executable="claude",
+        install_hint="see docs",
+        extra_paths=("~/.claude/local", str(tmp_path / "abs-extra")),
+    )
     extra = make_agent(home / ".claude" / "local", "claude")
 
     report = discover([profile], env=base_env(home), home=home)
@@ -490,8 +515,9 @@ def test_missing_lists_every_searched_dir_in_order_deduplicated(tmp_path: Path, 
     local_bin = home / ".local" / "bin"
     nvm_bin = home / ".nvm" / "versions" / "node" / "v20.0.0" / "bin"
     nvm_bin.mkdir(parents=True)
-    profile = AgentProfile(id="x", name="X", executable="x-cli", install_hint="brew install x",
-                           extra_paths=("~/.x/bin", str(p1)))  # fmt: skip
+    profile = AgentProfile(
+        id="x", name="X", executable="x-cli", install_hint="brew install x", extra_paths=("~/.x/bin", str(p1))
+    )
     env = base_env(home, [p1, p2, Path(str(p1) + "/"), local_bin])
 
     report = discover([profile], env=env, home=home)
@@ -501,10 +527,17 @@ def test_missing_lists_every_searched_dir_in_order_deduplicated(tmp_path: Path, 
     [missing] = report.missing
     assert (missing.id, missing.name, missing.install_hint) == ("x", "X", "brew install x")
     assert missing.searched == [
-        str(p1), str(p2), str(local_bin),
-        f"{h}/.volta/bin", f"{h}/.bun/bin", f"{h}/.local/share/pnpm", f"{h}/.npm-global/bin", str(nvm_bin),
-        *discovery.SYSTEM_KNOWN_DIRS, f"{h}/.x/bin",
-    ]  # fmt: skip
+        str(p1),
+        str(p2),
+        str(local_bin),
+        f"{h}/.volta/bin",
+        f"{h}/.bun/bin",
+        f"{h}/.local/share/pnpm",
+        f"{h}/.npm-global/bin",
+        str(nvm_bin),
+        *discovery.SYSTEM_KNOWN_DIRS,
+        f"{h}/.x/bin",
+    ]
 
 
 def test_duplicate_profile_ids_are_searched_once(tmp_path: Path, home: Path) -> None:
@@ -519,12 +552,14 @@ def test_duplicate_profile_ids_are_searched_once(tmp_path: Path, home: Path) -> 
 def test_pinned_come_first_unchanged_and_shadow_their_profile(tmp_path: Path, home: Path) -> None:
     make_agent(tmp_path / "onpath")
     make_agent(tmp_path / "onpath", ACP_PROFILE.executable)
-    pinned = AgentInstallation(id="fake-agent", name="Pinned Fake", executable_path="/pinned/fake",
-                               source="Pinned", acp_args=["x"])  # fmt: skip
+    pinned = AgentInstallation(
+        id="fake-agent", name="Pinned Fake", executable_path="/pinned/fake", source="Pinned", acp_args=["x"]
+    )
     mock = AgentInstallation(id="mock", name="Mock", executable_path="", source="Pinned")
 
-    report = discover([ACP_PROFILE, PROFILE], env=base_env(home, [tmp_path / "onpath"]), home=home,
-                      pinned=[pinned, mock])  # fmt: skip
+    report = discover(
+        [ACP_PROFILE, PROFILE], env=base_env(home, [tmp_path / "onpath"]), home=home, pinned=[pinned, mock]
+    )
 
     assert report.agents[:2] == [pinned, mock]
     assert [a.id for a in report.agents] == ["fake-agent", "mock", "acp-agent"]
@@ -543,18 +578,24 @@ def test_discovery_never_runs_the_agent(tmp_path: Path, home: Path, ran_marker: 
     make_agent(home / ".nvm" / "versions" / "node" / "v1.0.0" / "bin", "nvm-only", marker=ran_marker)
     make_agent(home / ".local" / "bin", "local-only", marker=ran_marker)
     profiles = [
-        PROFILE, ACP_PROFILE,
+        PROFILE,
+        ACP_PROFILE,
         AgentProfile(id="nvm-only", name="N", executable="nvm-only", install_hint=""),
         AgentProfile(id="local-only", name="L", executable="local-only", install_hint=""),
         AgentProfile(id="over", name="O", executable="nope", install_hint=""),
-    ]  # fmt: skip
+    ]
     shell = make_shell(tmp_path / "sh", f'echo "{discovery.LOGIN_SHELL_MARKER}{shell_dir}"\n')
     env = login_env(home, shell, [tmp_path / "onpath"], ANYAGENTD_OVER_BIN=str(override))
 
     report = discover(profiles, env=env, home=home)
 
-    assert [a.source for a in report.agents] == ["Path", "LoginShellPath", "VersionManager", "KnownLocation",
-                                                 "EnvOverride"]  # fmt: skip
+    assert [a.source for a in report.agents] == [
+        "Path",
+        "LoginShellPath",
+        "VersionManager",
+        "KnownLocation",
+        "EnvOverride",
+    ]
     # Sanity: the fake agents do record a run when executed.
     assert not ran_marker.exists()
     subprocess.run([str(override)], check=True)
@@ -563,12 +604,16 @@ def test_discovery_never_runs_the_agent(tmp_path: Path, home: Path, ran_marker: 
 
 def test_report_matches_the_wire_schema(tmp_path: Path, home: Path) -> None:
     make_agent(tmp_path / "onpath", ACP_PROFILE.executable)
-    report = discover([PROFILE, ACP_PROFILE], env=base_env(home, [tmp_path / "onpath"],
-                                                            ANYAGENTD_FAKE_AGENT_BIN="/nope"), home=home)  # fmt: skip
+    report = discover(
+        [PROFILE, ACP_PROFILE], env=base_env(home, [tmp_path / "onpath"], ANYAGENTD_FAKE_AGENT_BIN="/nope"), home=home
+    )
     schema = json.loads(SCHEMA_PATH.read_text())
     defs = schema.get("definitions") or schema["$defs"]
-    validator = jsonschema.Draft7Validator({**schema, "$ref": "#/definitions/DiscoveryReport"} if "definitions" in
-                                           schema else {**schema, "$ref": "#/$defs/DiscoveryReport"})  # fmt: skip
+    validator = jsonschema.Draft7Validator(
+        {**schema, "$ref": "#/definitions/DiscoveryReport"}
+        if "definitions" in schema
+        else {**schema, "$ref": "#/$defs/DiscoveryReport"}
+    )
     data = report.model_dump(mode="json")
     assert "DiscoveryReport" in defs
     validator.validate(data)
@@ -589,9 +634,17 @@ def _discover_without_dac_override(env: dict[str, str], home: Path, profiles: li
         "profiles = [AgentProfile(**p) for p in args['profiles']]\n"
         "print(discovery.discover(profiles, env=args['env'], home=Path(args['home'])).model_dump_json())\n"
     )
-    payload = json.dumps({"env": env, "home": str(home), "known": list(discovery.SYSTEM_KNOWN_DIRS),
-                          "profiles": [{"id": p.id, "name": p.name, "executable": p.executable,
-                                        "install_hint": p.install_hint} for p in profiles]})  # fmt: skip
+    payload = json.dumps(
+        {
+            "env": env,
+            "home": str(home),
+            "known": list(discovery.SYSTEM_KNOWN_DIRS),
+            "profiles": [
+                {"id": p.id, "name": p.name, "executable": p.executable, "install_hint": p.install_hint}
+                for p in profiles
+            ],
+        }
+    )
     cmd = [sys.executable, "-c", code]
     if os.geteuid() == 0:
         setpriv = shutil.which("setpriv")

@@ -46,21 +46,51 @@ def text(mid: str, t: str) -> dict[str, Any]:
 
 
 def tool(tid: str, status: str) -> dict[str, Any]:
-    return {"Emit": {"ToolUpdated": {"id": tid, "kind": "Execute", "title": "run", "status": status,
-                                     "input": {"Command": {"command": "ls", "cwd": None}}, "output": None,
-                                     "diffs": [], "locations": [], "raw": None}}}  # fmt: skip
+    return {
+        "Emit": {
+            "ToolUpdated": {
+                "id": tid,
+                "kind": "Execute",
+                "title": "run",
+                "status": status,
+                "input": {"Command": {"command": "ls", "cwd": None}},
+                "output": None,
+                "diffs": [],
+                "locations": [],
+                "raw": None,
+            }
+        }
+    }
 
 
 def permission(rid: str, options: list[str] | None = None) -> dict[str, Any]:
-    t = {"id": "tool1", "kind": "Edit", "title": "write", "status": "Pending", "input": {"Path": "a.txt"},
-         "output": None, "diffs": [], "locations": [], "raw": None}  # fmt: skip
-    return {"Emit": {"RequestOpened": {"Permission": {"id": rid, "tool": t,
-                                                      "options": options or ["AllowOnce", "DenyOnce"]}}}}
+    t = {
+        "id": "tool1",
+        "kind": "Edit",
+        "title": "write",
+        "status": "Pending",
+        "input": {"Path": "a.txt"},
+        "output": None,
+        "diffs": [],
+        "locations": [],
+        "raw": None,
+    }
+    return {
+        "Emit": {
+            "RequestOpened": {"Permission": {"id": rid, "tool": t, "options": options or ["AllowOnce", "DenyOnce"]}}
+        }
+    }
 
 
 def question(rid: str, *, free: bool = False, multi: bool = False) -> dict[str, Any]:
-    q = {"id": "q", "text": "which?", "header": None, "multi_select": multi, "allows_free_text": free,
-         "choices": [{"id": "a", "label": "A", "description": None}, {"id": "b", "label": "B", "description": None}]}
+    q = {
+        "id": "q",
+        "text": "which?",
+        "header": None,
+        "multi_select": multi,
+        "allows_free_text": free,
+        "choices": [{"id": "a", "label": "A", "description": None}, {"id": "b", "label": "B", "description": None}],
+    }
     return {"Emit": {"RequestOpened": {"Question": {"id": rid, "questions": [q]}}}}
 
 
@@ -183,7 +213,9 @@ async def test_03_steer_rejected_is_queued_first_and_runs_next(tmp_path):
         await session.prompt("one")
         d2 = await session.prompt("more")
         assert (d2.kind.TAG, d2.kind.position) == ("Queued", 0)
-        await ev.until(lambda e: tag(e) == "TurnStarted" and e.kind.origin != "Agent" and e.kind.origin.value == d2.prompt_id)
+        await ev.until(
+            lambda e: tag(e) == "TurnStarted" and e.kind.origin != "Agent" and e.kind.origin.value == d2.prompt_id
+        )
 
 
 # ------------------------------------------------------------------------------------------------- 4, 5
@@ -238,8 +270,11 @@ async def test_07_trailing_content_beats_a_queued_prompt(tmp_path):
         queued = await session.prompt("y")
         assert queued.kind.TAG == "Queued"
         await ev.until(lambda e: tag(e) == "TextDelta" and e.kind.message_id == "m3")
-        origins = [e.kind.origin if isinstance(e.kind.origin, str) else e.kind.origin.value
-                   for e in ev.all if tag(e) == "TurnStarted"]  # fmt: skip
+        origins = [
+            e.kind.origin if isinstance(e.kind.origin, str) else e.kind.origin.value
+            for e in ev.all
+            if tag(e) == "TurnStarted"
+        ]
         assert origins == ["p1", "Agent", queued.prompt_id]
 
 
@@ -247,9 +282,17 @@ async def test_07_trailing_content_beats_a_queued_prompt(tmp_path):
 
 
 async def test_08_bookkeeping_late_stop_and_background_tools(tmp_path):
-    script = {"turns": [[tool("bg", "Running"), tool("done", "Completed"), END,
-                         {"Emit": {"ContextUsage": {"used_tokens": 5, "window_tokens": None, "cost_usd": None}}},
-                         END]]}  # fmt: skip
+    script = {
+        "turns": [
+            [
+                tool("bg", "Running"),
+                tool("done", "Completed"),
+                END,
+                {"Emit": {"ContextUsage": {"used_tokens": 5, "window_tokens": None, "cost_usd": None}}},
+                END,
+            ]
+        ]
+    }
     async with runtime(script) as rt:
         session, ev = await open_mock(rt, tmp_path)
         await session.prompt("x")
@@ -574,6 +617,7 @@ async def test_engine_owned_kinds_from_an_adapter_are_dropped(tmp_path):
 
 # ------------------------------------------------------------------------------------------------- auth lost
 
+
 class _AuthLosingConnection(AgentConnection):
     def __init__(self, link: Any) -> None:
         self.link = link
@@ -753,8 +797,9 @@ class _StubbornPlugin:
 
 def stubborn(mode: str = "ignore", late_end: float | None = None, **kw: Any) -> Runtime:
     plugins = Plugins(load_entry_points=False, extra=[_StubbornPlugin()])
-    return Runtime(plugins=plugins, settings=settings(**kw),
-                   adapter_config={"stubborn": {"mode": mode, "late_end": late_end}})  # fmt: skip
+    return Runtime(
+        plugins=plugins, settings=settings(**kw), adapter_config={"stubborn": {"mode": mode, "late_end": late_end}}
+    )
 
 
 async def test_a_cancel_the_agent_ignores_ends_the_turn_after_the_grace(tmp_path):

@@ -56,8 +56,9 @@ async def until_turn_ended(session: Any) -> list[Any]:
 
 
 def event(seq: int) -> Event:
-    return Event.model_construct(sequence=seq, session_id="s", turn_info=None, kind=StatusChanged(value="Idle"),
-                                 extensions={})  # fmt: skip
+    return Event.model_construct(
+        sequence=seq, session_id="s", turn_info=None, kind=StatusChanged(value="Idle"), extensions={}
+    )
 
 
 # ------------------------------------------------------------------------------------------------- the ring
@@ -233,7 +234,8 @@ def test_events_are_built_directly_and_equal_what_model_construct_builds():
         direct, constructed = event_parts.build_event(parts), event_parts._constructed_event(parts)
         assert direct == constructed and direct.model_dump(mode="json") == constructed.model_dump(mode="json")
         assert direct.extensions == (extensions or {}) and direct.occurred_at.to_seconds() == pytest.approx(
-            1_700_000_001.000000042)  # fmt: skip
+            1_700_000_001.000000042
+        )
         assert Event.model_validate_json(direct.model_dump_json()) == constructed
 
 
@@ -309,8 +311,9 @@ async def test_a_consumer_that_stops_early_leaves_the_rest_to_the_next_iterator(
 def parts(seq: int, text: str = "x") -> EventParts:
     from anyagentd.model import TextDelta, TurnContext
 
-    return EventParts(seq, 1_700_000_000_000_000_000 + seq, "s", TurnContext(id="t1"),
-                      TextDelta(message_id="m", text=text), None)  # fmt: skip
+    return EventParts(
+        seq, 1_700_000_000_000_000_000 + seq, "s", TurnContext(id="t1"), TextDelta(message_id="m", text=text), None
+    )
 
 
 def test_appended_parts_are_read_as_models_built_once_and_shared():
@@ -358,8 +361,12 @@ async def test_the_engine_appends_event_parts_that_read_back_as_its_events(tmp_p
 
 
 async def test_subscribers_get_models_while_the_primary_reads_parts():
-    log = EventLog(8, lambda entry: Event.model_construct(sequence=entry.sequence, session_id=entry.session_id,
-                                                          turn_info=None, kind=entry.kind, extensions={}))  # fmt: skip
+    log = EventLog(
+        8,
+        lambda entry: Event.model_construct(
+            sequence=entry.sequence, session_id=entry.session_id, turn_info=None, kind=entry.kind, extensions={}
+        ),
+    )
     primary, other = log.subscribe(0), log.subscribe(0)
     for seq in (1, 2, 3):
         log.append(parts(seq))

@@ -19,8 +19,11 @@ def _modules() -> dict[str, Path]:
 def circles(prefix: str) -> list[list[str]]:
     """The import circles among the modules under ``prefix`` (strongly connected components of two or more)."""
     modules = _modules()
-    graph = {name: {m for m in imports_of(name, path, modules) if m.startswith(prefix)}
-             for name, path in modules.items() if name.startswith(prefix)}  # fmt: skip
+    graph = {
+        name: {m for m in imports_of(name, path, modules) if m.startswith(prefix)}
+        for name, path in modules.items()
+        if name.startswith(prefix)
+    }
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -60,4 +63,3 @@ def test_the_check_sees_an_import_inside_a_function(tmp_path: Path) -> None:
 
 def test_core_adapters_import_no_circle() -> None:
     assert circles("anyagentd.adapters") == []
-

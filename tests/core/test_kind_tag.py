@@ -11,8 +11,12 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = [ROOT / "core" / "src", *sorted(ROOT.glob("adapters/*/src")), *sorted(ROOT.glob("plugins/*/src")),
-           ROOT / "testing" / "src"]  # fmt: skip
+SOURCES = [
+    ROOT / "core" / "src",
+    *sorted(ROOT.glob("adapters/*/src")),
+    *sorted(ROOT.glob("plugins/*/src")),
+    ROOT / "testing" / "src",
+]
 HOME = ROOT / "core" / "src" / "anyagentd" / "model.py"
 """The module whose ``kind_tag`` may spell the expression out."""
 
@@ -22,8 +26,13 @@ def _is_inlined_tag(node: ast.AST) -> bool:
     if not isinstance(node, ast.IfExp):
         return False
     test, orelse = node.test, node.orelse
-    if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"
-            and len(test.args) == 2 and not test.keywords):  # fmt: skip
+    if not (
+        isinstance(test, ast.Call)
+        and isinstance(test.func, ast.Name)
+        and test.func.id == "isinstance"
+        and len(test.args) == 2
+        and not test.keywords
+    ):
         return False
     subject, kind = test.args
     if not (isinstance(kind, ast.Name) and kind.id == "str"):

@@ -76,15 +76,18 @@ class _Transport:
 
 @pytest.mark.anyio
 async def test_the_catalog_and_discover_do_not_import_the_adapter_and_first_use_does(
-        target: str, tmp_path: Path) -> None:  # fmt: skip
+    target: str, tmp_path: Path
+) -> None:
     bindir = tmp_path / "bin"
     bindir.mkdir()
     exe = bindir / PROFILE.executable
     exe.write_text("#!/bin/sh\n")
     exe.chmod(0o755)
     plugins = _plugins(lazy_adapter(f"{target}:LazyCli", name="lazy", profiles=(PROFILE,)))
-    plugins.register(types.SimpleNamespace(register_mcp_transports=hookimpl(lambda register: register(_Transport))),
-                     name="transports")
+    plugins.register(
+        types.SimpleNamespace(register_mcp_transports=hookimpl(lambda register: register(_Transport))),
+        name="transports",
+    )
     assert [p.id for p, _ in plugins.profiles()] == ["lazycli"]
     env = {"PATH": str(bindir), "HOME": str(tmp_path), "ANYAGENTD_NO_LOGIN_SHELL": "1"}
     async with Runtime(plugins=plugins, env=env, adapter_config={"lazy": {"flavour": "sour"}}) as runtime:
@@ -103,14 +106,18 @@ async def test_the_catalog_and_discover_do_not_import_the_adapter_and_first_use_
         assert type(adapter.adapter).__name__ == "LazyCli" and adapter.adapter is adapter.adapter
 
 
-@pytest.mark.parametrize(("declared", "message"), [
-    ({"name": "other", "profiles": (PROFILE,)}, "PLUGIN_NAME is 'lazy'"),
-    ({"name": "lazy", "profiles": ()}, r"profiles are \['lazycli'\] \(registered: \[\]\)"),
-    ({"name": "lazy", "profiles": (PROFILE,), "acp_ref": True}, "acp_ref is False"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("declared", "message"),
+    [
+        ({"name": "other", "profiles": (PROFILE,)}, "PLUGIN_NAME is 'lazy'"),
+        ({"name": "lazy", "profiles": ()}, r"profiles are \['lazycli'\] \(registered: \[\]\)"),
+        ({"name": "lazy", "profiles": (PROFILE,), "acp_ref": True}, "acp_ref is False"),
+    ],
+)
 @pytest.mark.anyio
 async def test_a_declaration_the_class_contradicts_is_refused_when_it_loads(
-        target: str, declared: dict[str, Any], message: str) -> None:  # fmt: skip
+    target: str, declared: dict[str, Any], message: str
+) -> None:
     adapter = lazy_adapter(f"{target}:LazyCli", **declared)(None)
     with pytest.raises(InvalidConfiguration, match=message):
         adapter.adapter

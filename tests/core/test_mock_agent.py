@@ -23,15 +23,53 @@ def _say(text: str) -> dict[str, Any]:
     return {"Emit": {"TextDelta": {"message_id": "m", "text": text}}}
 
 
-_ASK = {"Emit": {"RequestOpened": {"Permission": {"id": "r1", "tool": {
-    "id": "t1", "kind": "Edit", "title": "Write x", "status": "Pending", "input": {"Path": "x"}, "output": None,
-    "diffs": [], "locations": [], "raw": None}, "options": ["AllowOnce", "DenyOnce"], "detail": None}}}}
-_QUESTION = {"Emit": {"RequestOpened": {"Question": {"id": "q1", "questions": [
-    {"id": "a", "text": "Why?", "header": None, "choices": [], "multi_select": False, "allows_free_text": True}]}}}}
-BRANCHING = {"turns": [
-    [_ASK, {"AwaitAnswer": {"allow": [_say("allowed")], "deny": [_say("denied")]}}, _say(" then on"), _END],
-    [_QUESTION, {"AwaitAnswer": {"allow": [_say("answered")], "deny": [_say("never")]}}, _END],
-]}  # fmt: skip
+_ASK = {
+    "Emit": {
+        "RequestOpened": {
+            "Permission": {
+                "id": "r1",
+                "tool": {
+                    "id": "t1",
+                    "kind": "Edit",
+                    "title": "Write x",
+                    "status": "Pending",
+                    "input": {"Path": "x"},
+                    "output": None,
+                    "diffs": [],
+                    "locations": [],
+                    "raw": None,
+                },
+                "options": ["AllowOnce", "DenyOnce"],
+                "detail": None,
+            }
+        }
+    }
+}
+_QUESTION = {
+    "Emit": {
+        "RequestOpened": {
+            "Question": {
+                "id": "q1",
+                "questions": [
+                    {
+                        "id": "a",
+                        "text": "Why?",
+                        "header": None,
+                        "choices": [],
+                        "multi_select": False,
+                        "allows_free_text": True,
+                    }
+                ],
+            }
+        }
+    }
+}
+BRANCHING = {
+    "turns": [
+        [_ASK, {"AwaitAnswer": {"allow": [_say("allowed")], "deny": [_say("denied")]}}, _say(" then on"), _END],
+        [_QUESTION, {"AwaitAnswer": {"allow": [_say("answered")], "deny": [_say("never")]}}, _END],
+    ]
+}
 
 
 async def _turn_text(session: Any, events: Any, prompt: str, answer: Any) -> str:
@@ -94,17 +132,26 @@ def test_current_follows_configuration_over_the_wire(wire: Any, tmp_path: Path) 
     assert {o["id"]: o["current"] for o in info["details"]["config_options"]} == {"model": "large", "fast": False}
 
 
-@pytest.mark.parametrize(("script", "expected"), [
-    ({"turns": [[{"Emit": {"TextDelta": {"text": "x"}}}]]},
-     "turns[0][0].Emit.TextDelta.message_id: missing (required)"),
-    ({"turns": [[{"Sleep": -1}]]}, "turns[0][0].Sleep: Input should be greater than or equal to 0 (got -1)"),
-    ({"bufer": 3}, "bufer: unknown field"),
-    ({"turns": [[{"AwaitAnswer": {"deny": ["Bogus"]}}]]},
-     "turns[0][0].AwaitAnswer.deny[0]: unknown step 'Bogus' (expected one of Emit, EmitWith, AwaitAnswer, Die, "
-     "End, Sleep, Repeat)"),
-    ({"turns": [[{"EmitWith": {"event": {"ContextUsage": {}}}}]]},
-     "turns[0][0].EmitWith.event.ContextUsage.used_tokens: missing (required)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [
+        (
+            {"turns": [[{"Emit": {"TextDelta": {"text": "x"}}}]]},
+            "turns[0][0].Emit.TextDelta.message_id: missing (required)",
+        ),
+        ({"turns": [[{"Sleep": -1}]]}, "turns[0][0].Sleep: Input should be greater than or equal to 0 (got -1)"),
+        ({"bufer": 3}, "bufer: unknown field"),
+        (
+            {"turns": [[{"AwaitAnswer": {"deny": ["Bogus"]}}]]},
+            "turns[0][0].AwaitAnswer.deny[0]: unknown step 'Bogus' (expected one of Emit, EmitWith, AwaitAnswer, Die, "
+            "End, Sleep, Repeat)",
+        ),
+        (
+            {"turns": [[{"EmitWith": {"event": {"ContextUsage": {}}}}]]},
+            "turns[0][0].EmitWith.event.ContextUsage.used_tokens: missing (required)",
+        ),
+    ],
+)
 def test_script_errors_name_the_place(script: dict[str, Any], expected: str) -> None:
     with pytest.raises(InvalidConfiguration) as caught:
         load_script(script)
@@ -114,11 +161,21 @@ def test_script_errors_name_the_place(script: dict[str, Any], expected: str) -> 
 @pytest.mark.anyio
 async def test_repeats_play_in_order_nested_or_flat(tmp_path: Path) -> None:
     # Repeat is played from an iterator (no coroutine per repeated step): nested and flat repeats keep their order.
-    script = {"turns": [[
-        {"Repeat": {"times": 2, "steps": [_say("a"), {"Repeat": {"times": 3, "steps": [_say("b")]}}, _say("c")]}},
-        {"Repeat": {"times": 0, "steps": [_say("never")]}},
-        {"Repeat": {"times": 2, "steps": [_say("d"), _say("e")]}}, _END,
-    ]]}  # fmt: skip
+    script = {
+        "turns": [
+            [
+                {
+                    "Repeat": {
+                        "times": 2,
+                        "steps": [_say("a"), {"Repeat": {"times": 3, "steps": [_say("b")]}}, _say("c")],
+                    }
+                },
+                {"Repeat": {"times": 0, "steps": [_say("never")]}},
+                {"Repeat": {"times": 2, "steps": [_say("d"), _say("e")]}},
+                _END,
+            ]
+        ]
+    }
     async with Runtime(mock_script=script) as rt:
         session = await rt.open("mock", tmp_path)
         assert await _turn_text(session, session.events(), "go", None) == "abbbcabbbcdede"
@@ -128,8 +185,12 @@ async def test_repeats_play_in_order_nested_or_flat(tmp_path: Path) -> None:
 @pytest.mark.anyio
 async def test_emit_with_puts_the_extensions_on_the_event(tmp_path: Path) -> None:
     # EmitWith reports tokens as the real adapters do: on the event, where the engine's usage projection sums them
-    usage = {"EmitWith": {"event": {"ContextUsage": {"used_tokens": 50}}, "extensions": {"anyagentd/tokens": {
-        "in": 40, "out": 10}}}}  # fmt: skip
+    usage = {
+        "EmitWith": {
+            "event": {"ContextUsage": {"used_tokens": 50}},
+            "extensions": {"anyagentd/tokens": {"in": 40, "out": 10}},
+        }
+    }
     async with Runtime(mock_script={"turns": [[usage, usage, _END]]}) as rt:
         session = await rt.open("mock", tmp_path)
         events = session.events()

@@ -22,68 +22,133 @@ from anyagentd import errors, model, wire
 
 NOW = {"secs_since_epoch": 1_764_441_600, "nanos_since_epoch": 123_456_789}
 INSTALLATION = {
-    "id": "claude", "name": "Claude Code", "executable_path": "/home/dev/.local/bin/claude", "source": "Path",
-    "upgrade": None, "acp_args": None,
-}  # fmt: skip
+    "id": "claude",
+    "name": "Claude Code",
+    "executable_path": "/home/dev/.local/bin/claude",
+    "source": "Path",
+    "upgrade": None,
+    "acp_args": None,
+}
 MISSING_CODEX = {
-    "id": "codex", "name": "Codex", "searched": ["/usr/local/bin", "/home/dev/.local/bin"],
+    "id": "codex",
+    "name": "Codex",
+    "searched": ["/usr/local/bin", "/home/dev/.local/bin"],
     "install_hint": "npm install -g @openai/codex",
-}  # fmt: skip
+}
 SELECT_MODEL = {
-    "id": "model", "name": "Model", "category": "model",
-    "kind": {"Select": {"choices": [
-        {"value": "sonnet", "label": "Sonnet", "description": "Balanced"},
-        {"value": "opus", "label": "Opus", "description": None}]}},
-    "current": "sonnet", "live": True,
-}  # fmt: skip
-FAST_OPTION = {"id": "fast", "name": "Fast mode", "category": None, "kind": "Boolean", "current": False,
-               "live": False}  # fmt: skip
+    "id": "model",
+    "name": "Model",
+    "category": "model",
+    "kind": {
+        "Select": {
+            "choices": [
+                {"value": "sonnet", "label": "Sonnet", "description": "Balanced"},
+                {"value": "opus", "label": "Opus", "description": None},
+            ]
+        }
+    },
+    "current": "sonnet",
+    "live": True,
+}
+FAST_OPTION = {"id": "fast", "name": "Fast mode", "category": None, "kind": "Boolean", "current": False, "live": False}
 DETAILS = {
     "version": "2.0.14 (Claude Code)",
     "auth": {"Authenticated": {"kind": "Subscription", "account": {"email": "dev@example.com", "plan": "max"}}},
-    "capabilities": {"features": ["Images", "Resume", "Permissions", "Questions", "Rollback", "RollbackFiles",
-                                  "Compact"], "mcp_transports": ["Stdio", "Http", "Sse"]},
+    "capabilities": {
+        "features": ["Images", "Resume", "Permissions", "Questions", "Rollback", "RollbackFiles", "Compact"],
+        "mcp_transports": ["Stdio", "Http", "Sse"],
+    },
     "config_options": [SELECT_MODEL, FAST_OPTION],
-    "commands": [{"name": "review", "description": "Review a pull request", "input_hint": "<pr number>"},
-                 {"name": "compact", "description": "Summarize the conversation", "input_hint": None}],
-}  # fmt: skip
+    "commands": [
+        {"name": "review", "description": "Review a pull request", "input_hint": "<pr number>"},
+        {"name": "compact", "description": "Summarize the conversation", "input_hint": None},
+    ],
+}
 SESSION_INFO = {
-    "id": "s1", "agent": INSTALLATION, "details": DETAILS,
+    "id": "s1",
+    "agent": INSTALLATION,
+    "details": DETAILS,
     "configuration": {"options": {"model": "sonnet", "fast": False}},
-    "resume_token": "0b9d4c1e-5f7a-4e7b-9d1c-2a3b4c5d6e7f", "title": "Fix the flaky test", "status": "Working",
-}  # fmt: skip
+    "resume_token": "0b9d4c1e-5f7a-4e7b-9d1c-2a3b4c5d6e7f",
+    "title": "Fix the flaky test",
+    "status": "Working",
+}
 TOOL_EDIT = {
-    "id": "toolu_01", "kind": "Edit", "title": "Edit src/app.py", "status": "Pending", "input": {"Path": "src/app.py"},
-    "output": None, "diffs": [{"path": "src/app.py", "old_text": "x = 1\n", "new_text": "x = 2\n"}],
-    "locations": ["src/app.py"], "raw": None,
-}  # fmt: skip
+    "id": "toolu_01",
+    "kind": "Edit",
+    "title": "Edit src/app.py",
+    "status": "Pending",
+    "input": {"Path": "src/app.py"},
+    "output": None,
+    "diffs": [{"path": "src/app.py", "old_text": "x = 1\n", "new_text": "x = 2\n"}],
+    "locations": ["src/app.py"],
+    "raw": None,
+}
 TOOL_MCP = {
-    "id": "toolu_02", "kind": {"Mcp": {"server": "github", "tool": "create_issue"}}, "title": "Create issue",
-    "status": "Completed", "input": {"Text": "Bug: crash on start"}, "output": "issue #42 created", "diffs": [],
-    "locations": [], "raw": {"name": "mcp__github__create_issue", "input": {"title": "Bug", "labels": ["bug"]}},
-}  # fmt: skip
-PERMISSION_REQUEST = {"id": "req_1", "tool": TOOL_EDIT, "options": ["AllowOnce", "AllowAlways", "DenyOnce"],
-                      "detail": "Edit a file outside the plan"}  # fmt: skip
+    "id": "toolu_02",
+    "kind": {"Mcp": {"server": "github", "tool": "create_issue"}},
+    "title": "Create issue",
+    "status": "Completed",
+    "input": {"Text": "Bug: crash on start"},
+    "output": "issue #42 created",
+    "diffs": [],
+    "locations": [],
+    "raw": {"name": "mcp__github__create_issue", "input": {"title": "Bug", "labels": ["bug"]}},
+}
+PERMISSION_REQUEST = {
+    "id": "req_1",
+    "tool": TOOL_EDIT,
+    "options": ["AllowOnce", "AllowAlways", "DenyOnce"],
+    "detail": "Edit a file outside the plan",
+}
 QUESTION = {
-    "id": "lang", "text": "Which language?", "header": "Language",
-    "choices": [{"id": "en", "label": "English", "description": None}, {"id": "fr", "label": "French",
-                                                                       "description": "Français"}],
-    "multi_select": False, "allows_free_text": True,
-}  # fmt: skip
-QUESTION_REQUEST = {"id": "q_1", "questions": [QUESTION, {
-    "id": "targets", "text": "Which targets should build?", "header": None,
-    "choices": [{"id": "linux", "label": "Linux", "description": None},
-                {"id": "mac", "label": "macOS", "description": None}],
-    "multi_select": True, "allows_free_text": False}]}  # fmt: skip
-PLAN_USAGE = {"plan": "max", "windows": [
-    {"label": "Session", "used_percent": 37, "resets_at": NOW},
-    {"label": "Week", "used_percent": 255, "resets_at": None}], "fetched_at": NOW}  # fmt: skip
+    "id": "lang",
+    "text": "Which language?",
+    "header": "Language",
+    "choices": [
+        {"id": "en", "label": "English", "description": None},
+        {"id": "fr", "label": "French", "description": "Français"},
+    ],
+    "multi_select": False,
+    "allows_free_text": True,
+}
+QUESTION_REQUEST = {
+    "id": "q_1",
+    "questions": [
+        QUESTION,
+        {
+            "id": "targets",
+            "text": "Which targets should build?",
+            "header": None,
+            "choices": [
+                {"id": "linux", "label": "Linux", "description": None},
+                {"id": "mac", "label": "macOS", "description": None},
+            ],
+            "multi_select": True,
+            "allows_free_text": False,
+        },
+    ],
+}
+PLAN_USAGE = {
+    "plan": "max",
+    "windows": [
+        {"label": "Session", "used_percent": 37, "resets_at": NOW},
+        {"label": "Week", "used_percent": 255, "resets_at": None},
+    ],
+    "fetched_at": NOW,
+}
 TURN = {"id": "t3", "parent_tool_id": None}
 
 
 def _event(kind: Any, sequence: int = 7, turn_info: Any = TURN, extensions: Any = None) -> dict[str, Any]:
-    return {"sequence": sequence, "occurred_at": NOW, "session_id": "s1", "turn_info": turn_info, "kind": kind,
-            "extensions": extensions or {}}  # fmt: skip
+    return {
+        "sequence": sequence,
+        "occurred_at": NOW,
+        "session_id": "s1",
+        "turn_info": turn_info,
+        "kind": kind,
+        "extensions": extensions or {},
+    }
 
 
 EVENT_KINDS = [
@@ -96,8 +161,15 @@ EVENT_KINDS = [
     {"ToolUpdated": TOOL_EDIT},
     {"ToolUpdated": TOOL_MCP},
     {"ToolOutputDelta": {"tool_id": "toolu_03", "text": "collected 12 items\n"}},
-    {"PlanUpdated": {"entries": [{"text": "Reproduce", "status": "Completed"},
-                                 {"text": "Fix", "status": "InProgress"}, {"text": "Verify", "status": "Pending"}]}},
+    {
+        "PlanUpdated": {
+            "entries": [
+                {"text": "Reproduce", "status": "Completed"},
+                {"text": "Fix", "status": "InProgress"},
+                {"text": "Verify", "status": "Pending"},
+            ]
+        }
+    },
     {"RequestOpened": {"Permission": PERMISSION_REQUEST}},
     {"RequestOpened": {"Question": QUESTION_REQUEST}},
     {"RequestClosed": {"request_id": "req_1"}},
@@ -110,53 +182,105 @@ EVENT_KINDS = [
     {"Diagnostic": {"level": "Warning", "message": "unknown frame type 'rate_limit_event'"}},
     {"TurnEnded": {"stop": {"Completed": {"source": "Protocol"}}, "background": []}},
     {"TurnEnded": {"stop": {"Failed": {"message": "agent exited during the turn"}}, "background": ["toolu_09"]}},
-]  # fmt: skip
+]
 
 # A definition -> its examples. An example is an instance, or (instance, expected dump) when the model fills in
 # defaults the instance leaves out.
 EXAMPLES: dict[str, list[Any]] = {
     "AccountInfo": [{"email": "dev@example.com", "plan": "pro"}, ({}, {"email": None, "plan": None})],
-    "AcpSpec": [{"name": "gemini", "path": "/usr/local/bin/gemini", "args": ["--experimental-acp"]},
-                ({"name": "goose", "path": "/opt/goose"}, {"name": "goose", "path": "/opt/goose", "args": []})],
-    "AgentDetails": [DETAILS, {"version": None, "auth": "Unknown", "capabilities": {"features": [],
-                     "mcp_transports": []}, "config_options": [], "commands": []}],
-    "AgentInstallation": [INSTALLATION, {
-        "id": "antigravity", "name": "Antigravity", "executable_path": "/usr/bin/antigravity",
-        "source": "KnownLocation",
-        "upgrade": {"id": "antigravity-acp", "name": "Antigravity ACP", "searched": ["/usr/bin"],
-                    "install_hint": "npm i -g antigravity-acp"}, "acp_args": ["--acp"]}],
+    "AcpSpec": [
+        {"name": "gemini", "path": "/usr/local/bin/gemini", "args": ["--experimental-acp"]},
+        ({"name": "goose", "path": "/opt/goose"}, {"name": "goose", "path": "/opt/goose", "args": []}),
+    ],
+    "AgentDetails": [
+        DETAILS,
+        {
+            "version": None,
+            "auth": "Unknown",
+            "capabilities": {"features": [], "mcp_transports": []},
+            "config_options": [],
+            "commands": [],
+        },
+    ],
+    "AgentInstallation": [
+        INSTALLATION,
+        {
+            "id": "antigravity",
+            "name": "Antigravity",
+            "executable_path": "/usr/bin/antigravity",
+            "source": "KnownLocation",
+            "upgrade": {
+                "id": "antigravity-acp",
+                "name": "Antigravity ACP",
+                "searched": ["/usr/bin"],
+                "install_hint": "npm i -g antigravity-acp",
+            },
+            "acp_args": ["--acp"],
+        },
+    ],
     "AgentRef": ["claude", {"acp": {"name": "gemini", "path": "/usr/local/bin/gemini", "args": ["--acp"]}}],
     "Answer": [{"Permission": "AllowAlways"}, {"Question": [{"Choices": ["en"]}, {"Text": "both, please"}]}],
     "AuthKind": ["Subscription", "ApiKey", "CloudProvider", {"Other": "enterprise-sso"}],
     "AuthStatus": [
         "Unknown",
         {"Authenticated": {"kind": "ApiKey", "account": None}},
-        {"Unauthenticated": {"login": [
-            {"Terminal": {"command": ["claude", "/login"], "env": {}, "description": "Log in with your browser"}},
-            {"EnvVar": {"name": "ANTHROPIC_API_KEY"}}]}},
+        {
+            "Unauthenticated": {
+                "login": [
+                    {
+                        "Terminal": {
+                            "command": ["claude", "/login"],
+                            "env": {},
+                            "description": "Log in with your browser",
+                        }
+                    },
+                    {"EnvVar": {"name": "ANTHROPIC_API_KEY"}},
+                ]
+            }
+        },
     ],
     "Capabilities": [DETAILS["capabilities"]],
-    "Capability": ["Images", "Resume", "Steer", "Permissions", "Questions", "Rollback", "Fork", "SlashCommands", "Plan",
-                   "Subagents", "ContextUsage", "PlanUsage", "RollbackFiles", "Compact"],
+    "Capability": [
+        "Images",
+        "Resume",
+        "Steer",
+        "Permissions",
+        "Questions",
+        "Rollback",
+        "Fork",
+        "SlashCommands",
+        "Plan",
+        "Subagents",
+        "ContextUsage",
+        "PlanUsage",
+        "RollbackFiles",
+        "Compact",
+    ],
     "Choice": [{"id": "en", "label": "English", "description": "Use English"}],
     "CompletionSource": ["Protocol", "Inferred"],
     "ConfigChoice": [{"value": "high", "label": "High effort", "description": None}],
     "ConfigKind": ["Boolean", SELECT_MODEL["kind"]],
     "ConfigOption": [SELECT_MODEL, FAST_OPTION],
     "ConfigValue": ["opus", True],
-    "Delivery": [{"prompt_id": "p1", "kind": {"Started": {"turn_id": "t1"}}},
-                 {"prompt_id": "p2", "kind": {"Steered": {"turn_id": "t1"}}},
-                 {"prompt_id": "p3", "kind": {"Queued": {"position": 1}}}],
+    "Delivery": [
+        {"prompt_id": "p1", "kind": {"Started": {"turn_id": "t1"}}},
+        {"prompt_id": "p2", "kind": {"Steered": {"turn_id": "t1"}}},
+        {"prompt_id": "p3", "kind": {"Queued": {"position": 1}}},
+    ],
     "DeliveryKind": [{"Started": {"turn_id": "t2"}}, {"Steered": {"turn_id": "t2"}}, {"Queued": {"position": 0}}],
     "Diagnostic": [{"level": "Error", "message": "could not read ~/.claude.json"}],
     "DiagnosticLevel": ["Info", "Warning", "Error"],
-    "DiscoveryReport": [{"agents": [INSTALLATION], "missing": [MISSING_CODEX],
-                         "diagnostics": [{"level": "Warning", "message": "ANYAGENTD_GEMINI_BIN is not executable"}]}],
+    "DiscoveryReport": [
+        {
+            "agents": [INSTALLATION],
+            "missing": [MISSING_CODEX],
+            "diagnostics": [{"level": "Warning", "message": "ANYAGENTD_GEMINI_BIN is not executable"}],
+        }
+    ],
     "ErrorBody": [
         {"kind": "NotInstalled", "message": "agent 'codex' is not installed", "agent": "codex"},
         {"kind": "SpawnFailed", "message": "could not start the agent: ENOENT", "detail": "ENOENT"},
-        {"kind": "AuthRequired", "message": "agent needs login",
-         "login": [{"EnvVar": {"name": "OPENAI_API_KEY"}}]},
+        {"kind": "AuthRequired", "message": "agent needs login", "login": [{"EnvVar": {"name": "OPENAI_API_KEY"}}]},
         {"kind": "HandshakeTimeout", "message": "the agent did not complete its handshake in time"},
         {"kind": "UnsupportedFeature", "message": "no rollback", "detail": "this agent cannot roll back"},
         {"kind": "InvalidConfiguration", "message": "bad value", "detail": "value 'huge' does not fit option 'model'"},
@@ -164,8 +288,12 @@ EXAMPLES: dict[str, list[Any]] = {
         {"kind": "ResumeFailed", "message": "no such session", "detail": "session 1234 not found"},
         {"kind": "SessionBusy", "message": "the session is busy with a turn"},
         {"kind": "ProtocolFailed", "message": "the agent used a tool during generate", "detail": "no tools"},
-        {"kind": "ProcessExited", "message": "the agent exited (exit status: 3)", "status": "exit status: 3",
-         "stderr": "Error: invalid API key\n"},
+        {
+            "kind": "ProcessExited",
+            "message": "the agent exited (exit status: 3)",
+            "status": "exit status: 3",
+            "stderr": "Error: invalid API key\n",
+        },
         {"kind": "SessionClosed", "message": "the session is closed"},
         {"kind": "BadFrame", "message": "not a JSON line", "detail": "Expecting value: line 1 column 1 (char 0)"},
         {"kind": "UnknownSession", "message": "unknown session 's9'", "session": "s9"},
@@ -176,9 +304,17 @@ EXAMPLES: dict[str, list[Any]] = {
         _event(EVENT_KINDS[2], extensions={"claude/uuid": "9f1c", "acp/raw_update": {"sessionUpdate": "x"}}),
         _event({"StatusChanged": "Idle"}, sequence=1, turn_info=None),
         _event(EVENT_KINDS[3], turn_info={"id": "t3", "parent_tool_id": "toolu_07"}),
-        ({"sequence": 2, "session_id": "s2", "kind": "ContextCompacted", "extensions": {}},
-         {"sequence": 2, "occurred_at": {"secs_since_epoch": 0, "nanos_since_epoch": 0}, "session_id": "s2",
-          "turn_info": None, "kind": "ContextCompacted", "extensions": {}}),
+        (
+            {"sequence": 2, "session_id": "s2", "kind": "ContextCompacted", "extensions": {}},
+            {
+                "sequence": 2,
+                "occurred_at": {"secs_since_epoch": 0, "nanos_since_epoch": 0},
+                "session_id": "s2",
+                "turn_info": None,
+                "kind": "ContextCompacted",
+                "extensions": {},
+            },
+        ),
     ],
     "EventKind": EVENT_KINDS,
     "FileDiff": [{"path": "NEW.md", "old_text": None, "new_text": "# New\n"}],
@@ -186,25 +322,63 @@ EXAMPLES: dict[str, list[Any]] = {
         {"id": 1, "cmd": "discover"},
         {"id": 2, "cmd": "probe", "agent": "claude"},
         {"id": 3, "cmd": "plan_usage", "agent": {"acp": {"name": "gemini", "path": "/bin/gemini", "args": []}}},
-        {"id": 4, "cmd": "generate", "agent": "claude", "dir": "/repo", "prompt": "Write a commit message",
-         "resume": None, "fork": None, "fork_at": None, "permission_mode": None, "mcp_servers": [],
-         "configure": {"model": "haiku"}},
-        {"id": 5, "cmd": "open", "agent": "claude", "dir": "/repo", "resume": "0b9d4c1e", "fork": None,
-         "fork_at": None, "permission_mode": "AutoApprove",
-         "mcp_servers": [{"name": "github", "connection": {"Http": {"url": "https://mcp.example/github",
-                                                                    "headers": {"Authorization": "Bearer x"}}}}],
-         "configure": {"fast": True}},
-        ({"id": 6, "cmd": "open", "agent": "mock", "dir": "/tmp"},
-         {"id": 6, "cmd": "open", "agent": "mock", "dir": "/tmp", "resume": None, "fork": None, "fork_at": None,
-          "permission_mode": None, "mcp_servers": [], "configure": {}}),
+        {
+            "id": 4,
+            "cmd": "generate",
+            "agent": "claude",
+            "dir": "/repo",
+            "prompt": "Write a commit message",
+            "resume": None,
+            "fork": None,
+            "fork_at": None,
+            "permission_mode": None,
+            "mcp_servers": [],
+            "configure": {"model": "haiku"},
+        },
+        {
+            "id": 5,
+            "cmd": "open",
+            "agent": "claude",
+            "dir": "/repo",
+            "resume": "0b9d4c1e",
+            "fork": None,
+            "fork_at": None,
+            "permission_mode": "AutoApprove",
+            "mcp_servers": [
+                {
+                    "name": "github",
+                    "connection": {
+                        "Http": {"url": "https://mcp.example/github", "headers": {"Authorization": "Bearer x"}}
+                    },
+                }
+            ],
+            "configure": {"fast": True},
+        },
+        (
+            {"id": 6, "cmd": "open", "agent": "mock", "dir": "/tmp"},
+            {
+                "id": 6,
+                "cmd": "open",
+                "agent": "mock",
+                "dir": "/tmp",
+                "resume": None,
+                "fork": None,
+                "fork_at": None,
+                "permission_mode": None,
+                "mcp_servers": [],
+                "configure": {},
+            },
+        ),
         {"id": 7, "cmd": "prompt", "session": "s1", "text": "Look at this", "attachments": ["/tmp/shot.png"]},
         {"id": 8, "cmd": "dequeue", "session": "s1", "prompt": "p3"},
         {"id": 9, "cmd": "answer", "session": "s1", "request": "req_1", "answer": {"Permission": "DenyOnce"}},
         {"id": 10, "cmd": "configure", "session": "s1", "option": "model", "value": "opus"},
         {"id": 11, "cmd": "rollback", "session": "s1", "turns": 2, "scope": "ConversationAndFiles"},
         {"id": 12, "cmd": "compact", "session": "s1"},
-        ({"id": 13, "cmd": "cancel", "session": "s1"},
-         {"id": 13, "cmd": "cancel", "session": "s1", "clear_queue": False}),
+        (
+            {"id": 13, "cmd": "cancel", "session": "s1"},
+            {"id": 13, "cmd": "cancel", "session": "s1", "clear_queue": False},
+        ),
         {"id": 14, "cmd": "info", "session": "s1"},
         {"id": 18_446_744_073_709_551_615, "cmd": "close", "session": "s1"},
     ],
@@ -218,15 +392,30 @@ EXAMPLES: dict[str, list[Any]] = {
         {"id": 4, "error": {"kind": "NotInstalled", "message": "agent 'x' is not installed", "agent": "x"}},
         {"id": None, "error": {"kind": "BadFrame", "message": "not a JSON line", "detail": "Expecting value"}},
         {"event": _event(EVENT_KINDS[0])},
-        {"session": "s1", "error": {"kind": "ProcessExited", "message": "the agent exited (9)", "status": "9",
-                                    "stderr": "killed"}},
+        {
+            "session": "s1",
+            "error": {"kind": "ProcessExited", "message": "the agent exited (9)", "status": "9", "stderr": "killed"},
+        },
         {"closed": "s1"},
     ],
-    "LoginMethod": [{"Terminal": {"command": ["codex", "login"], "env": {"CODEX_HOME": "/home/dev/.codex"},
-                                  "description": "Log in to Codex"}}, {"EnvVar": {"name": "GEMINI_API_KEY"}}],
+    "LoginMethod": [
+        {
+            "Terminal": {
+                "command": ["codex", "login"],
+                "env": {"CODEX_HOME": "/home/dev/.codex"},
+                "description": "Log in to Codex",
+            }
+        },
+        {"EnvVar": {"name": "GEMINI_API_KEY"}},
+    ],
     "McpConnection": [
-        {"Stdio": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/repo"],
-                   "env": {"DEBUG": "1"}}},
+        {
+            "Stdio": {
+                "command": "npx",
+                "args": ["-y", "@modelcontextprotocol/server-filesystem", "/repo"],
+                "env": {"DEBUG": "1"},
+            }
+        },
         {"Http": {"url": "https://mcp.example/http", "headers": {}}},
         {"Sse": {"url": "https://mcp.example/sse", "headers": {"X-Key": "k"}}},
     ],
@@ -246,31 +435,83 @@ EXAMPLES: dict[str, list[Any]] = {
     "Request": [{"Permission": PERMISSION_REQUEST}, {"Question": QUESTION_REQUEST}],
     "RollbackScope": ["Conversation", "ConversationAndFiles"],
     "SessionConfiguration": [{"options": {"model": "opus", "sandbox": "workspace-write", "fast": True}}],
-    "SessionInfo": [SESSION_INFO, (
-        {"id": "s2", "agent": INSTALLATION, "details": DETAILS, "configuration": {"options": {}}},
-        {"id": "s2", "agent": INSTALLATION, "details": DETAILS, "configuration": {"options": {}},
-         "resume_token": None, "title": None, "status": "Idle"})],
+    "SessionInfo": [
+        SESSION_INFO,
+        (
+            {"id": "s2", "agent": INSTALLATION, "details": DETAILS, "configuration": {"options": {}}},
+            {
+                "id": "s2",
+                "agent": INSTALLATION,
+                "details": DETAILS,
+                "configuration": {"options": {}},
+                "resume_token": None,
+                "title": None,
+                "status": "Idle",
+            },
+        ),
+    ],
     "SessionStatus": ["Idle", "Working", "NeedsInput"],
     "SlashCommand": [{"name": "init", "description": "Create a CLAUDE.md", "input_hint": None}],
-    "StopReason": [{"Completed": {"source": "Inferred"}}, {"Failed": {"message": "rate limited"}}, "Cancelled",
-                   "Refused"],
+    "StopReason": [
+        {"Completed": {"source": "Inferred"}},
+        {"Failed": {"message": "rate limited"}},
+        "Cancelled",
+        "Refused",
+    ],
     "SystemTime": [NOW, {"secs_since_epoch": 0, "nanos_since_epoch": 0}],
-    "ToolInput": ["None", {"Path": "README.md"}, {"Command": {"command": "pytest -q", "cwd": "/repo"}},
-                  {"Pattern": "def test_"}, {"Url": "https://docs.python.org"}, {"Query": "pydantic discriminator"},
-                  {"Text": "free-form input"}],
-    "ToolKind": ["Read", "Edit", "Delete", "Move", "Search", "Execute", "Fetch", "Think", "Other", "Subagent",
-                 {"Mcp": {"server": "linear", "tool": "list_issues"}}],
+    "ToolInput": [
+        "None",
+        {"Path": "README.md"},
+        {"Command": {"command": "pytest -q", "cwd": "/repo"}},
+        {"Pattern": "def test_"},
+        {"Url": "https://docs.python.org"},
+        {"Query": "pydantic discriminator"},
+        {"Text": "free-form input"},
+    ],
+    "ToolKind": [
+        "Read",
+        "Edit",
+        "Delete",
+        "Move",
+        "Search",
+        "Execute",
+        "Fetch",
+        "Think",
+        "Other",
+        "Subagent",
+        {"Mcp": {"server": "linear", "tool": "list_issues"}},
+    ],
     "ToolStatus": ["Pending", "Running", "Completed", "Failed", "Cancelled"],
-    "ToolUpdate": [TOOL_EDIT, TOOL_MCP, (
-        {"id": "toolu_05", "kind": "Execute", "title": "pytest", "status": "Running",
-         "input": {"Command": {"command": "pytest"}}, "diffs": [], "locations": []},
-        {"id": "toolu_05", "kind": "Execute", "title": "pytest", "status": "Running",
-         "input": {"Command": {"command": "pytest", "cwd": None}}, "output": None, "diffs": [], "locations": [],
-         "raw": None})],
+    "ToolUpdate": [
+        TOOL_EDIT,
+        TOOL_MCP,
+        (
+            {
+                "id": "toolu_05",
+                "kind": "Execute",
+                "title": "pytest",
+                "status": "Running",
+                "input": {"Command": {"command": "pytest"}},
+                "diffs": [],
+                "locations": [],
+            },
+            {
+                "id": "toolu_05",
+                "kind": "Execute",
+                "title": "pytest",
+                "status": "Running",
+                "input": {"Command": {"command": "pytest", "cwd": None}},
+                "output": None,
+                "diffs": [],
+                "locations": [],
+                "raw": None,
+            },
+        ),
+    ],
     "TurnContext": [TURN, {"id": "t4", "parent_tool_id": "toolu_07"}],
     "TurnOrigin": ["Agent", {"Prompt": "p1"}],
     "UsageWindow": [{"label": "Week", "used_percent": 80, "resets_at": NOW}],
-}  # fmt: skip
+}
 
 
 # ------------------------------------------------------------------------------------------------ round trips
@@ -420,12 +661,17 @@ def test_every_variant_has_an_example(name: str) -> None:
 def test_model_enums_match_the_schema() -> None:
     """The Literal unit variants of the model name exactly the schema's (no stale or invented names)."""
     pairs = {
-        "Capability": model.Capability, "McpTransport": model.McpTransport, "ToolStatus": model.ToolStatus,
-        "PlanStatus": model.PlanStatus, "PermissionChoice": model.PermissionChoice,
-        "InstallationSource": model.InstallationSource, "SessionStatus": model.SessionStatus,
-        "DiagnosticLevel": model.DiagnosticLevel, "PermissionMode": model.PermissionMode,
+        "Capability": model.Capability,
+        "McpTransport": model.McpTransport,
+        "ToolStatus": model.ToolStatus,
+        "PlanStatus": model.PlanStatus,
+        "PermissionChoice": model.PermissionChoice,
+        "InstallationSource": model.InstallationSource,
+        "SessionStatus": model.SessionStatus,
+        "DiagnosticLevel": model.DiagnosticLevel,
+        "PermissionMode": model.PermissionMode,
         "RollbackScope": model.RollbackScope,
-    }  # fmt: skip
+    }
     for name, literal in pairs.items():
         assert set(typing.get_args(literal)) == _variant_tags(DEFINITIONS[name]), name
 
@@ -445,8 +691,11 @@ NEGATIVES = [
     # (definition, model type, instance): refused by both the schema and the model
     ("EventKind", model.EventKind, {"Bogus": {"message_id": "m", "text": "x"}}),
     ("EventKind", model.EventKind, "ContextExploded"),
-    ("EventKind", model.EventKind,
-     {"TextDelta": {"message_id": "m", "text": "x"}, "MessageEnded": {"message_id": "m"}}),
+    (
+        "EventKind",
+        model.EventKind,
+        {"TextDelta": {"message_id": "m", "text": "x"}, "MessageEnded": {"message_id": "m"}},
+    ),
     ("EventKind", model.EventKind, {"TextDelta": {"message_id": "m"}}),
     ("EventKind", model.EventKind, {"StatusChanged": "Sleeping"}),
     ("StopReason", model.StopReason, "Timeout"),
@@ -472,13 +721,17 @@ NEGATIVES = [
     ("Event", model.Event, {"sequence": 1, "kind": "ContextCompacted", "extensions": {}}),
     ("ConfigValue", model.ConfigValue, 3),
     ("AgentRef", model.AgentRef, {"path": "/bin/x"}),
-    ("ToolUpdate", model.ToolUpdate, {"id": "t", "kind": "Read", "title": "", "status": "Done", "input": "None",
-                                      "diffs": [], "locations": []}),
-]  # fmt: skip
+    (
+        "ToolUpdate",
+        model.ToolUpdate,
+        {"id": "t", "kind": "Read", "title": "", "status": "Done", "input": "None", "diffs": [], "locations": []},
+    ),
+]
 
 
-@pytest.mark.parametrize(("name", "target", "instance"), NEGATIVES,
-                         ids=[f"{n[0]}-{i}" for i, n in enumerate(NEGATIVES)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "target", "instance"), NEGATIVES, ids=[f"{n[0]}-{i}" for i, n in enumerate(NEGATIVES)]
+)
 def test_invalid_instance_is_refused_by_schema_and_model(name: str, target: Any, instance: Any) -> None:
     assert def_errors(name, instance), f"the schema accepts {instance!r} as {name}"
     with pytest.raises(ValidationError):
@@ -499,7 +752,7 @@ EXTRA_FIELDS = [
     (model.McpServer, {"name": "fs", "connection": {"Stdio": {"command": "x", "args": [], "env": {}, "cwd": "/"}}}),
     (model.AcpRef, {"acp": {"name": "a", "path": "/a", "argv": []}}),
     (model.PlanUsage, {**PLAN_USAGE, "account": "x"}),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("target", "instance"), EXTRA_FIELDS, ids=[str(i) for i in range(len(EXTRA_FIELDS))])
@@ -510,10 +763,14 @@ def test_extra_field_is_refused_by_the_model(target: Any, instance: Any) -> None
 
 @pytest.mark.parametrize(
     "frame",
-    [{"id": 1, "cmd": "launch"}, {"id": 1, "cmd": "open", "agent": "mock"},
-     {"id": "1", "cmd": "info", "session": "s1"}, {"cmd": "discover"},
-     {"id": 1, "cmd": "rollback", "session": "s1", "turns": 0, "scope": "Conversation"}],
-)  # fmt: skip
+    [
+        {"id": 1, "cmd": "launch"},
+        {"id": 1, "cmd": "open", "agent": "mock"},
+        {"id": "1", "cmd": "info", "session": "s1"},
+        {"cmd": "discover"},
+        {"id": 1, "cmd": "rollback", "session": "s1", "turns": 0, "scope": "Conversation"},
+    ],
+)
 def test_invalid_frame_is_refused(frame: dict[str, Any]) -> None:
     with pytest.raises(errors.BadFrame):
         wire.parse_frame(json.dumps(frame))

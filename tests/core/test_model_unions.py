@@ -43,6 +43,9 @@ def test_every_tagged_union_has_its_checker_twin_with_the_same_members() -> None
 
 
 def test_every_tagged_union_in_the_model_is_written_both_ways() -> None:
-    built = {n.targets[0].id for n in ast.walk(ast.parse(SOURCE)) if isinstance(n, ast.Assign)
-             and isinstance(n.value, ast.Call) and ast.unparse(n.value.func) == "tagged_union"}  # fmt: skip
+    built = {
+        n.targets[0].id
+        for n in ast.walk(ast.parse(SOURCE))
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and ast.unparse(n.value.func) == "tagged_union"
+    }
     assert built == set(_pairs())

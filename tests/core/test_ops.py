@@ -225,8 +225,10 @@ def test_the_seed_check_reads_the_properties_the_json_schema_lists() -> None:
     assert len(models) > 20  # the installed ops were found
     for model in models:
         assert schema_properties(model) == _from_schema(model), model
-    assert schema_properties(Aliased) == ({"runId", "checkedBy", "limit", "tags", "maybe"},
-                                          {"runId", "checkedBy", "maybe"})  # fmt: skip
+    assert schema_properties(Aliased) == (
+        {"runId", "checkedBy", "limit", "tags", "maybe"},
+        {"runId", "checkedBy", "maybe"},
+    )
     assert schema_properties(Choices)[0] == {"id", "path"}  # AliasPath: the schema keeps the field name
     assert schema_properties(Skipped) == ({"shown"}, {"shown"})
     assert schema_properties(Serialized)[0] == {"out"} and schema_properties(Extra)[0] == {"kept"}
@@ -236,7 +238,8 @@ def test_an_op_whose_arguments_take_alias_choices_still_matches_the_seed() -> No
     # The seed's plan.get takes "id"; an op reading it through AliasChoices matched before the fields were read.
     class ChoiceArgs(ArgsModel):
         conversation_id: Annotated[str, Field(min_length=1)] | None = Field(
-            None, validation_alias=AliasChoices("id", "conversation"))
+            None, validation_alias=AliasChoices("id", "conversation")
+        )
 
     class AltPlanGet(PlanGet):
         args = ChoiceArgs
@@ -335,12 +338,15 @@ def test_target_scoped_grants() -> None:
 
 
 def test_cards_list_served_unreserved_ops() -> None:
-    table = OpTable({"plan.get": PlanGet, "admin.drain": Drain, "_instance.result": InstanceResult,
-                     "acme.trace": Trace})  # fmt: skip
+    table = OpTable(
+        {"plan.get": PlanGet, "admin.drain": Drain, "_instance.result": InstanceResult, "acme.trace": Trace}
+    )
     assert table.listed({}) == [("admin.drain", "task"), ("plan.get", "message")]
     assert table.listed({"introspection": True}) == [
-        ("acme.trace", "message"), ("admin.drain", "task"), ("plan.get", "message")
-    ]  # fmt: skip
+        ("acme.trace", "message"),
+        ("admin.drain", "task"),
+        ("plan.get", "message"),
+    ]
     assert table.listed({"introspection": True}, NOBODY) == [("plan.get", "message")]
     assert ("_instance.result", "task") not in table.listed({}, OPERATOR)
 
@@ -355,15 +361,26 @@ def test_the_vendored_schema_is_the_seed() -> None:
 
 
 def test_plugins_command_lists_a_third_party_op_family() -> None:
-    result = subprocess.run([sys.executable, "-m", "anyagentd.cli", "plugins", "--json"], capture_output=True,
-                            text=True, env=child_env(None), timeout=30, stdin=subprocess.DEVNULL)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "anyagentd.cli", "plugins", "--json"],
+        capture_output=True,
+        text=True,
+        env=child_env(None),
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
     assert result.returncode == 0, result.stderr
     rows = {row["name"]: row for row in json.loads(result.stdout)}
     assert rows["acme_ops"]["ops"] == ["acme.echo", "acme.touch"]
     assert rows["acme_ops"]["distribution"] == "anyagentd-acme-ops"
     assert rows["mock"]["ops"] == []
-    human = subprocess.run([sys.executable, "-m", "anyagentd.cli", "plugins"], capture_output=True, text=True,
-                           env={**child_env(None), "COLUMNS": "200"}, timeout=30)  # fmt: skip
+    human = subprocess.run(
+        [sys.executable, "-m", "anyagentd.cli", "plugins"],
+        capture_output=True,
+        text=True,
+        env={**child_env(None), "COLUMNS": "200"},
+        timeout=30,
+    )
     assert "plugin acme_ops serves ops: acme.echo, acme.touch" in human.stderr
 
 

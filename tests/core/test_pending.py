@@ -53,7 +53,9 @@ def test_cancel_all_answers_every_open_request_with_the_adapters_shape_in_order(
 
     cancelled = table.cancel_all(cancel)
     assert [(i.id, i.agent_id, i.reply) for i in cancelled] == [
-        ("q1", 1, {"answers": {}}), ("p2", 3, {"decision": "cancel", "for": "pwd"})]  # fmt: skip
+        ("q1", 1, {"answers": {}}),
+        ("p2", 3, {"decision": "cancel", "for": "pwd"}),
+    ]
     assert len(table) == 0 and table.cancel_all(cancel) == []
     with pytest.raises(InvalidRequest):
         table.answer("q1")  # a cancelled request cannot be answered afterwards

@@ -35,8 +35,14 @@ HOOKS = sorted(name for name, obj in vars(hookspecs).items() if callable(obj) an
 
 
 def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "anyagentd.cli", *args], capture_output=True, text=True,
-                          env=child_env(env), timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "anyagentd.cli", *args],
+        capture_output=True,
+        text=True,
+        env=child_env(env),
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _plugins_json(env: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -84,8 +90,7 @@ def test_disable_plugins_removes_mock_from_discover() -> None:
     assert [a["id"] for a in json.loads(result.stdout)["agents"]] == ["mock"]
 
 
-def test_loading_plugins_reads_the_installed_entry_points_once(
-        clean_plugin_env: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_loading_plugins_reads_the_installed_entry_points_once(clean_plugin_env: pytest.MonkeyPatch) -> None:
     # Each read scans every installed distribution's metadata (a few ms at start-up); both groups come from one.
     import importlib.metadata
 
@@ -110,8 +115,11 @@ def test_disable_plugins_in_process(clean_plugin_env: pytest.MonkeyPatch) -> Non
 
 
 def test_trace_plugins_writes_hook_calls_to_stderr() -> None:
-    result = _cli("discover", "--json", env={"ANYAGENTD_TRACE_PLUGINS": "1", "ANYAGENTD_LOAD_PLUGINS": "mock",
-                                             "ANYAGENTD_NO_LOGIN_SHELL": "1"})  # fmt: skip
+    result = _cli(
+        "discover",
+        "--json",
+        env={"ANYAGENTD_TRACE_PLUGINS": "1", "ANYAGENTD_LOAD_PLUGINS": "mock", "ANYAGENTD_NO_LOGIN_SHELL": "1"},
+    )
     assert result.returncode == 0, result.stderr
     assert "anyagentd plugins:" in result.stderr
     assert "register_adapters" in result.stderr
@@ -161,12 +169,14 @@ def _fake_adapter_module() -> types.ModuleType:
         )
 
         def pinned_installations(self) -> list[AgentInstallation]:
-            return [AgentInstallation(id="fake-pinned", name="Fake (pinned)", executable_path="/opt/fake",
-                                      source="Pinned")]  # fmt: skip
+            return [
+                AgentInstallation(id="fake-pinned", name="Fake (pinned)", executable_path="/opt/fake", source="Pinned")
+            ]
 
         async def probe(self, installation: AgentInstallation) -> AgentDetails:
             return AgentDetails(
-                version=f"fake 1.0 at {installation.executable_path}", auth=Authenticated(kind="ApiKey"),
+                version=f"fake 1.0 at {installation.executable_path}",
+                auth=Authenticated(kind="ApiKey"),
                 capabilities=Capabilities(features=["Resume"]),
             )
 
@@ -324,8 +334,9 @@ def test_op_families_load_when_ops_are_first_asked_for() -> None:
     )
 
     def run(env: dict[str, str] | None = None) -> list[Any]:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
-                             env=child_env(env)).stdout  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60, env=child_env(env)
+        ).stdout
         return json.loads(out.strip().splitlines()[-1])
 
     before, after, ops, names = run()

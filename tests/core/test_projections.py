@@ -58,9 +58,12 @@ async def test_hello(tmp_path):
         await until(session, "TurnEnded")
         assert kinds(p) == [
             ("prompt", "user", "say hi"),
-            ("message", "assistant", "Hello! I am the scripted agent. I play a JSON script, so this turn needs no "
-                                     "account and no network."),
-        ]  # fmt: skip
+            (
+                "message",
+                "assistant",
+                "Hello! I am the scripted agent. I play a JSON script, so this turn needs no account and no network.",
+            ),
+        ]
         prompt, message = p.transcript
         assert (prompt.id, prompt.turn_id, prompt.attachments, prompt.status) == ("p1", "t1", ("notes.txt",), "started")
         assert (message.id, message.turn_id) == ("m1", "t1")
@@ -73,9 +76,16 @@ async def test_hello(tmp_path):
         assert p.phase == "closed"
         assert session.projections.transcript[1].text.startswith("Hello!")  # still readable after close
         data = json.loads(json.dumps(p.to_json()))
-        assert data["transcript"][0] == {"kind": "prompt", "role": "user", "id": "p1", "turn_id": "t1",
-                                         "parent_tool_id": None, "status": "started", "text": "say hi",
-                                         "attachments": ["notes.txt"]}  # fmt: skip
+        assert data["transcript"][0] == {
+            "kind": "prompt",
+            "role": "user",
+            "id": "p1",
+            "turn_id": "t1",
+            "parent_tool_id": None,
+            "status": "started",
+            "text": "say hi",
+            "attachments": ["notes.txt"],
+        }
         assert data["usage"]["used_tokens"] == 1200 and data["phase"] == "closed"
         assert p.to_json(limit=1)["transcript"] == [data["transcript"][1]]
 
@@ -94,9 +104,13 @@ async def test_permission_plan_progress_tool_and_request(tmp_path):
         await until(session, "TurnEnded")
         assert p.progress == "2/2 done" and p.open_requests == [] and p.current_tool is None
         assert [(e.kind, e.status) for e in p.transcript] == [
-            ("prompt", "started"), ("reasoning", None), ("message", None), ("tool", "Completed"),
-            ("request", "answered"), ("message", None),
-        ]  # fmt: skip
+            ("prompt", "started"),
+            ("reasoning", None),
+            ("message", None),
+            ("tool", "Completed"),
+            ("request", "answered"),
+            ("message", None),
+        ]
         reasoning, tool, request = p.transcript[1], p.transcript[3], p.transcript[4]
         assert reasoning.role == "assistant" and reasoning.text.startswith("I am the scripted agent")
         assert tool.tool.output.startswith("scripted: allowed") and tool.tool.title == "Write hello.txt"
@@ -117,8 +131,12 @@ async def test_question_answer_and_a_request_closed_by_cancel(tmp_path):
         await until(session, "RequestOpened")
         await session.answer("q1", AnswerQuestion(value=[TextAnswer(value="in Welsh")]))
         await until(session, "TurnEnded")
-        assert kinds(p) == [("prompt", "user", "greet me"), ("message", "assistant", "Before I start, one question."),
-                            ("request", "assistant", ""), ("message", "assistant", "Thanks, noted.")]  # fmt: skip
+        assert kinds(p) == [
+            ("prompt", "user", "greet me"),
+            ("message", "assistant", "Before I start, one question."),
+            ("request", "assistant", ""),
+            ("message", "assistant", "Thanks, noted."),
+        ]
         assert p.transcript[2].status == "answered"
         assert p.transcript[2].to_json()["answer"] == {"Question": [{"Text": "in Welsh"}]}
     async with Runtime(mock_script="question") as rt:
@@ -139,8 +157,11 @@ async def test_chatter_agent_originated_turn_and_message_assembly(tmp_path):
         await session.prompt("talk")
         await until(session, "TurnEnded")
         await until(session, "TurnEnded")
-        assert kinds(p) == [("prompt", "user", "talk"), ("message", "assistant", "chatter " * 20),
-                            ("message", "assistant", "(and one more thing, unprompted)")]  # fmt: skip
+        assert kinds(p) == [
+            ("prompt", "user", "talk"),
+            ("message", "assistant", "chatter " * 20),
+            ("message", "assistant", "(and one more thing, unprompted)"),
+        ]
         assert [e.turn_id for e in p.transcript] == ["t1", "t1", "t2"] and p.turns == 2
 
 
@@ -175,9 +196,11 @@ async def test_model_option_two_turns(tmp_path):
         await until(session, "TurnEnded")
         await until(session, "TurnEnded")
         assert [(e.kind, e.text, e.turn_id) for e in session.projections.transcript] == [
-            ("prompt", "one", "t1"), ("message", "Answering with the configured model.", "t1"),
-            ("prompt", "two", "t2"), ("message", "Second turn.", "t2"),
-        ]  # fmt: skip
+            ("prompt", "one", "t1"),
+            ("message", "Answering with the configured model.", "t1"),
+            ("prompt", "two", "t2"),
+            ("message", "Second turn.", "t2"),
+        ]
 
 
 async def test_steered_prompt_joins_the_running_turn(tmp_path):
@@ -188,7 +211,9 @@ async def test_steered_prompt_joins_the_running_turn(tmp_path):
         await session.prompt("and this")
         await until(session, "TurnEnded")
         assert [(e.text, e.status, e.turn_id) for e in session.projections.transcript] == [
-            ("one", "started", "t1"), ("and this", "steered", "t1")]
+            ("one", "started", "t1"),
+            ("and this", "steered", "t1"),
+        ]
 
 
 # ------------------------------------------------------------------------------------------------- tokens in/out
@@ -203,8 +228,10 @@ class _UsageConnection(AgentConnection):
     async def start_turn(self, turn_id: str, prompt: Any) -> None:
         async def play() -> None:
             await self.link.turn_ack()
-            await self.link.emit(ContextUsage(used_tokens=300, window_tokens=1000, cost_usd=0.5),
-                                 extensions={TOKENS_EXTENSION: {"in": 200, "out": 100}})  # fmt: skip
+            await self.link.emit(
+                ContextUsage(used_tokens=300, window_tokens=1000, cost_usd=0.5),
+                extensions={TOKENS_EXTENSION: {"in": 200, "out": 100}},
+            )
             await self.link.emit(ContextUsage(used_tokens=450), extensions={TOKENS_EXTENSION: {"in": 120, "out": 30}})
             await self.link.turn_ended({"Completed": {"source": "Protocol"}})
 
@@ -240,5 +267,11 @@ async def test_usage_sums_tokens_in_and_out_when_the_agent_reports_them(tmp_path
         await session.prompt("x")
         await until(session, "TurnEnded")
         usage = session.projections.usage
-        assert (usage.tokens_in, usage.tokens_out, usage.used_tokens, usage.window_tokens, usage.cost_usd,
-                usage.reports) == (320, 130, 450, 1000, 0.5, 2)  # fmt: skip
+        assert (
+            usage.tokens_in,
+            usage.tokens_out,
+            usage.used_tokens,
+            usage.window_tokens,
+            usage.cost_usd,
+            usage.reports,
+        ) == (320, 130, 450, 1000, 0.5, 2)

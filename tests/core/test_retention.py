@@ -98,7 +98,8 @@ async def test_closed_sessions_stay_known_with_the_defaults(tmp_path):
 
 
 def test_retention_and_log_tunables_have_env_overrides():
-    settings = EngineSettings.from_env({"ANYAGENTD_LOG_SIZE": "128", "ANYAGENTD_RETAIN_CLOSED": "3",
-                                        "ANYAGENTD_RETAIN_CLOSED_SECONDS": "1.5"})  # fmt: skip
+    settings = EngineSettings.from_env(
+        {"ANYAGENTD_LOG_SIZE": "128", "ANYAGENTD_RETAIN_CLOSED": "3", "ANYAGENTD_RETAIN_CLOSED_SECONDS": "1.5"}
+    )
     assert (settings.log_size, settings.retain_closed, settings.retain_closed_seconds) == (128, 3, 1.5)
     assert EngineSettings().log_size == 4096

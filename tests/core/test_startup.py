@@ -14,13 +14,30 @@ from wire_client import child_env
 from wire_schema import validate_line
 
 # The adapters' modules a session of that agent needs; registering the adapter must not load them.
-HEAVY = ("anyagentd_codex.protocol", "anyagentd_codex.connection", "anyagentd_codex.mapping", "anyagentd_codex.launch",
-         "anyagentd_claude.connection", "anyagentd_claude.mapping", "anyagentd_claude.control",
-         "anyagentd_acp.connection", "acp", "mcp", "anyagentd.engine.session", "anyagentd.engine.event_parts",
-         "anyagentd.wire", "anyagentd.wire_lines",
-         # op families (anyagentd.ops entry points) load when a face builds its op table
-         "anyagentd_a2a.ops", "anyagentd_a2a.ops.status", "anyagentd_a2a.ops.admin", "anyagentd_a2a.ops.workflow",
-         "anyagentd_a2a.command.face", "anyagentd_acme_ops", "anyagentd.ops.interface")  # fmt: skip
+HEAVY = (
+    "anyagentd_codex.protocol",
+    "anyagentd_codex.connection",
+    "anyagentd_codex.mapping",
+    "anyagentd_codex.launch",
+    "anyagentd_claude.connection",
+    "anyagentd_claude.mapping",
+    "anyagentd_claude.control",
+    "anyagentd_acp.connection",
+    "acp",
+    "mcp",
+    "anyagentd.engine.session",
+    "anyagentd.engine.event_parts",
+    "anyagentd.wire",
+    "anyagentd.wire_lines",
+    # op families (anyagentd.ops entry points) load when a face builds its op table
+    "anyagentd_a2a.ops",
+    "anyagentd_a2a.ops.status",
+    "anyagentd_a2a.ops.admin",
+    "anyagentd_a2a.ops.workflow",
+    "anyagentd_a2a.command.face",
+    "anyagentd_acme_ops",
+    "anyagentd.ops.interface",
+)
 # What loading the plugins (without a Runtime) must not import: MCP transports load when the Runtime asks for them.
 TRANSPORTS = ("anyagentd_mcp_stdio.transport", "anyagentd_mcp_http.transport", "anyagentd_mcp_sse.transport")
 
@@ -28,14 +45,18 @@ _REPORT = "import sys; print(json.dumps(sorted(m for m in sys.modules if m in HE
 # The first-party adapters register lazily (anyagentd.adapters.lazy): loading and registering them imports their
 # package and plugin module, nothing else of theirs, until a session, probe or plan query uses them.
 ADAPTER_PACKAGES = ("anyagentd_claude", "anyagentd_codex", "anyagentd_opencode", "anyagentd_acp")
-_ADAPTER_MODULES = ("sorted(m for m in sys.modules if m.split('.')[0] in " + repr(ADAPTER_PACKAGES)
-                    + " and m.partition('.')[2] not in ('', 'plugin'))")
+_ADAPTER_MODULES = (
+    "sorted(m for m in sys.modules if m.split('.')[0] in "
+    + repr(ADAPTER_PACKAGES)
+    + " and m.partition('.')[2] not in ('', 'plugin'))"
+)
 
 
 def _loaded(code: str) -> list[str]:
     program = f"import json\nHEAVY = {HEAVY!r}\n{code}\n{_REPORT}"
-    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=60,
-                         env=child_env()).stdout  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=60, env=child_env()
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -44,14 +65,17 @@ def test_importing_the_cli_loads_no_adapter_session_module_nor_the_engine() -> N
 
 
 def test_loading_every_plugin_and_a_runtime_loads_no_adapter_session_module() -> None:
-    code = "from anyagentd.runtime import Runtime\nrt = Runtime()\nassert {'claude', 'codex', 'acp'} <= set(rt.adapters)"
+    code = (
+        "from anyagentd.runtime import Runtime\nrt = Runtime()\nassert {'claude', 'codex', 'acp'} <= set(rt.adapters)"
+    )
     assert [m for m in _loaded(code) if not m.startswith("anyagentd.")] == []
 
 
 def test_serve_greets_first_and_opens_the_mock_without_adapter_session_modules(tmp_path: Path) -> None:
     # serve ends with os._exit: the wrapper reports what was imported just before.
     wrapper = tmp_path / "serve.py"
-    wrapper.write_text(textwrap.dedent(f"""
+    wrapper.write_text(
+        textwrap.dedent(f"""
         import json, os, sys
         HEAVY = {HEAVY!r}
         real_exit = os._exit
@@ -65,10 +89,17 @@ def test_serve_greets_first_and_opens_the_mock_without_adapter_session_modules(t
         os._exit = report_and_exit
         from anyagentd.cli import main
         main(["serve"], prog_name="anyagentd")
-    """))
+    """)
+    )
     frame = {"id": 1, "cmd": "open", "agent": "mock", "dir": str(tmp_path)}
-    result = subprocess.run([sys.executable, str(wrapper)], input=json.dumps(frame) + "\n", capture_output=True,
-                            text=True, timeout=60, env=child_env())  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, str(wrapper)],
+        input=json.dumps(frame) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=child_env(),
+    )
     assert result.returncode == 0, result.stderr
     lines = [json.loads(raw) for raw in result.stdout.splitlines()]
     for line in lines:
@@ -93,8 +124,9 @@ def test_help_imports_no_adapter_module_nor_the_event_model() -> None:
                           sorted(m for m in ("anyagentd.model", "pydantic", "anyio", "anyagentd.adapters.interface")
                                  if m in sys.modules)]))
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
-                         env=child_env()).stdout  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60, env=child_env()
+    ).stdout
     adapter_modules, packages, heavy = json.loads(out.strip().splitlines()[-1])
     assert "Usage: anyagentd" in out and "serve" in out
     assert {"anyagentd_claude.plugin", "anyagentd_codex.plugin", "anyagentd_acp.plugin"} <= set(packages)
@@ -103,8 +135,14 @@ def test_help_imports_no_adapter_module_nor_the_event_model() -> None:
 
 def test_serve_writes_hello_before_it_loads_the_engine(tmp_path: Path) -> None:
     # A mock script that cannot be read is refused when the runtime is built, which is after the hello line.
-    result = subprocess.run([sys.executable, "-m", "anyagentd.cli", "serve", "--mock", str(tmp_path / "none.json")],
-                            input="", capture_output=True, text=True, timeout=60, env=child_env())  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "anyagentd.cli", "serve", "--mock", str(tmp_path / "none.json")],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=child_env(),
+    )
     lines = result.stdout.splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["hello"]["protocol"] == 1
     assert result.returncode == 2 and "InvalidConfiguration" in result.stderr and "Traceback" not in result.stderr
@@ -131,8 +169,9 @@ def test_opening_a_pinned_agent_searches_for_no_agent(tmp_path: Path, monkeypatc
 
 def test_importing_the_cli_loads_neither_pydantic_nor_rich_nor_anyio() -> None:
     code = "import sys, anyagentd.cli; print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'rich', 'anyio'}))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
-                         env=child_env()).stdout  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60, env=child_env()
+    ).stdout
     assert out.strip() == "[]"
 
 
@@ -143,7 +182,8 @@ def test_loading_every_plugin_imports_no_op_family_nor_mcp_transport() -> None:
 
 def _schemas_built(code: str) -> list[str]:
     """The models whose schema pydantic generated while ``code`` ran (in a fresh process), in order."""
-    program = textwrap.dedent("""
+    program = (
+        textwrap.dedent("""
         import json
         from pydantic._internal import _generate_schema
         built = []
@@ -152,9 +192,13 @@ def _schemas_built(code: str) -> list[str]:
             built.append(cls.__name__)
             return original(self, cls)
         _generate_schema.GenerateSchema._model_schema = spy
-    """) + textwrap.dedent(code) + "\nprint(json.dumps(built))"
-    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=60,
-                         env=child_env()).stdout  # fmt: skip
+    """)
+        + textwrap.dedent(code)
+        + "\nprint(json.dumps(built))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=60, env=child_env()
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -167,8 +211,9 @@ def test_a_mock_script_builds_the_schemas_of_the_kinds_it_emits_only() -> None:
 
 
 def test_a_frame_builds_the_schema_of_its_own_command_only() -> None:
-    built = _schemas_built("from anyagentd import wire\n"
-                           "wire.parse_frame(b'{\"id\": 1, \"cmd\": \"open\", \"agent\": \"mock\", \"dir\": \"/tmp\"}')")
+    built = _schemas_built(
+        'from anyagentd import wire\nwire.parse_frame(b\'{"id": 1, "cmd": "open", "agent": "mock", "dir": "/tmp"}\')'
+    )
     assert "Open" in built and not {"Generate", "AnswerCmd", "Configure", "Prompt"} & set(built)
 
 

@@ -34,12 +34,18 @@ sys.exit(startup.main())
 
 
 def _reports(stderr: str) -> list[dict]:
-    return [json.loads(line[len("DONE "):]) for line in stderr.splitlines() if line.startswith("DONE ")]
+    return [json.loads(line[len("DONE ") :]) for line in stderr.splitlines() if line.startswith("DONE ")]
 
 
 def _child(args: list[str], **kwargs) -> subprocess.Popen[str]:  # type: ignore[no-untyped-def]
-    return subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(args)], text=True, env=child_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-c", _CHILD, json.dumps(args)],
+        text=True,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kwargs,
+    )
 
 
 def _started_properly(reports: list[dict]) -> None:

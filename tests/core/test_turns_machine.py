@@ -47,15 +47,44 @@ EVENTS = [
     _kind({"ToolUpdated": {"id": "tool1", "status": "Running", **TOOL}}),
     _kind({"ToolUpdated": {"id": "tool1", "status": "Completed", **TOOL}}),
     _kind({"ToolUpdated": {"id": "tool2", "status": "Failed", **TOOL}}),
-    _kind({"RequestOpened": {"Permission": {"id": "req1", "options": ["AllowOnce", "DenyOnce"], "detail": None,
-                                            "tool": {"id": "tool3", "status": "Pending", **TOOL}}}}),
-    _kind({"RequestOpened": {"Question": {"id": "req2", "questions": [
-        {"id": "q1", "text": "?", "header": None, "multi_select": False, "allows_free_text": True, "choices": []}]}}}),
+    _kind(
+        {
+            "RequestOpened": {
+                "Permission": {
+                    "id": "req1",
+                    "options": ["AllowOnce", "DenyOnce"],
+                    "detail": None,
+                    "tool": {"id": "tool3", "status": "Pending", **TOOL},
+                }
+            }
+        }
+    ),
+    _kind(
+        {
+            "RequestOpened": {
+                "Question": {
+                    "id": "req2",
+                    "questions": [
+                        {
+                            "id": "q1",
+                            "text": "?",
+                            "header": None,
+                            "multi_select": False,
+                            "allows_free_text": True,
+                            "choices": [],
+                        }
+                    ],
+                }
+            }
+        }
+    ),
     _kind({"Diagnostic": {"level": "Info", "message": "hello"}}),
     _kind({"StatusChanged": "Working"}),  # engine-owned: dropped
-]  # fmt: skip
-STOPS = [STOP_REASON.validate_python({"Completed": {"source": "Protocol"}}),
-         STOP_REASON.validate_python({"Failed": {"message": "agent failed"}})]  # fmt: skip
+]
+STOPS = [
+    STOP_REASON.validate_python({"Completed": {"source": "Protocol"}}),
+    STOP_REASON.validate_python({"Failed": {"message": "agent failed"}}),
+]
 CONTENT = {"TextDelta", "ReasoningDelta", "UserMessage", "RequestOpened"}
 
 REPORT = st.one_of(
@@ -349,9 +378,19 @@ class Driver:
         assert len(set(self.turns_ended)) == len(self.turns_ended), "a turn ended twice"
         # Nothing after close: late reports change nothing, commands are refused.
         before = len(self.stream)
-        for report in (("event", 0, False), ("ack",), ("turn_ended", 0), ("steered", True), ("quiet",),
-                       ("promote", False, False), ("prompt", False, True), ("cancel", True), ("compact",),
-                       ("dequeue", 1), ("answer", "req1", True)):  # fmt: skip
+        for report in (
+            ("event", 0, False),
+            ("ack",),
+            ("turn_ended", 0),
+            ("steered", True),
+            ("quiet",),
+            ("promote", False, False),
+            ("prompt", False, True),
+            ("cancel", True),
+            ("compact",),
+            ("dequeue", 1),
+            ("answer", "req1", True),
+        ):
             self.play(report)
         assert all(tag not in CONTENT and tag != "TurnStarted" for tag, _, _ in self.stream[before:])
         while self.in_flight:
@@ -363,10 +402,14 @@ class Driver:
 
 
 @settings(derandomize=True, database=None, deadline=None, max_examples=600, print_blob=False)
-@given(reports=st.lists(REPORT, max_size=60), deterministic=st.tuples(st.booleans(), st.booleans()),
-       stop=st.sampled_from(["Cancelled", STOPS[1]]))  # fmt: skip
-def test_random_reports_keep_the_turn_invariants(reports: list[tuple[Any, ...]], deterministic: tuple[bool, bool],
-                                                 stop: Any) -> None:  # fmt: skip
+@given(
+    reports=st.lists(REPORT, max_size=60),
+    deterministic=st.tuples(st.booleans(), st.booleans()),
+    stop=st.sampled_from(["Cancelled", STOPS[1]]),
+)
+def test_random_reports_keep_the_turn_invariants(
+    reports: list[tuple[Any, ...]], deterministic: tuple[bool, bool], stop: Any
+) -> None:
     driver = Driver(deterministic)
     for report in reports:
         driver.play(report)
@@ -383,7 +426,8 @@ def test_the_moves_table_covers_every_phase_and_report() -> None:
     assert all(T.MOVES[phase]["shutdown"] == {"closed"} for phase in T.PHASES)
     refused = {(phase, report) for phase, row in T.MOVES.items() for report, targets in row.items() if not targets}
     assert refused == {("closed", r) for r in ("prompt", "answer", "cancel", "compact", "dequeue")} | {
-        (phase, "compact") for phase in ("unacked", "running", "cancelling_unacked", "cancelling")}
+        (phase, "compact") for phase in ("unacked", "running", "cancelling_unacked", "cancelling")
+    }
 
 
 def test_a_move_the_table_lacks_is_a_state_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -410,8 +454,13 @@ def test_the_machine_is_pure() -> None:
 def test_every_prompt_error_is_typed() -> None:
     m = T.Turns()
     m.shutdown("Cancelled")
-    for call in (lambda: m.prompt("x", held=False, can_steer=False), lambda: m.cancel(), m.compact,
-                 lambda: m.dequeue("p1"), lambda: m.take_request("r", lambda r: None)):  # fmt: skip
+    for call in (
+        lambda: m.prompt("x", held=False, can_steer=False),
+        lambda: m.cancel(),
+        m.compact,
+        lambda: m.dequeue("p1"),
+        lambda: m.take_request("r", lambda r: None),
+    ):
         with pytest.raises(SessionClosed) as caught:
             call()
         assert isinstance(caught.value, AnyagentError)

@@ -43,29 +43,64 @@ def _index(client: Any, line: dict[str, Any]) -> int:
 # turn 1 text only (what generate returns), turn 2 waits on a permission answer, turn 3 runs until cancelled.
 ALL_COMMANDS_SCRIPT = {
     "options": [
-        {"id": "model", "name": "Model", "category": "model", "live": True, "current": "small",
-         "kind": {"Select": {"choices": [{"value": "small", "label": "Small", "description": None},
-                                         {"value": "large", "label": "Large", "description": None}]}}},
+        {
+            "id": "model",
+            "name": "Model",
+            "category": "model",
+            "live": True,
+            "current": "small",
+            "kind": {
+                "Select": {
+                    "choices": [
+                        {"value": "small", "label": "Small", "description": None},
+                        {"value": "large", "label": "Large", "description": None},
+                    ]
+                }
+            },
+        },
         {"id": "fast", "name": "Fast mode", "category": None, "kind": "Boolean", "current": False, "live": False},
     ],
     "turns": [
-        [{"Emit": {"TextDelta": {"message_id": "m1", "text": "Hello from "}}},
-         {"Emit": {"TextDelta": {"message_id": "m1", "text": "the script."}}},
-         {"Emit": {"MessageEnded": {"message_id": "m1"}}},
-         {"End": {"Completed": {"source": "Protocol"}}}],
-        [{"Emit": {"RequestOpened": {"Permission": {
-            "id": "req1", "options": ["AllowOnce", "DenyOnce"], "detail": "Run ls",
-            "tool": {"id": "tool1", "kind": "Execute", "title": "ls", "status": "Pending",
-                     "input": {"Command": {"command": "ls", "cwd": None}}, "output": None, "diffs": [],
-                     "locations": [], "raw": None}}}}},
-         "AwaitAnswer",
-         {"Emit": {"TextDelta": {"message_id": "m2", "text": "Allowed."}}},
-         {"End": {"Completed": {"source": "Protocol"}}}],
-        [{"Emit": {"TextDelta": {"message_id": "m3", "text": "Thinking for a long time"}}},
-         {"Sleep": 30000},
-         {"End": {"Completed": {"source": "Protocol"}}}],
+        [
+            {"Emit": {"TextDelta": {"message_id": "m1", "text": "Hello from "}}},
+            {"Emit": {"TextDelta": {"message_id": "m1", "text": "the script."}}},
+            {"Emit": {"MessageEnded": {"message_id": "m1"}}},
+            {"End": {"Completed": {"source": "Protocol"}}},
+        ],
+        [
+            {
+                "Emit": {
+                    "RequestOpened": {
+                        "Permission": {
+                            "id": "req1",
+                            "options": ["AllowOnce", "DenyOnce"],
+                            "detail": "Run ls",
+                            "tool": {
+                                "id": "tool1",
+                                "kind": "Execute",
+                                "title": "ls",
+                                "status": "Pending",
+                                "input": {"Command": {"command": "ls", "cwd": None}},
+                                "output": None,
+                                "diffs": [],
+                                "locations": [],
+                                "raw": None,
+                            },
+                        }
+                    }
+                }
+            },
+            "AwaitAnswer",
+            {"Emit": {"TextDelta": {"message_id": "m2", "text": "Allowed."}}},
+            {"End": {"Completed": {"source": "Protocol"}}},
+        ],
+        [
+            {"Emit": {"TextDelta": {"message_id": "m3", "text": "Thinking for a long time"}}},
+            {"Sleep": 30000},
+            {"End": {"Completed": {"source": "Protocol"}}},
+        ],
     ],
-}  # fmt: skip
+}
 
 
 def _script(tmp_path: Path, script: dict[str, Any], name: str = "script.json") -> str:
@@ -227,9 +262,21 @@ def test_every_command_is_reachable(wire: Any, tmp_path: Path) -> None:
     assert tail[-1] == {"closed": s}
     assert not any("session" in l for l in tail)  # a clean close is not a session error
     assert {line["cmd"] for line in client.sent.values()} == {
-        "discover", "probe", "plan_usage", "generate", "open", "prompt", "dequeue", "answer", "configure",
-        "rollback", "compact", "cancel", "info", "close",
-    }  # fmt: skip
+        "discover",
+        "probe",
+        "plan_usage",
+        "generate",
+        "open",
+        "prompt",
+        "dequeue",
+        "answer",
+        "configure",
+        "rollback",
+        "compact",
+        "cancel",
+        "info",
+        "close",
+    }
 
 
 def test_configure_checks_option_and_value(wire: Any, tmp_path: Path) -> None:
@@ -252,8 +299,9 @@ def test_generate_refuses_resume(wire: Any, tmp_path: Path) -> None:
     assert err["kind"] == "InvalidConfiguration"
     assert "new session" in err["message"] + err.get("detail", "")
     text = client.ok("generate", agent="mock", dir=str(tmp_path), prompt="hi")
-    assert text == ("Hello! I am the scripted agent. I play a JSON script, so this turn needs no account and no "
-                    "network.")  # fmt: skip
+    assert text == (
+        "Hello! I am the scripted agent. I play a JSON script, so this turn needs no account and no network."
+    )
 
 
 def test_concurrent_commands_are_matched_by_id(wire: Any, tmp_path: Path) -> None:
@@ -261,8 +309,13 @@ def test_concurrent_commands_are_matched_by_id(wire: Any, tmp_path: Path) -> Non
     s = client.ok("open", agent="mock", dir=str(tmp_path))["id"]
     # generate plays 20 deltas 20 ms apart; the quick commands sent after it are answered first
     slow = client.send("generate", agent="mock", dir=str(tmp_path), prompt="slow")
-    quick = [client.send("info", session=s), client.send("discover"), client.send("probe", agent="mock"),
-             client.send("info", session="nope"), client.send("plan_usage", agent="mock")]  # fmt: skip
+    quick = [
+        client.send("info", session=s),
+        client.send("discover"),
+        client.send("probe", agent="mock"),
+        client.send("info", session="nope"),
+        client.send("plan_usage", agent="mock"),
+    ]
     replies = {i: client.reply(i) for i in [*quick, slow]}
     assert replies[quick[0]]["ok"]["id"] == s
     assert replies[quick[1]]["ok"]["agents"][0]["id"] == "mock"
@@ -314,8 +367,14 @@ def test_bad_frames_get_bad_frame_and_the_connection_lives_on(wire: Any, tmp_pat
 
 def test_unknown_session_keeps_the_session_field(wire: Any) -> None:
     client = wire("--mock", "hello")
-    for cmd, fields in (("info", {}), ("prompt", {"text": "hi"}), ("cancel", {}), ("close", {}),
-                        ("dequeue", {"prompt": "p1"}), ("compact", {})):  # fmt: skip
+    for cmd, fields in (
+        ("info", {}),
+        ("prompt", {"text": "hi"}),
+        ("cancel", {}),
+        ("close", {}),
+        ("dequeue", {"prompt": "p1"}),
+        ("compact", {}),
+    ):
         err = client.error(cmd, session="s999", **fields)
         assert err["kind"] == "UnknownSession", (cmd, err)
         assert err["session"] == "s999"

@@ -34,39 +34,132 @@ from anyagentd.wire import COMMANDS as WIRE_COMMANDS
 
 pytestmark = pytest.mark.timeout(300)
 
-FUZZ = settings(derandomize=True, database=None, deadline=None, print_blob=False,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+FUZZ = settings(
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 # Five scripted turns, played in order by every session: a permission request (prompts sent meanwhile are queued);
 # text with a pause; a question; a tool running then done; text, then the agent dies. Prompts beyond the fifth start
 # a turn that never ends (until cancel or close).
 SCRIPT = {
-    "options": [{"id": "model", "name": "Model", "category": "model", "live": True, "current": "small",
-                 "kind": {"Select": {"choices": [{"value": "small", "label": "Small", "description": None},
-                                                 {"value": "large", "label": "Large", "description": None}]}}}],
+    "options": [
+        {
+            "id": "model",
+            "name": "Model",
+            "category": "model",
+            "live": True,
+            "current": "small",
+            "kind": {
+                "Select": {
+                    "choices": [
+                        {"value": "small", "label": "Small", "description": None},
+                        {"value": "large", "label": "Large", "description": None},
+                    ]
+                }
+            },
+        }
+    ],
     "turns": [
-        [{"Emit": {"RequestOpened": {"Permission": {
-            "id": "req1", "options": ["AllowOnce", "DenyOnce"], "detail": None,
-            "tool": {"id": "tool1", "kind": "Execute", "title": "ls", "status": "Pending", "input": "None",
-                     "output": None, "diffs": [], "locations": [], "raw": None}}}}},
-         "AwaitAnswer", {"Emit": {"TextDelta": {"message_id": "m2", "text": "answered"}}},
-         {"End": {"Completed": {"source": "Protocol"}}}],
-        [{"Emit": {"TextDelta": {"message_id": "m1", "text": "one "}}}, {"Sleep": 30},
-         {"Emit": {"TextDelta": {"message_id": "m1", "text": "two"}}}, {"End": {"Completed": {"source": "Protocol"}}}],
-        [{"Emit": {"RequestOpened": {"Question": {"id": "req2", "questions": [
-            {"id": "q1", "text": "Which?", "header": None, "multi_select": False, "allows_free_text": True,
-             "choices": [{"id": "a", "label": "A", "description": None},
-                         {"id": "b", "label": "B", "description": None}]}]}}}},
-         "AwaitAnswer", {"End": {"Completed": {"source": "Protocol"}}}],
-        [{"Emit": {"ToolUpdated": {"id": "tool2", "kind": "Read", "title": "read", "status": "Running",
-                                   "input": "None", "output": None, "diffs": [], "locations": [], "raw": None}}},
-         {"Sleep": 40},
-         {"Emit": {"ToolUpdated": {"id": "tool2", "kind": "Read", "title": "read", "status": "Completed",
-                                   "input": "None", "output": "ok", "diffs": [], "locations": [], "raw": None}}},
-         {"End": {"Completed": {"source": "Protocol"}}}],
+        [
+            {
+                "Emit": {
+                    "RequestOpened": {
+                        "Permission": {
+                            "id": "req1",
+                            "options": ["AllowOnce", "DenyOnce"],
+                            "detail": None,
+                            "tool": {
+                                "id": "tool1",
+                                "kind": "Execute",
+                                "title": "ls",
+                                "status": "Pending",
+                                "input": "None",
+                                "output": None,
+                                "diffs": [],
+                                "locations": [],
+                                "raw": None,
+                            },
+                        }
+                    }
+                }
+            },
+            "AwaitAnswer",
+            {"Emit": {"TextDelta": {"message_id": "m2", "text": "answered"}}},
+            {"End": {"Completed": {"source": "Protocol"}}},
+        ],
+        [
+            {"Emit": {"TextDelta": {"message_id": "m1", "text": "one "}}},
+            {"Sleep": 30},
+            {"Emit": {"TextDelta": {"message_id": "m1", "text": "two"}}},
+            {"End": {"Completed": {"source": "Protocol"}}},
+        ],
+        [
+            {
+                "Emit": {
+                    "RequestOpened": {
+                        "Question": {
+                            "id": "req2",
+                            "questions": [
+                                {
+                                    "id": "q1",
+                                    "text": "Which?",
+                                    "header": None,
+                                    "multi_select": False,
+                                    "allows_free_text": True,
+                                    "choices": [
+                                        {"id": "a", "label": "A", "description": None},
+                                        {"id": "b", "label": "B", "description": None},
+                                    ],
+                                }
+                            ],
+                        }
+                    }
+                }
+            },
+            "AwaitAnswer",
+            {"End": {"Completed": {"source": "Protocol"}}},
+        ],
+        [
+            {
+                "Emit": {
+                    "ToolUpdated": {
+                        "id": "tool2",
+                        "kind": "Read",
+                        "title": "read",
+                        "status": "Running",
+                        "input": "None",
+                        "output": None,
+                        "diffs": [],
+                        "locations": [],
+                        "raw": None,
+                    }
+                }
+            },
+            {"Sleep": 40},
+            {
+                "Emit": {
+                    "ToolUpdated": {
+                        "id": "tool2",
+                        "kind": "Read",
+                        "title": "read",
+                        "status": "Completed",
+                        "input": "None",
+                        "output": "ok",
+                        "diffs": [],
+                        "locations": [],
+                        "raw": None,
+                    }
+                }
+            },
+            {"End": {"Completed": {"source": "Protocol"}}},
+        ],
         [{"Emit": {"TextDelta": {"message_id": "m5", "text": "last words"}}}, "Die"],
     ],
-}  # fmt: skip
+}
 
 NO_REPLY = object()
 
@@ -85,8 +178,9 @@ def work_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 # ------------------------------------------------------------------------------------------------ fuzzed lines
 
-JSON_SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(
-    max_size=12)
+JSON_SCALARS = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12)
+)
 
 
 def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -95,17 +189,32 @@ def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
 JSON_VALUES = st.recursive(JSON_SCALARS, _containers, max_leaves=6)
 COMMANDS = list(WIRE_COMMANDS)  # the wire's command table's names, in its order
-ANSWERS = [{"Permission": "AllowOnce"}, {"Permission": "DenyOnce"}, {"Permission": "Maybe"},
-           {"Question": [{"Choices": ["a"]}]}, {"Question": [{"Text": "free"}]}, {"Question": []}]  # fmt: skip
+ANSWERS = [
+    {"Permission": "AllowOnce"},
+    {"Permission": "DenyOnce"},
+    {"Permission": "Maybe"},
+    {"Question": [{"Choices": ["a"]}]},
+    {"Question": [{"Text": "free"}]},
+    {"Question": []},
+]
 
 
 REQUIRED = {
-    "discover": [], "probe": ["agent"], "plan_usage": ["agent"], "generate": ["agent", "dir", "prompt"],
-    "open": ["agent", "dir"], "prompt": ["session", "text"], "dequeue": ["session", "prompt"],
-    "answer": ["session", "request", "answer"], "configure": ["session", "option", "value"],
-    "rollback": ["session", "turns", "scope"], "compact": ["session"], "cancel": ["session"], "info": ["session"],
+    "discover": [],
+    "probe": ["agent"],
+    "plan_usage": ["agent"],
+    "generate": ["agent", "dir", "prompt"],
+    "open": ["agent", "dir"],
+    "prompt": ["session", "text"],
+    "dequeue": ["session", "prompt"],
+    "answer": ["session", "request", "answer"],
+    "configure": ["session", "option", "value"],
+    "rollback": ["session", "turns", "scope"],
+    "compact": ["session"],
+    "cancel": ["session"],
+    "info": ["session"],
     "close": ["session"],
-}  # fmt: skip
+}
 
 
 def _field_values(work: str) -> dict[str, st.SearchStrategy[Any]]:
@@ -213,8 +322,9 @@ _fresh_ids = iter(range(10_000, 10**9))
 
 @settings(FUZZ, max_examples=250)
 @given(data=st.data())
-def test_fuzzed_lines_get_one_reply_each_and_never_kill_the_server(shared_server: WireClient, work_dir: str,
-                                                                   data: st.DataObject) -> None:  # fmt: skip
+def test_fuzzed_lines_get_one_reply_each_and_never_kill_the_server(
+    shared_server: WireClient, work_dir: str, data: st.DataObject
+) -> None:
     client = shared_server
     line = data.draw(frames(work_dir))
     if b'"fresh"' in line:  # a valid id, never used before (ids must be unique to match replies)
@@ -234,8 +344,13 @@ def test_fuzzed_lines_get_one_reply_each_and_never_kill_the_server(shared_server
 
 
 # Names weighted by repetition: mostly prompts, answers and dequeues, the commands that move a session along.
-ACTION_NAMES = ["prompt"] * 4 + ["answer"] * 3 + ["dequeue"] * 2 + ["wait"] * 2 + [
-    "open", "cancel", "configure", "info", "close", "generate", "junk"]  # fmt: skip
+ACTION_NAMES = (
+    ["prompt"] * 4
+    + ["answer"] * 3
+    + ["dequeue"] * 2
+    + ["wait"] * 2
+    + ["open", "cancel", "configure", "info", "close", "generate", "junk"]
+)
 
 
 @st.composite
@@ -370,17 +485,33 @@ def check_sessions(lines: list[dict[str, Any]], dequeued: set[tuple[str, str]]) 
 
 
 # Every session's whole script, with a prompt queued behind the permission request and then dequeued.
-WHOLE_SCRIPT = [("prompt", 0), ("dequeue", 0, 1), ("answer", 0, {"Permission": "AllowOnce"}), ("wait", 0.06),
-                ("prompt", 0), ("wait", 0.06), ("prompt", 0), ("wait", 0.02),
-                ("answer", 0, {"Question": [{"Text": "free"}]}), ("prompt", 0), ("wait", 0.06), ("prompt", 0),
-                ("wait", 0.06), ("open",), ("prompt", 1), ("cancel", 1, True), ("close", 1)]  # fmt: skip
+WHOLE_SCRIPT = [
+    ("prompt", 0),
+    ("dequeue", 0, 1),
+    ("answer", 0, {"Permission": "AllowOnce"}),
+    ("wait", 0.06),
+    ("prompt", 0),
+    ("wait", 0.06),
+    ("prompt", 0),
+    ("wait", 0.02),
+    ("answer", 0, {"Question": [{"Text": "free"}]}),
+    ("prompt", 0),
+    ("wait", 0.06),
+    ("prompt", 0),
+    ("wait", 0.06),
+    ("open",),
+    ("prompt", 1),
+    ("cancel", 1, True),
+    ("close", 1),
+]
 
 
 @settings(FUZZ, max_examples=30)
 @given(actions=st.lists(action(), min_size=4, max_size=24))
 @example(actions=WHOLE_SCRIPT)
-def test_fuzzed_command_sequences_keep_the_session_invariants(script_path: str, work_dir: str,
-                                                              actions: list[tuple[Any, ...]]) -> None:  # fmt: skip
+def test_fuzzed_command_sequences_keep_the_session_invariants(
+    script_path: str, work_dir: str, actions: list[tuple[Any, ...]]
+) -> None:
     client = WireClient("--mock", script_path, timeout=20)
     try:
         # Every run starts with a session whose first turn waits for an answer, and a second prompt queued behind it.
@@ -416,11 +547,18 @@ def test_the_invariant_checker_catches_violations() -> None:
     bad_cases = [
         ([event(1, started), event(3, ended), {"closed": "s1"}], set()),  # sequence skips
         ([event(1, started), event(2, started), {"closed": "s1"}], set()),  # nested
-        ([event(1, started), event(2, {"RequestOpened": {"Permission": {"id": "r"}}}), event(3, ended),
-          {"closed": "s1"}], set()),  # request open at TurnEnded
+        (
+            [
+                event(1, started),
+                event(2, {"RequestOpened": {"Permission": {"id": "r"}}}),
+                event(3, ended),
+                {"closed": "s1"},
+            ],
+            set(),
+        ),  # request open at TurnEnded
         (good, {("s1", "p1")}),  # a dequeued prompt started
         ([event(1, started), event(2, ended)], set()),  # no closed
-    ]  # fmt: skip
+    ]
     for lines, dequeued in bad_cases:
         with pytest.raises(AssertionError):
             check_sessions(lines, dequeued)

@@ -62,10 +62,18 @@ def test_every_line_is_written_compact(wire: Any, tmp_path: Path) -> None:
 
 def test_every_command_ignores_unknown_fields(wire: Any, tmp_path: Path) -> None:
     # generate and the session both play turn 1: text, then 2 s (the session's second prompt is queued meanwhile)
-    script = {"turns": [[{"Emit": {"TextDelta": {"message_id": "m", "text": "one"}}}, {"Sleep": 2000},
-                         {"End": {"Completed": {"source": "Protocol"}}}]],
-              "options": [{"id": "fast", "name": "Fast", "category": None, "kind": "Boolean", "current": False,
-                           "live": True}]}  # fmt: skip
+    script = {
+        "turns": [
+            [
+                {"Emit": {"TextDelta": {"message_id": "m", "text": "one"}}},
+                {"Sleep": 2000},
+                {"End": {"Completed": {"source": "Protocol"}}},
+            ]
+        ],
+        "options": [
+            {"id": "fast", "name": "Fast", "category": None, "kind": "Boolean", "current": False, "live": True}
+        ],
+    }
     client = wire("--mock", _script(tmp_path, script))
     work = str(tmp_path)
     extra = {"client_hint": "x", "trace": {"nested": [1, 2]}}
@@ -101,10 +109,17 @@ def test_a_generates_session_answers_like_an_unknown_one(wire: Any, tmp_path: Pa
     time.sleep(0.5)
     probe = client.ok("open", agent="mock", dir=str(tmp_path))["id"]
     hidden = "s2" if probe == "s1" else "s1"  # session ids are s1, s2… per process
-    for cmd, fields in (("info", {}), ("prompt", {"text": "hijack"}), ("dequeue", {"prompt": "p1"}),
-                        ("answer", {"request": "r", "answer": {"Permission": "AllowOnce"}}),
-                        ("configure", {"option": "model", "value": "x"}), ("compact", {}), ("cancel", {}),
-                        ("rollback", {"turns": 1, "scope": "Conversation"}), ("close", {})):  # fmt: skip
+    for cmd, fields in (
+        ("info", {}),
+        ("prompt", {"text": "hijack"}),
+        ("dequeue", {"prompt": "p1"}),
+        ("answer", {"request": "r", "answer": {"Permission": "AllowOnce"}}),
+        ("configure", {"option": "model", "value": "x"}),
+        ("compact", {}),
+        ("cancel", {}),
+        ("rollback", {"turns": 1, "scope": "Conversation"}),
+        ("close", {}),
+    ):
         err = client.error(cmd, session=hidden, **fields)
         assert err == {"kind": "UnknownSession", "message": f"unknown session {hidden!r}", "session": hidden}, cmd
     assert client.reply(slow, timeout=10)["ok"] == "generated"  # undisturbed: nothing was queued on it
@@ -135,8 +150,9 @@ def test_a_generates_session_answers_like_an_unknown_one(wire: Any, tmp_path: Pa
         (b'{"id": 11, "cmd": "info", "session": 1}', 11, "session"),
     ],
 )
-def test_frames_are_strict_json_with_strict_types(wire: Any, tmp_path: Path, raw: bytes, frame_id: int | None,
-                                                  mention: str) -> None:  # fmt: skip
+def test_frames_are_strict_json_with_strict_types(
+    wire: Any, tmp_path: Path, raw: bytes, frame_id: int | None, mention: str
+) -> None:
     client = wire("--mock", "model-option")
     s = client.ok("open", agent="mock", dir=str(tmp_path))["id"]
     client.send_raw(raw.replace(b'"s1"', json.dumps(s).encode()))
@@ -269,8 +285,11 @@ def test_wire_bounds_come_from_the_environment() -> None:
     from anyagentd.wire import WireSettings
 
     assert WireSettings.from_env({}) == WireSettings(16 * 1024 * 1024, 1024 * 1024, 1024)
-    env = {"ANYAGENTD_WIRE_MAX_LINE_BYTES": "100", "ANYAGENTD_WIRE_OUTPUT_BOUND_BYTES": "200",
-           "ANYAGENTD_WIRE_MAX_COMMANDS": "3"}  # fmt: skip
+    env = {
+        "ANYAGENTD_WIRE_MAX_LINE_BYTES": "100",
+        "ANYAGENTD_WIRE_OUTPUT_BOUND_BYTES": "200",
+        "ANYAGENTD_WIRE_MAX_COMMANDS": "3",
+    }
     assert WireSettings.from_env(env) == WireSettings(100, 200, 3)
     for bad in ("abc", "0", "-5", "1.5"):
         with pytest.raises(InvalidConfiguration, match="ANYAGENTD_WIRE_MAX_COMMANDS"):
@@ -282,16 +301,24 @@ def test_a_bad_wire_bound_is_one_clear_line(tmp_path: Path) -> None:
 
     from wire_client import child_env, serve_command
 
-    proc = subprocess.run(serve_command("--mock", "hello"), input=b"", capture_output=True, timeout=30,
-                          env=child_env({"ANYAGENTD_WIRE_MAX_LINE_BYTES": "lots"}))  # fmt: skip
+    proc = subprocess.run(
+        serve_command("--mock", "hello"),
+        input=b"",
+        capture_output=True,
+        timeout=30,
+        env=child_env({"ANYAGENTD_WIRE_MAX_LINE_BYTES": "lots"}),
+    )
     assert proc.returncode == 2 and proc.stdout == b""  # the CLI's exit code for InvalidConfiguration
     assert "ANYAGENTD_WIRE_MAX_LINE_BYTES" in proc.stderr.decode() and b"Traceback" not in proc.stderr
 
 
 def test_max_commands_bounds_the_commands_running_at_once(wire: Any, tmp_path: Path) -> None:
     # Two generates (1.5 s each) fill a bound of 2: the info sent after them is read only when one finishes.
-    client = wire("--mock", _script(tmp_path, {"turns": [_text_turn("slow", sleep_ms=1500)]}),
-                  env={"ANYAGENTD_WIRE_MAX_COMMANDS": "2"})  # fmt: skip
+    client = wire(
+        "--mock",
+        _script(tmp_path, {"turns": [_text_turn("slow", sleep_ms=1500)]}),
+        env={"ANYAGENTD_WIRE_MAX_COMMANDS": "2"},
+    )
     slow = [client.send("generate", agent="mock", dir=str(tmp_path), prompt="go") for _ in range(2)]
     quick = client.send("info", session="nope")
     assert client.reply(quick, timeout=20)["error"]["kind"] == "UnknownSession"

@@ -33,8 +33,7 @@ def test_core_pulls_no_http_server(core_venv: Path) -> None:
 
 def test_core_alone_serves_the_wire(core_venv: Path, tmp_path: Path) -> None:
     exe = str(core_venv / "bin" / "anyagentd")
-    proc = subprocess.Popen([exe, "serve", "--mock", "hello"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)  # fmt: skip
+    proc = subprocess.Popen([exe, "serve", "--mock", "hello"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdin is not None and proc.stdout is not None
 
     def send(frame: dict) -> None:
@@ -60,8 +59,13 @@ def test_core_alone_serves_the_wire(core_venv: Path, tmp_path: Path) -> None:
 
 def test_core_alone_runs_mock_and_has_no_model_server(core_venv: Path, tmp_path: Path) -> None:
     exe = str(core_venv / "bin" / "anyagentd")
-    run = subprocess.run([exe, "run", "mock", "hi", "--mock", "hello", "--dir", str(tmp_path)],
-                         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)  # fmt: skip
+    run = subprocess.run(
+        [exe, "run", "mock", "hi", "--mock", "hello", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert run.returncode == 0, run.stderr
     help_text = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60).stdout
     assert "serve" in help_text and "model-server" not in help_text
@@ -87,23 +91,34 @@ def test_core_alone_names_the_adapters_to_install(core_venv: Path, tmp_path: Pat
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "ANYAGENTD_NO_LOGIN_SHELL": "1", "COLUMNS": "200"}
     found = subprocess.run([exe, "discover"], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
     assert found.returncode == 0, found.stderr
-    for line in ("claude (Claude Code): adapter not installed — pip install anyagentd-claude",
-                 "codex (Codex): adapter not installed — pip install anyagentd-codex",
-                 "codex-acp (Codex (ACP)): adapter not installed — pip install anyagentd-acp",
-                 "claude-acp (Claude Code (ACP)): adapter not installed — pip install anyagentd-acp",
-                 "gemini (Gemini CLI): adapter not installed — pip install anyagentd-acp"):  # fmt: skip
+    for line in (
+        "claude (Claude Code): adapter not installed — pip install anyagentd-claude",
+        "codex (Codex): adapter not installed — pip install anyagentd-codex",
+        "codex-acp (Codex (ACP)): adapter not installed — pip install anyagentd-acp",
+        "claude-acp (Claude Code (ACP)): adapter not installed — pip install anyagentd-acp",
+        "gemini (Gemini CLI): adapter not installed — pip install anyagentd-acp",
+    ):
         assert line in found.stderr
-    run = subprocess.run([exe, "run", "claude", "hi", "--dir", str(tmp_path)], capture_output=True, text=True,
-                         timeout=60, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL)  # fmt: skip
+    run = subprocess.run(
+        [exe, "run", "claude", "hi", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
     assert run.returncode == 3
     _no_traceback(run)
     assert "NotInstalled: the adapter for 'claude' is not installed; install it with: pip install anyagentd-claude" in (
-        run.stderr)
+        run.stderr
+    )
     server = tmp_path / "server.json"
     stdio = {"Stdio": {"command": "true", "args": [], "env": {}}}
     server.write_text(json.dumps({"name": "files", "connection": stdio}))
-    check = subprocess.run([exe, "mcp", "check", str(server)], capture_output=True, text=True, timeout=60, env=env,
-                           cwd=tmp_path)  # fmt: skip
+    check = subprocess.run(
+        [exe, "mcp", "check", str(server)], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path
+    )
     assert check.returncode == 1
     assert "MCP transport Stdio is not installed (pip install anyagentd-mcp-stdio)" in check.stderr
 
@@ -113,18 +128,27 @@ def test_core_from_this_checkout_names_what_the_readme_installs(core_venv_editab
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "ANYAGENTD_NO_LOGIN_SHELL": "1", "COLUMNS": "200"}
     found = subprocess.run([exe, "discover"], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
     assert found.returncode == 0, found.stderr
-    assert ("claude (Claude Code): adapter not installed — pip install -e ./adapters/claude "
-            "(published as anyagentd-claude)") in found.stderr  # fmt: skip
+    assert (
+        "claude (Claude Code): adapter not installed — pip install -e ./adapters/claude (published as anyagentd-claude)"
+    ) in found.stderr
     assert "gemini (Gemini CLI): adapter not installed — pip install -e ./adapters/acp_generic" in found.stderr
-    run = subprocess.run([exe, "run", "codex", "hi"], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT,
-                         stdin=subprocess.DEVNULL)  # fmt: skip
+    run = subprocess.run(
+        [exe, "run", "codex", "hi"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+    )
     assert run.returncode == 3
     _no_traceback(run)
     assert "install it with: pip install -e ./adapters/codex (published as anyagentd-codex)" in run.stderr
     server = tmp_path / "server.json"
     http = {"Http": {"url": "http://127.0.0.1:9/", "headers": {}}}
     server.write_text(json.dumps({"name": "web", "connection": http}))
-    check = subprocess.run([exe, "mcp", "check", str(server)], capture_output=True, text=True, timeout=60, env=env,
-                           cwd=ROOT)  # fmt: skip
+    check = subprocess.run(
+        [exe, "mcp", "check", str(server)], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT
+    )
     hint = "pip install -e ./plugins/mcp_http (published as anyagentd-mcp-http)"
     assert f"MCP transport Http is not installed ({hint})" in check.stderr

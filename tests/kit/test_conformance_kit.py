@@ -129,27 +129,39 @@ def test_a_sound_adapter_passes(pytester: pytest.Pytester) -> None:
 def test_a_failed_stop_for_a_cancel_fails_the_kit_saying_what_to_fix(pytester: pytest.Pytester) -> None:
     result = run_kit(pytester, "FailedCancel", "test_cancel_is_reported_cancelled")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*AdapterContractError: cancel ended the turn Failed*",
-                                 "*what to fix: report TurnEnded(Cancelled) for a turn the caller cancelled*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*AdapterContractError: cancel ended the turn Failed*",
+            "*what to fix: report TurnEnded(Cancelled) for a turn the caller cancelled*",
+        ]
+    )
 
 
 @pytest.mark.parametrize("adapter", ["CloseReturns", "LeftBehind"])
-def test_a_close_that_leaves_the_agent_running_fails_the_kit_saying_what_to_fix(pytester: pytest.Pytester,
-                                                                               adapter: str) -> None:  # fmt: skip
+def test_a_close_that_leaves_the_agent_running_fails_the_kit_saying_what_to_fix(
+    pytester: pytest.Pytester, adapter: str
+) -> None:
     # The engine kills what the adapter's close left (so the runtime's exit does not wait for it for ever), and the
     # scenario fails naming those pids and what to fix; the kit's own check then finds nothing left running.
     result = run_kit(pytester, adapter, "test_close_leaves_no_process")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*AdapterContractError: close() left processes [[]*[]] of the agent running: the "
-                                 "engine killed them 5 s after close began*",
-                                 "*what to fix: close (and kill) must end the agent's whole process group before "
-                                 "returning*"])  # fmt: skip
+    result.stdout.fnmatch_lines(
+        [
+            "*AdapterContractError: close() left processes [[]*[]] of the agent running: the "
+            "engine killed them 5 s after close began*",
+            "*what to fix: close (and kill) must end the agent's whole process group before returning*",
+        ]
+    )
     result.stdout.no_fnmatch_line("*still running after close*")
 
 
 def test_a_turn_that_never_ends_fails_the_kit_naming_the_usual_causes(pytester: pytest.Pytester) -> None:
     result = run_kit(pytester, "NeverEnds", "test_text_assembly")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*AdapterContractError: no TurnEnded within 25.0 s (last events: [*'MessageEnded'*",
-                                 "*what to fix: report TurnAck (link.turn_ack()) when the agent accepts the prompt*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*AdapterContractError: no TurnEnded within 25.0 s (last events: [*'MessageEnded'*",
+            "*what to fix: report TurnAck (link.turn_ack()) when the agent accepts the prompt*",
+        ]
+    )
     result.stdout.no_fnmatch_line("*processes * still running*")

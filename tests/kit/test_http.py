@@ -21,14 +21,18 @@ def chunked(*parts: bytes) -> bytes:
 
 
 ROUTES = {
-    "/plain": b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{\"a\": 1.5}\n",
+    "/plain": b'HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{"a": 1.5}\n',
     "/chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked(b'{"id": ', b'"ses_1"}'),
     "/empty": b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n",
     "/missing": b"HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nno such\r\n",
-    "/event": b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked(
-        b'data: {"type": "server.connected"}\n\n', b'data: {"type": "a",\ndata:  "n": 2}\n', b"\n: comment\n\n",
-        b"data: not json\n\n"),
-}  # fmt: skip
+    "/event": b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    + chunked(
+        b'data: {"type": "server.connected"}\n\n',
+        b'data: {"type": "a",\ndata:  "n": 2}\n',
+        b"\n: comment\n\n",
+        b"data: not json\n\n",
+    ),
+}
 
 
 @asynccontextmanager
@@ -41,8 +45,12 @@ async def server() -> AsyncIterator[tuple[int, list[bytes]]]:
         async with stream:
             reader = BufferedByteReceiveStream(stream)
             head = await reader.receive_until(b"\r\n\r\n", 65536)
-            length = int(next((line.split(b":")[1] for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length")), b"0"))  # fmt: skip
+            length = int(
+                next(
+                    (line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")),
+                    b"0",
+                )
+            )
             seen.append(head + b"\r\n\r\n" + (await reader.receive_exactly(length) if length else b""))
             await stream.send(ROUTES[head.split()[1].decode()])
 

@@ -20,8 +20,9 @@ async def test_without_servers_nothing_is_held() -> None:
 
 
 async def test_statuses_in_warnings_out_then_the_held_prompts_in_order() -> None:
-    startup: McpStartup[str] = McpStartup(["web", "db", "auth"], 30, agent="Codex", waiting="starting",
-                                          failure="did not start")  # fmt: skip
+    startup: McpStartup[str] = McpStartup(
+        ["web", "db", "auth"], 30, agent="Codex", waiting="starting", failure="did not start"
+    )
     assert startup.holding and startup.pending == ["auth", "db", "web"]
     # the first prompt held says why it waits (an Info for the client: nothing else comes until they settle)
     said = startup.hold("first")
@@ -31,8 +32,10 @@ async def test_statuses_in_warnings_out_then_the_held_prompts_in_order() -> None
     assert startup.settle("theirs", "failed", "not ours") is None  # a server not forwarded is not ours to report
     assert startup.settle("web", "connected") is None
     assert startup.settle("db", "failed", "Connection closed") == "MCP server 'db' did not start: Connection closed"
-    assert startup.settle("auth", "failed", "needs-auth", failure="is not connected") == \
-        "MCP server 'auth' is not connected: needs-auth"  # fmt: skip
+    assert (
+        startup.settle("auth", "failed", "needs-auth", failure="is not connected")
+        == "MCP server 'auth' is not connected: needs-auth"
+    )
     assert startup.pending == [] and startup.status == {"web": "connected", "db": "failed", "auth": "failed"}
     assert startup.holding  # settled, but the held prompts have not gone yet: a new one goes behind them
     with anyio.fail_after(5):
@@ -78,11 +81,13 @@ async def test_the_deadline_names_the_servers_still_pending_once() -> None:
     assert await startup.settled() is None and startup.remaining() == 0
     assert startup.pending == ["slow"]  # still not reported: only the waiting is over
 
-    both: McpStartup[str] = McpStartup(["b", "a"], 0.1, since=anyio.current_time() - 1, agent="Codex",
-                                       waiting="starting")  # fmt: skip
+    both: McpStartup[str] = McpStartup(
+        ["b", "a"], 0.1, since=anyio.current_time() - 1, agent="Codex", waiting="starting"
+    )
     assert both.remaining() == 0  # the deadline counts from ``since`` (the spawn)
-    assert await both.settled() == ("MCP servers 'a', 'b' still starting 0.1 s after Codex started; prompts no longer "
-                                    "wait for them")  # fmt: skip
+    assert await both.settled() == (
+        "MCP servers 'a', 'b' still starting 0.1 s after Codex started; prompts no longer wait for them"
+    )
 
 
 async def test_stop_settles_without_a_warning() -> None:

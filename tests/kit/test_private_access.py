@@ -20,8 +20,12 @@ def _own_names(cls: ast.ClassDef) -> set[str]:
     for node in ast.walk(cls):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             names.add(node.name)
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
-                and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):  # fmt: skip
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("self", "cls")
+        ):
             names.add(node.attr)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             names.add(node.target.id)
@@ -55,7 +59,11 @@ def test_the_check_finds_a_reach_into_another_class() -> None:
 
 
 def test_no_class_touches_another_s_private_attributes() -> None:
-    reaches = [f"{path.relative_to(ROOT)}:{line}: {text}"
-               for base in SOURCES for path in sorted(base.rglob("*.py")) if "node_modules" not in path.parts
-               for line, text in private_reaches(path.read_text("utf-8"))]  # fmt: skip
+    reaches = [
+        f"{path.relative_to(ROOT)}:{line}: {text}"
+        for base in SOURCES
+        for path in sorted(base.rglob("*.py"))
+        if "node_modules" not in path.parts
+        for line, text in private_reaches(path.read_text("utf-8"))
+    ]
     assert not reaches, "use (or add) a public, documented name instead of:\n" + "\n".join(reaches)

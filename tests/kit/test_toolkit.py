@@ -25,8 +25,13 @@ def test_classify_images_urls_and_mentions(tmp_path: Path) -> None:
     notes.write_text("x")
     items = [str(png), str(notes), "https://x.test/cat.jpg?size=2", "https://x.test/page", str(tmp_path / "gone.png")]
     kinds = [(a.kind, a.media) for a in classify(items)]
-    assert kinds == [("image_file", "image/png"), ("mention", "text/plain"), ("image_url", "image/jpeg"),
-                     ("mention", None), ("mention", "image/png")]  # fmt: skip
+    assert kinds == [
+        ("image_file", "image/png"),
+        ("mention", "text/plain"),
+        ("image_url", "image/jpeg"),
+        ("mention", None),
+        ("mention", "image/png"),
+    ]
     assert classify([str(png)])[0].base64_data() == base64.b64encode(b"\x89PNG").decode()
     assert "image/webp" in IMAGE_TYPES
 

@@ -14,23 +14,32 @@ from anyagentd.adapters.process import AgentProcess
 from anyagentd.engine.settings import EngineSettings
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOLKIT = {name for module in (connection, process) for name in vars(module)
-           if name.isupper() and isinstance(getattr(module, name), (int, float))}  # fmt: skip
+TOOLKIT = {
+    name
+    for module in (connection, process)
+    for name in vars(module)
+    if name.isupper() and isinstance(getattr(module, name), (int, float))
+}
 
 
 def _module_constants(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     names: set[str] = set()
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         names.update(t.id for t in targets if isinstance(t, ast.Name))
     return names
 
 
 def test_no_adapter_redefines_a_toolkit_default() -> None:
     assert {"HANDSHAKE_TIMEOUT", "REQUEST_TIMEOUT", "INTERRUPT_ON_CLOSE", "EXIT_WAIT", "CLOSE_STEP"} <= TOOLKIT
-    copies = sorted(f"{path.relative_to(ROOT)}: {name}" for path in (ROOT / "adapters").glob("*/src/*/*.py")
-                    for name in _module_constants(path) & TOOLKIT)  # fmt: skip
+    copies = sorted(
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in (ROOT / "adapters").glob("*/src/*/*.py")
+        for name in _module_constants(path) & TOOLKIT
+    )
     assert copies == []
 
 

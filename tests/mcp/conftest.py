@@ -26,8 +26,12 @@ def stdio_marker(name: str = "marker", initialize_delay: float | None = None) ->
     """The marker server over stdio: ``python marker_server.py stdio [initialize_delay]`` (with a delay it answers
     ``initialize`` that many seconds late at the earliest: it reads nothing before)."""
     delay = [] if initialize_delay is None else [str(initialize_delay)]
-    return McpServer.model_validate({"name": name, "connection": {"Stdio": {
-        "command": sys.executable, "args": [str(MARKER_SERVER), "stdio", *delay]}}})  # fmt: skip
+    return McpServer.model_validate(
+        {
+            "name": name,
+            "connection": {"Stdio": {"command": sys.executable, "args": [str(MARKER_SERVER), "stdio", *delay]}},
+        }
+    )
 
 
 def url_server(name: str, transport: str, url: str, headers: dict[str, str] | None = None) -> McpServer:
@@ -41,9 +45,12 @@ class ServedMarker:
         self.kind = kind
         self.stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115 - closed by stop(); a file, not a pipe: the server logs every request
         self.proc = subprocess.Popen(
-            [sys.executable, str(MARKER_SERVER), kind], stdout=subprocess.PIPE, stderr=self.stderr, text=True,
+            [sys.executable, str(MARKER_SERVER), kind],
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
             start_new_session=True,
-        )  # fmt: skip
+        )
         self.url = self._wait_ready()
 
     def _wait_ready(self) -> str:
@@ -89,5 +96,3 @@ def sse_marker() -> Iterator[ServedMarker]:
     served = ServedMarker("sse")
     yield served
     served.stop()
-
-

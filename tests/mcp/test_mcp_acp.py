@@ -45,8 +45,9 @@ def codex_acp(scripted_agent: Any) -> Any:
         env = clean_environ(codex_env(home))
         env["PATH"] = f"{resources}{os.pathsep}{env.get('PATH', '')}"
         env["ANYAGENTD_CODEX_ACP_BIN"] = binary
-        env["ANYAGENTD_CODEX_ACP_ARGS"] = shlex.join([*codex_args(url), "-c", "approval_policy=untrusted",
-                                                      "-c", "sandbox_mode=workspace-write"])  # fmt: skip
+        env["ANYAGENTD_CODEX_ACP_ARGS"] = shlex.join(
+            [*codex_args(url), "-c", "approval_policy=untrusted", "-c", "sandbox_mode=workspace-write"]
+        )
         env["ANYAGENTD_NO_LOGIN_SHELL"] = "1"
         return env
 
@@ -76,11 +77,17 @@ async def test_claude_agent_acp_first_prompt_uses_a_slow_stdio_server(claude_acp
     first call reaches it. claude-agent-acp answers ``session/new`` only once the Claude Code it runs (its SDK's
     2.1.83) has answered ``initialize``, which that CLI does after connecting the MCP servers."""
     text = "hello from a slow server"
-    model = claude_acp({"turns": [
-        {"text": "Calling the marker tool.",
-         "tool": {"name": "mcp__slow__write_marker", "input": {"path": "{{cwd}}/marker.txt", "text": text}}},
-        {"text": "The marker is written."},
-    ]})  # fmt: skip
+    model = claude_acp(
+        {
+            "turns": [
+                {
+                    "text": "Calling the marker tool.",
+                    "tool": {"name": "mcp__slow__write_marker", "input": {"path": "{{cwd}}/marker.txt", "text": text}},
+                },
+                {"text": "The marker is written."},
+            ]
+        }
+    )
     async with Runtime() as rt:
         session = await rt.open("claude-acp", dir=work, mcp_servers=[stdio_marker("slow", initialize_delay=2)])
         events = await run_turn(session, "Write the marker through MCP")

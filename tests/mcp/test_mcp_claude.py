@@ -71,16 +71,21 @@ def launches(log: Path) -> int:
 
 
 def marker_script(server: str, path: str, text: str) -> dict[str, Any]:
-    return {"turns": [
-        {"text": "Calling the marker tool.",
-         "tool": {"name": f"mcp__{server}__write_marker", "input": {"path": path, "text": text}}},
-        {"text": "The marker is written."},
-    ]}  # fmt: skip
+    return {
+        "turns": [
+            {
+                "text": "Calling the marker tool.",
+                "tool": {"name": f"mcp__{server}__write_marker", "input": {"path": path, "text": text}},
+            },
+            {"text": "The marker is written."},
+        ]
+    }
 
 
 @pytest.mark.parametrize("transport", ["Stdio", "Http", "Sse"])
-async def test_forwarded_mcp_server_is_called_by_claude(claude: Any, work: Path, transport: str,
-                                                        request: pytest.FixtureRequest) -> None:  # fmt: skip
+async def test_forwarded_mcp_server_is_called_by_claude(
+    claude: Any, work: Path, transport: str, request: pytest.FixtureRequest
+) -> None:
     if transport == "Stdio":
         server = stdio_marker("marker")
     else:
@@ -107,7 +112,8 @@ async def test_forwarded_mcp_server_is_called_by_claude(claude: Any, work: Path,
 
 
 async def test_a_transport_without_plugin_is_refused_before_claude_starts(
-        claude: Any, work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    claude: Any, work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     claude({"turns": []})
     log = launch_log(monkeypatch, tmp_path)
     from anyagentd.mock import plugin as mock_plugin
@@ -121,8 +127,9 @@ async def test_a_transport_without_plugin_is_refused_before_claude_starts(
         before = launches(log)
         assert before == 1  # the probe went through the wrapper
         with pytest.raises(UnsupportedFeature) as caught:
-            await rt.open("claude", dir=work,
-                          mcp_servers=[stdio_marker("ok"), url_server("web", "Sse", "http://h/sse")])
+            await rt.open(
+                "claude", dir=work, mcp_servers=[stdio_marker("ok"), url_server("web", "Sse", "http://h/sse")]
+            )
         assert f"MCP transport Sse is not installed ({install_hint('Sse')})" in caught.value.message
         assert "anyagentd-mcp-sse" in install_hint("Sse")
         with pytest.raises(UnsupportedFeature, match="MCP transport Http is not installed"):
@@ -143,7 +150,8 @@ async def test_probe_reports_the_installed_transports(claude: Any, monkeypatch: 
 
 
 async def test_an_invalid_server_is_refused_before_claude_starts(
-        claude: Any, work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    claude: Any, work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from anyagentd.errors import InvalidConfiguration
     from anyagentd.model import Http, McpServer
 
@@ -191,14 +199,19 @@ async def test_the_first_prompt_waits_for_a_slow_stdio_server(claude: Any, work:
 def silent_server(name: str) -> McpServer:
     """A stdio "server" that reads its input and never answers: it stays ``pending`` in Claude Code (until the
     CLI's own 30 s connect timeout) and exits when the CLI closes its stdin."""
-    return McpServer.model_validate({"name": name, "connection": {"Stdio": {
-        "command": sys.executable, "args": ["-c", "import sys; sys.stdin.read()"]}}})  # fmt: skip
+    return McpServer.model_validate(
+        {
+            "name": name,
+            "connection": {"Stdio": {"command": sys.executable, "args": ["-c", "import sys; sys.stdin.read()"]}},
+        }
+    )
 
 
 def broken_server(name: str) -> McpServer:
     """A stdio "server" that exits at once: Claude Code reports it ``failed``."""
-    return McpServer.model_validate({"name": name, "connection": {"Stdio": {
-        "command": sys.executable, "args": ["-c", "raise SystemExit(3)"]}}})  # fmt: skip
+    return McpServer.model_validate(
+        {"name": name, "connection": {"Stdio": {"command": sys.executable, "args": ["-c", "raise SystemExit(3)"]}}}
+    )
 
 
 async def test_the_first_prompt_waits_no_longer_than_the_handshake_timeout(claude: Any, work: Path) -> None:
@@ -212,8 +225,11 @@ async def test_the_first_prompt_waits_no_longer_than_the_handshake_timeout(claud
         await session.close()
     warnings = diagnostics(events)
     assert any(w.startswith("MCP server 'broken' failed to connect: ") for w in warnings), warnings
-    late = [e for e in events
-            if event_tag(e) == "Diagnostic" and "server 'silent' still connecting 8 s after" in e.kind.value.message]
+    late = [
+        e
+        for e in events
+        if event_tag(e) == "Diagnostic" and "server 'silent' still connecting 8 s after" in e.kind.value.message
+    ]
     assert len(late) == 1, warnings
     assert late[0].turn_info is None  # before the turn was acknowledged: the CLI did not have the prompt yet
     assert events[-1].kind.stop.TAG == "Completed"

@@ -82,8 +82,9 @@ def diagnostics(events: list[Event], level: str = "Warning") -> list[str]:
 
 def stdio(name: str, code: str) -> McpServer:
     """A stdio "server" running ``python -c code``."""
-    return McpServer.model_validate({"name": name, "connection": {"Stdio": {
-        "command": sys.executable, "args": ["-c", code]}}})  # fmt: skip
+    return McpServer.model_validate(
+        {"name": name, "connection": {"Stdio": {"command": sys.executable, "args": ["-c", code]}}}
+    )
 
 
 async def test_the_first_prompt_waits_no_longer_than_the_handshake_timeout(codex: Any, work: Path) -> None:
@@ -99,8 +100,11 @@ async def test_the_first_prompt_waits_no_longer_than_the_handshake_timeout(codex
         await session.close()
     warnings = diagnostics(events)
     assert any(w.startswith("MCP server 'broken' did not start: ") for w in warnings), warnings
-    late = [e for e in events
-            if event_tag(e) == "Diagnostic" and "server 'silent' still starting 8 s after" in e.kind.value.message]
+    late = [
+        e
+        for e in events
+        if event_tag(e) == "Diagnostic" and "server 'silent' still starting 8 s after" in e.kind.value.message
+    ]
     assert len(late) == 1, warnings
     assert late[0].turn_info is None  # before the turn was acknowledged: Codex did not have the prompt yet
     assert events[-1].kind.stop.TAG == "Completed"

@@ -98,12 +98,13 @@ BAD = [
     ("Sse", constructed("srv-j", Sse(url="")), "url"),
     ("Sse", constructed("srv-k", Sse.model_construct(url="https://h/sse", headers={"A": None})), "headers.A"),
     ("Stdio", constructed("", Stdio(command="x")), "name"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("tag", "server", "field"), BAD, ids=[f"{t}-{f}-{s.name}" for t, s, f in BAD])
-def test_validate_names_the_server_and_the_field(transports: dict[str, McpTransportPlugin], tag: str,
-                                                 server: McpServer, field: str) -> None:  # fmt: skip
+def test_validate_names_the_server_and_the_field(
+    transports: dict[str, McpTransportPlugin], tag: str, server: McpServer, field: str
+) -> None:
     with pytest.raises(InvalidConfiguration) as caught:
         transports[tag].validate(server)
     assert f"MCP server {server.name!r}" in caught.value.message
@@ -112,8 +113,9 @@ def test_validate_names_the_server_and_the_field(transports: dict[str, McpTransp
 
 def test_validate_accepts_good_servers(transports: dict[str, McpTransportPlugin]) -> None:
     transports["Stdio"].validate(McpServer(name="s", connection=Stdio(command="srv", args=["-x"], env={"K": "V"})))
-    transports["Http"].validate(McpServer(name="h", connection=Http(url="https://example.com:8443/mcp",
-                                                                      headers={"Authorization": "Bearer t"})))
+    transports["Http"].validate(
+        McpServer(name="h", connection=Http(url="https://example.com:8443/mcp", headers={"Authorization": "Bearer t"}))
+    )
     transports["Sse"].validate(McpServer(name="e", connection=Sse(url="http://127.0.0.1:9/sse")))
     with pytest.raises(InvalidConfiguration, match="is not Stdio"):  # a plugin refuses another transport
         transports["Stdio"].validate(McpServer(name="h", connection=Http(url="http://h/")))
@@ -151,8 +153,9 @@ def test_render_refuses_a_transport_without_plugin(transports: dict[str, McpTran
 
 def test_render_refuses_a_transport_the_agent_cannot_take(transports: dict[str, McpTransportPlugin]) -> None:
     with pytest.raises(UnsupportedFeature) as caught:
-        render_mcp_servers([url_server("web", "Http", "http://h/mcp")], {"Stdio": lambda s: s}, transports,
-                           agent="someagent")  # fmt: skip
+        render_mcp_servers(
+            [url_server("web", "Http", "http://h/mcp")], {"Stdio": lambda s: s}, transports, agent="someagent"
+        )
     assert "someagent" in caught.value.message and "Http" in caught.value.message
 
 
@@ -197,8 +200,9 @@ async def test_check_sse_lists_the_real_tool(transports: dict[str, McpTransportP
 async def test_check_a_missing_command_is_spawn_failed(transports: dict[str, McpTransportPlugin]) -> None:
     started = time.monotonic()
     with pytest.raises(SpawnFailed) as caught:
-        await transports["Stdio"].check(McpServer(name="ghost", connection=Stdio(command="/nonexistent/mcp")),
-                                        timeout=5)
+        await transports["Stdio"].check(
+            McpServer(name="ghost", connection=Stdio(command="/nonexistent/mcp")), timeout=5
+        )
     assert time.monotonic() - started < 5
     assert "'ghost'" in caught.value.message and "/nonexistent/mcp" in caught.value.message
 
@@ -234,8 +238,7 @@ async def test_check_a_closed_port_fails_fast(transports: dict[str, McpTransport
 
 
 @pytest.mark.parametrize("tag", ["Http", "Sse"])
-async def test_check_a_server_that_never_answers_times_out(transports: dict[str, McpTransportPlugin],
-                                                            tag: str) -> None:  # fmt: skip
+async def test_check_a_server_that_never_answers_times_out(transports: dict[str, McpTransportPlugin], tag: str) -> None:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
@@ -308,10 +311,17 @@ def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
 
 def test_cli_check_lists_tools(tmp_path: Path, http_marker: Any) -> None:
     spec = tmp_path / "servers.json"
-    spec.write_text(json.dumps([
-        {"name": "local", "connection": {"Stdio": {"command": sys.executable, "args": [str(MARKER_SERVER), "stdio"]}}},
-        {"name": "web", "connection": {"Http": {"url": http_marker.url}}},
-    ]))  # fmt: skip
+    spec.write_text(
+        json.dumps(
+            [
+                {
+                    "name": "local",
+                    "connection": {"Stdio": {"command": sys.executable, "args": [str(MARKER_SERVER), "stdio"]}},
+                },
+                {"name": "web", "connection": {"Http": {"url": http_marker.url}}},
+            ]
+        )
+    )
     done = cli("mcp", "check", str(spec), "--timeout", "30")
     assert done.returncode == 0, done.stderr
     assert "local (Stdio): 1 tool(s)" in done.stderr and "web (Http): 1 tool(s)" in done.stderr
@@ -321,8 +331,14 @@ def test_cli_check_lists_tools(tmp_path: Path, http_marker: Any) -> None:
     done = cli("mcp", "check", str(single), "--json")
     assert done.returncode == 0, done.stderr
     description = "Write `text` to the file at `path` and return a confirmation token."
-    assert json.loads(done.stdout) == [{"server": "web", "transport": "Http", "ok": True, "tools": [
-        {"name": "write_marker", "description": description}]}]
+    assert json.loads(done.stdout) == [
+        {
+            "server": "web",
+            "transport": "Http",
+            "ok": True,
+            "tools": [{"name": "write_marker", "description": description}],
+        }
+    ]
 
 
 def test_cli_check_fails_with_the_reason(tmp_path: Path) -> None:
@@ -330,10 +346,14 @@ def test_cli_check_fails_with_the_reason(tmp_path: Path) -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     spec = tmp_path / "servers.json"
-    spec.write_text(json.dumps([
-        {"name": "ghost", "connection": {"Stdio": {"command": "/nonexistent/mcp"}}},
-        {"name": "gone", "connection": {"Http": {"url": f"http://127.0.0.1:{port}/mcp"}}},
-    ]))  # fmt: skip
+    spec.write_text(
+        json.dumps(
+            [
+                {"name": "ghost", "connection": {"Stdio": {"command": "/nonexistent/mcp"}}},
+                {"name": "gone", "connection": {"Http": {"url": f"http://127.0.0.1:{port}/mcp"}}},
+            ]
+        )
+    )
     started = time.monotonic()
     done = cli("mcp", "check", str(spec), "--timeout", "3", "--json")
     assert time.monotonic() - started < 30
@@ -342,7 +362,9 @@ def test_cli_check_fails_with_the_reason(tmp_path: Path) -> None:
     assert "gone (Http) failed ProtocolFailed" in done.stderr
     results = json.loads(done.stdout)
     assert [(r["server"], r["ok"], r["error"]["kind"]) for r in results] == [
-        ("ghost", False, "SpawnFailed"), ("gone", False, "ProtocolFailed")]
+        ("ghost", False, "SpawnFailed"),
+        ("gone", False, "ProtocolFailed"),
+    ]
     bad = tmp_path / "bad.json"
     bad.write_text('{"name": "x", "connection": {"Carrier": {}}}')
     done = cli("mcp", "check", str(bad))

@@ -24,7 +24,9 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 def opencode(scripted_agent: Callable[..., Any]) -> Callable[..., Any]:
     """``opencode(script)`` starts a model server with ``script`` and points this process's environment at it."""
     binary = str(agent_bin("opencode", start=__file__))
-    return scripted_agent(lambda url, home: clean_environ({**opencode_env(url, home), "ANYAGENTD_OPENCODE_BIN": binary}))
+    return scripted_agent(
+        lambda url, home: clean_environ({**opencode_env(url, home), "ANYAGENTD_OPENCODE_BIN": binary})
+    )
 
 
 class TestConformance(Conformance):
@@ -47,8 +49,10 @@ class TestConformance(Conformance):
 
 # ------------------------------------------------------------------------------------------------ opencode's own
 
-PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f"
-                    "15c4890000000d4944415478da63fccfc0500f000485018084a98c210000000049454e44ae426082")  # fmt: skip
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f"
+    "15c4890000000d4944415478da63fccfc0500f000485018084a98c210000000049454e44ae426082"
+)
 
 
 async def _until(events: Any, tag: str) -> Any:
@@ -114,8 +118,9 @@ async def test_mode_and_model_are_options_that_apply_from_the_next_prompt(openco
     assert second["model"] == other.split("/")[1]
 
 
-async def test_a_compact_ends_when_opencode_has_compacted_and_the_next_prompt_gets_its_answer(opencode: Any,
-                                                                                               work: Any) -> None:
+async def test_a_compact_ends_when_opencode_has_compacted_and_the_next_prompt_gets_its_answer(
+    opencode: Any, work: Any
+) -> None:
     """``summarize`` answers before the compaction runs: the compact turn ends at the compaction's idle, so the
     next prompt's turn is its own (not ended by the compaction's idle, its reply not left to an agent turn)."""
     from anyagentd.runtime import Runtime
@@ -148,8 +153,10 @@ async def test_each_step_reports_its_tokens_once(opencode: Any, work: Any) -> No
     output, as the model server reported them for that call; the engine sums them over the session."""
     from anyagentd.runtime import Runtime
 
-    calls = [{"input_tokens": 700, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 20,
-              "output_tokens": 30}, {"input_tokens": 4, "cache_read_input_tokens": 800, "output_tokens": 6}]  # fmt: skip
+    calls = [
+        {"input_tokens": 700, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 20, "output_tokens": 30},
+        {"input_tokens": 4, "cache_read_input_tokens": 800, "output_tokens": 6},
+    ]
     opencode({"turns": [{"text": "One.", "usage": calls[0]}, {"text": "Two.", "usage": calls[1]}]})
     async with Runtime() as rt:
         session = await rt.open("opencode", dir=work)

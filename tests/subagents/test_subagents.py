@@ -20,14 +20,18 @@ from anyagentd_a2a.subagents.mcp_server import Caller, SubagentMcpServer
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 HELLO = "Hello! I am the scripted agent. I play a JSON script, so this turn needs no account and no network."
-TURN = [{"Emit": {"TextDelta": {"message_id": "m1", "text": HELLO}}}, {"Emit": {"MessageEnded": {"message_id": "m1"}}},
-        {"End": {"Completed": {"source": "Protocol"}}}]  # fmt: skip
+TURN = [
+    {"Emit": {"TextDelta": {"message_id": "m1", "text": HELLO}}},
+    {"Emit": {"MessageEnded": {"message_id": "m1"}}},
+    {"End": {"Completed": {"source": "Protocol"}}},
+]
 THREE_TURNS = {"turns": [TURN, TURN, TURN]}
 
 
 @asynccontextmanager
-async def served(tmp: Path, limits: SubagentLimits | None = None) -> AsyncIterator[tuple[SubagentManager,
-                                                                                        SubagentMcpServer]]:
+async def served(
+    tmp: Path, limits: SubagentLimits | None = None
+) -> AsyncIterator[tuple[SubagentManager, SubagentMcpServer]]:
     limits = limits or SubagentLimits()
     async with Runtime(mock_script=THREE_TURNS) as runtime, anyio.create_task_group() as tg:
         manager = SubagentManager(runtime, limits, work_root=tmp / "subagents")
@@ -46,9 +50,11 @@ async def client(entry: dict[str, Any]) -> AsyncIterator[Any]:
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     http = entry["connection"]["Http"]
-    async with (create_mcp_http_client(headers=http["headers"], timeout=httpx2.Timeout(30)) as transport_client,
-                streamable_http_client(http["url"], http_client=transport_client) as (read, write, *_),
-                ClientSession(read, write) as session):
+    async with (
+        create_mcp_http_client(headers=http["headers"], timeout=httpx2.Timeout(30)) as transport_client,
+        streamable_http_client(http["url"], http_client=transport_client) as (read, write, *_),
+        ClientSession(read, write) as session,
+    ):
         await session.initialize()
         yield session
 
@@ -71,8 +77,9 @@ async def test_tools_are_listed_and_sync_returns_the_answer(tmp_path: Path) -> N
 
 async def test_async_warm_send_and_kill(tmp_path: Path) -> None:
     async with served(tmp_path) as (manager, server), client(server.server_for(Caller("user:alice"))) as mcp:
-        handle = json.loads(text_of(await mcp.call_tool("spawn_subagent", {
-            "agent": "mock", "instruction": "first", "mode": "async"})))["handle"]  # fmt: skip
+        handle = json.loads(
+            text_of(await mcp.call_tool("spawn_subagent", {"agent": "mock", "instruction": "first", "mode": "async"}))
+        )["handle"]
         status = json.loads(text_of(await mcp.call_tool("subagent_result", {"handle": handle, "wait": True})))
         assert status == {"handle": handle, "status": "completed", "mode": "async", "result": HELLO}
         refused = await mcp.call_tool("subagent_send", {"handle": handle, "message": "more"})
@@ -87,8 +94,7 @@ async def test_async_warm_send_and_kill(tmp_path: Path) -> None:
             assert not answer.is_error
         assert live.attempts == 3
         session = live.session
-        killed = json.loads(text_of(await mcp.call_tool("subagent_kill", {"handle": live.handle,
-                                                                           "reason": "done"})))  # fmt: skip
+        killed = json.loads(text_of(await mcp.call_tool("subagent_kill", {"handle": live.handle, "reason": "done"})))
         assert killed["status"] == "cancelled" and killed["error"] == "done"
         assert session.closed and live.session is None
 
@@ -101,8 +107,9 @@ async def test_limits_and_ownership_are_tool_errors(tmp_path: Path) -> None:
             assert denied.is_error and "agent 'codex' may not be spawned here" in text_of(denied)
             bad_mode = await alice.call_tool("spawn_subagent", {"agent": "mock", "instruction": "x", "mode": "now"})
             assert bad_mode.is_error and "mode must be one of" in text_of(bad_mode)
-            handle = json.loads(text_of(await alice.call_tool("spawn_subagent", {
-                "agent": "mock", "instruction": "x", "mode": "warm"})))  # fmt: skip
+            handle = json.loads(
+                text_of(await alice.call_tool("spawn_subagent", {"agent": "mock", "instruction": "x", "mode": "warm"}))
+            )
         async with client(server.server_for(Caller("user:bob"))) as bob:
             [record] = manager.owned("user:alice")
             foreign = await bob.call_tool("subagent_status", {"handle": record.handle})
@@ -162,8 +169,9 @@ async def test_open_with_tools_offers_the_server_and_withdraws_its_bearer(tmp_pa
     work = tmp_path / "w"
     work.mkdir()
     async with served(tmp_path) as (manager, server), anyio.create_task_group() as tg:
-        session = await server.open_with_tools(manager.runtime, "claude", work, Caller("user:alice"),
-                                               spawn=tg.start_soon)  # fmt: skip
+        session = await server.open_with_tools(
+            manager.runtime, "claude", work, Caller("user:alice"), spawn=tg.start_soon
+        )
         assert server.live_bearers == 1
         await session.close()
         with anyio.fail_after(10):
@@ -210,12 +218,15 @@ def test_parents_in_the_configuration() -> None:
 
 
 TOOL = {"id": "t1", "kind": "Read", "title": "Read notes.txt", "status": "Running"}
-BUSY_TURN = [{"Emit": {"TextDelta": {"message_id": "m1", "text": "Reading "}}},
-             {"Emit": {"TextDelta": {"message_id": "m1", "text": "the notes."}}},
-             {"Emit": {"MessageEnded": {"message_id": "m1"}}}, {"Emit": {"ToolUpdated": TOOL}},
-             {"Emit": {"ToolUpdated": {**TOOL, "output": "more output, same status"}}},
-             {"Emit": {"ToolUpdated": {**TOOL, "status": "Completed"}}},
-             {"End": {"Completed": {"source": "Protocol"}}}]  # fmt: skip
+BUSY_TURN = [
+    {"Emit": {"TextDelta": {"message_id": "m1", "text": "Reading "}}},
+    {"Emit": {"TextDelta": {"message_id": "m1", "text": "the notes."}}},
+    {"Emit": {"MessageEnded": {"message_id": "m1"}}},
+    {"Emit": {"ToolUpdated": TOOL}},
+    {"Emit": {"ToolUpdated": {**TOOL, "output": "more output, same status"}}},
+    {"Emit": {"ToolUpdated": {**TOOL, "status": "Completed"}}},
+    {"End": {"Completed": {"source": "Protocol"}}},
+]
 
 
 async def test_a_local_subagents_events_are_its_stream(tmp_path: Path) -> None:
@@ -224,8 +235,12 @@ async def test_a_local_subagents_events_are_its_stream(tmp_path: Path) -> None:
         await tg.start(manager.serve)
         record = await manager.spawn("user:alice", "mock", "read", "warm")
         first = [(e["stream"], e["event"]["subject"]) for e in record.events]
-        assert first == [("events", "TextDelta"), ("events", "ToolUpdated"), ("events", "ToolUpdated"),
-                         ("events", "TurnEnded")]  # fmt: skip
+        assert first == [
+            ("events", "TextDelta"),
+            ("events", "ToolUpdated"),
+            ("events", "ToolUpdated"),
+            ("events", "TurnEnded"),
+        ]
         text, running, completed, ended = (e["event"] for e in record.events)
         assert text["data"]["kind"] == {"TextDelta": {"message_id": "m1", "text": "Reading the notes."}}  # gathered
         assert running["data"]["kind"]["ToolUpdated"]["status"] == "Running"  # one per status change
@@ -236,8 +251,10 @@ async def test_a_local_subagents_events_are_its_stream(tmp_path: Path) -> None:
         await manager.send(record.handle, "user:alice", "again")
         assert len(record.events) == 4 and record.events[-1]["event"]["id"] > ended["id"]
         manager.child_event(record.handle, "events", {"id": 1, "subject": "Custom", "correlation": None, "data": {}})
-        assert len(record.events) == 4 and record.events[-1] == {"stream": "events", "event": {
-            "id": 1, "subject": "Custom", "correlation": None, "data": {}}}  # fmt: skip
+        assert len(record.events) == 4 and record.events[-1] == {
+            "stream": "events",
+            "event": {"id": 1, "subject": "Custom", "correlation": None, "data": {}},
+        }
         tg.cancel_scope.cancel()
 
 
@@ -247,9 +264,16 @@ async def test_mirrored_events_are_cut_and_their_integers_are_ints(tmp_path: Pat
         await tg.start(manager.serve)
         record = await manager.spawn("user:alice", "mock", "hello")
         # as an _instance.emit brings it: a protobuf Struct made every number a double
-        manager.child_event(record.handle, "events", {"id": 3.0, "subject": "Custom", "correlation": "t" * 3000,
-                                                      "data": {"sequence": 3.0, "ratio": 0.5, "text": "x" * 5000,
-                                                               "at": {"secs_since_epoch": 1796127474.0}}})  # fmt: skip
+        manager.child_event(
+            record.handle,
+            "events",
+            {
+                "id": 3.0,
+                "subject": "Custom",
+                "correlation": "t" * 3000,
+                "data": {"sequence": 3.0, "ratio": 0.5, "text": "x" * 5000, "at": {"secs_since_epoch": 1796127474.0}},
+            },
+        )
         kept = record.events[-1]["event"]
         assert kept["id"] == 3 and type(kept["id"]) is int and type(kept["data"]["sequence"]) is int
         assert type(kept["data"]["at"]["secs_since_epoch"]) is int and kept["data"]["ratio"] == 0.5
@@ -317,5 +341,7 @@ def test_subagent_configuration_refusals() -> None:
     loaded = parse({"a2a": {"principals": [principal]}, "subagents": {"parents": [parent]}}, env={"P": "p", "C": "c"})
     assert loaded.config.subagents.parents[0].principal == "user:carol"
     with pytest.raises(ConfigError, match="'agent:carol' is not a configured"):  # the role is part of the name
-        parse({"a2a": {"principals": [principal]}, "subagents": {"parents": [{**parent, "principal": "agent:carol"}]}},
-              env={"P": "p", "C": "c"})  # fmt: skip
+        parse(
+            {"a2a": {"principals": [principal]}, "subagents": {"parents": [{**parent, "principal": "agent:carol"}]}},
+            env={"P": "p", "C": "c"},
+        )

@@ -572,10 +572,23 @@ def test_cli_writes_env_and_url_files_ready_for_a_shell(tmp_path):
     script.write_text(json.dumps({"turns": [{"text": "sourced"}]}))
     env_file, url_file = tmp_path / "model.env", tmp_path / "url"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "anyagentd.cli", "model-server", "--script", str(script), "--env-out", str(env_file),
-         "--url-out", str(url_file), "--print-env"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "anyagentd.cli",
+            "model-server",
+            "--script",
+            str(script),
+            "--env-out",
+            str(env_file),
+            "--url-out",
+            str(url_file),
+            "--print-env",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         printed = [proc.stdout.readline() for _ in range(3)]
         assert all(line.startswith("export ") for line in printed)
@@ -592,8 +605,9 @@ def test_cli_writes_env_and_url_files_ready_for_a_shell(tmp_path):
         assert "codex-resources" in values["PATH"].split(":")[0]  # Codex's bwrap first on PATH
         opencode = json.loads(values["OPENCODE_CONFIG_CONTENT"])
         assert opencode["provider"]["anthropic"]["options"]["baseURL"] == url + "/v1"
-        reply = httpx.post(url + "/v1/messages", json={"model": "m", "max_tokens": 99, "tools": TOOLS,
-                                                          "messages": [user()]})
+        reply = httpx.post(
+            url + "/v1/messages", json={"model": "m", "max_tokens": 99, "tools": TOOLS, "messages": [user()]}
+        )
         assert reply.json()["content"][0]["text"] == "sourced"
     finally:
         proc.kill()
@@ -604,15 +618,22 @@ def test_cli_detach_serves_in_the_background(tmp_path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"turns": [{"text": "detached"}]}))
     shell = subprocess.run(
-        ["bash", "-c", f'eval "$({sys.executable} -m anyagentd.cli model-server --script {script} --detach)" && '
-                       'echo "$ANYAGENTD_MODEL_SERVER_URL $ANYAGENTD_MODEL_SERVER_PID"'],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            "bash",
+            "-c",
+            f'eval "$({sys.executable} -m anyagentd.cli model-server --script {script} --detach)" && '
+            'echo "$ANYAGENTD_MODEL_SERVER_URL $ANYAGENTD_MODEL_SERVER_PID"',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert shell.returncode == 0, shell.stderr
     url, pid = shell.stdout.split()
     try:
-        reply = httpx.post(url + "/v1/messages", json={"model": "m", "max_tokens": 99, "tools": TOOLS,
-                                                          "messages": [user()]})
+        reply = httpx.post(
+            url + "/v1/messages", json={"model": "m", "max_tokens": 99, "tools": TOOLS, "messages": [user()]}
+        )
         assert reply.json()["content"][0]["text"] == "detached"
     finally:
         os.kill(int(pid), signal.SIGTERM)

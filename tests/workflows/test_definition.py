@@ -15,12 +15,17 @@ def wf(**steps: dict[str, Any]) -> dict[str, Any]:
 
 
 GOOD = wf(
-    write={"kind": "agent", "agent": "claude", "prompt": "Fix: {{inputs.issue}}", "timeout": "10m",
-           "retry": {"max": 2, "backoff": "5s"}},
+    write={
+        "kind": "agent",
+        "agent": "claude",
+        "prompt": "Fix: {{inputs.issue}}",
+        "timeout": "10m",
+        "retry": {"max": 2, "backoff": "5s"},
+    },
     review={"kind": "agent", "agent": "codex", "depends_on": ["write"], "prompt": "Review {{steps.write.output}}"},
     go={"kind": "wait", "on": "signal", "signal": "go", "timeout": "1h", "depends_on": ["review"]},
     done={"kind": "finish", "depends_on": ["go"], "output": "{{steps.review.output}}"},
-)  # fmt: skip
+)
 
 
 def refused(entry: dict[str, Any]) -> WorkflowError:
@@ -45,10 +50,16 @@ def test_unknown_keys_are_named() -> None:
 
 
 def test_unknown_dependencies_and_cycles() -> None:
-    assert refused(wf(a={"kind": "finish", "output": "x", "depends_on": ["nope"]})).where == \
-        "workflows.fix.steps.a.depends_on"  # fmt: skip
-    cycle = refused(wf(a={"kind": "finish", "output": "x", "depends_on": ["b"]},
-                       b={"kind": "finish", "output": "y", "depends_on": ["a"]}))  # fmt: skip
+    assert (
+        refused(wf(a={"kind": "finish", "output": "x", "depends_on": ["nope"]})).where
+        == "workflows.fix.steps.a.depends_on"
+    )
+    cycle = refused(
+        wf(
+            a={"kind": "finish", "output": "x", "depends_on": ["b"]},
+            b={"kind": "finish", "output": "y", "depends_on": ["a"]},
+        )
+    )
     assert "cycle: a -> b -> a" in str(cycle)
 
 
@@ -76,8 +87,10 @@ def test_duplicate_names_and_commands() -> None:
 
 
 def test_templates_and_durations() -> None:
-    assert references("a {{ inputs.x }} b {{steps.s.output.field}}") == [("inputs", "x"), ("steps", "s", "output",
-                                                                                            "field")]
+    assert references("a {{ inputs.x }} b {{steps.s.output.field}}") == [
+        ("inputs", "x"),
+        ("steps", "s", "output", "field"),
+    ]
     scope = {"inputs": {"x": "X"}, "steps": {"s": {"output": {"field": [1, 2]}}}}
     assert render("a {{ inputs.x }} b {{steps.s.output.field}}", scope) == "a X b [1,2]"
     with pytest.raises(KeyError):
@@ -88,10 +101,13 @@ def test_templates_and_durations() -> None:
 
 
 def test_subagent_steps() -> None:
-    ok = load_workflows([wf(a={"kind": "subagent", "agent": "codex", "instruction": "Review {{inputs.issue}}",
-                               "mode": "warm"})])["fix"]  # fmt: skip
+    ok = load_workflows(
+        [wf(a={"kind": "subagent", "agent": "codex", "instruction": "Review {{inputs.issue}}", "mode": "warm"})]
+    )["fix"]
     assert ok.steps["a"].mode == "warm" and ok.steps["a"].templates() == {"instruction": "Review {{inputs.issue}}"}
     assert "needs an agent and an instruction" in str(refused(wf(a={"kind": "subagent", "agent": "codex"})))
     assert "unknown input" in str(refused(wf(a={"kind": "subagent", "agent": "x", "instruction": "{{inputs.no}}"})))
-    assert refused(wf(a={"kind": "subagent", "agent": "x", "instruction": "y", "mode": "later"})).where == \
-        "workflows.fix.steps.a.mode"  # fmt: skip
+    assert (
+        refused(wf(a={"kind": "subagent", "agent": "x", "instruction": "y", "mode": "later"})).where
+        == "workflows.fix.steps.a.mode"
+    )

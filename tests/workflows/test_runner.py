@@ -25,16 +25,21 @@ HELLO = "Hello! I am the scripted agent. I play a JSON script, so this turn need
 
 def pipeline(**extra: Any) -> dict[str, Any]:
     return {
-        "name": "pipe", "inputs": {"issue": {"type": "string"}},
+        "name": "pipe",
+        "inputs": {"issue": {"type": "string"}},
         "steps": {
             "write": {"kind": "agent", "agent": "mock", "prompt": "Fix {{inputs.issue}}"},
             "check": {"kind": "agent", "agent": "mock", "prompt": "Check {{inputs.issue}}"},
-            "review": {"kind": "agent", "agent": "mock", "depends_on": ["write", "check"],
-                       "prompt": "Review: {{steps.write.output}}"},
+            "review": {
+                "kind": "agent",
+                "agent": "mock",
+                "depends_on": ["write", "check"],
+                "prompt": "Review: {{steps.write.output}}",
+            },
             "go": {"kind": "wait", "on": "signal", "signal": "go", "depends_on": ["review"], **extra},
             "done": {"kind": "finish", "depends_on": ["go"], "output": "{{steps.review.output}} / {{steps.go.output}}"},
         },
-    }  # fmt: skip
+    }
 
 
 class Harness:
@@ -46,8 +51,9 @@ class Harness:
         self.changes.append((record.status, change))
 
     def runner(self, runtime: Runtime, store: RunStore) -> WorkflowRunner:
-        return WorkflowRunner(runtime, store, load_workflows(self.raw), work_root=self.tmp / "runs",
-                              listener=self.listener)  # fmt: skip
+        return WorkflowRunner(
+            runtime, store, load_workflows(self.raw), work_root=self.tmp / "runs", listener=self.listener
+        )
 
 
 @asynccontextmanager
@@ -85,7 +91,8 @@ async def test_a_run_goes_through_its_steps_and_a_signal(tmp_path: Path) -> None
         waiting = await wait_status(runner, record.id, "suspended")
         assert waiting.steps["go"].wait == {"on": "signal", "signal": "go", "timeout_ms": None}
         assert {s: waiting.steps[s].status for s in ("write", "check", "review")} == dict.fromkeys(
-            ("write", "check", "review"), "done")
+            ("write", "check", "review"), "done"
+        )
         assert waiting.steps["write"].output == HELLO
         assert await runner.signal("go", {"ok": True}, "user:bob", owner="user:mallory") == 0  # not theirs
         assert await runner.signal("go", {"ok": True}, "user:alice", owner="user:alice") == 1
@@ -142,9 +149,13 @@ async def test_a_running_step_is_retried_after_a_restart_or_fails_interrupted(tm
 
 
 async def test_timeout_retry_then_failure_skips_what_follows(tmp_path: Path) -> None:
-    flow = {"name": "t", "steps": {
-        "w": {"kind": "wait", "on": "signal", "signal": "never", "timeout": "200ms", "retry": {"max": 1}},
-        "after": {"kind": "finish", "depends_on": ["w"], "output": "x"}}}  # fmt: skip
+    flow = {
+        "name": "t",
+        "steps": {
+            "w": {"kind": "wait", "on": "signal", "signal": "never", "timeout": "200ms", "retry": {"max": 1}},
+            "after": {"kind": "finish", "depends_on": ["w"], "output": "x"},
+        },
+    }
     harness = Harness(tmp_path, [flow])
     async with daemon(tmp_path, harness) as (runtime, store, runner):
         record = await runner.start("t", {}, None)
@@ -157,9 +168,16 @@ async def test_timeout_retry_then_failure_skips_what_follows(tmp_path: Path) -> 
 
 async def test_cancel_closes_the_running_session_and_pause_holds(tmp_path: Path) -> None:
     slow = {"turns": [[{"Sleep": 10000}, {"End": {"Completed": {"source": "Protocol"}}}]]}
-    flows = [{"name": "slow", "steps": {"a": {"kind": "agent", "agent": "mock", "prompt": "x"},
-                                        "b": {"kind": "finish", "depends_on": ["a"], "output": "y"}}},
-             pipeline()]  # fmt: skip
+    flows = [
+        {
+            "name": "slow",
+            "steps": {
+                "a": {"kind": "agent", "agent": "mock", "prompt": "x"},
+                "b": {"kind": "finish", "depends_on": ["a"], "output": "y"},
+            },
+        },
+        pipeline(),
+    ]
     harness = Harness(tmp_path, flows, script=slow)
     async with daemon(tmp_path, harness) as (runtime, store, runner):
         record = await runner.start("slow", {}, "user:alice")
@@ -229,8 +247,13 @@ async def test_a_runs_task_that_subscribes_after_the_ask_still_reads_waiting(tmp
 
 
 async def test_a_follower_sees_every_step_then_the_end(tmp_path: Path) -> None:
-    flow = {"name": "f", "steps": {"a": {"kind": "agent", "agent": "mock", "prompt": "x"},
-                                   "b": {"kind": "finish", "depends_on": ["a"], "output": "{{steps.a.output}}"}}}
+    flow = {
+        "name": "f",
+        "steps": {
+            "a": {"kind": "agent", "agent": "mock", "prompt": "x"},
+            "b": {"kind": "finish", "depends_on": ["a"], "output": "{{steps.a.output}}"},
+        },
+    }
     harness = Harness(tmp_path, [flow])
     async with daemon(tmp_path, harness) as (runtime, store, runner):
         record = await runner.start("f", {}, None)
@@ -247,8 +270,13 @@ async def test_a_follower_sees_every_step_then_the_end(tmp_path: Path) -> None:
 
 async def test_a_field_of_a_text_output_fails_the_step_not_the_runner(tmp_path: Path) -> None:
     # {{steps.a.output.result}} where a's output is text: the finish step fails naming the reference
-    flow = {"name": "f", "steps": {"a": {"kind": "agent", "agent": "mock", "prompt": "x"},
-                                   "b": {"kind": "finish", "depends_on": ["a"], "output": "{{steps.a.output.result}}"}}}
+    flow = {
+        "name": "f",
+        "steps": {
+            "a": {"kind": "agent", "agent": "mock", "prompt": "x"},
+            "b": {"kind": "finish", "depends_on": ["a"], "output": "{{steps.a.output.result}}"},
+        },
+    }
     harness = Harness(tmp_path, [flow])
     async with daemon(tmp_path, harness) as (runtime, store, runner):
         record = await runner.start("f", {}, None)

@@ -79,5 +79,8 @@ def mcp_install_hint(transport: str) -> str:
 
 def uninstalled_agents(driven: set[str]) -> list[tuple[str, str, str]]:
     """The first-party catalog ids no installed adapter drives, as (id, name, install hint), in catalog order."""
-    return [(agent_id, name, install_hint(dist)) for agent_id, (name, dist) in AGENT_DISTRIBUTIONS.items()
-            if agent_id not in driven]  # fmt: skip
+    return [
+        (agent_id, name, install_hint(dist))
+        for agent_id, (name, dist) in AGENT_DISTRIBUTIONS.items()
+        if agent_id not in driven
+    ]

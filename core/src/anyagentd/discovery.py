@@ -116,8 +116,10 @@ def uninstalled_adapters(driven: Iterable[str]) -> list[Diagnostic]:
     drives: ``claude (Claude Code): adapter not installed — pip install anyagentd-claude``."""
     from .catalog import uninstalled_agents
 
-    return [Diagnostic(level="Info", message=f"{agent_id} ({name}): adapter not installed — {hint}")
-            for agent_id, name, hint in uninstalled_agents(set(driven))]  # fmt: skip
+    return [
+        Diagnostic(level="Info", message=f"{agent_id} ({name}): adapter not installed — {hint}")
+        for agent_id, name, hint in uninstalled_agents(set(driven))
+    ]
 
 
 def no_adapter_message(agent_id: str) -> str:
@@ -234,8 +236,9 @@ class _Scan:
 
     def _installation(self, profile: AgentProfile, path: str, source: InstallationSource) -> AgentInstallation:
         acp_args = list(profile.acp_args) if profile.acp_args is not None else None
-        return AgentInstallation(id=profile.id, name=profile.name, executable_path=path, source=source,
-                                 acp_args=acp_args)  # fmt: skip
+        return AgentInstallation(
+            id=profile.id, name=profile.name, executable_path=path, source=source, acp_args=acp_args
+        )
 
     def _unreadable(self, directory: str, error: OSError) -> None:
         self._diagnose("Warning", f"cannot read directory {directory}: {error.strerror or error}")
@@ -274,16 +277,21 @@ def version_manager_dirs(env: Mapping[str, str], home: Path, on_unreadable: OnUn
         return [os.path.join(env[var], *rest)] if env.get(var) else []
 
     dirs = [
-        *under("VOLTA_HOME", "bin"), os.path.join(h, ".volta", "bin"),
-        *under("BUN_INSTALL", "bin"), os.path.join(h, ".bun", "bin"),
-        *under("PNPM_HOME"), os.path.join(h, ".local", "share", "pnpm"),
-        *under("NPM_CONFIG_PREFIX", "bin"), os.path.join(h, ".npm-global", "bin"),
-    ]  # fmt: skip
+        *under("VOLTA_HOME", "bin"),
+        os.path.join(h, ".volta", "bin"),
+        *under("BUN_INSTALL", "bin"),
+        os.path.join(h, ".bun", "bin"),
+        *under("PNPM_HOME"),
+        os.path.join(h, ".local", "share", "pnpm"),
+        *under("NPM_CONFIG_PREFIX", "bin"),
+        os.path.join(h, ".npm-global", "bin"),
+    ]
     nvm_dir = env.get("NVM_DIR") or os.path.join(h, ".nvm")
     dirs += _node_versions(os.path.join(nvm_dir, "versions", "node"), "bin", on_unreadable)
     for fnm_dir in [*under("FNM_DIR"), os.path.join(h, ".local", "share", "fnm")]:
-        dirs += _node_versions(os.path.join(fnm_dir, "node-versions"), os.path.join("installation", "bin"),
-                               on_unreadable)  # fmt: skip
+        dirs += _node_versions(
+            os.path.join(fnm_dir, "node-versions"), os.path.join("installation", "bin"), on_unreadable
+        )
     return _unique(d for d in (_normalize(d, home) for d in dirs) if d is not None)
 
 
@@ -311,7 +319,9 @@ def _node_versions(versions_dir: str, bin_rel: str, on_unreadable: OnUnreadable 
         return []
     except OSError:
         return []
-    versioned = sorted((n for n in names if version_key(n) is not None), key=lambda n: version_key(n) or (), reverse=True)
+    versioned = sorted(
+        (n for n in names if version_key(n) is not None), key=lambda n: version_key(n) or (), reverse=True
+    )
     others = sorted(n for n in names if version_key(n) is None)
     return [os.path.join(versions_dir, name, bin_rel) for name in [*versioned, *others]]
 
@@ -348,9 +358,13 @@ def login_shell_path(shell: str, env: Mapping[str, str], timeout: float | None =
     try:
         process = subprocess.Popen(
             [shell, "-lic", f"echo {LOGIN_SHELL_MARKER}$PATH"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env=dict(env), start_new_session=True, close_fds=True,
-        )  # fmt: skip
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=dict(env),
+            start_new_session=True,
+            close_fds=True,
+        )
     except OSError as error:
         raise LoginShellError(f"cannot start it: {error.strerror or error}") from None
     try:

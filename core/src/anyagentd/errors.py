@@ -115,9 +115,12 @@ class ResumeFailed(_Detailed):
     @classmethod
     def not_saved(cls, token: str, detail: str, agent: str = "the agent") -> ResumeFailed:
         """The error for a resume of ``token`` that ``agent`` reports (in ``detail``) as naming no saved session."""
-        return cls(detail, f"{agent} has no saved session {token}: it was never saved (the agent stopped before "
-                           "writing it) or was removed, so it cannot be resumed; open a fresh session",
-                   reason=cls.NOT_SAVED)  # fmt: skip
+        return cls(
+            detail,
+            f"{agent} has no saved session {token}: it was never saved (the agent stopped before "
+            "writing it) or was removed, so it cannot be resumed; open a fresh session",
+            reason=cls.NOT_SAVED,
+        )
 
     @property
     def never_saved(self) -> bool:

@@ -186,9 +186,21 @@ else:
     AuthStatus = tagged_union(Literal["Unknown"], Authenticated, Unauthenticated)
 
 Capability = Literal[
-    "Images", "Resume", "Steer", "Permissions", "Questions", "Rollback", "Fork", "SlashCommands", "Plan",
-    "Subagents", "ContextUsage", "PlanUsage", "RollbackFiles", "Compact",
-]  # fmt: skip
+    "Images",
+    "Resume",
+    "Steer",
+    "Permissions",
+    "Questions",
+    "Rollback",
+    "Fork",
+    "SlashCommands",
+    "Plan",
+    "Subagents",
+    "ContextUsage",
+    "PlanUsage",
+    "RollbackFiles",
+    "Compact",
+]
 McpTransport = Literal["Stdio", "Http", "Sse"]
 
 
@@ -575,16 +587,44 @@ class TurnEnded(Variant):
 
 if TYPE_CHECKING:  # the union as checkers see it; at run time the tagged union pydantic validates
     EventKind: TypeAlias = (
-        TurnStarted | TextDelta | ReasoningDelta | UserMessage | MessageEnded | ToolUpdated | ToolOutputDelta
-        | PlanUpdated | RequestOpened | RequestClosed | SessionUpdated | StatusChanged | ContextUsage
-        | Literal["ContextCompacted"] | PlanUsageUpdated | DiagnosticEvent | TurnEnded
+        TurnStarted
+        | TextDelta
+        | ReasoningDelta
+        | UserMessage
+        | MessageEnded
+        | ToolUpdated
+        | ToolOutputDelta
+        | PlanUpdated
+        | RequestOpened
+        | RequestClosed
+        | SessionUpdated
+        | StatusChanged
+        | ContextUsage
+        | Literal["ContextCompacted"]
+        | PlanUsageUpdated
+        | DiagnosticEvent
+        | TurnEnded
     )
 else:
     EventKind = tagged_union(
-        TurnStarted, TextDelta, ReasoningDelta, UserMessage, MessageEnded, ToolUpdated, ToolOutputDelta, PlanUpdated,
-        RequestOpened, RequestClosed, SessionUpdated, StatusChanged, ContextUsage, Literal["ContextCompacted"],
-        PlanUsageUpdated, DiagnosticEvent, TurnEnded,
-    )  # fmt: skip
+        TurnStarted,
+        TextDelta,
+        ReasoningDelta,
+        UserMessage,
+        MessageEnded,
+        ToolUpdated,
+        ToolOutputDelta,
+        PlanUpdated,
+        RequestOpened,
+        RequestClosed,
+        SessionUpdated,
+        StatusChanged,
+        ContextUsage,
+        Literal["ContextCompacted"],
+        PlanUsageUpdated,
+        DiagnosticEvent,
+        TurnEnded,
+    )
 
 ENGINE_OWNED_KINDS = frozenset({"TurnStarted", "TurnEnded", "RequestClosed", "SessionUpdated", "StatusChanged"})
 """Kinds only the engine emits; an adapter emitting one is dropped with a Warning diagnostic."""

@@ -63,9 +63,12 @@ class PluginRecord:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "name": self.name, "module": self.module, "distribution": self.distribution,
-            "version": self.version, "hooks": self.hooks,
-        }  # fmt: skip
+            "name": self.name,
+            "module": self.module,
+            "distribution": self.distribution,
+            "version": self.version,
+            "hooks": self.hooks,
+        }
 
 
 class Plugins:
@@ -112,8 +115,9 @@ class Plugins:
 
     def _load(self, ep: importlib.metadata.EntryPoint) -> None:
         dist = getattr(ep, "dist", None)
-        self.register(ep.load(), name=ep.name, distribution=dist.name if dist else None,
-                      version=dist.version if dist else None)  # fmt: skip
+        self.register(
+            ep.load(), name=ep.name, distribution=dist.name if dist else None, version=dist.version if dist else None
+        )
 
     def _load_op_families(self) -> None:
         """Load the ``anyagentd.ops`` entry points found at start (once), with the same checks as at start."""
@@ -134,8 +138,9 @@ class Plugins:
         self._load_op_families()
         return self._records
 
-    def register(self, plugin: object, *, name: str | None = None, distribution: str | None = None,
-                 version: str | None = None) -> None:  # fmt: skip
+    def register(
+        self, plugin: object, *, name: str | None = None, distribution: str | None = None, version: str | None = None
+    ) -> None:
         """Register a plugin object (usually a module of ``@hookimpl`` functions) under ``name``."""
         name = name or getattr(plugin, "__name__", None) or type(plugin).__name__
         self.pm.register(plugin, name=name)

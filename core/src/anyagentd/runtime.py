@@ -78,6 +78,7 @@ class OpenOptions(TypedDict, total=False):
     owner: str | None
     labels: dict[str, str] | None
 
+
 class Runtime:
     """Entry point of the Python API; an async context manager that owns every session it opens.
 
@@ -185,9 +186,12 @@ class Runtime:
             if adapter is None:
                 raise NotInstalled(agent.acp.name, "opening an ACP agent by path needs the anyagentd-acp plugin")
             installation = AgentInstallation(
-                id=agent.acp.name, name=agent.acp.name, executable_path=agent.acp.path, source="Pinned",
+                id=agent.acp.name,
+                name=agent.acp.name,
+                executable_path=agent.acp.path,
+                source="Pinned",
                 acp_args=list(agent.acp.args),
-            )  # fmt: skip
+            )
             return adapter, installation
         owner = self._owners().get(agent)
         if owner is None:
@@ -261,15 +265,21 @@ class Runtime:
             raise SessionClosed("the runtime is shutting down")
         if owner is not None and not isinstance(owner, str):
             raise InvalidConfiguration(f"owner must be a string, not {type(owner).__name__}")
-        if labels is not None and (not isinstance(labels, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in labels.items())):  # fmt: skip
+        if labels is not None and (
+            not isinstance(labels, dict)
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
+        ):
             raise InvalidConfiguration("labels must map strings to strings")
         try:
             options = SessionOptions(
-                dir=str(dir), resume=resume, fork=fork, fork_at=fork_at, permission_mode=permission_mode,
+                dir=str(dir),
+                resume=resume,
+                fork=fork,
+                fork_at=fork_at,
+                permission_mode=permission_mode,
                 mcp_servers=[McpServer.model_validate(s) if isinstance(s, dict) else s for s in mcp_servers],
                 configure=dict(configure or {}),
-            )  # fmt: skip
+            )
         except (ValidationError, TypeError, ValueError) as err:
             raise InvalidConfiguration(f"invalid open options: {err}") from None
         if not str(dir) or not Path(options.dir).is_dir():
@@ -278,9 +288,15 @@ class Runtime:
         if check_mcp:
             await self.check_mcp(options.mcp_servers)
         session = Session(
-            next_session_id(), installation, permission_mode=permission_mode, settings=self.settings,
-            on_closed=self._forget, owner=owner, labels=labels, admission=self._admission,
-        )  # fmt: skip
+            next_session_id(),
+            installation,
+            permission_mode=permission_mode,
+            settings=self.settings,
+            on_closed=self._forget,
+            owner=owner,
+            labels=labels,
+            admission=self._admission,
+        )
         await self._tg.start(session.run)
         await session.connect(adapter, options, no_tools=no_tools)
         self._sessions[session.id] = session
@@ -289,8 +305,9 @@ class Runtime:
             await session.close()
         return session
 
-    async def check_mcp(self, servers: Iterable[McpServer | dict[str, Any]], *,
-                        timeout: float = 10.0) -> dict[str, list[McpToolInfo]]:  # fmt: skip
+    async def check_mcp(
+        self, servers: Iterable[McpServer | dict[str, Any]], *, timeout: float = 10.0
+    ) -> dict[str, list[McpToolInfo]]:
         """Check each MCP server with its installed transport plugin; returns the tools by server name. Raises
         ``UnsupportedFeature`` (no plugin for its transport) or the plugin's error for the first that fails."""
         from .mcp.forwarding import install_hint
@@ -301,8 +318,9 @@ class Runtime:
             tag = server.connection.TAG
             plugin = self.mcp_transports.get(tag)
             if plugin is None:
-                raise UnsupportedFeature(f"MCP transport {tag} is not installed ({install_hint(tag)}); "
-                                         f"needed by server {server.name!r}")  # fmt: skip
+                raise UnsupportedFeature(
+                    f"MCP transport {tag} is not installed ({install_hint(tag)}); needed by server {server.name!r}"
+                )
             found[server.name] = await plugin.check(server, timeout=timeout)
         return found
 
@@ -357,8 +375,11 @@ class Runtime:
     def sessions(self, owner: str | None = None, *, include_closed: bool = False) -> list[Session]:
         """The sessions opened here, oldest first: the open ones (plus the closed ones not yet retired with
         ``include_closed``), only those of ``owner`` when it is given."""
-        return [s for s in self._sessions.values()
-                if (include_closed or not s.closed) and (owner is None or s.owner == owner)]  # fmt: skip
+        return [
+            s
+            for s in self._sessions.values()
+            if (include_closed or not s.closed) and (owner is None or s.owner == owner)
+        ]
 
     # ----------------------------------------------------------------------------------------- admission
 
@@ -408,8 +429,9 @@ class Runtime:
 
     # ----------------------------------------------------------------------------------------- generate
 
-    async def generate(self, agent: AgentRef | dict[str, Any], dir: str | Path, prompt: str,
-                       **options: Unpack[OpenOptions]) -> str:  # fmt: skip
+    async def generate(
+        self, agent: AgentRef | dict[str, Any], dir: str | Path, prompt: str, **options: Unpack[OpenOptions]
+    ) -> str:
         """One-shot text: a throwaway session (Ask mode, no tools where the agent allows), one prompt, the text of
         its top-level messages. Permission requests are denied; questions get empty text when every one allows
         free text. Raises ``InvalidConfiguration`` for resume/fork, ``ProtocolFailed`` when the agent uses a tool,
@@ -449,8 +471,7 @@ async def _collect_text(session: Session, prompt: str) -> str:
             stop = kind.stop
             if isinstance(stop, CompletedStop):
                 return "".join(parts)
-            raise ProtocolFailed(f"generate's turn ended {kind_tag(stop)}",
-                                 "the turn did not complete")  # fmt: skip
+            raise ProtocolFailed(f"generate's turn ended {kind_tag(stop)}", "the turn did not complete")
     raise ProtocolFailed("the session ended before the turn did", "generate got no TurnEnded")
 
 

@@ -30,7 +30,9 @@ class ProtocolOutput:
 
 def hello_line() -> bytes:
     """``{"hello":{"protocol":1,"anyagent":"<version>"}}`` and a newline: compact, like every line of the wire."""
-    return json.dumps({"hello": {"protocol": PROTOCOL, "anyagent": __version__}}, separators=(",", ":")).encode() + b"\n"
+    return (
+        json.dumps({"hello": {"protocol": PROTOCOL, "anyagent": __version__}}, separators=(",", ":")).encode() + b"\n"
+    )
 
 
 def claim_stdout(*, greet: bool = False) -> ProtocolOutput:

@@ -183,8 +183,9 @@ def _bad(frame_id: int | None, message: str, detail: str) -> BadFrame:
 
 def oversized_frame(line: OversizedLine, limit: int) -> BadFrame:
     """The ``BadFrame`` for an input line over ``limit`` bytes (its id unread: ``null``)."""
-    return _bad(None, "line too long",
-                f"a {line.size}-byte line exceeds the {limit}-byte limit (ANYAGENTD_WIRE_MAX_LINE_BYTES)")  # fmt: skip
+    return _bad(
+        None, "line too long", f"a {line.size}-byte line exceeds the {limit}-byte limit (ANYAGENTD_WIRE_MAX_LINE_BYTES)"
+    )
 
 
 # ------------------------------------------------------------------------------------------------ lines
@@ -288,9 +289,15 @@ class WireServer:
     ``greeted``: the hello line was already written (by :func:`~anyagentd.stdio.claim_stdout`), so it is not
     written again. Use :func:`serve_stdio` for stdin/stdout."""
 
-    def __init__(self, runtime: Runtime, read_line: Callable[[], Awaitable[bytes | OversizedLine]],
-                 write: Callable[[bytes], Awaitable[None]], settings: WireSettings | None = None, *,
-                 greeted: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        runtime: Runtime,
+        read_line: Callable[[], Awaitable[bytes | OversizedLine]],
+        write: Callable[[bytes], Awaitable[None]],
+        settings: WireSettings | None = None,
+        *,
+        greeted: bool = False,
+    ) -> None:
         self.runtime = runtime
         self.settings = settings or WireSettings.from_env()
         self._read_line = read_line
@@ -503,14 +510,18 @@ them equal): the one list of them. :func:`parse_frame` reads a line with its com
 answers it with its handler (a dict lookup each), :data:`FRAME` is the union of the frames."""
 
 _FRAME_UNION: Any = Annotated[Union[tuple(command.frame for command in COMMANDS.values())], Field(discriminator="cmd")]  # noqa: UP007  (built from the table at import: no static type)
-FRAME: TypeAdapter[Any] = TypeAdapter(_FRAME_UNION, config=ConfigDict(defer_build=True))  # every frame (a line is read with its own frame model: parse_frame)
+FRAME: TypeAdapter[Any] = TypeAdapter(
+    _FRAME_UNION, config=ConfigDict(defer_build=True)
+)  # every frame (a line is read with its own frame model: parse_frame)
 
 
 def _unwritable(session_id: str, event: Any, why: Exception | None) -> ProtocolFailed:
     tag = kind_tag(event.kind) if hasattr(event, "kind") else type(event).__name__
     where = f"event {getattr(event, 'sequence', '?')} ({tag})"
-    return ProtocolFailed(clip(f"{where} cannot be written as JSON: {type(why).__name__}: {why}"),
-                          f"session {session_id} failed: its {where} cannot be written")  # fmt: skip
+    return ProtocolFailed(
+        clip(f"{where} cannot be written as JSON: {type(why).__name__}: {why}"),
+        f"session {session_id} failed: its {where} cannot be written",
+    )
 
 
 async def _fail(session: Any, error: AnyagentError) -> None:
@@ -545,8 +556,7 @@ async def serve_stdio(runtime: Runtime, output: ProtocolOutput | None = None) ->
 
     async def read_line() -> bytes | OversizedLine:
         # abandon_on_cancel: a stop (SIGTERM) must not wait for a line that may never come
-        return await anyio.to_thread.run_sync(read_bounded_line, stdin, settings.max_line_bytes,
-                                              abandon_on_cancel=True)  # fmt: skip
+        return await anyio.to_thread.run_sync(read_bounded_line, stdin, settings.max_line_bytes, abandon_on_cancel=True)
 
     server = WireServer(runtime, read_line, write, settings, greeted=output.greeted)
 

@@ -155,8 +155,10 @@ def _flat_lines(events: list[Any], model: Callable[[Any], Any]) -> bytes:
             # A burst shares kind, turn, session and (for deltas) message id: one format string for all of them.
             key = (kind.__class__, turn, session_id, first)
             baked = (_turn_json(turn),) if count == 1 else (_turn_json(turn), _encode(cast(str, first)))
-            line = (_FLAT_HEAD.replace("%s", _encode(session_id).replace("%", "%%"))
-                    + tail % (*(part.replace("%", "%%") for part in baked), "%s"))  # leaves the last value's %s
+            line = _FLAT_HEAD.replace("%s", _encode(session_id).replace("%", "%%")) + tail % (
+                *(part.replace("%", "%%") for part in baked),
+                "%s",
+            )  # leaves the last value's %s
         out.append(line % (sequence, secs, nanos, _encode(last)))
     if out:
         chunks.append("".join(out).encode())

@@ -169,10 +169,18 @@ def opencode_env(server_url: str, home: str | Path | None = None, *, api_key: st
     its sessions under it). Returns only these variables: merge them with :func:`clean_environ`."""
     import json
 
-    config = {"provider": {"anthropic": {"options": {"baseURL": server_url.rstrip("/") + "/v1", "apiKey": api_key}}},
-              "model": OPENCODE_MODEL, "autoupdate": False, "share": "disabled"}  # fmt: skip
-    env = {"OPENCODE_CONFIG_CONTENT": json.dumps(config), "OPENCODE_DISABLE_AUTOUPDATE": "1",
-           "OPENCODE_DISABLE_MODELS_FETCH": "1", **_QUIET}  # fmt: skip
+    config = {
+        "provider": {"anthropic": {"options": {"baseURL": server_url.rstrip("/") + "/v1", "apiKey": api_key}}},
+        "model": OPENCODE_MODEL,
+        "autoupdate": False,
+        "share": "disabled",
+    }
+    env = {
+        "OPENCODE_CONFIG_CONTENT": json.dumps(config),
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        **_QUIET,
+    }
     if home is not None:
         env["HOME"] = str(home)
     return env

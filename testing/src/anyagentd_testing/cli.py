@@ -77,14 +77,33 @@ def _write_atomically(path: Path, text: str) -> None:
     help="Append every request received to this JSONL file.",
 )
 @click.option("--print-env", is_flag=True, help="Print the export lines on stdout once listening (for eval).")
-@click.option("--env-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the export lines to this file once listening (for `. FILE`).")  # fmt: skip
-@click.option("--url-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the server's URL (http://127.0.0.1:PORT) to this file once listening.")  # fmt: skip
-@click.option("--detach", is_flag=True,
-              help=f"Serve in the background once listening; implies --print-env, the exports add {PID_ENV}.")
-def model_server(script_path: Path, host: str, port: int, log_path: Path | None, print_env: bool,
-                 env_out: Path | None, url_out: Path | None, detach: bool) -> None:  # fmt: skip
+@click.option(
+    "--env-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the export lines to this file once listening (for `. FILE`).",
+)
+@click.option(
+    "--url-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the server's URL (http://127.0.0.1:PORT) to this file once listening.",
+)
+@click.option(
+    "--detach",
+    is_flag=True,
+    help=f"Serve in the background once listening; implies --print-env, the exports add {PID_ENV}.",
+)
+def model_server(
+    script_path: Path,
+    host: str,
+    port: int,
+    log_path: Path | None,
+    print_env: bool,
+    env_out: Path | None,
+    url_out: Path | None,
+    detach: bool,
+) -> None:
     """Serve a scripted model endpoint (Anthropic Messages + OpenAI Responses) until Ctrl-C (or killed)."""
     from rich.console import Console
 
@@ -117,8 +136,15 @@ def model_server(script_path: Path, host: str, port: int, log_path: Path | None,
         server.stop()
 
 
-def _announce(server: Any, script_path: Path, console: Any, env_out: Path | None, url_out: Path | None,
-              log_path: Path | None, detached_pid: int | None = None) -> list[str]:  # fmt: skip
+def _announce(
+    server: Any,
+    script_path: Path,
+    console: Any,
+    env_out: Path | None,
+    url_out: Path | None,
+    log_path: Path | None,
+    detached_pid: int | None = None,
+) -> list[str]:
     """Write the files and print the banner on stderr (with the exports, unless detached: the shell evaluates
     those); returns the export lines."""
     from .agents import codex_resources_dir
@@ -130,8 +156,10 @@ def _announce(server: Any, script_path: Path, console: Any, env_out: Path | None
     if url_out is not None:
         _write_atomically(url_out, server.url + "\n")
     turns = len(server.script.turns)
-    console.print(f"[bold]Scripted model server[/bold] at [cyan]{server.url}[/cyan] "
-                  f"({turns} turn{'' if turns == 1 else 's'} from {script_path})")  # fmt: skip
+    console.print(
+        f"[bold]Scripted model server[/bold] at [cyan]{server.url}[/cyan] "
+        f"({turns} turn{'' if turns == 1 else 's'} from {script_path})"
+    )
     if detached_pid is not None:
         console.print(f"serving in the background: {PID_ENV}={detached_pid} (kill it to stop)", markup=False)
         return lines

@@ -73,8 +73,10 @@ def _line_validator() -> Any:
 def schema_errors(event: Any) -> list[str]:
     """The wire-schema violations of ``event`` (an ``Event``) written as a wire line, as ``path: message``."""
     line = {"event": json.loads(event.__pydantic_serializer__.to_json(event))}
-    return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message[:200]}"
-            for e in _line_validator().iter_errors(line)]  # fmt: skip
+    return [
+        f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message[:200]}"
+        for e in _line_validator().iter_errors(line)
+    ]
 
 
 class CheckedStream(EventStream):
@@ -91,8 +93,11 @@ class CheckedStream(EventStream):
             return await super().until(name, timeout)
         except TimeoutError:
             seen = [e.tag for e in self.seen[-8:]]
-            require(False, f"no {name} within {self.timeout if timeout is None else timeout} s (last events: {seen})",
-                    STALLED_FIX)  # fmt: skip
+            require(
+                False,
+                f"no {name} within {self.timeout if timeout is None else timeout} s (last events: {seen})",
+                STALLED_FIX,
+            )
 
     async def rest(self, timeout: float | None = None) -> list[Any]:
         out = await super().rest(timeout)
@@ -103,20 +108,25 @@ class CheckedStream(EventStream):
     @staticmethod
     def _check(event: Any) -> None:
         errors = schema_errors(event)
-        require(not errors, f"event {event.tag} is not valid on the wire: {errors[:3]}",
-                "build events from anyagentd.model types with the fields the schema requires")  # fmt: skip
+        require(
+            not errors,
+            f"event {event.tag} is not valid on the wire: {errors[:3]}",
+            "build events from anyagentd.model types with the fields the schema requires",
+        )
 
 
 STALLED_FIX = (
     "report TurnAck (link.turn_ack()) when the agent accepts the prompt and before the turn's events and its "
     "TurnEnded: the engine drops content and ends that come before the ack as the previous turn's; end every "
     "turn with link.turn_ended(...); when the agent's output ends, call output_ended() (ProcessConnection's "
-    "reader does) so a dead agent fails the turn instead of stalling it")
+    "reader does) so a dead agent fails the turn instead of stalling it"
+)
 
 
 CLOSE_FIX = (
     "close (and kill) must end the agent's whole process group before returning: ProcessConnection.close does, or "
-    "call AgentProcess.terminate (kill: AgentProcess.kill) from your connection's close")
+    "call AgentProcess.terminate (kill: AgentProcess.kill) from your connection's close"
+)
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -126,9 +136,11 @@ def agent_process(session: Any) -> Any:
     """The ``AgentProcess`` of a session's connection (``connection.process``), for checks of what is left."""
     conn = session.connection
     process = getattr(conn, "process", None)
-    require(process is not None and getattr(process, "pid", None),
-            f"{type(conn).__name__} has no `process` with a pid",
-            "a process-backed connection keeps its AgentProcess in `self.process` (ProcessConnection does)")
+    require(
+        process is not None and getattr(process, "pid", None),
+        f"{type(conn).__name__} has no `process` with a pid",
+        "a process-backed connection keeps its AgentProcess in `self.process` (ProcessConnection does)",
+    )
     return process
 
 
@@ -174,8 +186,10 @@ class Conformance:
 
     @pytest.fixture
     def scripted(self) -> Callable[[dict[str, Any]], Any]:
-        raise AdapterContractError(f"{type(self).__name__} defines no `scripted` fixture\n  what to fix: define "
-                                   "one returning `start(script) -> server` (see anyagentd_testing.conformance)")
+        raise AdapterContractError(
+            f"{type(self).__name__} defines no `scripted` fixture\n  what to fix: define "
+            "one returning `start(script) -> server` (see anyagentd_testing.conformance)"
+        )
 
     def write_tool(self, name: str) -> dict[str, Any]:
         """The model-script tool call that writes ``hi\\n`` to ``name`` in the working directory."""
@@ -241,12 +255,19 @@ class Conformance:
         if left:
             await process.kill()  # so the suite goes on: not even the engine's kill ended these
         grace = session.settings.close_grace
-        require(not killed, f"close() left processes {killed} of the agent running: the engine killed them "
-                f"{grace:g} s after close began", CLOSE_FIX)  # fmt: skip
+        require(
+            not killed,
+            f"close() left processes {killed} of the agent running: the engine killed them "
+            f"{grace:g} s after close began",
+            CLOSE_FIX,
+        )
         require(not left, f"processes {left} of the agent are still running after close", CLOSE_FIX)
         await stream.rest()
-        require(took < self.close_within, f"close took {took:.1f} s (more than {self.close_within} s)",
-                f"close ends the agent gracefully and promptly; the engine kills it after {grace:g} s")  # fmt: skip
+        require(
+            took < self.close_within,
+            f"close took {took:.1f} s (more than {self.close_within} s)",
+            f"close ends the agent gracefully and promptly; the engine kills it after {grace:g} s",
+        )
 
     # -------------------------------------------------------------------------------------------- scenarios
 
@@ -257,41 +278,72 @@ class Conformance:
         async with self.runtime() as rt:
             session, stream = await self._open(rt, work)
             info = session.info()
-            require(info.details.version if self.version is None else info.details.version == self.version,
-                    f"the handshake reported version {info.details.version!r}",
-                    "set details.version from the agent's handshake (or `--version`)")  # fmt: skip
+            require(
+                info.details.version if self.version is None else info.details.version == self.version,
+                f"the handshake reported version {info.details.version!r}",
+                "set details.version from the agent's handshake (or `--version`)",
+            )
             missing = self.features - set(info.details.capabilities.features)
-            require(not missing, f"capabilities {sorted(missing)} are not advertised",
-                    "advertise what the agent can do in details.capabilities")  # fmt: skip
+            require(
+                not missing,
+                f"capabilities {sorted(missing)} are not advertised",
+                "advertise what the agent can do in details.capabilities",
+            )
             delivery = await session.prompt("Write out.txt")
             started = await stream.until("TurnStarted")
-            require(started.kind.origin.value == delivery.prompt_id, "TurnStarted names another prompt",
-                    "report TurnAck once the agent has taken the StartTurn, not before")  # fmt: skip
+            require(
+                started.kind.origin.value == delivery.prompt_id,
+                "TurnStarted names another prompt",
+                "report TurnAck once the agent has taken the StartTurn, not before",
+            )
             request = (await stream.until("RequestOpened")).kind.value.value
-            require({"AllowOnce", "DenyOnce"} <= set(request.options), f"permission options {request.options}",
-                    "offer at least AllowOnce and DenyOnce on a PermissionRequest")  # fmt: skip
+            require(
+                {"AllowOnce", "DenyOnce"} <= set(request.options),
+                f"permission options {request.options}",
+                "offer at least AllowOnce and DenyOnce on a PermissionRequest",
+            )
             self.check_permission(request)
-            require(session.status == "NeedsInput", f"status {session.status} with a request open",
-                    "report the request as a RequestOpened event (the engine sets NeedsInput)")  # fmt: skip
+            require(
+                session.status == "NeedsInput",
+                f"status {session.status} with a request open",
+                "report the request as a RequestOpened event (the engine sets NeedsInput)",
+            )
             await session.answer(request.id, _allow())
             ended = await stream.until("TurnEnded")
-            require(kind_tag(ended.kind.stop) == "Completed" and ended.kind.stop.source == "Protocol",
-                    f"the turn ended {ended.kind.stop!r}",
-                    "report TurnEnded(Completed) when the agent's protocol says the turn is over")  # fmt: skip
-            require((work / "out.txt").read_text() == WRITTEN, "the allowed write did not land",
-                    "send AllowOnce to the agent as its protocol's approval")  # fmt: skip
-            require(stream.text() == "Writing the file.Done.", f"the turn's text was {stream.text()!r}",
-                    "emit each text delta of the turn once, in order")  # fmt: skip
+            require(
+                kind_tag(ended.kind.stop) == "Completed" and ended.kind.stop.source == "Protocol",
+                f"the turn ended {ended.kind.stop!r}",
+                "report TurnEnded(Completed) when the agent's protocol says the turn is over",
+            )
+            require(
+                (work / "out.txt").read_text() == WRITTEN,
+                "the allowed write did not land",
+                "send AllowOnce to the agent as its protocol's approval",
+            )
+            require(
+                stream.text() == "Writing the file.Done.",
+                f"the turn's text was {stream.text()!r}",
+                "emit each text delta of the turn once, in order",
+            )
             tags = [e.tag for e in stream.seen]
-            require("RequestClosed" in tags and "ContextUsage" in tags, f"events {tags}",
-                    "close answered requests (the engine does on Answer) and report ContextUsage from usage")
+            require(
+                "RequestClosed" in tags and "ContextUsage" in tags,
+                f"events {tags}",
+                "close answered requests (the engine does on Answer) and report ContextUsage from usage",
+            )
             tools = [e.kind.value for e in stream.of("ToolUpdated")]
-            require(tools and tools[-1].status == "Completed", f"tool updates {[t.status for t in tools]}",
-                    "report the tool call's end as ToolUpdated(status=Completed)")  # fmt: skip
+            require(
+                tools and tools[-1].status == "Completed",
+                f"tool updates {[t.status for t in tools]}",
+                "report the tool call's end as ToolUpdated(status=Completed)",
+            )
             statuses = [e.kind.value for e in stream.of("StatusChanged")]
             statuses.append((await stream.until("StatusChanged")).kind.value)
-            require(statuses == ["Working", "NeedsInput", "Working", "Idle"], f"statuses {statuses}",
-                    "one turn, one request: report nothing that opens a second turn or request")  # fmt: skip
+            require(
+                statuses == ["Working", "NeedsInput", "Working", "Idle"],
+                f"statuses {statuses}",
+                "one turn, one request: report nothing that opens a second turn or request",
+            )
             self.check_turn(stream, server)
             await self._close_cleanly(session, stream)
 
@@ -303,10 +355,16 @@ class Conformance:
             session, stream = await self._open(rt, work)
             await session.prompt("hi")
             ended = await stream.until("TurnEnded")
-            require(kind_tag(ended.kind.stop) == "Completed", f"the turn ended {ended.kind.stop!r}",
-                    "report TurnEnded(Completed) at the end of the agent's reply")  # fmt: skip
-            require(stream.text() == text, f"the turn's text was {stream.text()!r}, not {text!r}",
-                    "emit each text delta once, in order (no replay of the assembled message)")  # fmt: skip
+            require(
+                kind_tag(ended.kind.stop) == "Completed",
+                f"the turn ended {ended.kind.stop!r}",
+                "report TurnEnded(Completed) at the end of the agent's reply",
+            )
+            require(
+                stream.text() == text,
+                f"the turn's text was {stream.text()!r}, not {text!r}",
+                "emit each text delta once, in order (no replay of the assembled message)",
+            )
             require(stream.of("MessageEnded"), "no MessageEnded", "end each assistant message with MessageEnded")
 
     async def test_allow_lands(self, scripted: Any, work: Path) -> None:
@@ -318,10 +376,16 @@ class Conformance:
             request = (await stream.until("RequestOpened")).kind.value.value
             await session.answer(request.id, _allow())
             await stream.until("TurnEnded")
-            require((work / "out.txt").exists(), "the allowed write did not land",
-                    "send AllowOnce to the agent as its protocol's approval")  # fmt: skip
-            require(stream.text().endswith("Done."), f"text {stream.text()!r}",
-                    "the turn continues after an allowed tool: keep reporting its events")  # fmt: skip
+            require(
+                (work / "out.txt").exists(),
+                "the allowed write did not land",
+                "send AllowOnce to the agent as its protocol's approval",
+            )
+            require(
+                stream.text().endswith("Done."),
+                f"text {stream.text()!r}",
+                "the turn continues after an allowed tool: keep reporting its events",
+            )
 
     async def test_deny_holds(self, scripted: Any, work: Path) -> None:
         """Denying a permission request keeps the tool from running; the turn still ends (Completed, or
@@ -334,20 +398,35 @@ class Conformance:
             await session.answer(request.id, _deny())
             ended = await stream.until("TurnEnded")
             expected = ("Cancelled",) if self.denial_aborts else ("Completed", "Cancelled")
-            require(kind_tag(ended.kind.stop) in expected, f"the turn ended {ended.kind.stop!r}",
-                    "a denial is an answer, not a failure: end the turn as the agent does")  # fmt: skip
-            require(not (work / "out.txt").exists(), "the denied write landed",
-                    "send DenyOnce to the agent as its protocol's refusal")  # fmt: skip
+            require(
+                kind_tag(ended.kind.stop) in expected,
+                f"the turn ended {ended.kind.stop!r}",
+                "a denial is an answer, not a failure: end the turn as the agent does",
+            )
+            require(
+                not (work / "out.txt").exists(),
+                "the denied write landed",
+                "send DenyOnce to the agent as its protocol's refusal",
+            )
         if self.denial_aborts:
-            require(len(server.main_requests()) == 1, "the model was asked again after an aborting denial",
-                    "send the agent's abort for DenyOnce")  # fmt: skip
+            require(
+                len(server.main_requests()) == 1,
+                "the model was asked again after an aborting denial",
+                "send the agent's abort for DenyOnce",
+            )
         seen = self.denial_seen()
         if seen is not None:
             failed = [e.kind.value for e in stream.of("ToolUpdated") if e.kind.value.status == "Failed"]
-            require(failed and seen in (failed[-1].output or ""), f"denied tool updates {failed!r}",
-                    "report the denied tool as ToolUpdated(Failed) with the agent's refusal as its output")
-            require(stream.text().endswith("Done.") and seen in self.request_text(server.main_requests()[-1]),
-                    f"after the denial: text {stream.text()!r}", "the model gets the refusal and the turn goes on")
+            require(
+                failed and seen in (failed[-1].output or ""),
+                f"denied tool updates {failed!r}",
+                "report the denied tool as ToolUpdated(Failed) with the agent's refusal as its output",
+            )
+            require(
+                stream.text().endswith("Done.") and seen in self.request_text(server.main_requests()[-1]),
+                f"after the denial: text {stream.text()!r}",
+                "the model gets the refusal and the turn goes on",
+            )
 
     async def test_question_round_trip(self, scripted: Any, work: Path) -> None:
         """With Questions advertised: a question reaches the caller, the chosen answer reaches the model."""
@@ -358,22 +437,31 @@ class Conformance:
             features = await self._features(rt, scripted)
             if "Questions" not in features:
                 pytest.skip(f"{self.agent} does not advertise Questions")
-            require(tool is not None, f"{self.agent} advertises Questions",
-                    "give the kit a question script (question_tool) or stop advertising Questions")  # fmt: skip
+            require(
+                tool is not None,
+                f"{self.agent} advertises Questions",
+                "give the kit a question script (question_tool) or stop advertising Questions",
+            )
             server = scripted({"turns": [{"tool": tool}, {"text": "Blue it is."}]})
             session, stream = await self._open(rt, work)
             await session.prompt("Ask me a question")
             opened = await stream.until("RequestOpened")
-            require(opened.kind.value.TAG == "Question", f"a {opened.kind.value.TAG} request opened",
-                    "map the agent's question to a Question request")  # fmt: skip
+            require(
+                opened.kind.value.TAG == "Question",
+                f"a {opened.kind.value.TAG} request opened",
+                "map the agent's question to a Question request",
+            )
             question = opened.kind.value.value.questions[0]
             require(question.text == "Which color?", f"question text {question.text!r}", "keep the question text")
             blue = next((c for c in question.choices if c.label == "Blue"), None)
             require(blue is not None, f"choices {[c.label for c in question.choices]}", "keep the choices' labels")
             await session.answer(opened.kind.value.value.id, AnswerQuestion(value=[Choices(value=[blue.id])]))
             ended = await stream.until("TurnEnded")
-            require(kind_tag(ended.kind.stop) == "Completed" and stream.text().endswith("Blue it is."),
-                    f"ended {ended.kind.stop!r}, text {stream.text()!r}", "send the answer to the agent")  # fmt: skip
+            require(
+                kind_tag(ended.kind.stop) == "Completed" and stream.text().endswith("Blue it is."),
+                f"ended {ended.kind.stop!r}, text {stream.text()!r}",
+                "send the answer to the agent",
+            )
             seen = self.answer_seen_by_model()
             if seen is not None:
                 last = self.request_text(server.main_requests()[-1])
@@ -390,16 +478,24 @@ class Conformance:
             await session.cancel()
             ended = await stream.until("TurnEnded")
             took = time.monotonic() - started
-            require(ended.kind.stop == "Cancelled", f"the cancelled turn ended {ended.kind.stop!r}",
-                    "report TurnEnded(Cancelled) when the agent has stopped after a cancel")  # fmt: skip
-            require(took < self.cancel_within, f"the cancel took {took:.1f} s",
-                    "send the protocol's interrupt at once from AgentConnection.cancel")  # fmt: skip
+            require(
+                ended.kind.stop == "Cancelled",
+                f"the cancelled turn ended {ended.kind.stop!r}",
+                "report TurnEnded(Cancelled) when the agent has stopped after a cancel",
+            )
+            require(
+                took < self.cancel_within,
+                f"the cancel took {took:.1f} s",
+                "send the protocol's interrupt at once from AgentConnection.cancel",
+            )
             server.set_script({"turns": self.after_cancel({"text": "Fresh answer."})})
             await session.prompt("Again")
             ended = await stream.until("TurnEnded")
-            require(kind_tag(ended.kind.stop) == "Completed" and stream.text().endswith("Fresh answer."),
-                    f"the prompt after a cancel ended {ended.kind.stop!r} with text {stream.text()!r}",
-                    "after a cancel the session lives: drop the cancelled turn's late frames")  # fmt: skip
+            require(
+                kind_tag(ended.kind.stop) == "Completed" and stream.text().endswith("Fresh answer."),
+                f"the prompt after a cancel ended {ended.kind.stop!r} with text {stream.text()!r}",
+                "after a cancel the session lives: drop the cancelled turn's late frames",
+            )
 
     async def test_cancel_is_reported_cancelled(self, scripted: Any, work: Path) -> None:
         """The connection itself (no engine in between) answers Cancel mid-turn with TurnEnded(Cancelled): the
@@ -424,9 +520,12 @@ class Conformance:
                             if isinstance(report, TurnEndedReport):
                                 stop = report.stop
                                 break
-                    require(stop == "Cancelled", f"cancel ended the turn {kind_tag(stop)} ({stop!r})",
-                            "report TurnEnded(Cancelled) for a turn the caller cancelled, also when the agent "
-                            "answers the interrupt with an error (AgentConnection.cancel)")  # fmt: skip
+                    require(
+                        stop == "Cancelled",
+                        f"cancel ended the turn {kind_tag(stop)} ({stop!r})",
+                        "report TurnEnded(Cancelled) for a turn the caller cancelled, also when the agent "
+                        "answers the interrupt with an error (AgentConnection.cancel)",
+                    )
                 finally:
                     with anyio.move_on_after(self.close_within):
                         await conn.close()
@@ -453,16 +552,24 @@ class Conformance:
                 return
             require(token, "no resume token while advertising Resume", "set resume_token from the handshake")
             second, stream2 = await self._open(rt, work, resume=token)
-            require(second.info().resume_token == token, "the resumed session has another token",
-                    "resume the given session, do not start a new one")  # fmt: skip
+            require(
+                second.info().resume_token == token,
+                "the resumed session has another token",
+                "resume the given session, do not start a new one",
+            )
             await second.prompt("Which word did I ask you to remember?")
             ended = await stream2.until("TurnEnded")
-            require(kind_tag(ended.kind.stop) == "Completed" and stream2.text() == "The word was PAPAYA.",
-                    f"ended {ended.kind.stop!r} with text {stream2.text()!r}",
-                    "do not replay the resumed history as events of the new session")  # fmt: skip
+            require(
+                kind_tag(ended.kind.stop) == "Completed" and stream2.text() == "The word was PAPAYA.",
+                f"ended {ended.kind.stop!r} with text {stream2.text()!r}",
+                "do not replay the resumed history as events of the new session",
+            )
         last = server.main_requests()[-1]
-        require(last["turn"] == 1 and "Remember the word PAPAYA." in self.request_text(last),
-                "the resumed conversation did not reach the model", "pass the resume token to the agent")
+        require(
+            last["turn"] == 1 and "Remember the word PAPAYA." in self.request_text(last),
+            "the resumed conversation did not reach the model",
+            "pass the resume token to the agent",
+        )
 
     async def test_kill_fails_the_turn_then_process_exited(self, scripted: Any, work: Path) -> None:
         """The agent killed mid-turn: TurnEnded(Failed), the stream ends with ProcessExited (its exit status),
@@ -480,17 +587,26 @@ class Conformance:
             process = agent_process(session)
             os.killpg(process.pid, signal.SIGKILL)
             ended = await stream.until("TurnEnded")
-            require(kind_tag(ended.kind.stop) == "Failed", f"the turn of a killed agent ended {ended.kind.stop!r}",
-                    "report Exited when the agent's output ends (the engine fails the turn)")  # fmt: skip
+            require(
+                kind_tag(ended.kind.stop) == "Failed",
+                f"the turn of a killed agent ended {ended.kind.stop!r}",
+                "report Exited when the agent's output ends (the engine fails the turn)",
+            )
             with pytest.raises(ProcessExited) as caught:
                 await stream.rest()
-            require(caught.value.status == "signal: 9 (SIGKILL)", f"exit status {caught.value.status!r}",
-                    "report the process's exit status as AgentProcess.exit_status gives it")  # fmt: skip
+            require(
+                caught.value.status == "signal: 9 (SIGKILL)",
+                f"exit status {caught.value.status!r}",
+                "report the process's exit status as AgentProcess.exit_status gives it",
+            )
             with pytest.raises(SessionClosed):
                 await session.prompt("still there?")
             left = await wait_gone(process, timeout=5.0)
-            require(not left, f"processes {left} of the killed agent are still running",
-                    "kill the agent's whole process group when its output ends (AgentProcess.kill)")  # fmt: skip
+            require(
+                not left,
+                f"processes {left} of the killed agent are still running",
+                "kill the agent's whole process group when its output ends (AgentProcess.kill)",
+            )
 
     async def test_close_leaves_no_process(self, scripted: Any, work: Path) -> None:
         """After a turn, close ends the agent promptly and leaves none of its processes running."""
@@ -503,8 +619,14 @@ class Conformance:
 
     async def test_every_event_is_schema_valid(self, scripted: Any, work: Path) -> None:
         """Every event of a turn with thinking, text and a tool call is valid on the wire."""
-        scripted({"turns": [{"thinking": "Let me think.", "text": "Writing.", "tool": self.write_tool("v.txt")},
-                            {"text": "Done."}]})  # fmt: skip
+        scripted(
+            {
+                "turns": [
+                    {"thinking": "Let me think.", "text": "Writing.", "tool": self.write_tool("v.txt")},
+                    {"text": "Done."},
+                ]
+            }
+        )
         async with self.runtime() as rt:
             session, stream = await self._open(rt, work, permission_mode="AutoApprove")
             await session.prompt("Write v.txt")
@@ -528,8 +650,12 @@ class Conformance:
             await session.prompt("say kiwi")
             await stream.until("TurnEnded")
             if not advertised:
-                calls = {"Steer": lambda: conn.steer(PromptInput("more")), "Rollback": lambda: conn.rollback(1,
-                         "Conversation"), "Compact": conn.compact, "Fork": None}  # fmt: skip
+                calls = {
+                    "Steer": lambda: conn.steer(PromptInput("more")),
+                    "Rollback": lambda: conn.rollback(1, "Conversation"),
+                    "Compact": conn.compact,
+                    "Fork": None,
+                }
                 if feature == "Fork":
                     with pytest.raises(UnsupportedFeature):
                         await rt.open(self.agent, dir=work, fork=session.info().resume_token or "x")
@@ -538,24 +664,29 @@ class Conformance:
                     await calls[feature]()
                 except UnsupportedFeature:
                     return
-                raise AdapterContractError(f"{feature} is not advertised, but the connection took it\n  what to "
-                                           f"fix: raise UnsupportedFeature, or advertise {feature}")
+                raise AdapterContractError(
+                    f"{feature} is not advertised, but the connection took it\n  what to "
+                    f"fix: raise UnsupportedFeature, or advertise {feature}"
+                )
             await getattr(self, f"_exercise_{feature.lower()}")(rt, session, stream, server, work)
 
     async def _exercise_steer(self, rt: Any, session: Any, stream: CheckedStream, server: Any, work: Path) -> None:
         first = await session.prompt("say mango, slowly")
         await self._wait_requests(server, 2)
         steer = await session.prompt("also this")
-        require(steer.kind.TAG == "Steered" and steer.kind.turn_id == first.kind.turn_id,
-                f"a prompt into a running turn was {steer.kind.TAG}",
-                "the agent advertises Steer: implement steer and report Steered(accepted=True), or stop "
-                "advertising Steer")  # fmt: skip
+        require(
+            steer.kind.TAG == "Steered" and steer.kind.turn_id == first.kind.turn_id,
+            f"a prompt into a running turn was {steer.kind.TAG}",
+            "the agent advertises Steer: implement steer and report Steered(accepted=True), or stop advertising Steer",
+        )
         ended = await stream.until("TurnEnded")
-        require(kind_tag(ended.kind.stop) == "Completed", f"the steered turn ended {ended.kind.stop!r}",
-                "the steered turn goes on to its end")  # fmt: skip
+        require(
+            kind_tag(ended.kind.stop) == "Completed",
+            f"the steered turn ended {ended.kind.stop!r}",
+            "the steered turn goes on to its end",
+        )
 
-    async def _exercise_rollback(self, rt: Any, session: Any, stream: CheckedStream, server: Any,
-                                 work: Path) -> None:  # fmt: skip
+    async def _exercise_rollback(self, rt: Any, session: Any, stream: CheckedStream, server: Any, work: Path) -> None:
         await session.prompt("say mango")
         await stream.until("TurnEnded")
         await session.rollback(1)
@@ -563,24 +694,30 @@ class Conformance:
         await session.prompt("say lychee")
         await stream.until("TurnEnded")
         last = self.request_text(server.main_requests()[-1])
-        require("say kiwi" in last and "mango" not in last,
-                "the rolled-back prompt still reached the model", "drop the last turns in the agent's history")
+        require(
+            "say kiwi" in last and "mango" not in last,
+            "the rolled-back prompt still reached the model",
+            "drop the last turns in the agent's history",
+        )
 
-    async def _exercise_compact(self, rt: Any, session: Any, stream: CheckedStream, server: Any,
-                                work: Path) -> None:  # fmt: skip
+    async def _exercise_compact(self, rt: Any, session: Any, stream: CheckedStream, server: Any, work: Path) -> None:
         await session.prompt("say mango")  # some agents refuse to compact a single exchange
         await stream.until("TurnEnded")
         await session.compact()
         await stream.until("ContextCompacted")
         ended = await stream.until("TurnEnded")
-        require(kind_tag(ended.kind.stop) == "Completed", f"the compact turn ended {ended.kind.stop!r}",
-                "report ContextCompacted, a lower ContextUsage, then TurnEnded(Completed)")  # fmt: skip
+        require(
+            kind_tag(ended.kind.stop) == "Completed",
+            f"the compact turn ended {ended.kind.stop!r}",
+            "report ContextCompacted, a lower ContextUsage, then TurnEnded(Completed)",
+        )
 
     async def _exercise_fork(self, rt: Any, session: Any, stream: CheckedStream, server: Any, work: Path) -> None:
         """Fork the closed session; where MessageEnded carries a fork point (an ``<agent>/fork_point`` extension),
         fork at the first one: the fork's history ends with the first reply."""
-        points = [v for e in stream.of("MessageEnded") for k, v in (e.extensions or {}).items()
-                  if k.endswith("/fork_point")]  # fmt: skip
+        points = [
+            v for e in stream.of("MessageEnded") for k, v in (e.extensions or {}).items() if k.endswith("/fork_point")
+        ]
         await session.prompt("say mango")
         await stream.until("TurnEnded")
         token = session.info().resume_token
@@ -588,18 +725,30 @@ class Conformance:
         await stream.rest()
         at = {"fork_at": points[0]} if points else {}
         fork, stream2 = await self._open(rt, work, fork=token, **at)
-        require(fork.info().resume_token not in (None, token), "the fork has no token of its own",
-                "fork into a new agent session and report its token")  # fmt: skip
+        require(
+            fork.info().resume_token not in (None, token),
+            "the fork has no token of its own",
+            "fork into a new agent session and report its token",
+        )
         await fork.prompt("say lychee")
         ended = await stream2.until("TurnEnded")
-        require(kind_tag(ended.kind.stop) == "Completed", f"the fork's turn ended {ended.kind.stop!r}",
-                "the fork is a working session")  # fmt: skip
+        require(
+            kind_tag(ended.kind.stop) == "Completed",
+            f"the fork's turn ended {ended.kind.stop!r}",
+            "the fork is a working session",
+        )
         text = self.request_text(server.main_requests()[-1])
-        require("say kiwi" in text and "One." in text and "say lychee" in text, "the fork lost the history",
-                "fork from the given session's history")  # fmt: skip
+        require(
+            "say kiwi" in text and "One." in text and "say lychee" in text,
+            "the fork lost the history",
+            "fork from the given session's history",
+        )
         if points:
-            require(stream2.text() == "Two." and "mango" not in text, f"forked at {points[0]!r}, the model saw "
-                    f"the later history", "fork_at names the message after which the fork's history ends")
+            require(
+                stream2.text() == "Two." and "mango" not in text,
+                f"forked at {points[0]!r}, the model saw the later history",
+                "fork_at names the message after which the fork's history ends",
+            )
 
     async def _features(self, rt: Any, scripted: Any) -> set[str]:
         scripted({"turns": []})

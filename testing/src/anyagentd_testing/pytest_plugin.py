@@ -54,8 +54,9 @@ def model_server(request: pytest.FixtureRequest) -> Iterator[Callable[..., Model
 
 
 @pytest.fixture
-def scripted_agent(model_server: Callable[..., ModelServer], tmp_path: Path,
-                   monkeypatch: pytest.MonkeyPatch) -> Callable[..., Callable[[Any], ModelServer]]:  # fmt: skip
+def scripted_agent(
+    model_server: Callable[..., ModelServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., Callable[[Any], ModelServer]]:
     """A factory of ``scripted`` fixtures: ``scripted_agent(environment) -> start``. ``start(script)`` starts a
     model server playing ``script`` and makes this process's environment exactly ``environment(server_url, home)``
     (``home``: ``tmp_path / "home"``, the same for every start of the test), which an adapter passes through to the

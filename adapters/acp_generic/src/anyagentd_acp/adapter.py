@@ -35,16 +35,26 @@ class AcpAdapter(AgentAdapter):
             return conn.details
 
         with tempfile.TemporaryDirectory(prefix="anyagentd-acp-probe-") as scratch:
-            return await short_lived(lambda link: AcpConnection.open(
-                installation, SessionOptions(dir=scratch), link, config=self.config, adapter=self, session=False,
-                handshake_timeout=self.handshake_timeout,
-            ), details)  # fmt: skip
+            return await short_lived(
+                lambda link: AcpConnection.open(
+                    installation,
+                    SessionOptions(dir=scratch),
+                    link,
+                    config=self.config,
+                    adapter=self,
+                    session=False,
+                    handshake_timeout=self.handshake_timeout,
+                ),
+                details,
+            )
 
-    async def connect(self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink,
-                      *, no_tools: bool = False) -> AgentConnection:  # fmt: skip
+    async def connect(
+        self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink, *, no_tools: bool = False
+    ) -> AgentConnection:
         """Start the agent in ``options.dir`` and open its session (``session/new``, ``session/load`` for
         resume, ``session/fork`` when offered). ``no_tools`` has no ACP equivalent and is ignored."""
         from .connection import AcpConnection
 
-        return await AcpConnection.open(installation, options, link, config=self.config, adapter=self,
-                                        handshake_timeout=self.handshake_timeout)  # fmt: skip
+        return await AcpConnection.open(
+            installation, options, link, config=self.config, adapter=self, handshake_timeout=self.handshake_timeout
+        )

@@ -130,9 +130,9 @@ class _Client:
     def __init__(self, conn: AcpConnection) -> None:
         self._conn = conn
 
-    async def request_permission(self, session_id: str, tool_call: acp.ToolCallUpdate,
-                                 options: list[acp.PermissionOption],
-                                 **kwargs: object) -> acp.RequestPermissionResponse:  # fmt: skip
+    async def request_permission(
+        self, session_id: str, tool_call: acp.ToolCallUpdate, options: list[acp.PermissionOption], **kwargs: object
+    ) -> acp.RequestPermissionResponse:
         return await self._conn.ask_permission(tool_call, options)
 
     async def session_update(self, session_id: str, update: object, **kwargs: object) -> None:
@@ -160,8 +160,13 @@ def login_methods(executable: str, init: acp.InitializeResponse | None) -> list[
     out: list[LoginMethod] = []
     for method in (init.auth_methods if init else None) or []:
         if isinstance(method, acp.TerminalAuthMethod):
-            out.append(Terminal(command=[executable, *(method.args or [])], env=dict(method.env or {}),
-                                description=method.description or method.name))  # fmt: skip
+            out.append(
+                Terminal(
+                    command=[executable, *(method.args or [])],
+                    env=dict(method.env or {}),
+                    description=method.description or method.name,
+                )
+            )
         elif isinstance(method, acp.EnvVarAuthMethod):
             out += [EnvVar(name=v.name) for v in method.vars if not v.optional]
     return out
@@ -173,18 +178,30 @@ def mcp_renderers(caps: acp.McpCapabilities | None) -> dict[str, Callable[[McpSe
 
     def stdio(server: McpServer) -> SessionMcpServer:
         c = cast(Stdio, server.connection)  # (the renderer of its transport)
-        return acp.McpServerStdio(name=server.name, command=c.command, args=list(c.args),
-                                  env=[acp.EnvVariable(name=k, value=v) for k, v in c.env.items()])  # fmt: skip
+        return acp.McpServerStdio(
+            name=server.name,
+            command=c.command,
+            args=list(c.args),
+            env=[acp.EnvVariable(name=k, value=v) for k, v in c.env.items()],
+        )
 
     def http(server: McpServer) -> SessionMcpServer:
         c = cast(Http, server.connection)
-        return acp.HttpMcpServer(type="http", name=server.name, url=c.url,
-                                 headers=[acp.HttpHeader(name=k, value=v) for k, v in c.headers.items()])  # fmt: skip
+        return acp.HttpMcpServer(
+            type="http",
+            name=server.name,
+            url=c.url,
+            headers=[acp.HttpHeader(name=k, value=v) for k, v in c.headers.items()],
+        )
 
     def sse(server: McpServer) -> SessionMcpServer:
         c = cast(Sse, server.connection)
-        return acp.SseMcpServer(type="sse", name=server.name, url=c.url,
-                                headers=[acp.HttpHeader(name=k, value=v) for k, v in c.headers.items()])  # fmt: skip
+        return acp.SseMcpServer(
+            type="sse",
+            name=server.name,
+            url=c.url,
+            headers=[acp.HttpHeader(name=k, value=v) for k, v in c.headers.items()],
+        )
 
     renderers: dict[str, Callable[[McpServer], SessionMcpServer]] = {"Stdio": stdio}
     if caps is not None and caps.http:
@@ -218,8 +235,9 @@ class AcpConnection(ProcessConnection):
     deterministic_agent_turn_end = False
     close_step = 1.5
 
-    def __init__(self, process: AgentProcess, link: AdapterLink, installation: AgentInstallation,
-                 options: SessionOptions) -> None:  # fmt: skip
+    def __init__(
+        self, process: AgentProcess, link: AdapterLink, installation: AgentInstallation, options: SessionOptions
+    ) -> None:
         super().__init__(process, link)
         self.installation = installation
         self.session_options = options
@@ -246,8 +264,9 @@ class AcpConnection(ProcessConnection):
         self._mcp_servers: list[SessionMcpServer] = []
         self.stop_grace = STOP_GRACE
         self._turn_started_with: frozenset[int] = frozenset()  # the agent's lineage when the prompt was sent
-        self.transport = ProcessTransport(process, link, raw_key=RAW_LINE, intercept=self._intercept,
-                                          on_eof=self.output_ended)  # fmt: skip
+        self.transport = ProcessTransport(
+            process, link, raw_key=RAW_LINE, intercept=self._intercept, on_eof=self.output_ended
+        )
         self.rpc = ClientSideConnection(_Client(self), self.transport)
 
     @property  # type: ignore[override]
@@ -257,22 +276,32 @@ class AcpConnection(ProcessConnection):
     # ------------------------------------------------------------------------------------------- opening
 
     @classmethod
-    async def open(cls, installation: AgentInstallation, options: SessionOptions, link: AdapterLink, *,
-                   config: dict[str, Any], adapter: AgentAdapter, handshake_timeout: float = HANDSHAKE_TIMEOUT,
-                   session: bool = True) -> AcpConnection:  # fmt: skip
+    async def open(
+        cls,
+        installation: AgentInstallation,
+        options: SessionOptions,
+        link: AdapterLink,
+        *,
+        config: dict[str, Any],
+        adapter: AgentAdapter,
+        handshake_timeout: float = HANDSHAKE_TIMEOUT,
+        session: bool = True,
+    ) -> AcpConnection:
         """Spawn the agent in ``options.dir``, ``initialize``, and (with ``session``) create, load or fork the
         session. Raises ``SpawnFailed``, ``HandshakeTimeout``, ``AuthRequired``, ``ResumeFailed``,
         ``UnsupportedFeature``, ``InvalidConfiguration``, ``ProtocolFailed``."""
         argv = launch_argv(installation, config)
         # the longest agent line accepted; longer ones become diagnostics
         max_line = int(config.get("max_line_bytes", DEFAULT_MAX_LINE_BYTES))
-        process = await AgentProcess.start(argv, cwd=options.dir, env=launch_env(installation, config),
-                                           max_line_bytes=max_line)  # fmt: skip
+        process = await AgentProcess.start(
+            argv, cwd=options.dir, env=launch_env(installation, config), max_line_bytes=max_line
+        )
         conn = cls(process, link, installation, options)
         conn.resync_after_cancel = bool(config.get("resync_after_cancel", conn.resync_after_cancel))
         conn.stop_grace = float(config.get("stop_grace", STOP_GRACE))
-        await conn.complete_handshake(lambda: conn._handshake(adapter, session), handshake_timeout,
-                                      f"{installation.name}'s ACP handshake")  # fmt: skip
+        await conn.complete_handshake(
+            lambda: conn._handshake(adapter, session), handshake_timeout, f"{installation.name}'s ACP handshake"
+        )
         conn._opened = True
         return conn
 
@@ -300,8 +329,10 @@ class AcpConnection(ProcessConnection):
             raise SpawnFailed(f"{self.installation.name} exited during {what}: {detail}") from None
         except RequestError as err:
             if err.code == AUTH_REQUIRED:
-                raise AuthRequired(login_methods(self.installation.executable_path, self.init),
-                                   f"{self.installation.name} needs login: {err}") from None  # fmt: skip
+                raise AuthRequired(
+                    login_methods(self.installation.executable_path, self.init),
+                    f"{self.installation.name} needs login: {err}",
+                ) from None
             detail = f"{err}" + (f" ({err.data})" if err.data else "")
             if resume:
                 raise ResumeFailed(f"{what} failed: {detail}") from None
@@ -310,13 +341,18 @@ class AcpConnection(ProcessConnection):
     async def _handshake(self, adapter: AgentAdapter, session: bool) -> None:
         from . import __version__
 
-        init = await self._call("initialize", self.rpc.initialize(
-            protocol_version=PROTOCOL_VERSION,
-            client_capabilities=acp.ClientCapabilities(
-                fs=acp.FileSystemCapabilities(read_text_file=False, write_text_file=False), terminal=False,
-                auth=acp.AuthCapabilities(terminal=True)),
-            client_info=acp.Implementation(name="anyagentd", title="anyagentd", version=__version__),
-        ))  # fmt: skip
+        init = await self._call(
+            "initialize",
+            self.rpc.initialize(
+                protocol_version=PROTOCOL_VERSION,
+                client_capabilities=acp.ClientCapabilities(
+                    fs=acp.FileSystemCapabilities(read_text_file=False, write_text_file=False),
+                    terminal=False,
+                    auth=acp.AuthCapabilities(terminal=True),
+                ),
+                client_info=acp.Implementation(name="anyagentd", title="anyagentd", version=__version__),
+            ),
+        )
         self.init = init
         caps = init.agent_capabilities or acp.AgentCapabilities()
         session_caps = caps.session_capabilities or acp.SessionCapabilities()
@@ -330,8 +366,11 @@ class AcpConnection(ProcessConnection):
         if session_caps.fork is not None:
             features.append("Fork")
         state.features = features
-        supported = ["Stdio", *(["Http"] if caps.mcp_capabilities and caps.mcp_capabilities.http else []),
-                     *(["Sse"] if caps.mcp_capabilities and caps.mcp_capabilities.sse else [])]  # fmt: skip
+        supported = [
+            "Stdio",
+            *(["Http"] if caps.mcp_capabilities and caps.mcp_capabilities.http else []),
+            *(["Sse"] if caps.mcp_capabilities and caps.mcp_capabilities.sse else []),
+        ]
         state.mcp_transports = adapter.effective_mcp_transports(supported)
         self.details = state.details()
         if not session:
@@ -351,15 +390,21 @@ class AcpConnection(ProcessConnection):
         if options.resume:
             self.mapper.suppress_content = True  # session/load replays the conversation: not re-emitted
             try:
-                loaded = await self._call("session/load", self.rpc.load_session(
-                    cwd=cwd, session_id=options.resume, mcp_servers=servers), resume=True)  # fmt: skip
+                loaded = await self._call(
+                    "session/load",
+                    self.rpc.load_session(cwd=cwd, session_id=options.resume, mcp_servers=servers),
+                    resume=True,
+                )
             finally:
                 self.mapper.suppress_content = False
             self.session_id = options.resume
             modes, config = (loaded.modes, loaded.config_options) if loaded is not None else (None, None)
         elif options.fork:
-            forked = await self._call("session/fork", self.rpc.fork_session(
-                session_id=options.fork, cwd=cwd, mcp_servers=servers), resume=True)  # fmt: skip
+            forked = await self._call(
+                "session/fork",
+                self.rpc.fork_session(session_id=options.fork, cwd=cwd, mcp_servers=servers),
+                resume=True,
+            )
             self.session_id = forked.session_id
             modes, config = forked.modes, forked.config_options
         else:
@@ -398,8 +443,9 @@ class AcpConnection(ProcessConnection):
     async def on_output_end(self) -> None:
         self._release_pending()
 
-    async def ask_permission(self, tool_call: acp.ToolCallUpdate,
-                             options: list[acp.PermissionOption]) -> acp.RequestPermissionResponse:  # fmt: skip
+    async def ask_permission(
+        self, tool_call: acp.ToolCallUpdate, options: list[acp.PermissionOption]
+    ) -> acp.RequestPermissionResponse:
         """The agent's ``session/request_permission`` (its ``tool_call`` and ACP ``options``) as a Permission
         request to the engine; returns the selected option once answered, ``cancelled`` after a cancel, a close,
         or when no option maps to a choice. Waits for the answer (the library runs it as its own task)."""
@@ -460,8 +506,7 @@ class AcpConnection(ProcessConnection):
 
     async def _run_prompt(self, blocks: list[ContentBlock], token: int) -> None:
         process = self.process
-        self._turn_started_with = await anyio.to_thread.run_sync(cancelled_commands.snapshot, process.pid,
-                                                                 process.mark)  # fmt: skip
+        self._turn_started_with = await anyio.to_thread.run_sync(cancelled_commands.snapshot, process.pid, process.mark)
         try:
             response = await self._prompt(blocks, token)
         except ConnectionError:
@@ -490,9 +535,9 @@ class AcpConnection(ProcessConnection):
         commands = self.mapper.open_commands() if stop == "Cancelled" else {}
         if commands:
             process = self.process
-            stopped = await cancelled_commands.stop_commands(process.pid, process.mark, commands,
-                                                             before=self._turn_started_with,
-                                                             grace=self.stop_grace)  # fmt: skip
+            stopped = await cancelled_commands.stop_commands(
+                process.pid, process.mark, commands, before=self._turn_started_with, grace=self.stop_grace
+            )
         lingering = await self.mapper.end_turn(stop, stopped)
         for done in stopped.values():
             self.link.start_soon(lineage.reap, [p for p in done.pids if p not in done.survivors])
@@ -525,9 +570,14 @@ class AcpConnection(ProcessConnection):
                 self._cancelled = None
         if watch and response.stop_reason == "end_turn" and self._updates == before and self._running == token:
             # The cancelled prompt's leftover end, not this prompt's: the agent still holds this prompt.
-            await self.link.emit(diagnostic("Warning", "the ACP agent ended the first prompt after a cancel at once "
-                                                       "and empty; its session is reloaded and the prompt sent "
-                                                       "again"))  # fmt: skip
+            await self.link.emit(
+                diagnostic(
+                    "Warning",
+                    "the ACP agent ended the first prompt after a cancel at once "
+                    "and empty; its session is reloaded and the prompt sent "
+                    "again",
+                )
+            )
             self.resync_after_cancel = True
             await self._resync()
             response = await self.rpc.prompt(session_id=self.session_id, prompt=blocks)
@@ -539,8 +589,9 @@ class AcpConnection(ProcessConnection):
         self.mapper.suppress_content = True
         try:
             await self.rpc.close_session(session_id=self.session_id)
-            await self.rpc.load_session(cwd=os.path.abspath(self.session_options.dir), session_id=self.session_id,
-                                        mcp_servers=self._mcp_servers)  # fmt: skip
+            await self.rpc.load_session(
+                cwd=os.path.abspath(self.session_options.dir), session_id=self.session_id, mcp_servers=self._mcp_servers
+            )
         except (RequestError, ValidationError) as err:  # an agent without session/close, or refusing it
             await self.link.emit(diagnostic("Warning", f"could not reload the ACP session after a cancel: {err}"))
         finally:
@@ -602,8 +653,10 @@ class AcpConnection(ProcessConnection):
                 if reply is not None and reply.config_options:
                     self.state.config = list(reply.config_options)
                 else:
-                    self.state.config = [o.model_copy(update={"current_value": value}) if o.id == option else o
-                                         for o in self.state.config]  # fmt: skip
+                    self.state.config = [
+                        o.model_copy(update={"current_value": value}) if o.id == option else o
+                        for o in self.state.config
+                    ]
         except RequestError as err:
             if during_open:
                 raise InvalidConfiguration(f"the agent refused {option}={value!r}: {err}") from None

@@ -72,19 +72,32 @@ STOPPED_PROCESSES = "acp/stopped_processes"
 ``{"pids": [int], "signal": "SIGTERM" | "SIGKILL"}`` (:mod:`anyagentd.adapters.cancelled_commands`)."""
 
 TOOL_KINDS = {
-    "read": "Read", "edit": "Edit", "delete": "Delete", "move": "Move", "search": "Search",
-    "execute": "Execute", "think": "Think", "fetch": "Fetch", "switch_mode": "Other", "other": "Other",
-}  # fmt: skip
+    "read": "Read",
+    "edit": "Edit",
+    "delete": "Delete",
+    "move": "Move",
+    "search": "Search",
+    "execute": "Execute",
+    "think": "Think",
+    "fetch": "Fetch",
+    "switch_mode": "Other",
+    "other": "Other",
+}
 TOOL_STATUSES = {"pending": "Pending", "in_progress": "Running", "completed": "Completed", "failed": "Failed"}
 PLAN_STATUSES = {"pending": "Pending", "in_progress": "InProgress", "completed": "Completed"}
 PERMISSION_KINDS = {
-    "allow_once": "AllowOnce", "allow_always": "AllowAlways", "reject_once": "DenyOnce", "reject_always": "DenyAlways",
-}  # fmt: skip
+    "allow_once": "AllowOnce",
+    "allow_always": "AllowAlways",
+    "reject_once": "DenyOnce",
+    "reject_always": "DenyAlways",
+}
 """ACP ``PermissionOptionKind`` → anyagentd ``PermissionChoice``."""
 
 STOP_REASONS: dict[str, Literal["Completed", "Cancelled", "Refused"]] = {
-    "end_turn": "Completed", "cancelled": "Cancelled", "refusal": "Refused",
-}  # fmt: skip
+    "end_turn": "Completed",
+    "cancelled": "Cancelled",
+    "refusal": "Refused",
+}
 """ACP ``stopReason`` → stop (anything else: Failed with the reason as message)."""
 
 _NOTIFICATION = acp.SessionNotification
@@ -174,8 +187,14 @@ def merge_tool(previous: ToolUpdate | None, call: acp.ToolCallStart | acp.ToolCa
     if raw_output is not None and "output" not in update:
         text = raw_output if isinstance(raw_output, str) else None
         if isinstance(raw_output, dict):
-            text = next((raw_output[k] for k in ("aggregated_output", "formatted_output", "output", "stdout")
-                         if isinstance(raw_output.get(k), str)), None)  # fmt: skip
+            text = next(
+                (
+                    raw_output[k]
+                    for k in ("aggregated_output", "formatted_output", "output", "stdout")
+                    if isinstance(raw_output.get(k), str)
+                ),
+                None,
+            )
         if text is not None:
             update["output"] = text
     locations = getattr(call, "locations", None)
@@ -187,8 +206,9 @@ def merge_tool(previous: ToolUpdate | None, call: acp.ToolCallStart | acp.ToolCa
         merged = merged.model_copy(update={"raw": RawTool(name=merged.title or merged.kind, input=raw_input)})
     if raw_input is not None or "kind" in update or "locations" in update:
         paths = [p.rsplit(":", 1)[0] if p.rsplit(":", 1)[-1].isdigit() else p for p in merged.locations]
-        guessed = tool_input(merged.kind if isinstance(merged.kind, str) else "Other",
-                             merged.raw.input if merged.raw else None, paths)  # fmt: skip
+        guessed = tool_input(
+            merged.kind if isinstance(merged.kind, str) else "Other", merged.raw.input if merged.raw else None, paths
+        )
         if guessed != "None" or merged.input == "None":
             merged = merged.model_copy(update={"input": guessed})
     return merged
@@ -229,13 +249,26 @@ class SessionState:
                     choices += [ConfigChoice(value=c.value, label=c.name, description=c.description) for c in group]
                 kind = Select(choices=choices)
             category = opt.category if isinstance(opt.category, str) else None
-            out.append(ConfigOption(id=opt.id, name=opt.name, category=category, kind=kind, current=opt.current_value,
-                                    live=True))  # fmt: skip
+            out.append(
+                ConfigOption(
+                    id=opt.id, name=opt.name, category=category, kind=kind, current=opt.current_value, live=True
+                )
+            )
         if self.modes is not None and not any(o.id == "mode" for o in out):
-            choices = [ConfigChoice(value=m.id, label=m.name, description=m.description)
-                       for m in self.modes.available_modes]  # fmt: skip
-            out.insert(0, ConfigOption(id="mode", name="Mode", category="mode", kind=Select(choices=choices),
-                                       current=self.modes.current_mode_id, live=True))  # fmt: skip
+            choices = [
+                ConfigChoice(value=m.id, label=m.name, description=m.description) for m in self.modes.available_modes
+            ]
+            out.insert(
+                0,
+                ConfigOption(
+                    id="mode",
+                    name="Mode",
+                    category="mode",
+                    kind=Select(choices=choices),
+                    current=self.modes.current_mode_id,
+                    live=True,
+                ),
+            )
         return out
 
     def configuration(self) -> SessionConfiguration:
@@ -245,16 +278,21 @@ class SessionState:
         features = list(self.features)
         if self.commands and "SlashCommands" not in features:
             features.append("SlashCommands")
-        return AgentDetails(version=self.version, auth=self.auth,
-                            capabilities=Capabilities(features=features, mcp_transports=list(self.mcp_transports)),
-                            config_options=self.options(), commands=list(self.commands))  # fmt: skip
+        return AgentDetails(
+            version=self.version,
+            auth=self.auth,
+            capabilities=Capabilities(features=features, mcp_transports=list(self.mcp_transports)),
+            config_options=self.options(),
+            commands=list(self.commands),
+        )
 
     def set_commands(self, commands: list[acp.AvailableCommand]) -> None:
         self.commands = []
         for c in commands:
             hint = getattr(getattr(c, "input", None), "root", None)
-            self.commands.append(SlashCommand(name=c.name, description=c.description or "",
-                                              input_hint=getattr(hint, "hint", None)))  # fmt: skip
+            self.commands.append(
+                SlashCommand(name=c.name, description=c.description or "", input_hint=getattr(hint, "hint", None))
+            )
 
     def set_mode(self, mode_id: str) -> None:
         if self.modes is not None:
@@ -308,8 +346,10 @@ class UpdateMapper:
         except ValidationError as err:
             kind = params.get("update", {}).get("sessionUpdate") if isinstance(params, dict) else None
             first = err.errors()[0]["msg"] if err.errors() else str(err)
-            await self.link.emit(diagnostic("Info", f"unparseable ACP session/update {kind or ''}: {first}".strip()),
-                                 extensions={RAW_UPDATE: params})  # fmt: skip
+            await self.link.emit(
+                diagnostic("Info", f"unparseable ACP session/update {kind or ''}: {first}".strip()),
+                extensions={RAW_UPDATE: params},
+            )
             return
         await self.apply(note.update, params)
 
@@ -373,8 +413,10 @@ class UpdateMapper:
             if update.title:
                 await link.info_changed(title=update.title)
         else:
-            await link.emit(diagnostic("Info", f"unmapped ACP session/update {getattr(update, 'session_update', '?')}"),
-                            extensions={RAW_UPDATE: raw if raw is not None else _dump(update)})  # fmt: skip
+            await link.emit(
+                diagnostic("Info", f"unmapped ACP session/update {getattr(update, 'session_update', '?')}"),
+                extensions={RAW_UPDATE: raw if raw is not None else _dump(update)},
+            )
 
     def permission_tool(self, call: acp.ToolCallUpdate) -> ToolUpdate:
         """The tool snapshot a permission request is about (merged into, and kept with, the session's tools)."""
@@ -445,8 +487,10 @@ class UpdateMapper:
         if tool is None or tool.status not in ACTIVE_TOOL_STATUSES or tool_id in self._open_tools:
             return
         self.tools[tool_id] = tool = tool.model_copy(update={"status": "Cancelled"})
-        await self.link.emit(ToolUpdated(value=tool),
-                             extensions={STOPPED_PROCESSES: {"pids": list(stopped.pids), "signal": stopped.signal}})  # fmt: skip
+        await self.link.emit(
+            ToolUpdated(value=tool),
+            extensions={STOPPED_PROCESSES: {"pids": list(stopped.pids), "signal": stopped.signal}},
+        )
 
     async def end_message(self) -> None:
         """End the open message (a permission request interrupts it)."""
@@ -454,6 +498,13 @@ class UpdateMapper:
 
 
 __all__ = [
-    "CLOSED_AT_TURN_END", "PERMISSION_KINDS", "RAW_UPDATE", "STOPPED_PROCESSES", "SessionState", "UpdateMapper",
-    "merge_tool", "stop_reason", "tool_input",
-]  # fmt: skip
+    "CLOSED_AT_TURN_END",
+    "PERMISSION_KINDS",
+    "RAW_UPDATE",
+    "STOPPED_PROCESSES",
+    "SessionState",
+    "UpdateMapper",
+    "merge_tool",
+    "stop_reason",
+    "tool_input",
+]

@@ -14,13 +14,28 @@ if TYPE_CHECKING:
     from anyagentd.adapters.interface import AgentAdapter
 
 PROFILES = (
-    AgentProfile(id="codex-acp", name="Codex (ACP)", executable="codex-acp",
-                 install_hint="npm install -g @zed-industries/codex-acp", acp_args=()),
-    AgentProfile(id="claude-acp", name="Claude Code (ACP)", executable="claude-agent-acp",
-                 install_hint="npm install -g @zed-industries/claude-agent-acp", acp_args=()),
-    AgentProfile(id="gemini", name="Gemini CLI", executable="gemini",
-                 install_hint="npm install -g @google/gemini-cli", acp_args=("--experimental-acp",)),
-)  # fmt: skip
+    AgentProfile(
+        id="codex-acp",
+        name="Codex (ACP)",
+        executable="codex-acp",
+        install_hint="npm install -g @zed-industries/codex-acp",
+        acp_args=(),
+    ),
+    AgentProfile(
+        id="claude-acp",
+        name="Claude Code (ACP)",
+        executable="claude-agent-acp",
+        install_hint="npm install -g @zed-industries/claude-agent-acp",
+        acp_args=(),
+    ),
+    AgentProfile(
+        id="gemini",
+        name="Gemini CLI",
+        executable="gemini",
+        install_hint="npm install -g @google/gemini-cli",
+        acp_args=("--experimental-acp",),
+    ),
+)
 """The ACP agents the catalog knows (environment overrides ``ANYAGENTD_CODEX_ACP_BIN``,
 ``ANYAGENTD_CLAUDE_ACP_BIN``, ``ANYAGENTD_GEMINI_BIN``)."""
 

@@ -37,8 +37,15 @@ class ProcessTransport:
     ``intercept(message) -> bool``: True when it consumed the message. ``on_eof()``: stdout ended.
     """
 
-    def __init__(self, process: AgentProcess, link: AdapterLink, *, raw_key: str, intercept: Intercept,
-                 on_eof: Callable[[], Awaitable[None]]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        process: AgentProcess,
+        link: AdapterLink,
+        *,
+        raw_key: str,
+        intercept: Intercept,
+        on_eof: Callable[[], Awaitable[None]],
+    ) -> None:
         self.process = process
         self._link = link
         self._raw_key = raw_key
@@ -60,8 +67,10 @@ class ProcessTransport:
                 await self._on_eof()
                 return None
             if not isinstance(message, dict):
-                await self._link.emit(diagnostic("Info", "the ACP agent wrote a JSON line that is not a message"),
-                                      extensions={self._raw_key: message})  # fmt: skip
+                await self._link.emit(
+                    diagnostic("Info", "the ACP agent wrote a JSON line that is not a message"),
+                    extensions={self._raw_key: message},
+                )
                 continue
             if await self._intercept(message):
                 continue

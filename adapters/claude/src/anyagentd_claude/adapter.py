@@ -45,13 +45,22 @@ class ClaudeAdapter(AgentAdapter):
             return conn.details
 
         with tempfile.TemporaryDirectory(prefix="anyagentd-claude-probe-") as scratch:
-            return await short_lived(lambda link: ClaudeConnection.open(
-                installation, SessionOptions(dir=scratch), link, persist=False, require_auth=False,
-                handshake_timeout=self.handshake_timeout, mcp_transports=self.effective_mcp_transports(MCP_TRANSPORTS),
-            ), details)  # fmt: skip
+            return await short_lived(
+                lambda link: ClaudeConnection.open(
+                    installation,
+                    SessionOptions(dir=scratch),
+                    link,
+                    persist=False,
+                    require_auth=False,
+                    handshake_timeout=self.handshake_timeout,
+                    mcp_transports=self.effective_mcp_transports(MCP_TRANSPORTS),
+                ),
+                details,
+            )
 
-    async def connect(self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink,
-                      *, no_tools: bool = False) -> AgentConnection:  # fmt: skip
+    async def connect(
+        self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink, *, no_tools: bool = False
+    ) -> AgentConnection:
         """Start Claude Code in ``options.dir`` (new session ``--session-id``, ``--resume``, or
         ``--resume --fork-session``) and complete the handshake; the resume token is known at once.
 
@@ -68,12 +77,16 @@ class ClaudeAdapter(AgentAdapter):
         mcp = self.render_mcp(options.mcp_servers, MCP_RENDERERS)
         try:
             return await ClaudeConnection.open(
-                installation, options, link, no_tools=no_tools, mcp=mcp, handshake_timeout=self.handshake_timeout,
-                mcp_transports=self.effective_mcp_transports(MCP_TRANSPORTS))  # fmt: skip
+                installation,
+                options,
+                link,
+                no_tools=no_tools,
+                mcp=mcp,
+                handshake_timeout=self.handshake_timeout,
+                mcp_transports=self.effective_mcp_transports(MCP_TRANSPORTS),
+            )
         except ResumeFailed as err:
             token = options.resume or options.fork
             if token and NO_SAVED_SESSION in str(err.fields.get("detail", "")):
                 raise ResumeFailed.not_saved(token, err.fields["detail"], "Claude Code") from None
             raise
-
-

@@ -101,8 +101,15 @@ class ClaudeConnection(ProcessConnection):
     deterministic_turn_end = True
     deterministic_agent_turn_end = True
 
-    def __init__(self, process: AgentProcess, link: AdapterLink, *, installation: AgentInstallation,
-                 options: SessionOptions, session_token: str) -> None:  # fmt: skip
+    def __init__(
+        self,
+        process: AgentProcess,
+        link: AdapterLink,
+        *,
+        installation: AgentInstallation,
+        options: SessionOptions,
+        session_token: str,
+    ) -> None:
         super().__init__(process, link)
         self.installation = installation
         self.session_options = options
@@ -136,10 +143,19 @@ class ClaudeConnection(ProcessConnection):
     # ------------------------------------------------------------------------------------------- opening
 
     @classmethod
-    async def open(cls, installation: AgentInstallation, options: SessionOptions, link: AdapterLink, *,
-                   no_tools: bool = False, persist: bool = True, require_auth: bool = True,
-                   handshake_timeout: float = HANDSHAKE_TIMEOUT, mcp: Sequence[tuple[McpServer, Any]] | None = None,
-                   mcp_transports: Sequence[str] = MCP_TRANSPORTS) -> ClaudeConnection:  # fmt: skip
+    async def open(
+        cls,
+        installation: AgentInstallation,
+        options: SessionOptions,
+        link: AdapterLink,
+        *,
+        no_tools: bool = False,
+        persist: bool = True,
+        require_auth: bool = True,
+        handshake_timeout: float = HANDSHAKE_TIMEOUT,
+        mcp: Sequence[tuple[McpServer, Any]] | None = None,
+        mcp_transports: Sequence[str] = MCP_TRANSPORTS,
+    ) -> ClaudeConnection:
         """Spawn Claude Code for ``options`` and complete the ``initialize`` handshake.
 
         ``link.start_soon`` runs the stdout pump. Raises ``SpawnFailed`` (cannot start, or exited before the
@@ -152,13 +168,15 @@ class ClaudeConnection(ProcessConnection):
         """
         spawned = anyio.current_time()
         token = options.resume or str(uuid.uuid4())
-        argv = launch_argv(installation.executable_path, options, session_id=token, no_tools=no_tools,
-                           persist=persist, mcp=mcp)  # fmt: skip
+        argv = launch_argv(
+            installation.executable_path, options, session_id=token, no_tools=no_tools, persist=persist, mcp=mcp
+        )
         process = await AgentProcess.start(argv, cwd=options.dir, env=launch_env(installation))
         conn = cls(process, link, installation=installation, options=options, session_token=token)
         conn.mcp_transports = list(mcp_transports)
-        conn.mcp_startup = McpStartup([server.name for server, _ in mcp or ()], handshake_timeout, since=spawned,
-                                      agent="Claude Code")  # fmt: skip
+        conn.mcp_startup = McpStartup(
+            [server.name for server, _ in mcp or ()], handshake_timeout, since=spawned, agent="Claude Code"
+        )
         link.start_soon(conn._pump)
         try:
             await conn._handshake(handshake_timeout, require_auth)
@@ -208,12 +226,15 @@ class ClaudeConnection(ProcessConnection):
         version = version or await cli_version(self.installation.executable_path)
         if version and " " in version:
             version = version.split()[0]
-        self.details = agent_details(self.init_response, version=version,
-                                     executable=self.installation.executable_path, current=self.options,
-                                     mcp_transports=self.mcp_transports)  # fmt: skip
+        self.details = agent_details(
+            self.init_response,
+            version=version,
+            executable=self.installation.executable_path,
+            current=self.options,
+            mcp_transports=self.mcp_transports,
+        )
         if require_auth and not is_authenticated(self.details.auth):
-            raise AuthRequired(login_methods(self.installation.executable_path),
-                               "Claude Code is not logged in")  # fmt: skip
+            raise AuthRequired(login_methods(self.installation.executable_path), "Claude Code is not logged in")
 
     # ------------------------------------------------------------------------------------------- MCP servers
 
@@ -235,8 +256,13 @@ class ClaudeConnection(ProcessConnection):
                     await self._note_mcp_status(reply)
         except control.ControlError as err:
             if not self.output_done:
-                await self.link.emit(diagnostic("Info", f"Claude Code did not answer mcp_status ({err.detail}); "
-                                                        "prompts do not wait for its MCP servers"))  # fmt: skip
+                await self.link.emit(
+                    diagnostic(
+                        "Info",
+                        f"Claude Code did not answer mcp_status ({err.detail}); "
+                        "prompts do not wait for its MCP servers",
+                    )
+                )
             startup.stop()
         except InputClosed:
             startup.stop()
@@ -287,8 +313,9 @@ class ClaudeConnection(ProcessConnection):
             await self._incoming(frame)
         elif kind == "control_cancel_request":
             if self.state.requests.withdraw(str(frame.get("request_id"))) is not None:
-                await self.link.emit(diagnostic("Info", "Claude Code withdrew a pending request"),
-                                     extensions={RAW: frame})  # fmt: skip
+                await self.link.emit(
+                    diagnostic("Info", "Claude Code withdrew a pending request"), extensions={RAW: frame}
+                )
         elif kind == "result":
             self.state.result_arrived()
             await self.mapper.handle(frame)
@@ -303,15 +330,18 @@ class ClaudeConnection(ProcessConnection):
         subtype = req.get("subtype")
         if subtype == "can_use_tool":
             tool_use_id = str(req.get("tool_use_id") or "")
-            kind, opened = permissions.engine_request(request_id, req, self.state.tools.get(tool_use_id),
-                                                      self.session_options.dir)  # fmt: skip
+            kind, opened = permissions.engine_request(
+                request_id, req, self.state.tools.get(tool_use_id), self.session_options.dir
+            )
             self.state.requests.open(request_id, req, kind=kind, agent_id=request_id)
             await self.link.emit(opened, parent_tool_id=self.state.tool_parents.get(tool_use_id))
             return
         reply: Any = {"action": "decline"} if subtype == "elicitation" else {}
         await self._write(control.success(request_id, reply))
-        await self.link.emit(diagnostic("Info", f"answered Claude Code's {subtype!r} control request with defaults"),
-                             extensions={RAW: frame})  # fmt: skip
+        await self.link.emit(
+            diagnostic("Info", f"answered Claude Code's {subtype!r} control request with defaults"),
+            extensions={RAW: frame},
+        )
 
     async def _write(self, frame: Any) -> bool:
         try:
@@ -323,8 +353,13 @@ class ClaudeConnection(ProcessConnection):
     # ------------------------------------------------------------------------------------------- commands
 
     async def start_turn(self, turn_id: str, prompt: PromptInput) -> None:
-        frame = {"type": "user", "message": {"role": "user", "content": user_content(prompt)},
-                 "parent_tool_use_id": None, "session_id": "", "uuid": str(uuid.uuid4())}  # fmt: skip
+        frame = {
+            "type": "user",
+            "message": {"role": "user", "content": user_content(prompt)},
+            "parent_tool_use_id": None,
+            "session_id": "",
+            "uuid": str(uuid.uuid4()),
+        }
         if self.mcp_startup.holding:
             if self.output_done:
                 raise ProtocolFailed("Claude Code's input is closed")
@@ -392,8 +427,13 @@ class ClaudeConnection(ProcessConnection):
         await self.mapper.set_options(**{option: value})
 
     async def compact(self) -> None:
-        frame = {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "/compact"}]},
-                 "parent_tool_use_id": None, "session_id": "", "uuid": str(uuid.uuid4())}  # fmt: skip
+        frame = {
+            "type": "user",
+            "message": {"role": "user", "content": [{"type": "text", "text": "/compact"}]},
+            "parent_tool_use_id": None,
+            "session_id": "",
+            "uuid": str(uuid.uuid4()),
+        }
         self.state.turn_begins()
         if not await self._write(frame):
             raise ProtocolFailed("Claude Code's input is closed")
@@ -403,7 +443,9 @@ class ClaudeConnection(ProcessConnection):
         if turns < 1:
             raise InvalidRequest("rollback needs turns >= 1")
         if turns > len(self.state.prompt_uuids):
-            raise InvalidRequest(f"only the {len(self.state.prompt_uuids)} prompt(s) sent in this session can be rolled back")
+            raise InvalidRequest(
+                f"only the {len(self.state.prompt_uuids)} prompt(s) sent in this session can be rolled back"
+            )
         target = self.state.prompt_uuids[-turns]
         if scope == "ConversationAndFiles":
             try:
@@ -413,8 +455,9 @@ class ClaudeConnection(ProcessConnection):
             except TimeoutError:
                 raise ProtocolFailed("Claude Code did not answer rewind_files") from None
         try:
-            reply = await self.channel.request("rewind_conversation", timeout=REQUEST_TIMEOUT,
-                                               target_message_uuid=target)  # fmt: skip
+            reply = await self.channel.request(
+                "rewind_conversation", timeout=REQUEST_TIMEOUT, target_message_uuid=target
+            )
         except control.ControlError as err:
             raise InvalidRequest(f"Claude Code could not rewind the conversation: {err.detail}") from None
         except TimeoutError:

@@ -54,8 +54,9 @@ class ControlChannel:
         request_id = f"anyagentd-{next(self._ids)}"
         self._pending[request_id] = _Pending()
         try:
-            await self._write({"type": "control_request", "request_id": request_id,
-                               "request": {"subtype": subtype, **fields}})  # fmt: skip
+            await self._write(
+                {"type": "control_request", "request_id": request_id, "request": {"subtype": subtype, **fields}}
+            )
         except BaseException:
             self._pending.pop(request_id, None)
             raise

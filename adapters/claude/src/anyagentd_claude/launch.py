@@ -40,9 +40,16 @@ if TYPE_CHECKING:
     from anyagentd.model import AuthStatus, Http, LoginMethod, Sse, Stdio
 
 BASE_FLAGS = (
-    "--output-format", "stream-json", "--input-format", "stream-json", "--verbose",
-    "--include-partial-messages", "--permission-prompt-tool", "stdio", "--replay-user-messages",
-)  # fmt: skip
+    "--output-format",
+    "stream-json",
+    "--input-format",
+    "stream-json",
+    "--verbose",
+    "--include-partial-messages",
+    "--permission-prompt-tool",
+    "stdio",
+    "--replay-user-messages",
+)
 """Flags of every launch: bidirectional stream-json, partial messages, permission prompts on the control channel,
 and our user messages echoed back.
 
@@ -73,18 +80,31 @@ PERMISSION_MODES = (
     ("acceptEdits", "Accept edits", "Edits are allowed; commands still ask"),
     ("plan", "Plan", "Read-only planning; no edits or commands"),
     ("dontAsk", "Don't ask", "Deny whatever is not pre-approved instead of asking"),
-    ("bypassPermissions", "Bypass permissions",
-     "Allow everything (as root needs IS_SANDBOX=1; live switching needs a session started in this mode)"),
-)  # fmt: skip
+    (
+        "bypassPermissions",
+        "Bypass permissions",
+        "Allow everything (as root needs IS_SANDBOX=1; live switching needs a session started in this mode)",
+    ),
+)
 """The ``mode`` option's choices (``--permission-mode`` / ``set_permission_mode``)."""
 
 EFFORT_LEVELS = ("low", "medium", "high", "xhigh", "max")
 """``--effort`` levels of Claude Code 2.1.197 (creation-only: there is no control request to change it)."""
 
 CAPABILITIES = (
-    "Images", "Permissions", "Questions", "Subagents", "ContextUsage", "Rollback", "RollbackFiles", "Fork",
-    "SlashCommands", "Resume", "Plan", "Compact",
-)  # fmt: skip
+    "Images",
+    "Permissions",
+    "Questions",
+    "Subagents",
+    "ContextUsage",
+    "Rollback",
+    "RollbackFiles",
+    "Fork",
+    "SlashCommands",
+    "Resume",
+    "Plan",
+    "Compact",
+)
 """What a Claude Code session can do here. Not advertised: Steer (a message sent mid-turn is queued by the CLI
 as the next turn, not merged) and PlanUsage (not implemented)."""
 
@@ -133,8 +153,15 @@ def mcp_config(rendered: Sequence[tuple[McpServer, Any]]) -> str:
     return json.dumps({"mcpServers": config}, separators=(",", ":"))
 
 
-def launch_argv(executable: str, options: SessionOptions, *, session_id: str, no_tools: bool = False,
-                persist: bool = True, mcp: Sequence[tuple[McpServer, Any]] | None = None) -> list[str]:  # fmt: skip
+def launch_argv(
+    executable: str,
+    options: SessionOptions,
+    *,
+    session_id: str,
+    no_tools: bool = False,
+    persist: bool = True,
+    mcp: Sequence[tuple[McpServer, Any]] | None = None,
+) -> list[str]:
     """The command line for a session.
 
     New: ``--session-id <session_id>``; resume: ``--resume T``; fork: ``--resume T --fork-session
@@ -236,8 +263,11 @@ def config_options(init: dict[str, Any], current: dict[str, Any]) -> list[Config
     models = []
     for m in init.get("models") or []:
         if isinstance(m, dict) and isinstance(m.get("value"), str):
-            models.append(ConfigChoice(value=m["value"], label=str(m.get("displayName") or m["value"]),
-                                       description=m.get("description")))  # fmt: skip
+            models.append(
+                ConfigChoice(
+                    value=m["value"], label=str(m.get("displayName") or m["value"]), description=m.get("description")
+                )
+            )
     if not any(c.value == "default" for c in models):
         models.insert(0, ConfigChoice(value="default", label="Default"))
     model = current.get("model", "default")
@@ -245,13 +275,24 @@ def config_options(init: dict[str, Any], current: dict[str, Any]) -> list[Config
         models.append(ConfigChoice(value=model, label=model))
     efforts = [ConfigChoice(value=e, label=e.capitalize()) for e in EFFORT_LEVELS]
     return [
-        ConfigOption(id="mode", name="Permission mode", category="mode", kind=Select(choices=modes),
-                     current=current.get("mode", "default"), live=True),
-        ConfigOption(id="model", name="Model", category="model", kind=Select(choices=models), current=model,
-                     live=True),
-        ConfigOption(id="effort", name="Effort", category="thought_level", kind=Select(choices=efforts),
-                     current=current.get("effort"), live=False),
-    ]  # fmt: skip
+        ConfigOption(
+            id="mode",
+            name="Permission mode",
+            category="mode",
+            kind=Select(choices=modes),
+            current=current.get("mode", "default"),
+            live=True,
+        ),
+        ConfigOption(id="model", name="Model", category="model", kind=Select(choices=models), current=model, live=True),
+        ConfigOption(
+            id="effort",
+            name="Effort",
+            category="thought_level",
+            kind=Select(choices=efforts),
+            current=current.get("effort"),
+            live=False,
+        ),
+    ]
 
 
 def slash_commands(init: dict[str, Any]) -> list[SlashCommand]:
@@ -259,13 +300,24 @@ def slash_commands(init: dict[str, Any]) -> list[SlashCommand]:
     commands = []
     for c in init.get("commands") or []:
         if isinstance(c, dict) and isinstance(c.get("name"), str):
-            commands.append(SlashCommand(name=c["name"], description=str(c.get("description") or ""),
-                                         input_hint=c.get("argumentHint") or None))  # fmt: skip
+            commands.append(
+                SlashCommand(
+                    name=c["name"],
+                    description=str(c.get("description") or ""),
+                    input_hint=c.get("argumentHint") or None,
+                )
+            )
     return commands
 
 
-def agent_details(init: dict[str, Any], *, version: str | None, executable: str, current: dict[str, Any],
-                  mcp_transports: Sequence[str] = MCP_TRANSPORTS) -> AgentDetails:  # fmt: skip
+def agent_details(
+    init: dict[str, Any],
+    *,
+    version: str | None,
+    executable: str,
+    current: dict[str, Any],
+    mcp_transports: Sequence[str] = MCP_TRANSPORTS,
+) -> AgentDetails:
     """``AgentDetails`` from an ``initialize`` response; ``mcp_transports``: the forwardable transports that have an
     installed plugin (``AgentAdapter.effective_mcp_transports(MCP_TRANSPORTS)``)."""
     return AgentDetails(

@@ -62,16 +62,33 @@ FORK_POINT = "claude/fork_point"
 RAW = "claude/raw"
 """Extension on the Info diagnostic of an unknown frame: the frame itself."""
 
-IGNORED_SYSTEM = frozenset({
-    "hook_started", "hook_progress", "hook_response", "session_state_changed", "task_started", "task_progress",
-    "files_persisted", "elicitation_complete", "notification",
-})  # fmt: skip
+IGNORED_SYSTEM = frozenset(
+    {
+        "hook_started",
+        "hook_progress",
+        "hook_response",
+        "session_state_changed",
+        "task_started",
+        "task_progress",
+        "files_persisted",
+        "elicitation_complete",
+        "notification",
+    }
+)
 """``system`` subtypes that carry nothing the event model has a place for; dropped silently."""
 
-IGNORED_TYPES = frozenset({
-    "keep_alive", "tool_progress", "prompt_suggestion", "rate_limit_event", "auth_status", "tool_use_summary",
-    "streamlined_text", "streamlined_tool_use_summary",
-})  # fmt: skip
+IGNORED_TYPES = frozenset(
+    {
+        "keep_alive",
+        "tool_progress",
+        "prompt_suggestion",
+        "rate_limit_event",
+        "auth_status",
+        "tool_use_summary",
+        "streamlined_text",
+        "streamlined_tool_use_summary",
+    }
+)
 """Top-level frame types dropped silently (progress ticks, suggestions, rate-limit notices)."""
 
 _LOCAL_OUTPUT = re.compile(r"<local-command-(stdout|stderr)>(.*?)</local-command-\1>", re.S)
@@ -86,8 +103,14 @@ class FrameMapper:
     ``cwd``: the session directory. ``login``: the login methods reported when auth is lost.
     """
 
-    def __init__(self, link: AdapterLink, state: ClaudeState | None = None, *, cwd: str | None = None,
-                 login: list[LoginMethod] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        link: AdapterLink,
+        state: ClaudeState | None = None,
+        *,
+        cwd: str | None = None,
+        login: list[LoginMethod] | None = None,
+    ) -> None:
         self.link = link
         self.state = state if state is not None else ClaudeState()
         self.cwd = cwd
@@ -141,8 +164,11 @@ class FrameMapper:
             self._streaming[parent] = mid
             if parent is None:
                 usage = message.get("usage") or {}
-                self._usage_in = _int(usage.get("input_tokens")) + _int(usage.get("cache_creation_input_tokens")) \
-                    + _int(usage.get("cache_read_input_tokens"))  # fmt: skip
+                self._usage_in = (
+                    _int(usage.get("input_tokens"))
+                    + _int(usage.get("cache_creation_input_tokens"))
+                    + _int(usage.get("cache_read_input_tokens"))
+                )
                 self._usage_out = _int(usage.get("output_tokens"))
         elif etype == "content_block_delta":
             delta = event.get("delta") or {}
@@ -161,8 +187,9 @@ class FrameMapper:
             mid = self._streaming.pop(parent, None)
             if mid is not None:
                 fork = self._fork_points.get(mid)
-                await self.link.emit(MessageEnded(message_id=mid), parent_tool_id=parent,
-                                     extensions={FORK_POINT: fork} if fork else None)  # fmt: skip
+                await self.link.emit(
+                    MessageEnded(message_id=mid), parent_tool_id=parent, extensions={FORK_POINT: fork} if fork else None
+                )
         # content_block_start/stop, ping, input_json_delta, signature_delta: nothing to report
 
     # ------------------------------------------------------------------------------------------- assistant
@@ -178,8 +205,9 @@ class FrameMapper:
         synthetic = message.get("model") == "<synthetic>"
         if synthetic and frame.get("error"):
             text = "\n".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
-            await self.link.emit(diagnostic("Warning", text or f"Claude Code error: {frame['error']}"),
-                                 parent_tool_id=parent)  # fmt: skip
+            await self.link.emit(
+                diagnostic("Warning", text or f"Claude Code error: {frame['error']}"), parent_tool_id=parent
+            )
             if frame.get("error") == "authentication_failed":
                 await self.link.auth_lost(self.login)
             return
@@ -209,8 +237,9 @@ class FrameMapper:
         mid = self._unstreamed.pop(parent, None)
         if mid is not None:
             fork = self._fork_points.get(mid)
-            await self.link.emit(MessageEnded(message_id=mid), parent_tool_id=parent,
-                                 extensions={FORK_POINT: fork} if fork else None)  # fmt: skip
+            await self.link.emit(
+                MessageEnded(message_id=mid), parent_tool_id=parent, extensions={FORK_POINT: fork} if fork else None
+            )
 
     async def _tool_use(self, block: dict[str, Any], parent: str | None) -> None:
         tool_id = str(block.get("id") or "")
@@ -297,12 +326,14 @@ class FrameMapper:
                 await self.link.emit(ContextUsage(used_tokens=post, window_tokens=window))
         elif subtype == "api_retry":
             status = frame.get("error_status")
-            await self.link.emit(diagnostic(
-                "Warning",
-                f"model API request failed ({status if status is not None else 'no response'}: "
-                f"{frame.get('error')}); retry {frame.get('attempt')}/{frame.get('max_retries')} "
-                f"in {frame.get('retry_delay_ms')} ms",
-            ))  # fmt: skip
+            await self.link.emit(
+                diagnostic(
+                    "Warning",
+                    f"model API request failed ({status if status is not None else 'no response'}: "
+                    f"{frame.get('error')}); retry {frame.get('attempt')}/{frame.get('max_retries')} "
+                    f"in {frame.get('retry_delay_ms')} ms",
+                )
+            )
         elif subtype == "task_notification":
             await self._task_notification(frame)
         elif subtype == "local_command_output":
@@ -349,7 +380,6 @@ class FrameMapper:
         self._last_window = chosen if isinstance(chosen, int) and chosen > 0 else windows[-1]
         return self._last_window
 
-
     async def _result(self, frame: dict[str, Any]) -> None:
         for parent in list(self._unstreamed):
             await self._end_unstreamed(parent)
@@ -362,9 +392,14 @@ class FrameMapper:
         window = self._window_hint(frame.get("modelUsage"))
         cost = frame.get("total_cost_usd")
         if used > 0:
-            await self.link.emit(ContextUsage(used_tokens=used, window_tokens=window,
-                                              cost_usd=float(cost) if isinstance(cost, (int, float)) else None),
-                                 extensions={TOKENS_EXTENSION: tokens} if tokens["in"] or tokens["out"] else None)  # fmt: skip
+            await self.link.emit(
+                ContextUsage(
+                    used_tokens=used,
+                    window_tokens=window,
+                    cost_usd=float(cost) if isinstance(cost, (int, float)) else None,
+                ),
+                extensions={TOKENS_EXTENSION: tokens} if tokens["in"] or tokens["out"] else None,
+            )
         self._usage_in = self._usage_out = 0
         stop = self.stop_reason(frame)
         self.state.turn_ended()
@@ -389,8 +424,12 @@ def turn_tokens(usage: object) -> dict[str, int]:
     Code's sum over the turn's API calls): ``in`` = input + cache creation + cache read tokens, ``out`` = output
     tokens; missing or non-positive fields count 0."""
     usage = usage if isinstance(usage, dict) else {}
-    return {"in": _int(usage.get("input_tokens")) + _int(usage.get("cache_creation_input_tokens"))
-            + _int(usage.get("cache_read_input_tokens")), "out": _int(usage.get("output_tokens"))}  # fmt: skip
+    return {
+        "in": _int(usage.get("input_tokens"))
+        + _int(usage.get("cache_creation_input_tokens"))
+        + _int(usage.get("cache_read_input_tokens")),
+        "out": _int(usage.get("output_tokens")),
+    }
 
 
 def _int(value: object) -> int:

@@ -43,8 +43,9 @@ CANCEL_DENY_MESSAGE = "The user cancelled the turn."
 """The ``message`` of the deny sent to pending permission requests when the turn is cancelled."""
 
 
-def engine_request(request_id: str, req: dict[str, Any], known: ToolUpdate | None,
-                   cwd: str | None = None) -> tuple[str, RequestOpened]:  # fmt: skip
+def engine_request(
+    request_id: str, req: dict[str, Any], known: ToolUpdate | None, cwd: str | None = None
+) -> tuple[str, RequestOpened]:
     """The engine's request for the CLI's ``can_use_tool`` ``req`` (its control request ``request_id``), with its
     kind for the open-request table: ``("question", …)`` for ``AskUserQuestion``, else ``("permission", …)`` on
     ``known`` (the tool use's snapshot, when it was streamed) or a snapshot built from the request (``cwd``: the
@@ -131,10 +132,16 @@ def question_request(request_id: str, req: dict[str, Any]) -> QuestionAsked:
             for j, o in enumerate(q.get("options") or [])
             if isinstance(o, dict)
         ]
-        questions.append(Question(
-            id=f"q{i}", text=str(q.get("question") or ""), header=q.get("header") or None, choices=choices,
-            multi_select=bool(q.get("multiSelect")), allows_free_text=True,
-        ))  # fmt: skip
+        questions.append(
+            Question(
+                id=f"q{i}",
+                text=str(q.get("question") or ""),
+                header=q.get("header") or None,
+                choices=choices,
+                multi_select=bool(q.get("multiSelect")),
+                allows_free_text=True,
+            )
+        )
     return QuestionAsked(value=QuestionRequest(id=request_id, questions=questions))
 
 

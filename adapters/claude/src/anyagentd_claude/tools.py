@@ -77,26 +77,35 @@ def tool_update(tool_id: str, name: str, raw_input: Any, cwd: str | None = None)
     fields: dict[str, Any] = {"id": tool_id, "status": "Running", "title": name}
     mcp = split_mcp_tool_name(name)
     if mcp is not None:
-        fields.update(kind=Mcp(server=mcp[0], tool=mcp[1]), title=f"{mcp[0]}: {mcp[1]}",
-                      raw=RawTool(name=name, input=raw_input))  # fmt: skip
+        fields.update(
+            kind=Mcp(server=mcp[0], tool=mcp[1]), title=f"{mcp[0]}: {mcp[1]}", raw=RawTool(name=name, input=raw_input)
+        )
     elif name == "Bash":
         command = _s(inp.get("command")) or ""
-        fields.update(kind="Execute", input=Command(command=command, cwd=cwd),
-                      title=_s(inp.get("description")) or command or "Bash")  # fmt: skip
+        fields.update(
+            kind="Execute",
+            input=Command(command=command, cwd=cwd),
+            title=_s(inp.get("description")) or command or "Bash",
+        )
     elif name == "Read":
         path = _s(inp.get("file_path")) or ""
-        fields.update(kind="Read", input=PathInput(value=path), title=f"Read {_rel(path, cwd)}",
-                      locations=[path] if path else [])  # fmt: skip
+        fields.update(
+            kind="Read", input=PathInput(value=path), title=f"Read {_rel(path, cwd)}", locations=[path] if path else []
+        )
     elif name in _EDIT_TOOLS:
         path = _s(inp.get("file_path")) or _s(inp.get("notebook_path")) or ""
-        fields.update(kind="Edit", input=PathInput(value=path), title=f"{name} {_rel(path, cwd)}",
-                      locations=[path] if path else [], diffs=_diffs(name, inp, path, cwd))  # fmt: skip
+        fields.update(
+            kind="Edit",
+            input=PathInput(value=path),
+            title=f"{name} {_rel(path, cwd)}",
+            locations=[path] if path else [],
+            diffs=_diffs(name, inp, path, cwd),
+        )
     elif name in ("Glob", "Grep"):
         pattern = _s(inp.get("pattern")) or ""
         where = _s(inp.get("path"))
         title = f"{name} {pattern}" + (f" in {_rel(where, cwd)}" if where else "")
-        fields.update(kind="Search", input=PatternInput(value=pattern), title=title,
-                      locations=[where] if where else [])  # fmt: skip
+        fields.update(kind="Search", input=PatternInput(value=pattern), title=title, locations=[where] if where else [])
     elif name == "WebFetch":
         url = _s(inp.get("url")) or ""
         fields.update(kind="Fetch", input=UrlInput(value=url), title=f"Fetch {url}")
@@ -105,8 +114,11 @@ def tool_update(tool_id: str, name: str, raw_input: Any, cwd: str | None = None)
         fields.update(kind="Search", input=QueryInput(value=query), title=f"Search the web: {query}")
     elif name in SUBAGENT_TOOLS:
         prompt = _s(inp.get("prompt")) or ""
-        fields.update(kind="Subagent", input=TextInput(value=prompt),
-                      title=_s(inp.get("description")) or _s(inp.get("subagent_type")) or name)  # fmt: skip
+        fields.update(
+            kind="Subagent",
+            input=TextInput(value=prompt),
+            title=_s(inp.get("description")) or _s(inp.get("subagent_type")) or name,
+        )
     elif name == QUESTION_TOOL:
         fields.update(kind="Other", title="Ask the user", raw=RawTool(name=name, input=raw_input))
     else:

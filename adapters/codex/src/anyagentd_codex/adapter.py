@@ -58,18 +58,26 @@ class CodexAdapter(AgentAdapter):
             return self.effective_mcp_transports(MCP_TRANSPORTS)
         return list(MCP_TRANSPORTS)
 
-    async def _short_lived(self, installation: AgentInstallation,
-                           body: Callable[[CodexConnection], Awaitable[T]]) -> T:  # fmt: skip
+    async def _short_lived(self, installation: AgentInstallation, body: Callable[[CodexConnection], Awaitable[T]]) -> T:
         """Run ``body(conn)`` against a short-lived app-server (no thread) and stop it."""
         from .connection import CodexConnection
         from .launch import extra_args
 
         with tempfile.TemporaryDirectory(prefix="anyagentd-codex-probe-") as scratch:
-            return await short_lived(lambda link: CodexConnection.open(
-                installation, SessionOptions(dir=scratch), link, extra_args=extra_args(self.config),
-                codex_home=self.codex_home, start_thread=False, require_auth=False,
-                handshake_timeout=self.handshake_timeout, mcp_transports=self._transports(),
-            ), body)  # fmt: skip
+            return await short_lived(
+                lambda link: CodexConnection.open(
+                    installation,
+                    SessionOptions(dir=scratch),
+                    link,
+                    extra_args=extra_args(self.config),
+                    codex_home=self.codex_home,
+                    start_thread=False,
+                    require_auth=False,
+                    handshake_timeout=self.handshake_timeout,
+                    mcp_transports=self._transports(),
+                ),
+                body,
+            )
 
     async def probe(self, installation: AgentInstallation) -> AgentDetails:
         """Version, account, models/efforts, skills (as slash commands) and capabilities from a short-lived
@@ -103,8 +111,9 @@ class CodexAdapter(AgentAdapter):
 
         return await self._short_lived(installation, read)
 
-    async def connect(self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink,
-                      *, no_tools: bool = False) -> AgentConnection:  # fmt: skip
+    async def connect(
+        self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink, *, no_tools: bool = False
+    ) -> AgentConnection:
         """Start ``codex app-server`` in ``options.dir`` and open its thread (``thread/start``, ``thread/resume``
         with the resume token = thread id, or ``thread/fork`` with ``fork_at`` = a Codex turn id as
         ``lastTurnId``). ``no_tools`` cannot be honoured by the app-server (generate relies on the engine's
@@ -114,6 +123,12 @@ class CodexAdapter(AgentAdapter):
 
         mcp = mcp_args(list(options.mcp_servers), self)
         return await CodexConnection.open(
-            installation, options, link, extra_args=extra_args(self.config), mcp=mcp, codex_home=self.codex_home,
-            handshake_timeout=self.handshake_timeout, mcp_transports=self._transports(),
-        )  # fmt: skip
+            installation,
+            options,
+            link,
+            extra_args=extra_args(self.config),
+            mcp=mcp,
+            codex_home=self.codex_home,
+            handshake_timeout=self.handshake_timeout,
+            mcp_transports=self._transports(),
+        )

@@ -104,22 +104,32 @@ if TYPE_CHECKING:
 
 CLIENT_INFO = p.ClientInfo(name="anyagentd", title="anyagentd", version="0.1.0")
 
+
 class CodexConnection(ProcessConnection):
     """A live Codex app-server session (see the module doc). Build with :meth:`open`."""
 
     deterministic_turn_end = True
     deterministic_agent_turn_end = True
 
-    def __init__(self, process: AgentProcess, link: AdapterLink, *, installation: AgentInstallation,
-                 options: SessionOptions, settings: dict[str, Any], codex_home: str | None = None,
-                 owned_home: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        process: AgentProcess,
+        link: AdapterLink,
+        *,
+        installation: AgentInstallation,
+        options: SessionOptions,
+        settings: dict[str, Any],
+        codex_home: str | None = None,
+        owned_home: bool = False,
+    ) -> None:
         super().__init__(process, link)
         self.installation = installation
         self.session_options = options
         self.state = ThreadState({"mode": DEFAULT_MODE, "sandbox": DEFAULT_SANDBOX, **settings})
         self.channel = RpcChannel(process.write_json)
-        self.mapper = NotificationMapper(link, self.state, cwd=options.dir,
-                                         login=login_methods(installation.executable_path))  # fmt: skip
+        self.mapper = NotificationMapper(
+            link, self.state, cwd=options.dir, login=login_methods(installation.executable_path)
+        )
         self.details = AgentDetails()
         self.resume_token = None
         self.title = None
@@ -152,11 +162,20 @@ class CodexConnection(ProcessConnection):
     # ------------------------------------------------------------------------------------------- opening
 
     @classmethod
-    async def open(cls, installation: AgentInstallation, options: SessionOptions, link: AdapterLink, *,
-                   extra_args: list[str] | None = None, mcp: list[str] | None = None,
-                   codex_home: str | None = None, start_thread: bool = True, require_auth: bool = True,
-                   handshake_timeout: float = HANDSHAKE_TIMEOUT,
-                   mcp_transports: list[str] | None = None) -> CodexConnection:  # fmt: skip
+    async def open(
+        cls,
+        installation: AgentInstallation,
+        options: SessionOptions,
+        link: AdapterLink,
+        *,
+        extra_args: list[str] | None = None,
+        mcp: list[str] | None = None,
+        codex_home: str | None = None,
+        start_thread: bool = True,
+        require_auth: bool = True,
+        handshake_timeout: float = HANDSHAKE_TIMEOUT,
+        mcp_transports: list[str] | None = None,
+    ) -> CodexConnection:
         """Spawn ``codex app-server`` and complete the handshake (and the thread unless ``start_thread`` is
         false, as for ``probe``). ``codex_home``: ``"per-session"`` (a fresh directory, removed at close) or a
         path for ``CODEX_HOME``; ``None`` leaves Codex's own default.
@@ -181,15 +200,28 @@ class CodexConnection(ProcessConnection):
             if owned and home:
                 shutil.rmtree(home, ignore_errors=True)
             raise
-        conn = cls(process, link, installation=installation, options=options, settings=settings,
-                   codex_home=home, owned_home=owned)  # fmt: skip
+        conn = cls(
+            process,
+            link,
+            installation=installation,
+            options=options,
+            settings=settings,
+            codex_home=home,
+            owned_home=owned,
+        )
         conn._mcp_transports = mcp_transports
-        conn.mcp_startup = McpStartup([server.name for server in options.mcp_servers], handshake_timeout,
-                                      since=spawned, agent="Codex", waiting="starting",
-                                      failure="did not start")  # fmt: skip
+        conn.mcp_startup = McpStartup(
+            [server.name for server in options.mcp_servers],
+            handshake_timeout,
+            since=spawned,
+            agent="Codex",
+            waiting="starting",
+            failure="did not start",
+        )
         link.start_soon(conn._pump)
-        await conn.complete_handshake(lambda: conn._handshake(require_auth, start_thread), handshake_timeout,
-                                      "Codex's handshake")  # fmt: skip
+        await conn.complete_handshake(
+            lambda: conn._handshake(require_auth, start_thread), handshake_timeout, "Codex's handshake"
+        )
         if conn.mcp_startup.holding:
             link.start_soon(conn._settle_mcp)
         return conn
@@ -277,22 +309,34 @@ class CodexConnection(ProcessConnection):
             await self._thread_opened(*thread)
 
     def _refresh_details(self) -> None:
-        self.details = agent_details(version=self._version, account=self._account, models=self._models,
-                                     skills=self._skills_raw, executable=self.installation.executable_path,
-                                     current=self.options, mcp_transports=self._mcp_transports)  # fmt: skip
+        self.details = agent_details(
+            version=self._version,
+            account=self._account,
+            models=self._models,
+            skills=self._skills_raw,
+            executable=self.installation.executable_path,
+            current=self.options,
+            mcp_transports=self._mcp_transports,
+        )
 
     async def _start_thread(self) -> tuple[str, int]:
         """Send ``thread/start`` | ``thread/resume`` | ``thread/fork``; returns (method, request id) for
         :meth:`_thread_opened`. The model is the caller's only (``None``: the one Codex's config names, which
         ``config/read`` reports at the same time)."""
         options = self.session_options
-        common = {"cwd": options.dir, "model": self.options.get("model"), "approvalPolicy": self.options["mode"],
-                  "sandbox": self.options["sandbox"]}  # fmt: skip
+        common = {
+            "cwd": options.dir,
+            "model": self.options.get("model"),
+            "approvalPolicy": self.options["mode"],
+            "sandbox": self.options["sandbox"],
+        }
         if options.resume:
             method, params = p.M_THREAD_RESUME, p.ThreadResumeParams(threadId=options.resume, **common)
         elif options.fork:
-            method, params = p.M_THREAD_FORK, p.ThreadForkParams(threadId=options.fork, lastTurnId=options.fork_at,
-                                                                 **common)  # fmt: skip
+            method, params = (
+                p.M_THREAD_FORK,
+                p.ThreadForkParams(threadId=options.fork, lastTurnId=options.fork_at, **common),
+            )
         else:
             method, params = p.M_THREAD_START, p.ThreadStartParams(**common)
         return method, await self._send(method, params.params())
@@ -351,8 +395,10 @@ class CodexConnection(ProcessConnection):
                 try:
                     await self._dispatch(frame)
                 except Exception as exc:  # noqa: BLE001 - never crash on a frame
-                    await self.link.emit(diagnostic("Info", f"could not handle a Codex frame ({type(exc).__name__}: "
-                                                            f"{exc})"), extensions={RAW: frame})  # fmt: skip
+                    await self.link.emit(
+                        diagnostic("Info", f"could not handle a Codex frame ({type(exc).__name__}: {exc})"),
+                        extensions={RAW: frame},
+                    )
         finally:
             await self.output_ended()
 
@@ -364,8 +410,9 @@ class CodexConnection(ProcessConnection):
         shape = classify(frame)
         if shape == "response":
             if not await self.channel.resolve(frame):
-                await self.link.emit(diagnostic("Info", "Codex answered a request we did not send"),
-                                     extensions={RAW: frame})  # fmt: skip
+                await self.link.emit(
+                    diagnostic("Info", "Codex answered a request we did not send"), extensions={RAW: frame}
+                )
         elif shape == "request":
             await self._incoming(frame)
         elif shape == "notification":
@@ -386,8 +433,9 @@ class CodexConnection(ProcessConnection):
             if method == p.N_TURN_STARTED and state.is_session_turn(params) and state.cancel_requested:
                 await self._interrupt()
         else:
-            await self.link.emit(diagnostic("Info", "Codex wrote a frame that is not JSON-RPC"),
-                                 extensions={RAW: frame})  # fmt: skip
+            await self.link.emit(
+                diagnostic("Info", "Codex wrote a frame that is not JSON-RPC"), extensions={RAW: frame}
+            )
 
     async def _stop_commands(self) -> set[str]:
         """Kill the process trees of the commands still running at an interrupt; the tool ids of those that
@@ -415,12 +463,25 @@ class CodexConnection(ProcessConnection):
         if method == p.M_COMMAND_APPROVAL:
             req = p.CommandApprovalParams.model_validate(params)
             tool = self.state.tools.get(req.itemId) or tool_update(
-                {"type": "commandExecution", "id": req.itemId, "command": req.command or "", "cwd": req.cwd,
-                 "commandActions": params.get("commandActions"), "status": "inProgress"}, self.session_options.dir)  # fmt: skip
+                {
+                    "type": "commandExecution",
+                    "id": req.itemId,
+                    "command": req.command or "",
+                    "cwd": req.cwd,
+                    "commandActions": params.get("commandActions"),
+                    "status": "inProgress",
+                },
+                self.session_options.dir,
+            )
             tool = tool.model_copy(update={"status": "Pending"})
             decisions = params.get("availableDecisions")
             options = ["AllowOnce"]
-            if decisions is None or "acceptForSession" in decisions or _amendment(decisions) or req.proposedExecpolicyAmendment:
+            if (
+                decisions is None
+                or "acceptForSession" in decisions
+                or _amendment(decisions)
+                or req.proposedExecpolicyAmendment
+            ):
                 options.append("AllowAlways")
             options.append("DenyOnce")
             await self._open_permission("command", rpc_id, params, tool, options, req.reason, parent)
@@ -428,46 +489,70 @@ class CodexConnection(ProcessConnection):
             req = p.FileChangeApprovalParams.model_validate(params)
             tool = self.state.tools.get(req.itemId) or ToolUpdate(id=req.itemId, kind="Edit", title="Edit files")
             tool = tool.model_copy(update={"status": "Pending"})
-            await self._open_permission("file", rpc_id, params, tool, ["AllowOnce", "AllowAlways", "DenyOnce"],
-                                        req.reason, parent)  # fmt: skip
+            await self._open_permission(
+                "file", rpc_id, params, tool, ["AllowOnce", "AllowAlways", "DenyOnce"], req.reason, parent
+            )
         elif method in (p.M_LEGACY_EXEC_APPROVAL, p.M_LEGACY_PATCH_APPROVAL):
             call_id = str(params.get("callId") or params.get("approvalId") or request_id)
             if method == p.M_LEGACY_EXEC_APPROVAL:
                 command = params.get("command")
                 text = " ".join(command) if isinstance(command, list) else str(command or "")
-                tool = tool_update({"type": "commandExecution", "id": call_id, "command": text,
-                                    "cwd": params.get("cwd")}, self.session_options.dir)  # fmt: skip
+                tool = tool_update(
+                    {"type": "commandExecution", "id": call_id, "command": text, "cwd": params.get("cwd")},
+                    self.session_options.dir,
+                )
             else:
                 changes = params.get("fileChanges") if isinstance(params.get("fileChanges"), dict) else {}
                 tool = ToolUpdate(id=call_id, kind="Edit", title="Edit " + ", ".join(changes), locations=list(changes))
             tool = tool.model_copy(update={"status": "Pending"})
-            await self._open_permission("legacy", rpc_id, params, tool, ["AllowOnce", "AllowAlways", "DenyOnce"],
-                                        params.get("reason"), parent)  # fmt: skip
+            await self._open_permission(
+                "legacy", rpc_id, params, tool, ["AllowOnce", "AllowAlways", "DenyOnce"], params.get("reason"), parent
+            )
         elif method == p.M_USER_INPUT:
             req = p.UserInputParams.model_validate(params)
             questions = []
             for q in req.questions:
-                choices = [Choice(id=o.label, label=o.label, description=o.description or None) for o in q.options or []]
-                questions.append(Question(id=q.id, text=q.question, header=q.header or None, choices=choices,
-                                          allows_free_text=q.isOther or not choices))  # fmt: skip
+                choices = [
+                    Choice(id=o.label, label=o.label, description=o.description or None) for o in q.options or []
+                ]
+                questions.append(
+                    Question(
+                        id=q.id,
+                        text=q.question,
+                        header=q.header or None,
+                        choices=choices,
+                        allows_free_text=q.isOther or not choices,
+                    )
+                )
             self.state.requests.open(request_id, params, kind="question", agent_id=rpc_id)
-            await self.link.emit(RequestOpened(value=QuestionAsked(value=QuestionRequest(id=request_id,
-                                                                                         questions=questions))),
-                                 parent_tool_id=parent)  # fmt: skip
+            await self.link.emit(
+                RequestOpened(value=QuestionAsked(value=QuestionRequest(id=request_id, questions=questions))),
+                parent_tool_id=parent,
+            )
         elif method == p.M_ELICITATION:
             await self._reply(rpc_id, {"action": "decline", "content": None})
-            await self.link.emit(diagnostic("Info", "declined an MCP elicitation request (not supported)"),
-                                 extensions={RAW: frame})  # fmt: skip
+            await self.link.emit(
+                diagnostic("Info", "declined an MCP elicitation request (not supported)"), extensions={RAW: frame}
+            )
         else:
             try:
                 await self.channel.reply_error(rpc_id, -32601, f"anyagentd does not handle {method}")
             except InputClosed:
                 pass
-            await self.link.emit(diagnostic("Info", f"refused Codex's {method!r} request (not supported)"),
-                                 extensions={RAW: frame})  # fmt: skip
+            await self.link.emit(
+                diagnostic("Info", f"refused Codex's {method!r} request (not supported)"), extensions={RAW: frame}
+            )
 
-    async def _open_permission(self, kind: str, rpc_id: object, params: dict[str, Any], tool: ToolUpdate,
-                               options: list[str], detail: str | None, parent: str | None) -> None:  # fmt: skip
+    async def _open_permission(
+        self,
+        kind: str,
+        rpc_id: object,
+        params: dict[str, Any],
+        tool: ToolUpdate,
+        options: list[str],
+        detail: str | None,
+        parent: str | None,
+    ) -> None:
         request_id = str(rpc_id)
         self.state.requests.open(request_id, params, kind=kind, agent_id=rpc_id)
         request = PermissionRequest(id=request_id, tool=tool, options=options, detail=detail)  # type: ignore[arg-type]
@@ -507,8 +592,13 @@ class CodexConnection(ProcessConnection):
         return items + images
 
     def _turn_params(self, prompt: PromptInput) -> dict[str, Any]:
-        return p.TurnStartParams(threadId=self.thread_id, input=self.turn_input(prompt), model=self.options.get("model"),
-                                 effort=self.options.get("effort"), approvalPolicy=self.options.get("mode")).params()  # fmt: skip
+        return p.TurnStartParams(
+            threadId=self.thread_id,
+            input=self.turn_input(prompt),
+            model=self.options.get("model"),
+            effort=self.options.get("effort"),
+            approvalPolicy=self.options.get("mode"),
+        ).params()
 
     async def start_turn(self, turn_id: str, prompt: PromptInput) -> None:
         if self.mcp_startup.holding:
@@ -553,8 +643,9 @@ class CodexConnection(ProcessConnection):
             await self.link.steered(False)
 
     async def _send_steer(self, prompt: PromptInput) -> None:
-        params = p.TurnSteerParams(threadId=self.thread_id, expectedTurnId=str(self.state.turn_id),
-                                   input=self.turn_input(prompt)).params()  # fmt: skip
+        params = p.TurnSteerParams(
+            threadId=self.thread_id, expectedTurnId=str(self.state.turn_id), input=self.turn_input(prompt)
+        ).params()
 
         async def done(result: Any, error: RpcError | None) -> None:
             await self.link.steered(error is None)
@@ -624,8 +715,9 @@ class CodexConnection(ProcessConnection):
                 await self.link.turn_ended(_failed(f"Codex refused to compact: {error.message}"))
 
         try:
-            await self.channel.send(p.M_COMPACT, p.ThreadCompactStartParams(threadId=self.thread_id).params(),
-                                    callback=done)  # fmt: skip
+            await self.channel.send(
+                p.M_COMPACT, p.ThreadCompactStartParams(threadId=self.thread_id).params(), callback=done
+            )
         except InputClosed:
             raise ProtocolFailed("Codex's input is closed") from None
 

@@ -58,7 +58,7 @@ APPROVAL_POLICIES = (
     ("untrusted", "Untrusted", "Ask before anything but known-safe read-only commands"),
     ("on-request", "On request", "Run in the sandbox; the model asks when it needs to leave it"),
     ("never", "Never", "Never ask; failures go back to the model"),
-)  # fmt: skip
+)
 """The ``mode`` option (Codex ``approvalPolicy``): set at creation and sent again with every ``turn/start``, so
 it can change live."""
 
@@ -66,15 +66,23 @@ SANDBOX_MODES = (
     ("read-only", "Read only", "Commands may read files only"),
     ("workspace-write", "Workspace write", "Commands may write inside the session directory"),
     ("danger-full-access", "Full access", "No sandbox"),
-)  # fmt: skip
+)
 """The ``sandbox`` option (Codex ``sandbox``), creation-only."""
 
 DEFAULT_MODE = "untrusted"
 DEFAULT_SANDBOX = "workspace-write"
 
 CAPABILITIES = (
-    "Images", "Steer", "Permissions", "Resume", "Fork", "Compact", "Subagents", "ContextUsage", "PlanUsage",
-)  # fmt: skip
+    "Images",
+    "Steer",
+    "Permissions",
+    "Resume",
+    "Fork",
+    "Compact",
+    "Subagents",
+    "ContextUsage",
+    "PlanUsage",
+)
 """What a Codex 0.171 app-server session does here (``SlashCommands`` is added when skills are listed: a
 prompt ``/<skill> …`` is sent as a ``skill`` input). Not advertised:
 
@@ -240,15 +248,20 @@ def auth_status(account: GetAccountResponse | None, executable: str) -> AuthStat
         return Authenticated(kind="ApiKey")
     kind = acct.get("type")
     if kind == "chatgpt":
-        return Authenticated(kind="Subscription", account=AccountInfo(email=acct.get("email"), plan=acct.get("planType")))
+        return Authenticated(
+            kind="Subscription", account=AccountInfo(email=acct.get("email"), plan=acct.get("planType"))
+        )
     if kind in ("amazonBedrock", "gcp"):
         return Authenticated(kind="CloudProvider")
     return Authenticated(kind="ApiKey")
 
 
 def model_choices(models: ModelListResponse | None, current: str | None) -> list[ConfigChoice]:
-    choices = [ConfigChoice(value=m.id, label=m.displayName or m.id, description=m.description or None)
-               for m in (models.data if models else []) if not m.hidden]  # fmt: skip
+    choices = [
+        ConfigChoice(value=m.id, label=m.displayName or m.id, description=m.description or None)
+        for m in (models.data if models else [])
+        if not m.hidden
+    ]
     if current and not any(c.value == current for c in choices):
         choices.append(ConfigChoice(value=current, label=current))
     return choices
@@ -263,8 +276,11 @@ def effort_choices(models: ModelListResponse | None, model: str | None) -> list[
     out: list[ConfigChoice] = []
     for e in efforts:
         if not any(c.value == e.reasoningEffort for c in out):
-            out.append(ConfigChoice(value=e.reasoningEffort, label=e.reasoningEffort.capitalize(),
-                                    description=e.description or None))  # fmt: skip
+            out.append(
+                ConfigChoice(
+                    value=e.reasoningEffort, label=e.reasoningEffort.capitalize(), description=e.description or None
+                )
+            )
     return out
 
 
@@ -283,15 +299,39 @@ def config_options(models: ModelListResponse | None, current: dict[str, Any]) ->
     modes = [ConfigChoice(value=v, label=label, description=d) for v, label, d in APPROVAL_POLICIES]
     sandboxes = [ConfigChoice(value=v, label=label, description=d) for v, label, d in SANDBOX_MODES]
     return [
-        ConfigOption(id="model", name="Model", category="model", kind=Select(choices=model_choices(models, model)),
-                     current=model, live=True),
-        ConfigOption(id="effort", name="Reasoning effort", category="thought_level", kind=Select(choices=efforts),
-                     current=effort, live=True),
-        ConfigOption(id="mode", name="Approval policy", category="mode", kind=Select(choices=modes),
-                     current=current.get("mode", DEFAULT_MODE), live=True),
-        ConfigOption(id="sandbox", name="Sandbox", category="sandbox", kind=Select(choices=sandboxes),
-                     current=current.get("sandbox", DEFAULT_SANDBOX), live=False),
-    ]  # fmt: skip
+        ConfigOption(
+            id="model",
+            name="Model",
+            category="model",
+            kind=Select(choices=model_choices(models, model)),
+            current=model,
+            live=True,
+        ),
+        ConfigOption(
+            id="effort",
+            name="Reasoning effort",
+            category="thought_level",
+            kind=Select(choices=efforts),
+            current=effort,
+            live=True,
+        ),
+        ConfigOption(
+            id="mode",
+            name="Approval policy",
+            category="mode",
+            kind=Select(choices=modes),
+            current=current.get("mode", DEFAULT_MODE),
+            live=True,
+        ),
+        ConfigOption(
+            id="sandbox",
+            name="Sandbox",
+            category="sandbox",
+            kind=Select(choices=sandboxes),
+            current=current.get("sandbox", DEFAULT_SANDBOX),
+            live=False,
+        ),
+    ]
 
 
 def skill_commands(skills: object) -> tuple[list[SlashCommand], dict[str, str]]:
@@ -311,19 +351,27 @@ def skill_commands(skills: object) -> tuple[list[SlashCommand], dict[str, str]]:
     return commands, paths
 
 
-def agent_details(*, version: str | None, account: GetAccountResponse | None, models: ModelListResponse | None,
-                  skills: object, executable: str, current: dict[str, Any],
-                  mcp_transports: list[str] | None = None) -> AgentDetails:  # fmt: skip
+def agent_details(
+    *,
+    version: str | None,
+    account: GetAccountResponse | None,
+    models: ModelListResponse | None,
+    skills: object,
+    executable: str,
+    current: dict[str, Any],
+    mcp_transports: list[str] | None = None,
+) -> AgentDetails:
     commands, _ = skill_commands(skills)
     features = list(CAPABILITIES) + (["SlashCommands"] if commands else [])
     return AgentDetails(
         version=version,
         auth=auth_status(account, executable),
-        capabilities=Capabilities(features=features,
-                                  mcp_transports=list(MCP_TRANSPORTS if mcp_transports is None else mcp_transports)),
+        capabilities=Capabilities(
+            features=features, mcp_transports=list(MCP_TRANSPORTS if mcp_transports is None else mcp_transports)
+        ),
         config_options=config_options(models, current),
         commands=commands,
-    )  # fmt: skip
+    )
 
 
 def version_from_user_agent(user_agent: object) -> str | None:

@@ -87,9 +87,12 @@ MESSAGE_ITEMS = frozenset({"agentMessage", "reasoning", "plan"})
 QUIET_ITEMS = frozenset({"userMessage", "hookPrompt", "functionCallOutput", "enteredReviewMode", "exitedReviewMode"})
 
 _STATUS = {
-    "inProgress": "Running", "completed": "Completed", "failed": "Failed", "declined": "Failed",
+    "inProgress": "Running",
+    "completed": "Completed",
+    "failed": "Failed",
+    "declined": "Failed",
     "interrupted": "Cancelled",
-}  # fmt: skip
+}
 _PLAN_STATUS = {"pending": "Pending", "inProgress": "InProgress", "completed": "Completed"}
 _SHELL_WRAPPER = re.compile(r"^(?:/\S*/)?(?:ba|z)?sh -lc '(.*)'$", re.DOTALL)
 
@@ -173,47 +176,99 @@ def tool_update(item: dict[str, Any], cwd: str | None = None, previous: ToolUpda
         output = item.get("aggregatedOutput")
         if output is None and previous is not None:
             output = previous.output
-        return ToolUpdate(id=item_id, kind="Execute", title=command, status=status,
-                          input=Command(command=command, cwd=item.get("cwd") or cwd), output=output,
-                          raw=RawTool(name="commandExecution", input={"command": item.get("command")}))  # fmt: skip
+        return ToolUpdate(
+            id=item_id,
+            kind="Execute",
+            title=command,
+            status=status,
+            input=Command(command=command, cwd=item.get("cwd") or cwd),
+            output=output,
+            raw=RawTool(name="commandExecution", input={"command": item.get("command")}),
+        )
     if itype == "fileChange":
         diffs, paths, deletes = file_diffs(item.get("changes"))
         title = ("Delete " if deletes else "Edit ") + ", ".join(paths) if paths else "Edit files"
-        return ToolUpdate(id=item_id, kind="Delete" if deletes else "Edit", title=title, status=status,
-                          input=PathInput(value=paths[0]) if len(paths) == 1 else "None", diffs=diffs,
-                          locations=paths, output=previous.output if previous else None)  # fmt: skip
+        return ToolUpdate(
+            id=item_id,
+            kind="Delete" if deletes else "Edit",
+            title=title,
+            status=status,
+            input=PathInput(value=paths[0]) if len(paths) == 1 else "None",
+            diffs=diffs,
+            locations=paths,
+            output=previous.output if previous else None,
+        )
     if itype == "mcpToolCall":
         server, tool = str(item.get("server") or ""), str(item.get("tool") or "")
-        return ToolUpdate(id=item_id, kind=Mcp(server=server, tool=tool), title=f"{server}: {tool}", status=status,
-                          output=_mcp_output(item), raw=RawTool(name=f"mcp__{server}__{tool}", input=item.get("arguments")))  # fmt: skip
+        return ToolUpdate(
+            id=item_id,
+            kind=Mcp(server=server, tool=tool),
+            title=f"{server}: {tool}",
+            status=status,
+            output=_mcp_output(item),
+            raw=RawTool(name=f"mcp__{server}__{tool}", input=item.get("arguments")),
+        )
     if itype == "webSearch":
         query = str(item.get("query") or "")
         action = item.get("action") if isinstance(item.get("action"), dict) else {}
         if action.get("type") == "openPage" and action.get("url"):
-            return ToolUpdate(id=item_id, kind="Fetch", title=f"Open {action['url']}", status=status,
-                              input=TextInput(value=str(action["url"])))  # fmt: skip
+            return ToolUpdate(
+                id=item_id,
+                kind="Fetch",
+                title=f"Open {action['url']}",
+                status=status,
+                input=TextInput(value=str(action["url"])),
+            )
         status = _STATUS.get(str(item.get("status")), "Completed" if previous is not None else "Running")
-        return ToolUpdate(id=item_id, kind="Search", title=f"Search: {query}" if query else "Web search",
-                          status=status, input=QueryInput(value=query) if query else "None")  # fmt: skip
+        return ToolUpdate(
+            id=item_id,
+            kind="Search",
+            title=f"Search: {query}" if query else "Web search",
+            status=status,
+            input=QueryInput(value=query) if query else "None",
+        )
     if itype == "collabAgentToolCall":
         prompt = item.get("prompt")
-        return ToolUpdate(id=item_id, kind="Subagent", title=str(item.get("tool") or "agent"), status=status,
-                          input=TextInput(value=prompt) if isinstance(prompt, str) and prompt else "None",
-                          raw=RawTool(name=str(item.get("tool") or "collabAgentToolCall"),
-                                      input={k: item.get(k) for k in ("receiverThreadIds", "model", "prompt")}))  # fmt: skip
+        return ToolUpdate(
+            id=item_id,
+            kind="Subagent",
+            title=str(item.get("tool") or "agent"),
+            status=status,
+            input=TextInput(value=prompt) if isinstance(prompt, str) and prompt else "None",
+            raw=RawTool(
+                name=str(item.get("tool") or "collabAgentToolCall"),
+                input={k: item.get(k) for k in ("receiverThreadIds", "model", "prompt")},
+            ),
+        )
     if itype == "subAgentActivity":
         kind = item.get("kind")
-        status = {"started": "Running", "interacted": "Running", "completed": "Completed",
-                  "interrupted": "Cancelled"}.get(str(kind), status)  # fmt: skip
-        return ToolUpdate(id=item_id, kind="Subagent", title=str(item.get("agentPath") or "subagent"), status=status,
-                          raw=RawTool(name="subAgentActivity", input={"agentThreadId": item.get("agentThreadId")}))  # fmt: skip
+        status = {
+            "started": "Running",
+            "interacted": "Running",
+            "completed": "Completed",
+            "interrupted": "Cancelled",
+        }.get(str(kind), status)
+        return ToolUpdate(
+            id=item_id,
+            kind="Subagent",
+            title=str(item.get("agentPath") or "subagent"),
+            status=status,
+            raw=RawTool(name="subAgentActivity", input={"agentThreadId": item.get("agentThreadId")}),
+        )
     if itype == "imageView":
-        return ToolUpdate(id=item_id, kind="Read", title=f"View {item.get('path')}", status=status,
-                          input=PathInput(value=str(item.get("path") or "")), locations=[str(item.get("path") or "")])  # fmt: skip
+        return ToolUpdate(
+            id=item_id,
+            kind="Read",
+            title=f"View {item.get('path')}",
+            status=status,
+            input=PathInput(value=str(item.get("path") or "")),
+            locations=[str(item.get("path") or "")],
+        )
     if itype in ("dynamicToolCall", "imageGeneration", "sleep"):
         name = str(item.get("tool") or itype)
-        return ToolUpdate(id=item_id, kind="Other", title=name, status=status,
-                          raw=RawTool(name=name, input=item.get("arguments")))  # fmt: skip
+        return ToolUpdate(
+            id=item_id, kind="Other", title=name, status=status, raw=RawTool(name=name, input=item.get("arguments"))
+        )
     return None
 
 
@@ -221,7 +276,11 @@ def tool_update(item: dict[str, Any], cwd: str | None = None, previous: ToolUpda
 
 
 def _epoch(seconds: object) -> SystemTime | None:
-    return SystemTime(secs_since_epoch=int(seconds), nanos_since_epoch=0) if isinstance(seconds, int) and seconds >= 0 else None
+    return (
+        SystemTime(secs_since_epoch=int(seconds), nanos_since_epoch=0)
+        if isinstance(seconds, int) and seconds >= 0
+        else None
+    )
 
 
 def _window_label(minutes: int | None, fallback: str) -> str:
@@ -251,9 +310,13 @@ def plan_usage(snapshot: p.RateLimitSnapshot) -> PlanUsage | None:
     for name, window in (("primary", snapshot.primary), ("secondary", snapshot.secondary)):
         if window is None:
             continue
-        windows.append(UsageWindow(label=_window_label(window.windowDurationMins, name),
-                                   used_percent=max(0, min(255, int(window.usedPercent))),
-                                   resets_at=_epoch(window.resetsAt)))  # fmt: skip
+        windows.append(
+            UsageWindow(
+                label=_window_label(window.windowDurationMins, name),
+                used_percent=max(0, min(255, int(window.usedPercent))),
+                resets_at=_epoch(window.resetsAt),
+            )
+        )
     if not windows:
         return None
     return PlanUsage(plan=snapshot.planType, windows=windows)
@@ -275,8 +338,9 @@ class NotificationMapper:
     protocol state in ``state`` (a :class:`~.state.ThreadState`, the connection's) and keeps none of its own.
     ``cwd``: the session directory; ``login``: the login methods reported when auth is lost."""
 
-    def __init__(self, link: AdapterLink, state: ThreadState, *, cwd: str | None = None,
-                 login: list[LoginMethod] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, link: AdapterLink, state: ThreadState, *, cwd: str | None = None, login: list[LoginMethod] | None = None
+    ) -> None:
         self.link = link
         self.state = state
         self.cwd = cwd
@@ -314,8 +378,9 @@ class NotificationMapper:
         elif method in (p.N_COMMAND_OUTPUT, p.N_FILE_OUTPUT):
             note = p.DeltaNotification.model_validate(params)
             if note.delta:
-                await self.link.emit(ToolOutputDelta(tool_id=note.itemId, text=note.delta),
-                                     parent_tool_id=self.parent_of(note.threadId))  # fmt: skip
+                await self.link.emit(
+                    ToolOutputDelta(tool_id=note.itemId, text=note.delta), parent_tool_id=self.parent_of(note.threadId)
+                )
         elif method == p.N_TURN_STARTED:
             note = p.TurnNotification.model_validate(params)
             if self.parent_of(note.threadId) is None:
@@ -332,8 +397,10 @@ class NotificationMapper:
         elif method == p.N_TOKEN_USAGE:
             note = p.TokenUsageNotification.model_validate(params)
             if self.parent_of(note.threadId) is None:
-                usage = ContextUsage(used_tokens=max(0, note.tokenUsage.last.totalTokens),
-                                     window_tokens=note.tokenUsage.modelContextWindow)  # fmt: skip
+                usage = ContextUsage(
+                    used_tokens=max(0, note.tokenUsage.last.totalTokens),
+                    window_tokens=note.tokenUsage.modelContextWindow,
+                )
                 self.state.last_usage = usage  # re-emitted after a compaction, without tokens
                 total, self.state.last_total = self.state.last_total, note.tokenUsage.total
                 tokens = call_tokens(note.tokenUsage.last) if note.tokenUsage.total != total else None
@@ -346,8 +413,11 @@ class NotificationMapper:
         elif method == p.N_ERROR:
             note = p.ErrorNotification.model_validate(params)
             text = note.error.message + (f" ({note.error.additionalDetails})" if note.error.additionalDetails else "")
-            await self.link.emit(diagnostic("Warning" if note.willRetry else "Error", text or "Codex error"),
-                                 parent_tool_id=self.parent_of(note.threadId), extensions={RAW: frame})  # fmt: skip
+            await self.link.emit(
+                diagnostic("Warning" if note.willRetry else "Error", text or "Codex error"),
+                parent_tool_id=self.parent_of(note.threadId),
+                extensions={RAW: frame},
+            )
             if is_unauthorized(note.error) and not note.willRetry:
                 await self.link.auth_lost(self.login)
         elif method in (p.N_WARNING, p.N_DEPRECATION, p.N_GUARDIAN_WARNING):
@@ -361,13 +431,19 @@ class NotificationMapper:
             if params.get("threadId") == self.state.thread_id and isinstance(params.get("threadName"), str):
                 await self.link.info_changed(title=params["threadName"])
         elif method == p.N_MODEL_REROUTED:
-            await self.link.emit(diagnostic("Info", f"Codex rerouted {params.get('fromModel')} to "
-                                                    f"{params.get('toModel')} ({params.get('reason')})"))  # fmt: skip
+            await self.link.emit(
+                diagnostic(
+                    "Info",
+                    f"Codex rerouted {params.get('fromModel')} to {params.get('toModel')} ({params.get('reason')})",
+                )
+            )
         elif method == p.N_MCP_PROGRESS:
             item_id, message = params.get("itemId"), params.get("message")
             if item_id and message:
-                await self.link.emit(ToolOutputDelta(tool_id=str(item_id), text=str(message) + "\n"),
-                                     parent_tool_id=self.parent_of(params.get("threadId")))  # fmt: skip
+                await self.link.emit(
+                    ToolOutputDelta(tool_id=str(item_id), text=str(message) + "\n"),
+                    parent_tool_id=self.parent_of(params.get("threadId")),
+                )
         elif method == p.N_THREAD_STARTED:
             thread = params.get("thread") if isinstance(params.get("thread"), dict) else {}
             tid, parent = thread.get("id"), thread.get("parentThreadId")
@@ -399,8 +475,11 @@ class NotificationMapper:
             return
         if itype == "userMessage":
             if parent is not None and completed:
-                text = "\n".join(c.get("text", "") for c in item.get("content") or []
-                                 if isinstance(c, dict) and c.get("type") == "text")  # fmt: skip
+                text = "\n".join(
+                    c.get("text", "")
+                    for c in item.get("content") or []
+                    if isinstance(c, dict) and c.get("type") == "text"
+                )
                 if text:
                     await self.link.emit(UserMessage(message_id=item_id, text=text), parent_tool_id=parent)
             return
@@ -416,8 +495,9 @@ class NotificationMapper:
             return  # e.g. the command we killed at the interrupt, reported failed afterwards
         update = tool_update(item, self.cwd, self.state.tools.get(item_id))
         if update is None:
-            await self._unknown({"method": "item", "params": note.model_dump(mode="json")},
-                                f"unknown Codex item type {itype!r}")  # fmt: skip
+            await self._unknown(
+                {"method": "item", "params": note.model_dump(mode="json")}, f"unknown Codex item type {itype!r}"
+            )
             return
         if completed and update.status == "Running" and itype != "subAgentActivity":
             update = update.model_copy(update={"status": "Completed"})
@@ -471,8 +551,11 @@ class NotificationMapper:
                     state.tools[tool_id] = done
                     await self.link.emit(ToolUpdated(value=done), parent_tool_id=state.tool_parents.get(tool_id))
         for item_id, parent in list(state.open_messages.items()):
-            await self.link.emit(MessageEnded(message_id=item_id), parent_tool_id=parent,
-                                 extensions={ITEM_ID: item_id, FORK_POINT: turn.id})  # fmt: skip
+            await self.link.emit(
+                MessageEnded(message_id=item_id),
+                parent_tool_id=parent,
+                extensions={ITEM_ID: item_id, FORK_POINT: turn.id},
+            )
         state.turn_ended(turn.id)
         await self.link.turn_ended(stop_reason(turn))
 

@@ -40,9 +40,20 @@ M_COMPACT = "thread/compact/start"
 M_RATE_LIMITS_READ = "account/rateLimits/read"
 M_CONFIG_READ = "config/read"
 CLIENT_REQUESTS = (
-    M_INITIALIZE, M_ACCOUNT_READ, M_MODEL_LIST, M_SKILLS_LIST, M_THREAD_START, M_THREAD_RESUME, M_THREAD_FORK,
-    M_TURN_START, M_TURN_STEER, M_TURN_INTERRUPT, M_COMPACT, M_RATE_LIMITS_READ, M_CONFIG_READ,
-)  # fmt: skip
+    M_INITIALIZE,
+    M_ACCOUNT_READ,
+    M_MODEL_LIST,
+    M_SKILLS_LIST,
+    M_THREAD_START,
+    M_THREAD_RESUME,
+    M_THREAD_FORK,
+    M_TURN_START,
+    M_TURN_STEER,
+    M_TURN_INTERRUPT,
+    M_COMPACT,
+    M_RATE_LIMITS_READ,
+    M_CONFIG_READ,
+)
 
 # client → server notifications
 M_INITIALIZED = "initialized"
@@ -56,9 +67,14 @@ M_PERMISSIONS_APPROVAL = "item/permissions/requestApproval"
 M_LEGACY_EXEC_APPROVAL = "execCommandApproval"
 M_LEGACY_PATCH_APPROVAL = "applyPatchApproval"
 SERVER_REQUESTS = (
-    M_COMMAND_APPROVAL, M_FILE_APPROVAL, M_USER_INPUT, M_ELICITATION, M_PERMISSIONS_APPROVAL,
-    M_LEGACY_EXEC_APPROVAL, M_LEGACY_PATCH_APPROVAL,
-)  # fmt: skip
+    M_COMMAND_APPROVAL,
+    M_FILE_APPROVAL,
+    M_USER_INPUT,
+    M_ELICITATION,
+    M_PERMISSIONS_APPROVAL,
+    M_LEGACY_EXEC_APPROVAL,
+    M_LEGACY_PATCH_APPROVAL,
+)
 
 # server → client notifications
 N_ERROR = "error"
@@ -90,19 +106,53 @@ MCP_STARTUP_STATUS: dict[str, Status] = {"ready": "connected", "failed": "failed
 """The ``McpServerStartupState`` values of a server that is done starting, as
 :meth:`anyagentd.adapters.mcp_startup.McpStartup.settle` takes them (the other one, ``starting``, is ``pending``)."""
 SERVER_NOTIFICATIONS = (
-    N_ERROR, N_WARNING, N_CONFIG_WARNING, N_DEPRECATION, N_GUARDIAN_WARNING, N_THREAD_STARTED, N_THREAD_NAME,
-    N_TOKEN_USAGE, N_TURN_STARTED, N_TURN_COMPLETED, N_PLAN_UPDATED, N_ITEM_STARTED, N_ITEM_COMPLETED,
-    N_AGENT_DELTA, N_PLAN_DELTA, N_COMMAND_OUTPUT, N_FILE_OUTPUT, N_REASONING_SUMMARY, N_REASONING_TEXT,
-    N_MCP_PROGRESS, N_RATE_LIMITS, N_MODEL_REROUTED,
-)  # fmt: skip
+    N_ERROR,
+    N_WARNING,
+    N_CONFIG_WARNING,
+    N_DEPRECATION,
+    N_GUARDIAN_WARNING,
+    N_THREAD_STARTED,
+    N_THREAD_NAME,
+    N_TOKEN_USAGE,
+    N_TURN_STARTED,
+    N_TURN_COMPLETED,
+    N_PLAN_UPDATED,
+    N_ITEM_STARTED,
+    N_ITEM_COMPLETED,
+    N_AGENT_DELTA,
+    N_PLAN_DELTA,
+    N_COMMAND_OUTPUT,
+    N_FILE_OUTPUT,
+    N_REASONING_SUMMARY,
+    N_REASONING_TEXT,
+    N_MCP_PROGRESS,
+    N_RATE_LIMITS,
+    N_MODEL_REROUTED,
+)
 
-QUIET_NOTIFICATIONS = frozenset({
-    "thread/status/changed", "thread/readState/changed", "thread/settings/updated", "thread/compacted",
-    "remoteControl/status/changed", "serverRequest/resolved", "turn/diff/updated", "item/reasoning/summaryPartAdded",
-    "item/fileChange/patchUpdated", N_MCP_STARTUP, "skills/changed", "hook/started",
-    "hook/completed", "account/updated", "thread/environment/connected", "thread/goal/updated",
-    "thread/queue/changed", "app/list/updated", "item/commandExecution/terminalInteraction",
-})  # fmt: skip
+QUIET_NOTIFICATIONS = frozenset(
+    {
+        "thread/status/changed",
+        "thread/readState/changed",
+        "thread/settings/updated",
+        "thread/compacted",
+        "remoteControl/status/changed",
+        "serverRequest/resolved",
+        "turn/diff/updated",
+        "item/reasoning/summaryPartAdded",
+        "item/fileChange/patchUpdated",
+        N_MCP_STARTUP,
+        "skills/changed",
+        "hook/started",
+        "hook/completed",
+        "account/updated",
+        "thread/environment/connected",
+        "thread/goal/updated",
+        "thread/queue/changed",
+        "app/list/updated",
+        "item/commandExecution/terminalInteraction",
+    }
+)
 """Notifications that carry nothing the event model needs (status the engine derives itself, bookkeeping)."""
 
 
@@ -484,7 +534,8 @@ class UserInputParams(CodexModel):
 
 
 MODELS: tuple[type[CodexModel], ...] = tuple(
-    cls for cls in list(globals().values())
+    cls
+    for cls in list(globals().values())
     if isinstance(cls, type) and issubclass(cls, CodexModel) and cls is not CodexModel
-)  # fmt: skip
+)
 """Every typed message (checked against the schema by the tests)."""

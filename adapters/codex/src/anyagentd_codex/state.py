@@ -84,8 +84,9 @@ class ThreadState:
         self.turn_id = None
         self.turn_started = False
 
-    def cancel_requests(self, reply: Callable[[PendingRequest[dict[str, Any]]], Any]
-                        ) -> list[PendingRequest[dict[str, Any]]]:  # fmt: skip
+    def cancel_requests(
+        self, reply: Callable[[PendingRequest[dict[str, Any]]], Any]
+    ) -> list[PendingRequest[dict[str, Any]]]:
         """A cancel: mark it, drop the held steer, and answer every open request with ``reply(request)`` (its
         cancel result); returns them, to send (:meth:`PendingRequests.cancel_all`)."""
         self.cancel_requested = True

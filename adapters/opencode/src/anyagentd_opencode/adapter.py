@@ -26,11 +26,19 @@ class OpencodeAdapter(AgentAdapter):
             return conn.details
 
         with tempfile.TemporaryDirectory(prefix="anyagentd-opencode-probe-") as scratch:
-            return await short_lived(lambda link: OpencodeConnection.open(
-                installation, SessionOptions(dir=scratch), link, handshake_timeout=self.handshake_timeout,
-                session=False), details)  # fmt: skip
+            return await short_lived(
+                lambda link: OpencodeConnection.open(
+                    installation,
+                    SessionOptions(dir=scratch),
+                    link,
+                    handshake_timeout=self.handshake_timeout,
+                    session=False,
+                ),
+                details,
+            )
 
-    async def connect(self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink,
-                      *, no_tools: bool = False) -> AgentConnection:  # fmt: skip
+    async def connect(
+        self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink, *, no_tools: bool = False
+    ) -> AgentConnection:
         """Start ``opencode serve`` in ``options.dir`` and create (or, with ``resume``, find) its session."""
         return await OpencodeConnection.open(installation, options, link, handshake_timeout=self.handshake_timeout)

@@ -115,19 +115,31 @@ class OpencodeConnection(ProcessConnection):
     # ------------------------------------------------------------------------------------------- opening
 
     @classmethod
-    async def open(cls, installation: AgentInstallation, options: SessionOptions, link: AdapterLink, *,
-                   handshake_timeout: float = HANDSHAKE_TIMEOUT, session: bool = True) -> OpencodeConnection:  # fmt: skip
+    async def open(
+        cls,
+        installation: AgentInstallation,
+        options: SessionOptions,
+        link: AdapterLink,
+        *,
+        handshake_timeout: float = HANDSHAKE_TIMEOUT,
+        session: bool = True,
+    ) -> OpencodeConnection:
         """Start the server and (with ``session``) create or resume the session. Raises ``SpawnFailed``,
         ``HandshakeTimeout``, ``ResumeFailed``, ``ProtocolFailed``."""
         port = free_port()
-        env = spawn_env(installation, {"OPENCODE_CONFIG_CONTENT": server_config(options.permission_mode),
-                                       "OPENCODE_DISABLE_AUTOUPDATE": "1"})  # fmt: skip
+        env = spawn_env(
+            installation,
+            {"OPENCODE_CONFIG_CONTENT": server_config(options.permission_mode), "OPENCODE_DISABLE_AUTOUPDATE": "1"},
+        )
         argv = [installation.executable_path, "serve", "--hostname", "127.0.0.1", "--port", str(port)]
         process = await AgentProcess.start(argv, cwd=options.dir, env=env)
         conn = cls(process, link, port, options)
         link.start_soon(conn._read_stdout)
-        await conn.complete_handshake(lambda: conn._handshake(installation, session), handshake_timeout,
-                                      "opencode's start (serving, then its session)")  # fmt: skip
+        await conn.complete_handshake(
+            lambda: conn._handshake(installation, session),
+            handshake_timeout,
+            "opencode's start (serving, then its session)",
+        )
         return conn
 
     async def _handshake(self, installation: AgentInstallation, session: bool) -> None:
@@ -136,8 +148,9 @@ class OpencodeConnection(ProcessConnection):
             await self._listening.wait()
         if not self._listening.is_set():
             await self.process.stderr_drained()
-            raise SpawnFailed(f"opencode exited before serving ({self.exit_status}): "
-                              f"{self.process.stderr_tail() or 'no output'}")  # fmt: skip
+            raise SpawnFailed(
+                f"opencode exited before serving ({self.exit_status}): {self.process.stderr_tail() or 'no output'}"
+            )
         self._version = await cli_version(installation.executable_path)
         await self._read_options()
         self.options.update({k: v for k, v in self.session_options.configure.items() if k in ("mode", "model")})
@@ -180,8 +193,9 @@ class OpencodeConnection(ProcessConnection):
         for agent in agents if isinstance(agents, list) else []:
             if isinstance(agent, dict) and agent.get("mode") in ("primary", "all") and not agent.get("hidden"):
                 name = str(agent.get("name"))
-                self._modes.append(ConfigChoice(value=name, label=name.capitalize(),
-                                                description=agent.get("description")))  # fmt: skip
+                self._modes.append(
+                    ConfigChoice(value=name, label=name.capitalize(), description=agent.get("description"))
+                )
         listed = providers.get("providers") if isinstance(providers, dict) else None
         for provider in listed if isinstance(listed, list) else []:
             models = provider.get("models") if isinstance(provider, dict) else None
@@ -195,14 +209,33 @@ class OpencodeConnection(ProcessConnection):
         for choices, current in ((modes, self.options.get("mode")), (models, self.options.get("model"))):
             if isinstance(current, str) and not any(c.value == current for c in choices):
                 choices.append(ConfigChoice(value=current, label=current))
-        config_options = [ConfigOption(id="mode", name="Agent", category="mode", kind=Select(choices=modes),
-                                       current=self.options.get("mode"), live=True)]  # fmt: skip
+        config_options = [
+            ConfigOption(
+                id="mode",
+                name="Agent",
+                category="mode",
+                kind=Select(choices=modes),
+                current=self.options.get("mode"),
+                live=True,
+            )
+        ]
         if models:
-            config_options.append(ConfigOption(id="model", name="Model", category="model", kind=Select(choices=models),
-                                               current=self.options.get("model"), live=True))  # fmt: skip
-        self.details = AgentDetails(version=self._version, auth=Authenticated(kind="ApiKey"),
-                                    capabilities=Capabilities(features=list(FEATURES)),
-                                    config_options=config_options)  # fmt: skip
+            config_options.append(
+                ConfigOption(
+                    id="model",
+                    name="Model",
+                    category="model",
+                    kind=Select(choices=models),
+                    current=self.options.get("model"),
+                    live=True,
+                )
+            )
+        self.details = AgentDetails(
+            version=self._version,
+            auth=Authenticated(kind="ApiKey"),
+            capabilities=Capabilities(features=list(FEATURES)),
+            config_options=config_options,
+        )
 
     async def _fork(self, source: str, at: str | None) -> Any:
         """``POST /session/{source}/fork``: opencode copies the messages before its ``messageID``; ``at`` (a
@@ -245,8 +278,9 @@ class OpencodeConnection(ProcessConnection):
                 try:
                     await self._dispatch(event)
                 except Exception as exc:  # noqa: BLE001 - never crash on an event
-                    await self.link.emit(diagnostic("Info", f"could not handle an opencode event "
-                                                            f"({type(exc).__name__}: {exc})"))  # fmt: skip
+                    await self.link.emit(
+                        diagnostic("Info", f"could not handle an opencode event ({type(exc).__name__}: {exc})")
+                    )
         except OSError:
             pass  # the server went away: the stdout reader reports the exit
 
@@ -299,8 +333,14 @@ class OpencodeConnection(ProcessConnection):
             if data is None:
                 mentions.append(attachment.item)
                 continue
-            files.append({"type": "file", "mime": attachment.media, "filename": os.path.basename(attachment.item),
-                          "url": f"data:{attachment.media};base64,{data}"})  # fmt: skip
+            files.append(
+                {
+                    "type": "file",
+                    "mime": attachment.media,
+                    "filename": os.path.basename(attachment.item),
+                    "url": f"data:{attachment.media};base64,{data}",
+                }
+            )
         if mentions:
             text += "\n\nAttached: " + ", ".join(mentions)
         body: dict[str, Any] = {"parts": [{"type": "text", "text": text}, *files], "agent": self.options["mode"]}
@@ -318,8 +358,7 @@ class OpencodeConnection(ProcessConnection):
     async def answer(self, request_id: str, answer: Answer) -> None:
         # the engine validated the answer: a Permission choice among the options the request offered
         item = self.requests.answer(request_id, lambda item: REPLIES[cast(AnswerPermission, answer).value])
-        await self._call("POST", f"/session/{self.resume_token}/permissions/{item.agent_id}",
-                         {"response": item.reply})  # fmt: skip
+        await self._call("POST", f"/session/{self.resume_token}/permissions/{item.agent_id}", {"response": item.reply})
 
     async def cancel(self) -> None:
         if self.events is not None and self.events.turn:

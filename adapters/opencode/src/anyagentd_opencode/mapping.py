@@ -38,8 +38,18 @@ if TYPE_CHECKING:
 FORK_POINT = "opencode/fork_point"
 """Extension on MessageEnded: the message's id, usable as ``fork_at``."""
 
-TOOL_KINDS = {"write": "Edit", "edit": "Edit", "patch": "Edit", "bash": "Execute", "read": "Read", "glob": "Search",
-              "grep": "Search", "list": "Search", "webfetch": "Fetch", "task": "Subagent"}  # fmt: skip
+TOOL_KINDS = {
+    "write": "Edit",
+    "edit": "Edit",
+    "patch": "Edit",
+    "bash": "Execute",
+    "read": "Read",
+    "glob": "Search",
+    "grep": "Search",
+    "list": "Search",
+    "webfetch": "Fetch",
+    "task": "Subagent",
+}
 TOOL_STATUS = {"pending": "Pending", "running": "Running", "completed": "Completed", "error": "Failed"}
 PERMISSION_KINDS = {"edit": "Edit", "bash": "Execute", "webfetch": "Fetch"}
 
@@ -59,9 +69,15 @@ def tool_update(part: dict[str, Any]) -> ToolUpdate:
     if name == "write" and isinstance(args.get("content"), str) and isinstance(args.get("filePath"), str):
         diffs.append(FileDiff(path=args["filePath"], new_text=args["content"]))
     output = state.get("output") if isinstance(state.get("output"), str) else state.get("error")
-    return ToolUpdate(id=str(part.get("callID") or part.get("id")), kind=kind, title=str(state.get("title") or name),
-                      status=TOOL_STATUS.get(state.get("status"), "Running"), input=tool_input,
-                      output=output if isinstance(output, str) else None, diffs=diffs)  # fmt: skip
+    return ToolUpdate(
+        id=str(part.get("callID") or part.get("id")),
+        kind=kind,
+        title=str(state.get("title") or name),
+        status=TOOL_STATUS.get(state.get("status"), "Running"),
+        input=tool_input,
+        output=output if isinstance(output, str) else None,
+        diffs=diffs,
+    )
 
 
 def step_tokens(tokens: dict[str, Any]) -> dict[str, int] | None:
@@ -73,8 +89,10 @@ def step_tokens(tokens: dict[str, Any]) -> dict[str, int] | None:
     def count(value: object) -> int:
         return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
-    counted = {"in": count(tokens.get("input")) + count(cache.get("read")) + count(cache.get("write")),
-               "out": count(tokens.get("output")) + count(tokens.get("reasoning"))}  # fmt: skip
+    counted = {
+        "in": count(tokens.get("input")) + count(cache.get("read")) + count(cache.get("write")),
+        "out": count(tokens.get("output")) + count(tokens.get("reasoning")),
+    }
     return counted if counted["in"] or counted["out"] else None
 
 
@@ -153,15 +171,20 @@ class SessionEvents:
             cost = part.get("cost")
             counted = step_tokens(tokens) if part_id not in self.counted else None
             self.counted.add(part_id)
-            await self.link.emit(ContextUsage(used_tokens=used, cost_usd=float(cost) if cost is not None else None),
-                                 extensions={TOKENS_EXTENSION: counted} if counted else None)  # fmt: skip
+            await self.link.emit(
+                ContextUsage(used_tokens=used, cost_usd=float(cost) if cost is not None else None),
+                extensions={TOKENS_EXTENSION: counted} if counted else None,
+            )
 
     async def _delta(self, props: dict[str, Any]) -> None:
         part_id, message_id = str(props.get("partID")), str(props.get("messageID"))
         delta = props.get("delta")
         kind = self.parts.get(part_id)
-        if self.roles.get(message_id) in ("user", "summary") or props.get("field", "text") != "text" \
-                or not isinstance(delta, str):  # fmt: skip
+        if (
+            self.roles.get(message_id) in ("user", "summary")
+            or props.get("field", "text") != "text"
+            or not isinstance(delta, str)
+        ):
             return
         if kind in ("text", "reasoning"):
             await self._text(kind, message_id, part_id, delta)
@@ -186,10 +209,15 @@ class SessionEvents:
         meta = props.get("metadata") or {}
         kind = PERMISSION_KINDS.get(str(props.get("permission")), "Other")
         if known is None:
-            known = ToolUpdate(id=str(call or request_id), kind=kind, title=str(props.get("permission")),
-                               status="Pending")  # fmt: skip
+            known = ToolUpdate(
+                id=str(call or request_id), kind=kind, title=str(props.get("permission")), status="Pending"
+            )
         if kind == "Edit" and not known.diffs and isinstance(meta.get("filepath"), str):
             known = known.model_copy(update={"locations": [meta["filepath"]]})
-        request = PermissionRequest(id=request_id, tool=known, options=["AllowOnce", "AllowAlways", "DenyOnce"],
-                                    detail=", ".join(map(str, props.get("patterns") or [])) or None)  # fmt: skip
+        request = PermissionRequest(
+            id=request_id,
+            tool=known,
+            options=["AllowOnce", "AllowAlways", "DenyOnce"],
+            detail=", ".join(map(str, props.get("patterns") or [])) or None,
+        )
         return RequestOpened(value=PermissionRequested(value=request))

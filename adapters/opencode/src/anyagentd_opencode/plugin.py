@@ -13,8 +13,13 @@ from anyagentd.hookspecs import hookimpl
 if TYPE_CHECKING:
     from anyagentd.adapters.interface import AgentAdapter
 
-PROFILE = AgentProfile(id="opencode", name="opencode", executable="opencode",
-                       install_hint="npm install -g opencode-ai", extra_paths=("~/.opencode/bin",))  # fmt: skip
+PROFILE = AgentProfile(
+    id="opencode",
+    name="opencode",
+    executable="opencode",
+    install_hint="npm install -g opencode-ai",
+    extra_paths=("~/.opencode/bin",),
+)
 """opencode's catalog entry (environment override ``ANYAGENTD_OPENCODE_BIN``)."""
 
 

@@ -62,8 +62,9 @@ def media_type(item: str) -> str | None:
     return mimetypes.guess_type(item.split("?")[0])[0]
 
 
-def classify(items: Iterable[str], *, images: bool = True, image_urls: bool = True,
-             max_image_bytes: int | None = MAX_IMAGE_BYTES) -> list[Attachment]:  # fmt: skip
+def classify(
+    items: Iterable[str], *, images: bool = True, image_urls: bool = True, max_image_bytes: int | None = MAX_IMAGE_BYTES
+) -> list[Attachment]:
     """Classify ``items`` in order. ``images``: the agent takes inline images (else every image is a mention);
     ``image_urls``: it takes image URLs; ``max_image_bytes`` (``None``: no limit) bounds an inline file."""
     out = []

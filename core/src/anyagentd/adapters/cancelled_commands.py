@@ -108,8 +108,9 @@ async def _wait_gone(pids: set[int], seconds: float) -> set[int]:
     return left
 
 
-def _trees(agent: int, mark: str | None, commands: Mapping[str, Sequence[str]],
-           exclude: set[int]) -> dict[str, set[int]]:  # fmt: skip
+def _trees(
+    agent: int, mark: str | None, commands: Mapping[str, Sequence[str]], exclude: set[int]
+) -> dict[str, set[int]]:
     """Tool id → the process tree running its command (:func:`.lineage.command_tree`), for the tools with one;
     reads all of ``/proc`` once (blocking: run in a worker thread)."""
     table = lineage.processes()
@@ -121,8 +122,9 @@ def _trees(agent: int, mark: str | None, commands: Mapping[str, Sequence[str]],
     return trees
 
 
-async def stop_commands(agent: int, mark: str | None, commands: Mapping[str, Sequence[str]], *,
-                        before: Iterable[int], grace: float) -> dict[str, Stopped]:  # fmt: skip
+async def stop_commands(
+    agent: int, mark: str | None, commands: Mapping[str, Sequence[str]], *, before: Iterable[int], grace: float
+) -> dict[str, Stopped]:
     """Stop what runs the tools' commands (see the module doc). ``agent``: the agent's pid (it leads its process
     group); ``mark``: its lineage mark; ``commands``: tool id → the command lines to look for
     (:func:`command_texts`); ``before``: the :func:`snapshot` of the turn's start; ``grace``: seconds between
@@ -143,8 +145,10 @@ async def stop_commands(agent: int, mark: str | None, commands: Mapping[str, Seq
             sent = "SIGKILL"
             _signal(sorted(left), signal.SIGKILL)
             left = await _wait_gone(left, KILL_WAIT)
-        return {tool_id: Stopped(pids=tuple(sorted(tree)), signal=sent, survivors=tuple(sorted(tree & left)))
-                for tool_id, tree in trees.items()}  # fmt: skip
+        return {
+            tool_id: Stopped(pids=tuple(sorted(tree)), signal=sent, survivors=tuple(sorted(tree & left)))
+            for tool_id, tree in trees.items()
+        }
     # a CancelScope's exit may swallow (its own cancellation); this shielded one has no deadline to cancel it
     raise AssertionError("unreachable")  # pragma: no cover
 

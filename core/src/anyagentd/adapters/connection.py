@@ -137,8 +137,9 @@ class ProcessConnection(AgentConnection):
                 await self.release()
 
 
-async def short_lived(open_connection: Callable[[DiscardingLink], Awaitable[C]],
-                      body: Callable[[C], Awaitable[T]]) -> T:  # fmt: skip
+async def short_lived(
+    open_connection: Callable[[DiscardingLink], Awaitable[C]], body: Callable[[C], Awaitable[T]]
+) -> T:
     """Open a connection no session owns, run ``body(conn)`` and stop it: ``open_connection(link)`` starts it on a
     :class:`DiscardingLink` whose tasks run in a task group of this call. Returns what ``body`` returns; raises what
     ``open_connection`` or ``body`` raise, as themselves (not wrapped in an ``ExceptionGroup``)."""

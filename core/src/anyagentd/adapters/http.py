@@ -45,13 +45,15 @@ Opened = tuple[int, dict[str, str], Reader, anyio.abc.SocketStream]
 """A response's status, lower-cased headers, the reader of its body, and the connection."""
 
 
-async def _open(port: int, method: str, path: str, body: Any = None, *, host: str = "127.0.0.1",
-                accept: str = "application/json") -> Opened:  # fmt: skip
+async def _open(
+    port: int, method: str, path: str, body: Any = None, *, host: str = "127.0.0.1", accept: str = "application/json"
+) -> Opened:
     stream = await anyio.connect_tcp(host, port)
     data = b"" if body is None else json.dumps(body, ensure_ascii=False).encode()
-    head = (f"{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: {accept}\r\nConnection: close\r\n"
-            f"Content-Length: {len(data)}\r\n" + ("Content-Type: application/json\r\n" if body is not None else "")
-            + "\r\n")  # fmt: skip
+    head = (
+        f"{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: {accept}\r\nConnection: close\r\n"
+        f"Content-Length: {len(data)}\r\n" + ("Content-Type: application/json\r\n" if body is not None else "") + "\r\n"
+    )
     await stream.send(head.encode() + data)
     reader = anyio.streams.buffered.BufferedByteReceiveStream(stream)
     status_line = await reader.receive_until(b"\r\n", MAX_HEADER_BYTES)

@@ -151,8 +151,9 @@ class AdapterLink:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
 
-    async def emit(self, kind: EventKind, *, parent_tool_id: str | None = None,
-                   extensions: dict[str, Any] | None = None) -> None:  # fmt: skip
+    async def emit(
+        self, kind: EventKind, *, parent_tool_id: str | None = None, extensions: dict[str, Any] | None = None
+    ) -> None:
         """Report one event of ``kind`` (e.g. ``TextDelta(...)``); ``parent_tool_id`` for subagent events."""
         report = EventReport(kind, parent_tool_id, extensions)
         try:
@@ -201,8 +202,9 @@ class DiscardingLink(AdapterLink):
     async def report(self, report: Report) -> None:
         """Drop ``report``."""
 
-    async def emit(self, kind: EventKind, *, parent_tool_id: str | None = None,
-                   extensions: dict[str, Any] | None = None) -> None:  # fmt: skip
+    async def emit(
+        self, kind: EventKind, *, parent_tool_id: str | None = None, extensions: dict[str, Any] | None = None
+    ) -> None:
         """Drop the event (the base class's fast path writes to a channel this link does not have)."""
 
 
@@ -340,8 +342,9 @@ class AgentAdapter(ABC):
         raise UnsupportedFeature(f"{installation.name} does not report plan usage")
 
     @abstractmethod
-    async def connect(self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink,
-                      *, no_tools: bool = False) -> AgentConnection:  # fmt: skip
+    async def connect(
+        self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink, *, no_tools: bool = False
+    ) -> AgentConnection:
         """Start the agent for a new session in ``options.dir`` and complete its handshake.
 
         ``no_tools`` asks for a launch without tools (``generate``) where the agent supports it. Raises

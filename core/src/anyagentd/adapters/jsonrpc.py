@@ -136,7 +136,9 @@ class RpcChannel:
         if waiter is None or waiter.event.is_set():
             return False
         if "error" in frame and frame["error"] is not None:
-            err: dict[str, Any] = frame["error"] if isinstance(frame["error"], dict) else {"message": str(frame["error"])}
+            err: dict[str, Any] = (
+                frame["error"] if isinstance(frame["error"], dict) else {"message": str(frame["error"])}
+            )
             waiter.error = RpcError(str(err.get("message") or "error"), err.get("code"), err.get("data"))
         else:
             waiter.result = frame.get("result")

@@ -30,16 +30,23 @@ if TYPE_CHECKING:
     from ..model import AgentDetails, AgentInstallation, McpServer, PlanUsage, SessionOptions
 
 
-def lazy_adapter(target: str, *, name: str, profiles: Iterable[AgentProfile] = (),
-                 acp_ref: bool = False) -> type[AgentAdapter]:  # fmt: skip
+def lazy_adapter(
+    target: str, *, name: str, profiles: Iterable[AgentProfile] = (), acp_ref: bool = False
+) -> type[AgentAdapter]:
     """A stand-in class for the adapter ``target`` (``"package.module:ClassName"``), to pass to ``register`` in
     ``register_adapters``: its ``PLUGIN_NAME`` is ``name``, its ``profiles`` and ``acp_ref`` as given. Nothing is
     imported until the adapter is used. Raises ``ValueError`` for a ``target`` without ``:``."""
     module, _, qualname = target.partition(":")
     if not module or not qualname:
         raise ValueError(f"lazy adapter target {target!r} is not 'module:Class'")
-    namespace = {"PLUGIN_NAME": name, "profiles": tuple(profiles), "acp_ref": acp_ref, "target": target,
-                 "__module__": module, "__qualname__": f"lazy({qualname})"}  # fmt: skip
+    namespace = {
+        "PLUGIN_NAME": name,
+        "profiles": tuple(profiles),
+        "acp_ref": acp_ref,
+        "target": target,
+        "__module__": module,
+        "__qualname__": f"lazy({qualname})",
+    }
     return type(f"lazy({qualname})", (LazyAdapter,), namespace)
 
 
@@ -69,8 +76,9 @@ class LazyAdapter(AgentAdapter):
                 raise InvalidConfiguration(f"adapter {cls.PLUGIN_NAME!r}: cannot load {cls.target}: {err}") from None
             problem = _mismatch(cls, found)
             if problem:
-                raise InvalidConfiguration(f"adapter {cls.PLUGIN_NAME!r} was registered lazily as {cls.target}, "
-                                           f"but {problem}")  # fmt: skip
+                raise InvalidConfiguration(
+                    f"adapter {cls.PLUGIN_NAME!r} was registered lazily as {cls.target}, but {problem}"
+                )
             cls._class = found
         return cls._class
 
@@ -113,8 +121,9 @@ class LazyAdapter(AgentAdapter):
     async def plan_usage(self, installation: AgentInstallation) -> PlanUsage:
         return await self.adapter.plan_usage(installation)
 
-    async def connect(self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink,
-                      *, no_tools: bool = False) -> AgentConnection:  # fmt: skip
+    async def connect(
+        self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink, *, no_tools: bool = False
+    ) -> AgentConnection:
         return await self.adapter.connect(installation, options, link, no_tools=no_tools)
 
     def __getattr__(self, name: str) -> Any:  # `Any`: whatever the real adapter has under that name

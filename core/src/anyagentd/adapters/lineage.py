@@ -147,9 +147,13 @@ def guard(mark: str, *, register: bool = True) -> None:
         if not register:
             return
         try:
-            _guardian = subprocess.Popen([sys.executable, "-S", "-c", GUARDIAN], stdin=subprocess.PIPE,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                         start_new_session=True)  # fmt: skip
+            _guardian = subprocess.Popen(
+                [sys.executable, "-S", "-c", GUARDIAN],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         except OSError:
             _guardian = False
             return
@@ -245,9 +249,14 @@ def stop_command(agent: int, command: str) -> list[int] | None:
     return None if tree is None else kill_lineage(sorted(tree))
 
 
-def command_tree(agent: int, commands: Iterable[str], *, mark: str | None = None,
-                 table: dict[int, tuple[str, int, int]] | None = None,
-                 exclude: Iterable[int] = ()) -> set[int] | None:  # fmt: skip
+def command_tree(
+    agent: int,
+    commands: Iterable[str],
+    *,
+    mark: str | None = None,
+    table: dict[int, tuple[str, int, int]] | None = None,
+    exclude: Iterable[int] = (),
+) -> set[int] | None:
     """The process trees of the commands the agent ``agent`` (its pid, which leads its process group) runs for a tool
     call, found by command line; ``None`` when none of them runs.
 
@@ -261,8 +270,9 @@ def command_tree(agent: int, commands: Iterable[str], *, mark: str | None = None
     inside = lineage(agent, mark, table)
     wanted = [c for c in commands if c]
     skip = set(exclude)
-    matches = [pid for pid in sorted(inside - skip)
-               if table[pid][0] != "Z" and any(_runs(cmdline(pid), c) for c in wanted)]  # fmt: skip
+    matches = [
+        pid for pid in sorted(inside - skip) if table[pid][0] != "Z" and any(_runs(cmdline(pid), c) for c in wanted)
+    ]
     if not matches:
         return None
     children: dict[int, list[int]] = {}
@@ -350,5 +360,19 @@ def orphaned_zombies(exclude: Iterable[int] = ()) -> list[int]:
     return out
 
 
-__all__ = ["LINEAGE_ENV", "become_subreaper", "cmdline", "die_with_parent", "guard", "guardian_pid", "kill_lineage",
-           "lineage", "new_mark", "orphaned_zombies", "processes", "reap", "stop_command", "command_tree"]  # fmt: skip
+__all__ = [
+    "LINEAGE_ENV",
+    "become_subreaper",
+    "cmdline",
+    "die_with_parent",
+    "guard",
+    "guardian_pid",
+    "kill_lineage",
+    "lineage",
+    "new_mark",
+    "orphaned_zombies",
+    "processes",
+    "reap",
+    "stop_command",
+    "command_tree",
+]

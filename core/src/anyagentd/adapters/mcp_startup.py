@@ -57,9 +57,16 @@ class McpStartup(Generic[P]):
     deadline) → released (:meth:`release` has begun: prompts go straight to the agent).
     """
 
-    def __init__(self, servers: Iterable[str] = (), timeout: float = 0.0, *, since: float | None = None,
-                 agent: str = "the agent", waiting: str = "connecting",
-                 failure: str = "failed to connect") -> None:  # fmt: skip
+    def __init__(
+        self,
+        servers: Iterable[str] = (),
+        timeout: float = 0.0,
+        *,
+        since: float | None = None,
+        agent: str = "the agent",
+        waiting: str = "connecting",
+        failure: str = "failed to connect",
+    ) -> None:
         self.servers: list[str] = list(servers)
         """The forwarded server names."""
         self.status: dict[str, Status] = {}
@@ -121,8 +128,10 @@ class McpStartup(Generic[P]):
             return None
         names = ", ".join(repr(name) for name in late)
         servers, them = ("servers", "them") if len(late) > 1 else ("server", "it")
-        return (f"MCP {servers} {names} still {self.waiting} {self.timeout:g} s after {self.agent} started; "
-                f"prompts no longer wait for {them}")  # fmt: skip
+        return (
+            f"MCP {servers} {names} still {self.waiting} {self.timeout:g} s after {self.agent} started; "
+            f"prompts no longer wait for {them}"
+        )
 
     # ------------------------------------------------------------------------------------------- prompts
 
@@ -142,8 +151,9 @@ class McpStartup(Generic[P]):
             return None
         names = ", ".join(repr(name) for name in pending)
         servers = "servers" if len(pending) > 1 else "server"
-        return (f"The prompt waits for MCP {servers} {names} (still {self.waiting}, at most "
-                f"{self.remaining():.0f} s more)")
+        return (
+            f"The prompt waits for MCP {servers} {names} (still {self.waiting}, at most {self.remaining():.0f} s more)"
+        )
 
     def drop(self) -> bool:
         """Forget the held prompts (a cancel, a close); whether there were any. A cancelled held prompt ends its turn

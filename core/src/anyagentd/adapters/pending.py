@@ -103,8 +103,7 @@ class PendingRequests(Generic[D]):
         """The open request ``request_id``, or ``None``."""
         return self._open.get(request_id)
 
-    def open(self, request_id: str, data: D, *, kind: str = "permission",
-             agent_id: object = None) -> PendingRequest[D]:  # fmt: skip
+    def open(self, request_id: str, data: D, *, kind: str = "permission", agent_id: object = None) -> PendingRequest[D]:
         """Record the agent's request (reported to the engine as ``request_id``) and return it. An id already open
         is replaced (the agent asked again under the same id)."""
         item = PendingRequest(request_id, data, kind=kind, agent_id=agent_id)

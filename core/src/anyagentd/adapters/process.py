@@ -155,8 +155,9 @@ class AgentProcess:
     :meth:`terminate` and :meth:`kill` stop it.
     """
 
-    def __init__(self, process: anyio.abc.Process, argv: list[str], max_line_bytes: int,
-                 mark: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, process: anyio.abc.Process, argv: list[str], max_line_bytes: int, mark: str | None = None
+    ) -> None:
         self._process = process
         self.argv = argv
         self.pid: int = process.pid
@@ -173,8 +174,14 @@ class AgentProcess:
         self._background.spawn(self._read_stderr, name=f"stderr of {os.path.basename(argv[0])}")
 
     @classmethod
-    async def start(cls, argv: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
-                    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> AgentProcess:  # fmt: skip
+    async def start(
+        cls,
+        argv: list[str],
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> AgentProcess:
         """Start ``argv`` in ``cwd`` with ``env`` (``None``: ours) plus its lineage mark, pipes on
         stdin/stdout/stderr, in a new process group, bound to die with this process (Linux). Raises
         :class:`SpawnFailed` (missing executable, bad cwd, permission denied...)."""
@@ -434,8 +441,9 @@ async def _open_process(argv: list[str], *, cwd: str | None, env: dict[str, str]
     # anyio.open_process has no preexec_fn; its backend takes Popen's keywords, and the parent-death signal
     # has to be set in the child (between fork and exec).
     preexec = lineage.die_with_parent()
-    kwargs: dict[str, Any] = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  cwd=cwd, env=env, start_new_session=True)  # fmt: skip
+    kwargs: dict[str, Any] = dict(
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True
+    )
     if preexec is not None:
         prefix = lineage.die_with_parent_prefix(argv[0], env.get("PATH"))
         if prefix is not None:  # the same signal set by `setpriv` before it execs the agent: no fork of this process
@@ -527,16 +535,18 @@ async def json_frames(process: AgentProcess, link: AdapterLink, *, agent: str, r
     goes on. Ends at EOF."""
     async for line in process.lines():
         if isinstance(line, OversizedLine):
-            await link.emit(diagnostic("Warning", f"skipped a {line.size}-byte {agent} line "
-                                                  f"(limit {process.max_line_bytes} bytes)"))  # fmt: skip
+            await link.emit(
+                diagnostic("Warning", f"skipped a {line.size}-byte {agent} line (limit {process.max_line_bytes} bytes)")
+            )
             continue
         if not line.strip():
             continue
         try:
             frame = text.loads(line)  # lone surrogates become U+FFFD here, so every event stays writable
         except ValueError:
-            await link.emit(diagnostic("Info", f"{agent} wrote a line that is not JSON"),
-                            extensions={raw_key: line[:4096]})  # fmt: skip
+            await link.emit(
+                diagnostic("Info", f"{agent} wrote a line that is not JSON"), extensions={raw_key: line[:4096]}
+            )
             continue
         yield frame
 

@@ -51,9 +51,11 @@ def _console() -> Console:
 log = logging.getLogger("anyagentd.cli")
 
 _mock_option = click.option(
-    "--mock", "mock_script", metavar="SCRIPT",
+    "--mock",
+    "mock_script",
+    metavar="SCRIPT",
     help="Script for the scripted agent `mock`: a JSON file or a shipped example name (hello, permission…).",
-)  # fmt: skip
+)
 
 
 _plugins: Plugins | None = None
@@ -110,8 +112,9 @@ def _run_for_a_person(fn: Callable[..., Awaitable[int]], *args: object) -> NoRet
 
 def _log_level(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     if value:
-        logging.basicConfig(level=value.upper(), stream=sys.stderr,
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
+        logging.basicConfig(
+            level=value.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
     return value
 
 
@@ -150,10 +153,23 @@ class _Commands(click.Group):
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="anyagentd")
-@click.option("-v", "--verbose", is_flag=True, expose_value=False, is_eager=True, callback=_verbose,
-              help="Log what the engine sees (every event) to stderr; same as --log-level debug.")
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
-              expose_value=False, is_eager=True, callback=_log_level, help="Log at this level to stderr.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_verbose,
+    help="Log what the engine sees (every event) to stderr; same as --log-level debug.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    expose_value=False,
+    is_eager=True,
+    callback=_log_level,
+    help="Log at this level to stderr.",
+)
 def main() -> None:
     """Drive the coding agents on this machine behind one event model.
 
@@ -221,16 +237,23 @@ def discover(mock_script: str | None, as_json: bool) -> None:
         table.add_row(agent.id, agent.name, agent.source, agent.executable_path)
     _console().print(table)
     for missing in report.missing:
-        _console().print(f"[yellow]missing[/] {missing.id} ({missing.name}): {missing.install_hint}",
-                          soft_wrap=True, markup=True, highlight=False)  # fmt: skip
+        _console().print(
+            f"[yellow]missing[/] {missing.id} ({missing.name}): {missing.install_hint}",
+            soft_wrap=True,
+            markup=True,
+            highlight=False,
+        )
     for diag in report.diagnostics:
         if "adapter not installed" in diag.message:
             _console().print(diag.message, soft_wrap=True, markup=False, highlight=False)
         else:
             _console().print(f"[dim]{diag.level}[/] {escape(diag.message)}", soft_wrap=True, highlight=False)
     first = next((a.id for a in report.agents if a.id != "mock"), "mock")
-    _console().print(f"[dim]next: anyagentd probe {first} · anyagentd run {first} \"PROMPT\" · "
-                      f"anyagentd chat {first}[/]", soft_wrap=True, highlight=False)  # fmt: skip
+    _console().print(
+        f'[dim]next: anyagentd probe {first} · anyagentd run {first} "PROMPT" · anyagentd chat {first}[/]',
+        soft_wrap=True,
+        highlight=False,
+    )
 
 
 @main.command(short_help="Show an agent's version, login, capabilities, options.")
@@ -264,14 +287,20 @@ def probe(agent: str, mock_script: str | None, as_json: bool) -> None:
     if details.config_options:
         table = Table("option", "kind", "current", "live", title="Options")
         for option in details.config_options:
-            kind = option.kind if isinstance(option.kind, str) else "Select: " + ", ".join(
-                c.value for c in option.kind.choices
+            kind = (
+                option.kind
+                if isinstance(option.kind, str)
+                else "Select: " + ", ".join(c.value for c in option.kind.choices)
             )
             current = "-" if option.current is None else show_value(option.current)
             table.add_row(option.id, kind, current, "yes" if option.live else "creation-only")
         _console().print(table)
-        _console().print(f"[dim]set them with: anyagentd run {agent} \"PROMPT\" --option ID=VALUE (--model VALUE); "
-                          "live ones in chat too: /option ID=VALUE[/]", soft_wrap=True, highlight=False)  # fmt: skip
+        _console().print(
+            f'[dim]set them with: anyagentd run {agent} "PROMPT" --option ID=VALUE (--model VALUE); '
+            "live ones in chat too: /option ID=VALUE[/]",
+            soft_wrap=True,
+            highlight=False,
+        )
     for command in details.commands:
         _console().print(f"/{command.name}  [dim]{command.description}[/]")
 
@@ -293,8 +322,9 @@ def plugins(as_json: bool) -> None:
             row = record.as_json()
             row["adapters"] = [
                 {"name": name, "agents": [p.id for p in cls.profiles] or [name]}
-                for name, cls in adapters.items() if cls.__module__.startswith(record.module.rsplit(".", 1)[0])
-            ]  # fmt: skip
+                for name, cls in adapters.items()
+                if cls.__module__.startswith(record.module.rsplit(".", 1)[0])
+            ]
             row["ops"] = sorted(ops_by_plugin.get(record.name, []))
             rows.append(row)
         _print_json(rows)
@@ -313,24 +343,41 @@ def plugins(as_json: bool) -> None:
 def _session_options(fn: F) -> F:
     """The options ``run`` and ``chat`` share: where, how permissions are answered, resume/fork, configuration."""
     options = [
-        click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
-                     show_default=True, help="The session's working directory."),
+        click.option(
+            "--dir",
+            "directory",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=Path("."),
+            show_default=True,
+            help="The session's working directory.",
+        ),
         click.option("--auto-approve", is_flag=True, help="Allow every permission request once without asking."),
-        click.option("--resume", "resume", metavar="TOKEN",
-                     help="Continue the session with this resume token (printed after a turn, /info in chat)."),
+        click.option(
+            "--resume",
+            "resume",
+            metavar="TOKEN",
+            help="Continue the session with this resume token (printed after a turn, /info in chat).",
+        ),
         click.option("--fork", is_flag=True, help="With --resume: start a new session from that one's history."),
         click.option("--model", metavar="VALUE", help="Set the model option (see `anyagentd probe AGENT`)."),
-        click.option("-o", "--option", "option_values", metavar="KEY=VALUE", multiple=True,
-                     help="Set an option `anyagentd probe AGENT` lists (repeatable; true/false for Boolean)."),
+        click.option(
+            "-o",
+            "--option",
+            "option_values",
+            metavar="KEY=VALUE",
+            multiple=True,
+            help="Set an option `anyagentd probe AGENT` lists (repeatable; true/false for Boolean).",
+        ),
         _mock_option,
-    ]  # fmt: skip
+    ]
     for option in reversed(options):
         fn = option(fn)
     return fn
 
 
-def _configure(model: str | None, option_values: tuple[str, ...], resume: str | None,
-               fork: bool) -> dict[str, ConfigValue]:  # fmt: skip
+def _configure(
+    model: str | None, option_values: tuple[str, ...], resume: str | None, fork: bool
+) -> dict[str, ConfigValue]:
     """The ``configure`` of ``open`` from ``--model`` and ``--option``; checks ``--fork`` has ``--resume``."""
     from .render import parse_value
 
@@ -347,25 +394,54 @@ def _configure(model: str | None, option_values: tuple[str, ...], resume: str | 
     return configure
 
 
-async def _converse(runtime: Runtime, agent: str, prompt: str | None, *, chat: bool, directory: Path,
-                    auto_approve: bool, as_json: bool, resume: str | None, fork: bool,
-                    configure: dict[str, ConfigValue]) -> int:  # fmt: skip
+async def _converse(
+    runtime: Runtime,
+    agent: str,
+    prompt: str | None,
+    *,
+    chat: bool,
+    directory: Path,
+    auto_approve: bool,
+    as_json: bool,
+    resume: str | None,
+    fork: bool,
+    configure: dict[str, ConfigValue],
+) -> int:
     from .conversation import Conversation
 
-    log.info("opening %s in %s (resume=%s, fork=%s, configure=%s)", agent, directory.resolve(), resume, fork,
-             sorted(configure))
+    log.info(
+        "opening %s in %s (resume=%s, fork=%s, configure=%s)",
+        agent,
+        directory.resolve(),
+        resume,
+        fork,
+        sorted(configure),
+    )
     async with runtime:
         session = await runtime.open(
-            agent, directory.resolve(), permission_mode="AutoApprove" if auto_approve else None,
-            resume=None if fork else resume, fork=resume if fork else None, configure=configure,
-        )  # fmt: skip
+            agent,
+            directory.resolve(),
+            permission_mode="AutoApprove" if auto_approve else None,
+            resume=None if fork else resume,
+            fork=resume if fork else None,
+            configure=configure,
+        )
         startup.done()  # the session is open: what follows is the conversation, not the start
-        log.info("session %s: %s at %s (%s), version %s", session.id, session.installation.id,
-                 session.installation.executable_path, session.installation.source, session.info().details.version)
+        log.info(
+            "session %s: %s at %s (%s), version %s",
+            session.id,
+            session.installation.id,
+            session.installation.executable_path,
+            session.installation.source,
+            session.info().details.version,
+        )
         mode = ", permissions allowed automatically" if auto_approve else ""
         how = f", forked from {resume}" if fork else f", resuming {resume}" if resume else ""
-        _console().print(f"[dim]session {session.id} with {session.installation.name} in {directory.resolve()}"
-                          f"{how}{mode}[/]", soft_wrap=True, highlight=False)  # fmt: skip
+        _console().print(
+            f"[dim]session {session.id} with {session.installation.name} in {directory.resolve()}{how}{mode}[/]",
+            soft_wrap=True,
+            highlight=False,
+        )
         if session.installation.id == "mock":
             _console().print("[dim]the scripted agent plays a script: it changes no file and calls no model[/]")
         if chat:
@@ -373,8 +449,11 @@ async def _converse(runtime: Runtime, agent: str, prompt: str | None, *, chat: b
         conversation = Conversation(session, _console(), chat=chat, as_json=as_json)
         code = await conversation.run(prompt)
         if conversation.resume_token and code in (0, 1):
-            _console().print(f"[dim]continue it with: anyagentd chat {agent} --resume {conversation.resume_token}[/]",
-                              soft_wrap=True, highlight=False)  # fmt: skip
+            _console().print(
+                f"[dim]continue it with: anyagentd chat {agent} --resume {conversation.resume_token}[/]",
+                soft_wrap=True,
+                highlight=False,
+            )
         return code
 
 
@@ -383,32 +462,72 @@ async def _converse(runtime: Runtime, agent: str, prompt: str | None, *, chat: b
 @click.argument("prompt")
 @_session_options
 @click.option("--json", "as_json", is_flag=True, help="Print every event as a JSON line on stdout too.")
-def run(agent: str, prompt: str, directory: Path, auto_approve: bool, resume: str | None, fork: bool,
-        model: str | None, option_values: tuple[str, ...], mock_script: str | None, as_json: bool) -> None:  # fmt: skip
+def run(
+    agent: str,
+    prompt: str,
+    directory: Path,
+    auto_approve: bool,
+    resume: str | None,
+    fork: bool,
+    model: str | None,
+    option_values: tuple[str, ...],
+    mock_script: str | None,
+    as_json: bool,
+) -> None:
     """Run one turn of PROMPT with AGENT, rendered live; permission questions are asked at the terminal.
 
     Exit status: 0 the turn completed, 1 it ended otherwise, 2 bad usage or configuration, 3 not installed,
     4 login needed, 5 could not start, 6 the agent exited, 7 protocol failure, 8 the reader lagged,
     9 unsupported, 10 no answer (stdin ended), 11 another error, 130 Ctrl-C."""
     configure = _configure(model, option_values, resume, fork)
-    _run_for_a_person(lambda: _converse(
-        _runtime(mock_script), agent, prompt, chat=False, directory=directory, auto_approve=auto_approve,
-        as_json=as_json, resume=resume, fork=fork, configure=configure))  # fmt: skip
+    _run_for_a_person(
+        lambda: _converse(
+            _runtime(mock_script),
+            agent,
+            prompt,
+            chat=False,
+            directory=directory,
+            auto_approve=auto_approve,
+            as_json=as_json,
+            resume=resume,
+            fork=fork,
+            configure=configure,
+        )
+    )
 
 
 @main.command(short_help="Talk with AGENT, turn after turn, in one session.")
 @click.argument("agent")
 @_session_options
-def chat(agent: str, directory: Path, auto_approve: bool, resume: str | None, fork: bool, model: str | None,
-         option_values: tuple[str, ...], mock_script: str | None) -> None:  # fmt: skip
+def chat(
+    agent: str,
+    directory: Path,
+    auto_approve: bool,
+    resume: str | None,
+    fork: bool,
+    model: str | None,
+    option_values: tuple[str, ...],
+    mock_script: str | None,
+) -> None:
     """Talk with AGENT turn after turn in one session (/help inside for commands).
 
     A prompt typed while a turn runs steers it or waits in the queue; Ctrl-C cancels the running turn, a second
     Ctrl-C quits, Ctrl-D (end of input) quits once the running turn ended. Exit status as for `run`."""
     configure = _configure(model, option_values, resume, fork)
-    _run_for_a_person(lambda: _converse(
-        _runtime(mock_script), agent, None, chat=True, directory=directory, auto_approve=auto_approve,
-        as_json=False, resume=resume, fork=fork, configure=configure))  # fmt: skip
+    _run_for_a_person(
+        lambda: _converse(
+            _runtime(mock_script),
+            agent,
+            None,
+            chat=True,
+            directory=directory,
+            auto_approve=auto_approve,
+            as_json=False,
+            resume=resume,
+            fork=fork,
+            configure=configure,
+        )
+    )
 
 
 def _add_builtin_commands() -> None:

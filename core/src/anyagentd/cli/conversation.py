@@ -114,8 +114,9 @@ class Conversation:
     otherwise), 130 after Ctrl-C, 128+N after signal N, or the status of the typed error that ended it
     (:mod:`.failures`), already reported."""
 
-    def __init__(self, session: Session, console: Console, *, chat: bool, as_json: bool = False,
-                 stdin: LineReader | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, session: Session, console: Console, *, chat: bool, as_json: bool = False, stdin: LineReader | None = None
+    ) -> None:
         self.session = session
         self.console = console
         self.chat = chat
@@ -348,8 +349,9 @@ class Conversation:
     def _info(self) -> None:
         info = self.session.info()
         agent = info.agent
-        self.console.print(f"[bold]{escape(agent.name)}[/] ({agent.id}) session {info.id}, {info.status}",
-                           soft_wrap=True)  # fmt: skip
+        self.console.print(
+            f"[bold]{escape(agent.name)}[/] ({agent.id}) session {info.id}, {info.status}", soft_wrap=True
+        )
         for option in info.details.config_options:
             current = info.configuration.options.get(option.id, option.current)
             live = "" if option.live else " [dim](creation-only)[/]"

@@ -79,8 +79,10 @@ def _login_lines(methods: Iterable[object]) -> list[str]:
             terminal = body["Terminal"]
             env = " ".join(f"{k}=…" for k in terminal.get("env", {}))  # values may be secrets
             command = " ".join(terminal.get("command", []))
-            lines.append(f"run `{(env + ' ' if env else '') + command}`" + (
-                f" ({terminal['description']})" if terminal.get("description") else ""))
+            lines.append(
+                f"run `{(env + ' ' if env else '') + command}`"
+                + (f" ({terminal['description']})" if terminal.get("description") else "")
+            )
         elif isinstance(body, dict) and "EnvVar" in body:
             lines.append(f"set {body['EnvVar'].get('name')}")
         else:

@@ -50,8 +50,13 @@ def _load(path: Path) -> list[McpServer]:
 
 @mcp.command("check")
 @click.argument("server_file", metavar="SERVER.json", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--timeout", default=10.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Seconds each server has to start, initialize and list its tools.")  # fmt: skip
+@click.option(
+    "--timeout",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds each server has to start, initialize and list its tools.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 def check(server_file: Path, timeout: float, as_json: bool) -> None:
     """Connect to the MCP server(s) in SERVER.json and list their tools."""

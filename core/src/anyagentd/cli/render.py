@@ -55,8 +55,12 @@ class TurnRenderer:
     ends. Call :meth:`show` per event, then :meth:`tick` per batch (and now and then) and :meth:`flush` before
     writing anything else to the console."""
 
-    def __init__(self, console: Console, frames_per_second: float = FRAMES_PER_SECOND,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+    def __init__(
+        self,
+        console: Console,
+        frames_per_second: float = FRAMES_PER_SECOND,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.console = console
         self.frame = 1.0 / frames_per_second
         self.clock = clock
@@ -72,8 +76,9 @@ class TurnRenderer:
     def flush(self) -> None:
         """Write the text gathered so far."""
         if self.pending:
-            self.console.print("".join(self.pending), end="", style=self.style, markup=False, highlight=False,
-                               soft_wrap=True)  # fmt: skip
+            self.console.print(
+                "".join(self.pending), end="", style=self.style, markup=False, highlight=False, soft_wrap=True
+            )
             self.pending.clear()
             self.last_write = self.clock()
 
@@ -179,8 +184,9 @@ class PendingAnswer:
             self.console.print(f"  Allow? ({legend}) [{'/'.join(self.keys)}]: ", end="", markup=False)
             return
         question = self.request.value.questions[len(self.answers)]
-        self.console.print(f"[bold yellow]Question[/] {escape(question.header or '')} {escape(question.text)}",
-                           soft_wrap=True)  # fmt: skip
+        self.console.print(
+            f"[bold yellow]Question[/] {escape(question.header or '')} {escape(question.text)}", soft_wrap=True
+        )
         for number, choice in enumerate(question.choices, 1):
             description = f" [dim]{escape(choice.description)}[/]" if choice.description else ""
             self.console.print(f"  {number}. {escape(choice.label)}{description}", soft_wrap=True)

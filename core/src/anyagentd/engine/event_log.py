@@ -121,8 +121,14 @@ class EventLog:
         """Every event held, oldest first (a copy)."""
         return self.read(0, len(self._ring))
 
-    def subscribe(self, after: int = 0, *, bound: int | None = None,
-                  on_lag: Callable[[Subscription], Any] | None = None, raise_on_lag: bool = True) -> Subscription:
+    def subscribe(
+        self,
+        after: int = 0,
+        *,
+        bound: int | None = None,
+        on_lag: Callable[[Subscription], Any] | None = None,
+        raise_on_lag: bool = True,
+    ) -> Subscription:
         """A new reader of the events after sequence ``after`` (0: from the oldest held). ``bound`` defaults to
         and is capped at the capacity (a reader cannot fall further behind without losing events). ``on_lag`` is
         called when the reader is dropped; with ``raise_on_lag`` False the reader just ends instead of raising.
@@ -197,8 +203,9 @@ class Subscription:
     raises ``ConsumerLagged`` after the events it held then. :meth:`close` detaches it early.
     """
 
-    def __init__(self, log: EventLog, cursor: int, bound: int, on_lag: Callable[[Subscription], Any] | None,
-                 raise_on_lag: bool) -> None:  # fmt: skip
+    def __init__(
+        self, log: EventLog, cursor: int, bound: int, on_lag: Callable[[Subscription], Any] | None, raise_on_lag: bool
+    ) -> None:
         self._log = log
         self.cursor = cursor
         self.bound = bound

@@ -56,8 +56,9 @@ def event_builder() -> Callable[[EventParts], Event]:
     building ``Event``'s serializer (every event kind) here cost the first event of every process about 17 ms
     (issue 17).
     """
-    probe = EventParts(7, 1_700_000_000_123_456_789, "s0", TurnContext(id="t1"), MessageEnded(message_id="m"),
-                       {"a/b": 1})  # fmt: skip
+    probe = EventParts(
+        7, 1_700_000_000_123_456_789, "s0", TurnContext(id="t1"), MessageEnded(message_id="m"), {"a/b": 1}
+    )
     try:
         direct, constructed = _direct_event(probe), _constructed_event(probe)
         same = _state(direct) == _state(constructed) and _state(direct.occurred_at) == _state(constructed.occurred_at)
@@ -68,8 +69,13 @@ def event_builder() -> Callable[[EventParts], Event]:
 
 def _state(model: Any) -> tuple[Any, ...]:
     """Everything a pydantic instance holds (what its ``==`` and its serializer read)."""
-    return (type(model), model.__dict__, model.__pydantic_fields_set__, model.__pydantic_extra__,
-            model.__pydantic_private__)  # fmt: skip
+    return (
+        type(model),
+        model.__dict__,
+        model.__pydantic_fields_set__,
+        model.__pydantic_extra__,
+        model.__pydantic_private__,
+    )
 
 
 _set = object.__setattr__
@@ -96,8 +102,18 @@ def _direct_event(parts: EventParts) -> Event:
     _set(occurred, "__pydantic_extra__", None)
     _set(occurred, "__pydantic_private__", None)
     event = _new_event(Event)
-    _set(event, "__dict__", {"sequence": sequence, "occurred_at": occurred, "session_id": session_id,
-                             "turn_info": turn_info, "kind": kind, "extensions": extensions})  # fmt: skip
+    _set(
+        event,
+        "__dict__",
+        {
+            "sequence": sequence,
+            "occurred_at": occurred,
+            "session_id": session_id,
+            "turn_info": turn_info,
+            "kind": kind,
+            "extensions": extensions,
+        },
+    )
     _set(event, "__pydantic_fields_set__", _EVENT_FIELDS)
     _set(event, "__pydantic_extra__", None)
     _set(event, "__pydantic_private__", None)
@@ -109,8 +125,14 @@ def _constructed_event(parts: EventParts) -> Event:
     checked against, and the fallback)."""
     sequence, ns, session_id, turn_info, kind, extensions = parts
     occurred = SystemTime.model_construct(secs_since_epoch=ns // 1_000_000_000, nanos_since_epoch=ns % 1_000_000_000)
-    return Event.model_construct(sequence=sequence, occurred_at=occurred, session_id=session_id, turn_info=turn_info,
-                                 kind=kind, extensions={} if extensions is None else extensions)  # fmt: skip
+    return Event.model_construct(
+        sequence=sequence,
+        occurred_at=occurred,
+        session_id=session_id,
+        turn_info=turn_info,
+        kind=kind,
+        extensions={} if extensions is None else extensions,
+    )
 
 
 __all__ = ["EventParts", "build_event", "event_builder"]

@@ -102,8 +102,15 @@ class Entry:
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict: kind, role, id, turn_id, parent_tool_id, status, text, and tool / request / answer /
         attachments where they apply."""
-        out: dict[str, Any] = {"kind": self.kind, "role": self.role, "id": self.id, "turn_id": self.turn_id,
-                               "parent_tool_id": self.parent_tool_id, "status": self.status, "text": self.text}
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "role": self.role,
+            "id": self.id,
+            "turn_id": self.turn_id,
+            "parent_tool_id": self.parent_tool_id,
+            "status": self.status,
+            "text": self.text,
+        }
         if self.kind == "tool":
             out["tool"] = _dump(self.tool)
         elif self.kind == "request":
@@ -129,8 +136,14 @@ class Usage:
     reports: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"used_tokens": self.used_tokens, "window_tokens": self.window_tokens, "cost_usd": self.cost_usd,
-                "tokens_in": self.tokens_in, "tokens_out": self.tokens_out, "reports": self.reports}  # fmt: skip
+        return {
+            "used_tokens": self.used_tokens,
+            "window_tokens": self.window_tokens,
+            "cost_usd": self.cost_usd,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "reports": self.reports,
+        }
 
 
 class Projections:
@@ -162,11 +175,19 @@ class Projections:
         self._fast_parts: list[str] = []
         # Dispatch on the tag: each handler takes its tag's kind (the tag names the kind's class, so `Any` here).
         self._handlers: dict[str, Callable[[Any, TurnContext | None, dict[str, Any] | None], None]] = {
-            "TurnStarted": self._turn_started, "TextDelta": self._text, "ReasoningDelta": self._reasoning,
-            "UserMessage": self._user_message, "MessageEnded": self._message_ended, "ToolUpdated": self._tool,
-            "ToolOutputDelta": self._tool_output, "PlanUpdated": self._plan, "RequestOpened": self._request_opened,
-            "RequestClosed": self._request_closed, "ContextUsage": self._context_usage, "TurnEnded": self._turn_ended,
-        }  # fmt: skip
+            "TurnStarted": self._turn_started,
+            "TextDelta": self._text,
+            "ReasoningDelta": self._reasoning,
+            "UserMessage": self._user_message,
+            "MessageEnded": self._message_ended,
+            "ToolUpdated": self._tool,
+            "ToolOutputDelta": self._tool_output,
+            "PlanUpdated": self._plan,
+            "RequestOpened": self._request_opened,
+            "RequestClosed": self._request_closed,
+            "ContextUsage": self._context_usage,
+            "TurnEnded": self._turn_ended,
+        }
 
     # ------------------------------------------------------------------------------------------- reading
 
@@ -204,8 +225,9 @@ class Projections:
 
     # ------------------------------------------------------------------------------------------- folding
 
-    def apply(self, tag: str, kind: EventKind, turn_info: TurnContext | None, extensions: dict[str, Any] | None,
-              ns: int) -> None:  # fmt: skip
+    def apply(
+        self, tag: str, kind: EventKind, turn_info: TurnContext | None, extensions: dict[str, Any] | None, ns: int
+    ) -> None:
         """Fold one emitted event (its tag, kind, turn context, extensions — JSON values — and wall clock in ns) in."""
         self._last_ns = ns
         fast = self._fast
@@ -221,11 +243,18 @@ class Projections:
         if handler is not None:
             handler(kind, turn_info, extensions)
 
-    def note_prompt(self, prompt_id: str, text: str, attachments: tuple[str, ...], turn_id: str,
-                    *, steered: bool = False) -> None:  # fmt: skip
+    def note_prompt(
+        self, prompt_id: str, text: str, attachments: tuple[str, ...], turn_id: str, *, steered: bool = False
+    ) -> None:
         """A caller's prompt went to the agent, starting ``turn_id`` or steered into it."""
-        entry = Entry("prompt", "user", prompt_id, turn_id, status="steered" if steered else "started",
-                      attachments=tuple(attachments))  # fmt: skip
+        entry = Entry(
+            "prompt",
+            "user",
+            prompt_id,
+            turn_id,
+            status="steered" if steered else "started",
+            attachments=tuple(attachments),
+        )
         entry.parts.append(text)
         self.transcript.append(entry)
 
@@ -240,13 +269,21 @@ class Projections:
         self.phase = "closed"
         self.current_tool = None
 
-    def _turn_started(self, kind: TurnStarted, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
+    def _turn_started(
+        self, kind: TurnStarted, turn_info: TurnContext | None, extensions: dict[str, Any] | None
+    ) -> None:
         self.turn_id = turn_info.id if turn_info is not None else None
         self.turns += 1
         self.phase = "working"
 
-    def _delta(self, kind: TextDelta | ReasoningDelta | UserMessage, turn_info: TurnContext | None, entry_kind: EntryKind,
-               role: Literal["user", "assistant"], phase: Phase) -> None:  # fmt: skip
+    def _delta(
+        self,
+        kind: TextDelta | ReasoningDelta | UserMessage,
+        turn_info: TurnContext | None,
+        entry_kind: EntryKind,
+        role: Literal["user", "assistant"],
+        phase: Phase,
+    ) -> None:
         parent = turn_info.parent_tool_id if turn_info is not None else None
         key = (parent, kind.message_id, entry_kind)
         entry = self._messages.get(key)
@@ -262,13 +299,19 @@ class Projections:
     def _text(self, kind: TextDelta, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         self._delta(kind, turn_info, "message", "assistant", "responding")
 
-    def _reasoning(self, kind: ReasoningDelta, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
+    def _reasoning(
+        self, kind: ReasoningDelta, turn_info: TurnContext | None, extensions: dict[str, Any] | None
+    ) -> None:
         self._delta(kind, turn_info, "reasoning", "assistant", "thinking")
 
-    def _user_message(self, kind: UserMessage, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
+    def _user_message(
+        self, kind: UserMessage, turn_info: TurnContext | None, extensions: dict[str, Any] | None
+    ) -> None:
         self._delta(kind, turn_info, "message", "user", "working")
 
-    def _message_ended(self, kind: MessageEnded, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
+    def _message_ended(
+        self, kind: MessageEnded, turn_info: TurnContext | None, extensions: dict[str, Any] | None
+    ) -> None:
         parent = turn_info.parent_tool_id if turn_info is not None else None
         for entry_kind in ("message", "reasoning"):
             self._messages.pop((parent, kind.message_id, entry_kind), None)
@@ -292,7 +335,9 @@ class Projections:
             if self.phase == "tool":
                 self.phase = "working"
 
-    def _tool_output(self, kind: ToolOutputDelta, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
+    def _tool_output(
+        self, kind: ToolOutputDelta, turn_info: TurnContext | None, extensions: dict[str, Any] | None
+    ) -> None:
         entry = self._tools.get(kind.tool_id)
         if entry is not None:
             entry.append(kind.text)
@@ -300,24 +345,29 @@ class Projections:
     def _plan(self, kind: PlanUpdated, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         self.plan = list(kind.entries)
 
-    def _request_opened(self, kind: RequestOpened, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
+    def _request_opened(
+        self, kind: RequestOpened, turn_info: TurnContext | None, extensions: dict[str, Any] | None
+    ) -> None:
         request = kind.value
         turn_id = turn_info.id if turn_info is not None else None
         parent = turn_info.parent_tool_id if turn_info is not None else None
-        entry = Entry("request", "assistant", request.value.id, turn_id, parent,
-                      status="open", request=request)  # fmt: skip
+        entry = Entry("request", "assistant", request.value.id, turn_id, parent, status="open", request=request)
         self._requests[entry.id] = entry
         self.transcript.append(entry)
         self.phase = "needs_input"
 
-    def _request_closed(self, kind: RequestClosed, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
+    def _request_closed(
+        self, kind: RequestClosed, turn_info: TurnContext | None, extensions: dict[str, Any] | None
+    ) -> None:
         entry = self._requests.pop(kind.request_id, None)
         if entry is not None:
             entry.status = "answered" if entry.answer is not None else "closed"
         if not self._requests and self.phase == "needs_input":
             self.phase = "working" if self.turn_id is not None else "idle"
 
-    def _context_usage(self, kind: ContextUsage, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
+    def _context_usage(
+        self, kind: ContextUsage, turn_info: TurnContext | None, extensions: dict[str, Any] | None
+    ) -> None:
         usage = self.usage
         usage.used_tokens = kind.used_tokens
         usage.reports += 1

@@ -369,8 +369,13 @@ class Session:
         if not isinstance(text, str) or not all(isinstance(a, str) for a in attachments):
             raise InvalidRequest("a prompt is text plus attachment paths, all strings")
         # paused admission holds: nothing new starts or steers, the prompt waits in the queue
-        action = self._perform(self._turns.prompt(PromptInput(text, tuple(attachments)), held=self._admission.holds,
-                                                  can_steer=self._details().capabilities.has("Steer")))  # fmt: skip
+        action = self._perform(
+            self._turns.prompt(
+                PromptInput(text, tuple(attachments)),
+                held=self._admission.holds,
+                can_steer=self._details().capabilities.has("Steer"),
+            )
+        )
         if isinstance(action, StartTurn):
             await self._start_turn(action)
             return Delivery(prompt_id=action.prompt.prompt_id, kind=Started(turn_id=action.turn_id))
@@ -394,7 +399,7 @@ class Session:
             except ValidationError as err:
                 raise InvalidRequest(
                     f"not an Answer: {answer!r} (expected AnswerPermission, AnswerQuestion or their JSON)",
-                    "answers are {\"Permission\": choice} or {\"Question\": [...]}",
+                    'answers are {"Permission": choice} or {"Question": [...]}',
                 ) from err
         turns = self._turns
         turn, request = turns.take_request(request_id, lambda request: _validate_answer(request, answer))
@@ -559,8 +564,9 @@ class Session:
                 self._quiet_deadline = None
             elif cls is NotePrompt:
                 prompt = item.prompt
-                self.projections.note_prompt(prompt.prompt_id, prompt.input.text, prompt.input.attachments,
-                                             item.turn_id, steered=item.steered)  # fmt: skip
+                self.projections.note_prompt(
+                    prompt.prompt_id, prompt.input.text, prompt.input.attachments, item.turn_id, steered=item.steered
+                )
             elif cls is NoteAnswer:
                 self.projections.note_answer(item.request_id, item.answer)
             elif cls is SettleSteer:
@@ -602,9 +608,12 @@ class Session:
     async def _promote(self) -> None:
         # Idle, nothing left from the adapter, a prompt waiting, admission not held: start it (FIFO).
         reports = self._reports
-        action = self._perform(self._turns.promote(
-            held=self._admission.holds,
-            reports_waiting=reports is not None and bool(reports.statistics().current_buffer_used)))  # fmt: skip
+        action = self._perform(
+            self._turns.promote(
+                held=self._admission.holds,
+                reports_waiting=reports is not None and bool(reports.statistics().current_buffer_used),
+            )
+        )
         if action is not None:
             try:
                 await self._start_turn(action)
@@ -663,8 +672,14 @@ class Session:
         return True
 
     async def _on_event(self, report: EventReport) -> None:
-        action = self._perform(self._turns.event(report.kind, report.parent_tool_id, report.extensions,
-                                                 auto_approve=self.permission_mode == "AutoApprove"))  # fmt: skip
+        action = self._perform(
+            self._turns.event(
+                report.kind,
+                report.parent_tool_id,
+                report.extensions,
+                auto_approve=self.permission_mode == "AutoApprove",
+            )
+        )
         if isinstance(action, AutoApprove):
             await self._auto_approve(action.request)
 
@@ -772,8 +787,13 @@ class Session:
         killed = await self._kill_left(processes)
         if killed:
             self.killed_at_close = tuple(killed)
-            self._emit(diagnostic("Warning", f"the agent's processes {killed} were still running {grace:g} s after "
-                                             "close began (the adapter's close() left them); killed"))  # fmt: skip
+            self._emit(
+                diagnostic(
+                    "Warning",
+                    f"the agent's processes {killed} were still running {grace:g} s after "
+                    "close began (the adapter's close() left them); killed",
+                )
+            )
 
     def _processes(self) -> list[AgentProcess]:
         # The session's agent processes: those started while it connected, and the connection's own `process`

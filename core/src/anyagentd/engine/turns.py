@@ -50,16 +50,47 @@ from ..model import (
 )
 
 Phase = Literal["idle", "unacked", "running", "cancelling_unacked", "cancelling", "closed"]
-"""``idle``: no turn runs; ``unacked``: a prompted turn the agent has not acknowledged (``docs/engine.md#turnack-
-gating``); ``running``: an acknowledged turn; ``cancelling_unacked`` / ``cancelling``: the same once cancelled;
-``closed``: the session shut down (nothing starts any more)."""
-Report = Literal["prompt", "steer_failed", "steered", "ack", "event", "turn_ended", "start_failed", "promote",
-                 "answer", "answered", "cancel", "cancel_grace", "quiet", "compact", "dequeue", "shutdown"]  # fmt: skip
+"""``idle``: no turn runs; ``unacked``: a prompted turn the agent has not acknowledged
+(``docs/engine.md#turnack-gating``); ``running``: an acknowledged turn; ``cancelling_unacked`` /
+``cancelling``: the same once cancelled; ``closed``: the session shut down (nothing starts any more)."""
+Report = Literal[
+    "prompt",
+    "steer_failed",
+    "steered",
+    "ack",
+    "event",
+    "turn_ended",
+    "start_failed",
+    "promote",
+    "answer",
+    "answered",
+    "cancel",
+    "cancel_grace",
+    "quiet",
+    "compact",
+    "dequeue",
+    "shutdown",
+]
 
 PHASES: tuple[Phase, ...] = ("idle", "unacked", "running", "cancelling_unacked", "cancelling", "closed")
-REPORTS: tuple[Report, ...] = ("prompt", "steer_failed", "steered", "ack", "event", "turn_ended", "start_failed",
-                               "promote", "answer", "answered", "cancel", "cancel_grace", "quiet", "compact", "dequeue",
-                               "shutdown")  # fmt: skip
+REPORTS: tuple[Report, ...] = (
+    "prompt",
+    "steer_failed",
+    "steered",
+    "ack",
+    "event",
+    "turn_ended",
+    "start_failed",
+    "promote",
+    "answer",
+    "answered",
+    "cancel",
+    "cancel_grace",
+    "quiet",
+    "compact",
+    "dequeue",
+    "shutdown",
+)
 
 _TURN_PHASES: tuple[Phase, ...] = ("unacked", "running", "cancelling_unacked", "cancelling")
 
@@ -71,21 +102,25 @@ def _moves() -> dict[Phase, dict[Report, frozenset[Phase]]]:
         row: dict[Report, frozenset[Phase]] = {report: keep for report in REPORTS}
         table[phase] = row
     # Idle: a prompt or the head of the queue starts a turn (or queues), content opens an agent turn.
-    table["idle"].update({
-        "prompt": frozenset({"idle", "unacked"}),
-        "promote": frozenset({"idle", "unacked"}),
-        "event": frozenset({"idle", "running"}),
-        "compact": frozenset({"running"}),
-        "shutdown": frozenset({"closed"}),
-    })
+    table["idle"].update(
+        {
+            "prompt": frozenset({"idle", "unacked"}),
+            "promote": frozenset({"idle", "unacked"}),
+            "event": frozenset({"idle", "running"}),
+            "compact": frozenset({"running"}),
+            "shutdown": frozenset({"closed"}),
+        }
+    )
     for phase in _TURN_PHASES:
         row = table[phase]
-        row.update({
-            "compact": frozenset(),
-            "quiet": frozenset({"idle"}),
-            "start_failed": frozenset({phase, "idle"}),
-            "shutdown": frozenset({"closed"}),
-        })
+        row.update(
+            {
+                "compact": frozenset(),
+                "quiet": frozenset({"idle"}),
+                "start_failed": frozenset({phase, "idle"}),
+                "shutdown": frozenset({"closed"}),
+            }
+        )
     # The acknowledgement: frames from now on are the turn's.
     table["unacked"]["ack"] = frozenset({"running"})
     table["cancelling_unacked"]["ack"] = frozenset({"cancelling"})
@@ -255,7 +290,9 @@ class AutoApprove:
 
 
 REARM = Rearm()
-_MESSAGE_CLASSES: frozenset[type[TextDelta | ReasoningDelta | UserMessage]] = frozenset({TextDelta, ReasoningDelta, UserMessage})
+_MESSAGE_CLASSES: frozenset[type[TextDelta | ReasoningDelta | UserMessage]] = frozenset(
+    {TextDelta, ReasoningDelta, UserMessage}
+)
 CONTENT_KINDS = frozenset({"TextDelta", "ReasoningDelta", "UserMessage", "RequestOpened"})
 MESSAGE_KINDS = frozenset({"TextDelta", "ReasoningDelta", "UserMessage"})
 
@@ -430,8 +467,14 @@ class Turns:
         turn.open_messages[kind.message_id] = None
         return turn.context(parent_tool_id)
 
-    def event(self, kind: Any, parent_tool_id: str | None = None, extensions: dict[str, Any] | None = None, *,
-              auto_approve: bool = False) -> list[Any]:  # fmt: skip
+    def event(
+        self,
+        kind: Any,
+        parent_tool_id: str | None = None,
+        extensions: dict[str, Any] | None = None,
+        *,
+        auto_approve: bool = False,
+    ) -> list[Any]:
         """An event the adapter reported. Engine-owned kinds are dropped (a Warning); before the ack, content and
         ``MessageEnded`` are stale (dropped) and the rest passes with no turn_info; content while idle opens an
         agent-originated turn (not once closed: dropped); a ``Failed`` tool of a cancelled turn reads
@@ -564,8 +607,14 @@ class Turns:
         turn = self.turn
         if turn is None or turn.id != turn_id or self.closed:
             return []
-        out: list[Any] = [Emit(diagnostic("Warning", f"the agent did not end the turn within {grace:g} s of the "
-                                                     "cancel; ended Cancelled"), turn.context())]  # fmt: skip
+        out: list[Any] = [
+            Emit(
+                diagnostic(
+                    "Warning", f"the agent did not end the turn within {grace:g} s of the cancel; ended Cancelled"
+                ),
+                turn.context(),
+            )
+        ]
         self.owed_end = True
         self._end("Cancelled", out)
         self._check("cancel_grace", before)
@@ -625,8 +674,12 @@ class Turns:
         out.append(TurnOpened(turn.id))
         if prompt is not None:
             out.append(NotePrompt(prompt, turn.id))
-        out.append(Emit(TurnStarted(origin="Agent" if agent else PromptOrigin(value=prompt.prompt_id)),  # type: ignore[union-attr]
-                        turn.context()))  # fmt: skip
+        out.append(
+            Emit(
+                TurnStarted(origin="Agent" if agent else PromptOrigin(value=prompt.prompt_id)),  # type: ignore[union-attr]
+                turn.context(),
+            )
+        )
         self._status(out)
         out.append(REARM)
         return turn

@@ -30,9 +30,9 @@ def install_hint(transport: str) -> str:
     return mcp_install_hint(transport)
 
 
-def render_mcp_servers(servers: Sequence[McpServer], renderers: Renderers,
-                       transports: Mapping[str, McpTransportPlugin], *,
-                       agent: str) -> list[tuple[McpServer, Any]]:  # fmt: skip
+def render_mcp_servers(
+    servers: Sequence[McpServer], renderers: Renderers, transports: Mapping[str, McpTransportPlugin], *, agent: str
+) -> list[tuple[McpServer, Any]]:
     """Each server with its rendering for ``agent``, in order.
 
     Raises ``UnsupportedFeature`` when a server's transport plugin is not installed ("MCP transport Sse is not

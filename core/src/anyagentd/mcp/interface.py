@@ -71,8 +71,9 @@ class McpTransportPlugin(ABC):
     @staticmethod
     def invalid(server: McpServer, field: str, problem: str) -> InvalidConfiguration:
         """An ``InvalidConfiguration`` naming the server and the field."""
-        return InvalidConfiguration(f"MCP server {server.name!r}: {field} {problem}",
-                                    f"MCP server {server.name!r}: {field} {problem}")  # fmt: skip
+        return InvalidConfiguration(
+            f"MCP server {server.name!r}: {field} {problem}", f"MCP server {server.name!r}: {field} {problem}"
+        )
 
     @classmethod
     def validate_name(cls, server: McpServer) -> None:

@@ -47,9 +47,14 @@ def spawn_failed(detail: str) -> SpawnFailed:
     return err
 
 
-async def list_tools(name: str, transport: Callable[[], AbstractAsyncContextManager[Any]], *, timeout: float,
-                     spawn_errors: tuple[type[BaseException], ...] = (),
-                     stderr: Callable[[], str] | None = None) -> list[McpToolInfo]:  # fmt: skip
+async def list_tools(
+    name: str,
+    transport: Callable[[], AbstractAsyncContextManager[Any]],
+    *,
+    timeout: float,
+    spawn_errors: tuple[type[BaseException], ...] = (),
+    stderr: Callable[[], str] | None = None,
+) -> list[McpToolInfo]:
     """The tools of MCP server ``name`` reached through ``transport()`` (an SDK client transport).
 
     ``spawn_errors``: exception types meaning the server process could not be started (→ ``SpawnFailed``);

@@ -72,8 +72,9 @@ class MockAdapter(AgentAdapter):
     async def probe(self, installation: AgentInstallation) -> AgentDetails:
         return _details(self.script)
 
-    async def connect(self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink,
-                      *, no_tools: bool = False) -> AgentConnection:  # fmt: skip
+    async def connect(
+        self, installation: AgentInstallation, options: SessionOptions, link: AdapterLink, *, no_tools: bool = False
+    ) -> AgentConnection:
         self.render_mcp(options.mcp_servers, {})  # the scripted agent takes no MCP server: refuse them clearly
         return MockConnection(self.script, options, link)
 
@@ -125,8 +126,13 @@ class MockConnection(AgentConnection):
             await self.link.turn_ack()
             if steps is None:
                 # An exhausted script hangs (a stand-in for an agent that never ends its turn); say so once.
-                await self.link.emit(diagnostic("Warning", f"the mock's script has no turn {self._played + 1} "
-                                                           f"(it has {self._played}): this turn never ends; cancel it"))
+                await self.link.emit(
+                    diagnostic(
+                        "Warning",
+                        f"the mock's script has no turn {self._played + 1} "
+                        f"(it has {self._played}): this turn never ends; cancel it",
+                    )
+                )
                 await anyio.sleep_forever()
             else:
                 self._played += 1
@@ -194,4 +200,3 @@ class MockConnection(AgentConnection):
 
     async def kill(self) -> None:
         await self.close()
-

@@ -122,13 +122,17 @@ def _step_tag(value: object) -> str | None:
 
 Step = Annotated[
     Union[  # noqa: UP007 - a discriminated union built at runtime
-        Annotated[Emit, Tag("Emit")], Annotated[EmitWith, Tag("EmitWith")],
+        Annotated[Emit, Tag("Emit")],
+        Annotated[EmitWith, Tag("EmitWith")],
         Annotated[Literal["AwaitAnswer"], Tag("AwaitAnswer")],
-        Annotated[AwaitBranch, Tag("AwaitBranch")], Annotated[Literal["Die"], Tag("Die")], Annotated[End, Tag("End")],
-        Annotated[Sleep, Tag("Sleep")], Annotated[Repeat, Tag("Repeat")],
+        Annotated[AwaitBranch, Tag("AwaitBranch")],
+        Annotated[Literal["Die"], Tag("Die")],
+        Annotated[End, Tag("End")],
+        Annotated[Sleep, Tag("Sleep")],
+        Annotated[Repeat, Tag("Repeat")],
     ],
     Discriminator(_step_tag),
-]  # fmt: skip
+]
 # Repeat and AwaitBranch refer to Step before it exists: their (deferred) build on first use resolves it.
 
 

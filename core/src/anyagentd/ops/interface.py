@@ -168,7 +168,9 @@ class OpContext:
 
     principal: Principal
     runtime: Runtime | None
-    face: Any = None  # `Any`: the face's own type, which core does not know (an op writes `face: MyFace = context.face`)
+    face: Any = (
+        None  # `Any`: the face's own type, which core does not know (an op writes `face: MyFace = context.face`)
+    )
     task_id: str | None = None
     switches: Mapping[str, bool] = field(default_factory=dict)
 

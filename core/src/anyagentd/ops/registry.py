@@ -168,7 +168,8 @@ def _plain(model: type[BaseModel]) -> bool:
     if model.model_config.get("json_schema_extra") is not None:
         return False
     if getattr(model.__get_pydantic_json_schema__, "__func__", None) is not getattr(
-            BaseModel.__get_pydantic_json_schema__, "__func__", None):  # fmt: skip
+        BaseModel.__get_pydantic_json_schema__, "__func__", None
+    ):
         return False
     for field in model.model_fields.values():
         if field.validation_alias is not None and not isinstance(field.validation_alias, str):

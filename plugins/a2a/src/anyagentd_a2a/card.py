@@ -45,7 +45,9 @@ SCHEMA_PATH = "/a2a/ext/command/schema.json"
 """Where the daemon serves the command extension's schema (the card's ``params.schema`` is this on its URL)."""
 
 
-def build_card(loaded: Loaded, url: str, *, ops: list[tuple[str, str]] = (), schema_url: str | None = None) -> AgentCard:
+def build_card(
+    loaded: Loaded, url: str, *, ops: list[tuple[str, str]] = (), schema_url: str | None = None
+) -> AgentCard:
     """The public card; ``ops`` (``[(op, reply)]``) are the command-extension ops this instance serves (reserved
     ones never), ``schema_url`` where the daemon serves the extension's schema."""
     config = loaded.config
@@ -53,38 +55,65 @@ def build_card(loaded: Loaded, url: str, *, ops: list[tuple[str, str]] = (), sch
     card = AgentCard(
         name=f"anyagentd {agent}",
         description=f"Coding agent {agent!r} driven by anyagentd: each contextId is one conversation with the agent, "
-                    "each message one prompt run as a task.",
+        "each message one prompt run as a task.",
         version=__version__,
         supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")],
         capabilities=AgentCapabilities(
-            streaming=True, push_notifications=config.a2a.push.enabled, extended_agent_card=True,
-            extensions=[AgentExtension(uri=COMMAND_EXTENSION, required=False,
-                                       description="agentd command extension (status, workflows, admin)")],
+            streaming=True,
+            push_notifications=config.a2a.push.enabled,
+            extended_agent_card=True,
+            extensions=[
+                AgentExtension(
+                    uri=COMMAND_EXTENSION,
+                    required=False,
+                    description="agentd command extension (status, workflows, admin)",
+                )
+            ],
         ),
         default_input_modes=["text/plain", "application/json", "application/octet-stream"],
         default_output_modes=list(OUTPUT_MODES),
-        skills=[AgentSkill(id=agent, name=agent, tags=["coding", "agent"],
-                           description=f"A conversation with the coding agent {agent!r} in its working directory.")],
-    )  # fmt: skip
-    card.capabilities.extensions[0].params.update({
-        "dataPartKey": "agentd", "schema": schema_url or f"{url}{SCHEMA_PATH}",
-        "ops": [{"op": name, "reply": reply} for name, reply in ops],
-    })  # fmt: skip
+        skills=[
+            AgentSkill(
+                id=agent,
+                name=agent,
+                tags=["coding", "agent"],
+                description=f"A conversation with the coding agent {agent!r} in its working directory.",
+            )
+        ],
+    )
+    card.capabilities.extensions[0].params.update(
+        {
+            "dataPartKey": "agentd",
+            "schema": schema_url or f"{url}{SCHEMA_PATH}",
+            "ops": [{"op": name, "reply": reply} for name, reply in ops],
+        }
+    )
     if loaded.credentialed:
         card.security_schemes["bearer"].CopyFrom(
-            SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="bearer",
-                                                                            description="anyagentd bearer token")))
+            SecurityScheme(
+                http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="bearer", description="anyagentd bearer token")
+            )
+        )
         card.security_requirements.append(SecurityRequirement(schemes={"bearer": StringList()}))
     if config.a2a.device_grant.enabled:
         base = url.rstrip("/")
-        flow = DeviceCodeOAuthFlow(device_authorization_url=f"{base}/oauth2/device_authorization",
-                                   token_url=f"{base}/oauth2/token",
-                                   scopes={"user": "a user: its own tasks and conversations",
-                                           "operator": "an operator (approved as such only)"})  # fmt: skip
-        card.security_schemes["device"].CopyFrom(SecurityScheme(oauth2_security_scheme=OAuth2SecurityScheme(
-            description="sign in with the device authorization grant; an operator approves each device",
-            flows=OAuthFlows(device_code=flow), oauth2_metadata_url=f"{base}/.well-known/oauth-authorization-server",
-        )))  # fmt: skip
+        flow = DeviceCodeOAuthFlow(
+            device_authorization_url=f"{base}/oauth2/device_authorization",
+            token_url=f"{base}/oauth2/token",
+            scopes={
+                "user": "a user: its own tasks and conversations",
+                "operator": "an operator (approved as such only)",
+            },
+        )
+        card.security_schemes["device"].CopyFrom(
+            SecurityScheme(
+                oauth2_security_scheme=OAuth2SecurityScheme(
+                    description="sign in with the device authorization grant; an operator approves each device",
+                    flows=OAuthFlows(device_code=flow),
+                    oauth2_metadata_url=f"{base}/.well-known/oauth-authorization-server",
+                )
+            )
+        )
         card.security_requirements.append(SecurityRequirement(schemes={"device": StringList(list=["user"])}))
     return card
 
@@ -97,8 +126,13 @@ async def extend_for_caller(card: AgentCard, context: ServerCallContext) -> Agen
     principal = context.state.get("principal")
     if principal is not None:
         extended.capabilities.extensions[0].params.update(
-            {"principal": principal.id, "role": principal.role, "grants": list(principal.grants),
-             "methods": list(principal.methods)})
+            {
+                "principal": principal.id,
+                "role": principal.role,
+                "grants": list(principal.grants),
+                "methods": list(principal.methods),
+            }
+        )
     return extended
 
 
@@ -127,8 +161,9 @@ def card_route(card: AgentCard, *, modified: datetime | None = None) -> Any:
     def not_modified(request: Request) -> bool:
         tags = request.headers.get("if-none-match")
         if tags is not None:
-            return any(t.strip() == "*" or t.strip().removeprefix("W/") == etag.removeprefix("W/")
-                       for t in tags.split(","))  # fmt: skip
+            return any(
+                t.strip() == "*" or t.strip().removeprefix("W/") == etag.removeprefix("W/") for t in tags.split(",")
+            )
         since = request.headers.get("if-modified-since")
         if since:
             try:

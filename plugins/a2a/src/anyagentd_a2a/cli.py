@@ -49,20 +49,43 @@ def _preflight(loaded: Any, mock_script: str | None) -> Any:
 
 
 @click.group(invoke_without_command=True)
-@click.option("--config", "config_path", metavar="FILE", type=click.Path(dir_okay=False),
-              help="TOML configuration ([agent], [a2a]); default: the embedded mock agent on loopback.")
-@click.option("--check-config", "check_path", metavar="FILE", type=click.Path(dir_okay=False),
-              help="Check FILE as the start does (secrets, files, directories, installed agents and MCP "
-                   "transports, workflow steps and commands; grants matching no op are warnings) and exit: 0 if "
-                   "it can be served, 2 with a line per problem naming its key.")  # fmt: skip
+@click.option(
+    "--config",
+    "config_path",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="TOML configuration ([agent], [a2a]); default: the embedded mock agent on loopback.",
+)
+@click.option(
+    "--check-config",
+    "check_path",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="Check FILE as the start does (secrets, files, directories, installed agents and MCP "
+    "transports, workflow steps and commands; grants matching no op are warnings) and exit: 0 if "
+    "it can be served, 2 with a line per problem naming its key.",
+)
 @click.option("--listen", metavar="HOST:PORT", help="Override a2a.listen; port 0 binds a free port.")
-@click.option("--mock", "mock_script", metavar="SCRIPT",
-              help="Script for the scripted agent `mock`: a JSON file or a shipped example name.")
-@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Where the task database and conversation files live (default ~/.local/state/anyagentd/a2a).")
+@click.option(
+    "--mock",
+    "mock_script",
+    metavar="SCRIPT",
+    help="Script for the scripted agent `mock`: a JSON file or a shipped example name.",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the task database and conversation files live (default ~/.local/state/anyagentd/a2a).",
+)
 @click.pass_context
-def a2a(ctx: click.Context, config_path: str | None, check_path: str | None, listen: str | None,
-        mock_script: str | None, state_dir: Path | None) -> None:  # fmt: skip
+def a2a(
+    ctx: click.Context,
+    config_path: str | None,
+    check_path: str | None,
+    listen: str | None,
+    mock_script: str | None,
+    state_dir: Path | None,
+) -> None:
     """Serve the configured agent over A2A 1.0 (JSON-RPC over HTTP); or sign in to one and talk to it (the
     subcommands)."""
     if ctx.invoked_subcommand is not None:
@@ -109,16 +132,26 @@ def a2a(ctx: click.Context, config_path: str | None, check_path: str | None, lis
     from .store import StoreUnavailable
 
     try:
-        code = anyio.run(serve, loaded, Options(listen=listen, mock_script=mock_script, state_dir=state_dir,
-                                                config_path=config_path, plugins=loaded_plugins()))
+        code = anyio.run(
+            serve,
+            loaded,
+            Options(
+                listen=listen,
+                mock_script=mock_script,
+                state_dir=state_dir,
+                config_path=config_path,
+                plugins=loaded_plugins(),
+            ),
+        )
     except ConfigError as err:
         _config_error(err)
     except (StoreUnavailable, StateDirUnusable) as err:
         click.echo(f"anyagentd a2a: {err}", err=True)
         sys.exit(1)
     except OSError as err:
-        click.echo(f"anyagentd a2a: cannot listen on {listen or loaded.config.a2a.listen}: {err.strerror or err}",
-                   err=True)  # fmt: skip
+        click.echo(
+            f"anyagentd a2a: cannot listen on {listen or loaded.config.a2a.listen}: {err.strerror or err}", err=True
+        )
         sys.exit(1)
     except AnyagentError as err:
         click.echo(f"anyagentd a2a: {err.kind}: {err.message}", err=True)
@@ -128,12 +161,21 @@ def a2a(ctx: click.Context, config_path: str | None, check_path: str | None, lis
 
 # -- the client side for people -------------------------------------------------------------------------------
 
-TOKEN_OPTION = click.option("--token", envvar="ANYAGENTD_A2A_TOKEN", metavar="TOKEN",
-                            help="Bearer token (default: $ANYAGENTD_A2A_TOKEN, else the one `login` stored).")
-CACERT_OPTION = click.option("--cacert", envvar="ANYAGENTD_A2A_CACERT", metavar="FILE",
-                             type=click.Path(dir_okay=False),
-                             help="Verify the daemon's TLS certificate against the CA certificates in this PEM file "
-                                  "only (default: $ANYAGENTD_A2A_CACERT, else the system's trust store).")  # fmt: skip
+TOKEN_OPTION = click.option(
+    "--token",
+    envvar="ANYAGENTD_A2A_TOKEN",
+    metavar="TOKEN",
+    help="Bearer token (default: $ANYAGENTD_A2A_TOKEN, else the one `login` stored).",
+)
+CACERT_OPTION = click.option(
+    "--cacert",
+    envvar="ANYAGENTD_A2A_CACERT",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="Verify the daemon's TLS certificate against the CA certificates in this PEM file "
+    "only (default: $ANYAGENTD_A2A_CACERT, else the system's trust store).",
+)
+
 
 def _fail(err: Exception, cacert: str | None = None) -> NoReturn:
     """One line on stderr for ``err`` (a certificate not trusted says how to trust it), exit 1."""
@@ -148,8 +190,9 @@ def _fail(err: Exception, cacert: str | None = None) -> NoReturn:
 
 def _interrupted() -> NoReturn:
     """Ctrl-C: one line, exit 130."""
-    click.echo("anyagentd a2a: interrupted (a task the daemon started goes on; see `anyagentd a2a tasks URL`)",
-               err=True)  # fmt: skip
+    click.echo(
+        "anyagentd a2a: interrupted (a task the daemon started goes on; see `anyagentd a2a tasks URL`)", err=True
+    )
     sys.exit(130)
 
 
@@ -219,8 +262,13 @@ def _stopped(ctx: click.Context, url: str, task: dict[str, Any]) -> None:
 
 @a2a.command(short_help="Sign in with the device grant; stores the token.")
 @click.argument("url")
-@click.option("--scope", type=click.Choice(["user", "operator"]), default="user", show_default=True,
-              help="What to ask for; the approving operator may narrow it, never widen it.")
+@click.option(
+    "--scope",
+    type=click.Choice(["user", "operator"]),
+    default="user",
+    show_default=True,
+    help="What to ask for; the approving operator may narrow it, never widen it.",
+)
 @CACERT_OPTION
 def login(url: str, scope: str, cacert: str | None) -> None:
     """Sign in to the daemon at URL with the device grant: shows a code for an operator to approve, waits, and
@@ -247,16 +295,24 @@ def login(url: str, scope: str, cacert: str | None) -> None:
 @TOKEN_OPTION
 @CACERT_OPTION
 @click.pass_context
-def send(ctx: click.Context, url: str, text: str, context_id: str | None, task_id: str | None, token: str | None,
-         cacert: str | None) -> None:  # fmt: skip
+def send(
+    ctx: click.Context,
+    url: str,
+    text: str,
+    context_id: str | None,
+    task_id: str | None,
+    token: str | None,
+    cacert: str | None,
+) -> None:
     """Send TEXT to the agent at URL as one message; prints the answer on stdout (for a task that waits for
     input, its question), the task's id, state and contextId on stderr. Exits 0 when the task completed, 2 when
     it waits for input (stderr names the command that answers it: `send URL allow --task-id ID`), 1 otherwise."""
     from .client import question_text, task_text
     from .client import send as run_send
 
-    state, task = _run(lambda: run_send(url, text, _token(url, token), context_id=context_id, task_id=task_id,
-                                        cacert=cacert), cacert)  # fmt: skip
+    state, task = _run(
+        lambda: run_send(url, text, _token(url, token), context_id=context_id, task_id=task_id, cacert=cacert), cacert
+    )
     answer = question_text(task) if state == "TASK_STATE_INPUT_REQUIRED" else task_text(task)
     if answer:
         click.echo(answer)
@@ -323,15 +379,27 @@ def _no_constant(name: str) -> Any:
 @a2a.command("op", short_help="Run any command op; prints its result as JSON.")
 @click.argument("url")
 @click.argument("op_name", metavar="OP")
-@click.option("--arg", "pairs", multiple=True, metavar="KEY=VALUE",
-              help="One argument (repeatable); VALUE is parsed as JSON when it is JSON (5, true, {\"a\": 1}, "
-                   "\"5\"), else taken as text.")  # fmt: skip
+@click.option(
+    "--arg",
+    "pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help='One argument (repeatable); VALUE is parsed as JSON when it is JSON (5, true, {"a": 1}, '
+    '"5"), else taken as text.',
+)
 @click.option("--args", "args_json", metavar="JSON", help="All the arguments as one JSON object (not with --arg).")
 @TOKEN_OPTION
 @CACERT_OPTION
 @click.pass_context
-def op_command(ctx: click.Context, url: str, op_name: str, pairs: tuple[str, ...], args_json: str | None,
-               token: str | None, cacert: str | None) -> None:  # fmt: skip
+def op_command(
+    ctx: click.Context,
+    url: str,
+    op_name: str,
+    pairs: tuple[str, ...],
+    args_json: str | None,
+    token: str | None,
+    cacert: str | None,
+) -> None:
     """Run the command op OP (`status`, `workflow.run`, `run.get`, `admin.pause`, `auth.device.approve`, ...) at
     URL with its arguments: the command extension activated and the message marked for you. Prints the op's result
     as JSON on stdout (keys in the daemon's order, whole numbers as integers; `null` for an op that has none) and
@@ -388,14 +456,25 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
 @a2a.command(short_help="List your tasks.")
 @click.argument("url")
 @click.option("--context", "context_id", metavar="ID", help="Only the tasks of this conversation (contextId).")
-@click.option("--state", metavar="STATE", help="Only the tasks in this state (A2A's TASK_STATE_ names, lowercased "
-              "and without the prefix: working, input_required, completed, ...).")  # fmt: skip
+@click.option(
+    "--state",
+    metavar="STATE",
+    help="Only the tasks in this state (A2A's TASK_STATE_ names, lowercased "
+    "and without the prefix: working, input_required, completed, ...).",
+)
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most this many tasks.")
 @click.option("--json", "as_json", is_flag=True, help="Print the tasks (A2A Task JSON, no history) as a JSON array.")
 @TOKEN_OPTION
 @CACERT_OPTION
-def tasks(url: str, context_id: str | None, state: str | None, limit: int, as_json: bool, token: str | None,
-          cacert: str | None) -> None:  # fmt: skip
+def tasks(
+    url: str,
+    context_id: str | None,
+    state: str | None,
+    limit: int,
+    as_json: bool,
+    token: str | None,
+    cacert: str | None,
+) -> None:
     """List your tasks at URL (ListTasks; the operator sees everyone's), newest first: id, context, state and
     last update, as a table on stdout, or JSON with --json."""
     from .client import ClientError, list_tasks, task_state
@@ -407,17 +486,29 @@ def tasks(url: str, context_id: str | None, state: str | None, limit: int, as_js
         if key not in labels():
             _fail(ClientError(f"--state {state!r} is not a task state: {', '.join(labels())}"))
         wanted = f"TASK_STATE_{key.upper()}"
-    found = _run(lambda: list_tasks(url, _token(url, token), context_id=context_id, state=wanted, limit=limit,
-                                    cacert=cacert), cacert)  # fmt: skip
+    found = _run(
+        lambda: list_tasks(url, _token(url, token), context_id=context_id, state=wanted, limit=limit, cacert=cacert),
+        cacert,
+    )
     if as_json:
         _print_json(found)
         return
     if not found:
         click.echo("no tasks", err=True)
         return
-    _table("Tasks", ["id", "context", "state", "updated"],
-           [[str(t.get("id")), str(t.get("contextId")), task_state(t).removeprefix("TASK_STATE_").lower(),
-             _when(t.get("status", {}).get("timestamp"))] for t in found])  # fmt: skip
+    _table(
+        "Tasks",
+        ["id", "context", "state", "updated"],
+        [
+            [
+                str(t.get("id")),
+                str(t.get("contextId")),
+                task_state(t).removeprefix("TASK_STATE_").lower(),
+                _when(t.get("status", {}).get("timestamp")),
+            ]
+            for t in found
+        ],
+    )
 
 
 @a2a.command(short_help="List the workflow runs.")
@@ -437,6 +528,8 @@ def runs(url: str, as_json: bool, token: str | None, cacert: str | None) -> None
     if not found:
         click.echo("no runs", err=True)
         return
-    _table("Workflow runs", ["run", "workflow", "status", "error"],
-           [[str(r.get("run")), str(r.get("workflow")), str(r.get("status")), str(r.get("error") or "-")]
-            for r in found])  # fmt: skip
+    _table(
+        "Workflow runs",
+        ["run", "workflow", "status", "error"],
+        [[str(r.get("run")), str(r.get("workflow")), str(r.get("status")), str(r.get("error") or "-")] for r in found],
+    )

@@ -61,11 +61,21 @@ class OpRefused(ClientError):
         self.message = str(error.get("message") or "")
         data = error.get("data")
         details = [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
-        self.reason = next((str(d.get("reason")) for d in details if str(d.get("@type", "")).endswith(".ErrorInfo")
-                            and d.get("reason")), None)  # fmt: skip
-        self.violations = [f"{v.get('field')}: {v.get('description')}" for d in details
-                           if str(d.get("@type", "")).endswith(".BadRequest")
-                           for v in d.get("fieldViolations") or [] if isinstance(v, dict)]  # fmt: skip
+        self.reason = next(
+            (
+                str(d.get("reason"))
+                for d in details
+                if str(d.get("@type", "")).endswith(".ErrorInfo") and d.get("reason")
+            ),
+            None,
+        )
+        self.violations = [
+            f"{v.get('field')}: {v.get('description')}"
+            for d in details
+            if str(d.get("@type", "")).endswith(".BadRequest")
+            for v in d.get("fieldViolations") or []
+            if isinstance(v, dict)
+        ]
         line = f"{what} refused: {self.code}" + (f" {self.reason}" if self.reason else "") + f": {self.message}"
         if self.violations:
             line += f" ({'; '.join(self.violations)})"
@@ -134,8 +144,11 @@ def store_token(url: str, body: dict[str, Any], path: Path | None = None) -> Pat
         current = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         current = {}
-    current[_key(url)] = {"access_token": body["access_token"], "scope": body.get("scope"),
-                          "obtained_at": int(time.time())}  # fmt: skip
+    current[_key(url)] = {
+        "access_token": body["access_token"],
+        "scope": body.get("scope"),
+        "obtained_at": int(time.time()),
+    }
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat.S_IRUSR | stat.S_IWUSR)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump(current, handle)
@@ -143,9 +156,15 @@ def store_token(url: str, body: dict[str, Any], path: Path | None = None) -> Pat
     return path
 
 
-def login(url: str, *, scope: str = "user", say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
-          sleep: Callable[[float], None] = time.sleep, timeout: float = 900,
-          cacert: str | Path | None = None) -> dict[str, Any]:  # fmt: skip
+def login(
+    url: str,
+    *,
+    scope: str = "user",
+    say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
+    sleep: Callable[[float], None] = time.sleep,
+    timeout: float = 900,
+    cacert: str | Path | None = None,
+) -> dict[str, Any]:
     """Run the device grant against ``url`` (its certificate verified against ``cacert``); returns the token
     response. Raises :class:`ClientError`."""
     base = _key(url)
@@ -165,16 +184,20 @@ def login(url: str, *, scope: str = "user", say: Callable[[str], None] = lambda 
         needed = {"device_code", "user_code", "verification_uri", "expires_in"}
         if not isinstance(pair, dict) or not needed <= set(pair):
             raise ClientError(f"{base} does not serve the device grant (no code pair in its answer)")
-        say(f"To sign in, have an operator approve the code {pair['user_code']} "
-            f"(verification URI: {pair['verification_uri']}).")  # fmt: skip
+        say(
+            f"To sign in, have an operator approve the code {pair['user_code']} "
+            f"(verification URI: {pair['verification_uri']})."
+        )
         say(f"Waiting for approval (the code expires in {pair['expires_in']} s)...")
         interval = float(pair.get("interval", 5))
         deadline = time.monotonic() + min(timeout, float(pair["expires_in"]))
         while time.monotonic() < deadline:
             sleep(interval)
             try:
-                polled = http.post(f"{base}/oauth2/token", data={"grant_type": GRANT_TYPE, "client_id": CLIENT_ID,
-                                                                 "device_code": pair["device_code"]})  # fmt: skip
+                polled = http.post(
+                    f"{base}/oauth2/token",
+                    data={"grant_type": GRANT_TYPE, "client_id": CLIENT_ID, "device_code": pair["device_code"]},
+                )
             except httpx.HTTPError as err:
                 raise ClientError(f"lost {base} while waiting for approval: {err}") from None
             if polled.status_code == 200:
@@ -233,8 +256,9 @@ def _transport_failed(err: BaseException) -> bool:
 
 
 @asynccontextmanager
-async def connect(url: str, token: str | None, *, command: bool = False, timeout: float = 600.0,
-                  cacert: str | Path | None = None) -> AsyncIterator[Any]:  # fmt: skip
+async def connect(
+    url: str, token: str | None, *, command: bool = False, timeout: float = 600.0, cacert: str | Path | None = None
+) -> AsyncIterator[Any]:
     """The official a2a-sdk client (unary sends) of the agent at ``url``, built from its card, presenting
     ``token``; with ``command`` every request activates the command extension (the ``A2A-Extensions`` header).
     ``timeout``: seconds one request may take (10 s to connect); ``cacert``: see :func:`tls_verify`. Raises
@@ -242,8 +266,9 @@ async def connect(url: str, token: str | None, *, command: bool = False, timeout
     from a2a.client import ClientConfig, ClientFactory
 
     headers = _headers(token, command=command)
-    async with httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(timeout, connect=10),
-                                 verify=tls_verify(cacert)) as http:  # fmt: skip
+    async with httpx.AsyncClient(
+        headers=headers, timeout=httpx.Timeout(timeout, connect=10), verify=tls_verify(cacert)
+    ) as http:
         try:
             client = await ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create_from_url(url)
         except Exception as err:  # noqa: BLE001 - the SDK raises many kinds; the person needs one line
@@ -265,10 +290,18 @@ async def _send_one(client: Any, message: Any, *, immediately: bool = False) -> 
     return MessageToDict(responses[-1]) if responses else {}
 
 
-async def send(url: str, text: str, token: str | None, *, context_id: str | None = None,
-               task_id: str | None = None, metadata: dict[str, Any] | None = None,
-               immediately: bool = False, cacert: str | Path | None = None,
-               poll: float = 1.0) -> tuple[str, dict[str, Any]]:  # fmt: skip
+async def send(
+    url: str,
+    text: str,
+    token: str | None,
+    *,
+    context_id: str | None = None,
+    task_id: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    immediately: bool = False,
+    cacert: str | Path | None = None,
+    poll: float = 1.0,
+) -> tuple[str, dict[str, Any]]:
     """Send ``text`` as a message with the a2a-sdk client (unary; in the conversation ``context_id``, carrying
     ``metadata``); returns ``(state, task_json)`` of the task it ran as, once it ended or waits for input (with
     ``immediately``: as it stands at once). ``task_id`` continues that task: the answer to one that waits for
@@ -337,8 +370,12 @@ async def command_with(client: Any, op: str, args: dict[str, Any] | None = None)
     from google.protobuf.struct_pb2 import Value
 
     envelope = {DATA_PART_KEY: {"op": op, **(args or {})}}
-    message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, extensions=[COMMAND_URI],
-                      parts=[Part(data=ParseDict(envelope, Value()), media_type=RESULT_MEDIA_TYPE)])  # fmt: skip
+    message = Message(
+        message_id=str(uuid.uuid4()),
+        role=Role.ROLE_USER,
+        extensions=[COMMAND_URI],
+        parts=[Part(data=ParseDict(envelope, Value()), media_type=RESULT_MEDIA_TYPE)],
+    )
     try:
         payload = await _send_one(client, message)
     except Exception as err:  # noqa: BLE001 - the SDK raises many kinds; the caller needs one line
@@ -349,8 +386,15 @@ async def command_with(client: Any, op: str, args: dict[str, Any] | None = None)
     return next((p["data"] for p in parts if "data" in p), {})
 
 
-async def command(url: str, op: str, token: str | None, args: dict[str, Any] | None = None, *,
-                  timeout: float = 60.0, cacert: str | Path | None = None) -> dict[str, Any]:  # fmt: skip
+async def command(
+    url: str,
+    op: str,
+    token: str | None,
+    args: dict[str, Any] | None = None,
+    *,
+    timeout: float = 60.0,
+    cacert: str | Path | None = None,
+) -> dict[str, Any]:
     """:func:`run_op` for callers that want one document: a ``message`` op's result, or a ``task`` op's Task
     (proto3 JSON, as last read). ``timeout``: seconds a message op may take. Raises :class:`ClientError`
     (unreachable, or refused: :class:`OpRefused`)."""
@@ -408,8 +452,9 @@ class Session:
         self.ops = ops
         """What the card's command extension lists: op → reply kind (``message`` / ``task``)."""
 
-    async def call(self, method: str, params: dict[str, Any], *, what: str | None = None,
-                   unbounded: bool = False) -> dict[str, Any]:  # fmt: skip
+    async def call(
+        self, method: str, params: dict[str, Any], *, what: str | None = None, unbounded: bool = False
+    ) -> dict[str, Any]:
         """``method`` with ``params``; returns the reply's ``result``. ``what``: how a refusal names the request
         (default: the method). ``unbounded``: wait for the reply as long as it takes (else the session's
         timeout). Raises :class:`OpRefused` (a JSON-RPC error) or :class:`ClientError` (lost connection, not
@@ -422,8 +467,9 @@ class Session:
         except httpx.TransportError as err:
             if isinstance(err, (httpx.ConnectError, httpx.ConnectTimeout)):
                 raise _unreachable(self.url, err) from None
-            raise ClientError(f"lost the connection to {_key(self.url)} before its answer to {what}: "
-                              f"{_said(err)}") from None  # fmt: skip
+            raise ClientError(
+                f"lost the connection to {_key(self.url)} before its answer to {what}: {_said(err)}"
+            ) from None
         try:
             reply = response.json()
         except ValueError:
@@ -433,8 +479,10 @@ class Session:
             hint = f"; sign in with `anyagentd a2a login {_key(self.url)}`" if unauthenticated else ""
             raise OpRefused(what, reply["error"], hint)
         if response.status_code != 200 or not isinstance(reply, dict) or not isinstance(reply.get("result"), dict):
-            raise ClientError(f"{what} refused: {_key(self.url)} answered HTTP {response.status_code} "
-                              f"{response.reason_phrase}, not a JSON-RPC result")  # fmt: skip
+            raise ClientError(
+                f"{what} refused: {_key(self.url)} answered HTTP {response.status_code} "
+                f"{response.reason_phrase}, not a JSON-RPC result"
+            )
         return reply["result"]
 
     async def op(self, op: str, args: dict[str, Any] | None = None, *, poll: float = 1.0) -> OpReply:
@@ -444,8 +492,12 @@ class Session:
         as the task takes to stop: the unary send answers when it ends or needs input, and a task that is still
         running in that answer is read again (GetTask every ``poll`` seconds) until it stops (:data:`STOPPED`).
         Returns an :class:`OpReply`. Raises :class:`OpRefused` (the op refused) or :class:`ClientError`."""
-        message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "extensions": [COMMAND_URI],
-                   "parts": [{"data": {DATA_PART_KEY: {"op": op, **(args or {})}}, "mediaType": RESULT_MEDIA_TYPE}]}
+        message = {
+            "messageId": str(uuid.uuid4()),
+            "role": "ROLE_USER",
+            "extensions": [COMMAND_URI],
+            "parts": [{"data": {DATA_PART_KEY: {"op": op, **(args or {})}}, "mediaType": RESULT_MEDIA_TYPE}],
+        }
         result = await self.call("SendMessage", {"message": message}, what=op, unbounded=self.ops.get(op) == "task")
         if isinstance(result.get("message"), dict):
             parts = result["message"].get("parts") or []
@@ -461,16 +513,20 @@ class Session:
         task = whole_numbers(task)
         return OpReply("task", task_result(task), task)
 
-    async def tasks(self, *, context_id: str | None = None, state: str | None = None,
-                    limit: int = 50) -> list[dict[str, Any]]:  # fmt: skip
+    async def tasks(
+        self, *, context_id: str | None = None, state: str | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
         """ListTasks: the caller's tasks (the operator's: everyone's), newest first as the agent orders them, at
         most ``limit`` (following ``nextPageToken``), in ``context_id`` and in ``state`` (``TASK_STATE_…``) when
         given; without history or artifacts. Each task as the agent wrote it, :func:`whole_numbers` applied."""
         found: list[dict[str, Any]] = []
         token = ""
         while len(found) < limit:
-            params: dict[str, Any] = {"pageSize": min(limit - len(found), 100), "historyLength": 0,
-                                      "includeArtifacts": False}  # fmt: skip
+            params: dict[str, Any] = {
+                "pageSize": min(limit - len(found), 100),
+                "historyLength": 0,
+                "includeArtifacts": False,
+            }
             if context_id:
                 params["contextId"] = context_id
             if state:
@@ -497,8 +553,9 @@ def _card_ops(card: Any) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def session(url: str, token: str | None, *, cacert: str | Path | None = None,
-                  timeout: float = 60.0) -> AsyncIterator[Session]:  # fmt: skip
+async def session(
+    url: str, token: str | None, *, cacert: str | Path | None = None, timeout: float = 60.0
+) -> AsyncIterator[Session]:
     """A :class:`Session` with the agent at ``url``: its card read with the a2a-sdk's resolver, every request
     carrying ``token``, ``A2A-Version: 1.0`` and the command extension's activation (``A2A-Extensions``), the
     certificate verified per ``cacert`` (:func:`tls_verify`); ``timeout``: seconds a request may take by default
@@ -506,8 +563,9 @@ async def session(url: str, token: str | None, *, cacert: str | Path | None = No
     from a2a.client import A2ACardResolver
 
     headers = _headers(token, command=True)
-    async with httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(timeout, connect=10),
-                                 verify=tls_verify(cacert)) as http:  # fmt: skip
+    async with httpx.AsyncClient(
+        headers=headers, timeout=httpx.Timeout(timeout, connect=10), verify=tls_verify(cacert)
+    ) as http:
         try:
             card = await A2ACardResolver(http, url).get_agent_card()
         except Exception as err:  # noqa: BLE001 - the SDK raises many kinds; the person needs one line
@@ -518,16 +576,30 @@ async def session(url: str, token: str | None, *, cacert: str | Path | None = No
         yield Session(url, http, endpoint, _card_ops(card))
 
 
-async def run_op(url: str, op: str, token: str | None, args: dict[str, Any] | None = None, *,
-                 cacert: str | Path | None = None, timeout: float = 60.0) -> OpReply:  # fmt: skip
+async def run_op(
+    url: str,
+    op: str,
+    token: str | None,
+    args: dict[str, Any] | None = None,
+    *,
+    cacert: str | Path | None = None,
+    timeout: float = 60.0,
+) -> OpReply:
     """:meth:`Session.op` on a :func:`session` made for this one op. Raises :class:`ClientError` (unreachable,
     or refused: :class:`OpRefused`)."""
     async with session(url, token, cacert=cacert, timeout=timeout) as daemon:
         return await daemon.op(op, args)
 
 
-async def list_tasks(url: str, token: str | None, *, context_id: str | None = None, state: str | None = None,
-                     limit: int = 50, cacert: str | Path | None = None) -> list[dict[str, Any]]:  # fmt: skip
+async def list_tasks(
+    url: str,
+    token: str | None,
+    *,
+    context_id: str | None = None,
+    state: str | None = None,
+    limit: int = 50,
+    cacert: str | Path | None = None,
+) -> list[dict[str, Any]]:
     """:meth:`Session.tasks` on a :func:`session` of ``url``. Raises :class:`ClientError`."""
     async with session(url, token, cacert=cacert) as daemon:
         return await daemon.tasks(context_id=context_id, state=state, limit=limit)
@@ -570,6 +642,7 @@ def answer_hint(url: str, task: dict[str, Any], *, extra: str = "") -> str:
     ready to paste: ``answer (allow, always or deny): anyagentd a2a send URL allow --task-id ID`` + ``extra``
     (options to keep, e.g. ``--cacert FILE``; already shell-quoted). The words are the request's: a permission's
     offered allow/always/deny, a question's choice labels (and free text where allowed)."""
+
     def command(answer: str) -> str:
         task_id = shlex.quote(str(task.get("id")))
         return f"anyagentd a2a send {shlex.quote(_key(url))} {answer} --task-id {task_id}{extra}"
@@ -581,8 +654,10 @@ def answer_hint(url: str, task: dict[str, Any], *, extra: str = "") -> str:
         return f"answer ({_or(offered)}): " + command(offered[0])
     questions = (request.get("Question") or {}).get("questions") or [] if "Question" in request else []
     if len(questions) > 1:
-        return (f"task {task.get('id')} asks {len(questions)} questions at once: answer it with a message holding "
-                "a DataPart with the Answer JSON ({\"Question\": [...]}); `anyagentd a2a send` sends one text")
+        return (
+            f"task {task.get('id')} asks {len(questions)} questions at once: answer it with a message holding "
+            'a DataPart with the Answer JSON ({"Question": [...]}); `anyagentd a2a send` sends one text'
+        )
     if questions:
         labels = [str(c.get("label")) for c in questions[0].get("choices") or [] if c.get("label")]
         free = bool(questions[0].get("allows_free_text"))
@@ -597,7 +672,30 @@ def _or(words: list[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + f" or {words[-1]}"
 
 
-__all__ = ["STOPPED", "ClientError", "OpRefused", "OpReply", "Session", "UntrustedCertificate", "answer_hint",
-           "command", "command_with", "connect", "credentials_path", "list_runs", "list_tasks", "load_token", "login",
-           "open_request", "question_text", "run_op", "send", "session", "store_token", "task_result", "task_state",
-           "task_text", "tls_verify"]
+__all__ = [
+    "STOPPED",
+    "ClientError",
+    "OpRefused",
+    "OpReply",
+    "Session",
+    "UntrustedCertificate",
+    "answer_hint",
+    "command",
+    "command_with",
+    "connect",
+    "credentials_path",
+    "list_runs",
+    "list_tasks",
+    "load_token",
+    "login",
+    "open_request",
+    "question_text",
+    "run_op",
+    "send",
+    "session",
+    "store_token",
+    "task_result",
+    "task_state",
+    "task_text",
+    "tls_verify",
+]

@@ -60,8 +60,13 @@ CONFIG_BYTES = 1024 * 1024
 SECRET_FILE_BYTES = 64 * 1024
 """The largest ``{{secret-file:…}}`` read (64 KiB): a credential is a line, not a file's worth."""
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 class Unreadable(Exception):
@@ -117,16 +122,19 @@ def check_store_url(url: str) -> None:
     try:
         parsed = make_url(url)
     except ArgumentError:
-        raise ValueError("not a database URL (dialect+driver://user:password@host/database, e.g. "
-                         "sqlite+aiosqlite:///path/a2a.db or postgresql+asyncpg://host/db)") from None  # fmt: skip
+        raise ValueError(
+            "not a database URL (dialect+driver://user:password@host/database, e.g. "
+            "sqlite+aiosqlite:///path/a2a.db or postgresql+asyncpg://host/db)"
+        ) from None
     shown = parsed.render_as_string(hide_password=True)
     try:
         dialect = parsed.get_dialect()
     except NoSuchModuleError:
         raise ValueError(f"{shown}: SQLAlchemy has no database {parsed.drivername!r}") from None
     if not getattr(dialect, "is_async", False):
-        raise ValueError(f"{shown}: {parsed.drivername!r} is not an async driver "
-                         "(sqlite+aiosqlite, postgresql+asyncpg)")  # fmt: skip
+        raise ValueError(
+            f"{shown}: {parsed.drivername!r} is not an async driver (sqlite+aiosqlite, postgresql+asyncpg)"
+        )
     try:
         dialect.import_dbapi()
     except ImportError as err:
@@ -278,8 +286,10 @@ def check_http_url(value: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError(shape)
     if "@" in parts.netloc:
-        raise ValueError(f"{shown!r} carries a user name or password (user:password@): the card would publish it "
-                         "to every client; give the URL without it")  # fmt: skip
+        raise ValueError(
+            f"{shown!r} carries a user name or password (user:password@): the card would publish it "
+            "to every client; give the URL without it"
+        )
     if not parts.hostname or not _NETLOC.match(parts.netloc):
         raise ValueError(shape)
     if port == 0:
@@ -288,7 +298,7 @@ def check_http_url(value: str) -> str:
         raise ValueError(f"{shown!r}: its path {parts.path!r} has an empty segment ('//')")
     if parts.query or parts.fragment or value.endswith(("?", "#")):
         raise ValueError(f"{shown!r} has a query or a fragment: give the URL without it")
-    return f"{parts.scheme}{value[len(parts.scheme):]}"
+    return f"{parts.scheme}{value[len(parts.scheme) :]}"
 
 
 def _http_url(value: str | None) -> str | None:
@@ -400,8 +410,11 @@ class LimitsSection(_Strict):
     @model_validator(mode="after")
     def _part_fits_a_body(self) -> LimitsSection:
         if self.part_bytes > self.body_bytes:
-            raise ConfigError("a2a.limits.part_bytes", f"{self.part_bytes} is more than a2a.limits.body_bytes "
-                                                       f"({self.body_bytes}): no request could carry such a part")
+            raise ConfigError(
+                "a2a.limits.part_bytes",
+                f"{self.part_bytes} is more than a2a.limits.body_bytes "
+                f"({self.body_bytes}): no request could carry such a part",
+            )
         return self
 
 
@@ -421,11 +434,13 @@ def _duration(value: Any) -> Any:
     if isinstance(value, str) and (match := _DURATION.match(value)):
         seconds = int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
         if seconds > MAX_DURATION:
-            raise ValueError(f"{value!r} is longer than 100 years ({MAX_DURATION // 86400}d), the longest "
-                             "duration; 0 keeps forever")  # fmt: skip
+            raise ValueError(
+                f"{value!r} is longer than 100 years ({MAX_DURATION // 86400}d), the longest duration; 0 keeps forever"
+            )
         return seconds
-    raise ValueError(f"{value!r} is not a duration: \"<n>s\", \"<n>m\", \"<n>h\" or \"<n>d\" (e.g. \"30d\"), "
-                     "or 0 to keep forever")
+    raise ValueError(
+        f'{value!r} is not a duration: "<n>s", "<n>m", "<n>h" or "<n>d" (e.g. "30d"), or 0 to keep forever'
+    )
 
 
 class RetentionSection(_Strict):
@@ -631,7 +646,7 @@ def _errors(err: ValidationError) -> ConfigError:
         key = ".".join(kept)
         union = None
         if len(kept) != len(loc):
-            union = ".".join(loc[:next(i for i, p in enumerate(loc) if _MEMBER.search(p))])
+            union = ".".join(loc[: next(i for i, p in enumerate(loc) if _MEMBER.search(p))])
             unions[union] = unions.get(union, False) or key != union
         message = "unknown key" if error["type"] == "extra_forbidden" else error["msg"].removeprefix("Value error, ")
         places.append((key, union, message))
@@ -661,36 +676,43 @@ def parse(data: dict[str, Any], *, source: str | None = None, env: dict[str, str
         raise ConfigError("a2a.principals", "two credentials resolve to the same bearer")
     instances = {
         i.name: resolve_reference(i.bearer, f"subagents.instances.{n}.bearer", env)
-        for n, i in enumerate(config.subagents.instances) if i.bearer
-    }  # fmt: skip
+        for n, i in enumerate(config.subagents.instances)
+        if i.bearer
+    }
     parents = {
         parent_key(p.url): resolve_reference(p.bearer, f"subagents.parents.{n}.bearer", env)
         for n, p in enumerate(config.subagents.parents)
-    }  # fmt: skip
+    }
     known = {f"{p.role}:{p.id}" for p in config.a2a.principals} | {"operator"}
     for n, parent in enumerate(config.subagents.parents):
         if parent.principal not in known:
-            raise ConfigError(f"subagents.parents.{n}.principal",
-                              f"{parent.principal!r} is not a configured principal (operator, or one of "
-                              "[[a2a.principals]])")  # fmt: skip
+            raise ConfigError(
+                f"subagents.parents.{n}.principal",
+                f"{parent.principal!r} is not a configured principal (operator, or one of [[a2a.principals]])",
+            )
     token = config.a2a.metrics.token
     metrics = resolve_reference(token, "a2a.metrics.token", env) if token else None
     if metrics is not None:  # a scraper holds only this token: it must not be a credential that does more
-        named = {"a2a.bearer": operator} | {f"a2a.principals.{i}.bearer": principals[p.id]
-                                            for i, p in enumerate(config.a2a.principals)}  # fmt: skip
-        same = next((k for k, v in named.items() if v is not None and v.get_secret_value() ==
-                     metrics.get_secret_value()), None)  # fmt: skip
+        named = {"a2a.bearer": operator} | {
+            f"a2a.principals.{i}.bearer": principals[p.id] for i, p in enumerate(config.a2a.principals)
+        }
+        same = next(
+            (k for k, v in named.items() if v is not None and v.get_secret_value() == metrics.get_secret_value()), None
+        )
         if same is not None:
-            raise ConfigError("a2a.metrics.token", f"resolves to the same bearer as {same}: the scrape token must "
-                                                   "be a credential of its own")  # fmt: skip
-    secrets = Secrets(operator=operator, principals=principals, instances=instances, parents=parents,
-                      metrics=metrics)  # fmt: skip
+            raise ConfigError(
+                "a2a.metrics.token",
+                f"resolves to the same bearer as {same}: the scrape token must be a credential of its own",
+            )
+    secrets = Secrets(operator=operator, principals=principals, instances=instances, parents=parents, metrics=metrics)
     loaded = Loaded(config=config, secrets=secrets, source=source)
     check_listener(loaded)
     check_tls(config.a2a.tls)
     if config.a2a.device_grant.enabled and operator is None:
-        raise ConfigError("a2a.device_grant.enabled", "the device grant needs an operator credential (a2a.bearer): "
-                                                      "an operator approves every device")  # fmt: skip
+        raise ConfigError(
+            "a2a.device_grant.enabled",
+            "the device grant needs an operator credential (a2a.bearer): an operator approves every device",
+        )
     return loaded
 
 
@@ -724,8 +746,11 @@ def check_tls(tls: TlsSection | None) -> None:
     try:
         ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(tls.cert, tls.key, password=lambda: b"")
     except ssl.SSLError as err:
-        raise ConfigError("a2a.tls", f"{tls.cert} and {tls.key} are not a PEM certificate chain and its unencrypted "
-                                     f"private key ({err.reason or err})") from None  # fmt: skip
+        raise ConfigError(
+            "a2a.tls",
+            f"{tls.cert} and {tls.key} are not a PEM certificate chain and its unencrypted "
+            f"private key ({err.reason or err})",
+        ) from None
 
 
 def with_listen(loaded: Loaded, listen: str | None) -> Loaded:

@@ -80,8 +80,18 @@ Replay = Callable[[ResumeFailed], Awaitable[PromptIn]]
 
 REPORTED = {TaskState.TASK_STATE_COMPLETED: "completed", TaskState.TASK_STATE_CANCELED: "cancelled"}
 """A terminal task state as a report to a parent gives it (any other: ``failed``)."""
-DETAIL_KINDS = frozenset({"ToolUpdated", "ToolOutputDelta", "PlanUpdated", "ContextUsage", "UserMessage",
-                          "Diagnostic", "ContextCompacted", "PlanUsageUpdated"})  # fmt: skip
+DETAIL_KINDS = frozenset(
+    {
+        "ToolUpdated",
+        "ToolOutputDelta",
+        "PlanUpdated",
+        "ContextUsage",
+        "UserMessage",
+        "Diagnostic",
+        "ContextCompacted",
+        "PlanUsageUpdated",
+    }
+)
 
 
 @dataclass
@@ -149,8 +159,11 @@ class TaskRun:
             return
         self.text.append(text)
         artifact = Artifact(artifact_id=RESPONSE_ARTIFACT, name="response", parts=[Part(text=text)])
-        self._send.send_nowait(TaskArtifactUpdateEvent(task_id=self.task_id, context_id=self.context_id,
-                                                       artifact=artifact, append=self.artifact_open))  # fmt: skip
+        self._send.send_nowait(
+            TaskArtifactUpdateEvent(
+                task_id=self.task_id, context_id=self.context_id, artifact=artifact, append=self.artifact_open
+            )
+        )
         self.artifact_open = True
 
     def fail(self, message: str) -> None:
@@ -240,8 +253,10 @@ class Conversation:
         resumed, is not the conversation the parked request was asked in)."""
         async with self._open_lock:
             if opening == "require_resume" and self.went_fresh:
-                raise ResumeFailed("after the restart this conversation went on in a fresh agent session, which "
-                                   "never saw the request this answer is for")  # fmt: skip
+                raise ResumeFailed(
+                    "after the restart this conversation went on in a fresh agent session, which "
+                    "never saw the request this answer is for"
+                )
             if not self.live:
                 await self.host.make_room(self)
                 try:
@@ -259,8 +274,14 @@ class Conversation:
         self._last_ticket = mine
         return previous, mine
 
-    async def prompt(self, run: TaskRun, prompt: PromptIn, ticket: tuple[anyio.Event, anyio.Event],
-                     opening: Opening = "resume", replay: Replay | None = None) -> None:
+    async def prompt(
+        self,
+        run: TaskRun,
+        prompt: PromptIn,
+        ticket: tuple[anyio.Event, anyio.Event],
+        opening: Opening = "resume",
+        replay: Replay | None = None,
+    ) -> None:
         """Deliver ``prompt`` for ``run`` once every earlier ticket's prompt was delivered, in a session opened as
         ``opening`` says (:meth:`session_for`): Started binds the run to its turn, Queued leaves it SUBMITTED,
         Steered completes it. With ``replay``, a resume refused because the agent never saved the session
@@ -305,8 +326,11 @@ class Conversation:
             run.status(TaskState.TASK_STATE_COMPLETED, delivered)
         elif kind.TAG == "Queued":
             paused = self.host.paused()
-            said = (f"The instance is {paused}; this prompt runs when it is resumed." if paused is not None
-                    else f"Queued behind {kind.position + 1} prompt(s) of this conversation.")  # fmt: skip
+            said = (
+                f"The instance is {paused}; this prompt runs when it is resumed."
+                if paused is not None
+                else f"Queued behind {kind.position + 1} prompt(s) of this conversation."
+            )
             run.status(TaskState.TASK_STATE_SUBMITTED, [Part(text=said)])
 
     async def cancel(self, run: TaskRun) -> None:
@@ -420,16 +444,21 @@ def _translate(run: TaskRun, event: Any, tag: str) -> None:
         run.request = kind.value
         if run.carried is not None and same_request(run.carried[0], kind.value):
             answer, run.carried = run.carried[1], None
-            said = ("The replayed turn asked again; the answer given before the restart was applied." if run.replayed
-                    else "The resumed agent asked again; the answer given before the restart was delivered.")
+            said = (
+                "The replayed turn asked again; the answer given before the restart was applied."
+                if run.replayed
+                else "The resumed agent asked again; the answer given before the restart was delivered."
+            )
             run.status(TaskState.TASK_STATE_WORKING, [Part(text=said), event_part(event)])
             run.conversation.host.start_pump(_deliver, run.conversation.session, kind.value.value.id, answer)
             return
         if run.replayed and run.carried is not None:
             # a replay is driven to the question that was answered, or not at all: nobody answered this one
-            run.fail(f"The turn was replayed in a fresh agent conversation, but the agent asked something else "
-                     f"({request_text(kind.value)}) before what was answered ({request_text(run.carried[0])}), so "
-                     f"the answer was not applied and the turn was cancelled.")  # fmt: skip
+            run.fail(
+                f"The turn was replayed in a fresh agent conversation, but the agent asked something else "
+                f"({request_text(kind.value)}) before what was answered ({request_text(run.carried[0])}), so "
+                f"the answer was not applied and the turn was cancelled."
+            )
             run.conversation.host.start_pump(_cancel_turn, run.conversation.session)
             return
         run.status(TaskState.TASK_STATE_INPUT_REQUIRED, [Part(text=request_text(kind.value)), event_part(event)])
@@ -444,13 +473,26 @@ def _translate(run: TaskRun, event: Any, tag: str) -> None:
         session = run.conversation.session
         token = session.snapshot().resume_token if session is not None else None
         if run.replayed and run.carried is not None:  # it never asked what was answered
-            run.status(TaskState.TASK_STATE_FAILED, [Part(text=(
-                f"The turn was replayed in a fresh agent conversation, but it ended without asking again what was "
-                f"answered ({request_text(run.carried[0])}), so the answer was not applied. The agent's last words: "
-                f"{_final_text(run, kind.stop)}")), event_part(event)], turn_metadata(kind.stop, run.usage, token))
+            run.status(
+                TaskState.TASK_STATE_FAILED,
+                [
+                    Part(
+                        text=(
+                            f"The turn was replayed in a fresh agent conversation, but it ended without asking again what was "
+                            f"answered ({request_text(run.carried[0])}), so the answer was not applied. The agent's last words: "
+                            f"{_final_text(run, kind.stop)}"
+                        )
+                    ),
+                    event_part(event),
+                ],
+                turn_metadata(kind.stop, run.usage, token),
+            )
             return
-        run.status(from_stop(kind.stop), [Part(text=_final_text(run, kind.stop)), event_part(event)],
-                   turn_metadata(kind.stop, run.usage, token))  # fmt: skip
+        run.status(
+            from_stop(kind.stop),
+            [Part(text=_final_text(run, kind.stop)), event_part(event)],
+            turn_metadata(kind.stop, run.usage, token),
+        )
     elif tag in DETAIL_KINDS or tag in ("TextDelta", "ReasoningDelta"):
         run.status(TaskState.TASK_STATE_WORKING, [event_part(event)])
 
@@ -561,8 +603,7 @@ class Conversations:
         running, or a prompt waiting for its turn — what retention must neither prune nor forget. O(conversations +
         runs)."""
         busy = {id(r.conversation) for r in self.runs.values()} | {id(c) for c in self.opening}
-        return {key for key, c in self.conversations.items()
-                if c.live or c.pending or id(c) in busy}  # fmt: skip
+        return {key for key, c in self.conversations.items() if c.live or c.pending or id(c) in busy}
 
     def forget(self, pairs: Iterable[tuple[str, str]]) -> int:
         """Drop from memory each conversation of ``pairs`` (retention pruned its row: it has no task left) that is
@@ -581,10 +622,15 @@ class Conversations:
     def values(self) -> dict[str, Any]:
         """The pool as ``status`` shows it (``values``): live agents, the cap, their tree's RSS in bytes, evictions
         and idle closes since start."""
-        return {"liveAgents": len(self.live()), "maxLive": self.limits.max_live,
-                "agentRssBytes": self.rss(), "maxRssBytes": (self.limits.max_rss_mb or 0) * MIB,
-                "evictions": self.evictions, "idleCloses": self.idle_closes,
-                "idleCloseSeconds": self.limits.idle_close}  # fmt: skip
+        return {
+            "liveAgents": len(self.live()),
+            "maxLive": self.limits.max_live,
+            "agentRssBytes": self.rss(),
+            "maxRssBytes": (self.limits.max_rss_mb or 0) * MIB,
+            "evictions": self.evictions,
+            "idleCloses": self.idle_closes,
+            "idleCloseSeconds": self.limits.idle_close,
+        }
 
     def _over(self, live: int) -> str | None:
         limits = self.limits
@@ -607,16 +653,18 @@ class Conversations:
                     break
                 idle = [c for c in live if c.idle]
                 if not idle:
-                    log.warning("pool: %s and none idle; opening conversation %s past the cap", why,
-                                opening.context_id)  # fmt: skip
+                    log.warning("pool: %s and none idle; opening conversation %s past the cap", why, opening.context_id)
                     break
                 # one whose agent resumes loses nothing: the least recently used of those first
                 victim = min(idle, key=lambda c: (not c.resumable, c.last_active))
                 self.evictions += 1
                 log.info("pool: %s; evicting the least recently used conversation %s", why, victim.context_id)
                 if not victim.resumable:
-                    log.warning("pool: the agent of conversation %s cannot resume; its next message starts a fresh "
-                                "agent conversation", victim.context_id)  # fmt: skip
+                    log.warning(
+                        "pool: the agent of conversation %s cannot resume; its next message starts a fresh "
+                        "agent conversation",
+                        victim.context_id,
+                    )
                 await victim.session.close()
             self.opening.add(opening)
 
@@ -641,15 +689,23 @@ class Conversations:
         now = anyio.current_time()
         for conversation in list(self.conversations.values()):
             session = conversation.session
-            if (session is None or session.closed or id(conversation) in busy or session.status != "Idle"
-                    or now - conversation.last_active < idle):  # fmt: skip
+            if (
+                session is None
+                or session.closed
+                or id(conversation) in busy
+                or session.status != "Idle"
+                or now - conversation.last_active < idle
+            ):
                 continue
             if not conversation.resumable:
                 # closing it would lose the conversation: only the cap (eviction) may close it
                 if not conversation.kept_open_said:
                     conversation.kept_open_said = True
-                    log.info("conversation %s is idle, but its agent cannot resume: its session stays open (the "
-                             "pool's cap still bounds it)", conversation.context_id)  # fmt: skip
+                    log.info(
+                        "conversation %s is idle, but its agent cannot resume: its session stays open (the "
+                        "pool's cap still bounds it)",
+                        conversation.context_id,
+                    )
                 continue
             log.info("closing the idle session of conversation %s", conversation.context_id)
             self.idle_closes += 1
@@ -691,8 +747,12 @@ class Conversations:
                     else:
                         tg.start_soon(_cancel_and_close, conversation.session)
         left = sum(1 for s in live if not s.closed)
-        log.info("drain: closed %d of %d live agent session(s) in %.2f s", len(live) - left, len(live),
-                 anyio.current_time() - began)  # fmt: skip
+        log.info(
+            "drain: closed %d of %d live agent session(s) in %.2f s",
+            len(live) - left,
+            len(live),
+            anyio.current_time() - began,
+        )
         return left
 
 

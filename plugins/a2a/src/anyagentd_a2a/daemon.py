@@ -65,7 +65,7 @@ from .store import (
     PrincipalTaskStore,
     PushConfigStore,
     StoreUnavailable,
-    check_sqlite_directory,  # fmt: skip
+    check_sqlite_directory,
     engine_for,
     fail_interrupted,
 )
@@ -95,8 +95,11 @@ def _seconds(name: str, default: float) -> float:
 def pool_limits(loaded: Loaded) -> PoolLimits:
     """``[a2a.pool]`` as :class:`PoolLimits`; env ``ANYAGENTD_A2A_IDLE_CLOSE`` (seconds) overrides ``idle_close``."""
     pool = loaded.config.a2a.pool
-    return PoolLimits(idle_close=_seconds("ANYAGENTD_A2A_IDLE_CLOSE", pool.idle_close), max_live=pool.max_live,
-                      max_rss_mb=pool.max_rss_mb)  # fmt: skip
+    return PoolLimits(
+        idle_close=_seconds("ANYAGENTD_A2A_IDLE_CLOSE", pool.idle_close),
+        max_live=pool.max_live,
+        max_rss_mb=pool.max_rss_mb,
+    )
 
 
 @dataclass(frozen=True)
@@ -116,10 +119,26 @@ class Options:
 _RECORD_KEYS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "color_message"}
 
 
-START_ONLY = ("agent.name", "agent.dir", "agent.mock_script", "a2a.listen", "a2a.url", "a2a.tls", "a2a.store",
-              "a2a.push", "a2a.pool", "a2a.device_grant", "a2a.metrics.enabled", "a2a.limits.task_history",
-              "subagents.enabled", "subagents.agents", "subagents.per_owner", "subagents.depth", "subagents.timeout",
-              "subagents.instances")  # fmt: skip
+START_ONLY = (
+    "agent.name",
+    "agent.dir",
+    "agent.mock_script",
+    "a2a.listen",
+    "a2a.url",
+    "a2a.tls",
+    "a2a.store",
+    "a2a.push",
+    "a2a.pool",
+    "a2a.device_grant",
+    "a2a.metrics.enabled",
+    "a2a.limits.task_history",
+    "subagents.enabled",
+    "subagents.agents",
+    "subagents.per_owner",
+    "subagents.depth",
+    "subagents.timeout",
+    "subagents.instances",
+)
 """The configuration keys read once at the start — the agent and its runtime, the listener and the card (url, TLS),
 the stores, the push sender, the pool, the device grant, the /metrics route, the task store's history bound, the
 subagent manager and its child instances (their bearers resolved): a SIGHUP that changes one says it takes effect
@@ -138,8 +157,12 @@ class JsonLines(logging.Formatter):
         self.redact = redact or (lambda text: text)
 
     def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {"ts": round(record.created, 3), "level": record.levelname.lower(),
-                                "logger": record.name, "msg": record.getMessage()}  # fmt: skip
+        line: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info).splitlines()[-1]
         for key, value in record.__dict__.items():
@@ -232,23 +255,28 @@ class Daemon:
         url = self.store_url
         check_sqlite_directory(url)
         engine = engine_for(url)
-        store = PrincipalTaskStore(engine, flush_delay=_seconds("ANYAGENTD_A2A_FLUSH_DELAY", FLUSH_DELAY),
-                                   history_kept=self.loaded.config.a2a.limits.task_history)  # fmt: skip
+        store = PrincipalTaskStore(
+            engine,
+            flush_delay=_seconds("ANYAGENTD_A2A_FLUSH_DELAY", FLUSH_DELAY),
+            history_kept=self.loaded.config.a2a.limits.task_history,
+        )
         try:
             try:
                 await store.initialize()
                 self.table = ConversationTable(engine)
                 await self.table.initialize()
-                failed, self.parked = await fail_interrupted(store, await self.table.resumable(self.agent_label),
-                                                             await self._run_tasks(engine))  # fmt: skip
+                failed, self.parked = await fail_interrupted(
+                    store, await self.table.resumable(self.agent_label), await self._run_tasks(engine)
+                )
             except (OSError, SQLAlchemyError) as err:  # unreachable, refused, unwritable: not the listener
                 raise StoreUnavailable(engine.url.render_as_string(hide_password=True), err) from None
             if failed:
                 log.warning("marked %d task(s) FAILED: they were running when the daemon last stopped", len(failed))
             self.interrupted = failed  # their push subscribers are told once the push sender exists
             if self.parked:
-                log.info("%d task(s) still wait for input: their answers resume the agent's conversation",
-                         len(self.parked))  # fmt: skip
+                log.info(
+                    "%d task(s) still wait for input: their answers resume the agent's conversation", len(self.parked)
+                )
             self.task_store = store
             self.db_engine = engine
             redact = SecretRedactor(lambda: self.loaded, self._secret_references)
@@ -295,26 +323,38 @@ class Daemon:
         known = {p.id for p, _ in runtime.plugins.profiles()}
         known |= {i.id for a in runtime.adapters.values() for i in a.pinned_installations()}
         if isinstance(self.agent_ref, str) and self.agent_ref not in known:
-            raise ConfigError("agent.name", f"no installed plugin drives an agent named {self.agent_ref!r} "
-                                            f"(known: {', '.join(sorted(known))})")  # fmt: skip
+            raise ConfigError(
+                "agent.name",
+                f"no installed plugin drives an agent named {self.agent_ref!r} (known: {', '.join(sorted(known))})",
+            )
         for n, child in enumerate(self.loaded.config.subagents.instances):
             if child.name in known:  # a spawn by that name would reach the child, never the local agent
-                raise ConfigError(f"subagents.instances.{n}.name", f"{child.name!r} is an installed agent here; "
-                                                                   "a child instance needs another name")  # fmt: skip
+                raise ConfigError(
+                    f"subagents.instances.{n}.name",
+                    f"{child.name!r} is an installed agent here; a child instance needs another name",
+                )
 
     async def _serve(self, store: PrincipalTaskStore, engine: Any, sock: socket.socket) -> None:
         tls = self.loaded.config.a2a.tls
         public_url = self.loaded.config.a2a.url or self.url
         async with anyio.create_task_group() as tg:
             self._tg = tg
-            self.conversations = Conversations(self.state_dir, open_session=self._open_session,
-                                               start_pump=tg.start_soon, remember=self._remember,
-                                               limits=pool_limits(self.loaded),
-                                               paused=self.instance.pause_note)  # fmt: skip
+            self.conversations = Conversations(
+                self.state_dir,
+                open_session=self._open_session,
+                start_pump=tg.start_soon,
+                remember=self._remember,
+                limits=pool_limits(self.loaded),
+                paused=self.instance.pause_note,
+            )
             self.public_url = public_url
             await self._start_services(tg)
-            card = build_card(self.loaded, public_url, ops=self.ops.listed(self.instance.switches()),
-                              schema_url=f"{public_url}{SCHEMA_PATH}")  # fmt: skip
+            card = build_card(
+                self.loaded,
+                public_url,
+                ops=self.ops.listed(self.instance.switches()),
+                schema_url=f"{public_url}{SCHEMA_PATH}",
+            )
             handler, http = self._handler(store, engine, card)
             if self.push_sender is not None:
                 for event in self.interrupted:  # failed by this start: the SDK pushes only what it serves
@@ -322,9 +362,16 @@ class Daemon:
             self.interrupted = []
             # proxy_headers off: uvicorn would take X-Forwarded-For from any loopback peer and rewrite the client
             # address before the front sees it; the front trusts only [a2a] trusted_proxies (.proxies)
-            config = uvicorn.Config(self._app(handler), log_config=None, access_log=False, lifespan="off",
-                                    timeout_graceful_shutdown=5, ssl_certfile=tls.cert if tls else None,
-                                    ssl_keyfile=tls.key if tls else None, proxy_headers=False)  # fmt: skip
+            config = uvicorn.Config(
+                self._app(handler),
+                log_config=None,
+                access_log=False,
+                lifespan="off",
+                timeout_graceful_shutdown=5,
+                ssl_certfile=tls.cert if tls else None,
+                ssl_keyfile=tls.key if tls else None,
+                proxy_headers=False,
+            )
             server = _Server(config)
             tg.start_soon(self._signals, server)
             tg.start_soon(self._drain_on_request, server)
@@ -350,10 +397,17 @@ class Daemon:
             from .subagents.store import SubagentStore
 
             subagents = SubagentStore(self.db_engine)
-        return Retention(lambda: self.loaded.config.a2a.retention, self.state_dir, store, self.table,
-                         pool=self.conversations, runs=getattr(self, "run_store", None),
-                         sessions=self.instance.auth_sessions, subagents=subagents,
-                         subagent_manager=self.instance.subagents)  # fmt: skip
+        return Retention(
+            lambda: self.loaded.config.a2a.retention,
+            self.state_dir,
+            store,
+            self.table,
+            pool=self.conversations,
+            runs=getattr(self, "run_store", None),
+            sessions=self.instance.auth_sessions,
+            subagents=subagents,
+            subagent_manager=self.instance.subagents,
+        )
 
     def _handler(self, store: PrincipalTaskStore, engine: Any, card: Any) -> tuple[Any, Any]:
         push = self.loaded.config.a2a.push
@@ -364,27 +418,51 @@ class Daemon:
             http = OnDemandClient(timeout=10.0)  # made by the first push: its TLS context is not the start's
             sender = BasePushNotificationSender(http, push_store, push_url_validator=validator)
         self.push_sender = sender
-        executor = self.executor = ConversationExecutor(self.conversations, allow_private_urls=push.allow_private,
-                                                        parked=self.parked, parents=self._parents(),
-                                                        tasks_of=store.tasks_of)  # fmt: skip
+        executor = self.executor = ConversationExecutor(
+            self.conversations,
+            allow_private_urls=push.allow_private,
+            parked=self.parked,
+            parents=self._parents(),
+            tasks_of=store.tasks_of,
+        )
         contexts = SimpleRequestContextBuilder(task_id_generator=store.task_ids)  # new ids read absent, no query
         handler = self.handler = DefaultRequestHandler(
-            executor, store, card, push_config_store=push_store, push_sender=sender, extended_agent_card=card,
-            extended_card_modifier=self._extend_card, push_url_validator=validator, request_context_builder=contexts,
-        )  # fmt: skip
+            executor,
+            store,
+            card,
+            push_config_store=push_store,
+            push_sender=sender,
+            extended_agent_card=card,
+            extended_card_modifier=self._extend_card,
+            push_url_validator=validator,
+            request_context_builder=contexts,
+        )
         self.card = card
         return handler, http
 
     def _app(self, handler: Any) -> Any:
         dispatcher = JsonRpcDispatcher(handler, context_builder=PrincipalContextBuilder())
         identities = Identities(self.loaded, self.instance.auth_sessions)
-        self.front = Front(identities, dispatcher.handle_requests, set(dispatcher.METHOD_TO_MODEL),
-                           is_draining=lambda: self.draining, supported_extensions={COMMAND_EXTENSION},
-                           realm="anyagentd", check_send=self._check_send, intercept=self._intercept,
-                           spawn=self._tg.start_soon)  # fmt: skip
-        self.dispatcher = CommandDispatcher(self.ops, self.instance, switches=self.instance.switches,
-                                            save_task=self._save_task, spawn=self._tg.start_soon,
-                                            open_task=self._task_manager, tell=self._tell)  # fmt: skip
+        self.front = Front(
+            identities,
+            dispatcher.handle_requests,
+            set(dispatcher.METHOD_TO_MODEL),
+            is_draining=lambda: self.draining,
+            supported_extensions={COMMAND_EXTENSION},
+            realm="anyagentd",
+            check_send=self._check_send,
+            intercept=self._intercept,
+            spawn=self._tg.start_soon,
+        )
+        self.dispatcher = CommandDispatcher(
+            self.ops,
+            self.instance,
+            switches=self.instance.switches,
+            save_task=self._save_task,
+            spawn=self._tg.start_soon,
+            open_task=self._task_manager,
+            tell=self._tell,
+        )
         if self.instance.runner is not None:
             self._tg.start_soon(self._follow_resumed_runs)
         routes = [card_route(self.card)]
@@ -392,22 +470,35 @@ class Daemon:
         if self.instance.device_grant is not None:
             from .auth.routes import device_routes
 
-            routes.extend(device_routes(self.instance.device_grant, self.instance.auth_sessions,
-                                        issuer=lambda: self.public_url, on_event=self.ring.emit))  # fmt: skip
+            routes.extend(
+                device_routes(
+                    self.instance.device_grant,
+                    self.instance.auth_sessions,
+                    issuer=lambda: self.public_url,
+                    on_event=self.ring.emit,
+                )
+            )
         from .observe.access import AccessLog
         from .observe.health import health_routes
         from .observe.requests import RequestObservation
 
-        routes.extend(health_routes(self.db_engine, lambda: self.draining,
-                                    table=self.task_store.task_model.__tablename__))  # /healthz, /readyz
-        sinks: list[Any] = [AccessLog(enabled=lambda: self.loaded.config.a2a.access_log,
-                                      source_of=self.front.source_of)]  # fmt: skip
+        routes.extend(
+            health_routes(self.db_engine, lambda: self.draining, table=self.task_store.task_model.__tablename__)
+        )  # /healthz, /readyz
+        sinks: list[Any] = [
+            AccessLog(enabled=lambda: self.loaded.config.a2a.access_log, source_of=self.front.source_of)
+        ]
         if self.loaded.config.a2a.metrics.enabled:  # else the Prometheus client is never imported
             from .observe.metrics import Metrics
 
-            metrics = Metrics(front=self.front, count_tasks=self.task_store.count_by_state, pool=self.conversations,
-                              runs=getattr(self, "run_store", None), sessions=self.instance.auth_sessions,
-                              subagents=self.instance.subagents)  # fmt: skip
+            metrics = Metrics(
+                front=self.front,
+                count_tasks=self.task_store.count_by_state,
+                pool=self.conversations,
+                runs=getattr(self, "run_store", None),
+                sessions=self.instance.auth_sessions,
+                subagents=self.instance.subagents,
+            )
             self.conversations.on_usage = metrics.usage
             routes.append(Route("/metrics", metrics.scrape, methods=["GET"]))
             sinks.append(metrics)
@@ -431,9 +522,13 @@ class Daemon:
         task_id = message.get("taskId") if isinstance(message, dict) else None
         run = self.conversations.runs.get(task_id) if isinstance(task_id, str) else None
         if run is not None and run.request is None and owns(principal, run.conversation.owner):
-            return rpc_error(request_id, -32004, f"task {task_id} is running and waits for no input: send the "
-                             "message without taskId, in its contextId, to steer or queue it",
-                             reason="UNSUPPORTED_OPERATION")  # fmt: skip
+            return rpc_error(
+                request_id,
+                -32004,
+                f"task {task_id} is running and waits for no input: send the "
+                "message without taskId, in its contextId, to steer or queue it",
+                reason="UNSUPPORTED_OPERATION",
+            )
         parked = self.parked.get(task_id) if isinstance(task_id, str) else None
         if parked is not None and not message.get("contextId"):
             # After a restart the SDK would give a taskId-only message a fresh contextId, and then refuse the
@@ -446,8 +541,13 @@ class Daemon:
         configuration = params.get("configuration")
         modes = configuration.get("acceptedOutputModes") if isinstance(configuration, dict) else None
         if isinstance(modes, list) and modes and not accepts_our_output(modes):
-            return rpc_error(request_id, -32005, f"none of the accepted output modes {modes} is produced here "
-                             f"({', '.join(self.card.default_output_modes)})", reason="CONTENT_TYPE_NOT_SUPPORTED")
+            return rpc_error(
+                request_id,
+                -32005,
+                f"none of the accepted output modes {modes} is produced here "
+                f"({', '.join(self.card.default_output_modes)})",
+                reason="CONTENT_TYPE_NOT_SUPPORTED",
+            )
         violations = await url_violations(params, allow_private=self.loaded.config.a2a.push.allow_private)
         return invalid_params(request_id, violations) if violations else None
 
@@ -461,8 +561,9 @@ class Daemon:
         text = " ".join(p.text for p in task.status.message.parts if p.text)
         if text != UNRESUMABLE_MESSAGE:
             return None
-        return rpc_error(request_id, -32004, f"task {task_id} cannot be answered: {text}",
-                         reason="UNSUPPORTED_OPERATION")  # fmt: skip
+        return rpc_error(
+            request_id, -32004, f"task {task_id} cannot be answered: {text}", reason="UNSUPPORTED_OPERATION"
+        )
 
     async def _announce(self, server: _Server) -> None:
         await server.listening.wait()
@@ -480,8 +581,12 @@ class Daemon:
                     from .observe.audit import audit
 
                     # a reload that took replaced the configuration; any refusal was logged with its reason
-                    audit("config.reload", "signal", "ok" if self.loaded is not before else "refused",
-                          args={"signal": "SIGHUP", "config": self.options.config_path})
+                    audit(
+                        "config.reload",
+                        "signal",
+                        "ok" if self.loaded is not before else "refused",
+                        args={"signal": "SIGHUP", "config": self.options.config_path},
+                    )
                     continue
                 log.info("draining: %s", signal.Signals(signum).name)
                 self.request_drain(signal.Signals(signum).name)
@@ -551,6 +656,7 @@ class Daemon:
         if found.errors:
             log.error("SIGHUP: configuration not reloaded: %s", found.errors[0])
             return
+
         def value(config: Any, key: str) -> Any:
             for part in key.split("."):
                 config = getattr(config, part)
@@ -562,8 +668,10 @@ class Daemon:
         if "subagents.instances" not in changed and loaded.secrets.instances != started.secrets.instances:
             changed.append("subagents.instances")  # a bearer file's new content
         if changed:
-            log.warning("SIGHUP: changes to %s take effect at the next start (the running daemon keeps what it "
-                        "started with)", ", ".join(changed))  # fmt: skip
+            log.warning(
+                "SIGHUP: changes to %s take effect at the next start (the running daemon keeps what it started with)",
+                ", ".join(changed),
+            )
         self._reload_workflows(loaded)
         self.loaded = loaded
         self.instance.reloaded()
@@ -612,15 +720,18 @@ class Daemon:
                 if opening == "require_resume":
                     raise
                 failed = err
-                log.warning("conversation %s: resume failed (%s); starting afresh", conversation.context_id,
-                            err.message)  # fmt: skip
+                log.warning(
+                    "conversation %s: resume failed (%s); starting afresh", conversation.context_id, err.message
+                )
         session = await self._open_agent(conversation, permission_mode=approval)
         conversation.went_fresh = True
         if opening != "fresh" and (conversation.turns or failed is not None):
             # the agent no longer knows this conversation's earlier turns: the task says so
             why = "was never saved by the agent" if failed is not None and failed.never_saved else "was closed"
-            conversation.fresh_note = (f"This conversation's agent session {why} and could not be resumed; this turn "
-                                       "starts a fresh agent conversation.")  # fmt: skip
+            conversation.fresh_note = (
+                f"This conversation's agent session {why} and could not be resumed; this turn "
+                "starts a fresh agent conversation."
+            )
         return self._opened(conversation, session)
 
     async def _open_agent(self, conversation: Conversation, **options: Any) -> Any:
@@ -632,9 +743,15 @@ class Daemon:
             return await self.runtime.open(self.agent_ref, self.agent_dir, owner=conversation.owner, **options)
         from .subagents.mcp_server import Caller
 
-        return await tools.open_with_tools(self.runtime, self.agent_ref, self.agent_dir,
-                                           Caller(owner=conversation.owner), spawn=self._tg.start_soon,
-                                           owner=conversation.owner, **options)  # fmt: skip
+        return await tools.open_with_tools(
+            self.runtime,
+            self.agent_ref,
+            self.agent_dir,
+            Caller(owner=conversation.owner),
+            spawn=self._tg.start_soon,
+            owner=conversation.owner,
+            **options,
+        )
 
     def _opened(self, conversation: Conversation, session: Any) -> Any:
         self._remember(conversation, session.info().resume_token)
@@ -642,9 +759,9 @@ class Daemon:
 
     def _remember(self, conversation: Conversation, token: str | None) -> None:
         if token:
-            self._tg.start_soon(self.table.remember, conversation.owner, conversation.context_id, self.agent_label,
-                                token)  # fmt: skip
-
+            self._tg.start_soon(
+                self.table.remember, conversation.owner, conversation.context_id, self.agent_label, token
+            )
 
     # -- the command extension and the services behind it -------------------------------------------------
 
@@ -677,8 +794,9 @@ class Daemon:
         from .subagents.reports import Parent, Parents
 
         secrets = self.loaded.secrets.parents
-        return Parents([Parent(p.url, secrets[parent_key(p.url)], p.principal) for p in configured],
-                       spawn=self._tg.start_soon)  # fmt: skip
+        return Parents(
+            [Parent(p.url, secrets[parent_key(p.url)], p.principal) for p in configured], spawn=self._tg.start_soon
+        )
 
     async def _run_tasks(self, engine: Any) -> set[str]:
         """Open the workflow runs' store (with ``workflows`` configured) and return the ids of the tasks its runs run
@@ -708,8 +826,9 @@ class Daemon:
             self.instance.device_grant = DeviceGrant(
                 self.instance.auth_sessions,
                 verification_uri=f"{(config.a2a.url or self.url).rstrip('/')}/oauth2/device",
-                principal_ids={p.id for p in config.a2a.principals}, lifetime=grant.lifetime,
-            )  # fmt: skip
+                principal_ids={p.id for p in config.a2a.principals},
+                lifetime=grant.lifetime,
+            )
 
     async def _start_services(self, tg: Any) -> None:
         """Subagents first (a workflow's subagent steps use them), then the workflow runner (which resumes the
@@ -722,13 +841,21 @@ class Daemon:
 
             section = self.loaded.config.subagents
             secrets = self.loaded.secrets.instances
-            children = {c.name: ChildInstance(c.name, c.url, secrets[c.name].get_secret_value() if c.name in secrets
-                                              else None, reports=c.reports) for c in section.instances}  # fmt: skip
+            children = {
+                c.name: ChildInstance(
+                    c.name, c.url, secrets[c.name].get_secret_value() if c.name in secrets else None, reports=c.reports
+                )
+                for c in section.instances
+            }
             store = await SubagentStore(self.db_engine).open()
-            manager = SubagentManager(self.runtime, SubagentLimits(tuple(section.agents), section.per_owner,
-                                                                   section.depth, section.timeout),
-                                      work_root=self.state_dir / "subagents", save=store.save, instances=children,
-                                      parent_url=self.public_url)  # fmt: skip
+            manager = SubagentManager(
+                self.runtime,
+                SubagentLimits(tuple(section.agents), section.per_owner, section.depth, section.timeout),
+                work_root=self.state_dir / "subagents",
+                save=store.save,
+                instances=children,
+                parent_url=self.public_url,
+            )
             manager.adopt(await store.load())
             await tg.start(manager.serve)
             self.instance.subagents = manager
@@ -738,14 +865,21 @@ class Daemon:
         if self.instance.workflows:
             from .workflows.runner import WorkflowRunner
 
-            runner = WorkflowRunner(self.runtime, self.run_store, self.instance.workflows,
-                                    work_root=self.state_dir / "runs", default_agent=self.agent_ref,
-                                    held=lambda: self.instance.paused)  # fmt: skip
+            runner = WorkflowRunner(
+                self.runtime,
+                self.run_store,
+                self.instance.workflows,
+                work_root=self.state_dir / "runs",
+                default_agent=self.agent_ref,
+                held=lambda: self.instance.paused,
+            )
             runner.subagents = self.instance.subagents  # for subagent steps, recovered ones included
             self.instance.runner = runner
             await tg.start(runner.serve)
-    async def _intercept(self, principal: Any, request_id: Any, method: str, params: dict[str, Any],
-                         activated: list[str]) -> Any:  # fmt: skip
+
+    async def _intercept(
+        self, principal: Any, request_id: Any, method: str, params: dict[str, Any], activated: list[str]
+    ) -> Any:
         """Commands; a message answering a workflow run's ``ask`` step; CancelTask of a run's task. ``None``:
         the SDK's handler serves it."""
         from .command.envelope import is_command
@@ -774,8 +908,9 @@ class Daemon:
                     return await self._task_reply(request_id, params["id"], principal)
         return None
 
-    async def _answer_run(self, principal: Any, request_id: Any, message: dict[str, Any], run_id: str,
-                          owner: Any) -> Any:  # fmt: skip
+    async def _answer_run(
+        self, principal: Any, request_id: Any, message: dict[str, Any], run_id: str, owner: Any
+    ) -> Any:
         """A SendMessage naming a run's task: the answer to its waiting ``ask`` step (a DataPart with the wire's
         Answer JSON, or allow/deny/… text), answered with the task once it no longer waits (30 s at most); or, as
         for a conversation task (:meth:`.executor.ConversationExecutor._answer`), something that is not an answer:
@@ -840,8 +975,18 @@ class Daemon:
             owner = OPERATOR if owner_id == OPERATOR.id else Principal(owner_id, owner_id.split(":", 1)[0])
             op = task.metadata.get("op", f"workflow.run:{record.workflow}")
             self.dispatcher.run_tasks[record.task_id] = (record.id, owner)
-            self._tg.start_soon(partial(self.dispatcher.track, owner, record.task_id, task.context_id, {}, op,
-                                        run_progress(runner, record), resumed=True))  # fmt: skip
+            self._tg.start_soon(
+                partial(
+                    self.dispatcher.track,
+                    owner,
+                    record.task_id,
+                    task.context_id,
+                    {},
+                    op,
+                    run_progress(runner, record),
+                    resumed=True,
+                )
+            )
 
     def _task_manager(self, principal: Any, task_id: str, context_id: str) -> Any:
         """The SDK's ``TaskManager`` of task ``task_id`` (in ``context_id``) in the daemon's store, under
@@ -869,8 +1014,12 @@ class Daemon:
         stored = ParseDict(task, Task(), ignore_unknown_fields=True)
         await self.task_store.save(stored, context)
         if self.push_sender is not None:
-            await self.push_sender.send_notification(stored.id, TaskStatusUpdateEvent(
-                task_id=stored.id, context_id=stored.context_id, status=stored.status, metadata=stored.metadata))
+            await self.push_sender.send_notification(
+                stored.id,
+                TaskStatusUpdateEvent(
+                    task_id=stored.id, context_id=stored.context_id, status=stored.status, metadata=stored.metadata
+                ),
+            )
 
     async def _schema(self, request: Request) -> Any:
         from starlette.responses import JSONResponse
@@ -887,12 +1036,17 @@ class Daemon:
         if principal is not None:
             params = extended.capabilities.extensions[0].params
             ops = self.ops.listed(self.instance.switches(), principal)
-            params.update({
-                "ops": [{"op": name, "reply": reply} for name, reply in ops],
-                "commands": [{"command": w.command, "workflow": w.name, "description": w.description}
-                             for w in self.instance.workflows.values() if w.command],
-                "settable": self.instance.settable() if principal.is_operator else [],
-            })  # fmt: skip
+            params.update(
+                {
+                    "ops": [{"op": name, "reply": reply} for name, reply in ops],
+                    "commands": [
+                        {"command": w.command, "workflow": w.name, "description": w.description}
+                        for w in self.instance.workflows.values()
+                        if w.command
+                    ],
+                    "settable": self.instance.settable() if principal.is_operator else [],
+                }
+            )
         return extended
 
 

@@ -41,9 +41,11 @@ log = logging.getLogger("anyagentd.a2a")
 CANCEL_GRACE = 15.0
 """Seconds ``cancel`` waits for the agent to confirm before leaving the task to the SDK's own CANCELED."""
 
-REPLAY_NOTE = ("The daemon restarted while this task waited for input, and the agent had never saved this "
-               "conversation's session, so it could not be resumed: this turn is replayed in a fresh agent "
-               "conversation, and the answer given is applied when the agent asks again.")  # fmt: skip
+REPLAY_NOTE = (
+    "The daemon restarted while this task waited for input, and the agent had never saved this "
+    "conversation's session, so it could not be resumed: this turn is replayed in a fresh agent "
+    "conversation, and the answer given is applied when the agent asks again."
+)
 """The status message (with ``metadata.freshSession``) of a task whose turn is replayed (:func:`replay_refusal`)."""
 
 
@@ -60,14 +62,18 @@ def replay_refusal(task: Task, conversation_tasks: list[Task]) -> str | None:
     before its question (e.g. a file it read) run again."""
     others = [t for t in conversation_tasks if t.id != task.id and "op" not in t.metadata]
     if others:
-        return (f"only a conversation's first turn is replayed, and this conversation has {len(others)} other "
-                f"task(s) (replaying them would run what they did again; skipping them would lose them)")
+        return (
+            f"only a conversation's first turn is replayed, and this conversation has {len(others)} other "
+            f"task(s) (replaying them would run what they did again; skipping them would lose them)"
+        )
     if not any(m.role == Role.ROLE_USER for m in task.history):
         return "the task's prompt is not recorded"
     asked = {_request_id(m) for m in task.history} - {None, _request_id(task.status.message)}
     if asked:
-        return (f"the turn had asked {len(asked)} other question(s) before this one; a replay would ask them again, "
-                "and their answers are not kept")
+        return (
+            f"the turn had asked {len(asked)} other question(s) before this one; a replay would ask them again, "
+            "and their answers are not kept"
+        )
     return None
 
 
@@ -85,9 +91,15 @@ def owner_of(context: RequestContext) -> str:
 class ConversationExecutor(AgentExecutor):
     """Runs each A2A task as one prompt of its conversation; see the module docstring."""
 
-    def __init__(self, conversations: Conversations, *, allow_private_urls: bool = False,
-                 parked: dict[str, tuple[str, str]] | None = None, parents: Any = None,
-                 tasks_of: Callable[[str, str], Awaitable[list[Task]]] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        conversations: Conversations,
+        *,
+        allow_private_urls: bool = False,
+        parked: dict[str, tuple[str, str]] | None = None,
+        parents: Any = None,
+        tasks_of: Callable[[str, str], Awaitable[list[Task]]] | None = None,
+    ) -> None:
         """``parked``: the tasks a restart left waiting for input (task id → (owner, contextId)); ``parents``: the
         parent daemons reported to; ``tasks_of(owner, contextId)``: a conversation's stored tasks (the store's
         ``tasks_of``), read before a turn is replayed (:func:`replay_refusal`; without it none is)."""
@@ -107,8 +119,9 @@ class ConversationExecutor(AgentExecutor):
             await self._answer_parked(task, context, event_queue)
             return
         if run is None:
-            await _status(event_queue, task, TaskState.TASK_STATE_FAILED,
-                          "This task's turn is no longer running in this daemon.")  # fmt: skip
+            await _status(
+                event_queue, task, TaskState.TASK_STATE_FAILED, "This task's turn is no longer running in this daemon."
+            )
             return
         if run.request is not None:
             await self._answer(run, context)
@@ -118,8 +131,12 @@ class ConversationExecutor(AgentExecutor):
         assert context.task_id and context.context_id and context.message
         conversation = self.conversations.conversation(owner_of(context), context.context_id)
         ticket = conversation.ticket()  # before any await: prompts keep the order their messages arrived in
-        task = Task(id=context.task_id, context_id=context.context_id,
-                    status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED), history=[context.message])  # fmt: skip
+        task = Task(
+            id=context.task_id,
+            context_id=context.context_id,
+            status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+            history=[context.message],
+        )
         task.status.timestamp.GetCurrentTime()
         run = self.conversations.new_run(conversation, context.task_id)
         if self.parents is not None and context.message.HasField("metadata"):
@@ -143,15 +160,18 @@ class ConversationExecutor(AgentExecutor):
         request = run.request
         answer = answer_of(context.message, request)
         if isinstance(answer, str):
-            run.status(TaskState.TASK_STATE_INPUT_REQUIRED,
-                       [Part(text=f"Not an answer: {answer}. {request_text(request)}")])  # fmt: skip
+            run.status(
+                TaskState.TASK_STATE_INPUT_REQUIRED, [Part(text=f"Not an answer: {answer}. {request_text(request)}")]
+            )
             return
         session = run.conversation.session
         try:
             await session.answer(request.value.id, answer)
         except AnyagentError as err:
-            run.status(TaskState.TASK_STATE_INPUT_REQUIRED,
-                       [Part(text=f"The answer was refused: {err.message}. {request_text(request)}")])  # fmt: skip
+            run.status(
+                TaskState.TASK_STATE_INPUT_REQUIRED,
+                [Part(text=f"The answer was refused: {err.message}. {request_text(request)}")],
+            )
 
     async def _answer_parked(self, task: Task, context: RequestContext, event_queue: EventQueue) -> None:
         """An answer to a request left open by a daemon that stopped; the task follows the turn that gets it.
@@ -185,15 +205,20 @@ class ConversationExecutor(AgentExecutor):
         try:
             await conversation.prompt(run, prompt, conversation.ticket(), opening="require_resume", replay=replay)
         except ReplayRefused as refused:
-            log.warning("task %s: the agent never saved its session, and the turn is not replayed: %s", task.id,
-                        refused)  # fmt: skip
-            run.fail(f"The daemon restarted while this task waited for input, and the agent had never saved its "
-                     f"conversation, so it could not be resumed; the turn was not replayed in a fresh one either: "
-                     f"{refused}. The answer was not delivered.")  # fmt: skip
+            log.warning(
+                "task %s: the agent never saved its session, and the turn is not replayed: %s", task.id, refused
+            )
+            run.fail(
+                f"The daemon restarted while this task waited for input, and the agent had never saved its "
+                f"conversation, so it could not be resumed; the turn was not replayed in a fresh one either: "
+                f"{refused}. The answer was not delivered."
+            )
         except AnyagentError as err:
             log.warning("task %s: the conversation could not resume: %s: %s", task.id, err.kind, err.message)
-            run.fail(f"The daemon restarted while this task waited for input, and the agent's conversation could "
-                     f"not be resumed ({err.kind}: {err.message}), so the answer was not delivered.")
+            run.fail(
+                f"The daemon restarted while this task waited for input, and the agent's conversation could "
+                f"not be resumed ({err.kind}: {err.message}), so the answer was not delivered."
+            )
         await run.drain(event_queue.enqueue_event)
 
     async def _replay(self, task: Task, run: TaskRun, err: ResumeFailed) -> PromptIn:
@@ -220,8 +245,9 @@ class ConversationExecutor(AgentExecutor):
             raise ReplayRefused(f"its prompt cannot be given again: {problem}") from None
         run.replayed = True
         conversation.fresh_note = REPLAY_NOTE
-        log.info("task %s: the agent never saved its session (%s); replaying the turn in a fresh one", task.id,
-                 err.message)  # fmt: skip
+        log.info(
+            "task %s: the agent never saved its session (%s); replaying the turn in a fresh one", task.id, err.message
+        )
         return prompt
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -238,7 +264,8 @@ class ConversationExecutor(AgentExecutor):
 
 
 async def _status(queue: EventQueue, task: Task, state: int, text: str) -> None:
-    status = TaskStatus(state=state, message=agent_message([Part(text=text)], context_id=task.context_id,
-                                                          task_id=task.id))  # fmt: skip
+    status = TaskStatus(
+        state=state, message=agent_message([Part(text=text)], context_id=task.context_id, task_id=task.id)
+    )
     status.timestamp.GetCurrentTime()
     await queue.enqueue_event(TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=status))

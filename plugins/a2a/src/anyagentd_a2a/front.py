@@ -65,9 +65,17 @@ _VERSION = re.compile(r"^1\.0(\.\d+)?$")
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 
 
-def rpc_error(request_id: Any, code: int, message: str, *, reason: str | None = None, domain: str = A2A_DOMAIN,
-              metadata: dict[str, str] | None = None, status: int = 200,
-              headers: dict[str, str] | None = None) -> JSONResponse:  # fmt: skip
+def rpc_error(
+    request_id: Any,
+    code: int,
+    message: str,
+    *,
+    reason: str | None = None,
+    domain: str = A2A_DOMAIN,
+    metadata: dict[str, str] | None = None,
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
     """A JSON-RPC error response; ``reason`` adds a google.rpc.ErrorInfo detail in ``data``."""
     error: dict[str, Any] = {"code": code, "message": message}
     if reason is not None:
@@ -77,9 +85,16 @@ def rpc_error(request_id: Any, code: int, message: str, *, reason: str | None = 
 
 def invalid_params(request_id: Any, violations: list[tuple[str, str]]) -> JSONResponse:
     """-32602 with a google.rpc.BadRequest listing each (field, description)."""
-    error = {"code": -32602, "message": "Invalid params: " + "; ".join(f"{f}: {d}" for f, d in violations),
-             "data": [{"@type": "type.googleapis.com/google.rpc.BadRequest",
-                       "fieldViolations": [{"field": f, "description": d} for f, d in violations]}]}  # fmt: skip
+    error = {
+        "code": -32602,
+        "message": "Invalid params: " + "; ".join(f"{f}: {d}" for f, d in violations),
+        "data": [
+            {
+                "@type": "type.googleapis.com/google.rpc.BadRequest",
+                "fieldViolations": [{"field": f, "description": d} for f, d in violations],
+            }
+        ],
+    }
     return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error})
 
 
@@ -156,8 +171,13 @@ class Front:
         checked = await self._check(request)
         if isinstance(checked, Response):
             source = self.source_of(request)
-            log.info("refused %s from %s: HTTP %d %s", request.headers.get("a2a-version", "-"), source,
-                     checked.status_code, checked.body[:160].decode("utf-8", "replace"))  # fmt: skip
+            log.info(
+                "refused %s from %s: HTTP %d %s",
+                request.headers.get("a2a-version", "-"),
+                source,
+                checked.status_code,
+                checked.body[:160].decode("utf-8", "replace"),
+            )
             return checked
         principal, activated, envelope = checked
         request.state.principal = principal
@@ -173,8 +193,12 @@ class Front:
         if streaming and principal.session is not None and self.identities.sessions is not None:
             from .auth.revocable import RevocableResponse
 
-            response = RevocableResponse(response, self.identities.sessions.revoked_event(principal.session),
-                                         request_id=envelope["id"], realm=self.realm)  # fmt: skip
+            response = RevocableResponse(
+                response,
+                self.identities.sessions.revoked_event(principal.session),
+                request_id=envelope["id"],
+                realm=self.realm,
+            )
         return response
 
     async def authenticate(self, request: Request, *, unless: Response | None = None) -> Principal | Response:
@@ -193,8 +217,13 @@ class Front:
             try:
                 principal = await self._identify(request, authorization, source)
             except Unauthenticated:
-                return rpc_error(None, -31429, "too many failed credentials from this source", status=429,
-                                 headers={"Retry-After": str(math.ceil(wait))})  # fmt: skip
+                return rpc_error(
+                    None,
+                    -31429,
+                    "too many failed credentials from this source",
+                    status=429,
+                    headers={"Retry-After": str(math.ceil(wait))},
+                )
             return principal if unless is None else unless
         if unless is not None:
             return unless
@@ -203,8 +232,9 @@ class Front:
         except Unauthenticated as err:
             if err.bad_credential:
                 self.failed.take(source)
-            return rpc_error(None, -31401, str(err), status=401,
-                             headers={"WWW-Authenticate": f'Bearer realm="{self.realm}"'})  # fmt: skip
+            return rpc_error(
+                None, -31401, str(err), status=401, headers={"WWW-Authenticate": f'Bearer realm="{self.realm}"'}
+            )
 
     async def _dispatch(self, request: Request, principal: Principal, envelope: dict[str, Any]) -> Response:
         """The SDK's answer; a blocking ``SendMessage`` of a device session answers 401 as soon as the session is
@@ -212,13 +242,23 @@ class Front:
         params = envelope.get("params") or {}
         configuration = params.get("configuration")
         blocking = not (isinstance(configuration, dict) and configuration.get("returnImmediately"))
-        if (principal.session is None or self.identities.sessions is None or self.spawn is None
-                or envelope["method"] != "SendMessage" or not blocking):  # fmt: skip
+        if (
+            principal.session is None
+            or self.identities.sessions is None
+            or self.spawn is None
+            or envelope["method"] != "SendMessage"
+            or not blocking
+        ):
             return await self.dispatch(request)
         from .auth.revocable import unless_revoked
 
-        return await unless_revoked(lambda: self.dispatch(request), self.identities.sessions.revoked_event(
-            principal.session), spawn=self.spawn, request_id=envelope["id"], realm=self.realm)  # fmt: skip
+        return await unless_revoked(
+            lambda: self.dispatch(request),
+            self.identities.sessions.revoked_event(principal.session),
+            spawn=self.spawn,
+            request_id=envelope["id"],
+            realm=self.realm,
+        )
 
     async def _check(self, request: Request) -> Response | tuple[Principal, list[str], dict[str, Any]]:
         """Every step of the pipeline in order: the first refusal, or (principal, activated extension URIs, the
@@ -228,8 +268,9 @@ class Front:
         unsupported = None
         if media_type != "application/json":
             # A2A 1.0 §5.4 ContentTypeNotSupportedError (-32005) in a 415: the TCK (JSONRPC-SSE-002) reads the code.
-            unsupported = rpc_error(None, CONTENT_TYPE_NOT_SUPPORTED, "Content-Type must be application/json",
-                                    status=415)  # fmt: skip
+            unsupported = rpc_error(
+                None, CONTENT_TYPE_NOT_SUPPORTED, "Content-Type must be application/json", status=415
+            )
         principal = await self.authenticate(request, unless=unsupported)  # the limiter, the 415, identity, in order
         if isinstance(principal, Response):
             return principal
@@ -252,28 +293,44 @@ class Front:
         request.state.rpc_method = envelope["method"]  # the metrics' method label, the access log's (.observe)
         where = structjson.beyond_double(envelope.get("params")) if loaded.overflows else None
         if where is not None:  # a Struct would hold it as inf, which no task could be stored or answered with
-            return invalid_params(request_id, [(where, "a number beyond the range of a double (A2A's numbers are "
-                                                       "finite IEEE 754 doubles)")])  # fmt: skip
+            return invalid_params(
+                request_id,
+                [(where, "a number beyond the range of a double (A2A's numbers are finite IEEE 754 doubles)")],
+            )
         version = request.headers.get("a2a-version", "")
         if not _VERSION.match(version.strip()):
             shown = version or "(missing)"
-            return rpc_error(request_id, -32009, f"A2A version {shown} is not supported; send A2A-Version: 1.0",
-                             reason="VERSION_NOT_SUPPORTED", metadata={"requested": version, "supported": "1.0"})
+            return rpc_error(
+                request_id,
+                -32009,
+                f"A2A version {shown} is not supported; send A2A-Version: 1.0",
+                reason="VERSION_NOT_SUPPORTED",
+                metadata={"requested": version, "supported": "1.0"},
+            )
         wait = self.rates.take(principal)
         if wait > 0:
-            return rpc_error(request_id, -31429, "rate limit exceeded", status=429,
-                             headers={"Retry-After": str(math.ceil(wait))})  # fmt: skip
+            return rpc_error(
+                request_id, -31429, "rate limit exceeded", status=429, headers={"Retry-After": str(math.ceil(wait))}
+            )
         method = envelope["method"]
         if method not in self.methods:
             return rpc_error(request_id, -32601, f"Method not found: {method}")
-        activated = [u for u in requested_extensions(request.headers.getlist("a2a-extensions"))
-                     if u in self.supported_extensions]  # fmt: skip
+        activated = [
+            u for u in requested_extensions(request.headers.getlist("a2a-extensions")) if u in self.supported_extensions
+        ]
         if not principal.may(method):
-            return rpc_error(request_id, -31403, f"{principal.id} may not call {method}", status=403,
-                             reason="PERMISSION_DENIED", domain=AGENTD_DOMAIN)  # fmt: skip
+            return rpc_error(
+                request_id,
+                -31403,
+                f"{principal.id} may not call {method}",
+                status=403,
+                reason="PERMISSION_DENIED",
+                domain=AGENTD_DOMAIN,
+            )
         if method in SEND_METHODS and self.is_draining():
-            return rpc_error(request_id, -32603, "the daemon is draining: no new messages", reason="DRAINING",
-                             domain=AGENTD_DOMAIN)  # fmt: skip
+            return rpc_error(
+                request_id, -32603, "the daemon is draining: no new messages", reason="DRAINING", domain=AGENTD_DOMAIN
+            )
         params = envelope.get("params") or {}
         if method in SEND_METHODS:
             refused = message_refusal(request_id, params, settings.limits)
@@ -359,8 +416,9 @@ class HostGate:
         loopback = loopback_host(name)
         if not loopback and name not in self.public_hosts:
             log.info("refused Host %r: not loopback and not the public URL's host", raw[:80])
-            await PlainTextResponse(f"Misdirected request: Host {raw[:80]!r} is not served here.\n",
-                                    status_code=421)(scope, receive, send)  # fmt: skip
+            await PlainTextResponse(f"Misdirected request: Host {raw[:80]!r} is not served here.\n", status_code=421)(
+                scope, receive, send
+            )
             return
         scope.setdefault("state", {})["loopback_host"] = loopback
         await self.app(scope, receive, send)
@@ -385,12 +443,20 @@ class CorsGate:
         if origin not in self.origins:
             await Response(status_code=403)(scope, receive, send)
             return
-        allow = [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin"),
-                 (b"access-control-expose-headers", b"A2A-Extensions, ETag")]  # fmt: skip
+        allow = [
+            (b"access-control-allow-origin", origin.encode("latin-1")),
+            (b"vary", b"Origin"),
+            (b"access-control-expose-headers", b"A2A-Extensions, ETag"),
+        ]
         if scope["method"] == "OPTIONS":
             headers = {k.decode(): v.decode() for k, v in allow}
-            headers.update({"Access-Control-Allow-Methods": "GET, POST, OPTIONS", "Access-Control-Max-Age": "600",
-                            "Access-Control-Allow-Headers": "Authorization, Content-Type, A2A-Version, A2A-Extensions"})
+            headers.update(
+                {
+                    "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
+                    "Access-Control-Max-Age": "600",
+                    "Access-Control-Allow-Headers": "Authorization, Content-Type, A2A-Version, A2A-Extensions",
+                }
+            )
             await Response(status_code=204, headers=headers)(scope, receive, send)
             return
 

@@ -108,18 +108,26 @@ class Instance:
 
     def switches(self) -> dict[str, bool]:
         """The configuration switches ops are served under (see :attr:`anyagentd.ops.Op.switch`)."""
-        return {"introspection": self.introspection, "device_grant": self.device_grant is not None,
-                "tcp_listener": True}  # fmt: skip
+        return {
+            "introspection": self.introspection,
+            "device_grant": self.device_grant is not None,
+            "tcp_listener": True,
+        }
 
     # -- conversations ---------------------------------------------------------------------------------------
 
     def _view(self, conversation: Any) -> ConversationView:
         running = next((r for r in conversation.runs if not r.terminal), None)
         return ConversationView(
-            id=conversation.context_id, principal=conversation.owner, session=conversation.session,
-            task_id=conversation.last_task_id, turns=conversation.turns, version=conversation.turns,
-            updated_ms=conversation.updated_ms, turn_started_ms=running.started_ms if running else None,
-        )  # fmt: skip
+            id=conversation.context_id,
+            principal=conversation.owner,
+            session=conversation.session,
+            task_id=conversation.last_task_id,
+            turns=conversation.turns,
+            version=conversation.turns,
+            updated_ms=conversation.updated_ms,
+            turn_started_ms=running.started_ms if running else None,
+        )
 
     def conversations(self, principal: Principal) -> list[ConversationView]:
         found = [c for c in self.daemon.conversations.conversations.values() if owns(principal, c.owner)]
@@ -141,8 +149,11 @@ class Instance:
         found = [v for v in visible if conversation_id in (v.id, qualified_id(v))]
         if len(found) > 1:
             named = ", ".join(sorted(qualified_id(v) for v in found))
-            raise InvalidOpArguments(f"{len(found)} conversations have the contextId {conversation_id!r}: name one "
-                                     f"as <principal>/<contextId> ({named})", [("id", f"one of {named}")])  # fmt: skip
+            raise InvalidOpArguments(
+                f"{len(found)} conversations have the contextId {conversation_id!r}: name one "
+                f"as <principal>/<contextId> ({named})",
+                [("id", f"one of {named}")],
+            )
         return found[0] if found else None
 
     # -- configuration ---------------------------------------------------------------------------------------
@@ -167,11 +178,12 @@ class Instance:
         path = "a2a.introspection.enabled" if path == "a2a.introspection" else path  # the config file's key
         if path == "agent.approval":
             if value not in ("ask", "auto"):
-                raise InvalidOpArguments("agent.approval is \"ask\" or \"auto\"", [("value", 'expected "ask" or "auto"')])
+                raise InvalidOpArguments('agent.approval is "ask" or "auto"', [("value", 'expected "ask" or "auto"')])
         elif path == "a2a.introspection.enabled":
             if not isinstance(value, bool):
-                raise InvalidOpArguments("a2a.introspection.enabled is a boolean",
-                                         [("value", "expected a boolean (true or false)")])  # fmt: skip
+                raise InvalidOpArguments(
+                    "a2a.introspection.enabled is a boolean", [("value", "expected a boolean (true or false)")]
+                )
         else:
             raise InvalidOpArguments(f"{path} cannot be set", [("path", f"one of {', '.join(SETTABLE)}")])
         self.overrides[path] = value

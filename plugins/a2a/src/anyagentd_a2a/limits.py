@@ -69,11 +69,21 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 def body_too_large(err: TooLarge) -> JSONResponse:
     """The refusal of a body over the limit (see the module docstring)."""
-    error = {"code": -32600, "message": f"Invalid Request: {err}",
-             "data": [{"@type": ERROR_INFO, "reason": "LIMIT_EXCEEDED", "domain": AGENTD_DOMAIN,
-                       "metadata": {"limit": "a2a.limits.body_bytes", "max": str(err.limit)}}]}  # fmt: skip
-    return JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=413,
-                        headers={"Connection": "close"})  # fmt: skip
+    error = {
+        "code": -32600,
+        "message": f"Invalid Request: {err}",
+        "data": [
+            {
+                "@type": ERROR_INFO,
+                "reason": "LIMIT_EXCEEDED",
+                "domain": AGENTD_DOMAIN,
+                "metadata": {"limit": "a2a.limits.body_bytes", "max": str(err.limit)},
+            }
+        ],
+    }
+    return JSONResponse(
+        {"jsonrpc": "2.0", "id": None, "error": error}, status_code=413, headers={"Connection": "close"}
+    )
 
 
 def part_size(part: Any) -> int | None:
@@ -95,10 +105,19 @@ def part_size(part: Any) -> int | None:
 
 
 def _exceeded(request_id: Any, field: str, description: str, key: str, limit: int) -> JSONResponse:
-    error = {"code": -32602, "message": f"Invalid params: {field}: {description}",
-             "data": [{"@type": BAD_REQUEST, "fieldViolations": [{"field": field, "description": description}]},
-                      {"@type": ERROR_INFO, "reason": "LIMIT_EXCEEDED", "domain": AGENTD_DOMAIN,
-                       "metadata": {"limit": key, "max": str(limit)}}]}  # fmt: skip
+    error = {
+        "code": -32602,
+        "message": f"Invalid params: {field}: {description}",
+        "data": [
+            {"@type": BAD_REQUEST, "fieldViolations": [{"field": field, "description": description}]},
+            {
+                "@type": ERROR_INFO,
+                "reason": "LIMIT_EXCEEDED",
+                "domain": AGENTD_DOMAIN,
+                "metadata": {"limit": key, "max": str(limit)},
+            },
+        ],
+    }
     return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error})
 
 
@@ -111,14 +130,23 @@ def message_refusal(request_id: Any, params: dict[str, Any], limits: LimitsSecti
     if not isinstance(parts, list):
         return None
     if len(parts) > limits.message_parts:
-        return _exceeded(request_id, "message.parts", f"{len(parts)} parts, more than a2a.limits.message_parts "
-                         f"({limits.message_parts})", "a2a.limits.message_parts", limits.message_parts)  # fmt: skip
+        return _exceeded(
+            request_id,
+            "message.parts",
+            f"{len(parts)} parts, more than a2a.limits.message_parts ({limits.message_parts})",
+            "a2a.limits.message_parts",
+            limits.message_parts,
+        )
     for index, part in enumerate(parts):
         size = part_size(part)
         if size is not None and size > limits.part_bytes:
-            return _exceeded(request_id, f"message.parts[{index}]", f"{size} bytes, more than "
-                             f"a2a.limits.part_bytes ({limits.part_bytes})", "a2a.limits.part_bytes",
-                             limits.part_bytes)  # fmt: skip
+            return _exceeded(
+                request_id,
+                f"message.parts[{index}]",
+                f"{size} bytes, more than a2a.limits.part_bytes ({limits.part_bytes})",
+                "a2a.limits.part_bytes",
+                limits.part_bytes,
+            )
     return None
 
 
@@ -161,8 +189,11 @@ def empty_message_refusal(request_id: Any, params: dict[str, Any]) -> JSONRespon
     description = f"{EMPTY_PROMPT}: the agent would be given an empty prompt"
     violation = {"field": "message.parts", "description": description}
     info = {"@type": ERROR_INFO, "reason": "EMPTY_MESSAGE", "domain": AGENTD_DOMAIN, "metadata": {}}
-    error = {"code": -32602, "message": f"Invalid params: message.parts: {description}",
-             "data": [{"@type": BAD_REQUEST, "fieldViolations": [violation]}, info]}  # fmt: skip
+    error = {
+        "code": -32602,
+        "message": f"Invalid params: message.parts: {description}",
+        "data": [{"@type": BAD_REQUEST, "fieldViolations": [violation]}, info],
+    }
     return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error})
 
 
@@ -194,8 +225,10 @@ def opens_request(message: Any) -> bool:
     event part whose text does not even name ``RequestOpened`` is passed over without parsing it."""
     from .translate import EVENT_MEDIA_TYPE, opened_request
 
-    if not any(p.media_type == EVENT_MEDIA_TYPE and (p.WhichOneof("content") != "text" or REQUEST_OPENED in p.text)
-               for p in message.parts):  # fmt: skip
+    if not any(
+        p.media_type == EVENT_MEDIA_TYPE and (p.WhichOneof("content") != "text" or REQUEST_OPENED in p.text)
+        for p in message.parts
+    ):
         return False
     return opened_request(message) is not None
 
@@ -227,5 +260,15 @@ def bound_history(task: Any, kept: int) -> int:
     return len(drop)
 
 
-__all__ = ["TooLarge", "body_too_large", "bound_history", "empty_message_refusal", "held_history", "message_refusal",
-           "opens_request", "part_size", "read_body", "wire_content"]
+__all__ = [
+    "TooLarge",
+    "body_too_large",
+    "bound_history",
+    "empty_message_refusal",
+    "held_history",
+    "message_refusal",
+    "opens_request",
+    "part_size",
+    "read_body",
+    "wire_content",
+]

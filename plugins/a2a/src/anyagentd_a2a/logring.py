@@ -39,8 +39,9 @@ class LogRing:
     (``str -> str``, applied to every string field before anything is kept or written).
     """
 
-    def __init__(self, size: int = 1024, *, stream: TextIO | None = sys.stderr,
-                 redact: Callable[[str], str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, size: int = 1024, *, stream: TextIO | None = sys.stderr, redact: Callable[[str], str] | None = None
+    ) -> None:
         self.size = max(1, size)
         self.stream = stream
         self.redact = redact or (lambda text: text)
@@ -56,8 +57,13 @@ class LogRing:
         clean = {key: self._clean(value) for key, value in fields.items()}
         with self._lock:
             self._seq += 1
-            record = {"seq": self._seq, "ts_ms": int(time.time() * 1000), "level": level,
-                      "event": self.redact(event), **clean}  # fmt: skip
+            record = {
+                "seq": self._seq,
+                "ts_ms": int(time.time() * 1000),
+                "level": level,
+                "event": self.redact(event),
+                **clean,
+            }
             if len(self._ring) == self.size:
                 self._dropped += 1
             self._ring.append(record)
@@ -69,8 +75,7 @@ class LogRing:
                 pass  # a closed stderr must not take the daemon down
         return record
 
-    def read(self, after: int = 0, limit: int = 200, *, level: str | None = None,
-             prefix: str | None = None) -> Page:  # fmt: skip
+    def read(self, after: int = 0, limit: int = 200, *, level: str | None = None, prefix: str | None = None) -> Page:
         """Records with ``seq > after`` (at most ``limit``, oldest first), optionally only of ``level`` and whose
         event name starts with ``prefix``."""
         with self._lock:

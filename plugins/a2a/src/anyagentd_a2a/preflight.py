@@ -62,7 +62,7 @@ from .config import (
     missing_sqlite_directory,
     read_regular,
     split_host_port,
-    sqlite_file,  # fmt: skip
+    sqlite_file,
 )
 
 if TYPE_CHECKING:
@@ -145,8 +145,11 @@ def _store(url: str, found: Findings) -> None:
     parsed = make_url(url)
     shown = url if parsed.password is None else parsed.render_as_string(hide_password=True)  # as written, no secret
     if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
-        found.warn("a2a.store", f"{shown} is an in-memory database: nothing survives a restart (tasks, "
-                                "conversations, push configs, workflow runs, device sessions)")  # fmt: skip
+        found.warn(
+            "a2a.store",
+            f"{shown} is an in-memory database: nothing survives a restart (tasks, "
+            "conversations, push configs, workflow runs, device sessions)",
+        )
         return
     directory = missing_sqlite_directory(url)
     if directory is not None:
@@ -161,8 +164,11 @@ def _store(url: str, found: Findings) -> None:
         found.error("a2a.store", f"cannot open the task store {shown}: {database} {err}")
         return
     if header and header != SQLITE_HEADER:  # an empty file is one SQLite makes a database of
-        found.error("a2a.store", f"cannot open the task store {shown}: {database} is not a SQLite database (its "
-                                 "first 16 bytes are not 'SQLite format 3\\0')")  # fmt: skip
+        found.error(
+            "a2a.store",
+            f"cannot open the task store {shown}: {database} is not a SQLite database (its "
+            "first 16 bytes are not 'SQLite format 3\\0')",
+        )
 
 
 def _listener(loaded: Loaded, found: Findings) -> None:
@@ -173,13 +179,24 @@ def _listener(loaded: Loaded, found: Findings) -> None:
     except ValueError:
         unspecified = False
     if unspecified and a2a.url is None:
-        found.error("a2a.url", f"a2a.listen {a2a.listen} binds every address, so the card has no address "
-                               "clients can reach (and the Host gate answers them 421): set a2a.url to the URL "
-                               "they use")  # fmt: skip
+        found.error(
+            "a2a.url",
+            f"a2a.listen {a2a.listen} binds every address, so the card has no address "
+            "clients can reach (and the Host gate answers them 421): set a2a.url to the URL "
+            "they use",
+        )
 
 
-def _agent(name: Any, key: str, known: set[str], acp: bool, found: Findings, *,
-           also: frozenset[str] | set[str] = frozenset(), catalog: dict[str, str] | None = None) -> None:  # fmt: skip
+def _agent(
+    name: Any,
+    key: str,
+    known: set[str],
+    acp: bool,
+    found: Findings,
+    *,
+    also: frozenset[str] | set[str] = frozenset(),
+    catalog: dict[str, str] | None = None,
+) -> None:
     """``name`` (a catalog id, ``{"acp": AcpAgent}`` from the config or an ``AcpRef`` from a workflow step) must be
     openable here: an installed adapter's id (or one of ``also``), or an ACP agent with the ACP adapter installed
     and an executable ``path``. A catalog id that an adapter drives is added to ``catalog`` (id → ``key``, the
@@ -197,8 +214,11 @@ def _agent(name: Any, key: str, known: set[str], acp: bool, found: Findings, *,
         from anyagentd.catalog import AGENT_DISTRIBUTIONS, install_hint
 
         dist = next(d for _, d in AGENT_DISTRIBUTIONS.values() if d.name == "anyagentd-acp")
-        found.error(key, "an ACP agent opened by path needs the ACP adapter, which is not installed; install it "
-                         f"with: {install_hint(dist)}")  # fmt: skip
+        found.error(
+            key,
+            "an ACP agent opened by path needs the ACP adapter, which is not installed; install it "
+            f"with: {install_hint(dist)}",
+        )
         return
     _executable(spec.path, f"{key}.acp.path", found)
 
@@ -213,8 +233,11 @@ def _installed(catalog: dict[str, str], plugins: Plugins, found: Findings) -> No
 
     for missing in discover(profiles).missing:
         hint = f"; install it with: {missing.install_hint}" if missing.install_hint else ""
-        found.warn(catalog[missing.id], f"{missing.id!r} was not found on this machine{hint}: every message to it "
-                                        "fails until it is installed (on the PATH of the daemon's user)")  # fmt: skip
+        found.warn(
+            catalog[missing.id],
+            f"{missing.id!r} was not found on this machine{hint}: every message to it "
+            "fails until it is installed (on the PATH of the daemon's user)",
+        )
 
 
 def _executable(path: str, key: str, found: Findings) -> None:
@@ -263,16 +286,22 @@ def _subagents(loaded: Loaded, plugins: Plugins, known: set[str], found: Finding
     if section.enabled and "Http" not in plugins.mcp_transports():
         from anyagentd.mcp.forwarding import install_hint
 
-        found.error("subagents.enabled", "the subagent tools reach the agent as an Http MCP server, and no MCP "
-                                         f"transport plugin for Http is installed: {install_hint('Http')}")  # fmt: skip
+        found.error(
+            "subagents.enabled",
+            "the subagent tools reach the agent as an Http MCP server, and no MCP "
+            f"transport plugin for Http is installed: {install_hint('Http')}",
+        )
     for n, child in enumerate(section.instances):
         if child.name in known:  # a spawn by that name would reach the child, never the local agent
-            found.error(f"subagents.instances.{n}.name", f"{child.name!r} is an installed agent here; a child "
-                                                         "instance needs another name")  # fmt: skip
+            found.error(
+                f"subagents.instances.{n}.name",
+                f"{child.name!r} is an installed agent here; a child instance needs another name",
+            )
 
 
-def _workflows(loaded: Loaded, plugins: Plugins, known: set[str], acp: bool, found: Findings,
-               catalog: dict[str, str] | None = None) -> list[str]:  # fmt: skip
+def _workflows(
+    loaded: Loaded, plugins: Plugins, known: set[str], acp: bool, found: Findings, catalog: dict[str, str] | None = None
+) -> list[str]:
     """Check every workflow's steps and command; returns the workflow names."""
     config = loaded.config
     if not config.workflows:
@@ -286,9 +315,12 @@ def _workflows(loaded: Loaded, plugins: Plugins, known: set[str], acp: bool, fou
     for workflow in workflows.values():
         base = f"workflows.{workflow.name}"
         if workflow.command is not None and workflow.command in ops:
-            found.error(f"{base}.command", f"{workflow.command!r} is the op of plugin {ops[workflow.command]!r}: "
-                                           f'{{"agentd": {{"op": "{workflow.command}"}}}} runs that op, never this '
-                                           "workflow; name the command otherwise")  # fmt: skip
+            found.error(
+                f"{base}.command",
+                f"{workflow.command!r} is the op of plugin {ops[workflow.command]!r}: "
+                f'{{"agentd": {{"op": "{workflow.command}"}}}} runs that op, never this '
+                "workflow; name the command otherwise",
+            )
         for step_id, step in workflow.steps.items():
             where = f"{base}.steps.{step_id}"
             if step.kind == "agent" and step.agent is not None:
@@ -299,8 +331,10 @@ def _workflows(loaded: Loaded, plugins: Plugins, known: set[str], acp: bool, fou
                 _agent(step.agent, f"{where}.agent", known, acp, found, also=children, catalog=catalog)
                 name = step.agent if isinstance(step.agent, str) else step.agent.acp.name  # type: ignore[union-attr]
                 if section.enabled and not any(fnmatchcase(name, p) for p in section.agents):
-                    found.error(f"{where}.agent", f"{name!r} may not be spawned here: subagents.agents is "
-                                                  f"{list(section.agents)}")  # fmt: skip
+                    found.error(
+                        f"{where}.agent",
+                        f"{name!r} may not be spawned here: subagents.agents is {list(section.agents)}",
+                    )
     return list(workflows)
 
 
@@ -321,9 +355,15 @@ def _grants(loaded: Loaded, plugins: Plugins, workflows: list[str], found: Findi
             if not matched:
                 found.warn(key, f"{grant!r} matches no installed op (`anyagentd plugins` lists them)")
             elif not reachable:
-                found.warn(key, f"{grant!r} matches only operator ops ({', '.join(op.name for op in matched)}), "
-                                "which no grant reaches")  # fmt: skip
-            elif target and any(op.name == "workflow.run" for op in reachable) and \
-                    not any(fnmatchcase(w, target) for w in workflows):  # fmt: skip
+                found.warn(
+                    key,
+                    f"{grant!r} matches only operator ops ({', '.join(op.name for op in matched)}), "
+                    "which no grant reaches",
+                )
+            elif (
+                target
+                and any(op.name == "workflow.run" for op in reachable)
+                and not any(fnmatchcase(w, target) for w in workflows)
+            ):
                 among = f"workflows: {', '.join(workflows)}" if workflows else "no [[workflows]] are configured"
                 found.warn(key, f"{grant!r} matches no configured workflow ({among})")

@@ -78,8 +78,13 @@ class Identities:
         if secrets.operator is not None:
             self._bearers.append((secrets.operator.get_secret_value().encode(), OPERATOR))
         for section in self.loaded.config.a2a.principals:
-            principal = Principal(f"{section.role}:{section.id}", section.role, tuple(section.grants),
-                                  tuple(section.methods), section.rate)  # fmt: skip
+            principal = Principal(
+                f"{section.role}:{section.id}",
+                section.role,
+                tuple(section.grants),
+                tuple(section.methods),
+                section.rate,
+            )
             self._bearers.append((secrets.principals[section.id].get_secret_value().encode(), principal))
         host, _ = split_host_port(self.loaded.config.a2a.listen)
         self._loopback_listener = is_loopback(host)
@@ -125,8 +130,13 @@ class Identities:
             if found is None:
                 raise Unauthenticated("unknown bearer token", bad_credential=True)
             return found
-        if (self._loopback_listener and not self.loaded.credentialed and origin is None
-                and peer is not None and is_loopback(peer)):  # fmt: skip
+        if (
+            self._loopback_listener
+            and not self.loaded.credentialed
+            and origin is None
+            and peer is not None
+            and is_loopback(peer)
+        ):
             return OPERATOR
         raise Unauthenticated("a bearer token is required", bad_credential=False)
 

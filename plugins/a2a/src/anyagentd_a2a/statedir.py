@@ -52,8 +52,9 @@ def _locked(path: Path, what: str, retry: str, *, pid_file: Path | None = None) 
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise StateDirUnusable(f"{what} is in use by another anyagentd a2a ({_holder(pid_file or path)}); "
-                                   f"{retry}") from None  # fmt: skip
+            raise StateDirUnusable(
+                f"{what} is in use by another anyagentd a2a ({_holder(pid_file or path)}); {retry}"
+            ) from None
         try:
             if pid_file is None:
                 os.ftruncate(fd, 0)
@@ -79,8 +80,12 @@ def hold_database(database: Path) -> Iterator[Path]:
     locks are apart from the POSIX locks SQLite takes (Linux), and this descriptor is closed only when the daemon
     ends, after its engine. Yields the database's path. Raises :class:`StateDirUnusable` ("the task database … is
     in use by another anyagentd a2a (pid N)") when another daemon holds it."""
-    with _locked(database, f"the task database {database}", "stop it or give this one another a2a.store",
-                 pid_file=database.with_name(database.name + ".lock")) as path:  # fmt: skip
+    with _locked(
+        database,
+        f"the task database {database}",
+        "stop it or give this one another a2a.store",
+        pid_file=database.with_name(database.name + ".lock"),
+    ) as path:
         yield path
 
 
@@ -97,8 +102,9 @@ def hold(state_dir: Path) -> Iterator[Path]:
         state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as err:
         raise StateDirUnusable(f"cannot use the state dir {state_dir}: {err.strerror or err}") from None
-    with _locked(state_dir / LOCK_NAME, f"the state dir {state_dir}", "stop it or give this one another --state-dir"
-                 ) as path:  # fmt: skip
+    with _locked(
+        state_dir / LOCK_NAME, f"the state dir {state_dir}", "stop it or give this one another --state-dir"
+    ) as path:
         yield path
 
 

@@ -42,7 +42,7 @@ from a2a.types import (
     TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
-    TaskStatusUpdateEvent,  # fmt: skip
+    TaskStatusUpdateEvent,
 )
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
@@ -61,7 +61,7 @@ from sqlalchemy import (
     exists,
     func,
     inspect,
-    select,  # fmt: skip
+    select,
     tuple_,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -124,8 +124,10 @@ def check_sqlite_directory(url: str) -> None:
     if directory is not None:
         from sqlalchemy.engine import make_url
 
-        raise StoreUnavailable(make_url(url).render_as_string(hide_password=True),
-                               FileNotFoundError(f"the directory {directory} does not exist"))
+        raise StoreUnavailable(
+            make_url(url).render_as_string(hide_password=True),
+            FileNotFoundError(f"the directory {directory} does not exist"),
+        )
 
 
 def engine_for(url: str) -> AsyncEngine:
@@ -227,8 +229,11 @@ class PrincipalTaskStore(DatabaseTaskStore):
         await self._ensure_initialized()
         model = self.task_model
         async with self.async_session_maker() as session:
-            rows = (await session.execute(select(model).where(model.owner == owner,
-                                                              model.context_id == context_id))).scalars().all()
+            rows = (
+                (await session.execute(select(model).where(model.owner == owner, model.context_id == context_id)))
+                .scalars()
+                .all()
+            )
         return [self._from_orm(row) for row in rows]
 
     async def _owned(self, task_id: str, context: ServerCallContext) -> ServerCallContext:
@@ -282,11 +287,15 @@ class PrincipalTaskStore(DatabaseTaskStore):
         try:
             row = self._to_orm(task, _owner(context))
         except SerializeToJsonError:  # a NaN or an infinity in a Struct (an agent's event): proto3 JSON has none
-            log.warning("task %s holds %d number(s) JSON cannot write (NaN, infinity): stored as null", task.id,
-                        finite(task))  # fmt: skip
+            log.warning(
+                "task %s holds %d number(s) JSON cannot write (NaN, infinity): stored as null", task.id, finite(task)
+            )
             row = self._to_orm(task, _owner(context))
-        values = {column.name: getattr(row, attr.key) for attr in inspect(self.task_model).column_attrs
-                  for column in attr.columns}  # fmt: skip
+        values = {
+            column.name: getattr(row, attr.key)
+            for attr in inspect(self.task_model).column_attrs
+            for column in attr.columns
+        }
         await upsert(self.engine, self.task_model.__table__, ("id",), values)
 
     async def flush(self) -> None:
@@ -370,8 +379,15 @@ class PrincipalTaskStore(DatabaseTaskStore):
         gone, after = 0, ""
         while True:
             async with self.engine.begin() as conn:
-                ids = (await conn.execute(select(model.id).where(old, model.id > after).order_by(model.id)
-                                          .limit(PRUNE_BATCH))).scalars().all()  # fmt: skip
+                ids = (
+                    (
+                        await conn.execute(
+                            select(model.id).where(old, model.id > after).order_by(model.id).limit(PRUNE_BATCH)
+                        )
+                    )
+                    .scalars()
+                    .all()
+                )
                 doomed = [task_id for task_id in ids if task_id not in keep]
                 if doomed:
                     gone += (await conn.execute(delete(model).where(model.id.in_(doomed), old))).rowcount
@@ -403,8 +419,9 @@ class PrincipalTaskStore(DatabaseTaskStore):
             stmt = stmt.where(model.last_updated >= params.status_timestamp_after.ToDatetime())
         async with self.async_session_maker() as session:
             total = (await session.execute(select(func.count()).select_from(stmt.subquery()))).scalar_one()
-            stmt = stmt.order_by(case((model.last_updated.is_(None), 1), else_=0).asc(), model.last_updated.desc(),
-                                 model.id.desc())  # fmt: skip
+            stmt = stmt.order_by(
+                case((model.last_updated.is_(None), 1), else_=0).asc(), model.last_updated.desc(), model.id.desc()
+            )
             if params.page_token:
                 cursor = decode_list_tasks_cursor(params.page_token)
                 if cursor is None:
@@ -414,8 +431,9 @@ class PrincipalTaskStore(DatabaseTaskStore):
             rows = (await session.execute(stmt.limit(size + 1))).scalars().all()
         page = rows[:size]
         token = encode_list_tasks_cursor(self._cursor_for(page[-1])) if len(rows) == size + 1 else None
-        return ListTasksResponse(tasks=[self._from_orm(r) for r in page], total_size=total, next_page_token=token,
-                                 page_size=size)  # fmt: skip
+        return ListTasksResponse(
+            tasks=[self._from_orm(r) for r in page], total_size=total, next_page_token=token, page_size=size
+        )
 
 
 class _FreshIds(IDGenerator):
@@ -444,8 +462,9 @@ class PushConfigStore(DatabasePushNotificationConfigStore):
                 self._with_configs = {row[0] for row in rows}
         return self._with_configs
 
-    async def set_info(self, task_id: str, notification_config: TaskPushNotificationConfig,
-                       context: ServerCallContext) -> TaskPushNotificationConfig:  # fmt: skip
+    async def set_info(
+        self, task_id: str, notification_config: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
         (await self._task_ids()).add(task_id)  # before the write: a dispatch meanwhile queries, at worst for none
         return await super().set_info(task_id, notification_config, context)
 
@@ -479,9 +498,9 @@ def _as_owner(context: ServerCallContext, owner: str) -> ServerCallContext:
     return context.model_copy(update={"user": _Owner(owner)})
 
 
-async def fail_interrupted(store: PrincipalTaskStore, resumable: Set[tuple[str, str]] = frozenset(),
-                           run_tasks: Set[str] = frozenset()) -> tuple[list[TaskStatusUpdateEvent],
-                                                                       dict[str, tuple[str, str]]]:  # fmt: skip
+async def fail_interrupted(
+    store: PrincipalTaskStore, resumable: Set[tuple[str, str]] = frozenset(), run_tasks: Set[str] = frozenset()
+) -> tuple[list[TaskStatusUpdateEvent], dict[str, tuple[str, str]]]:
     """Do to every stored task what :func:`.tasks.state.on_restart` decides for it (its owner kept): ``run_tasks``
     are the ids of the tasks workflow runs run under, ``resumable`` the (owner, contextId) pairs with a resume
     token stored. A task to fail gets its decision's message as its status (the message before it moves to the
@@ -499,8 +518,9 @@ async def fail_interrupted(store: PrincipalTaskStore, resumable: Set[tuple[str, 
                 state = of_name(str(status.get("state")))
             except StateError:
                 continue  # no state we know: nothing to decide
-            decision = on_restart(state, run_task=row.id in run_tasks,
-                                  resumable=(row.owner, row.context_id) in resumable)  # fmt: skip
+            decision = on_restart(
+                state, run_task=row.id in run_tasks, resumable=(row.owner, row.context_id) in resumable
+            )
             if decision.action == "park":
                 parked[row.id] = (row.owner, row.context_id)
             if decision.action != "fail":
@@ -509,26 +529,38 @@ async def fail_interrupted(store: PrincipalTaskStore, resumable: Set[tuple[str, 
             if status.get("message"):
                 history.append(status["message"])
             now = datetime.now(UTC)
-            message = {"messageId": str(uuid.uuid4()), "role": "ROLE_AGENT", "contextId": row.context_id,
-                       "taskId": row.id, "parts": [{"text": decision.reason}]}  # fmt: skip
-            row.status = {"state": name(move(state, FAILED)), "message": message,
-                          "timestamp": now.isoformat().replace("+00:00", "Z")}  # fmt: skip
+            message = {
+                "messageId": str(uuid.uuid4()),
+                "role": "ROLE_AGENT",
+                "contextId": row.context_id,
+                "taskId": row.id,
+                "parts": [{"text": decision.reason}],
+            }
+            row.status = {
+                "state": name(move(state, FAILED)),
+                "message": message,
+                "timestamp": now.isoformat().replace("+00:00", "Z"),
+            }
             row.history = history
             row.last_updated = now.replace(tzinfo=None)
-            failed.append(TaskStatusUpdateEvent(task_id=row.id, context_id=row.context_id,
-                                                status=ParseDict(row.status, TaskStatus())))  # fmt: skip
+            failed.append(
+                TaskStatusUpdateEvent(
+                    task_id=row.id, context_id=row.context_id, status=ParseDict(row.status, TaskStatus())
+                )
+            )
     return failed, parked
 
 
 _metadata = MetaData()
 conversations_table = Table(
-    "anyagentd_conversations", _metadata,
+    "anyagentd_conversations",
+    _metadata,
     Column("owner", String(255), primary_key=True),
     Column("context_id", String(255), primary_key=True),
     Column("agent", String(255), nullable=False),
     Column("resume_token", Text, nullable=True),
     Column("updated", DateTime, nullable=False),
-)  # fmt: skip
+)
 
 
 class ConversationTable:
@@ -542,8 +574,13 @@ class ConversationTable:
     async def resumable(self, agent: str) -> set[tuple[str, str]]:
         """Every (owner, contextId) of ``agent`` with a resume token stored."""
         async with self.engine.connect() as conn:
-            rows = (await conn.execute(select(conversations_table.c.owner, conversations_table.c.context_id).where(
-                conversations_table.c.agent == agent, conversations_table.c.resume_token.is_not(None)))).all()
+            rows = (
+                await conn.execute(
+                    select(conversations_table.c.owner, conversations_table.c.context_id).where(
+                        conversations_table.c.agent == agent, conversations_table.c.resume_token.is_not(None)
+                    )
+                )
+            ).all()
         return {(r[0], r[1]) for r in rows}
 
     async def initialize(self) -> None:
@@ -552,13 +589,20 @@ class ConversationTable:
 
     async def resume_token(self, owner: str, context_id: str, agent: str) -> str | None:
         async with self.engine.connect() as conn:
-            row = (await conn.execute(select(conversations_table.c.resume_token).where(
-                conversations_table.c.owner == owner, conversations_table.c.context_id == context_id,
-                conversations_table.c.agent == agent))).first()  # fmt: skip
+            row = (
+                await conn.execute(
+                    select(conversations_table.c.resume_token).where(
+                        conversations_table.c.owner == owner,
+                        conversations_table.c.context_id == context_id,
+                        conversations_table.c.agent == agent,
+                    )
+                )
+            ).first()
         return row[0] if row else None
 
-    async def prune(self, older_than: float, tasks: Table, live: Set[tuple[str, str]] = frozenset()
-                    ) -> list[tuple[str, str]]:  # fmt: skip
+    async def prune(
+        self, older_than: float, tasks: Table, live: Set[tuple[str, str]] = frozenset()
+    ) -> list[tuple[str, str]]:
         """Delete the conversations (resume-token rows) updated more than ``older_than`` seconds ago that have no
         task left in ``tasks`` (the task store's table) and are not in ``live`` (the daemon's (owner, contextId)
         in memory); returns their (owner, contextId) pairs, for their files to go too. Raises what the driver
@@ -567,8 +611,9 @@ class ConversationTable:
         table = conversations_table
         orphan = ~exists().where(tasks.c.owner == table.c.owner, tasks.c.context_id == table.c.context_id)
         async with self.engine.begin() as conn:
-            rows = (await conn.execute(select(table.c.owner, table.c.context_id)
-                                       .where(table.c.updated < cutoff, orphan))).all()  # fmt: skip
+            rows = (
+                await conn.execute(select(table.c.owner, table.c.context_id).where(table.c.updated < cutoff, orphan))
+            ).all()
             gone = [(r[0], r[1]) for r in rows if (r[0], r[1]) not in live]
             for owner, context_id in gone:
                 await conn.execute(delete(table).where(table.c.owner == owner, table.c.context_id == context_id))
@@ -582,9 +627,12 @@ class ConversationTable:
         found: set[tuple[str, str]] = set()
         async with self.engine.connect() as conn:
             for start in range(0, len(pending), PRUNE_BATCH):
-                batch = pending[start:start + PRUNE_BATCH]
-                rows = await conn.execute(select(tasks.c.owner, tasks.c.context_id).distinct()
-                                          .where(tuple_(tasks.c.owner, tasks.c.context_id).in_(batch)))  # fmt: skip
+                batch = pending[start : start + PRUNE_BATCH]
+                rows = await conn.execute(
+                    select(tasks.c.owner, tasks.c.context_id)
+                    .distinct()
+                    .where(tuple_(tasks.c.owner, tasks.c.context_id).in_(batch))
+                )
                 found.update((r[0], r[1]) for r in rows)
         return set(pending) - found
 
@@ -596,5 +644,14 @@ class ConversationTable:
         await upsert(self.engine, conversations_table, ("owner", "context_id"), values)
 
 
-__all__ = ["FLUSH_DELAY", "ConversationTable", "PrincipalTaskStore", "PushConfigStore",
-           "StoreUnavailable", "check_sqlite_directory", "engine_for", "fail_interrupted", "upsert"]
+__all__ = [
+    "FLUSH_DELAY",
+    "ConversationTable",
+    "PrincipalTaskStore",
+    "PushConfigStore",
+    "StoreUnavailable",
+    "check_sqlite_directory",
+    "engine_for",
+    "fail_interrupted",
+    "upsert",
+]

@@ -96,8 +96,11 @@ def finite(message: Any) -> int:
     number JSON cannot write (NaN, ±inf) hold ``null`` instead; returns how many did. Walks the message fields set
     (repeated and map ones included); a message without a ``Value`` in it costs one visit per set message field."""
     changed = 0
-    if (message.DESCRIPTOR.full_name == VALUE and message.WhichOneof("kind") == "number_value"
-            and not math.isfinite(message.number_value)):
+    if (
+        message.DESCRIPTOR.full_name == VALUE
+        and message.WhichOneof("kind") == "number_value"
+        and not math.isfinite(message.number_value)
+    ):
         message.null_value = 0  # NULL_VALUE
         return 1
     for field, value in message.ListFields():

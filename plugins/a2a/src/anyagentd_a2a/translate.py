@@ -64,8 +64,11 @@ def turn_metadata(stop: Any, usage: Any = None, resume_token: str | None = None)
     elif tag == "Failed":
         found["stopMessage"] = stop.message
     if usage is not None:
-        found["usage"] = {camel(k): v for k, v in (("used_tokens", usage.used_tokens),
-                                                   ("window_tokens", usage.window_tokens)) if v is not None}
+        found["usage"] = {
+            camel(k): v
+            for k, v in (("used_tokens", usage.used_tokens), ("window_tokens", usage.window_tokens))
+            if v is not None
+        }
         if usage.cost_usd is not None:
             found["costUsd"] = usage.cost_usd
     if resume_token:
@@ -110,8 +113,9 @@ def wire_of_part(part: Part) -> Any:
 
 
 def agent_message(parts: list[Part], *, context_id: str, task_id: str) -> Message:
-    return Message(message_id=str(uuid.uuid4()), role=Role.ROLE_AGENT, parts=parts, context_id=context_id,
-                   task_id=task_id)  # fmt: skip
+    return Message(
+        message_id=str(uuid.uuid4()), role=Role.ROLE_AGENT, parts=parts, context_id=context_id, task_id=task_id
+    )
 
 
 # ------------------------------------------------------------------------------------------------ prompts
@@ -149,14 +153,15 @@ PROMPT_CONTENTS = ("text", "raw", "url", "data")
 
 def empty_prompt(parts: Iterable[tuple[str | None, str]]) -> bool:
     """Whether a message of ``parts`` — each as (the field its content is in, one of :data:`PROMPT_CONTENTS`, or
-    ``None`` for none; its text, ``""`` for other content) — gives the agent an empty prompt: no data part (its JSON
-    is prompt text), no file (``raw`` or ``url``: an attachment) and no text part with anything but white space in
-it (``str.isspace``: spaces, tabs, newlines — what an agent would be sent as a prompt of nothing).
+        ``None`` for none; its text, ``""`` for other content) — gives the agent an empty prompt: no data part (its JSON
+        is prompt text), no file (``raw`` or ``url``: an attachment) and no text part with anything but white space in
+    it (``str.isspace``: spaces, tabs, newlines — what an agent would be sent as a prompt of nothing).
 
-    The rule's one statement: :func:`prompt_of` refuses such a message, and the front refuses a send of one before a
-    task exists (:func:`.limits.empty_message_refusal`, from the proto3 JSON). Pure."""
-    return not any(kind in ("raw", "url", "data") or (kind == "text" and text and not text.isspace())
-                   for kind, text in parts)  # fmt: skip
+        The rule's one statement: :func:`prompt_of` refuses such a message, and the front refuses a send of one before a
+        task exists (:func:`.limits.empty_message_refusal`, from the proto3 JSON). Pure."""
+    return not any(
+        kind in ("raw", "url", "data") or (kind == "text" and text and not text.isspace()) for kind, text in parts
+    )
 
 
 def prompt_of(message: Message, files_dir: Path, fetched: dict[int, bytes] | None = None) -> PromptIn:
@@ -255,8 +260,10 @@ def answer_of(message: Message, request: Any) -> Any:
             try:
                 return ANSWER.validate_python(value)
             except ValidationError:
-                return f"the DataPart is not an Answer ({json.dumps(value)[:120]}): expected {{\"Permission\": ...}} " \
-                       "or {\"Question\": [...]}"  # fmt: skip
+                return (
+                    f'the DataPart is not an Answer ({json.dumps(value)[:120]}): expected {{"Permission": ...}} '
+                    'or {"Question": [...]}'
+                )
     text = " ".join(p.text for p in message.parts if p.WhichOneof("content") == "text").strip()
     if not text:
         return "the message carries no answer: send text or a DataPart holding the Answer JSON"
@@ -294,12 +301,18 @@ def resumed_answer_prompt(request: Any, answer: Any) -> str:
     """The prompt that carries an answer into a resumed conversation, the request itself having died with the
     agent process: what was asked and what the person answered, for the agent to act on."""
     if isinstance(answer, AnswerPermission):
-        given = {"AllowOnce": "allow (once)", "AllowAlways": "allow (always)", "DenyOnce": "deny",
-                 "DenyAlways": "deny (always)"}[answer.value]  # fmt: skip
+        given = {
+            "AllowOnce": "allow (once)",
+            "AllowAlways": "allow (always)",
+            "DenyOnce": "deny",
+            "DenyAlways": "deny (always)",
+        }[answer.value]
     else:
         given = json.dumps(to_jsonable_python(answer), ensure_ascii=False)
-    return (f"[anyagentd] The daemon restarted while your request waited for an answer. Your request was: "
-            f"{request_text(request)} The answer is: {given}. Carry on from there.")
+    return (
+        f"[anyagentd] The daemon restarted while your request waited for an answer. Your request was: "
+        f"{request_text(request)} The answer is: {given}. Carry on from there."
+    )
 
 
 OUTPUT_MODES = ("text/plain", "application/json")
@@ -398,4 +411,4 @@ __all__ = [
     "wire_json",
     "wire_of_part",
     "wire_part",
-]  # fmt: skip
+]

@@ -25,8 +25,9 @@ class HttpTransport(UrlTransport):
         conn: Any = server.connection
         client = create_mcp_http_client(headers=dict(conn.headers), timeout=httpx2.Timeout(timeout))
         async with client:
-            return await list_tools(server.name, lambda: streamable_http_client(conn.url, http_client=client),
-                                    timeout=timeout)  # fmt: skip
+            return await list_tools(
+                server.name, lambda: streamable_http_client(conn.url, http_client=client), timeout=timeout
+            )
 
 
 TRANSPORT = HttpTransport()

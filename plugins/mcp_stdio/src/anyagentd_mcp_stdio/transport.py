@@ -40,8 +40,7 @@ class StdioTransport(McpTransportPlugin):
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         conn: Any = server.connection
-        params = StdioServerParameters(command=conn.command, args=list(conn.args),
-                                       env={**os.environ, **conn.env})  # fmt: skip
+        params = StdioServerParameters(command=conn.command, args=list(conn.args), env={**os.environ, **conn.env})
         with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
 
             def stderr() -> str:
@@ -52,8 +51,13 @@ class StdioTransport(McpTransportPlugin):
                 except (OSError, ValueError):
                     return ""
 
-            return await list_tools(server.name, lambda: stdio_client(params, errlog=errlog), timeout=timeout,
-                                    spawn_errors=(OSError, ValueError), stderr=stderr)  # fmt: skip
+            return await list_tools(
+                server.name,
+                lambda: stdio_client(params, errlog=errlog),
+                timeout=timeout,
+                spawn_errors=(OSError, ValueError),
+                stderr=stderr,
+            )
 
 
 TRANSPORT = StdioTransport()

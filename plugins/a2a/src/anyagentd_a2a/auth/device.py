@@ -59,8 +59,14 @@ class _Pending:
     approval: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"user_code": self.user_code, "client_id": self.client_id, "scope": self.scope, "peer": self.peer,
-                "requested_at": int(self.requested_at * 1000), "expires_at": int(self.expires_at * 1000)}  # fmt: skip
+        return {
+            "user_code": self.user_code,
+            "client_id": self.client_id,
+            "scope": self.scope,
+            "peer": self.peer,
+            "requested_at": int(self.requested_at * 1000),
+            "expires_at": int(self.expires_at * 1000),
+        }
 
 
 def normalize_user_code(typed: str) -> str:
@@ -77,9 +83,18 @@ class DeviceGrant:
     600), ``max_pending`` (in all; 64) and ``max_per_source`` (8), and ``clock`` (seconds).
     """
 
-    def __init__(self, sessions: AuthSessions, *, verification_uri: str, principal_ids: set[str] | None = None,
-                 lifetime: float = 600, max_pending: int = 64, max_per_source: int = 8,
-                 clock: Any = time.monotonic, wall: Any = time.time) -> None:  # fmt: skip
+    def __init__(
+        self,
+        sessions: AuthSessions,
+        *,
+        verification_uri: str,
+        principal_ids: set[str] | None = None,
+        lifetime: float = 600,
+        max_pending: int = 64,
+        max_per_source: int = 8,
+        clock: Any = time.monotonic,
+        wall: Any = time.time,
+    ) -> None:
         self.sessions = sessions
         self.verification_uri = verification_uri
         self.principal_ids = set(principal_ids or ())
@@ -104,13 +119,24 @@ class DeviceGrant:
         if len(waiting) >= self.max_pending or sum(p.peer == peer for p in waiting) >= self.max_per_source:
             raise OAuthError("slow_down", "too many sign-ins are waiting; try again later", status=429)
         wall = self.wall()
-        pending = _Pending(secrets.token_hex(32), self._new_user_code(), client_id, scope, peer, wall,  # type: ignore[arg-type]
-                           wall + self.lifetime)  # fmt: skip
+        pending = _Pending(
+            secrets.token_hex(32),
+            self._new_user_code(),
+            client_id,
+            scope,
+            peer,
+            wall,  # type: ignore[arg-type]
+            wall + self.lifetime,
+        )
         self._by_device[pending.device_code] = pending
         self._by_user[pending.user_code] = pending
-        return {"device_code": pending.device_code, "user_code": pending.user_code,
-                "verification_uri": self.verification_uri, "expires_in": int(self.lifetime),
-                "interval": INTERVAL}  # fmt: skip
+        return {
+            "device_code": pending.device_code,
+            "user_code": pending.user_code,
+            "verification_uri": self.verification_uri,
+            "expires_in": int(self.lifetime),
+            "interval": INTERVAL,
+        }
 
     async def poll(self, grant_type: str | None, device_code: str | None, client_id: str | None) -> dict[str, Any]:
         """``POST /oauth2/token``: the token, or the first :class:`OAuthError` in the order of the module doc."""
@@ -137,9 +163,14 @@ class DeviceGrant:
         pending.state = "used"
         approval = pending.approval
         token, session = await self.sessions.issue(
-            kind="device", name=approval["name"], principal=approval["principal"], role=approval["scope"],
-            client_id=pending.client_id, scope=approval["scope"], approved_by=approval["approved_by"],
-        )  # fmt: skip
+            kind="device",
+            name=approval["name"],
+            principal=approval["principal"],
+            role=approval["scope"],
+            client_id=pending.client_id,
+            scope=approval["scope"],
+            approved_by=approval["approved_by"],
+        )
         expires_in = None if session.expires_at is None else max(0, (session.expires_at - session.created_at) // 1000)
         body: dict[str, Any] = {"access_token": token, "token_type": "Bearer", "scope": approval["scope"]}
         if expires_in is not None:
@@ -166,8 +197,14 @@ class DeviceGrant:
         principal = f"user:{name}"
         pending.state = "approved"
         pending.approval = {"name": name, "principal": principal, "scope": granted, "approved_by": approved_by}
-        return {"user_code": pending.user_code, "client_id": pending.client_id, "scope": granted,
-                "peer": pending.peer, "principal": principal, "existing": existing}  # fmt: skip
+        return {
+            "user_code": pending.user_code,
+            "client_id": pending.client_id,
+            "scope": granted,
+            "peer": pending.peer,
+            "principal": principal,
+            "existing": existing,
+        }
 
     def deny(self, user_code: str | None = None, *, every: bool = False) -> int:
         """``auth.device.deny``: refuse one pending code or all; returns how many."""
@@ -211,12 +248,16 @@ def metadata(issuer: str) -> dict[str, Any]:
     """RFC 8414 authorization server metadata for ``GET /.well-known/oauth-authorization-server``."""
     base = issuer.rstrip("/")
     return {
-        "issuer": base, "device_authorization_endpoint": f"{base}/oauth2/device_authorization",
-        "token_endpoint": f"{base}/oauth2/token", "revocation_endpoint": f"{base}/oauth2/revoke",
-        "grant_types_supported": [GRANT_TYPE], "response_types_supported": [],
-        "token_endpoint_auth_methods_supported": ["none"], "revocation_endpoint_auth_methods_supported": ["none"],
+        "issuer": base,
+        "device_authorization_endpoint": f"{base}/oauth2/device_authorization",
+        "token_endpoint": f"{base}/oauth2/token",
+        "revocation_endpoint": f"{base}/oauth2/revoke",
+        "grant_types_supported": [GRANT_TYPE],
+        "response_types_supported": [],
+        "token_endpoint_auth_methods_supported": ["none"],
+        "revocation_endpoint_auth_methods_supported": ["none"],
         "scopes_supported": list(SCOPES),
-    }  # fmt: skip
+    }
 
 
 __all__ = ["ApprovalRefused", "DeviceGrant", "GRANT_TYPE", "OAuthError", "metadata", "normalize_user_code"]

@@ -84,8 +84,14 @@ def revoked_answer(request_id: Any, realm: str) -> JSONResponse:
     return JSONResponse(error, status_code=401, headers={"WWW-Authenticate": f'Bearer realm="{realm}"'})
 
 
-async def unless_revoked(call: Callable[[], Awaitable[Response]], revoked: anyio.Event, *,
-                         spawn: Callable[..., Any], request_id: Any, realm: str) -> Response:  # fmt: skip
+async def unless_revoked(
+    call: Callable[[], Awaitable[Response]],
+    revoked: anyio.Event,
+    *,
+    spawn: Callable[..., Any],
+    request_id: Any,
+    realm: str,
+) -> Response:
     """``await call()`` (a blocked call, e.g. a unary send waiting for its task), unless ``revoked`` is set first:
     then 401 at once. The call runs on ``spawn`` (the daemon's task group) and is never cancelled, so what it was
     doing (the task) goes on; an answer nobody waits for any more is dropped."""

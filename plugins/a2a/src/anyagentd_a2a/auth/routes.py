@@ -51,8 +51,13 @@ async def _form(request: Request) -> dict[str, str]:
     return values
 
 
-def device_routes(grant: DeviceGrant, sessions: AuthSessions, *, issuer: Callable[[], str],
-                  on_event: Callable[..., None] = lambda *a, **k: None) -> list[Route]:  # fmt: skip
+def device_routes(
+    grant: DeviceGrant,
+    sessions: AuthSessions,
+    *,
+    issuer: Callable[[], str],
+    on_event: Callable[..., None] = lambda *a, **k: None,
+) -> list[Route]:
     """The five routes; ``issuer`` gives the public base URL (the card's URL), ``on_event(name, **fields)`` logs."""
 
     async def device_authorization(request: Request) -> Response:
@@ -92,8 +97,11 @@ def device_routes(grant: DeviceGrant, sessions: AuthSessions, *, issuer: Callabl
         return Response(status_code=200, headers=NO_STORE)  # RFC 7009 §2.2: 200 whether or not it was ours
 
     async def verification(request: Request) -> Response:
-        return PlainTextResponse("To finish signing in, give the code your device shows to an operator of this "
-                                 "daemon: they approve it (auth.device.approve) or deny it.\n", headers=NO_STORE)
+        return PlainTextResponse(
+            "To finish signing in, give the code your device shows to an operator of this "
+            "daemon: they approve it (auth.device.approve) or deny it.\n",
+            headers=NO_STORE,
+        )
 
     async def server_metadata(request: Request) -> Response:
         return JSONResponse(metadata(issuer()), headers={"Cache-Control": "max-age=60"})

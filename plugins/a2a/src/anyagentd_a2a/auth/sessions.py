@@ -60,9 +60,16 @@ class AuthSession:
     approved_by: str
 
     def to_json(self) -> dict[str, Any]:
-        row = {"sid": self.sid, "kind": self.kind, "principal": self.principal, "role": self.role,
-               "client_id": self.client_id, "created_at": self.created_at, "expires_at": self.expires_at,
-               "approved_by": self.approved_by}  # fmt: skip
+        row = {
+            "sid": self.sid,
+            "kind": self.kind,
+            "principal": self.principal,
+            "role": self.role,
+            "client_id": self.client_id,
+            "created_at": self.created_at,
+            "expires_at": self.expires_at,
+            "approved_by": self.approved_by,
+        }
         if self.name is not None:
             row["name"] = self.name
         return row
@@ -92,15 +99,26 @@ class AuthSessions:
             await conn.run_sync(_Base.metadata.create_all)
         return self
 
-    async def issue(self, *, kind: str, name: str | None, principal: str, role: str, client_id: str, scope: str,
-                    approved_by: str) -> tuple[str, AuthSession]:  # fmt: skip
+    async def issue(
+        self, *, kind: str, name: str | None, principal: str, role: str, client_id: str, scope: str, approved_by: str
+    ) -> tuple[str, AuthSession]:
         """A new session; returns ``(token, session)``. The token is shown once and never stored."""
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         created = now_ms()
         expires = None if self.lifetime is None else created + int(self.lifetime * 1000)
-        row = SessionRow(sid=secrets.token_hex(8), token_hash=token_hash(token), kind=kind, name=name,
-                         principal=principal, role=role, client_id=client_id, scope=scope, created_at=created,
-                         expires_at=expires, approved_by=approved_by)  # fmt: skip
+        row = SessionRow(
+            sid=secrets.token_hex(8),
+            token_hash=token_hash(token),
+            kind=kind,
+            name=name,
+            principal=principal,
+            role=role,
+            client_id=client_id,
+            scope=scope,
+            created_at=created,
+            expires_at=expires,
+            approved_by=approved_by,
+        )
         async with self._sessions() as db, db.begin():
             db.add(row)
         return token, _session(row)
@@ -110,8 +128,9 @@ class AuthSessions:
         if not token.startswith(TOKEN_PREFIX):
             return None
         async with self._sessions() as db:
-            row = (await db.execute(select(SessionRow).where(SessionRow.token_hash == token_hash(token))))\
-                .scalar_one_or_none()  # fmt: skip
+            row = (
+                await db.execute(select(SessionRow).where(SessionRow.token_hash == token_hash(token)))
+            ).scalar_one_or_none()
         if row is None or row.revoked or (row.expires_at is not None and row.expires_at <= now_ms()):
             return None
         return _session(row)
@@ -119,16 +138,28 @@ class AuthSessions:
     async def list(self) -> list[AuthSession]:
         """Live sessions, oldest first."""
         async with self._sessions() as db:
-            rows = (await db.execute(select(SessionRow).where(SessionRow.revoked.is_(False))
-                                     .order_by(SessionRow.created_at))).scalars().all()  # fmt: skip
+            rows = (
+                (
+                    await db.execute(
+                        select(SessionRow).where(SessionRow.revoked.is_(False)).order_by(SessionRow.created_at)
+                    )
+                )
+                .scalars()
+                .all()
+            )
         now = now_ms()
         return [_session(r) for r in rows if r.expires_at is None or r.expires_at > now]
 
     async def live_count(self) -> int:
         """How many sessions are live (not revoked, not expired): the sessions :meth:`list` gives, counted in one
         query. Raises what the driver raises."""
-        live = select(func.count()).select_from(SessionRow).where(
-            SessionRow.revoked.is_(False), or_(SessionRow.expires_at.is_(None), SessionRow.expires_at > now_ms()))
+        live = (
+            select(func.count())
+            .select_from(SessionRow)
+            .where(
+                SessionRow.revoked.is_(False), or_(SessionRow.expires_at.is_(None), SessionRow.expires_at > now_ms())
+            )
+        )
         async with self._sessions() as db:
             return (await db.execute(live)).scalar_one()
 
@@ -160,8 +191,11 @@ class AuthSessions:
         """RFC 7009: end the session of ``token`` if it is one of ours and live; returns the principal id it
         signed in (``user:dev``), ``None`` otherwise (still a 200 to the caller)."""
         async with self._sessions() as db:
-            row = (await db.execute(select(SessionRow.sid, SessionRow.principal)
-                                    .where(SessionRow.token_hash == token_hash(token)))).first()  # fmt: skip
+            row = (
+                await db.execute(
+                    select(SessionRow.sid, SessionRow.principal).where(SessionRow.token_hash == token_hash(token))
+                )
+            ).first()
         if row is None or await self.revoke(sid=row.sid) == 0:
             return None
         return row.principal
@@ -172,9 +206,14 @@ class AuthSessions:
         touched. Raises what the driver raises."""
         cutoff = now_ms() - int(older_than * 1000)
         async with self._sessions() as db, db.begin():
-            gone = await db.execute(delete(SessionRow).where(or_(SessionRow.expires_at < cutoff,
-                                                                 and_(SessionRow.revoked.is_(True),
-                                                                      SessionRow.created_at < cutoff))))  # fmt: skip
+            gone = await db.execute(
+                delete(SessionRow).where(
+                    or_(
+                        SessionRow.expires_at < cutoff,
+                        and_(SessionRow.revoked.is_(True), SessionRow.created_at < cutoff),
+                    )
+                )
+            )
         return gone.rowcount
 
     def revoked_event(self, sid: str) -> anyio.Event:
@@ -186,9 +225,18 @@ class AuthSessions:
 
 
 def _session(row: SessionRow) -> AuthSession:
-    return AuthSession(sid=row.sid, kind=row.kind, name=row.name, principal=row.principal, role=row.role,
-                       client_id=row.client_id, scope=row.scope, created_at=row.created_at,
-                       expires_at=row.expires_at, approved_by=row.approved_by)  # fmt: skip
+    return AuthSession(
+        sid=row.sid,
+        kind=row.kind,
+        name=row.name,
+        principal=row.principal,
+        role=row.role,
+        client_id=row.client_id,
+        scope=row.scope,
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+        approved_by=row.approved_by,
+    )
 
 
 __all__ = ["AuthSession", "AuthSessions", "TOKEN_PREFIX", "token_hash"]

@@ -140,11 +140,11 @@ def refusal_of(err: OpError, op: str) -> CommandRefusal:
     if isinstance(err, TargetNotFound):
         return CommandRefusal(TASK_NOT_FOUND, "NOT_FOUND", err.message, metadata={"op": op})
     if isinstance(err, InvalidOpArguments):
-        return CommandRefusal(INVALID_PARAMS, "INVALID_COMMAND_ARGS", err.message, violations=err.violations,
-                              metadata={"op": op})  # fmt: skip
+        return CommandRefusal(
+            INVALID_PARAMS, "INVALID_COMMAND_ARGS", err.message, violations=err.violations, metadata={"op": op}
+        )
     if isinstance(err, OpNotPermitted):
-        return CommandRefusal(PERMISSION_DENIED, "PERMISSION_DENIED", err.message, metadata={"op": op},
-                              http_status=403)  # fmt: skip
+        return CommandRefusal(PERMISSION_DENIED, "PERMISSION_DENIED", err.message, metadata={"op": op}, http_status=403)
     if isinstance(err, InvalidOpState):
         return CommandRefusal(INVALID_PARAMS, "INVALID_STATE", err.message, metadata={"op": op})
     return CommandRefusal(-32603, err.reason, err.message, metadata={"op": op})
@@ -164,9 +164,17 @@ class CommandDispatcher:
     op's remainder in the daemon's task group), ``open_task`` (the SDK's TaskManager a long-running op's task is
     written through) and ``tell`` (its push subscribers)."""
 
-    def __init__(self, table: OpTable, face: CommandFace, *, switches: Callable[[], Mapping[str, bool]],
-                 save_task: SaveTask, spawn: Callable[..., None], open_task: OpenTask,
-                 tell: TellTask | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        table: OpTable,
+        face: CommandFace,
+        *,
+        switches: Callable[[], Mapping[str, bool]],
+        save_task: SaveTask,
+        spawn: Callable[..., None],
+        open_task: OpenTask,
+        tell: TellTask | None = None,
+    ) -> None:
         self.table = table
         self.face = face
         self.switches = switches
@@ -179,15 +187,17 @@ class CommandDispatcher:
         self.tracked: dict[str, TrackedTask] = {}
         """Every open task of a long-running op, by task id (:meth:`track` adds and removes it)."""
 
-    async def respond(self, principal: Principal, request_id: Any, method: str, params: Mapping[str, Any],
-                      activated: list[str]) -> Response | None:  # fmt: skip
+    async def respond(
+        self, principal: Principal, request_id: Any, method: str, params: Mapping[str, Any], activated: list[str]
+    ) -> Response | None:
         """The response to a send carrying a command, or ``None`` when it carries none. A workflow-declared
         command (``command = "fix"`` on a workflow) is ``workflow.run`` of that workflow with its arguments as
         the inputs."""
         params = self._expand_workflow_command(params)
         try:
-            command = resolve_command(params, activated_uris=activated, table=self.table, principal=principal,
-                                      switches=self.switches())  # fmt: skip
+            command = resolve_command(
+                params, activated_uris=activated, table=self.table, principal=principal, switches=self.switches()
+            )
         except CommandRefusal as refusal:
             self.face.log.emit("command.refused", "warning", reason=refusal.reason, principal=principal.id)
             _audit_refusal(refusal, self.table, principal)
@@ -197,25 +207,41 @@ class CommandDispatcher:
         message = params["message"]
         context_id = message.get("contextId") or str(uuid.uuid4())
         task_id = str(uuid.uuid4()) if command.op.reply == "task" else None
-        context = OpContext(principal=principal, runtime=self.face.runtime, face=self.face,
-                            task_id=task_id, switches=self.switches())  # fmt: skip
+        context = OpContext(
+            principal=principal, runtime=self.face.runtime, face=self.face, task_id=task_id, switches=self.switches()
+        )
         try:
             outcome = await command.op.run(context, command.args)
         except OpError as err:
-            self.face.log.emit("command.refused", "warning", op=command.op.name, reason=err.reason,
-                               principal=principal.id)  # fmt: skip
+            self.face.log.emit(
+                "command.refused", "warning", op=command.op.name, reason=err.reason, principal=principal.id
+            )
             _audit(command, principal, "refused", err.reason)
             return self._error(request_id, refusal_of(err, command.op.name))
         except Exception as err:  # noqa: BLE001 - an op's bug is a JSON-RPC error, never a 500 or a dead daemon
             log.exception("op %s failed", command.op.name)
             _audit(command, principal, "failed", type(err).__name__)
-            return self._error(request_id, CommandRefusal(-32603, "OP_FAILED", f"{command.op.name} failed: "
-                                                          f"{type(err).__name__}", metadata={"op": command.op.name}))
+            return self._error(
+                request_id,
+                CommandRefusal(
+                    -32603,
+                    "OP_FAILED",
+                    f"{command.op.name} failed: {type(err).__name__}",
+                    metadata={"op": command.op.name},
+                ),
+            )
         self.face.log.emit("command.ran", op=command.op.name, principal=principal.id)
         _audit(command, principal, "started" if isinstance(outcome, AsyncIterator) else "ok")
         if command.op.reply == "message":
-            reply = {"message": {"messageId": str(uuid.uuid4()), "contextId": context_id, "role": "ROLE_AGENT",
-                                 "parts": [data_part(_json(outcome))], "extensions": [COMMAND_URI]}}  # fmt: skip
+            reply = {
+                "message": {
+                    "messageId": str(uuid.uuid4()),
+                    "contextId": context_id,
+                    "role": "ROLE_AGENT",
+                    "parts": [data_part(_json(outcome))],
+                    "extensions": [COMMAND_URI],
+                }
+            }
             extra = outcome.reply_metadata() if isinstance(outcome, ResultModel) else None
             if extra:
                 reply["message"]["metadata"] = extra
@@ -223,8 +249,9 @@ class CommandDispatcher:
         assert task_id is not None
         if isinstance(outcome, AsyncIterator):
             immediate = (params.get("configuration") or {}).get("returnImmediately") is True
-            return await self._follow(principal, request_id, method, command, task_id, context_id, message, outcome,
-                                      immediate=immediate)  # fmt: skip
+            return await self._follow(
+                principal, request_id, method, command, task_id, context_id, message, outcome, immediate=immediate
+            )
         task = self._task(task_id, context_id, message, "completed", result=outcome, op=command.op.name)
         await self.save_task(task, principal)
         return self._result(request_id, method, [{"task": task}])
@@ -240,32 +267,71 @@ class CommandDispatcher:
             envelope = data.get("agentd") if isinstance(data, dict) else None
             if isinstance(envelope, dict) and envelope.get("op") in commands and envelope["op"] not in self.table:
                 inputs = {k: v for k, v in envelope.items() if k != "op"}
-                part = {**part, "data": {**data, "agentd": {"op": "workflow.run", "workflow": commands[envelope["op"]],
-                                                            "inputs": inputs}}}  # fmt: skip
+                part = {
+                    **part,
+                    "data": {
+                        **data,
+                        "agentd": {"op": "workflow.run", "workflow": commands[envelope["op"]], "inputs": inputs},
+                    },
+                }
             parts.append(part)
         return {**params, "message": {**message, "parts": parts}}
 
     # -- tasks --------------------------------------------------------------------------------------------------
 
     @staticmethod
-    def _task(task_id: str, context_id: str, message: Mapping[str, Any], state: str, *, op: str,
-              result: BaseModel | None = None, text: str | None = None, data: Any = None) -> dict[str, Any]:  # fmt: skip
+    def _task(
+        task_id: str,
+        context_id: str,
+        message: Mapping[str, Any],
+        state: str,
+        *,
+        op: str,
+        result: BaseModel | None = None,
+        text: str | None = None,
+        data: Any = None,
+    ) -> dict[str, Any]:
         history = dict(message, taskId=task_id, contextId=context_id)
-        task: dict[str, Any] = {"id": task_id, "contextId": context_id, "history": [history],
-                                "metadata": {"op": op, "extension": COMMAND_URI},
-                                "status": {"state": name(from_progress(state)), "timestamp": now()}}  # fmt: skip
+        task: dict[str, Any] = {
+            "id": task_id,
+            "contextId": context_id,
+            "history": [history],
+            "metadata": {"op": op, "extension": COMMAND_URI},
+            "status": {"state": name(from_progress(state)), "timestamp": now()},
+        }
         parts = ([{"text": text}] if text else []) + ([data_part(data)] if data is not None else [])
         if parts:
-            task["status"]["message"] = {"messageId": str(uuid.uuid4()), "role": "ROLE_AGENT", "taskId": task_id,
-                                         "contextId": context_id, "parts": parts}  # fmt: skip
+            task["status"]["message"] = {
+                "messageId": str(uuid.uuid4()),
+                "role": "ROLE_AGENT",
+                "taskId": task_id,
+                "contextId": context_id,
+                "parts": parts,
+            }
         if result is not None:
-            task["artifacts"] = [{"artifactId": f"{task_id}.result", "name": f"{task_id}.result",
-                                  "parts": [data_part(_json(result))], "extensions": [COMMAND_URI]}]  # fmt: skip
+            task["artifacts"] = [
+                {
+                    "artifactId": f"{task_id}.result",
+                    "name": f"{task_id}.result",
+                    "parts": [data_part(_json(result))],
+                    "extensions": [COMMAND_URI],
+                }
+            ]
         return task
 
-    async def _follow(self, principal: Principal, request_id: Any, method: str, command: Command, task_id: str,
-                      context_id: str, message: Mapping[str, Any], progress: AsyncIterator[Progress], *,
-                      immediate: bool = False) -> Response:
+    async def _follow(
+        self,
+        principal: Principal,
+        request_id: Any,
+        method: str,
+        command: Command,
+        task_id: str,
+        context_id: str,
+        message: Mapping[str, Any],
+        progress: AsyncIterator[Progress],
+        *,
+        immediate: bool = False,
+    ) -> Response:
         """Keep a long-running op's task up to date from its progress; answer once it ends or needs input (a
         unary send; at once with ``returnImmediately``), or stream every update (a streaming send). The rest runs
         on in the daemon."""
@@ -290,9 +356,19 @@ class CommandDispatcher:
         receive.close()
         return self._result(request_id, method, [{"task": final}])
 
-    async def track(self, principal: Principal, task_id: str, context_id: str, message: Mapping[str, Any], op: str,
-                    progress: AsyncIterator[Progress], send: Any = None, first: anyio.Event | None = None, *,
-                    resumed: bool = False) -> None:  # fmt: skip
+    async def track(
+        self,
+        principal: Principal,
+        task_id: str,
+        context_id: str,
+        message: Mapping[str, Any],
+        op: str,
+        progress: AsyncIterator[Progress],
+        send: Any = None,
+        first: anyio.Event | None = None,
+        *,
+        resumed: bool = False,
+    ) -> None:
         """Store every :class:`Progress` of a long-running op as its task's new status (and offer it to ``send``,
         a live request's stream, while one listens) until a terminal one; a progress whose state may not follow
         the last (:func:`.tasks.state.move`) fails the task. Also what a restart uses to follow a resumed run's
@@ -340,8 +416,9 @@ class CommandDispatcher:
                 _offer(send, {"end": MessageToDict(tracked.task) if tracked.task is not None else {}})
                 send.close()
 
-    async def _write(self, tracked: TrackedTask, step: Progress) -> tuple[TaskStatusUpdateEvent,
-                                                                          TaskArtifactUpdateEvent | None]:
+    async def _write(
+        self, tracked: TrackedTask, step: Progress
+    ) -> tuple[TaskStatusUpdateEvent, TaskArtifactUpdateEvent | None]:
         """Save ``step`` as the tracked task's next status (its result first, as its artifact) through the SDK's
         TaskManager, tell the push subscribers, and return the status update and the artifact update (``None``
         without a result). Raises :class:`.tasks.state.MoveRefused` when the step's state may not follow the
@@ -350,24 +427,40 @@ class CommandDispatcher:
             assert tracked.task is not None
             task_id, context_id = tracked.task.id, tracked.task.context_id
             state = move(tracked.state, from_progress(step.state))
-            parts = ([{"text": step.text}] if step.text else [])
+            parts = [{"text": step.text}] if step.text else []
             if isinstance(step, EventProgress) and step.event is not None:
                 parts.append(MessageToDict(wire_part(step.event)))
             if step.data is not None:
                 parts.append(data_part(step.data))
             status: dict[str, Any] = {"state": name(state), "timestamp": now()}
             if parts:
-                status["message"] = {"messageId": str(uuid.uuid4()), "role": "ROLE_AGENT", "taskId": task_id,
-                                     "contextId": context_id, "parts": parts}  # fmt: skip
+                status["message"] = {
+                    "messageId": str(uuid.uuid4()),
+                    "role": "ROLE_AGENT",
+                    "taskId": task_id,
+                    "contextId": context_id,
+                    "parts": parts,
+                }
             artifact = None
             if step.result is not None:
-                artifact = ParseDict({"taskId": task_id, "contextId": context_id, "lastChunk": True, "artifact": {
-                    "artifactId": f"{task_id}.result", "name": f"{task_id}.result",
-                    "parts": [data_part(_json(step.result))], "extensions": [COMMAND_URI]}},
-                    TaskArtifactUpdateEvent())  # fmt: skip
+                artifact = ParseDict(
+                    {
+                        "taskId": task_id,
+                        "contextId": context_id,
+                        "lastChunk": True,
+                        "artifact": {
+                            "artifactId": f"{task_id}.result",
+                            "name": f"{task_id}.result",
+                            "parts": [data_part(_json(step.result))],
+                            "extensions": [COMMAND_URI],
+                        },
+                    },
+                    TaskArtifactUpdateEvent(),
+                )
                 tracked.saved(await tracked.manager.save_task_event(artifact))
-            event = TaskStatusUpdateEvent(task_id=task_id, context_id=context_id,
-                                          status=ParseDict(status, TaskStatus()))  # fmt: skip
+            event = TaskStatusUpdateEvent(
+                task_id=task_id, context_id=context_id, status=ParseDict(status, TaskStatus())
+            )
             event.metadata.update(tracked.metadata)
             tracked.saved(await tracked.manager.save_task_event(event))
         if self.tell is not None:
@@ -410,6 +503,7 @@ class CommandDispatcher:
 
     def _result(self, request_id: Any, method: str, results: list[dict[str, Any]]) -> Response:
         if method == STREAMING:
+
             async def frames() -> AsyncIterator[bytes]:
                 for result in results:
                     yield _sse(request_id, result)
@@ -419,8 +513,9 @@ class CommandDispatcher:
 
     @staticmethod
     def _error(request_id: Any, refusal: CommandRefusal) -> Response:
-        return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": refusal.error()},
-                            status_code=refusal.http_status)  # fmt: skip
+        return JSONResponse(
+            {"jsonrpc": "2.0", "id": request_id, "error": refusal.error()}, status_code=refusal.http_status
+        )
 
 
 def _sse(request_id: Any, result: dict[str, Any]) -> bytes:

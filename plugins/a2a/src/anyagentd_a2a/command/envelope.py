@@ -59,15 +59,21 @@ class CommandRefusal(Exception):
 
     def error(self) -> dict[str, Any]:
         """The JSON-RPC ``error`` object: ``{code, message, data: [ErrorInfo, BadRequest?]}``."""
-        data: list[dict[str, Any]] = [{
-            "@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": self.reason, "domain": ERROR_DOMAIN,
-            "metadata": dict(self.metadata),
-        }]  # fmt: skip
+        data: list[dict[str, Any]] = [
+            {
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": self.reason,
+                "domain": ERROR_DOMAIN,
+                "metadata": dict(self.metadata),
+            }
+        ]
         if self.violations:
-            data.append({
-                "@type": "type.googleapis.com/google.rpc.BadRequest",
-                "fieldViolations": [{"field": f, "description": d} for f, d in self.violations],
-            })  # fmt: skip
+            data.append(
+                {
+                    "@type": "type.googleapis.com/google.rpc.BadRequest",
+                    "fieldViolations": [{"field": f, "description": d} for f, d in self.violations],
+                }
+            )
         return {"code": self.code, "message": self.message, "data": data}
 
 
@@ -109,8 +115,14 @@ def is_command(params: Mapping[str, Any]) -> bool:
     return isinstance(message, dict) and bool(command_parts(message))
 
 
-def resolve_command(params: Mapping[str, Any], *, activated_uris: Iterable[str], table: OpTable,
-                    principal: Principal | None, switches: Mapping[str, bool]) -> Command | None:  # fmt: skip
+def resolve_command(
+    params: Mapping[str, Any],
+    *,
+    activated_uris: Iterable[str],
+    table: OpTable,
+    principal: Principal | None,
+    switches: Mapping[str, bool],
+) -> Command | None:
     """The command a SendMessage carries, checked in order (``docs/commands.md``); ``None`` when it carries none (an
     ordinary conversation message). Raises :class:`CommandRefusal` for the first rule broken."""
     message = params.get("message")
@@ -120,20 +132,30 @@ def resolve_command(params: Mapping[str, Any], *, activated_uris: Iterable[str],
     if not envelopes:
         return None
     if COMMAND_URI not in set(activated_uris):
-        raise CommandRefusal(INVALID_PARAMS, "EXTENSION_NOT_ACTIVATED",
-                             f"a command needs the A2A-Extensions header to name {COMMAND_URI}")  # fmt: skip
+        raise CommandRefusal(
+            INVALID_PARAMS,
+            "EXTENSION_NOT_ACTIVATED",
+            f"a command needs the A2A-Extensions header to name {COMMAND_URI}",
+        )
     if COMMAND_URI not in (message.get("extensions") or []):
-        raise CommandRefusal(INVALID_PARAMS, "EXTENSION_NOT_MARKED",
-                             f"a command message must list {COMMAND_URI} in message.extensions")  # fmt: skip
+        raise CommandRefusal(
+            INVALID_PARAMS, "EXTENSION_NOT_MARKED", f"a command message must list {COMMAND_URI} in message.extensions"
+        )
     if len(envelopes) > 1:
-        raise CommandRefusal(INVALID_PARAMS, "COMMAND_ENVELOPE_AMBIGUOUS",
-                             f"a message carries one command part; this one has {len(envelopes)}")  # fmt: skip
+        raise CommandRefusal(
+            INVALID_PARAMS,
+            "COMMAND_ENVELOPE_AMBIGUOUS",
+            f"a message carries one command part; this one has {len(envelopes)}",
+        )
     if message.get("taskId"):
         raise CommandRefusal(INVALID_PARAMS, "COMMAND_TASK_ID", "a command does not name a taskId")
     modes = (params.get("configuration") or {}).get("acceptedOutputModes")
     if modes and RESULT_MEDIA_TYPE not in modes:
-        raise CommandRefusal(CONTENT_TYPE_NOT_SUPPORTED, "CONTENT_TYPE_NOT_SUPPORTED",
-                             f"command results are {RESULT_MEDIA_TYPE}, which acceptedOutputModes excludes")  # fmt: skip
+        raise CommandRefusal(
+            CONTENT_TYPE_NOT_SUPPORTED,
+            "CONTENT_TYPE_NOT_SUPPORTED",
+            f"command results are {RESULT_MEDIA_TYPE}, which acceptedOutputModes excludes",
+        )
     envelope = envelopes[0]
     try:
         return _checked(envelope, table, principal, switches)
@@ -172,22 +194,40 @@ def _checked(envelope: Any, table: OpTable, principal: Principal | None, switche
     try:
         args = op.parse_args(raw_arguments(envelope))
     except InvalidOpArguments as err:
-        raise CommandRefusal(INVALID_PARAMS, "INVALID_COMMAND_ARGS", f"invalid arguments for {op.name}",
-                             violations=err.violations, metadata={"op": op.name}) from None  # fmt: skip
+        raise CommandRefusal(
+            INVALID_PARAMS,
+            "INVALID_COMMAND_ARGS",
+            f"invalid arguments for {op.name}",
+            violations=err.violations,
+            metadata={"op": op.name},
+        ) from None
     if not permits(op, principal):
-        raise CommandRefusal(PERMISSION_DENIED, "PERMISSION_DENIED", f"not permitted to run {op.name}",
-                             metadata={"op": op.name}, http_status=403)  # fmt: skip
+        raise CommandRefusal(
+            PERMISSION_DENIED,
+            "PERMISSION_DENIED",
+            f"not permitted to run {op.name}",
+            metadata={"op": op.name},
+            http_status=403,
+        )
     if not op.served(switches):  # only introspection ops get this far with their switch closed
-        raise CommandRefusal(UNSUPPORTED_OPERATION, "INTROSPECTION_DISABLED",
-                             f"{op.name} needs introspection, which is disabled", metadata={"op": op.name})  # fmt: skip
+        raise CommandRefusal(
+            UNSUPPORTED_OPERATION,
+            "INTROSPECTION_DISABLED",
+            f"{op.name} needs introspection, which is disabled",
+            metadata={"op": op.name},
+        )
     return Command(op, args, envelope)
 
 
 def _served_op(envelope: Any, table: OpTable, principal: Principal | None, switches: Mapping[str, bool]) -> Op:
     name = envelope.get("op") if isinstance(envelope, dict) else None
     if not isinstance(name, str) or not name:
-        raise CommandRefusal(INVALID_PARAMS, "UNKNOWN_OP", "a command envelope needs a non-empty op",
-                             violations=[("op", "required: a non-empty string")])  # fmt: skip
+        raise CommandRefusal(
+            INVALID_PARAMS,
+            "UNKNOWN_OP",
+            "a command envelope needs a non-empty op",
+            violations=[("op", "required: a non-empty string")],
+        )
     op = table.get(name)
     unknown = CommandRefusal(INVALID_PARAMS, "UNKNOWN_OP", f"no op {name!r} is served here", metadata={"op": name})
     if op is None:

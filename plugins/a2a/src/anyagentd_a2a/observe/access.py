@@ -38,11 +38,18 @@ class AccessLog:
     def record(self, observed: Observed) -> None:
         """Write ``observed``'s line (fields in the module's docstring)."""
         line = {
-            "method": observed.method, "rpc_method": observed.rpc_method, "op": observed.op, "path": observed.path,
-            "principal": observed.principal, "status": observed.status, "rpc_error": observed.rpc_error,
-            "bytes_in": observed.bytes_in, "bytes_out": observed.bytes_out,
-            "duration_ms": round(observed.duration * 1000, 1), "client": self._client(observed.scope),
-        }  # fmt: skip
+            "method": observed.method,
+            "rpc_method": observed.rpc_method,
+            "op": observed.op,
+            "path": observed.path,
+            "principal": observed.principal,
+            "status": observed.status,
+            "rpc_error": observed.rpc_error,
+            "bytes_in": observed.bytes_in,
+            "bytes_out": observed.bytes_out,
+            "duration_ms": round(observed.duration * 1000, 1),
+            "client": self._client(observed.scope),
+        }
         log.info("%s %s %s", line["method"], line["path"], line["status"], extra=line)
 
     def _client(self, scope: dict) -> str:

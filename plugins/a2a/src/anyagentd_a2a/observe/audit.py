@@ -47,8 +47,13 @@ def redacted(args: Any) -> Any:
 def audit(action: str, principal: str, outcome: str, *, args: Any = None, reason: str | None = None) -> None:
     """Write one audit line (fields in the module's docstring)."""
     # "arguments", not "args": a LogRecord's own attribute, which extra= may not replace
-    line = {"action": action, "principal": principal, "arguments": redacted(args or {}), "outcome": outcome,
-            "reason": reason}  # fmt: skip
+    line = {
+        "action": action,
+        "principal": principal,
+        "arguments": redacted(args or {}),
+        "outcome": outcome,
+        "reason": reason,
+    }
     log.info("%s by %s: %s", action, principal, outcome, extra=line)
 
 

@@ -53,8 +53,15 @@ class Readiness:
     SQLAlchemy ``AsyncEngine`` and ``table`` the name of its task table; ``timeout`` bounds the read (seconds),
     ``lock_wait`` the wait for SQLite's write lock (seconds)."""
 
-    def __init__(self, engine: Any, is_draining: Callable[[], bool], *, table: str = TASK_TABLE,
-                 timeout: float = STORE_TIMEOUT, lock_wait: float = LOCK_WAIT) -> None:  # fmt: skip
+    def __init__(
+        self,
+        engine: Any,
+        is_draining: Callable[[], bool],
+        *,
+        table: str = TASK_TABLE,
+        timeout: float = STORE_TIMEOUT,
+        lock_wait: float = LOCK_WAIT,
+    ) -> None:
         self.engine = engine
         self.is_draining = is_draining
         self.table = table
@@ -111,5 +118,7 @@ def _reason(err: BaseException) -> str:
 
 def health_routes(engine: Any, is_draining: Callable[[], bool], *, table: str = TASK_TABLE) -> list[Route]:
     """The ``GET /healthz`` and ``GET /readyz`` routes (see the module docstring); ``table``: the task table."""
-    return [Route("/healthz", healthz, methods=["GET"]),
-            Route("/readyz", Readiness(engine, is_draining, table=table).respond, methods=["GET"])]  # fmt: skip
+    return [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", Readiness(engine, is_draining, table=table).respond, methods=["GET"]),
+    ]

@@ -69,8 +69,16 @@ class Metrics:
     (:meth:`..auth.sessions.AuthSessions.live_count`); ``subagents`` — the subagent manager (``owned(None)``'s
     records). Nothing of them is changed."""
 
-    def __init__(self, *, front: Any = None, count_tasks: Callable[[], Awaitable[dict[int, int]]] | None = None,
-                 pool: Any = None, runs: Any = None, sessions: Any = None, subagents: Any = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        front: Any = None,
+        count_tasks: Callable[[], Awaitable[dict[int, int]]] | None = None,
+        pool: Any = None,
+        runs: Any = None,
+        sessions: Any = None,
+        subagents: Any = None,
+    ) -> None:
         self.front = front
         self.count_tasks = count_tasks
         self.pool = pool
@@ -78,18 +86,34 @@ class Metrics:
         self.sessions = sessions
         self.subagents = subagents
         self.registry = CollectorRegistry()
-        self.requests = Counter(f"{PREFIX}_requests", "JSON-RPC requests to POST /, by method and outcome (ok, or "
-                                "the JSON-RPC error code; the front's HTTP refusals included)", ["method", "outcome"],
-                                registry=self.registry)  # fmt: skip
-        self.latency = Histogram(f"{PREFIX}_request_duration_seconds", "Seconds from a POST / arriving to its answer "
-                                 "starting (a stream's first byte), by method", ["method"], buckets=LATENCY_BUCKETS,
-                                 registry=self.registry)  # fmt: skip
-        self.tokens = Counter(f"{PREFIX}_tokens", "Tokens the agents reported using (the anyagentd/tokens extension "
-                              "of ContextUsage), by direction (in, out)", ["direction"], registry=self.registry)
+        self.requests = Counter(
+            f"{PREFIX}_requests",
+            "JSON-RPC requests to POST /, by method and outcome (ok, or "
+            "the JSON-RPC error code; the front's HTTP refusals included)",
+            ["method", "outcome"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            f"{PREFIX}_request_duration_seconds",
+            "Seconds from a POST / arriving to its answer starting (a stream's first byte), by method",
+            ["method"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.tokens = Counter(
+            f"{PREFIX}_tokens",
+            "Tokens the agents reported using (the anyagentd/tokens extension of ContextUsage), by direction (in, out)",
+            ["direction"],
+            registry=self.registry,
+        )
         for direction in ("in", "out"):
             self.tokens.labels(direction)
-        self.context = Histogram(f"{PREFIX}_context_tokens", "Context-window tokens in use, per ContextUsage report",
-                                 buckets=CONTEXT_BUCKETS, registry=self.registry)  # fmt: skip
+        self.context = Histogram(
+            f"{PREFIX}_context_tokens",
+            "Context-window tokens in use, per ContextUsage report",
+            buckets=CONTEXT_BUCKETS,
+            registry=self.registry,
+        )
         self._snapshot: list[Any] = []
         self.registry.register(_Snapshot(self))
 
@@ -136,28 +160,53 @@ class Metrics:
         if self.runs is not None:
             from ..workflows.state import RunStatus
 
-            families.append(_by(f"{PREFIX}_workflow_runs", "Workflow runs in the run store, by status", "status",
-                                get_args(RunStatus), await self.runs.count_by_status()))  # fmt: skip
+            families.append(
+                _by(
+                    f"{PREFIX}_workflow_runs",
+                    "Workflow runs in the run store, by status",
+                    "status",
+                    get_args(RunStatus),
+                    await self.runs.count_by_status(),
+                )
+            )
         if self.sessions is not None:
-            families.append(GaugeMetricFamily(f"{PREFIX}_device_sessions", "Live device sessions (signed in, not "
-                                              "revoked, not expired)", value=await self.sessions.live_count()))
+            families.append(
+                GaugeMetricFamily(
+                    f"{PREFIX}_device_sessions",
+                    "Live device sessions (signed in, not revoked, not expired)",
+                    value=await self.sessions.live_count(),
+                )
+            )
         pool = self.pool
         if pool is not None:
-            families.append(GaugeMetricFamily(f"{PREFIX}_live_agents", "Conversations holding an open agent session",
-                                              value=len(pool.live())))  # fmt: skip
-            families.append(CounterMetricFamily(f"{PREFIX}_pool_evictions", "Idle agent sessions the pool closed to "
-                                                "make room under a2a.pool.max_live / max_rss_mb",
-                                                value=pool.evictions))  # fmt: skip
-            families.append(CounterMetricFamily(f"{PREFIX}_pool_idle_closes", "Agent sessions closed after "
-                                                "a2a.pool.idle_close seconds idle", value=pool.idle_closes))
+            families.append(
+                GaugeMetricFamily(
+                    f"{PREFIX}_live_agents", "Conversations holding an open agent session", value=len(pool.live())
+                )
+            )
+            families.append(
+                CounterMetricFamily(
+                    f"{PREFIX}_pool_evictions",
+                    "Idle agent sessions the pool closed to make room under a2a.pool.max_live / max_rss_mb",
+                    value=pool.evictions,
+                )
+            )
+            families.append(
+                CounterMetricFamily(
+                    f"{PREFIX}_pool_idle_closes",
+                    "Agent sessions closed after a2a.pool.idle_close seconds idle",
+                    value=pool.idle_closes,
+                )
+            )
         if self.subagents is not None:
             from ..subagents.manager import Status
 
             found = {}
             for record in self.subagents.owned(None):
                 found[record.status] = found.get(record.status, 0) + 1
-            families.append(_by(f"{PREFIX}_subagents", "Subagents this daemon holds, by state", "state",
-                                get_args(Status), found))  # fmt: skip
+            families.append(
+                _by(f"{PREFIX}_subagents", "Subagents this daemon holds, by state", "state", get_args(Status), found)
+            )
         self._snapshot = families
 
     async def scrape(self, request: Request) -> Response:
@@ -175,8 +224,9 @@ class Metrics:
         except Exception as err:  # noqa: BLE001 - a reader's own failure: one line here, none of the series
             log.warning("metrics: reading the series failed: %s", type(err).__name__)
             return Response("the metrics cannot be read now\n", status_code=503, media_type="text/plain")
-        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST,
-                        headers={"Cache-Control": "no-store"})  # fmt: skip
+        return Response(
+            generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST, headers={"Cache-Control": "no-store"}
+        )
 
     async def _refusal(self, request: Request) -> Response | None:
         """None when ``request`` may scrape (the scrape token, or the operator), else the answer refusing it. Who
@@ -184,8 +234,11 @@ class Metrics:
         :mod:`.requests`): :data:`..principals.SCRAPER` for the scrape token."""
         token = self.front.secrets.metrics  # the configuration served now (SIGHUP replaces it)
         presented = bearer_of(request.headers.get("authorization"))
-        if token is not None and presented is not None and hmac.compare_digest(
-                token.get_secret_value().encode(), presented.encode()):  # fmt: skip
+        if (
+            token is not None
+            and presented is not None
+            and hmac.compare_digest(token.get_secret_value().encode(), presented.encode())
+        ):
             request.state.principal = SCRAPER
             return None
         principal = await self.front.authenticate(request)
@@ -193,8 +246,9 @@ class Metrics:
             return principal
         request.state.principal = principal  # a 403 below names who was refused, as the front's does
         if not principal.is_operator:
-            return rpc_error(None, -31403, f"{principal.id} may not read /metrics (the operator or the scrape "
-                             "token may)", status=403)  # fmt: skip
+            return rpc_error(
+                None, -31403, f"{principal.id} may not read /metrics (the operator or the scrape token may)", status=403
+            )
         return None
 
 

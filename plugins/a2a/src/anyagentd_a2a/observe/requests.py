@@ -98,12 +98,20 @@ class RequestObservation:
             duration = time.perf_counter() - started
             principal = state.get("principal")
             observed = Observed(
-                method=scope.get("method"), path=scope.get("path"), rpc=bool(state.get("rpc")),
-                rpc_method=state.get("rpc_method"), op=state.get("op"), principal=getattr(principal, "id", None),
-                status=seen["status"], rpc_error=rpc_error_of(seen["body"]) if seen["json"] else None,
-                bytes_in=seen["in"], bytes_out=seen["out"],
-                first_byte=duration if seen["first"] is None else seen["first"], duration=duration, scope=scope,
-            )  # fmt: skip
+                method=scope.get("method"),
+                path=scope.get("path"),
+                rpc=bool(state.get("rpc")),
+                rpc_method=state.get("rpc_method"),
+                op=state.get("op"),
+                principal=getattr(principal, "id", None),
+                status=seen["status"],
+                rpc_error=rpc_error_of(seen["body"]) if seen["json"] else None,
+                bytes_in=seen["in"],
+                bytes_out=seen["out"],
+                first_byte=duration if seen["first"] is None else seen["first"],
+                duration=duration,
+                scope=scope,
+            )
             for sink in sinks:
                 sink.record(observed)
 

@@ -56,8 +56,14 @@ def activity(view: ConversationView) -> dict[str, Any] | None:
     usage = projections.usage
     tool = projections.current_tool
     return {
-        "id": view.id, "task": view.task_id, "ctx": view.id, "phase": projections.phase or "working",
-        "tool": (tool.title or tool.id) if tool is not None else None, "round": view.turns,
-        "tokens_in": usage.tokens_in or 0, "tokens_out": usage.tokens_out or 0, "started_ms": view.turn_started_ms,
+        "id": view.id,
+        "task": view.task_id,
+        "ctx": view.id,
+        "phase": projections.phase or "working",
+        "tool": (tool.title or tool.id) if tool is not None else None,
+        "round": view.turns,
+        "tokens_in": usage.tokens_in or 0,
+        "tokens_out": usage.tokens_out or 0,
+        "started_ms": view.turn_started_ms,
         "updated_ms": int((projections.last_activity or view.updated_ms / 1000) * 1000),
-    }  # fmt: skip
+    }

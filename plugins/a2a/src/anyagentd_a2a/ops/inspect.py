@@ -50,8 +50,9 @@ class PlanGet(Op):
         face: CommandFace = context.face
         view = face.conversation(context.principal, args.id)
         if view is None and args.id is None:  # the schema's "without it, the root": never the newest, guessed
-            raise TargetNotFound("no root conversation here: an A2A conversation is named by its id (status "
-                                 "lists them)")  # fmt: skip
+            raise TargetNotFound(
+                "no root conversation here: an A2A conversation is named by its id (status lists them)"
+            )
         if view is None:
             raise TargetNotFound("no such conversation")
         plan, progress = _views.plan_and_progress(view)
@@ -83,14 +84,25 @@ class ConversationGet(Op):
         if view is None:
             raise TargetNotFound("no such conversation")
         messages = _views.transcript(view)
-        newest = messages[-args.limit:] if args.limit else []
+        newest = messages[-args.limit :] if args.limit else []
         plan, _ = _views.plan_and_progress(view)
-        return ConversationResult(conversation={
-            "id": caller_id(view, context.principal), "kind": view.kind, "version": view.version, "turns": view.turns,
-            "est_tokens": _views.est_tokens(messages), "principal": view.principal, "task": view.task_id,
-            "skills": face.skills, "plan": plan, "summary": None, "total_messages": len(messages),
-            "messages": _views.truncate(newest, _views.TRUNCATE_MESSAGE_BYTES), "updated": view.updated_ms,
-        })  # fmt: skip
+        return ConversationResult(
+            conversation={
+                "id": caller_id(view, context.principal),
+                "kind": view.kind,
+                "version": view.version,
+                "turns": view.turns,
+                "est_tokens": _views.est_tokens(messages),
+                "principal": view.principal,
+                "task": view.task_id,
+                "skills": face.skills,
+                "plan": plan,
+                "summary": None,
+                "total_messages": len(messages),
+                "messages": _views.truncate(newest, _views.TRUNCATE_MESSAGE_BYTES),
+                "updated": view.updated_ms,
+            }
+        )
 
 
 class EventsArgs(ArgsModel):
@@ -120,8 +132,9 @@ class DebugEvents(Op):
     async def run(self, context: OpContext, args: EventsArgs) -> EventsResult:
         face: CommandFace = context.face
         page = face.log.read(args.after, args.limit, level=args.level, prefix=args.prefix)
-        return EventsResult(events=page.events, oldest_seq=page.oldest_seq, newest_seq=page.newest_seq,
-                            dropped=page.dropped)  # fmt: skip
+        return EventsResult(
+            events=page.events, oldest_seq=page.oldest_seq, newest_seq=page.newest_seq, dropped=page.dropped
+        )
 
 
 @hookimpl

@@ -50,22 +50,40 @@ class Status(Op):
         for view in face.conversations(context.principal):
             messages = _views.transcript(view)
             _, progress = _views.plan_and_progress(view)
-            conversations.append({
-                "id": caller_id(view, context.principal), "contextId": view.id, "kind": view.kind, "version": view.version,
-                "messages": len(messages), "est_tokens": _views.est_tokens(messages), "turns": view.turns,
-                "principal": view.principal, "skills": face.skills, "plan": progress, "updated": view.updated_ms,
-            })  # fmt: skip
+            conversations.append(
+                {
+                    "id": caller_id(view, context.principal),
+                    "contextId": view.id,
+                    "kind": view.kind,
+                    "version": view.version,
+                    "messages": len(messages),
+                    "est_tokens": _views.est_tokens(messages),
+                    "turns": view.turns,
+                    "principal": view.principal,
+                    "skills": face.skills,
+                    "plan": progress,
+                    "updated": view.updated_ms,
+                }
+            )
             row = _views.activity(view)
             if row is not None:
                 activity.append(row)
         activity += subagent_activity(context)  # the caller's running subagents, one row each (id: the handle)
         return StatusResult(
-            instance=face.instance, uptime_ms=max(0, int(time.time() * 1000) - face.started_ms),
-            draining=face.draining, paused=face.paused, model=face.agent_name, version=face.version,
-            skills=face.skills, skill_prefix="", values=face.values(context.principal),
+            instance=face.instance,
+            uptime_ms=max(0, int(time.time() * 1000) - face.started_ms),
+            draining=face.draining,
+            paused=face.paused,
+            model=face.agent_name,
+            version=face.version,
+            skills=face.skills,
+            skill_prefix="",
+            values=face.values(context.principal),
             workflows=[{"name": name} for name in sorted(face.workflows)],
-            runs=await _runs(face, context), conversations=conversations, activity=activity,
-        )  # fmt: skip
+            runs=await _runs(face, context),
+            conversations=conversations,
+            activity=activity,
+        )
 
 
 async def _runs(face: CommandFace, context: OpContext) -> list[dict[str, Any]]:
@@ -73,12 +91,24 @@ async def _runs(face: CommandFace, context: OpContext) -> list[dict[str, Any]]:
     if face.runner is None:
         return []
     records = await face.runner.store.list(principal=owner_scope(context.principal))
-    return [{
-        "id": r.id, "workflow": r.workflow, "status": r.status, "start": "workflow.run",
-        "steps": {step_id: state.attempt for step_id, state in r.steps.items()}, "tokens": r.tokens,
-        "created": r.created, "updated": r.updated, "finished": r.finished, "output": r.output, "error": r.error,
-        "task": r.task_id, "principal": r.principal,
-    } for r in reversed(records)]  # fmt: skip
+    return [
+        {
+            "id": r.id,
+            "workflow": r.workflow,
+            "status": r.status,
+            "start": "workflow.run",
+            "steps": {step_id: state.attempt for step_id, state in r.steps.items()},
+            "tokens": r.tokens,
+            "created": r.created,
+            "updated": r.updated,
+            "finished": r.finished,
+            "output": r.output,
+            "error": r.error,
+            "task": r.task_id,
+            "principal": r.principal,
+        }
+        for r in reversed(records)
+    ]
 
 
 @hookimpl

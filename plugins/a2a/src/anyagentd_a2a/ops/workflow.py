@@ -79,19 +79,36 @@ async def owned_run(context: OpContext, run_id: str) -> RunRecord:
 
 
 def summary(record: RunRecord) -> dict[str, Any]:
-    return {"run": record.id, "workflow": record.workflow, "status": record.status, "output": record.output,
-            "error": record.error}  # fmt: skip
+    return {
+        "run": record.id,
+        "workflow": record.workflow,
+        "status": record.status,
+        "output": record.output,
+        "error": record.error,
+    }
 
 
 def run_json(record: RunRecord) -> dict[str, Any]:
     """A run as ``run.get`` and ``status.runs`` show it, strings truncated at 2048 bytes."""
-    return truncate({
-        "id": record.id, "workflow": record.workflow, "status": record.status, "start": "workflow.run",
-        "steps": {step_id: state.to_json() for step_id, state in record.steps.items()}, "tokens": record.tokens,
-        "created": record.created, "updated": record.updated, "finished": record.finished,
-        "output": record.output, "error": record.error, "task": record.task_id, "principal": record.principal,
-        "vars": record.inputs,
-    }, RUN_TRUNCATE_BYTES)  # fmt: skip
+    return truncate(
+        {
+            "id": record.id,
+            "workflow": record.workflow,
+            "status": record.status,
+            "start": "workflow.run",
+            "steps": {step_id: state.to_json() for step_id, state in record.steps.items()},
+            "tokens": record.tokens,
+            "created": record.created,
+            "updated": record.updated,
+            "finished": record.finished,
+            "output": record.output,
+            "error": record.error,
+            "task": record.task_id,
+            "principal": record.principal,
+            "vars": record.inputs,
+        },
+        RUN_TRUNCATE_BYTES,
+    )
 
 
 class RunArgs(ArgsModel):
@@ -147,8 +164,11 @@ async def run_progress(runner: Any, record: RunRecord) -> AsyncIterator[Progress
                 yield _asking(current.id, change["step"], runner.awaiting_input(current.id))
             elif kind == "step":
                 steps = {s: current.steps[s].status for s in change.get("steps", ())}
-                yield Progress("working", text=", ".join(f"{s}: {v}" for s, v in steps.items()),
-                               data={"run": current.id, "status": current.status, "steps": steps})  # fmt: skip
+                yield Progress(
+                    "working",
+                    text=", ".join(f"{s}: {v}" for s, v in steps.items()),
+                    data={"run": current.id, "status": current.status, "steps": steps},
+                )
             if current.status in RUN_TERMINAL:
                 break
     from ..tasks.state import from_run, progress_of  # imports a2a-sdk: by a run, never with the op table
@@ -156,8 +176,12 @@ async def run_progress(runner: Any, record: RunRecord) -> AsyncIterator[Progress
     final = await runner.get(record.id)
     state = progress_of(from_run(final.status))
     text = f"run {final.id} {final.status}" + (f": {final.error}" if final.error else "")
-    yield Progress(state, text=text, data=summary(final),  # type: ignore[arg-type]
-                   result=RunOutput(final.output) if state == "completed" else None)
+    yield Progress(
+        state,
+        text=text,
+        data=summary(final),  # type: ignore[arg-type]
+        result=RunOutput(final.output) if state == "completed" else None,
+    )
 
 
 def _asking(run_id: str, step: str, pending: dict[str, Any] | None) -> Progress:
@@ -182,8 +206,10 @@ def _input_problems(schema: dict[str, Any], inputs: dict[str, Any]) -> list[tupl
     import jsonschema
 
     validator = jsonschema.Draft202012Validator(schema)
-    return [(".".join(["inputs", *map(str, e.absolute_path)]) if e.absolute_path else "inputs", e.message)
-            for e in validator.iter_errors(inputs)]  # fmt: skip
+    return [
+        (".".join(["inputs", *map(str, e.absolute_path)]) if e.absolute_path else "inputs", e.message)
+        for e in validator.iter_errors(inputs)
+    ]
 
 
 class StatusArgs(ArgsModel):
@@ -268,8 +294,9 @@ class WorkflowSignal(Op):
         face: CommandFace = context.face
         if face.runner is None:
             return SignalResult(signal=args.name, delivered=0)
-        delivered = await face.runner.signal(args.name, args.payload, context.principal.id,
-                                             owner=owner_scope(context.principal), run_id=args.run)  # fmt: skip
+        delivered = await face.runner.signal(
+            args.name, args.payload, context.principal.id, owner=owner_scope(context.principal), run_id=args.run
+        )
         return SignalResult(signal=args.name, delivered=delivered)
 
 

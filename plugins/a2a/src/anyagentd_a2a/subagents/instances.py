@@ -51,15 +51,17 @@ class ChildInstance:
                 raise ChildFailed(f"the child instance {self.name!r} reports, but this daemon has no URL to give it")
             agentd["parent"] = parent
         try:
-            state, task = await send(self.url, text, self.bearer, context_id=handle, metadata={"agentd": agentd},
-                                     immediately=self.reports)  # fmt: skip
+            state, task = await send(
+                self.url, text, self.bearer, context_id=handle, metadata={"agentd": agentd}, immediately=self.reports
+            )
         except ClientError as err:
             raise ChildFailed(f"the child instance {self.name!r}: {err}") from None
         if self.reports and state not in {name(s) for s in TERMINAL - {COMPLETED}}:
             return None  # taken: the report brings the answer (failed, rejected or cancelled already: none comes)
         if state != "TASK_STATE_COMPLETED":
-            raise ChildFailed(f"the child's task {task.get('id')} ended {state.removeprefix('TASK_STATE_')}: "
-                              f"{task_text(task)[:500]}")  # fmt: skip
+            raise ChildFailed(
+                f"the child's task {task.get('id')} ended {state.removeprefix('TASK_STATE_')}: {task_text(task)[:500]}"
+            )
         return task_text(task)
 
     async def cancel(self, handle: str) -> int:

@@ -101,10 +101,20 @@ class Subagent:
     def to_json(self) -> dict[str, Any]:
         """The record as ``subagent.get`` shows it (``$defs/ops/subagent.get``): ``requested_by`` is the
         requesting subagent's handle or the owner, ``node`` the nesting depth."""
-        return {"handle": self.handle, "mode": self.mode, "status": self.status, "attempt": self.attempts,
-                "tokens": self.tokens, "instruction": self.instruction, "result": self.result, "error": self.error,
-                "requested_by": self.parent or self.owner, "created": self.created, "updated": self.updated,
-                "node": self.depth}  # fmt: skip
+        return {
+            "handle": self.handle,
+            "mode": self.mode,
+            "status": self.status,
+            "attempt": self.attempts,
+            "tokens": self.tokens,
+            "instruction": self.instruction,
+            "result": self.result,
+            "error": self.error,
+            "requested_by": self.parent or self.owner,
+            "created": self.created,
+            "updated": self.updated,
+            "node": self.depth,
+        }
 
     def status_json(self) -> dict[str, Any]:
         """``subagent.status``: ``{handle, status, mode, result?, error?}``."""
@@ -129,9 +139,17 @@ class SubagentManager:
     :attr:`tools` is the :class:`~.mcp_server.SubagentMcpServer` offered to subagent sessions (it sets itself).
     """
 
-    def __init__(self, runtime: Any, limits: SubagentLimits, *, work_root: Path, save: Saver | None = None,
-                 events_kept: int = 200, instances: dict[str, ChildInstance] | None = None,
-                 parent_url: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        runtime: Any,
+        limits: SubagentLimits,
+        *,
+        work_root: Path,
+        save: Saver | None = None,
+        events_kept: int = 200,
+        instances: dict[str, ChildInstance] | None = None,
+        parent_url: str | None = None,
+    ) -> None:
         self.runtime = runtime
         self.limits = limits
         self.work_root = Path(work_root)
@@ -165,14 +183,26 @@ class SubagentManager:
 
     # ------------------------------------------------------------------------------------------ requests
 
-    async def spawn(self, owner: str, agent: Any, instruction: str, mode: str = "sync", *, depth: int = 0,
-                    parent: str | None = None, dir: Path | None = None) -> Subagent:  # fmt: skip
+    async def spawn(
+        self,
+        owner: str,
+        agent: Any,
+        instruction: str,
+        mode: str = "sync",
+        *,
+        depth: int = 0,
+        parent: str | None = None,
+        dir: Path | None = None,
+    ) -> Subagent:
         """Start a subagent; with mode ``sync`` or ``warm`` wait for its first result. Raises :class:`SubagentRefused` (bad
         mode, an agent not allowed, too deep, too many running for ``owner``)."""
         if mode not in MODES:
             raise SubagentRefused(f"mode must be one of {', '.join(MODES)}")
-        name = agent if isinstance(agent, str) else (agent.get("acp", {}).get("name") if isinstance(agent, dict)
-                                                      else str(agent))  # fmt: skip
+        name = (
+            agent
+            if isinstance(agent, str)
+            else (agent.get("acp", {}).get("name") if isinstance(agent, dict) else str(agent))
+        )
         if not name or not self.limits.allows(name):
             raise SubagentRefused(f"agent {name!r} may not be spawned here")
         if depth >= self.limits.depth:
@@ -182,8 +212,15 @@ class SubagentManager:
             raise SubagentRefused(f"{owner} already has {running} subagents running (limit {self.limits.per_owner})")
         if not instruction.strip():
             raise SubagentRefused("an instruction is required")
-        record = Subagent(handle=f"sa-{ULID()}", mode=mode, owner=owner, agent=agent,  # type: ignore[arg-type]
-                          instruction=instruction, depth=depth, parent=parent)  # fmt: skip
+        record = Subagent(
+            handle=f"sa-{ULID()}",
+            mode=mode,
+            owner=owner,
+            agent=agent,  # type: ignore[arg-type]
+            instruction=instruction,
+            depth=depth,
+            parent=parent,
+        )
         self._all[record.handle] = record
         await self._save(record)
         assert self._tg is not None, "start SubagentManager.serve first"
@@ -203,8 +240,9 @@ class SubagentManager:
     def owned(self, owner: str | None) -> list[Subagent]:
         return [s for s in self._all.values() if owner is None or s.owner == owner]
 
-    async def result(self, handle: str, owner: str | None, *, wait: bool = False,
-                     timeout: float | None = None) -> Subagent:  # fmt: skip
+    async def result(
+        self, handle: str, owner: str | None, *, wait: bool = False, timeout: float | None = None
+    ) -> Subagent:
         """The subagent's record; with ``wait``, after its current turn ends (bounded by ``timeout`` s)."""
         record = self.get(handle, owner)
         if wait:
@@ -324,16 +362,22 @@ class SubagentManager:
             tool = projections.current_tool if projections is not None else None
             usage = projections.usage if projections is not None else None
             last = projections.last_activity if projections is not None else None
-            rows.append({
-                "id": record.handle, "task": None, "ctx": None,
-                "phase": (projections.phase if projections is not None else None) or "working",
-                "tool": ((tool.title or tool.id) if tool is not None else None) if projections is not None
-                        else running_tool(record.events), "round": record.attempts,
-                "tokens_in": (usage.tokens_in or 0) if usage else 0,
-                "tokens_out": (usage.tokens_out or 0) if usage else 0,
-                "started_ms": record.turn_started,
-                "updated_ms": int(last * 1000) if last else record.updated,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "id": record.handle,
+                    "task": None,
+                    "ctx": None,
+                    "phase": (projections.phase if projections is not None else None) or "working",
+                    "tool": ((tool.title or tool.id) if tool is not None else None)
+                    if projections is not None
+                    else running_tool(record.events),
+                    "round": record.attempts,
+                    "tokens_in": (usage.tokens_in or 0) if usage else 0,
+                    "tokens_out": (usage.tokens_out or 0) if usage else 0,
+                    "started_ms": record.turn_started,
+                    "updated_ms": int(last * 1000) if last else record.updated,
+                }
+            )
         return rows
 
     async def _open(self, record: Subagent, directory: Path, resume: str | None = None) -> Any:
@@ -345,9 +389,15 @@ class SubagentManager:
 
         assert self._tg is not None
         caller = Caller(owner=record.owner, depth=record.depth + 1, handle=record.handle)
-        return await self.tools.open_with_tools(self.runtime, record.agent, directory, caller,
-                                                spawn=self._tg.start_soon, permission_mode="AutoApprove",
-                                                resume=resume)  # fmt: skip
+        return await self.tools.open_with_tools(
+            self.runtime,
+            record.agent,
+            directory,
+            caller,
+            spawn=self._tg.start_soon,
+            permission_mode="AutoApprove",
+            resume=resume,
+        )
 
     async def _first_turn(self, record: Subagent, directory: Path | None) -> None:
         if self._child(record) is not None:

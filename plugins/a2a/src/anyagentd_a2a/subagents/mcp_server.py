@@ -62,8 +62,16 @@ class SubagentMcpServer:
         self.mcp = self._build()
         manager.tools = self  # the manager's subagent sessions get the tools too (one level deeper)
 
-    async def open_with_tools(self, runtime: Any, agent: Any, directory: str | Path, caller: Caller, *,
-                              spawn: Callable[..., Any], **options: Any) -> Any:  # fmt: skip
+    async def open_with_tools(
+        self,
+        runtime: Any,
+        agent: Any,
+        directory: str | Path,
+        caller: Caller,
+        *,
+        spawn: Callable[..., Any],
+        **options: Any,
+    ) -> Any:
         """``runtime.open(agent, directory, **options)`` with this server among the session's ``mcp_servers``, its
         bearer speaking for ``caller``. An agent that cannot take an ``Http`` MCP server (``UnsupportedFeature``
         naming the MCP transport: the scripted ``mock``, a CLI without the transport plugin) is opened without
@@ -98,8 +106,10 @@ class SubagentMcpServer:
         """A new bearer for ``caller`` and the ``open`` ``mcp_servers`` entry that carries it."""
         token = secrets.token_urlsafe(24)
         self._callers[token] = caller
-        return {"name": SERVER_NAME,
-                "connection": {"Http": {"url": self.url, "headers": {"Authorization": f"Bearer {token}"}}}}
+        return {
+            "name": SERVER_NAME,
+            "connection": {"Http": {"url": self.url, "headers": {"Authorization": f"Bearer {token}"}}},
+        }
 
     def forget(self, server: dict[str, Any]) -> None:
         """Withdraw the bearer of a ``server_for`` entry (its session closed)."""
@@ -124,8 +134,9 @@ class SubagentMcpServer:
             then takes more messages with subagent_send)."""
             caller = self._caller(ctx.headers)
             try:
-                record = await manager.spawn(caller.owner, agent, instruction, mode, depth=caller.depth,
-                                             parent=caller.handle)  # fmt: skip
+                record = await manager.spawn(
+                    caller.owner, agent, instruction, mode, depth=caller.depth, parent=caller.handle
+                )
             except SubagentRefused as err:
                 raise ToolError(f"refused: {err}") from None
             if mode in ("sync", "warm") and record.status not in ("completed", "idle"):
@@ -200,8 +211,9 @@ class SubagentMcpServer:
                 started.set()  # serving (``started``), or failed to: either way, no longer starting
 
         # log_config None: uvicorn's records go to the daemon's JSON lines, not uvicorn's own text handler
-        server = Server(uvicorn.Config(app, log_config=None, log_level="warning", lifespan="on",
-                                       timeout_graceful_shutdown=2))  # fmt: skip
+        server = Server(
+            uvicorn.Config(app, log_config=None, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
+        )
         server.config.setup_event_loop = lambda: None  # type: ignore[method-assign]
         self._server = server
 

@@ -141,8 +141,8 @@ class TaskReport:
                 if self._client is None:
                     assert self._stack is not None
                     self._client = await self._stack.enter_async_context(
-                        connect(self.parent.url, self.parent.bearer.get_secret_value(), command=True,
-                                timeout=TIMEOUT))  # fmt: skip
+                        connect(self.parent.url, self.parent.bearer.get_secret_value(), command=True, timeout=TIMEOUT)
+                    )
                 await command_with(self._client, op, args)
             return True
         except (ClientError, TimeoutError) as err:

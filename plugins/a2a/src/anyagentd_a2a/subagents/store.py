@@ -54,12 +54,25 @@ class SubagentStore:
 
     async def save(self, record: Subagent) -> None:
         async with self._sessions() as db, db.begin():
-            await db.merge(SubagentRow(
-                handle=record.handle, mode=record.mode, owner=record.owner, agent=record.agent,
-                instruction=record.instruction, depth=record.depth, parent=record.parent, status=record.status,
-                attempts=record.attempts, tokens=record.tokens, result=record.result, error=record.error,
-                resume_token=record.resume_token, created=record.created, updated=record.updated,
-            ))  # fmt: skip
+            await db.merge(
+                SubagentRow(
+                    handle=record.handle,
+                    mode=record.mode,
+                    owner=record.owner,
+                    agent=record.agent,
+                    instruction=record.instruction,
+                    depth=record.depth,
+                    parent=record.parent,
+                    status=record.status,
+                    attempts=record.attempts,
+                    tokens=record.tokens,
+                    result=record.result,
+                    error=record.error,
+                    resume_token=record.resume_token,
+                    created=record.created,
+                    updated=record.updated,
+                )
+            )
 
     async def prune(self, older_than: float) -> list[str]:
         """Delete the records that ended (:data:`.manager.TERMINAL`) and were last updated more than ``older_than``
@@ -78,11 +91,23 @@ class SubagentStore:
             rows = (await db.execute(select(SubagentRow).order_by(SubagentRow.created))).scalars().all()
         records = []
         for row in rows:
-            record = Subagent(handle=row.handle, mode=row.mode, owner=row.owner, agent=row.agent,  # type: ignore[arg-type]
-                              instruction=row.instruction, depth=row.depth, parent=row.parent,
-                              status=row.status, attempts=row.attempts, tokens=row.tokens,  # type: ignore[arg-type]
-                              result=row.result, error=row.error, created=row.created, updated=row.updated,
-                              resume_token=row.resume_token)  # fmt: skip
+            record = Subagent(
+                handle=row.handle,
+                mode=row.mode,
+                owner=row.owner,
+                agent=row.agent,  # type: ignore[arg-type]
+                instruction=row.instruction,
+                depth=row.depth,
+                parent=row.parent,
+                status=row.status,
+                attempts=row.attempts,
+                tokens=row.tokens,  # type: ignore[arg-type]
+                result=row.result,
+                error=row.error,
+                created=row.created,
+                updated=row.updated,
+                resume_token=row.resume_token,
+            )
             if record.status in ("pending", "running"):
                 record.status, record.error = "failed", "interrupted"
                 await self.save(record)

@@ -39,8 +39,14 @@ def cut(event: dict[str, Any]) -> dict[str, Any]:
 def stream_event(event: Any) -> dict[str, Any]:
     """One engine ``Event`` as a stream event (see the module doc)."""
     turn = event.turn_info
-    return cut({"id": event.sequence, "subject": event.tag, "correlation": turn.id if turn is not None else None,
-                "data": wire_json(event)})  # fmt: skip
+    return cut(
+        {
+            "id": event.sequence,
+            "subject": event.tag,
+            "correlation": turn.id if turn is not None else None,
+            "data": wire_json(event),
+        }
+    )
 
 
 def mirrored(event: dict[str, Any]) -> dict[str, Any]:
@@ -88,8 +94,13 @@ class EventMirror:
         last, parts = self._text.pop(message_id, (None, []))
         if last is None:
             return []
-        whole = Event(sequence=last.sequence, occurred_at=last.occurred_at, session_id=last.session_id,
-                      turn_info=last.turn_info, kind=TextDelta(message_id=message_id, text="".join(parts)))  # fmt: skip
+        whole = Event(
+            sequence=last.sequence,
+            occurred_at=last.occurred_at,
+            session_id=last.session_id,
+            turn_info=last.turn_info,
+            kind=TextDelta(message_id=message_id, text="".join(parts)),
+        )
         return [stream_event(whole)]
 
 

@@ -55,24 +55,37 @@ STOPS: dict[str, int] = {"Completed": COMPLETED, "Cancelled": CANCELED, "Refused
 """An engine ``TurnEnded``'s ``StopReason`` tag (``docs/engine.md``) → the state the turn's task ends in."""
 
 RUNS: dict[str, int] = {
-    "pending": WORKING, "running": WORKING, "suspended": WORKING, "paused": WORKING,
-    "completed": COMPLETED, "refused": REJECTED, "cancelled": CANCELED, "failed": FAILED, "stalled": FAILED,
-}  # fmt: skip
+    "pending": WORKING,
+    "running": WORKING,
+    "suspended": WORKING,
+    "paused": WORKING,
+    "completed": COMPLETED,
+    "refused": REJECTED,
+    "cancelled": CANCELED,
+    "failed": FAILED,
+    "stalled": FAILED,
+}
 """A workflow run's status (``workflows/state.RunStatus``, ``docs/commands.md``) → the state of the task it runs
 under."""
 
 PROGRESS: dict[str, int] = {
-    "working": WORKING, "input_required": INPUT_REQUIRED,
-    "completed": COMPLETED, "failed": FAILED, "cancelled": CANCELED, "rejected": REJECTED,
-}  # fmt: skip
+    "working": WORKING,
+    "input_required": INPUT_REQUIRED,
+    "completed": COMPLETED,
+    "failed": FAILED,
+    "cancelled": CANCELED,
+    "rejected": REJECTED,
+}
 """A long-running op's ``Progress.state`` (core's ``anyagentd.ops.ProgressState``) → its task's state."""
 _PROGRESS_OF = {state: word for word, state in PROGRESS.items()}
 
 INTERRUPTED_MESSAGE = "The daemon stopped while this task was running; its turn is lost."
 """Why a task left running by a process that died reads FAILED after a restart (:func:`on_restart`)."""
-UNRESUMABLE_MESSAGE = ("The daemon stopped while this task waited for input, and the agent keeps no resume token "
-                       "for this conversation, so it cannot resume it: the request is lost and cannot be answered. "
-                       "Send a new message in this contextId.")  # fmt: skip
+UNRESUMABLE_MESSAGE = (
+    "The daemon stopped while this task waited for input, and the agent keeps no resume token "
+    "for this conversation, so it cannot resume it: the request is lost and cannot be answered. "
+    "Send a new message in this contextId."
+)
 """Why a task that waited for input reads FAILED after a restart (:func:`on_restart`); an answer to it is refused
 with -32004 saying so."""
 

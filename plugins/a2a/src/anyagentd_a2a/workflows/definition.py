@@ -44,7 +44,7 @@ def parse_duration(value: Any) -> float:
         return float(value)
     match = _DURATION.match(str(value))
     if not match:
-        raise ValueError(f"not a duration: {value!r} (e.g. \"90s\", \"10m\", \"1h\")")
+        raise ValueError(f'not a duration: {value!r} (e.g. "90s", "10m", "1h")')
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
@@ -104,9 +104,9 @@ class Step(_Strict):
             if not self.prompt:
                 raise ValueError("an agent step needs a prompt")
             if self.output not in (None, "text", "json"):
-                raise ValueError("an agent step's output is \"text\" or \"json\"")
+                raise ValueError('an agent step\'s output is "text" or "json"')
             if self.output_schema is not None and self.output != "json":
-                raise ValueError("output_schema goes with output = \"json\"")
+                raise ValueError('output_schema goes with output = "json"')
             if self.on is not None or self.signal is not None:
                 raise ValueError("on/signal belong to wait steps")
         elif self.kind == "subagent":
@@ -116,7 +116,7 @@ class Step(_Strict):
                 raise ValueError("a subagent step takes agent, instruction and mode (its output is the subagent's)")
         elif self.kind == "wait":
             if self.on != "signal" or not self.signal:
-                raise ValueError("a wait step needs on = \"signal\" and a signal name")
+                raise ValueError('a wait step needs on = "signal" and a signal name')
             if self.prompt is not None or self.agent is not None:
                 raise ValueError("prompt/agent belong to agent steps")
         else:
@@ -159,8 +159,7 @@ class Workflow(_Strict):
         """The JSON Schema ``workflow.run`` validates inputs against: an object of :attr:`inputs`, every input
         required unless :attr:`required` narrows it, no other keys."""
         required = list(self.inputs) if self.required is None else list(self.required)
-        return {"type": "object", "properties": dict(self.inputs), "required": required,
-                "additionalProperties": False}  # fmt: skip
+        return {"type": "object", "properties": dict(self.inputs), "required": required, "additionalProperties": False}
 
     def order(self) -> list[str]:
         """The steps in a topological order (dependencies first; ties by declaration order)."""
@@ -221,7 +220,7 @@ def _refuse_cycles(workflow: Workflow, base: str) -> None:
         if state.get(step_id) == 2:
             return
         if state.get(step_id) == 1:
-            cycle = " -> ".join(path[path.index(step_id):] + [step_id])
+            cycle = " -> ".join(path[path.index(step_id) :] + [step_id])
             raise WorkflowError(f"{base}.steps.{step_id}.depends_on", f"cycle: {cycle}")
         state[step_id] = 1
         for dep in workflow.steps[step_id].depends_on:
@@ -241,8 +240,9 @@ def _check_ref(ref: tuple[str, ...], workflow: Workflow, upstream: set[str], whe
         if len(ref) < 3 or ref[1] not in workflow.steps or ref[2] not in ("output", "status", "error"):
             raise WorkflowError(where, f"unknown step reference {{{{{'.'.join(ref)}}}}}")
         if ref[1] not in upstream:
-            raise WorkflowError(where, f"{{{{{'.'.join(ref)}}}}} names a step that is not upstream (add it to "
-                                       "depends_on)")  # fmt: skip
+            raise WorkflowError(
+                where, f"{{{{{'.'.join(ref)}}}}} names a step that is not upstream (add it to depends_on)"
+            )
     elif head == "run":
         if ref[1:] not in (("id",), ("workflow",)):
             raise WorkflowError(where, f"unknown run reference {{{{{'.'.join(ref)}}}}}")
@@ -274,8 +274,10 @@ def load_workflows(raw: Iterable[dict[str, Any]]) -> dict[str, Workflow]:
             raise WorkflowError(base, "a workflow of this name is already defined")
         if workflow.command is not None:
             if workflow.command in commands:
-                raise WorkflowError(f"{base}.command", f"command {workflow.command!r} is already declared by "
-                                                       f"{commands[workflow.command]!r}")  # fmt: skip
+                raise WorkflowError(
+                    f"{base}.command",
+                    f"command {workflow.command!r} is already declared by {commands[workflow.command]!r}",
+                )
             commands[workflow.command] = workflow.name
         workflows[workflow.name] = workflow
     return workflows

@@ -86,9 +86,17 @@ class WorkflowRunner:
     new starts). Call :meth:`serve` in a task group before anything else.
     """
 
-    def __init__(self, runtime: Any, store: RunStore, workflows: dict[str, Workflow], *, work_root: Path,
-                 default_agent: Any = "mock", listener: Listener | None = None,
-                 held: Callable[[], bool] = lambda: False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        runtime: Any,
+        store: RunStore,
+        workflows: dict[str, Workflow],
+        *,
+        work_root: Path,
+        default_agent: Any = "mock",
+        listener: Listener | None = None,
+        held: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.runtime = runtime
         self.store = store
         self.workflows = workflows
@@ -162,21 +170,36 @@ class WorkflowRunner:
         a stored run recovered at the next start is driven by the definition configured then. Returns the names
         ``{"added": [...], "changed": [...], "removed": [...]}`` (each sorted)."""
         old, self.workflows = self.workflows, dict(workflows)
-        return {"added": sorted(set(workflows) - set(old)), "removed": sorted(set(old) - set(workflows)),
-                "changed": sorted(n for n in set(old) & set(workflows) if old[n] != workflows[n])}  # fmt: skip
+        return {
+            "added": sorted(set(workflows) - set(old)),
+            "removed": sorted(set(old) - set(workflows)),
+            "changed": sorted(n for n in set(old) & set(workflows) if old[n] != workflows[n]),
+        }
 
     # ------------------------------------------------------------------------------------------ requests
 
-    async def start(self, workflow_name: str, inputs: dict[str, Any], principal: str | None,
-                    task_id: str | None = None) -> RunRecord:  # fmt: skip
+    async def start(
+        self, workflow_name: str, inputs: dict[str, Any], principal: str | None, task_id: str | None = None
+    ) -> RunRecord:
         """Create and launch a run (committed first). The caller has checked permission and inputs."""
         workflow = self.workflows[workflow_name]
         at = now_ms()
         record = RunRecord(
-            id=f"{workflow.name}-{ULID()}", workflow=workflow.name, principal=principal, task_id=task_id,
-            status="pending", inputs=dict(inputs), output=None, error=None, flags=RunFlags(), tokens=0,
-            created=at, updated=at, finished=None, steps={step_id: StepState() for step_id in workflow.steps},
-        )  # fmt: skip
+            id=f"{workflow.name}-{ULID()}",
+            workflow=workflow.name,
+            principal=principal,
+            task_id=task_id,
+            status="pending",
+            inputs=dict(inputs),
+            output=None,
+            error=None,
+            flags=RunFlags(),
+            tokens=0,
+            created=at,
+            updated=at,
+            finished=None,
+            steps={step_id: StepState() for step_id in workflow.steps},
+        )
         await self.store.create(record)
         self._launch(record, workflow)
         return record
@@ -217,8 +240,9 @@ class WorkflowRunner:
         live.wake.set()
         return live.record
 
-    async def signal(self, name: str, payload: Any, sender: str, *, owner: str | None,
-                     run_id: str | None = None) -> int:  # fmt: skip
+    async def signal(
+        self, name: str, payload: Any, sender: str, *, owner: str | None, run_id: str | None = None
+    ) -> int:
         """Resolve every wait step suspended on signal ``name`` in ``owner``'s runs (every run for ``None``), or
         in ``run_id`` only; each finishes with ``{signal, payload, from}``. Returns how many were resolved."""
         delivered = 0
@@ -340,8 +364,9 @@ class WorkflowRunner:
             async with anyio.create_task_group() as steps_tg:
                 while True:
                     live.wake = anyio.Event()
-                    skipped = {s: move(record.steps[s], "skipped", finished=now_ms()) for s in to_skip(workflow,
-                                                                                                      record.steps)}
+                    skipped = {
+                        s: move(record.steps[s], "skipped", finished=now_ms()) for s in to_skip(workflow, record.steps)
+                    }
                     if record.flags.cancelled:
                         for step_id, state in record.steps.items():
                             if state.status == "pending":
@@ -362,8 +387,11 @@ class WorkflowRunner:
                             scope = anyio.CancelScope()
                             live.scopes[step_id] = scope
                             steps_tg.start_soon(self._step, live, step_id, scope)
-                    if (not live.scopes and not record.terminal
-                            and not any(s.status == "pending" for s in record.steps.values())):  # fmt: skip
+                    if (
+                        not live.scopes
+                        and not record.terminal
+                        and not any(s.status == "pending" for s in record.steps.values())
+                    ):
                         await self._commit(live, {}, {"type": "status"})
                         if record.terminal:
                             break
@@ -407,8 +435,11 @@ class WorkflowRunner:
                     back = replace(state, status="pending", attempt=max(0, state.attempt - 1), wait=None)
                     await self.store.save(live.record, {step_id: back})
                 return
-            await self._commit(live, {step_id: move(state, "cancelled", finished=now_ms(), wait=None)},
-                               {"type": "step", "steps": [step_id]})  # fmt: skip
+            await self._commit(
+                live,
+                {step_id: move(state, "cancelled", finished=now_ms(), wait=None)},
+                {"type": "step", "steps": [step_id]},
+            )
 
     async def _attempts(self, live: _Live, step_id: str, step: Step) -> None:
         while True:
@@ -417,8 +448,9 @@ class WorkflowRunner:
                 started = state.started or now_ms()  # recovered: keep waiting from when it began
             else:
                 started = now_ms()
-                state = move(state, "running", attempt=state.attempt + 1, started=started, finished=None,
-                             error=None, wait=None)  # fmt: skip
+                state = move(
+                    state, "running", attempt=state.attempt + 1, started=started, finished=None, error=None, wait=None
+                )
                 await self._commit(live, {step_id: state}, {"type": "step", "steps": [step_id]})
             timeout = math.inf if step.timeout is None else max(0.0, step.timeout - (now_ms() - started) / 1000)
             outcome: tuple[str, Any, str | None]
@@ -433,18 +465,27 @@ class WorkflowRunner:
             status, output, error = outcome
             state = live.record.steps[step_id]
             if status == "done":
-                await self._commit(live, {step_id: move(state, "done", output=output, finished=now_ms(),
-                                                        wait=None)}, {"type": "step", "steps": [step_id]})
+                await self._commit(
+                    live,
+                    {step_id: move(state, "done", output=output, finished=now_ms(), wait=None)},
+                    {"type": "step", "steps": [step_id]},
+                )
                 return
             if status == "refused":
                 live.record.flags = replace(live.record.flags, refused=True)
                 live.record.error = error
-                await self._commit(live, {step_id: move(state, "failed", error=error, finished=now_ms(),
-                                                        wait=None)}, {"type": "step", "steps": [step_id]})
+                await self._commit(
+                    live,
+                    {step_id: move(state, "failed", error=error, finished=now_ms(), wait=None)},
+                    {"type": "step", "steps": [step_id]},
+                )
                 return
             if status == "cancelled":
-                await self._commit(live, {step_id: move(state, "cancelled", error=error, finished=now_ms(),
-                                                        wait=None)}, {"type": "step", "steps": [step_id]})
+                await self._commit(
+                    live,
+                    {step_id: move(state, "cancelled", error=error, finished=now_ms(), wait=None)},
+                    {"type": "step", "steps": [step_id]},
+                )
                 return
             after = after_failure(state, step.retry.max, status, error or status, now_ms())  # type: ignore[arg-type]
             if output is not None:
@@ -461,9 +502,10 @@ class WorkflowRunner:
         return {
             "inputs": record.inputs,
             "run": {"id": record.id, "workflow": record.workflow},
-            "steps": {s: {"output": st.output, "status": st.status, "error": st.error}
-                      for s, st in record.steps.items()},
-        }  # fmt: skip
+            "steps": {
+                s: {"output": st.output, "status": st.status, "error": st.error} for s, st in record.steps.items()
+            },
+        }
 
     async def _do(self, live: _Live, step_id: str, step: Step) -> tuple[str, Any, str | None]:
         if step.kind == "finish":
@@ -499,10 +541,14 @@ class WorkflowRunner:
         event, box = live.signals.setdefault(step_id, (anyio.Event(), []))
         state = live.record.steps[step_id]
         if state.status != "suspended":
-            wait = {"on": "signal", "signal": step.signal, "timeout_ms": None if step.timeout is None
-                    else int(step.timeout * 1000)}  # fmt: skip
-            await self._commit(live, {step_id: move(state, "suspended", wait=wait)},
-                               {"type": "step", "steps": [step_id]})  # fmt: skip
+            wait = {
+                "on": "signal",
+                "signal": step.signal,
+                "timeout_ms": None if step.timeout is None else int(step.timeout * 1000),
+            }
+            await self._commit(
+                live, {step_id: move(state, "suspended", wait=wait)}, {"type": "step", "steps": [step_id]}
+            )
         await event.wait()
         return "done", box[0], None
 
@@ -530,14 +576,16 @@ class WorkflowRunner:
                     live.asks[step_id] = (session, request.value.id, to_jsonable_python(event))
                     state = record.steps[step_id]
                     wait = {"on": "input", "request": request.model_dump(mode="json")}
-                    await self._commit(live, {step_id: move(state, "suspended", wait=wait)},
-                                       {"type": "input", "step": step_id})  # fmt: skip
+                    await self._commit(
+                        live, {step_id: move(state, "suspended", wait=wait)}, {"type": "input", "step": step_id}
+                    )
                 elif tag == "RequestClosed" and step_id in live.asks:
                     live.asks.pop(step_id, None)
                     state = record.steps[step_id]
                     if state.status == "suspended":
-                        await self._commit(live, {step_id: move(state, "running", wait=None)},
-                                           {"type": "step", "steps": [step_id]})  # fmt: skip
+                        await self._commit(
+                            live, {step_id: move(state, "running", wait=None)}, {"type": "step", "steps": [step_id]}
+                        )
                 elif tag == "TurnEnded":
                     return self._outcome(event.kind.stop, "".join(parts), step)
             return "failed", None, "the agent's session ended before its turn did"

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from .definition import Workflow
 
-RunStatus = Literal["pending", "running", "suspended", "paused", "completed", "failed", "refused", "cancelled",
-                    "stalled"]  # fmt: skip
+RunStatus = Literal[
+    "pending", "running", "suspended", "paused", "completed", "failed", "refused", "cancelled", "stalled"
+]
 StepStatus = Literal["pending", "running", "suspended", "done", "failed", "skipped", "cancelled", "timeout"]
 
 RUN_TERMINAL: frozenset[str] = frozenset({"completed", "failed", "refused", "cancelled", "stalled"})
@@ -35,6 +36,7 @@ STEP_MOVES: dict[str, frozenset[str]] = {
     "skipped": frozenset(),
     "cancelled": frozenset(),
 }
+
 
 class StateError(ValueError):
     """A move the rules do not allow (a bug in the caller, never the user's input)."""
@@ -56,8 +58,15 @@ class StepState:
     output: Any = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "attempt": self.attempt, "started": self.started, "finished": self.finished,
-                "error": self.error, "wait": self.wait, "output": self.output}  # fmt: skip
+        return {
+            "status": self.status,
+            "attempt": self.attempt,
+            "started": self.started,
+            "finished": self.finished,
+            "error": self.error,
+            "wait": self.wait,
+            "output": self.output,
+        }
 
 
 @dataclass(frozen=True)
@@ -92,10 +101,11 @@ def ready(workflow: Workflow, steps: dict[str, StepState], flags: RunFlags) -> l
     if flags.cancelled or flags.paused or flags.refused or _failed(steps):
         return []
     return [
-        step_id for step_id in workflow.order()
+        step_id
+        for step_id in workflow.order()
         if steps[step_id].status == "pending"
         and all(steps[dep].status == "done" for dep in workflow.steps[step_id].depends_on)
-    ]  # fmt: skip
+    ]
 
 
 def waiting(workflow: Workflow, steps: dict[str, StepState]) -> list[str]:
@@ -106,11 +116,13 @@ def waiting(workflow: Workflow, steps: dict[str, StepState]) -> list[str]:
 def to_skip(workflow: Workflow, steps: dict[str, StepState]) -> list[str]:
     """Pending steps that can never run: a dependency ended in anything but ``done``."""
     return [
-        step_id for step_id, state in steps.items()
+        step_id
+        for step_id, state in steps.items()
         if state.status == "pending"
-        and any(steps[d].status in STEP_TERMINAL and steps[d].status != "done"
-                for d in workflow.steps[step_id].depends_on)
-    ]  # fmt: skip
+        and any(
+            steps[d].status in STEP_TERMINAL and steps[d].status != "done" for d in workflow.steps[step_id].depends_on
+        )
+    ]
 
 
 def _failed(steps: dict[str, StepState]) -> bool:

@@ -198,9 +198,14 @@ class RunStore:
             if not self._indexed:
                 await (await tx.connection()).run_sync(lambda sync: _FINISHED.create(sync, checkfirst=True))
                 self._indexed = True
-            ids = list((await tx.execute(select(RunRow.id).where(RunRow.status.in_(sorted(RUN_TERMINAL)),
-                                                                 RunRow.finished < cutoff))).scalars())  # fmt: skip
-            for chunk in (ids[i:i + 500] for i in range(0, len(ids), 500)):  # SQLite's bound-parameter limit
+            ids = list(
+                (
+                    await tx.execute(
+                        select(RunRow.id).where(RunRow.status.in_(sorted(RUN_TERMINAL)), RunRow.finished < cutoff)
+                    )
+                ).scalars()
+            )
+            for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):  # SQLite's bound-parameter limit
                 # explicit: SQLite enforces the foreign keys' ON DELETE CASCADE only with PRAGMA foreign_keys=ON
                 await tx.execute(delete(StepRow).where(StepRow.run_id.in_(chunk)))
                 await tx.execute(delete(SignalRow).where(SignalRow.run_id.in_(chunk)))
@@ -209,20 +214,33 @@ class RunStore:
 
     async def signals(self, run_id: str) -> list[dict[str, Any]]:
         async with self._sessions() as session:
-            rows = (await session.execute(select(SignalRow).where(SignalRow.run_id == run_id)
-                                          .order_by(SignalRow.id))).scalars().all()  # fmt: skip
-            return [{"step": r.step_id, "signal": r.name, "payload": r.payload, "from": r.sender, "at": r.at}
-                    for r in rows]  # fmt: skip
+            rows = (
+                (await session.execute(select(SignalRow).where(SignalRow.run_id == run_id).order_by(SignalRow.id)))
+                .scalars()
+                .all()
+            )
+            return [
+                {"step": r.step_id, "signal": r.name, "payload": r.payload, "from": r.sender, "at": r.at} for r in rows
+            ]
 
 
 def _run_values(record: RunRecord) -> dict[str, Any]:
     return {
-        "workflow": record.workflow, "principal": record.principal, "task_id": record.task_id,
-        "status": record.status, "inputs": record.inputs, "output": _json_safe(record.output),
-        "error": record.error, "cancelled": record.flags.cancelled, "paused": record.flags.paused,
-        "refused": record.flags.refused, "tokens": record.tokens, "created": record.created,
-        "updated": record.updated, "finished": record.finished,
-    }  # fmt: skip
+        "workflow": record.workflow,
+        "principal": record.principal,
+        "task_id": record.task_id,
+        "status": record.status,
+        "inputs": record.inputs,
+        "output": _json_safe(record.output),
+        "error": record.error,
+        "cancelled": record.flags.cancelled,
+        "paused": record.flags.paused,
+        "refused": record.flags.refused,
+        "tokens": record.tokens,
+        "created": record.created,
+        "updated": record.updated,
+        "finished": record.finished,
+    }
 
 
 def _run_row(record: RunRecord) -> RunRow:
@@ -230,21 +248,47 @@ def _run_row(record: RunRecord) -> RunRow:
 
 
 def _step_row(run_id: str, step_id: str, state: StepState) -> StepRow:
-    return StepRow(run_id=run_id, step_id=step_id, status=state.status, attempt=state.attempt,
-                   started=state.started, finished=state.finished, error=state.error, wait=state.wait,
-                   output=_json_safe(state.output))  # fmt: skip
+    return StepRow(
+        run_id=run_id,
+        step_id=step_id,
+        status=state.status,
+        attempt=state.attempt,
+        started=state.started,
+        finished=state.finished,
+        error=state.error,
+        wait=state.wait,
+        output=_json_safe(state.output),
+    )
 
 
 def _record(row: RunRow, steps: Any) -> RunRecord:
     return RunRecord(
-        id=row.id, workflow=row.workflow, principal=row.principal, task_id=row.task_id, status=row.status,
-        inputs=row.inputs or {}, output=row.output, error=row.error,
-        flags=RunFlags(cancelled=row.cancelled, paused=row.paused, refused=row.refused), tokens=row.tokens,
-        created=row.created, updated=row.updated, finished=row.finished,
-        steps={s.step_id: StepState(status=s.status, attempt=s.attempt, started=s.started,  # type: ignore[arg-type]
-                                    finished=s.finished, error=s.error, wait=s.wait, output=s.output)
-               for s in steps},
-    )  # fmt: skip
+        id=row.id,
+        workflow=row.workflow,
+        principal=row.principal,
+        task_id=row.task_id,
+        status=row.status,
+        inputs=row.inputs or {},
+        output=row.output,
+        error=row.error,
+        flags=RunFlags(cancelled=row.cancelled, paused=row.paused, refused=row.refused),
+        tokens=row.tokens,
+        created=row.created,
+        updated=row.updated,
+        finished=row.finished,
+        steps={
+            s.step_id: StepState(
+                status=s.status,
+                attempt=s.attempt,
+                started=s.started,  # type: ignore[arg-type]
+                finished=s.finished,
+                error=s.error,
+                wait=s.wait,
+                output=s.output,
+            )
+            for s in steps
+        },
+    )
 
 
 def _json_safe(value: Any) -> Any:
