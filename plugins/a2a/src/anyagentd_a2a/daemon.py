@@ -973,7 +973,9 @@ class Daemon:
                 continue  # the task already shows the run's end (a run ended at recovery is brought up to date)
             owner_id = record.principal or OPERATOR.id
             owner = OPERATOR if owner_id == OPERATOR.id else Principal(owner_id, owner_id.split(":", 1)[0])
-            op = task.metadata.get("op", f"workflow.run:{record.workflow}")
+            op = f"workflow.run:{record.workflow}"
+            if "op" in task.metadata:  # a protobuf Struct: `in` and [], no get()
+                op = task.metadata["op"]
             self.dispatcher.run_tasks[record.task_id] = (record.id, owner)
             self._tg.start_soon(
                 partial(
