@@ -82,6 +82,23 @@ def recorded_refusals(home: Path) -> list[str]:
     return said
 
 
+def recorded_tool_calls(home: Path) -> list[str]:
+    """The names of the tool calls (``tool_use`` blocks of the model's replies) Claude Code recorded in the session
+    transcripts under ``home``."""
+    names: list[str] = []
+    for path in (home / ".claude" / "projects").glob("**/*.jsonl"):
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            content = (entry.get("message") or {}).get("content") if isinstance(entry, dict) else None
+            for block in content if isinstance(content, list) else []:
+                if isinstance(block, dict) and block.get("type") == "tool_use":
+                    names.append(str(block.get("name")))
+    return names
+
+
 def ask_the_word(daemon: Any, server: Any, context_id: str, word: str) -> dict[str, Any]:
     """Ask for the word of the conversation's first turn and check the resumed agent knew it: the answer, the
     earlier turn in the model's last request, and the daemon's "resumed" log line. Returns the answer's task."""
@@ -262,6 +279,11 @@ def test_a_waiting_task_survives_a_restart_and_its_answer_reaches_the_resumed_co
     # denial (the CLI recorded "The user doesn't want to proceed with this tool use…", the resumed CLI sent it to
     # the model), then after the restart told it "The answer is: allow": nothing was written, the task COMPLETED.
     assert refused_tools(server) == [] and recorded_refusals(tmp_path / "home") == []
+    # Whether the stopped CLI had written the model's tool call to its transcript is a race it runs with its own
+    # death (on a loaded machine it sometimes wins). Not recorded: the resumed agent asks again and the stored
+    # answer answers that request. Recorded: the call is history, and the answer reaches the agent in the prompt
+    # that says so (the scripted model then carries on without asking again).
+    recorded = kind == "permission" and "Write" in recorded_tool_calls(tmp_path / "home")
     again = a2a_daemon(config=claude_config(work), state_dir=state)
     kept = again.rpc("GetTask", {"id": task["id"]}).json()["result"]
     assert kept["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", kept  # still answerable
@@ -269,7 +291,7 @@ def test_a_waiting_task_survives_a_restart_and_its_answer_reaches_the_resumed_co
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]["message"]["parts"]
     assert done["status"]["message"]["parts"][0]["text"].endswith("Carrying on with the answer.")
     assert any("resumed the agent's session" in line for line in again.stderr)
-    if kind == "permission":  # the answer reached the agent as the answer to its request: the tool ran
+    if kind == "permission" and not recorded:  # the answer reached the agent as the answer to its request
         assert (work / "out.txt").read_text() == "hi\n"
         assert refused_tools(server) == []
     # The same conversation: a request after the restart carries its earlier turn ("Hi.") and the request with its
