@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import threading
 import time
@@ -14,6 +15,17 @@ from typing import Any, ClassVar
 
 ANYAGENTD = str(Path(sys.executable).with_name("anyagentd"))
 """The ``anyagentd`` console script of this environment."""
+
+
+def self_signed(directory: Path, cert_name: str = "cert.pem", key_name: str = "key.pem") -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (``CN`` and ``subjectAltName``, valid a day) and its key, made by
+    ``openssl req`` at ``directory/cert_name`` and ``directory/key_name``; returns (certificate, key)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    cert, key = directory / cert_name, directory / key_name
+    command = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert)]
+    command += ["-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]
+    subprocess.run(command, check=True, capture_output=True)
+    return cert, key
 
 
 def wait_state(

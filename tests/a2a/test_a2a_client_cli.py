@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from a2a_helpers import ANYAGENTD
+from a2a_helpers import ANYAGENTD, self_signed
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -125,34 +125,6 @@ def closed_port_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}"
-
-
-def self_signed(path: Path, name: str) -> Path:
-    """A self-signed certificate for 127.0.0.1 at ``path/name.pem`` (its key beside it); returns the cert's path."""
-    cert, key = path / f"{name}.pem", path / f"{name}.key"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert
 
 
 def readme_block(name: str) -> str:
@@ -422,7 +394,10 @@ def test_a_questions_hint_offers_its_choices(a2a_daemon: Any, tmp_path: Path) ->
 
 
 def test_cacert_verifies_a_tls_daemon_on_every_subcommand(a2a_daemon: Any, tmp_path: Path) -> None:
-    cert, other = self_signed(tmp_path, "daemon"), self_signed(tmp_path, "other")
+    cert, other = (
+        self_signed(tmp_path, "daemon.pem", "daemon.key")[0],
+        self_signed(tmp_path, "other.pem", "other.key")[0],
+    )
     tls = f'[a2a.tls]\ncert = "{cert}"\nkey = "{tmp_path / "daemon.key"}"\n'
     daemon = a2a_daemon(config=CONFIG.replace("[a2a.device_grant]", tls + "[a2a.device_grant]"), env=ENV, mock="hello")
     assert daemon.url.startswith("https://")
@@ -506,7 +481,7 @@ def test_the_readmes_operator_block_runs_as_written(a2a_daemon: Any, tmp_path: P
 
 
 def test_the_readmes_sign_in_block_runs_as_written(a2a_daemon: Any, tmp_path: Path) -> None:
-    cert = self_signed(tmp_path, "daemon")
+    cert = self_signed(tmp_path, "daemon.pem", "daemon.key")[0]
     (tmp_path / "ca.pem").write_text(cert.read_text())
     tls = f'[a2a.tls]\ncert = "{cert}"\nkey = "{tmp_path / "daemon.key"}"\n'
     daemon = a2a_daemon(config=CONFIG.replace("[a2a.device_grant]", tls + "[a2a.device_grant]"), env=ENV, mock="hello")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from a2a_helpers import ANYAGENTD, SLOW, PushReceiver, push_receiver, wait_pushed, wait_state
+from a2a_helpers import ANYAGENTD, SLOW, PushReceiver, push_receiver, self_signed, wait_pushed, wait_state
 
 from anyagentd_a2a.config import ConfigError, load, parse
 
@@ -323,29 +323,7 @@ def test_tls_listener_serves_https(a2a_daemon: Any, tmp_path: Path) -> None:
 
     import httpx
 
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    cert, key = self_signed(tmp_path)
     daemon = a2a_daemon(config=f'[a2a.tls]\ncert = "{cert}"\nkey = "{key}"\n', mock="hello")
     assert daemon.url.startswith("https://127.0.0.1:")
     context = ssl.create_default_context(cafile=str(cert))

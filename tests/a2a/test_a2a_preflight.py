@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from a2a_helpers import ANYAGENTD
+from a2a_helpers import ANYAGENTD, self_signed
 
 README = Path(__file__).resolve().parents[2] / "plugins" / "a2a" / "README.md"
 
@@ -66,31 +66,6 @@ def one_line(stderr: str) -> str:
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in stderr, stderr
     return lines[0]
-
-
-def self_signed(directory: Path) -> tuple[Path, Path]:
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
 
 
 def subagent_step(agent: str = "mock") -> str:

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from a2a_helpers import ANYAGENTD
+from a2a_helpers import ANYAGENTD, self_signed
 
 WORKFLOW = '[[workflows]]\nname = "done"\n[workflows.steps.a]\nkind = "finish"\noutput = "x"\n'
 
@@ -18,31 +18,6 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [ANYAGENTD, "a2a", *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
     )
-
-
-def self_signed(directory: Path) -> tuple[Path, Path]:
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
 
 
 def one_line(result: subprocess.CompletedProcess[str]) -> str:

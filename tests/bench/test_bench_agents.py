@@ -58,6 +58,17 @@ def live_members(pgid: int) -> list[int]:
     return found
 
 
+def blocked_reading(pid: int) -> bool:
+    """Whether process ``pid``'s main thread is blocked in ``read(2)`` (``/proc/PID/syscall`` starts with its
+    number: 0 on x86-64, 63 on arm64; a running thread reads ``running``)."""
+    import platform
+
+    with contextlib.suppress(OSError):
+        number = {"x86_64": "0", "aarch64": "63"}[platform.machine()]
+        return Path(f"/proc/{pid}/syscall").read_text().split(" ", 1)[0] == number
+    return False
+
+
 def wait_until(check: Callable[[], bool], what: str, within: float = 20) -> None:
     deadline = time.monotonic() + within
     while not check():
@@ -136,6 +147,9 @@ def test_a_bench_stopped_by_a_signal_ends_its_agents_group(tmp_path: Path, group
         pgid = int(pgid_file.read_text())
         groups.append(pgid)
         wait_until(lambda: len(live_members(pgid)) >= 2, "the agent and its child run")
+        # The agent's group can be up before the bench has its handle on it (on a loaded machine the bench may still
+        # be inside Popen, or between it and the `with`): signal once the bench is blocked reading the agent.
+        wait_until(lambda: blocked_reading(bench.pid), "the bench waits for the agent's answer")
         bench.send_signal(sig)
         bench.wait(timeout=30)
         assert_gone(pgid)

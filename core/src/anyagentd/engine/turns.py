@@ -21,7 +21,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from ..errors import AnyagentError, InvalidRequest, SessionBusy, SessionClosed
 from ..model import (
@@ -72,25 +72,9 @@ Report = Literal[
     "shutdown",
 ]
 
-PHASES: tuple[Phase, ...] = ("idle", "unacked", "running", "cancelling_unacked", "cancelling", "closed")
-REPORTS: tuple[Report, ...] = (
-    "prompt",
-    "steer_failed",
-    "steered",
-    "ack",
-    "event",
-    "turn_ended",
-    "start_failed",
-    "promote",
-    "answer",
-    "answered",
-    "cancel",
-    "cancel_grace",
-    "quiet",
-    "compact",
-    "dequeue",
-    "shutdown",
-)
+# The one list of each: the Literal types (what the checker holds callers to) read at run time.
+PHASES: tuple[Phase, ...] = get_args(Phase)
+REPORTS: tuple[Report, ...] = get_args(Report)
 
 _TURN_PHASES: tuple[Phase, ...] = ("unacked", "running", "cancelling_unacked", "cancelling")
 
