@@ -70,15 +70,24 @@ def refused_tools(server: Any) -> list[str]:
     return _refusals([entry["body"].get("messages", []) for entry in server.main_requests()], [])
 
 
-def recorded_refusals(home: Path) -> list[str]:
-    """The same in the session transcripts Claude Code wrote under ``home`` (what a resumed CLI sends again)."""
-    said: list[str] = []
+def transcript_entries(home: Path) -> list[Any]:
+    """Every JSON line of the session transcripts Claude Code wrote under ``home`` (``~/.claude/projects``), in
+    file order; lines that are not JSON (a write cut short) are left out."""
+    entries: list[Any] = []
     for path in (home / ".claude" / "projects").glob("**/*.jsonl"):
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
-                _refusals(json.loads(line), said)
+                entries.append(json.loads(line))
             except ValueError:
                 continue
+    return entries
+
+
+def recorded_refusals(home: Path) -> list[str]:
+    """The same in the session transcripts Claude Code wrote under ``home`` (what a resumed CLI sends again)."""
+    said: list[str] = []
+    for entry in transcript_entries(home):
+        _refusals(entry, said)
     return said
 
 
@@ -86,16 +95,11 @@ def recorded_tool_calls(home: Path) -> list[str]:
     """The names of the tool calls (``tool_use`` blocks of the model's replies) Claude Code recorded in the session
     transcripts under ``home``."""
     names: list[str] = []
-    for path in (home / ".claude" / "projects").glob("**/*.jsonl"):
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            content = (entry.get("message") or {}).get("content") if isinstance(entry, dict) else None
-            for block in content if isinstance(content, list) else []:
-                if isinstance(block, dict) and block.get("type") == "tool_use":
-                    names.append(str(block.get("name")))
+    for entry in transcript_entries(home):
+        content = (entry.get("message") or {}).get("content") if isinstance(entry, dict) else None
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                names.append(str(block.get("name")))
     return names
 
 
