@@ -348,6 +348,7 @@ async def test_sends_are_refused_while_draining_and_reads_still_served() -> None
 
     from anyagentd_a2a.config import default_config
     from anyagentd_a2a.front import Front
+    from anyagentd_a2a.lifecycle import Lifecycle
     from anyagentd_a2a.principals import Identities
 
     reached: list[str] = []
@@ -356,11 +357,13 @@ async def test_sends_are_refused_while_draining_and_reads_still_served() -> None
         reached.append((await request.json())["method"])
         return JSONResponse({"jsonrpc": "2.0", "id": 1, "result": {}})
 
+    lifecycle = Lifecycle()
+    lifecycle.request_drain("SIGTERM")
     front = Front(
         Identities(default_config()),
         dispatch,
         {"SendMessage", "GetTask"},
-        is_draining=lambda: True,
+        lifecycle=lifecycle,
         supported_extensions=set(),
         realm="anyagentd",
     )

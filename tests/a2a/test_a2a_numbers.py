@@ -22,7 +22,7 @@ from a2a.server.context import ServerCallContext
 from a2a.types import ListTasksRequest, Message, Part, Role, Task, TaskState, TaskStatus
 from google.protobuf.json_format import MessageToDict
 
-from anyagentd_a2a.daemon import _Principal
+from anyagentd_a2a.calls import PrincipalUser as _Principal
 from anyagentd_a2a.principals import Principal
 from anyagentd_a2a.store import PRUNE_BATCH, PrincipalTaskStore, engine_for
 from anyagentd_a2a.structjson import beyond_double, finite, loads

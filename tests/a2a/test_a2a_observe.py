@@ -153,24 +153,23 @@ async def test_readyz_is_503_while_draining_and_when_the_store_does_not_answer(t
     outside): draining → 503 ``draining``; a store that cannot be opened → 503 ``store unavailable``."""
     from starlette.applications import Starlette
 
+    from anyagentd_a2a.lifecycle import Lifecycle
     from anyagentd_a2a.observe.health import health_routes
     from anyagentd_a2a.store import PrincipalTaskStore, engine_for
 
-    draining = False
     good = engine_for(f"sqlite+aiosqlite:///{tmp_path / 'a2a.db'}")
     gone = engine_for(f"sqlite+aiosqlite:///{tmp_path / 'no-such-dir' / 'a2a.db'}")
     try:
         await PrincipalTaskStore(good).initialize()  # the probe reads the task table
         for engine, ready in ((good, 200), (gone, 503)):
-            # late binding on purpose: the probe reads the flag the test flips below
-            app = Starlette(routes=health_routes(engine, lambda: draining))  # noqa: B023
+            lifecycle = Lifecycle()  # the probe reads its latch, which the test sets below
+            app = Starlette(routes=health_routes(engine, lifecycle))
             transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
             async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
-                draining = False
                 answer = await client.get("/readyz")
                 assert answer.status_code == ready
                 assert answer.json() == {"status": "ok" if ready == 200 else "store unavailable"}
-                draining = True
+                lifecycle.request_drain("SIGTERM")
                 answer = await client.get("/readyz")
                 assert (answer.status_code, answer.json()) == (503, {"status": "draining"})
                 assert (await client.get("/healthz")).json() == {"status": "ok"}  # alive all the while

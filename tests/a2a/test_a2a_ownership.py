@@ -121,7 +121,7 @@ def test_the_command_face_declares_every_service_the_ops_read() -> None:
 
 
 def test_the_instance_has_everything_the_face_declares() -> None:
-    instance = Instance(None, LogRing(stream=None))  # type: ignore[arg-type]  # nothing here reads the daemon
+    instance = Instance(None, None, None, None, LogRing(stream=None))  # type: ignore[arg-type]  # nothing here reads them
     declared = set(CommandFace.__annotations__) | {n for n in vars(CommandFace) if not n.startswith("_")}
     missing = {n for n in declared if n not in vars(instance) and not hasattr(Instance, n)}
     assert missing == set()

@@ -1,11 +1,13 @@
 """Issue 25 (item 4): a conversation's engine session is opened with ``owner=`` its principal, so the runtime's
 owner index (``Runtime.sessions(owner=…)``, ``Session.owner``) is the one truth of whose session it is; and the
 daemon and the command face (``instance.py``) do not import each other — :class:`~anyagentd_a2a.instance.Instance`
-reads the daemon through the small :class:`~anyagentd_a2a.instance.InstanceHost` protocol.
+is given the daemon's typed parts (its settings, lifecycle latches, runtime and conversations), never the daemon.
 
-The first tests drive the daemon's own session opening (``Conversation.session_for`` → ``Daemon._open_session`` →
-``Daemon._open_agent``) on a real :class:`~anyagentd.runtime.Runtime` with the scripted mock agent, a real
-conversation table on SQLite and a real ``Conversations`` pool; only the HTTP face is not started."""
+The first tests drive the daemon's own session opening (``Conversation.session_for`` →
+``ConversationSessions.open`` → ``ConversationSessions._open_agent``; these were ``Daemon._open_session`` and
+``Daemon._open_agent`` before the daemon became assembly) on a real :class:`~anyagentd.runtime.Runtime` with the
+scripted mock agent, a real conversation table on SQLite and a real ``Conversations`` pool; only the HTTP face is
+not started."""
 
 from __future__ import annotations
 
@@ -20,9 +22,8 @@ import anyagentd_a2a
 from anyagentd.runtime import Runtime
 from anyagentd_a2a.config import parse
 from anyagentd_a2a.conversations import Conversations
-from anyagentd_a2a.daemon import Daemon, Options
-from anyagentd_a2a.instance import Instance
-from anyagentd_a2a.logring import LogRing
+from anyagentd_a2a.sessions import ConversationSessions
+from anyagentd_a2a.settings import Options, Settings
 from anyagentd_a2a.store import ConversationTable, engine_for
 from anyagentd_testing.imports import imports_of, package_modules
 
@@ -36,27 +37,23 @@ async def _conversation_sessions(tmp_path: Path, *, subagent_tools: bool) -> dic
     holds: ``{"alice": session, "bob": session, "by_owner": {owner: [session ids]}, "all": [session ids]}``."""
     state = tmp_path / "state"
     state.mkdir()
-    daemon = Daemon(parse({"agent": {"dir": str(tmp_path / "work"), "approval": "auto"}}), Options(state_dir=state))
+    settings = Settings(parse({"agent": {"dir": str(tmp_path / "work"), "approval": "auto"}}), Options(state_dir=state))
     engine = engine_for(f"sqlite+aiosqlite:///{state / 'a2a.db'}")
     try:
-        daemon.table = ConversationTable(engine)
-        await daemon.table.initialize()
-        daemon.instance = Instance(daemon, LogRing(stream=None))
+        table = ConversationTable(engine)
+        await table.initialize()
         async with Runtime() as runtime, anyio.create_task_group() as tg:
-            daemon.runtime = runtime
-            daemon._tg = tg
+            tools = None
             if subagent_tools:
                 from anyagentd_a2a.subagents.manager import SubagentLimits, SubagentManager
                 from anyagentd_a2a.subagents.mcp_server import SubagentMcpServer
 
                 tools = SubagentMcpServer(SubagentManager(runtime, SubagentLimits(), work_root=tmp_path / "subagents"))
                 tools.url = "http://127.0.0.1:9/mcp"  # never reached: the mock takes no Http MCP server
-                daemon.subagent_mcp = tools
-            daemon.conversations = Conversations(
-                state, open_session=daemon._open_session, start_pump=tg.start_soon, remember=daemon._remember
-            )
-            alice = await daemon.conversations.conversation("user:alice", "ctx-1").session_for()
-            bob = await daemon.conversations.conversation("user:bob", "ctx-1").session_for()
+            sessions = ConversationSessions(settings, runtime, table, tg.start_soon, tools)
+            conversations = Conversations(state, sessions=sessions, start_pump=tg.start_soon)
+            alice = await conversations.conversation("user:alice", "ctx-1").session_for()
+            bob = await conversations.conversation("user:bob", "ctx-1").session_for()
             found = {
                 "alice": alice,
                 "bob": bob,
@@ -65,7 +62,7 @@ async def _conversation_sessions(tmp_path: Path, *, subagent_tools: bool) -> dic
                     o: [s.id for s in runtime.sessions(owner=o)] for o in ("user:alice", "user:bob", "operator")
                 },
             }
-            await daemon.conversations.close_all(5)
+            await conversations.close_all(5)
             tg.cancel_scope.cancel()
     finally:
         await engine.dispose()
@@ -119,19 +116,13 @@ def test_the_daemon_and_the_instance_import_no_circle() -> None:
     assert "Daemon" not in named
 
 
-def test_the_daemon_provides_what_the_instance_host_declares() -> None:
-    from anyagentd_a2a.instance import InstanceHost
+def test_the_instance_is_given_typed_parts_of_the_daemon_never_the_daemon() -> None:
+    """Rewritten with issue 25 item 4: the daemon no longer satisfies an ``InstanceHost`` protocol over itself;
+    the instance is given the settings, the lifecycle latches, the runtime and the conversations."""
+    import inspect
 
-    tree = ast.parse((PACKAGE / "daemon.py").read_text(encoding="utf-8"))
-    daemon = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Daemon")
-    provided = {
-        t.attr
-        for n in ast.walk(daemon)
-        if isinstance(n, (ast.Assign, ast.AnnAssign))
-        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
-    }
-    provided |= {n.name for n in daemon.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    declared = set(InstanceHost.__annotations__) | {n for n in vars(InstanceHost) if not n.startswith("_")}
-    assert declared == {"runtime", "conversations", "loaded", "agent_label", "mock_script", "draining", "request_drain"}
-    assert declared - provided == set()
+    from anyagentd_a2a.instance import Instance
+
+    parameters = inspect.signature(Instance).parameters.values()
+    assert [p.annotation for p in parameters][:5] == ["Settings", "Lifecycle", "Runtime", "Conversations", "LogRing"]
+    assert not any("Daemon" in str(p.annotation) for p in parameters)

@@ -29,7 +29,7 @@ from a2a.types import (
 )
 from sqlalchemy import event
 
-from anyagentd_a2a.daemon import _Principal
+from anyagentd_a2a.calls import PrincipalUser as _Principal
 from anyagentd_a2a.principals import OPERATOR, Principal
 from anyagentd_a2a.store import ConversationTable, PrincipalTaskStore, PushConfigStore, engine_for, fail_interrupted
 from anyagentd_a2a.tasks.state import INTERRUPTED_MESSAGE, UNRESUMABLE_MESSAGE

@@ -171,6 +171,16 @@ def test_drain_with_many_live_agents_exits_cleanly(a2a_daemon: Any, tmp_path: An
     assert len(running) == 30
 
 
+class NeverOpens:
+    """The conversations' agent sessions where nothing opens a session (``Conversations(sessions=…)``)."""
+
+    async def open(self, conversation: Any, opening: str = "resume") -> Any:
+        raise AssertionError("nothing opens here")
+
+    def remember(self, conversation: Any, token: str | None) -> None:
+        return None
+
+
 @pytest.mark.anyio
 async def test_close_all_closes_in_parallel_within_the_timeout(tmp_path: Any) -> None:
     from anyagentd_a2a.conversations import Conversations
@@ -187,10 +197,7 @@ async def test_close_all_closes_in_parallel_within_the_timeout(tmp_path: Any) ->
             await anyio.sleep(1.0)
             self.closed = True
 
-    async def never(_: Any) -> Any:
-        raise AssertionError("nothing opens here")
-
-    pool = Conversations(tmp_path, open_session=never, start_pump=lambda *a: None, remember=lambda *a: None)
+    pool = Conversations(tmp_path, sessions=NeverOpens(), start_pump=lambda *a: None)
     for i in range(30):
         pool.conversation("operator", f"c{i}").session = SlowSession()
     assert len(pool.live()) == 30
@@ -223,10 +230,7 @@ async def test_close_all_leaves_a_parked_question_unanswered(tmp_path: Any) -> N
             self.calls.append("close" if answer_pending else "close unanswered")
             self.closed = True
 
-    async def never(_: Any) -> Any:
-        raise AssertionError("nothing opens here")
-
-    pool = Conversations(tmp_path, open_session=never, start_pump=lambda *a: None, remember=lambda *a: None)
+    pool = Conversations(tmp_path, sessions=NeverOpens(), start_pump=lambda *a: None)
     sessions = {}
     for name, token, state in [
         ("parked", "tok", TaskState.TASK_STATE_INPUT_REQUIRED),

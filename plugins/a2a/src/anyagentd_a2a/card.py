@@ -15,7 +15,7 @@ import hashlib
 import json
 from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from a2a.server.context import ServerCallContext
 from a2a.types import (
@@ -38,6 +38,11 @@ from anyagentd import __version__
 from .command.envelope import COMMAND_URI as COMMAND_EXTENSION
 from .config import Loaded
 from .translate import OUTPUT_MODES
+
+if TYPE_CHECKING:
+    from anyagentd.ops import OpTable
+
+    from .instance import Instance
 
 CARD_PATH = "/.well-known/agent-card.json"
 CARD_CACHE_CONTROL = "public, max-age=60"
@@ -134,6 +139,51 @@ async def extend_for_caller(card: AgentCard, context: ServerCallContext) -> Agen
             }
         )
     return extended
+
+
+class CallerCard:
+    """The SDK's ``extended_card_modifier``: the card a caller's GetExtendedAgentCard answers, over the ``ops``
+    served (the start-up table) and the ``instance`` (its switches, workflows, settable paths)."""
+
+    def __init__(self, ops: OpTable, instance: Instance) -> None:
+        self.ops = ops
+        self.instance = instance
+
+    async def __call__(self, card: AgentCard, context: ServerCallContext) -> AgentCard:
+        """The caller's card: the public one, its ops narrowed to what this caller may run, plus the
+        workflow-declared commands and the paths ``admin.set`` accepts."""
+        principal = context.state.get("principal")
+        extended = await extend_for_caller(card, context)
+        if principal is not None:
+            params = extended.capabilities.extensions[0].params
+            ops = self.ops.listed(self.instance.switches(), principal)
+            params.update(
+                {
+                    "ops": [{"op": name, "reply": reply} for name, reply in ops],
+                    "commands": [
+                        {"command": w.command, "workflow": w.name, "description": w.description}
+                        for w in self.instance.workflows.values()
+                        if w.command
+                    ],
+                    "settable": self.instance.settable() if principal.is_operator else [],
+                }
+            )
+        return extended
+
+
+def schema_route() -> Any:
+    """The Starlette route for ``GET`` :data:`SCHEMA_PATH`: the command extension's JSON Schema
+    (``anyagentd.ops.command_schema``), cacheable for an hour."""
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from anyagentd.ops import command_schema
+
+    async def schema(request: Request) -> Any:
+        return JSONResponse(command_schema(), headers={"Cache-Control": "public, max-age=3600"})
+
+    return Route(SCHEMA_PATH, schema, methods=["GET"])
 
 
 def card_json(card: AgentCard) -> dict[str, Any]:

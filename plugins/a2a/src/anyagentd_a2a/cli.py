@@ -123,7 +123,8 @@ def a2a(
     from anyagentd.cli import loaded_plugins
     from anyagentd.errors import AnyagentError
 
-    from .daemon import Options, serve, setup_logging
+    from .daemon import Options, serve
+    from .logs import setup_logging
 
     setup_logging()
     for warning in found.warnings:

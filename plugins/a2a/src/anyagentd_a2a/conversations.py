@@ -26,7 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 from a2a.types import (
@@ -248,7 +248,7 @@ class Conversation:
         """The live session, opening it when there is none as ``opening`` says (:data:`Opening`: resume the stored
         agent conversation when there is one, else afresh; ``"require_resume"``: never afresh, ``ResumeFailed``
         instead; ``"fresh"``: never resume); opening one first makes room in the pool
-        (:meth:`Conversations.make_room`). Raises what the daemon's ``open_session`` raises, and ``ResumeFailed``
+        (:meth:`Conversations.make_room`). Raises what :meth:`AgentSessions.open` raises, and ``ResumeFailed``
         for ``"require_resume"`` once the conversation :attr:`went_fresh` (live or not: a fresh session's own token,
         resumed, is not the conversation the parked request was asked in)."""
         async with self._open_lock:
@@ -260,7 +260,7 @@ class Conversation:
             if not self.live:
                 await self.host.make_room(self)
                 try:
-                    self.session = await self.host.open_session(self, opening)
+                    self.session = await self.host.sessions.open(self, opening)
                 finally:
                     self.host.opening.discard(self)
                 self.host.start_pump(self._pump, self.session)
@@ -378,7 +378,7 @@ class Conversation:
         kind = event.kind
         tag = kind_tag(kind)
         if tag == "SessionUpdated":
-            self.host.remember(self, kind.value.resume_token)
+            self.host.sessions.remember(self, kind.value.resume_token)
             return
         if tag == "ContextUsage" and self.host.on_usage is not None:
             self.host.on_usage(kind, event.extensions)
@@ -544,6 +544,17 @@ def process_tree_rss(root: int | None = None) -> int:
     return total * os.sysconf("SC_PAGE_SIZE")
 
 
+class AgentSessions(Protocol):
+    """The engine sessions of the conversations (:class:`~.sessions.ConversationSessions` is the daemon's)."""
+
+    async def open(self, conversation: Conversation, opening: Opening = "resume") -> Any:
+        """The conversation's engine session, opened as ``opening`` says (:data:`Opening`); its resume token is
+        stored. Raises what ``Runtime.open`` raises, and ``ResumeFailed`` (``"require_resume"``)."""
+
+    def remember(self, conversation: Conversation, token: str | None) -> None:
+        """Store ``token`` (when there is one) as the conversation's resume token."""
+
+
 @dataclass(frozen=True)
 class PoolLimits:
     """Bounds on live agents (``[a2a.pool]``): ``idle_close`` seconds with no live task before a conversation's
@@ -558,9 +569,9 @@ class PoolLimits:
 class Conversations:
     """Every conversation of the daemon, keyed (owner, contextId), and every live run, keyed by task id.
 
-    ``open_session(conversation, opening)`` opens the engine session (given by the daemon, which knows the runtime and
-    the agent; ``opening`` is an :data:`Opening`); ``start_pump(fn, session)`` runs a pump in the daemon's task
-    group; ``remember(conversation, token)`` stores a resume token; ``paused()`` says how the instance is paused
+    ``sessions`` (:class:`AgentSessions`, which knows the runtime and the agent) opens a conversation's engine
+    session and stores its resume tokens; ``start_pump(fn, session)`` runs a pump in the daemon's task
+    group; ``paused()`` says how the instance is paused
     (``"paused by the operator (maintenance)"``), ``None`` while it is not — a prompt queued then waits for the
     resume, and its task says so rather than name a queue. ``limits`` bound the live agents: past
     ``max_live`` (or ``max_rss_mb``, measured by ``rss()`` in bytes) the least recently used idle conversation is
@@ -570,18 +581,16 @@ class Conversations:
         self,
         state_dir: Path,
         *,
-        open_session: Callable[[Conversation, Opening], Awaitable[Any]],
+        sessions: AgentSessions,
         start_pump: Callable[..., None],
-        remember: Callable[[Conversation, str | None], None],
         limits: PoolLimits = PoolLimits(),
         rss: Callable[[], int] = process_tree_rss,
         paused: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.state_dir = state_dir
         self.paused = paused
-        self.open_session = open_session
+        self.sessions = sessions
         self.start_pump = start_pump
-        self.remember = remember
         self.limits = limits
         self.rss = rss
         self.conversations: dict[tuple[str, str], Conversation] = {}
@@ -726,7 +735,7 @@ class Conversations:
         states = [run.state for run in self.runs.values() if run.conversation is conversation]
         if not states:
             return False
-        resumable = conversation.holds_resume_token  # as Daemon.drain asks on_drain
+        resumable = conversation.holds_resume_token  # as Lifecycle.drain asks on_drain
         return any(on_drain(state, run_task=False, resumable=resumable) == PARK for state in states)
 
     async def close_all(self, timeout: float) -> int:

@@ -35,8 +35,8 @@ import json
 import logging
 import math
 import re
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -55,6 +55,9 @@ from .principals import (
     Unauthenticated,
 )
 from .proxies import Network, client_address, parse_proxy
+
+if TYPE_CHECKING:
+    from .lifecycle import Draining
 
 log = logging.getLogger("anyagentd.a2a")
 
@@ -108,15 +111,32 @@ def requested_extensions(headers: list[str]) -> list[str]:
     return list(seen)
 
 
+class SendCheck(Protocol):
+    """A send's own refusals (:class:`~.sendchecks.SendChecks` is the daemon's)."""
+
+    async def check(self, principal: Principal, request_id: Any, params: dict[str, Any]) -> Response | None:
+        """The refusal of the send (``params`` may be completed in place), or ``None``."""
+
+
+class Interceptor(Protocol):
+    """What the daemon answers itself rather than the SDK (:class:`~.intercept.Intercept` is the daemon's)."""
+
+    async def intercept(
+        self, principal: Principal, request_id: Any, method: str, params: dict[str, Any], activated: list[str]
+    ) -> Response | None:
+        """The answer to the request, or ``None`` to pass it on to the SDK."""
+
+
 class Front:
     """The Starlette endpoint for ``POST /``: the checks above, then ``dispatch(request)`` (the SDK's dispatcher).
 
-    ``is_draining()`` says whether sends are refused; ``supported_extensions`` are the URIs that can be activated;
-    ``check_send(principal, request_id, params)`` returns the refusal of a send, if any (commands have their own,
-    in order, after these); ``intercept(principal, request_id, method, params, activated)`` answers what the
-    daemon serves itself (commands, and the tasks of workflow runs), or ``None`` to pass on to the SDK. The principal is left in
-    ``request.state.principal`` for the call-context builder. The limits and the trusted proxies are those of the
-    configuration ``identities`` holds (:attr:`settings`), so a reload that replaces it applies them."""
+    ``lifecycle.draining`` says whether sends are refused; ``supported_extensions`` are the URIs that can be
+    activated; ``check_send.check(principal, request_id, params)`` returns the refusal of a send, if any (commands
+    have their own, in order, after these); ``intercept.intercept(principal, request_id, method, params,
+    activated)`` answers what the daemon serves itself (commands, and the tasks of workflow runs), or ``None`` to
+    pass on to the SDK. The principal is left in ``request.state.principal`` for the call-context builder. The
+    limits and the trusted proxies are those of the configuration ``identities`` holds (:attr:`settings`), so a
+    reload that replaces it applies them."""
 
     def __init__(
         self,
@@ -124,11 +144,11 @@ class Front:
         dispatch: Callable[[Request], Any],
         methods: set[str],
         *,
-        is_draining: Callable[[], bool],
+        lifecycle: Draining,
         supported_extensions: set[str],
         realm: str,
-        check_send: Callable[[Principal, Any, dict[str, Any]], Awaitable[Response | None]] | None = None,
-        intercept: Callable[[Principal, Any, str, dict[str, Any], list[str]], Awaitable[Response | None]] | None = None,
+        check_send: SendCheck | None = None,
+        intercept: Interceptor | None = None,
         spawn: Callable[..., Any] | None = None,
     ) -> None:
         self.spawn = spawn
@@ -137,7 +157,7 @@ class Front:
         self.identities = identities
         self.dispatch = dispatch
         self.methods = methods
-        self.is_draining = is_draining
+        self.lifecycle = lifecycle
         self.supported_extensions = supported_extensions
         self.realm = realm
         self.rates = RateLimits()
@@ -184,7 +204,7 @@ class Front:
         params = envelope.get("params") or {}
         response = None
         if self.intercept is not None:  # what the daemon answers itself: commands, workflow runs' tasks
-            response = await self.intercept(principal, envelope["id"], envelope["method"], params, activated)
+            response = await self.intercept.intercept(principal, envelope["id"], envelope["method"], params, activated)
         if response is None:
             response = await self._dispatch(request, principal, envelope)
         if activated:
@@ -327,7 +347,7 @@ class Front:
                 reason="PERMISSION_DENIED",
                 domain=AGENTD_DOMAIN,
             )
-        if method in SEND_METHODS and self.is_draining():
+        if method in SEND_METHODS and self.lifecycle.draining:
             return rpc_error(
                 request_id, -32603, "the daemon is draining: no new messages", reason="DRAINING", domain=AGENTD_DOMAIN
             )
@@ -344,7 +364,7 @@ class Front:
             request.state.op = first.get("op") if isinstance(first, dict) else None
         if method in SEND_METHODS and self.check_send is not None and not command:
             before = json.dumps(params, sort_keys=True)
-            refused = await self.check_send(principal, request_id, params)
+            refused = await self.check_send.check(principal, request_id, params)
             if refused is not None:
                 return refused
             if json.dumps(params, sort_keys=True) != before:  # the send check completed the message (contextId)

@@ -1,18 +1,19 @@
 """The running daemon as the command ops see it: :class:`Instance` implements
-:class:`~anyagentd_a2a.command.face.CommandFace` over an :class:`InstanceHost` — the few things of the daemon it
-reads (the :class:`~anyagentd_a2a.daemon.Daemon` is one; this module does not import it: no import circle).
+:class:`~anyagentd_a2a.command.face.CommandFace` over the daemon's typed parts — its :class:`~.settings.Settings`,
+its :class:`~.lifecycle.Lifecycle` latches, the runtime and the conversations — never the daemon itself (this
+module does not import it: no import circle).
 
-It keeps what is the instance's own rather than one conversation's: its id and start time, the log ring, the
-pause latch, the settings ``admin.set`` changes until the next reload, and the services the op families use (the
-workflow runner, the subagent manager, the device grant and the signed-in sessions), each ``None`` when not
-configured.
+It keeps what is the instance's own rather than one conversation's: its id and start time, the log ring, and the
+services the op families use (the workflow runner, the subagent manager, the device grant and the signed-in
+sessions), each ``None`` when not configured. The pause and drain latches are the lifecycle's, the ``admin.set``
+values the settings' (until the next reload).
 """
 
 from __future__ import annotations
 
 import secrets
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from anyagentd import __version__
 from anyagentd.ops import InvalidOpArguments, Principal, owns
@@ -25,8 +26,9 @@ if TYPE_CHECKING:
 
     from .auth.device import DeviceGrant
     from .auth.sessions import AuthSessions
-    from .config import Loaded
     from .conversations import Conversations
+    from .lifecycle import Lifecycle
+    from .settings import Settings
     from .subagents.manager import SubagentManager
     from .workflows.definition import Workflow
     from .workflows.runner import WorkflowRunner
@@ -34,77 +36,74 @@ if TYPE_CHECKING:
 SETTABLE = ("agent.approval", "a2a.introspection.enabled")
 
 
-class InstanceHost(Protocol):
-    """What :class:`Instance` reads of the daemon that runs it (:class:`~anyagentd_a2a.daemon.Daemon` is one),
-    each read when used: ``runtime`` and ``conversations`` exist once the daemon serves, ``loaded`` changes at a
-    SIGHUP reload."""
-
-    runtime: Runtime
-    conversations: Conversations
-    loaded: Loaded
-    agent_label: str
-    mock_script: str | None
-    draining: bool
-
-    def request_drain(self, reason: str) -> None: ...
-
-
 class Instance:
-    """The :class:`CommandFace` of one daemon. ``daemon`` (an :class:`InstanceHost`) gives the configuration, the
-    runtime and the conversations; ``log`` is the daemon's log ring."""
+    """The :class:`CommandFace` of one daemon: ``settings`` give the configuration in force (and hold the
+    ``admin.set`` values), ``lifecycle`` the drain and pause latches, ``runtime`` the engine, ``pool`` the daemon's
+    :class:`~.conversations.Conversations`; ``log`` is the daemon's log ring. The services (``runner``,
+    ``workflows``, ``subagents``, ``device_grant``, ``auth_sessions``) are given as configured, each ``None``
+    (``workflows``: empty) otherwise."""
 
-    def __init__(self, daemon: InstanceHost, log: LogRing) -> None:
-        self.daemon = daemon
+    def __init__(
+        self,
+        settings: Settings,
+        lifecycle: Lifecycle,
+        runtime: Runtime,
+        pool: Conversations,
+        log: LogRing,
+        *,
+        runner: WorkflowRunner | None = None,
+        workflows: dict[str, Workflow] | None = None,
+        subagents: SubagentManager | None = None,
+        device_grant: DeviceGrant | None = None,
+        auth_sessions: AuthSessions | None = None,
+    ) -> None:
+        self.settings = settings
+        self.lifecycle = lifecycle
+        self._runtime = runtime
+        self.pool = pool
         self.instance = f"agentd-{secrets.token_hex(4)}"
         self.version = __version__
         self.started_ms = int(time.time() * 1000)
         self.log = log
-        self._paused: str | None = None
-        self.overrides: dict[str, Any] = {}
-        self.runner: WorkflowRunner | None = None
-        self.workflows: dict[str, Workflow] = {}
-        self.subagents: SubagentManager | None = None
-        self.device_grant: DeviceGrant | None = None
-        self.auth_sessions: AuthSessions | None = None
+        self.runner: WorkflowRunner | None = runner
+        self.workflows: dict[str, Workflow] = workflows if workflows is not None else {}
+        self.subagents: SubagentManager | None = subagents
+        self.device_grant: DeviceGrant | None = device_grant
+        self.auth_sessions: AuthSessions | None = auth_sessions
 
     # -- state -----------------------------------------------------------------------------------------------
 
     @property
     def runtime(self) -> Runtime:
-        return self.daemon.runtime
+        return self._runtime
 
     @property
     def agent_name(self) -> str:
-        return self.daemon.agent_label
+        return self.settings.agent_label
 
     @property
     def skills(self) -> list[str]:
-        return [self.daemon.agent_label]
+        return [self.settings.agent_label]
 
     @property
     def draining(self) -> bool:
-        return self.daemon.draining
+        return self.lifecycle.draining
 
     @property
     def paused(self) -> bool:
-        return self._paused is not None
-
-    def pause_note(self) -> str | None:
-        """How the instance is paused, for a task that waits for the resume: ``"paused by the operator (<reason>)"``
-        (only the operator pauses it: ``admin.pause``); ``None`` while it is not paused."""
-        return None if self._paused is None else f"paused by the operator ({self._paused})"
+        return self.lifecycle.paused
 
     def values(self, principal: Principal) -> dict[str, Any]:
         """``status.values``: the pool of live agents (:meth:`Conversations.values`), for the operator only."""
-        return self.daemon.conversations.values() if principal.is_operator else {}
+        return self.pool.values() if principal.is_operator else {}
 
     @property
     def approval(self) -> str:
-        return self.overrides.get("agent.approval", self.daemon.loaded.config.agent.approval)
+        return self.settings.approval
 
     @property
     def introspection(self) -> bool:
-        return self.overrides.get("a2a.introspection.enabled", self.daemon.loaded.config.a2a.introspection)
+        return self.settings.introspection
 
     def switches(self) -> dict[str, bool]:
         """The configuration switches ops are served under (see :attr:`anyagentd.ops.Op.switch`)."""
@@ -130,7 +129,7 @@ class Instance:
         )
 
     def conversations(self, principal: Principal) -> list[ConversationView]:
-        found = [c for c in self.daemon.conversations.conversations.values() if owns(principal, c.owner)]
+        found = [c for c in self.pool.conversations.values() if owns(principal, c.owner)]
         return [self._view(c) for c in sorted(found, key=lambda c: -c.updated_ms)]
 
     def conversation(self, principal: Principal, conversation_id: str | None) -> ConversationView | None:
@@ -161,10 +160,10 @@ class Instance:
     def redacted_config(self) -> dict[str, Any]:
         """The effective configuration: credential fields hold their references (secrets are resolved apart,
         never into the configuration), with ``admin.set`` overrides applied."""
-        config = self.daemon.loaded.config.model_dump(mode="json")
+        config = self.settings.loaded.config.model_dump(mode="json")
         config["agent"]["approval"] = self.approval
-        if self.daemon.mock_script is not None:  # --mock on the command line wins over the file
-            config["agent"]["mock_script"] = str(self.daemon.mock_script)
+        if self.settings.mock_script is not None:  # --mock on the command line wins over the file
+            config["agent"]["mock_script"] = str(self.settings.mock_script)
         config["a2a"]["introspection"] = self.introspection
         return config
 
@@ -186,31 +185,27 @@ class Instance:
                 )
         else:
             raise InvalidOpArguments(f"{path} cannot be set", [("path", f"one of {', '.join(SETTABLE)}")])
-        self.overrides[path] = value
+        self.settings.overrides[path] = value  # until the next reload (Settings.replace)
         self.log.emit("admin.set", path=path, value=value)
         return value
-
-    def reloaded(self) -> None:
-        """A SIGHUP reload: ``admin.set`` values last until here."""
-        self.overrides.clear()
 
     # -- admission -------------------------------------------------------------------------------------------
 
     def begin_drain(self, reason: str) -> None:
         self.log.emit("admin.drain", reason=reason)
-        self.daemon.request_drain(reason)
+        self.lifecycle.request_drain(reason)
 
     def pause(self, reason: str) -> None:
-        self._paused = reason
+        self.lifecycle.paused_for = reason
         self.log.emit("admin.pause", reason=reason)
-        self.daemon.runtime.pause()
+        self._runtime.pause()
 
     def resume(self) -> None:
-        self._paused = None
+        self.lifecycle.paused_for = None
         self.log.emit("admin.resume")
-        self.daemon.runtime.resume()
+        self._runtime.resume()
         if self.runner is not None:
             self.runner.wake_all()
 
 
-__all__ = ["Instance", "InstanceHost", "SETTABLE"]
+__all__ = ["Instance", "SETTABLE"]

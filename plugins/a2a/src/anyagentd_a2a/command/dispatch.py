@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -60,18 +60,12 @@ from .envelope import (
 )
 
 if TYPE_CHECKING:
+    from ..tasks.feed import TaskFeed
     from .face import CommandFace
 
 log = logging.getLogger("anyagentd.a2a.command")
 
 STREAMING = "SendStreamingMessage"
-
-SaveTask = Callable[[dict[str, Any], Principal], Awaitable[None]]
-"""Stores a task (proto3 JSON) under its owner; the daemon's bridge to the SDK's task store."""
-OpenTask = Callable[[Principal, str, str], TaskManager]
-"""The SDK's ``TaskManager`` of task (id, contextId) in the daemon's store, under its owner."""
-TellTask = Callable[[TaskStatusUpdateEvent], Awaitable[None]]
-"""Tells a task's push subscribers one of its status updates (the SDK serves none of the tracked tasks)."""
 
 
 @dataclass(frozen=True)
@@ -160,9 +154,9 @@ def data_part(value: Any) -> dict[str, Any]:
 
 class CommandDispatcher:
     """Runs commands for the front. Takes the start-up :class:`OpTable`, the ``face`` ops act on, ``switches()``
-    (the configuration switches in force), ``save_task`` (an op's finished task), ``spawn`` (runs a long-running
-    op's remainder in the daemon's task group), ``open_task`` (the SDK's TaskManager a long-running op's task is
-    written through) and ``tell`` (its push subscribers)."""
+    (the configuration switches in force), ``feed`` (:class:`~..tasks.feed.TaskFeed`: stores an op's finished
+    task, gives the SDK's TaskManager a long-running op's task is written through, and tells its push
+    subscribers) and ``spawn`` (runs a long-running op's remainder in the daemon's task group)."""
 
     def __init__(
         self,
@@ -170,18 +164,14 @@ class CommandDispatcher:
         face: CommandFace,
         *,
         switches: Callable[[], Mapping[str, bool]],
-        save_task: SaveTask,
-        spawn: Callable[..., None],
-        open_task: OpenTask,
-        tell: TellTask | None = None,
+        feed: TaskFeed,
+        spawn: Callable[..., Any],
     ) -> None:
         self.table = table
         self.face = face
         self.switches = switches
-        self.save_task = save_task
+        self.feed = feed
         self.spawn = spawn
-        self.open_task = open_task
-        self.tell = tell
         self.run_tasks: dict[str, tuple[str, Principal]] = {}
         """Open tasks of long-running ops that follow a workflow run: task id → (run id, its principal)."""
         self.tracked: dict[str, TrackedTask] = {}
@@ -253,7 +243,7 @@ class CommandDispatcher:
                 principal, request_id, method, command, task_id, context_id, message, outcome, immediate=immediate
             )
         task = self._task(task_id, context_id, message, "completed", result=outcome, op=command.op.name)
-        await self.save_task(task, principal)
+        await self.feed.save(task, principal)
         return self._result(request_id, method, [{"task": task}])
 
     def _expand_workflow_command(self, params: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -374,7 +364,7 @@ class CommandDispatcher:
         the last (:func:`.tasks.state.move`) fails the task. Also what a restart uses to follow a resumed run's
         task again (``resumed``: the stored task, its history included, is where it goes on; no ``send``)."""
         metadata = {"op": op, "extension": COMMAND_URI}
-        tracked = TrackedTask(self.open_task(principal, task_id, context_id), principal, metadata)
+        tracked = TrackedTask(self.feed.manager(principal, task_id, context_id), principal, metadata)
         self.tracked[task_id] = tracked
         try:
             if resumed:
@@ -463,8 +453,7 @@ class CommandDispatcher:
             )
             event.metadata.update(tracked.metadata)
             tracked.saved(await tracked.manager.save_task_event(event))
-        if self.tell is not None:
-            await self.tell(event)
+        await self.feed.tell(event)
         return event, artifact
 
     async def note(self, task_id: str, step: Progress, received: Mapping[str, Any] | None = None) -> Task | None:

@@ -1,8 +1,8 @@
 """What the built-in op families need from the A2A daemon (``OpContext.face``), as one typed protocol.
 
 The ops stay free of HTTP and of the daemon's internals: they read the instance's state and act on it only
-through :class:`CommandFace`. The daemon (:mod:`anyagentd_a2a.daemon`) implements it; a test can serve a real
-daemon and drive the ops over A2A.
+through :class:`CommandFace`. The daemon's :class:`~anyagentd_a2a.instance.Instance` implements it; a test can
+serve a real daemon and drive the ops over A2A.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 been sent — for a streamed (SSE) reply when the stream ends. A sink of the request observation
 (:mod:`.requests`), which measures the request.
 
-The line's fields (top-level keys beside ``ts``, ``level``, ``logger``, ``msg``, by :class:`.daemon.JsonLines`):
+The line's fields (top-level keys beside ``ts``, ``level``, ``logger``, ``msg``, by :class:`.logs.JsonLines`):
 ``method`` (the HTTP method), ``rpc_method`` (the JSON-RPC method, e.g. ``SendMessage``, or null), ``op`` (the
 command op a command message names, or null), ``path`` (without the query string), ``principal`` (the id the front
 identified, or null), ``status`` (the HTTP status, 0 when none was sent), ``rpc_error`` (the JSON-RPC error code of

@@ -1,6 +1,6 @@
 """The audit log: one JSON line per operator action, logger ``anyagentd.a2a.audit``.
 
-The line's fields (top-level keys beside ``ts``, ``level``, ``logger``, ``msg``, by :class:`.daemon.JsonLines`):
+The line's fields (top-level keys beside ``ts``, ``level``, ``logger``, ``msg``, by :class:`.logs.JsonLines`):
 ``action`` (the op's name, e.g. ``admin.pause``, or ``config.reload``), ``principal`` (who acted: a principal id,
 or ``"signal"`` for a SIGHUP), ``arguments`` (the op's arguments, any secret-named one replaced by
 ``"[redacted]"``, whatever the outcome: a command refused before it ran has those it was sent, parsed as a run of

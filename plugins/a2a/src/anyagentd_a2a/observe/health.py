@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from sqlalchemy import text
@@ -30,6 +29,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from ..config import sqlite_file
+
+if TYPE_CHECKING:
+    from ..lifecycle import Draining
 
 log = logging.getLogger("anyagentd.a2a")
 
@@ -49,21 +51,21 @@ async def healthz(request: Request) -> JSONResponse:
 
 
 class Readiness:
-    """``/readyz`` for a daemon: ``is_draining()`` says whether it drains, ``engine`` is the task store's
+    """``/readyz`` for a daemon: ``lifecycle.draining`` says whether it drains, ``engine`` is the task store's
     SQLAlchemy ``AsyncEngine`` and ``table`` the name of its task table; ``timeout`` bounds the read (seconds),
     ``lock_wait`` the wait for SQLite's write lock (seconds)."""
 
     def __init__(
         self,
         engine: Any,
-        is_draining: Callable[[], bool],
+        lifecycle: Draining,
         *,
         table: str = TASK_TABLE,
         timeout: float = STORE_TIMEOUT,
         lock_wait: float = LOCK_WAIT,
     ) -> None:
         self.engine = engine
-        self.is_draining = is_draining
+        self.lifecycle = lifecycle
         self.table = table
         self.timeout = timeout
         self.lock_wait = lock_wait
@@ -88,7 +90,7 @@ class Readiness:
 
     async def respond(self, request: Request) -> JSONResponse:
         """The ``/readyz`` answer (see the module docstring)."""
-        if self.is_draining():
+        if self.lifecycle.draining:
             return JSONResponse({"status": "draining"}, status_code=503, headers=NO_STORE)
         if not await self.store_ready():
             return JSONResponse({"status": "store unavailable"}, status_code=503, headers=NO_STORE)
@@ -116,9 +118,10 @@ def _reason(err: BaseException) -> str:
     return str(detail) if isinstance(detail, sqlite3.Error) else "-"
 
 
-def health_routes(engine: Any, is_draining: Callable[[], bool], *, table: str = TASK_TABLE) -> list[Route]:
-    """The ``GET /healthz`` and ``GET /readyz`` routes (see the module docstring); ``table``: the task table."""
+def health_routes(engine: Any, lifecycle: Draining, *, table: str = TASK_TABLE) -> list[Route]:
+    """The ``GET /healthz`` and ``GET /readyz`` routes (see the module docstring); ``lifecycle.draining`` says
+    whether the daemon drains, ``table`` is the task table."""
     return [
         Route("/healthz", healthz, methods=["GET"]),
-        Route("/readyz", Readiness(engine, is_draining, table=table).respond, methods=["GET"]),
+        Route("/readyz", Readiness(engine, lifecycle, table=table).respond, methods=["GET"]),
     ]

@@ -1,0 +1,88 @@
+"""The daemon's ASGI app over its :class:`~.services.Services` (:func:`build_app`): the routes, then the gates
+every request passes, outermost first — the request observation (access log, metrics), the path prefix of
+``a2a.url``, the Host gate, the CORS gate.
+
+Routes: the card, the command extension's schema, the device grant's (with ``[a2a.device_grant]``),
+``/healthz`` and ``/readyz``, ``/metrics`` (with ``[a2a.metrics] enabled``: else the Prometheus client is never
+imported) and ``POST /`` (the front).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from starlette.applications import Starlette
+from starlette.routing import Route
+
+from .card import card_route, schema_route
+from .front import CorsGate, HostGate
+from .pathprefix import PathPrefix, prefix_of
+
+if TYPE_CHECKING:
+    from .services import Services
+
+
+@dataclass(frozen=True)
+class App:
+    """The ASGI app to serve (``asgi``) and its CORS gate (``cors``: a reload replaces its origins)."""
+
+    asgi: Any
+    cors: CorsGate
+
+
+def build_app(services: Services) -> App:
+    """The app serving ``services`` (see the module docstring). With metrics on, the conversations' token usage is
+    counted by them (``Conversations.on_usage``)."""
+    settings, instance, front = services.settings, services.instance, services.front
+    routes = [card_route(services.card), schema_route()]
+    if instance.device_grant is not None and instance.auth_sessions is not None:
+        from .auth.routes import device_routes
+
+        public_url = services.public_url
+        routes.extend(
+            device_routes(
+                instance.device_grant,
+                instance.auth_sessions,
+                issuer=lambda: public_url,
+                on_event=services.ring.emit,
+            )
+        )
+    from .observe.access import AccessLog
+    from .observe.health import health_routes
+    from .observe.requests import RequestObservation
+
+    tasks = services.stores.tasks
+    routes.extend(
+        health_routes(services.stores.engine, services.lifecycle, table=tasks.task_model.__tablename__)
+    )  # /healthz, /readyz
+    sinks: list[Any] = [AccessLog(enabled=lambda: settings.loaded.config.a2a.access_log, source_of=front.source_of)]
+    if settings.loaded.config.a2a.metrics.enabled:  # else the Prometheus client is never imported
+        from .observe.metrics import Metrics
+
+        metrics = Metrics(
+            front=front,
+            count_tasks=tasks.count_by_state,
+            pool=services.conversations,
+            runs=services.stores.runs,
+            sessions=instance.auth_sessions,
+            subagents=instance.subagents,
+        )
+        services.conversations.on_usage = metrics.usage
+        routes.append(Route("/metrics", metrics.scrape, methods=["GET"]))
+        sinks.append(metrics)
+    routes.append(Route("/", front.handle, methods=["POST"]))
+    app = Starlette(routes=routes)
+    app.router.redirect_slashes = False
+    cors = CorsGate(app, settings.loaded.config.a2a.cors_origins)
+    public_host = urlsplit(services.public_url).hostname
+    served: Any = HostGate(cors, {public_host} if public_host else set())
+    prefix = prefix_of(services.public_url)
+    if prefix:  # a2a.url names a path: served with it and without it (.pathprefix)
+        served = PathPrefix(served, prefix)
+    # outermost, so every request is observed, the Host gate's 421 included; uvicorn's own access log stays off
+    return App(RequestObservation(served, sinks), cors)
+
+
+__all__ = ["App", "build_app"]

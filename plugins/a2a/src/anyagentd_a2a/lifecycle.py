@@ -1,0 +1,108 @@
+"""The instance's admission latches — the drain and the operator's pause — and the drain itself.
+
+One :class:`Lifecycle` per daemon; what decides admission reads it (the front refuses sends while
+:attr:`Lifecycle.draining`, ``/readyz`` answers 503, the ops' :class:`~.instance.Instance` reports and sets it,
+a prompt queued while paused says so). :meth:`Lifecycle.drain` is what a drain does (``docs/a2a-tasks.md#drain``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Protocol
+
+import anyio
+from a2a.types import CancelTaskRequest
+from a2a.utils.errors import A2AError
+
+from .calls import call_context
+from .executor import CANCEL_GRACE
+from .principals import OPERATOR
+from .tasks.state import on_drain
+
+if TYPE_CHECKING:
+    from a2a.server.request_handlers import RequestHandler
+
+    from .conversations import Conversations
+    from .subagents.manager import SubagentManager
+    from .workflows.runner import WorkflowRunner
+
+log = logging.getLogger("anyagentd.a2a")
+
+DRAIN_TIMEOUT = 20.0
+"""Seconds the drain gives the live agents' sessions, all closing at once, after the running tasks are cancelled."""
+
+
+class Draining(Protocol):
+    """What reads whether the instance drains (the front, ``/readyz``): a :class:`Lifecycle` is one."""
+
+    @property
+    def draining(self) -> bool: ...
+
+
+class Lifecycle:
+    """The latches of one daemon. ``draining``: sends are refused (set by :meth:`request_drain`, and by
+    :meth:`drain` itself); ``drain_reason``: what asked for it (``SIGTERM``, ``admin.drain``'s reason);
+    ``paused_for``: the operator's reason while the instance is paused (``admin.pause``), else ``None``."""
+
+    def __init__(self) -> None:
+        self.draining = False
+        self.drain_reason: str | None = None
+        self.paused_for: str | None = None
+        self._drain_requested = anyio.Event()
+
+    def request_drain(self, reason: str) -> None:
+        """Latch the drain (SIGTERM, SIGINT, ``admin.drain``): idempotent; sends are refused from now on, and the
+        drain task cancels running work, closes the agents and stops the listener."""
+        if not self._drain_requested.is_set():
+            self.draining = True
+            self.drain_reason = reason
+            self._drain_requested.set()
+
+    async def drain_requested(self) -> None:
+        """Return once :meth:`request_drain` was called (at once if it was)."""
+        await self._drain_requested.wait()
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_for is not None
+
+    def pause_note(self) -> str | None:
+        """How the instance is paused, for a task that waits for the resume: ``"paused by the operator (<reason>)"``
+        (only the operator pauses it: ``admin.pause``); ``None`` while it is not paused."""
+        return None if self.paused_for is None else f"paused by the operator ({self.paused_for})"
+
+    async def drain(
+        self,
+        conversations: Conversations,
+        handler: RequestHandler,
+        runner: WorkflowRunner | None,
+        subagents: SubagentManager | None,
+    ) -> None:
+        """Stop intake (sends get DRAINING), do to every live conversation task what
+        :func:`.tasks.state.on_drain` decides — cancel it through the SDK ``handler`` (recorded CANCELED), or park
+        it (waiting for input, its agent has a resume token: it stays INPUT_REQUIRED and its answer after the
+        restart resumes the conversation) — checkpoint the workflow runs of ``runner`` (their tasks are kept: the
+        runs resume after the restart), close the ``subagents``, then close every session, all in parallel."""
+        self.draining = True
+        context = call_context(OPERATOR)
+
+        async def cancel(task_id: str) -> None:
+            with anyio.move_on_after(CANCEL_GRACE + 1):
+                try:
+                    await handler.on_cancel_task(CancelTaskRequest(id=task_id), context)
+                except A2AError as err:  # already ended meanwhile
+                    log.info("drain: task %s: %s", task_id, err)
+
+        async with anyio.create_task_group() as tg:
+            for task_id, run in list(conversations.runs.items()):
+                decision = on_drain(run.state, run_task=False, resumable=run.conversation.holds_resume_token)
+                if decision.action == "cancel":
+                    tg.start_soon(cancel, task_id)
+            if runner is not None:
+                tg.start_soon(runner.drain, CANCEL_GRACE + 1)
+            if subagents is not None:
+                tg.start_soon(subagents.close)
+        await conversations.close_all(DRAIN_TIMEOUT)
+
+
+__all__ = ["DRAIN_TIMEOUT", "Draining", "Lifecycle"]
