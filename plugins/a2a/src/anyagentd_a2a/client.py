@@ -37,7 +37,7 @@ from typing import Any
 import httpx
 
 from .auth.device import GRANT_TYPE
-from .command.envelope import COMMAND_URI, DATA_PART_KEY, RESULT_MEDIA_TYPE
+from .command.extension import COMMAND_URI, DATA_PART_KEY, RESULT_MEDIA_TYPE
 from .structjson import whole_numbers
 
 CLIENT_ID = "anyagentd-cli"

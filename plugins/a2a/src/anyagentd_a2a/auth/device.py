@@ -19,10 +19,12 @@ import re
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .names import NAME, RESERVED_NAMES, ApprovalRefused
-from .sessions import AuthSessions
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) stays out of the client, which reads GRANT_TYPE from here
+    from .sessions import AuthSessions
 
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code"
 USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ"

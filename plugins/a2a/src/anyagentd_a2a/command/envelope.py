@@ -26,10 +26,8 @@ from typing import Any
 from anyagentd.ops import ArgsModel, InvalidOpArguments, Op, OpTable, Principal, permits
 
 from ..structjson import whole_numbers
+from .extension import COMMAND_URI, DATA_PART_KEY, RESULT_MEDIA_TYPE
 
-COMMAND_URI = "https://agentd.dev/a2a/ext/command"
-DATA_PART_KEY = "agentd"
-RESULT_MEDIA_TYPE = "application/json"
 ERROR_DOMAIN = "agentd.dev"
 
 INVALID_PARAMS = -32602

@@ -16,8 +16,6 @@ from typing import Any, Literal
 
 from a2a.types import TaskState
 
-from anyagentd.model import kind_tag
-
 SUBMITTED: int = TaskState.TASK_STATE_SUBMITTED
 WORKING: int = TaskState.TASK_STATE_WORKING
 INPUT_REQUIRED: int = TaskState.TASK_STATE_INPUT_REQUIRED
@@ -145,6 +143,8 @@ def move(current: int, new: int) -> int:
 def from_stop(stop: Any) -> int:
     """The terminal state of the task whose turn ended with ``stop``: an engine ``StopReason`` (its ``TAG``) or
     its tag as text, per :data:`STOPS`; a tag it does not list (one a newer engine adds) is FAILED."""
+    from anyagentd.model import kind_tag  # here: the client reads this module's sets without the event model
+
     tag = kind_tag(stop)
     return STOPS.get(tag, FAILED)
 
