@@ -127,6 +127,16 @@ def test_the_package_imports_no_circle_at_module_level() -> None:
     assert _circles(graph) == []
 
 
+def test_the_package_imports_no_circle_at_all() -> None:
+    """Counting every import (``TYPE_CHECKING`` blocks and imports inside functions too), as the structure tools
+    read them: no two modules of the package reach each other (issue 25's done-when). The last two were the ops'
+    views ↔ the subagents' streams (``truncate``, now :mod:`anyagentd_a2a.truncation`) and the subagent manager
+    ↔ its MCP server (``Caller``, now :mod:`anyagentd_a2a.subagents.callers`)."""
+    modules = _modules()
+    graph = {name: imports_of(name, path, modules) for name, path in modules.items()}
+    assert _circles(graph) == []
+
+
 def test_the_circle_check_sees_a_circle(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("from .b import X\n")
     (tmp_path / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .c import Y\n")

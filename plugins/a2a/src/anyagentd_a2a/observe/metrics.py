@@ -199,7 +199,7 @@ class Metrics:
                 )
             )
         if self.subagents is not None:
-            from ..subagents.manager import Status
+            from ..subagents.state import Status
 
             found = {}
             for record in self.subagents.owned(None):

@@ -9,21 +9,6 @@ from ..command.face import ConversationView
 TRUNCATE_MESSAGE_BYTES = 4096
 
 
-def truncate(value: Any, limit: int) -> Any:
-    """``value`` with every string longer than ``limit`` UTF-8 bytes cut to at most ``limit`` bytes (on a
-    character boundary) and marked with ``…``; containers are walked."""
-    if isinstance(value, str):
-        raw = value.encode("utf-8")
-        if len(raw) <= limit:
-            return value
-        return raw[: max(0, limit - 3)].decode("utf-8", errors="ignore") + "…"
-    if isinstance(value, dict):
-        return {k: truncate(v, limit) for k, v in value.items()}
-    if isinstance(value, list):
-        return [truncate(v, limit) for v in value]
-    return value
-
-
 def transcript(view: ConversationView) -> list[dict[str, Any]]:
     """The conversation's messages as JSON (the engine's transcript projection), oldest first."""
     if view.session is None:

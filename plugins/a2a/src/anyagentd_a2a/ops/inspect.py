@@ -22,6 +22,7 @@ from anyagentd.hookspecs import hookimpl
 from anyagentd.ops import ArgsModel, Op, OpContext, ResultModel, TargetNotFound
 
 from ..command.face import CommandFace, caller_id
+from ..truncation import truncate
 from . import _views
 
 CONVERSATION_LIMIT, CONVERSATION_MAX = 200, 1000
@@ -99,7 +100,7 @@ class ConversationGet(Op):
                 "plan": plan,
                 "summary": None,
                 "total_messages": len(messages),
-                "messages": _views.truncate(newest, _views.TRUNCATE_MESSAGE_BYTES),
+                "messages": truncate(newest, _views.TRUNCATE_MESSAGE_BYTES),
                 "updated": view.updated_ms,
             }
         )

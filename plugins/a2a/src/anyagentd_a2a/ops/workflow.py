@@ -38,8 +38,8 @@ from anyagentd.ops import (
 )
 
 from ..command.face import CommandFace
+from ..truncation import truncate
 from ..workflows.state import RUN_TERMINAL
-from ._views import truncate
 
 if TYPE_CHECKING:
     from ..workflows.runner import WorkflowRunner

@@ -9,6 +9,10 @@ tokens, a ``result`` and an ``error``. Modes (``docs/commands.md``):
 - ``detached``: runs on, nobody waits;
 - ``warm``: stays alive after its first result and takes more messages (:meth:`SubagentManager.send`).
 
+A record's status (``pending``, ``running``, ``idle``, and the terminal ``completed``, ``failed``, ``cancelled``)
+moves only as :mod:`.state` allows: every write goes through :meth:`Subagent.moved`, and what counts against a
+limit, what takes a message and what a warm subagent's turn leaves are that module's rules, not this one's.
+
 Limits (:class:`SubagentLimits`) refuse with :class:`SubagentRefused` before anything starts: which agents may be
 spawned, how many may run at once per owner, how deep, and how long one turn may take. Records are kept in the
 daemon's database (:mod:`.store`); after a restart a subagent that was running reads ``failed`` "interrupted",
@@ -30,7 +34,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import anyio
 from ulid import ULID
@@ -38,18 +42,16 @@ from ulid import ULID
 from anyagentd.errors import AnyagentError
 from anyagentd.model import kind_tag
 
+from .callers import Caller
 from .errors import SubagentNotFound, SubagentRefused
 from .instances import ChildFailed, ChildInstance
+from .state import REPORTED, Status, after_turn, counts_against_limit, ended, move, takes_message
 from .streams import STREAM, EventMirror, keep, mirrored, running_tool
 
 log = logging.getLogger("anyagentd.a2a.subagents")
 
 Mode = Literal["sync", "async", "detached", "warm"]
-MODES: tuple[str, ...] = ("sync", "async", "detached", "warm")
-Status = Literal["pending", "running", "idle", "completed", "failed", "cancelled"]
-TERMINAL = frozenset({"completed", "failed", "cancelled"})
-REPORTED = ("completed", "failed", "cancelled")
-"""The statuses a child's ``_instance.result`` may report."""
+MODES: tuple[str, ...] = get_args(Mode)
 CHILD_CANCEL_TIMEOUT = 30.0
 """Seconds cancelling a context's open tasks on a child instance may take (``ListTasks`` + ``CancelTask``)."""
 
@@ -97,6 +99,11 @@ class Subagent:
     done: anyio.Event = field(default_factory=anyio.Event, repr=False)
     events: list[dict[str, Any]] = field(default_factory=list, repr=False)  # {stream, event}, newest last (.streams)
     mirror: EventMirror = field(default_factory=EventMirror, repr=False)
+
+    def moved(self, status: Status) -> None:
+        """Set :attr:`status` to ``status`` when :func:`.state.move` allows the move; else
+        :class:`.state.MoveRefused` naming both, the record unchanged."""
+        self.status = move(self.status, status)
 
     def to_json(self) -> dict[str, Any]:
         """The record as ``subagent.get`` shows it (``$defs/ops/subagent.get``): ``requested_by`` is the
@@ -171,14 +178,14 @@ class SubagentManager:
     def adopt(self, records: list[Subagent]) -> None:
         """Records loaded at start-up (already marked interrupted where they were running)."""
         for record in records:
-            if record.status in TERMINAL:
+            if ended(record.status):
                 record.done.set()
             self._all[record.handle] = record
 
     def forget(self, handle: str) -> None:
         """Drop an ended record whose row retention deleted (:mod:`..retention`); one still live is kept."""
         record = self._all.get(handle)
-        if record is not None and record.status in TERMINAL:
+        if record is not None and ended(record.status):
             del self._all[handle]
 
     # ------------------------------------------------------------------------------------------ requests
@@ -207,7 +214,7 @@ class SubagentManager:
             raise SubagentRefused(f"agent {name!r} may not be spawned here")
         if depth >= self.limits.depth:
             raise SubagentRefused(f"subagents may nest {self.limits.depth} deep at most")
-        running = sum(1 for s in self._all.values() if s.owner == owner and s.status in ("pending", "running"))
+        running = sum(1 for s in self._all.values() if s.owner == owner and counts_against_limit(s.status))
         if running >= self.limits.per_owner:
             raise SubagentRefused(f"{owner} already has {running} subagents running (limit {self.limits.per_owner})")
         if not instruction.strip():
@@ -256,10 +263,10 @@ class SubagentManager:
         record = self.get(handle, owner)
         if record.mode != "warm":
             raise SubagentRefused(f"subagent {handle} is {record.mode}; only a warm subagent takes messages")
-        if record.status in TERMINAL or record.status not in ("idle",):
+        if not takes_message(record.status):
             raise SubagentRefused(f"subagent {handle} is {record.status}; it takes a message when idle")
         record.done = anyio.Event()
-        record.status = "running"
+        record.moved("running")
         await self._save(record)
         assert self._tg is not None
         self._tg.start_soon(self._turn, record, message)
@@ -286,8 +293,8 @@ class SubagentManager:
         if child is not None:
             with anyio.CancelScope(shield=True):
                 failed = await self._cancel_on_child(record, child)
-        if record.status not in TERMINAL:
-            record.status = "cancelled"
+        if not ended(record.status):
+            record.moved("cancelled")
             record.error = reason or "killed"
             if failed is not None:
                 record.error += f"; cancel on the child failed: {failed}"
@@ -385,8 +392,6 @@ class SubagentManager:
         is set."""
         if self.tools is None:
             return await self.runtime.open(record.agent, directory, permission_mode="AutoApprove", resume=resume)
-        from .mcp_server import Caller
-
         assert self._tg is not None
         caller = Caller(owner=record.owner, depth=record.depth + 1, handle=record.handle)
         return await self.tools.open_with_tools(
@@ -409,36 +414,54 @@ class SubagentManager:
             record.session = await self._open(record, directory)
             record.resume_token = record.session.info().resume_token
         except AnyagentError as err:
-            record.status, record.error = "failed", f"{err.kind}: {err.message}"
-            await self._save(record)  # committed before anyone waiting is told
-            record.done.set()
+            await self._fail(record, f"{err.kind}: {err.message}")
             return
         await self._turn(record, record.instruction)
 
     async def reopen(self, record: Subagent) -> None:
-        """Re-open a warm subagent's session after a restart, resuming its agent's conversation."""
+        """Re-open a warm subagent's session after a restart, resuming its agent's conversation; it reads ``idle``
+        unless a kill ended it while the session opened."""
         directory = self.work_root / record.handle
         directory.mkdir(parents=True, exist_ok=True)
         record.session = await self._open(record, directory, resume=record.resume_token)
-        record.status = "idle"
-        await self._save(record)
+        if not ended(record.status):
+            record.moved("idle")
+            await self._save(record)
+
+    async def _fail(self, record: Subagent, error: str) -> None:
+        """A turn that could not start (its session did not open): ``failed`` with ``error``, committed before
+        anyone waiting is told. Nothing when a kill ended the record while the session opened (kill() recorded
+        it)."""
+        if ended(record.status):
+            return
+        record.moved("failed")
+        record.error = error
+        await self._save(record)  # committed before anyone waiting is told
+        record.done.set()
 
     async def _turn(self, record: Subagent, message: str) -> None:
         child = self._child(record)
-        if child is not None:
-            await self._child_turn(record, child, message)
-            return
-        if record.session is None and record.mode == "warm" and record.resume_token:
+        resumes = child is None and record.session is None and record.mode == "warm" and record.resume_token
+        if resumes and not ended(record.status):
             try:
                 await self.reopen(record)
             except AnyagentError as err:
-                record.status, record.error = "failed", f"cannot resume: {err.message}"
-                await self._save(record)  # committed before anyone waiting is told
-                record.done.set()
+                await self._fail(record, f"cannot resume: {err.message}")
                 return
+        if ended(record.status):
+            # killed before its turn began (while its session opened): kill() recorded the end and told the
+            # waiters, and closed no session then; close the one that opened since
+            session, record.session = record.session, None
+            if session is not None:
+                with anyio.CancelScope(shield=True):
+                    await session.close()
+            return
+        if child is not None:
+            await self._child_turn(record, child, message)
+            return
         session = record.session
         assert session is not None
-        record.status = "running"
+        record.moved("running")
         record.attempts += 1
         record.turn_started = now_ms()
         await self._save(record)
@@ -484,7 +507,7 @@ class SubagentManager:
         """One message to a child instance (a warm child stays ``idle`` after). Without reports its reply is the
         result; with them (:attr:`ChildInstance.reports`) the turn waits for the child's ``_instance.result``
         (:meth:`child_result` ends it), bounded by the timeout. Whichever ends the turn first is its result."""
-        record.status = "running"
+        record.moved("running")
         record.attempts += 1
         record.turn_started = now_ms()
         await self._save(record)
@@ -515,15 +538,16 @@ class SubagentManager:
 
     async def _end_turn(self, record: Subagent, status: Status, result: Any, error: str | None) -> bool:
         """End ``record``'s running turn ``status``: a completed one takes ``result`` (a warm subagent then reads
-        ``idle``), another keeps the last result and takes ``error``. Committed before anyone waiting is told.
-        Returns ``False``, changing nothing, when no turn runs (it ended already: the first end is the one kept)."""
+        ``idle``: :func:`.state.after_turn`), another keeps the last result and takes ``error``. Committed before
+        anyone waiting is told. Returns ``False``, changing nothing, when no turn runs (it ended already: the first
+        end is the one kept)."""
         if record.status != "running":
             return False
         if status == "completed":
             record.result, record.error = result, None
         else:
             record.error = error
-        record.status = "idle" if record.mode == "warm" and status == "completed" else status
+        record.moved(after_turn(record.mode, status))
         record.turn_started = None
         await self._save(record)
         record.done.set()

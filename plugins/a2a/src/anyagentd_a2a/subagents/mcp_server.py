@@ -22,7 +22,6 @@ import json
 import secrets
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,19 +31,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from anyagentd.errors import UnsupportedFeature
 
+from .callers import Caller
 from .manager import SubagentManager, SubagentNotFound, SubagentRefused
+from .state import answered
 
 SERVER_NAME = "anyagentd"
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who a bearer speaks for: the ``owner`` principal, the ``depth`` its subagents get, and ``handle`` when
-    the caller is itself a subagent."""
-
-    owner: str
-    depth: int = 0
-    handle: str | None = None
 
 
 class SubagentMcpServer:
@@ -139,7 +130,7 @@ class SubagentMcpServer:
                 )
             except SubagentRefused as err:
                 raise ToolError(f"refused: {err}") from None
-            if mode in ("sync", "warm") and record.status not in ("completed", "idle"):
+            if mode in ("sync", "warm") and not answered(mode, record.status):
                 raise ToolError(f"subagent {record.handle} {record.status}: {record.error}")
             if mode == "sync":
                 return str(record.result)

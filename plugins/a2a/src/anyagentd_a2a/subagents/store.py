@@ -1,8 +1,9 @@
 """Subagent records in the daemon's database (SQLAlchemy 2, async), so they survive a restart.
 
 :meth:`SubagentStore.load` is what start-up reads back: a subagent that was ``pending`` or ``running`` when the
-daemon stopped reads ``failed`` "interrupted"; a warm one that was ``idle`` stays idle without a session, and
-its next message re-opens it with the agent's resume token (:meth:`.manager.SubagentManager.reopen`).
+daemon stopped reads ``failed`` "interrupted" (:func:`.state.on_restart`); a warm one that was ``idle`` stays idle
+without a session, and its next message re-opens it with the agent's resume token
+(:meth:`.manager.SubagentManager.reopen`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from sqlalchemy import JSON, BigInteger, Integer, String, Text, delete, select
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from .manager import TERMINAL, Subagent, now_ms
+from .manager import Subagent, now_ms
+from .state import TERMINAL, on_restart
 
 
 class _Base(DeclarativeBase):
@@ -75,7 +77,7 @@ class SubagentStore:
             )
 
     async def prune(self, older_than: float) -> list[str]:
-        """Delete the records that ended (:data:`.manager.TERMINAL`) and were last updated more than ``older_than``
+        """Delete the records that ended (:data:`.state.TERMINAL`) and were last updated more than ``older_than``
         seconds ago; returns their handles (the manager forgets them, their work dirs go: :mod:`..retention`). One
         that has not ended (pending, running, idle) is never touched. Raises what the driver raises."""
         cutoff = now_ms() - int(older_than * 1000)
@@ -108,8 +110,10 @@ class SubagentStore:
                 updated=row.updated,
                 resume_token=row.resume_token,
             )
-            if record.status in ("pending", "running"):
-                record.status, record.error = "failed", "interrupted"
+            restarted = on_restart(record.status)
+            if restarted != record.status:
+                record.moved(restarted)
+                record.error = "interrupted"
                 await self.save(record)
             records.append(record)
         return records

@@ -16,9 +16,9 @@ from typing import Any
 
 from anyagentd.model import Event, TextDelta
 
-from ..ops._views import truncate
 from ..structjson import whole_numbers
 from ..translate import wire_json
+from ..truncation import truncate
 
 STREAM = "events"
 """The stream both sides declare for a subagent's events (``_instance.emit``'s ``stream``)."""

@@ -524,6 +524,7 @@ class WorkflowRunner:
         if self.subagents is None:
             return "failed", None, "subagents are not enabled ([subagents] enabled = true)"
         from ..subagents.errors import SubagentRefused
+        from ..subagents.state import answered
 
         instruction = render(step.instruction or "", self._scope(live))
         owner = live.record.principal or "operator"
@@ -532,7 +533,7 @@ class WorkflowRunner:
         except SubagentRefused as err:
             return "failed", None, f"subagent refused: {err}"
         if step.mode in ("sync", "warm"):
-            if record.status != ("completed" if step.mode == "sync" else "idle"):
+            if not answered(step.mode, record.status):
                 return "failed", {"handle": record.handle}, f"subagent {record.handle} {record.status}: {record.error}"
             return "done", {"handle": record.handle, "result": record.result}, None
         return "done", {"handle": record.handle}, None
