@@ -86,7 +86,8 @@ class RunTasks:
 
     async def cancel(self, principal: Principal, request_id: Any, params: dict[str, Any]) -> Response | None:
         """CancelTask of a run's task, by its owner: the run is cancelled and the task answered once its writer
-        stored the end (5 s at most). ``None`` (the SDK's handler serves it) for any other task, another
+        stored the end (5 s at most) — the Task itself as the result, as A2A 1.0's CancelTask answers (not wrapped
+        like a SendMessage result). ``None`` (the SDK's handler serves it) for any other task, another
         principal's, or a run that ended meanwhile (the SDK refuses to cancel an ended task)."""
         from ..workflows.runner import RunStateRefused
 
@@ -104,12 +105,13 @@ class RunTasks:
         if task is not None:
             with anyio.move_on_after(5):  # the writer stores the run's end (CANCELED) right after it
                 await task.wait(lambda state: state in TERMINAL)
-        return await self.reply(request_id, params["id"], principal)
+        return await self.reply(request_id, params["id"], principal, wrapped=False)
 
-    async def reply(self, request_id: Any, task_id: str, principal: Principal) -> Response:
-        """The stored task ``task_id`` (read as ``principal``) as the JSON-RPC result of request ``request_id``."""
-        task = await self.feed.get(task_id, principal)
-        return JSONResponse({"jsonrpc": "2.0", "id": request_id, "result": {"task": MessageToDict(task)}})
+    async def reply(self, request_id: Any, task_id: str, principal: Principal, *, wrapped: bool = True) -> Response:
+        """The stored task ``task_id`` (read as ``principal``) as the JSON-RPC result of request ``request_id``:
+        ``{"task": Task}`` as a SendMessage answers (``wrapped``), else the Task itself (CancelTask, GetTask)."""
+        task = MessageToDict(await self.feed.get(task_id, principal))
+        return JSONResponse({"jsonrpc": "2.0", "id": request_id, "result": {"task": task} if wrapped else task})
 
     async def follow_resumed(self) -> None:
         """After a restart: the task of every run whose task is still open follows the run again — a resumed run
