@@ -379,6 +379,35 @@ def test_the_answer_hint_is_a_command_that_answers(a2a_daemon: Any, tmp_path: Pa
     assert denied.returncode == 0, denied.stderr
 
 
+def test_after_a_wrong_answer_the_hint_still_offers_the_requests_answers(a2a_daemon: Any, tmp_path: Path) -> None:
+    daemon = a2a_daemon(config=CONFIG, env=ENV, mock="permission")
+    token = {"ANYAGENTD_A2A_TOKEN": OPERATOR}
+    # a conversation's permission request, then a workflow run's ask step: the same request, two kinds of task
+    conversation = cli(tmp_path, "send", daemon.url, "write hello.txt", env=token)
+    run = cli(tmp_path, "op", daemon.url, "workflow.run", "--args", '{"workflow": "asking"}', env=token, timeout=60)
+    for asked in (conversation, run):
+        assert asked.returncode == 2 and "answer (allow, always or deny): " in asked.stderr, asked.stderr
+        argv = shlex.split(hint_of(asked.stderr))
+        task_id = argv[argv.index("--task-id") + 1]
+        wrong = cli(tmp_path, "send", daemon.url, "maybe", "--task-id", task_id, "--token", OPERATOR)
+        assert wrong.returncode == 2, (wrong.stdout, wrong.stderr)
+        assert "Not an answer: 'maybe' is not an answer to the permission request" in wrong.stdout, wrong.stdout
+        assert OPERATOR not in wrong.stdout + wrong.stderr and "answer with: " not in wrong.stderr, wrong.stderr
+        assert "answer (allow, always or deny): " in wrong.stderr, wrong.stderr  # the request's answers, as at first
+        hint = hint_of(wrong.stderr)
+        assert hint == f'anyagentd a2a send {daemon.url} allow --task-id {task_id} --token "$ANYAGENTD_A2A_TOKEN"'
+        pasted = subprocess.run(
+            ["bash", "-c", hint.replace("anyagentd", shlex.quote(ANYAGENTD), 1)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            env=client_env(tmp_path, **token),
+        )
+        assert pasted.returncode == 0 and f"task {task_id}: completed" in pasted.stderr, pasted.stderr
+    assert [r["status"] for r in runs_of(daemon)] == ["completed"]
+
+
 def test_a_questions_hint_offers_its_choices(a2a_daemon: Any, tmp_path: Path) -> None:
     daemon = a2a_daemon(config=CONFIG, env=ENV, mock="question")
     asked = cli(tmp_path, "send", daemon.url, "greet me", env={"ANYAGENTD_A2A_TOKEN": OPERATOR})

@@ -618,10 +618,24 @@ _WORDS = {"AllowOnce": "allow", "AllowAlways": "always", "DenyOnce": "deny", "De
 
 def open_request(task: dict[str, Any]) -> dict[str, Any] | None:
     """The request (the wire's ``Request`` JSON, ``{"Permission": …}`` or ``{"Question": …}``) a task that waits for
-    input holds in its status message: a conversation's ``RequestOpened`` event (the wire's JSON in a text part of
-    media type ``application/vnd.anyagent.event+json``, or in a DataPart from a daemon before that), or a workflow
-    ``ask`` step's ``{"request": …}`` DataPart. ``None`` when it holds none."""
-    for part in task.get("status", {}).get("message", {}).get("parts") or []:
+    input holds: a conversation's ``RequestOpened`` event (the wire's JSON in a text part of media type
+    ``application/vnd.anyagent.event+json``, or in a DataPart from a daemon before that), or a workflow ``ask``
+    step's ``{"request": …}`` DataPart — in its status message, or, for a task that waits for input with a status
+    message holding none (after an answer that was not one, or was refused: the daemon then says why, in words,
+    the request still open), in the newest agent message of its history that holds one (the status message that
+    asked, which the next status moved there). ``None`` when it holds none."""
+    found = _request_in(task.get("status", {}).get("message", {}))
+    if found is not None or task_state(task) != "TASK_STATE_INPUT_REQUIRED":
+        return found
+    for message in reversed(task.get("history") or []):
+        if message.get("role") == "ROLE_AGENT" and (found := _request_in(message)) is not None:
+            return found
+    return None
+
+
+def _request_in(message: dict[str, Any]) -> dict[str, Any] | None:
+    """The request one message (proto3 JSON) holds, as :func:`open_request` reads it; ``None`` when none."""
+    for part in message.get("parts") or []:
         data = part.get("data")
         if "text" in part and str(part.get("mediaType", "")).startswith("application/vnd.anyagent."):
             try:
