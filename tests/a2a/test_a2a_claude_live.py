@@ -291,6 +291,13 @@ def test_a_waiting_task_survives_a_restart_and_its_answer_reaches_the_resumed_co
     again = a2a_daemon(config=claude_config(work), state_dir=state)
     kept = again.rpc("GetTask", {"id": task["id"]}).json()["result"]
     assert kept["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", kept  # still answerable
+    if kind == "permission":  # a wrong answer first: the task keeps waiting, and the right one still answers it
+        wrong = again.send_text("perhaps", task_id=task["id"])
+        assert wrong["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", wrong
+        said = wrong["status"]["message"]["parts"][0]["text"]
+        # the request is still known (it used to be read from the status message only, which this one replaced,
+        # so the next answer was refused: "the open request is not recorded")
+        assert said.startswith("Not an answer: ") and "not recorded" not in said and "Write" in said, said
     done = again.send_text("allow" if kind == "permission" else "blue", task_id=task["id"])
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]["message"]["parts"]
     assert done["status"]["message"]["parts"][0]["text"].endswith("Carrying on with the answer.")

@@ -28,6 +28,7 @@ from .translate import (
     PromptIn,
     agent_message,
     answer_of,
+    asking_message,
     fetch_url_parts,
     opened_request,
     parked_request,
@@ -68,7 +69,9 @@ def replay_refusal(task: Task, conversation_tasks: list[Task]) -> str | None:
         )
     if not any(m.role == Role.ROLE_USER for m in task.history):
         return "the task's prompt is not recorded"
-    asked = {_request_id(m) for m in task.history} - {None, _request_id(task.status.message)}
+    asking = asking_message(task)
+    open_id = _request_id(asking) if asking is not None else None
+    asked = {_request_id(m) for m in task.history} - {None, open_id}
     if asked:
         return (
             f"the turn had asked {len(asked)} other question(s) before this one; a replay would ask them again, "

@@ -36,6 +36,8 @@ from anyagentd.model import (
     kind_tag,
 )
 
+from .tasks.state import INPUT_REQUIRED
+
 EVENT_MEDIA_TYPE = "application/vnd.anyagent.event+json"
 """Media type of a text Part that carries one wire ``Event`` as its JSON text (:func:`wire_part`)."""
 DELIVERY_MEDIA_TYPE = "application/vnd.anyagent.delivery+json"
@@ -284,10 +286,27 @@ def opened_request(message: Any) -> dict[str, Any] | None:
     return None
 
 
+def asking_message(task: Any) -> Any:
+    """The message (a2a-sdk ``Message``) of ``task`` whose ``RequestOpened`` event part opens the request it waits
+    on: its status message, or — while it waits for input with a status message that opens none (an answer that
+    was not one replaced it with words saying so, and the SDK moved the asking one into the history) — the newest
+    agent message of its history that opens one. ``None`` when there is none. The client reads a task the same
+    way (:func:`.client.open_request`)."""
+    if opened_request(task.status.message) is not None:
+        return task.status.message
+    if task.status.state != INPUT_REQUIRED:
+        return None
+    for message in reversed(task.history):
+        if message.role == Role.ROLE_AGENT and opened_request(message) is not None:
+            return message
+    return None
+
+
 def parked_request(task: Any) -> Any:
-    """The open ``Request`` a task waiting for input holds, read back from its status message's event part
-    (:func:`opened_request`); ``None`` when there is none."""
-    opened = opened_request(task.status.message)
+    """The open ``Request`` a task waiting for input holds, read back from the event part of its
+    :func:`asking_message` (:func:`opened_request`); ``None`` when there is none."""
+    message = asking_message(task)
+    opened = opened_request(message) if message is not None else None
     return REQUEST.validate_python(opened) if opened is not None else None
 
 
@@ -399,6 +418,7 @@ __all__ = [
     "turn_metadata",
     "answer_of",
     "opened_request",
+    "asking_message",
     "parked_request",
     "resumed_answer_prompt",
     "same_request",
