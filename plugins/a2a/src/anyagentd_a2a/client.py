@@ -509,7 +509,16 @@ class Session:
 
         while task_state(task) not in STOPPED:
             await anyio.sleep(poll)
-            task = await self.call("GetTask", {"id": task["id"]}, what=f"{op} (GetTask {task['id']})")
+            try:
+                task = await self.call("GetTask", {"id": task["id"]}, what=f"{op} (GetTask {task['id']})")
+            except OpRefused:
+                raise
+            except ClientError as err:  # the daemon went away (a drain answers with the task as it stands)
+                shown = task_state(task).removeprefix("TASK_STATE_").lower() or "open"
+                raise ClientError(
+                    f"{op}: task {task['id']} was still {shown} when {_key(self.url)} stopped answering ({err}); "
+                    "the daemon keeps it: read it with `anyagentd a2a tasks` once the daemon is back"
+                ) from None
         task = whole_numbers(task)
         return OpReply("task", task_result(task), task)
 

@@ -51,15 +51,19 @@ class Lifecycle:
         self._drain_requested = anyio.Event()
 
     def request_drain(self, reason: str) -> None:
-        """Latch the drain (SIGTERM, SIGINT, ``admin.drain``): idempotent; sends are refused from now on, and the
-        drain task cancels running work, closes the agents and stops the listener."""
+        """Latch the drain (SIGTERM, SIGINT, ``admin.drain``): idempotent; sends are refused from now on, every
+        reply waiting on a command's task is answered at once with the task as it stands (:meth:`drain_requested`
+        releases it: :class:`.command.dispatch.CommandDispatcher`), and the drain task cancels running work,
+        closes the agents and stops the listener."""
         if not self._drain_requested.is_set():
             self.draining = True
             self.drain_reason = reason
             self._drain_requested.set()
 
     async def drain_requested(self) -> None:
-        """Return once :meth:`request_drain` was called (at once if it was)."""
+        """Return once :meth:`request_drain` was called (at once if it was): what the drain task awaits, and what
+        ends the wait of a reply on a command's task (a blocking ``workflow.run``, an answer's or a CancelTask's
+        wait), so that no request is still open when the listener stops."""
         await self._drain_requested.wait()
 
     @property

@@ -263,7 +263,14 @@ async def build_services(
         # new ids read absent, no query
         request_context_builder=SimpleRequestContextBuilder(task_id_generator=stores.tasks.task_ids),
     )
-    dispatcher = CommandDispatcher(ops, instance, switches=instance.switches, feed=feed, spawn=tg.start_soon)
+    dispatcher = CommandDispatcher(
+        ops,
+        instance,
+        switches=instance.switches,
+        feed=feed,
+        spawn=tg.start_soon,
+        released=lifecycle.drain_requested,
+    )
     run_tasks = None
     if runner is not None:
         from .tasks.runs import RunTasks

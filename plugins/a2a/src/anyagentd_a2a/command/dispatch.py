@@ -8,8 +8,10 @@ stored in the task store under the caller (so GetTask and ListTasks show it): CO
 schema is ``false``. A long-running task op (``workflow.run``) keeps
 its task open: each :class:`~anyagentd.ops.Progress` becomes a status update, written through the SDK's
 ``TaskManager`` (:class:`TrackedTask`: the previous status message moves into the history, as a conversation
-task's does), and a unary send returns once the task ends or needs input. An :class:`~anyagentd.ops.OpError`
-raised before the task exists is a JSON-RPC error, and nothing was created.
+task's does), and a unary send returns once the task ends or needs input. The drain releases every reply
+that waits on such a task: it answers at once with the task as it stands (``docs/a2a-tasks.md#drain``), and its
+writer goes on until the daemon stops. An :class:`~anyagentd.ops.OpError` raised before the task exists is a
+JSON-RPC error, and nothing was created.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -84,11 +86,12 @@ class TrackedTask:
     Every write goes through ``manager``, the SDK's ``TaskManager`` over the daemon's store: a status update moves
     the previous status message into the history and a message received joins it, as for a conversation task
     (``TaskManager.save_task_event`` / ``update_with_message``). ``state`` is the last state saved; :meth:`wait`
-    wakes on every save and at the end (``ended``)."""
+    wakes on every save, at the end (``ended``) and once ``released()`` returns (the drain)."""
 
     manager: TaskManager
     principal: Principal
     metadata: dict[str, Any]
+    released: Callable[[], Awaitable[None]]
     state: int = WORKING
     task: Task | None = None
     ended: bool = False
@@ -104,10 +107,32 @@ class TrackedTask:
         self._saved = anyio.Event()
 
     async def wait(self, done: Callable[[int], bool]) -> int:
-        """The task's state once ``done(state)`` holds or the task is no longer tracked (its writer ended)."""
-        while not (done(self.state) or self.ended):
-            await self._saved.wait()
+        """The task's state once ``done(state)`` holds, the task is no longer tracked (its writer ended) or the
+        drain released its waiters (``released``): the state as it stands."""
+
+        async def saved() -> None:
+            while not (done(self.state) or self.ended):
+                await self._saved.wait()
+
+        await until_released(self.released, saved)
         return self.state
+
+
+async def until_released(released: Callable[[], Awaitable[None]], wait: Callable[[], Awaitable[None]]) -> bool:
+    """Await ``wait()`` unless ``released()`` returns first (the drain was requested: at once if it was); whether
+    ``wait()`` returned. What a reply waiting on a task awaits, so that the drain answers it as the task stands."""
+    finished = False
+    async with anyio.create_task_group() as tg:
+
+        async def release() -> None:
+            await released()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(release)
+        await wait()
+        finished = True
+        tg.cancel_scope.cancel()
+    return finished
 
 
 def _audit(command: Command, principal: Principal, outcome: str, reason: str | None = None) -> None:
@@ -156,7 +181,9 @@ class CommandDispatcher:
     """Runs commands for the front. Takes the start-up :class:`OpTable`, the ``face`` ops act on, ``switches()``
     (the configuration switches in force), ``feed`` (:class:`~..tasks.feed.TaskFeed`: stores an op's finished
     task, gives the SDK's TaskManager a long-running op's task is written through, and tells its push
-    subscribers) and ``spawn`` (runs a long-running op's remainder in the daemon's task group)."""
+    subscribers), ``spawn`` (runs a long-running op's remainder in the daemon's task group) and ``released``
+    (returns once the replies waiting on a task are to be answered with the task as it stands: the drain,
+    :meth:`~..lifecycle.Lifecycle.drain_requested`)."""
 
     def __init__(
         self,
@@ -166,12 +193,14 @@ class CommandDispatcher:
         switches: Callable[[], Mapping[str, bool]],
         feed: TaskFeed,
         spawn: Callable[..., Any],
+        released: Callable[[], Awaitable[None]],
     ) -> None:
         self.table = table
         self.face = face
         self.switches = switches
         self.feed = feed
         self.spawn = spawn
+        self.released = released
         self.run_tasks: dict[str, tuple[str, Principal]] = {}
         """Open tasks of long-running ops that follow a workflow run: task id → (run id, its principal)."""
         self.tracked: dict[str, TrackedTask] = {}
@@ -323,8 +352,9 @@ class CommandDispatcher:
         immediate: bool = False,
     ) -> Response:
         """Keep a long-running op's task up to date from its progress; answer once it ends or needs input (a
-        unary send; at once with ``returnImmediately``), or stream every update (a streaming send). The rest runs
-        on in the daemon."""
+        unary send; at once with ``returnImmediately``), or stream every update (a streaming send). The drain
+        (``released``) answers a unary send that still waits with the task as it stands, and ends a stream with
+        that task as its last frame. The rest runs on in the daemon."""
         op = command.op.name
         if isinstance(command.args, BaseModel) and "workflow" in type(command.args).model_fields:
             op = f"{op}:{command.args.workflow}"  # type: ignore[attr-defined]
@@ -337,14 +367,27 @@ class CommandDispatcher:
             receive.close()
             return self._result(request_id, method, [first_item])
         if method == STREAMING:
-            return StreamingResponse(self._frames(request_id, receive), media_type="text/event-stream")
+            return StreamingResponse(
+                self._frames(request_id, receive, task_id, principal), media_type="text/event-stream"
+            )
         final: dict[str, Any] | None = None
-        async for item in receive:
-            if "end" in item or "pause" in item:
-                final = item.get("end") or item.get("pause")
-                break
-        receive.close()
+
+        async def stopped() -> None:
+            nonlocal final
+            async for item in receive:
+                if "end" in item or "pause" in item:
+                    final = item.get("end") or item.get("pause")
+                    return
+
+        with receive:
+            if not await until_released(self.released, stopped):
+                final = await self._standing(task_id, principal)
         return self._result(request_id, method, [{"task": final}])
+
+    async def _standing(self, task_id: str, principal: Principal) -> dict[str, Any]:
+        """The task ``task_id`` as it stands: as stored, read as ``principal`` (proto3 JSON)."""
+        task = await self.feed.get(task_id, principal)
+        return MessageToDict(task) if task is not None else {}
 
     async def track(
         self,
@@ -364,7 +407,7 @@ class CommandDispatcher:
         the last (:func:`.tasks.state.move`) fails the task. Also what a restart uses to follow a resumed run's
         task again (``resumed``: the stored task, its history included, is where it goes on; no ``send``)."""
         metadata = {"op": op, "extension": COMMAND_URI}
-        tracked = TrackedTask(self.feed.manager(principal, task_id, context_id), principal, metadata)
+        tracked = TrackedTask(self.feed.manager(principal, task_id, context_id), principal, metadata, self.released)
         self.tracked[task_id] = tracked
         try:
             if resumed:
@@ -481,10 +524,24 @@ class CommandDispatcher:
             task = tracked.manager.update_with_message(message, tracked.task)
             tracked.saved(await tracked.manager.save_task_event(task))
 
-    async def _frames(self, request_id: Any, receive: Any) -> AsyncIterator[bytes]:
+    async def _frames(self, request_id: Any, receive: Any, task_id: str, principal: Principal) -> AsyncIterator[bytes]:
+        """Every update of a streaming send's task until it ends or needs input; once the drain releases it
+        (``released``), the task as it stands as the last frame."""
         async with receive:
-            async for item in receive:
-                if "end" in item or "pause" in item:
+            while True:
+                got: dict[str, Any] = {}
+
+                async def next_item(got: dict[str, Any] = got) -> None:
+                    try:
+                        got["item"] = await receive.receive()
+                    except anyio.EndOfStream:
+                        pass
+
+                if not await until_released(self.released, next_item):
+                    yield _sse(request_id, {"task": await self._standing(task_id, principal)})
+                    break
+                item = got.get("item")
+                if item is None or "end" in item or "pause" in item:
                     break
                 yield _sse(request_id, item)
 
