@@ -223,6 +223,37 @@ async def test_push_configs_are_looked_up_only_for_tasks_that_have_some(db: tupl
     assert await store.get_info_for_dispatch("t1") == [] and statements[before:] == []
 
 
+async def test_concurrent_first_push_look_ups_on_a_fresh_database_all_answer(tmp_path: Path) -> None:
+    """A fresh daemon's first task ops at once: each first look-up used to create the SDK's table, and all but
+    one failed ("table push_notification_configs already exists"), skipping those tasks' push delivery."""
+    engine = engine_for(f"sqlite+aiosqlite:///{tmp_path / 'a2a.db'}")
+    store = PushConfigStore(engine)
+    answers: list[Any] = []
+    creations = []  # the SDK's table creation, as each first look-up started it (whether it raced or not)
+    create = store._ensure_initialized
+
+    async def counted() -> None:
+        creations.append(1)
+        await create()
+
+    store._ensure_initialized = counted  # type: ignore[method-assign]
+
+    async def look_up(task_id: str) -> None:
+        try:
+            answers.append(await store.get_info_for_dispatch(task_id))
+        except Exception as err:  # noqa: BLE001 - the failure is what this test reports
+            answers.append(repr(err))
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for n in range(3):
+                tg.start_soon(look_up, f"t{n}")
+    finally:
+        await engine.dispose()
+    assert answers == [[], [], []]
+    assert len(creations) == 1  # one first read; the others wait for it
+
+
 async def test_a_write_is_one_upsert_and_reads_back_as_the_sdk_store_reads_it(db: tuple[Any, Path, list[str]]) -> None:
     from a2a.server.tasks import DatabaseTaskStore
     from google.protobuf.struct_pb2 import Struct

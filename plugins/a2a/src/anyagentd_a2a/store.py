@@ -453,13 +453,18 @@ class PushConfigStore(DatabasePushNotificationConfigStore):
     def __init__(self, engine: AsyncEngine) -> None:
         super().__init__(engine)
         self._with_configs: set[str] | None = None
+        self._first_read = anyio.Lock()
 
     async def _task_ids(self) -> set[str]:
         if self._with_configs is None:
-            await self._ensure_initialized()
-            async with self.async_session_maker() as session:
-                rows = await session.execute(select(self.config_model.task_id).distinct())
-                self._with_configs = {row[0] for row in rows}
+            # one first read: concurrent first look-ups (a fresh daemon's first task ops at once) each ran the
+            # SDK's table creation and all but one failed ("table push_notification_configs already exists")
+            async with self._first_read:
+                if self._with_configs is None:
+                    await self._ensure_initialized()
+                    async with self.async_session_maker() as session:
+                        rows = await session.execute(select(self.config_model.task_id).distinct())
+                        self._with_configs = {row[0] for row in rows}
         return self._with_configs
 
     async def set_info(
