@@ -12,6 +12,7 @@ import ast
 from pathlib import Path
 
 import anyagentd_a2a
+from anyagentd_testing.imports import circles as _circles
 from anyagentd_testing.imports import imports_of, package_modules
 
 PACKAGE = Path(anyagentd_a2a.__file__).resolve().parent
@@ -59,41 +60,6 @@ def _module_level_imports(name: str, path: Path, modules: dict[str, Path]) -> se
                 target = target.rpartition(".")[0]
             if target and target != name:
                 found.add(target)
-    return found
-
-
-def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan), each sorted."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for nxt in sorted(graph[node]):
-            if nxt not in index:
-                visit(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in on_stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
     return found
 
 

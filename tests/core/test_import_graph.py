@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyagentd
+from anyagentd_testing.imports import circles as import_circles
 from anyagentd_testing.imports import imports_of, package_modules
 
 PACKAGE = Path(anyagentd.__file__).resolve().parent
@@ -24,34 +25,7 @@ def circles(prefix: str) -> list[list[str]]:
         for name, path in modules.items()
         if name.startswith(prefix)
     }
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    found: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        for other in graph[node]:
-            if other not in index:
-                visit(other)
-                low[node] = min(low[node], low[other])
-            elif other in stack:
-                low[node] = min(low[node], index[other])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return found
+    return import_circles(graph)
 
 
 def test_the_check_sees_an_import_inside_a_function(tmp_path: Path) -> None:
