@@ -38,6 +38,15 @@ async def first_line(proc: AgentProcess) -> str:
     raise AssertionError("no line")
 
 
+async def until_marked(pid: int, mark: str) -> None:
+    """Wait until ``pid`` carries the agent's mark. Popen returns (vfork) once the child has given back the
+    parent's memory, before execve has laid out the new environment: in that window ``/proc/pid/environ`` reads
+    empty (seen under load), so the mark is asserted once exec is done, not the moment the pid is printed."""
+    with anyio.fail_after(10):
+        while pid not in marked_processes(mark):
+            await anyio.sleep(0.02)
+
+
 def gone(pid: int) -> bool:
     """Not running and not a zombie of ours either: reaped."""
     return not os.path.exists(f"/proc/{pid}")
@@ -48,7 +57,7 @@ async def test_a_job_in_its_own_session_dies_and_is_reaped_at_terminate() -> Non
     proc = await AgentProcess.start([sys.executable, "-c", ESCAPING_AGENT])
     job = int(await first_line(proc))
     assert process_running(job) and os.getsid(job) == job  # outside the agent's group and session
-    assert job in marked_processes(proc.mark)
+    await until_marked(job, proc.mark)
     await proc.terminate(grace=2.0)
     assert gone(job)
     assert marked_processes(proc.mark) == []
