@@ -168,13 +168,17 @@ def test_sigterm_answers_blocked_task_ops_with_the_task_as_it_stands(a2a_daemon:
     task = json.loads(unary["body"])["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_WORKING", task
     assert task["metadata"]["op"] == "workflow.run:pipe"
-    # the stream ended after its frames, each a JSON-RPC result; the last is the task as it stands
+    # the stream ended after its frames, each a JSON-RPC result; the last is the drain's status: still WORKING,
+    # saying the daemon stops and keeps the work (the SDK serves the task's stream, so the drain ends it with a
+    # status update of the task, no longer with a Task of its own)
     assert stream.get("status") == 200 and stream.get("ended"), stream
     assert all("result" in frame for frame in stream["frames"]), stream["frames"]
-    last = stream["frames"][-1]["result"]["task"]
+    last = stream["frames"][-1]["result"]["statusUpdate"]
     assert last["status"]["state"] == "TASK_STATE_WORKING", last
+    assert "daemon is stopping" in last["status"]["message"]["parts"][0]["text"], last
     [data] = [p["data"] for p in task["status"]["message"]["parts"] if "data" in p]
     assert data["run"] in {r["run"] for r in runs} and data["status"] == "suspended", data
+    assert "daemon is stopping" in task["status"]["message"]["parts"][0]["text"], task
     # the CLI got that answer, not an HTTP 500 (nor any refusal): one line, exit 1. It follows a task that has
     # not stopped with GetTask (client.py); once the drained daemon is gone it says the task was still working
     # and that the daemon keeps it
@@ -198,31 +202,60 @@ def test_sigterm_answers_blocked_task_ops_with_the_task_as_it_stands(a2a_daemon:
     wait_state(again, task["id"], "TASK_STATE_COMPLETED", token=ALICE)
 
 
-def test_the_drain_ends_a_wait_on_a_tracked_task() -> None:
-    """``TrackedTask.wait`` (an answered run's reply, a CancelTask's) returns the state as it stands once the drain's
-    latch is set, whatever it waits for; and at once when the latch was set before."""
+def test_the_drain_answers_a_request_serving_a_task_ops_task() -> None:
+    """A request serving a long-running op's task (its start, an answer's, a CancelTask's) returns once the drain
+    is requested, whatever the op does, after one status saying the daemon stops (the task still WORKING, the last
+    progress's data kept); the op's writer goes on until the daemon stops."""
     import anyio
+    from a2a.types import Task, TaskStatusUpdateEvent
 
-    from anyagentd_a2a.command.dispatch import TrackedTask
+    from anyagentd.ops import Progress
     from anyagentd_a2a.lifecycle import Lifecycle
     from anyagentd_a2a.principals import OPERATOR as OPERATOR_PRINCIPAL
-    from anyagentd_a2a.tasks.state import TERMINAL, WORKING
+    from anyagentd_a2a.tasks.optasks import DRAIN_NOTE, OpTasks, PreparedOp
+    from anyagentd_a2a.tasks.state import WORKING
+
+    class Events:
+        """An SDK event queue's one method this writer uses: what was put, in order."""
+
+        def __init__(self) -> None:
+            self.put: list[object] = []
+
+        async def enqueue_event(self, event: object) -> None:
+            self.put.append(event)
+
+    async def forever():  # type: ignore[no-untyped-def]
+        yield Progress("working", text="started", data={"run": "r1", "status": "suspended"})
+        await anyio.sleep_forever()
 
     async def main() -> None:
         lifecycle = Lifecycle()
-        tracked = TrackedTask(None, OPERATOR_PRINCIPAL, {}, lifecycle.drain_requested)  # type: ignore[arg-type]
-        states: list[int] = []
+        events = Events()
+        async with anyio.create_task_group() as tg:
+            ops = OpTasks(None, tg.start_soon, lifecycle.drain_requested)
+            prepared = PreparedOp(
+                "t1", "c1", OPERATOR_PRINCIPAL, {"op": "x"}, "application/json", "urn:x", progress=forever()
+            )
+            with anyio.fail_after(5):
+                served = anyio.Event()
 
-        async def waiter() -> None:
-            states.append(await tracked.wait(lambda state: state in TERMINAL))
+                async def serve() -> None:
+                    await ops.start(prepared, None, events)  # type: ignore[arg-type]
+                    served.set()
 
-        with anyio.fail_after(5):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(waiter)
+                tg.start_soon(serve)
+                while len(events.put) < 2:  # the task, then the op's first progress
+                    await anyio.sleep(0.01)
                 await anyio.wait_all_tasks_blocked()
-                assert states == []
+                assert not served.is_set()
                 lifecycle.request_drain("test")
-            assert states == [WORKING]
-            assert await tracked.wait(lambda state: state in TERMINAL) == WORKING
+                await served.wait()
+            task, first, note = events.put
+            assert isinstance(task, Task) and task.status.state == WORKING
+            assert isinstance(note, TaskStatusUpdateEvent) and note.status.state == WORKING
+            assert note.status.message.parts[0].text == DRAIN_NOTE
+            assert note.status.message.parts[1].data.struct_value["run"] == "r1"
+            assert ops.get("t1") is not None  # the writer goes on
+            tg.cancel_scope.cancel()
 
     anyio.run(main)

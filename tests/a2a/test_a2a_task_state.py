@@ -304,7 +304,7 @@ def _sleep_polls(source: str) -> list[int]:
 
 def test_nothing_waits_for_a_state_by_polling() -> None:
     """Issue 25: the daemon waited for a run's task to leave INPUT_REQUIRED, or to end after a CancelTask, in loops
-    sleeping 20 ms a round; each now awaits what the task's writer signals (``command/dispatch.TrackedTask``)."""
+    sleeping 20 ms a round; each now awaits what the task's writer signals (``tasks/optasks.OpTask``)."""
     polls = {
         f"{path.relative_to(PACKAGE)}:{line}"
         for path in sorted(PACKAGE.rglob("*.py"))

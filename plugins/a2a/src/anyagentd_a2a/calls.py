@@ -17,6 +17,10 @@ from starlette.requests import Request
 
 from .principals import Principal
 
+HANDOFF = "handoff"
+"""The key, in the SDK's ``ServerCallContext.state``, of what the front's intercept handed on with the request (a
+task op that ran: :class:`.tasks.optasks.PreparedOp`)."""
+
 
 class PrincipalUser(User):
     """The SDK's user for ``principal``: authenticated, its ``user_name`` the principal's id (the task store's
@@ -46,10 +50,13 @@ class PrincipalContextBuilder(DefaultServerCallContextBuilder):
     def build(self, request: Request) -> Any:
         context = super().build(request)
         context.state["principal"] = request.state.principal
+        handoff = getattr(request.state, "handoff", None)
+        if handoff is not None:  # what the front's intercept handed on for this request (a task op that ran)
+            context.state[HANDOFF] = handoff
         return context
 
     def build_user(self, request: Request) -> User:
         return PrincipalUser(request.state.principal)
 
 
-__all__ = ["PrincipalContextBuilder", "PrincipalUser", "call_context"]
+__all__ = ["HANDOFF", "PrincipalContextBuilder", "PrincipalUser", "call_context"]

@@ -403,8 +403,8 @@ def op_command(
 ) -> None:
     """Run the command op OP (`status`, `workflow.run`, `run.get`, `admin.pause`, `auth.device.approve`, ...) at
     URL with its arguments: the command extension activated and the message marked for you. Prints the op's result
-    as JSON on stdout (keys in the daemon's order, whole numbers as integers; `null` for an op that has none) and
-    exits 0. A task op (workflow.run, admin.*, ...) is followed to its end: its id and state on stderr; one that
+    as JSON on stdout (whole numbers as integers; a message op's keys in the daemon's order, while a task op's
+    result is its stored artifact, whose keys keep no order; `null` for an op that has none) and exits 0. A task op (workflow.run, admin.*, ...) is followed to its end: its id and state on stderr; one that
     waits for input prints its question and the command that answers it, exit 2. A refusal (the JSON-RPC code,
     reason and message) or a task that failed is one line on stderr, exit 1."""
     from .client import ClientError, question_text, run_op, task_state

@@ -23,7 +23,9 @@ from google.protobuf.json_format import MessageToDict
 
 from anyagentd.errors import AnyagentError, ResumeFailed
 
+from .calls import HANDOFF
 from .conversations import Conversations, ReplayRefused, TaskRun
+from .tasks.optasks import OpTasks, PreparedOp
 from .translate import (
     PromptIn,
     agent_message,
@@ -102,11 +104,15 @@ class ConversationExecutor(AgentExecutor):
         parked: dict[str, tuple[str, str]] | None = None,
         parents: Any = None,
         tasks_of: Callable[[str, str], Awaitable[list[Task]]] | None = None,
+        ops: OpTasks | None = None,
     ) -> None:
         """``parked``: the tasks a restart left waiting for input (task id → (owner, contextId)); ``parents``: the
         parent daemons reported to; ``tasks_of(owner, contextId)``: a conversation's stored tasks (the store's
-        ``tasks_of``), read before a turn is replayed (:func:`replay_refusal`; without it none is)."""
+        ``tasks_of``), read before a turn is replayed (:func:`replay_refusal`; without it none is); ``ops``: the tasks of
+        task ops (:mod:`.tasks.optasks`), started from the op the front handed on and answered and cancelled
+        there."""
         self.conversations = conversations
+        self.ops = ops
         self.tasks_of = tasks_of
         self.allow_private_urls = allow_private_urls
         self.parked = parked if parked is not None else {}
@@ -114,8 +120,20 @@ class ConversationExecutor(AgentExecutor):
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task = context.current_task
+        handoff = context.call_context.state.get(HANDOFF) if context.call_context is not None else None
+        if isinstance(handoff, PreparedOp) and self.ops is not None:
+            if task is None:  # a task op that ran: its new task
+                await self.ops.start(handoff, context.message, event_queue)
+                return
+            if context.message is None:  # a restart follows its stored task again (RunTasks.follow_resumed)
+                await self.ops.follow(handoff, event_queue)
+                return
         if task is None:
             await self._start(context, event_queue)
+            return
+        source = self.ops.get(task.id) if self.ops is not None else None
+        if source is not None:  # an op's task: a message to it is an answer
+            await source.answer(context, event_queue)
             return
         run = self.conversations.runs.get(task.id)
         if run is None and task.id in self.parked:
@@ -254,6 +272,10 @@ class ConversationExecutor(AgentExecutor):
         return prompt
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        source = self.ops.get(context.task_id or "") if self.ops is not None else None
+        if source is not None:
+            await source.cancel(context, event_queue)
+            return
         run = self.conversations.runs.get(context.task_id or "")
         if run is None:
             return

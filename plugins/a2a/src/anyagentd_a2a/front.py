@@ -123,8 +123,9 @@ class Interceptor(Protocol):
 
     async def intercept(
         self, principal: Principal, request_id: Any, method: str, params: dict[str, Any], activated: list[str]
-    ) -> Response | None:
-        """The answer to the request, or ``None`` to pass it on to the SDK."""
+    ) -> Response | object | None:
+        """The answer to the request; ``None`` to pass it on to the SDK; anything else is passed on too, as the
+        request's ``handoff`` (``request.state.handoff``: the call-context builder gives it to the SDK's side)."""
 
 
 class Front:
@@ -202,10 +203,14 @@ class Front:
         principal, activated, envelope = checked
         request.state.principal = principal
         params = envelope.get("params") or {}
-        response = None
-        if self.intercept is not None:  # what the daemon answers itself: commands, workflow runs' tasks
-            response = await self.intercept.intercept(principal, envelope["id"], envelope["method"], params, activated)
-        if response is None:
+        request.state.handoff = None
+        answered = None
+        if self.intercept is not None:  # what the daemon answers itself (commands), or hands on to the SDK
+            answered = await self.intercept.intercept(principal, envelope["id"], envelope["method"], params, activated)
+        if isinstance(answered, Response):
+            response = answered
+        else:
+            request.state.handoff = answered
             response = await self._dispatch(request, principal, envelope)
         if activated:
             response.headers["A2A-Extensions"] = ", ".join(activated)

@@ -1,6 +1,6 @@
-"""What the daemon answers itself, before the SDK's request handler (the front's :class:`~.front.Interceptor`):
-a send carrying a command (:class:`~.command.dispatch.CommandDispatcher`), and — with workflows configured — a
-message answering a workflow run's ``ask`` step or a CancelTask of a run's task (:class:`~.tasks.runs.RunTasks`).
+"""What the daemon answers itself, before the SDK's request handler (the front's :class:`~.front.Interceptor`): a
+send carrying a command (:class:`~.command.dispatch.CommandDispatcher`). A message op is answered here; a task op
+that ran is handed on to the SDK, which serves its task (:mod:`.tasks.optasks`).
 """
 
 from __future__ import annotations
@@ -15,29 +15,22 @@ from .front import SEND_METHODS
 if TYPE_CHECKING:
     from .command.dispatch import CommandDispatcher
     from .principals import Principal
-    from .tasks.runs import RunTasks
+    from .tasks.optasks import PreparedOp
 
 
 class Intercept:
-    """Commands go to ``dispatcher``; the tasks of workflow runs to ``runs`` (``None``: no workflow runner, so no
-    run's task)."""
+    """Commands go to ``dispatcher``."""
 
-    def __init__(self, dispatcher: CommandDispatcher, runs: RunTasks | None) -> None:
+    def __init__(self, dispatcher: CommandDispatcher) -> None:
         self.dispatcher = dispatcher
-        self.runs = runs
 
     async def intercept(
         self, principal: Principal, request_id: Any, method: str, params: dict[str, Any], activated: list[str]
-    ) -> Response | None:
-        """Commands; a message answering a workflow run's ``ask`` step; CancelTask of a run's task. ``None``:
-        the SDK's handler serves it."""
-        if method in SEND_METHODS:
-            if is_command(params):
-                return await self.dispatcher.respond(principal, request_id, method, params, activated)
-            if self.runs is not None:
-                return await self.runs.answer(principal, request_id, params)
-        elif method == "CancelTask" and self.runs is not None:
-            return await self.runs.cancel(principal, request_id, params)
+    ) -> Response | PreparedOp | None:
+        """A send carrying a command: its refusal or a message op's answer (a Response), or the task op that ran
+        (handed on); ``None``: the SDK's handler serves it."""
+        if method in SEND_METHODS and is_command(params):
+            return await self.dispatcher.respond(principal, request_id, method, params, activated)
         return None
 
 

@@ -16,7 +16,7 @@ from starlette.responses import Response
 from anyagentd.ops import owns
 
 from .front import invalid_params, rpc_error
-from .tasks.state import FAILED, TERMINAL, UNRESUMABLE_MESSAGE
+from .tasks.state import FAILED, TERMINAL, UNRESUMABLE_MESSAGE, label
 from .translate import accepts_our_output, url_violations
 
 if TYPE_CHECKING:
@@ -26,11 +26,12 @@ if TYPE_CHECKING:
     from .principals import Principal
     from .settings import Settings
     from .tasks.feed import TaskFeed
+    from .tasks.optasks import OpTasks
 
 
 class SendChecks:
     """The checks of a send to this daemon: ``conversations`` hold the running tasks, ``parked`` the tasks a
-    restart left waiting for input (task id → (owner, contextId)), ``feed`` reads the stored tasks, ``output_modes``
+    restart left waiting for input (task id → (owner, contextId)), ``ops`` the open tasks of task ops, ``feed`` reads the stored tasks, ``output_modes``
     are the card's default output modes (named in a refusal) and ``settings`` say whether ``[a2a.push]
     allow_private`` lets file URLs point at private addresses (read at each send: a reload applies)."""
 
@@ -38,12 +39,14 @@ class SendChecks:
         self,
         conversations: Conversations,
         parked: dict[str, tuple[str, str]],
+        ops: OpTasks,
         feed: TaskFeed,
         output_modes: Sequence[str],
         settings: Settings,
     ) -> None:
         self.conversations = conversations
         self.parked = parked
+        self.ops = ops
         self.feed = feed
         self.output_modes = output_modes
         self.settings = settings
@@ -66,6 +69,17 @@ class SendChecks:
                 "message without taskId, in its contextId, to steer or queue it",
                 reason="UNSUPPORTED_OPERATION",
             )
+        source = self.ops.get(task_id) if isinstance(task_id, str) else None
+        if source is not None and owns(principal, source.principal.id):
+            if source.state != TaskState.TASK_STATE_INPUT_REQUIRED:
+                return rpc_error(
+                    request_id,
+                    -32004,
+                    f"task {task_id} waits for no answer ({label(source.state)})",
+                    reason="UNSUPPORTED_OPERATION",
+                )
+            if isinstance(message, dict) and not message.get("contextId"):
+                message["contextId"] = source.context_id  # as for a parked task, below
         parked = self.parked.get(task_id) if isinstance(task_id, str) else None
         if parked is not None and isinstance(message, dict) and not message.get("contextId"):
             # After a restart the SDK would give a taskId-only message a fresh contextId, and then refuse the
@@ -73,7 +87,7 @@ class SendChecks:
             message["contextId"] = parked[1]
         # the caller's own stored task (another principal's reads as None: the SDK answers -32001, as ever)
         task = None
-        if isinstance(task_id, str) and run is None and parked is None:
+        if isinstance(task_id, str) and run is None and parked is None and source is None:
             task = await self.feed.get(task_id, principal)
             refused = self._refuse_unresumable(request_id, task_id, task) if task is not None else None
             if refused is not None:

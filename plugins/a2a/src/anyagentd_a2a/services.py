@@ -15,7 +15,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from a2a.server.agent_execution import SimpleRequestContextBuilder
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.server.tasks import BasePushNotificationSender
@@ -54,6 +53,7 @@ from .store import (
     fail_interrupted,
 )
 from .tasks.feed import TaskFeed
+from .tasks.optasks import OpTasks, PreparedIds
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -244,12 +244,14 @@ async def build_services(
         http = OnDemandClient(timeout=10.0)  # made by the first push: its TLS context is not the start's
         sender = BasePushNotificationSender(http, push_store, push_url_validator=validator)
     feed = TaskFeed(stores.tasks, sender)
+    op_tasks = OpTasks(runner, tg.start_soon, lifecycle.drain_requested)
     executor = ConversationExecutor(
         conversations,
         allow_private_urls=push.allow_private,
         parked=stores.parked,
         parents=settings.parents(tg.start_soon),
         tasks_of=stores.tasks.tasks_of,
+        ops=op_tasks,
     )
     handler = DefaultRequestHandler(
         executor,
@@ -261,21 +263,14 @@ async def build_services(
         extended_card_modifier=CallerCard(ops, instance),
         push_url_validator=validator,
         # new ids read absent, no query
-        request_context_builder=SimpleRequestContextBuilder(task_id_generator=stores.tasks.task_ids),
+        request_context_builder=PreparedIds(task_id_generator=stores.tasks.task_ids),
     )
-    dispatcher = CommandDispatcher(
-        ops,
-        instance,
-        switches=instance.switches,
-        feed=feed,
-        spawn=tg.start_soon,
-        released=lifecycle.drain_requested,
-    )
+    dispatcher = CommandDispatcher(ops, instance, switches=instance.switches, new_task_id=stores.tasks.new_task_id)
     run_tasks = None
     if runner is not None:
         from .tasks.runs import RunTasks
 
-        run_tasks = RunTasks(runner, dispatcher, feed, tg.start_soon)
+        run_tasks = RunTasks(runner, handler, feed)
     rpc = JsonRpcDispatcher(handler, context_builder=PrincipalContextBuilder())
     front = Front(
         Identities(settings.loaded, auth_sessions),
@@ -284,8 +279,8 @@ async def build_services(
         lifecycle=lifecycle,
         supported_extensions={COMMAND_URI},
         realm="anyagentd",
-        check_send=SendChecks(conversations, stores.parked, feed, card.default_output_modes, settings),
-        intercept=Intercept(dispatcher, run_tasks),
+        check_send=SendChecks(conversations, stores.parked, op_tasks, feed, card.default_output_modes, settings),
+        intercept=Intercept(dispatcher),
         spawn=tg.start_soon,
     )
     return Services(

@@ -191,7 +191,7 @@ def _asking(run_id: str, step: str, pending: dict[str, Any] | None) -> Progress:
     request}``."""
     from anyagentd.model import REQUEST
 
-    from ..command.dispatch import EventProgress
+    from ..tasks.optasks import EventProgress
     from ..translate import request_text
 
     pending = dict(pending or {})
