@@ -405,6 +405,8 @@ def test_after_a_wrong_answer_the_hint_still_offers_the_requests_answers(a2a_dae
             env=client_env(tmp_path, **token),
         )
         assert pasted.returncode == 0 and f"task {task_id}: completed" in pasted.stderr, pasted.stderr
+        if asked is run:  # the run's result, as `op` prints it (it printed the status line "run … completed")
+            assert "You allowed it." in json.loads(pasted.stdout), pasted.stdout
     assert [r["status"] for r in runs_of(daemon)] == ["completed"]
 
 

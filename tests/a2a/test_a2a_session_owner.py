@@ -62,7 +62,7 @@ async def _conversation_sessions(tmp_path: Path, *, subagent_tools: bool) -> dic
                     o: [s.id for s in runtime.sessions(owner=o)] for o in ("user:alice", "user:bob", "operator")
                 },
             }
-            await conversations.close_all(5)
+            await runtime.drain(0)
             tg.cancel_scope.cancel()
     finally:
         await engine.dispose()

@@ -14,7 +14,6 @@ import uuid
 from email.utils import format_datetime, parsedate_to_datetime
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 from a2a.types import AgentCard
@@ -182,34 +181,11 @@ class NeverOpens:
 
 
 @pytest.mark.anyio
-async def test_close_all_closes_in_parallel_within_the_timeout(tmp_path: Any) -> None:
-    from anyagentd_a2a.conversations import Conversations
-
-    class SlowSession:  # closing takes one second, as an agent that needs its grace to exit
-        def __init__(self) -> None:
-            self.closed = False
-            self.status = "Idle"
-
-        async def cancel(self, clear_queue: bool = False) -> None:
-            return None
-
-        async def close(self) -> None:
-            await anyio.sleep(1.0)
-            self.closed = True
-
-    pool = Conversations(tmp_path, sessions=NeverOpens(), start_pump=lambda *a: None)
-    for i in range(30):
-        pool.conversation("operator", f"c{i}").session = SlowSession()
-    assert len(pool.live()) == 30
-    assert await pool.close_all(timeout=5.0) == 0  # one at a time, 25 would still be open
-    assert pool.live() == []
-
-
-@pytest.mark.anyio
-async def test_close_all_leaves_a_parked_question_unanswered(tmp_path: Any) -> None:
-    """Issue 25.6: at drain, the session of a conversation whose task waits for input (and can resume) is neither
-    cancelled nor answered: it closes with ``answer_pending=False`` (the agent ended as a kill -9 would leave it);
-    the others are cancelled, then closed as before."""
+async def test_the_drain_leaves_only_a_parked_questions_session_waiting(tmp_path: Any) -> None:
+    """Issue 25.6: at drain, the session of a conversation whose task waits for input (and can resume) is left
+    waiting — ``Runtime.drain(leave_waiting=…)`` closes it with ``answer_pending=False``, the agent ended as a kill
+    -9 would leave it (tests/core/test_admission.py) — and no other: one waiting without a resume token, one
+    working, one idle are cancelled and closed as ever."""
     from types import SimpleNamespace
 
     from a2a.types import TaskState
@@ -218,17 +194,10 @@ async def test_close_all_leaves_a_parked_question_unanswered(tmp_path: Any) -> N
 
     class Session:
         def __init__(self, token: str | None) -> None:
-            self.closed, self.status, self.token, self.calls = False, "NeedsInput", token, []
+            self.closed, self.status, self.token = False, "NeedsInput", token
 
         def snapshot(self) -> Any:
             return SimpleNamespace(resume_token=self.token)
-
-        async def cancel(self, clear_queue: bool = False) -> None:
-            self.calls.append("cancel")
-
-        async def close(self, *, answer_pending: bool = True) -> None:
-            self.calls.append("close" if answer_pending else "close unanswered")
-            self.closed = True
 
     pool = Conversations(tmp_path, sessions=NeverOpens(), start_pump=lambda *a: None)
     sessions = {}
@@ -242,13 +211,7 @@ async def test_close_all_leaves_a_parked_question_unanswered(tmp_path: Any) -> N
         conversation.session = sessions[name] = Session(token)
         if state is not None:
             pool.new_run(conversation, f"task-{name}").state = state
-    assert await pool.close_all(timeout=5.0) == 0
-    assert {name: s.calls for name, s in sessions.items()} == {
-        "parked": ["close unanswered"],
-        "no-token": ["cancel", "close"],
-        "working": ["cancel", "close"],
-        "idle": ["cancel", "close"],
-    }
+    assert pool.left_waiting() == [sessions["parked"]]
 
 
 # -------------------------------------------------------------------------------- no driving from a web page

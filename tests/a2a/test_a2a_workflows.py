@@ -416,3 +416,98 @@ def test_kill_9_mid_step_without_retry_fails_the_run_and_its_task(a2a_daemon: An
     assert failed["steps"]["write"]["error"] == "interrupted" and "interrupted" in failed["error"]
     assert failed["steps"]["go"]["status"] == "skipped" and failed["steps"]["done"]["status"] == "skipped"
     wait_state(again, task["id"], "TASK_STATE_FAILED", token=ALICE)  # the run's task shows its end
+
+
+def test_a_message_served_after_its_task_ended_changes_nothing(tmp_path: Any) -> None:
+    """Two answers sent at once to a run's waiting task: the SDK serves the second once the first's run has
+    completed the task. The executor then writes nothing — it used to write FAILED ("no longer running") over the
+    COMPLETED task (found by a fresh-eyes trial: 3 of 3). Nor for an op's task whose writer has ended."""
+    import anyio
+    from a2a.server.agent_execution import RequestContext
+    from a2a.server.context import ServerCallContext
+    from a2a.types import TaskStatus
+
+    from anyagentd_a2a.conversations import Conversations
+    from anyagentd_a2a.executor import ConversationExecutor
+    from anyagentd_a2a.tasks.optasks import OpTasks
+
+    class Events:
+        def __init__(self) -> None:
+            self.put: list[object] = []
+
+        async def enqueue_event(self, event: object) -> None:
+            self.put.append(event)
+
+    async def main() -> list[object]:
+        events = Events()
+        async with anyio.create_task_group() as tg:
+            ops = OpTasks(None, tg.start_soon, anyio.sleep_forever)
+            conversations = Conversations(tmp_path, sessions=None, start_pump=tg.start_soon)  # type: ignore[arg-type]
+            executor = ConversationExecutor(conversations, ops=ops)
+            for state, metadata in [
+                (TaskState.TASK_STATE_COMPLETED, {"op": "workflow.run:asking"}),
+                (TaskState.TASK_STATE_COMPLETED, {}),
+                (TaskState.TASK_STATE_INPUT_REQUIRED, {"op": "workflow.run:asking"}),
+            ]:
+                task = Task(id="t1", context_id="c1", status=TaskStatus(state=state))
+                task.metadata.update(metadata)
+                context = RequestContext(call_context=ServerCallContext(), task_id="t1", context_id="c1", task=task)
+                await executor.execute(context, events)  # type: ignore[arg-type]
+            tg.cancel_scope.cancel()
+        return events.put
+
+    assert anyio.run(main) == []
+
+
+def test_sigterm_keeps_an_ask_steps_task_waiting_and_ends_its_subscribers_streams(
+    a2a_daemon: Any, tmp_path: Any
+) -> None:
+    """SIGTERM while a run's ``ask`` step waits: the task keeps reading INPUT_REQUIRED in the store (the drain
+    checkpoints the run; it used to write WORKING "run … suspended"), and a SubscribeToTask stream open on it ends
+    with the drain — no wait for uvicorn's graceful timeout, no error line (found by a fresh-eyes trial). After
+    the restart the answer completes it."""
+    import sqlite3
+    import threading
+
+    import httpx
+
+    daemon = a2a_daemon(config=config(), env=ENV, mock="permission")
+    task = start_run(daemon, ALICE, workflow="asking")
+    wait_state(daemon, task["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE)
+    got: dict[str, Any] = {"frames": []}
+
+    def subscribe() -> None:
+        body = {"jsonrpc": "2.0", "id": "sub", "method": "SubscribeToTask", "params": {"id": task["id"]}}
+        hdrs = {"Authorization": f"Bearer {ALICE}", "A2A-Version": "1.0"}
+        try:
+            with httpx.stream("POST", daemon.url + "/", json=body, headers=hdrs, timeout=60) as response:
+                for line in response.iter_lines():
+                    if line.startswith("data: "):
+                        got["frames"].append(json.loads(line.removeprefix("data: ")))
+            got["ended"] = True
+        except httpx.HTTPError as err:
+            got["error"] = repr(err)
+
+    reader = threading.Thread(target=subscribe, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 30
+    while not got["frames"] and "error" not in got and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert got["frames"], got
+    daemon.signal(signal.SIGTERM)
+    drained_at = time.monotonic()
+    assert daemon.wait(timeout=30) == 0
+    took = time.monotonic() - drained_at
+    reader.join(timeout=30)
+    assert got.get("ended") and "error" not in got, got
+    errors = [line for line in daemon.all_stderr() if '"level":"error"' in line.replace(" ", "")]
+    assert not errors, "\n".join(errors)
+    assert took < 5, f"the drain took {took:.1f} s (uvicorn's graceful timeout is 5 s)"
+    with sqlite3.connect(daemon.state_dir / "a2a.db") as db:
+        [(status,)] = db.execute("SELECT status FROM tasks WHERE id = ?", (task["id"],)).fetchall()
+    stored = json.loads(status) if isinstance(status, str) else status
+    assert stored["state"] in ("TASK_STATE_INPUT_REQUIRED", TaskState.TASK_STATE_INPUT_REQUIRED), stored
+    again = a2a_daemon(config=config(), env=ENV, mock="permission", state_dir=daemon.state_dir)
+    wait_state(again, task["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE)
+    answer(again, task["id"], "allow")
+    wait_state(again, task["id"], "TASK_STATE_COMPLETED", token=ALICE)

@@ -154,6 +154,36 @@ async def test_drain_refuses_open_and_prompt_cancels_in_flight_turns_after_the_t
         assert rt.admission == "draining"
 
 
+async def test_drain_leaves_a_waiting_session_unanswered_and_cancels_the_others(tmp_path):
+    """Issue 25.6 through the engine: a session named in ``leave_waiting`` (the A2A drain of a task waiting for
+    input, its agent resumable) is neither waited for nor cancelled — it closes through the connection's
+    ``close_unanswered``, its open request never answered — while every other session closes as ever."""
+    stuck = {"turns": [[text("m", "working"), permission("r1"), "AwaitAnswer", END]]}
+    async with Runtime(mock_script=stuck) as rt:
+        kept, other = await rt.open("mock", tmp_path), await rt.open("mock", tmp_path)
+        await kept.prompt("x")
+        await until(kept, lambda e: e.tag == "RequestOpened")
+        calls: dict[str, list[str]] = {}
+        for name, session in (("kept", kept), ("other", other)):
+            conn, seen = session._conn, calls.setdefault(name, [])
+            real_close, real_unanswered = conn.close, conn.close_unanswered
+
+            async def close(seen: list[str] = seen, real: Any = real_close) -> None:
+                seen.append("close")
+                await real()
+
+            async def close_unanswered(seen: list[str] = seen, real: Any = real_unanswered) -> None:
+                seen.append("close_unanswered")
+                await real()
+
+            conn.close, conn.close_unanswered = close, close_unanswered
+        with anyio.fail_after(20):
+            await rt.drain(30, leave_waiting=[kept])  # no wait for the kept one's turn: it never ends by itself
+        assert kept.closed and other.closed
+        assert calls == {"kept": ["close_unanswered", "close"], "other": ["close"]}
+        assert next(e for e in await rest(kept) if ended(e)).kind.stop == "Cancelled"
+
+
 async def test_drain_lets_turns_that_finish_in_time_complete(tmp_path):
     script = {"turns": [[{"Sleep": 50}, text("m", "done"), END], [text("m", "never"), END]]}
     async with Runtime(mock_script=script) as rt:

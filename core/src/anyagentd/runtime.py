@@ -407,16 +407,23 @@ class Runtime:
         for session in self.sessions():
             session.release_queue()
 
-    async def drain(self, timeout: float) -> None:
+    async def drain(self, timeout: float, *, leave_waiting: Iterable[Session] = ()) -> None:
         """Stop for good: from now on ``open`` and ``prompt`` raise ``Draining`` and no queued prompt starts;
         turns in flight get ``timeout`` seconds to finish, then are cancelled (and get ``close_grace`` seconds to
-        confirm); then every session closes. Returns when all are closed; closed sessions stay readable until
-        retired. Calling it again while draining waits for the same end."""
+        confirm); then every session closes, all at once. Returns when all are closed; closed sessions stay
+        readable until retired. Calling it again while draining waits for the same end.
+
+        ``leave_waiting``: sessions whose open request is kept for after a restart (the A2A drain of a task that
+        waits for input, ``docs/a2a-tasks.md#drain``): neither waited for nor cancelled, they close with
+        ``Session.close(answer_pending=False)`` — the agent ended as a crash would leave it, its saved
+        conversation still ending with the question."""
         self._admission.state = "draining"
+        kept = {s.id for s in leave_waiting}
         with anyio.move_on_after(timeout):
             for session in self.sessions():
-                await session.wait_turn_ended()
-        running = [s for s in self.sessions() if s.running]
+                if session.id not in kept:
+                    await session.wait_turn_ended()
+        running = [s for s in self.sessions() if s.running and s.id not in kept]
         async with anyio.create_task_group() as tg:
             for session in running:
                 tg.start_soon(_cancel_quietly, session)
@@ -425,7 +432,7 @@ class Runtime:
                 await session.wait_turn_ended()
         async with anyio.create_task_group() as tg:
             for session in self.sessions():
-                tg.start_soon(session.close)
+                tg.start_soon(_close, session, session.id not in kept)
 
     # ----------------------------------------------------------------------------------------- generate
 
@@ -444,6 +451,10 @@ class Runtime:
             return await _collect_text(session, prompt)
         finally:
             await session.close()
+
+
+async def _close(session: Session, answer_pending: bool) -> None:
+    await session.close(answer_pending=answer_pending)
 
 
 async def _cancel_quietly(session: Session) -> None:

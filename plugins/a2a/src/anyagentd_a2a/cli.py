@@ -306,17 +306,23 @@ def send(
     cacert: str | None,
 ) -> None:
     """Send TEXT to the agent at URL as one message; prints the answer on stdout (for a task that waits for
-    input, its question), the task's id, state and contextId on stderr. Exits 0 when the task completed, 2 when
+    input, its question; for a command's task answered to its end — a workflow run's ``ask`` step — its result
+    as JSON, as ``op`` prints it), the task's id, state and contextId on stderr. Exits 0 when the task completed, 2 when
     it waits for input (stderr names the command that answers it: `send URL allow --task-id ID`), 1 otherwise."""
-    from .client import question_text, task_text
+    from .client import question_text, task_result, task_text
     from .client import send as run_send
+    from .structjson import whole_numbers
 
     state, task = _run(
         lambda: run_send(url, text, _token(url, token), context_id=context_id, task_id=task_id, cacert=cacert), cacert
     )
-    answer = question_text(task) if state == "TASK_STATE_INPUT_REQUIRED" else task_text(task)
-    if answer:
-        click.echo(answer)
+    result = task_result(task) if state == "TASK_STATE_COMPLETED" and "op" in (task.get("metadata") or {}) else None
+    if result is not None:  # a command's task answered to its end (a workflow run's ask step): its result, as `op`
+        _print_json(whole_numbers(result))
+    else:
+        answer = question_text(task) if state == "TASK_STATE_INPUT_REQUIRED" else task_text(task)
+        if answer:
+            click.echo(answer)
     _stopped(ctx, url, task)
     if state != "TASK_STATE_COMPLETED":
         sys.exit(1)

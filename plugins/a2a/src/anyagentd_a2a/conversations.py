@@ -738,40 +738,10 @@ class Conversations:
         resumable = conversation.holds_resume_token  # as Lifecycle.drain asks on_drain
         return any(on_drain(state, run_task=False, resumable=resumable) == PARK for state in states)
 
-    async def close_all(self, timeout: float) -> int:
-        """Cancel every running turn and close every session, all concurrently, within ``timeout`` seconds (the
-        A2A layer's drain: 30 agents take about as long as the slowest one, not 30 times it). A conversation whose
-        task the drain parks (:meth:`parked_at_drain`) is neither cancelled nor answered: its session closes with
-        ``answer_pending=False``, the agent ended as a kill -9 would leave it, its saved conversation still ending
-        with the open question (issue 25: a denial at drain, then "the answer is allow" after the restart, made its
-        history contradict itself). Returns how many sessions were still open when the time ran out."""
-        began = anyio.current_time()
-        conversations = self.live()
-        live = [c.session for c in conversations]
-        with anyio.move_on_after(timeout):
-            async with anyio.create_task_group() as tg:
-                for conversation in conversations:
-                    if self.parked_at_drain(conversation):
-                        tg.start_soon(_leave_waiting, conversation.session)
-                    else:
-                        tg.start_soon(_cancel_and_close, conversation.session)
-        left = sum(1 for s in live if not s.closed)
-        log.info(
-            "drain: closed %d of %d live agent session(s) in %.2f s",
-            len(live) - left,
-            len(live),
-            anyio.current_time() - began,
-        )
-        return left
-
-
-async def _leave_waiting(session: Any) -> None:
-    await session.close(answer_pending=False)
-
-
-async def _cancel_and_close(session: Any) -> None:
-    try:
-        await session.cancel(clear_queue=True)
-    except AnyagentError:
-        pass
-    await session.close()
+    def left_waiting(self) -> list[Any]:
+        """The live sessions the drain leaves waiting (``Runtime.drain(leave_waiting=…)``): those of the
+        conversations whose task it parks (:meth:`parked_at_drain`). Each closes with ``answer_pending=False``: the
+        agent ended as a kill -9 would leave it, its saved conversation still ending with the open question (issue
+        25: a denial at drain, then "the answer is allow" after the restart, made its history contradict
+        itself)."""
+        return [c.session for c in self.live() if self.parked_at_drain(c)]

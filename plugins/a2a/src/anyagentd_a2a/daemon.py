@@ -59,12 +59,11 @@ class _Server(uvicorn.Server):
 
 
 class Daemon:
-    """One running daemon; built and run by :func:`serve`. Holds its :class:`~.settings.Settings` (``settings``)
-    and its :class:`~.lifecycle.Lifecycle` latches (``lifecycle``); ``url`` once bound (:meth:`_bind`)."""
+    """One running daemon; built and run by :func:`serve`. Holds its :class:`~.settings.Settings` (``settings``);
+    ``url`` once bound (:meth:`_bind`). Its :class:`~.lifecycle.Lifecycle` is made over the runtime it opens."""
 
     def __init__(self, loaded: Loaded, options: Options) -> None:
         self.settings = Settings(loaded, options)
-        self.lifecycle = Lifecycle()
 
     async def run(self) -> int:
         """Open the store (a task a dead process left open gets what :func:`.tasks.state.on_restart` decides; the
@@ -81,7 +80,7 @@ class Daemon:
             with self._bind() as sock:
                 async with Runtime(mock_script=settings.mock_script, plugins=settings.options.plugins) as runtime:
                     settings.check_agent(runtime)
-                    await self._serve(stores, runtime, ring, sock)
+                    await self._serve(stores, Lifecycle(runtime), runtime, ring, sock)
             logging.getLogger().removeHandler(ring_handler)
         log.info("stopped")
         return 0
@@ -95,13 +94,15 @@ class Daemon:
         self.url = f"{scheme}://{shown_host}:{sock.getsockname()[1]}"
         return sock
 
-    async def _serve(self, stores: Stores, runtime: Runtime, ring: LogRing, sock: socket.socket) -> None:
+    async def _serve(
+        self, stores: Stores, lifecycle: Lifecycle, runtime: Runtime, ring: LogRing, sock: socket.socket
+    ) -> None:
         """Build the services and the app in one task group, start uvicorn on ``sock`` with the signal handlers,
         the drain, the announcement and the background loops beside it; once uvicorn stops (drained), close the
         SDK's handler and the push client and end the group."""
         tls = self.settings.loaded.config.a2a.tls
         async with anyio.create_task_group() as tg:
-            services = await build_services(self.settings, self.lifecycle, stores, runtime, ring, self.url, tg)
+            services = await build_services(self.settings, lifecycle, stores, runtime, ring, self.url, tg)
             tell_interrupted(services, tg)  # failed by this start: the SDK pushes only what it serves
             app = build_app(services)
             if services.run_tasks is not None:
@@ -119,14 +120,14 @@ class Daemon:
                 proxy_headers=False,
             )
             server = _Server(config)
-            tg.start_soon(self._signals, Reload(services, app.cors, tg.start_soon))
+            tg.start_soon(self._signals, lifecycle, Reload(services, app.cors, tg.start_soon))
             tg.start_soon(self._drain_on_request, server, services)
             tg.start_soon(self._announce, server)
             tg.start_soon(services.conversations.reap_idle)
             tg.start_soon(stores.tasks.flush_behind)
             tg.start_soon(services.retention.serve)  # a prune now, then every [a2a.retention] interval
             await server.serve(sockets=[sock])
-            if not self.lifecycle.draining:
+            if not lifecycle.draining:
                 await _drain(services)
             await services.handler.aclose()
             if services.push_http is not None:
@@ -140,7 +141,7 @@ class Daemon:
         sys.stdout.flush()
         log.info("listening on %s (agent %s in %s)", self.url, self.settings.agent_label, self.settings.agent_dir)
 
-    async def _signals(self, reload: Reload) -> None:
+    async def _signals(self, lifecycle: Lifecycle, reload: Reload) -> None:
         """SIGHUP reloads (:meth:`.reload.Reload.on_signal`); SIGTERM or SIGINT latches the drain and ends."""
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
             async for signum in signals:
@@ -148,11 +149,11 @@ class Daemon:
                     reload.on_signal()
                     continue
                 log.info("draining: %s", signal.Signals(signum).name)
-                self.lifecycle.request_drain(signal.Signals(signum).name)
+                lifecycle.request_drain(signal.Signals(signum).name)
                 return
 
     async def _drain_on_request(self, server: uvicorn.Server, services: Services) -> None:
-        await self.lifecycle.drain_requested()
+        await services.lifecycle.drain_requested()
         with anyio.CancelScope(shield=True):
             await _drain(services)
         server.should_exit = True

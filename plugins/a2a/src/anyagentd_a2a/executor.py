@@ -26,6 +26,7 @@ from anyagentd.errors import AnyagentError, ResumeFailed
 from .calls import HANDOFF
 from .conversations import Conversations, ReplayRefused, TaskRun
 from .tasks.optasks import OpTasks, PreparedOp
+from .tasks.state import TERMINAL
 from .translate import (
     PromptIn,
     agent_message,
@@ -131,10 +132,14 @@ class ConversationExecutor(AgentExecutor):
         if task is None:
             await self._start(context, event_queue)
             return
+        if task.status.state in TERMINAL:
+            return  # it ended while this message waited its turn (two answers at once): nothing to answer
         source = self.ops.get(task.id) if self.ops is not None else None
         if source is not None:  # an op's task: a message to it is an answer
             await source.answer(context, event_queue)
             return
+        if "op" in task.metadata:
+            return  # an op's task whose writer has ended (or not yet started again after a restart): as stored
         run = self.conversations.runs.get(task.id)
         if run is None and task.id in self.parked:
             await self._answer_parked(task, context, event_queue)

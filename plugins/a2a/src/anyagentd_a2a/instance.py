@@ -196,14 +196,12 @@ class Instance:
         self.lifecycle.request_drain(reason)
 
     def pause(self, reason: str) -> None:
-        self.lifecycle.paused_for = reason
+        self.lifecycle.pause(reason)
         self.log.emit("admin.pause", reason=reason)
-        self._runtime.pause()
 
     def resume(self) -> None:
-        self.lifecycle.paused_for = None
+        self.lifecycle.resume()
         self.log.emit("admin.resume")
-        self._runtime.resume()
         if self.runner is not None:
             self.runner.wake_all()
 

@@ -1,8 +1,9 @@
-"""The instance's admission latches — the drain and the operator's pause — and the drain itself.
+"""The instance's admission — the drain and the operator's pause — and the drain itself.
 
-One :class:`Lifecycle` per daemon; what decides admission reads it (the front refuses sends while
-:attr:`Lifecycle.draining`, ``/readyz`` answers 503, the ops' :class:`~.instance.Instance` reports and sets it,
-a prompt queued while paused says so). :meth:`Lifecycle.drain` is what a drain does (``docs/a2a-tasks.md#drain``).
+One :class:`Lifecycle` per daemon, over the engine's ``Runtime``: the pause is the runtime's admission (``paused``:
+nothing new starts, ``Runtime.pause``/``resume``), with the operator's reason kept here; the drain latch is set
+the moment a drain is asked for (the front refuses sends while :attr:`Lifecycle.draining`, ``/readyz`` answers
+503), and :meth:`Lifecycle.drain` ends in ``Runtime.drain`` (``docs/a2a-tasks.md#drain``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from .principals import OPERATOR
 from .tasks.state import on_drain
 
 if TYPE_CHECKING:
-    from a2a.server.request_handlers import RequestHandler
+    from a2a.server.request_handlers import DefaultRequestHandler
+
+    from anyagentd.runtime import Runtime
 
     from .conversations import Conversations
     from .subagents.manager import SubagentManager
@@ -40,14 +43,15 @@ class Draining(Protocol):
 
 
 class Lifecycle:
-    """The latches of one daemon. ``draining``: sends are refused (set by :meth:`request_drain`, and by
-    :meth:`drain` itself); ``drain_reason``: what asked for it (``SIGTERM``, ``admin.drain``'s reason);
-    ``paused_for``: the operator's reason while the instance is paused (``admin.pause``), else ``None``."""
+    """The admission of one daemon over ``runtime`` (the engine's; ``None`` only where nothing pauses or drains
+    agents, as in a probe's test). ``draining``: sends are refused (set by :meth:`request_drain`, and by
+    :meth:`drain` itself); ``drain_reason``: what asked for it (``SIGTERM``, ``admin.drain``'s reason)."""
 
-    def __init__(self) -> None:
+    def __init__(self, runtime: Runtime | None = None) -> None:
+        self.runtime = runtime
         self.draining = False
         self.drain_reason: str | None = None
-        self.paused_for: str | None = None
+        self._pause_reason: str | None = None
         self._drain_requested = anyio.Event()
 
     def request_drain(self, reason: str) -> None:
@@ -68,7 +72,27 @@ class Lifecycle:
 
     @property
     def paused(self) -> bool:
-        return self.paused_for is not None
+        """Whether the runtime's admission is ``paused`` (``admin.pause``; the engine holds every new prompt)."""
+        return self.runtime is not None and self.runtime.admission == "paused"
+
+    @property
+    def paused_for(self) -> str | None:
+        """The operator's reason while the instance is paused, else ``None``."""
+        return self._pause_reason if self.paused else None
+
+    def pause(self, reason: str) -> None:
+        """Pause the runtime (``Runtime.pause``: nothing new starts; raises ``Draining`` while draining), saying
+        ``reason``."""
+        assert self.runtime is not None
+        self.runtime.pause()
+        self._pause_reason = reason
+
+    def resume(self) -> None:
+        """Resume the runtime (``Runtime.resume``: every held prompt goes on, in order; raises ``Draining`` while
+        draining)."""
+        assert self.runtime is not None
+        self.runtime.resume()
+        self._pause_reason = None
 
     def pause_note(self) -> str | None:
         """How the instance is paused, for a task that waits for the resume: ``"paused by the operator (<reason>)"``
@@ -78,7 +102,7 @@ class Lifecycle:
     async def drain(
         self,
         conversations: Conversations,
-        handler: RequestHandler,
+        handler: DefaultRequestHandler,
         runner: WorkflowRunner | None,
         subagents: SubagentManager | None,
     ) -> None:
@@ -86,7 +110,10 @@ class Lifecycle:
         :func:`.tasks.state.on_drain` decides — cancel it through the SDK ``handler`` (recorded CANCELED), or park
         it (waiting for input, its agent has a resume token: it stays INPUT_REQUIRED and its answer after the
         restart resumes the conversation) — checkpoint the workflow runs of ``runner`` (their tasks are kept: the
-        runs resume after the restart), close the ``subagents``, then close every session, all in parallel."""
+        runs resume after the restart), close the ``subagents``; then ``Runtime.drain`` closes every session at
+        once, within :data:`DRAIN_TIMEOUT` — the sessions of parked tasks left waiting, their questions
+        unanswered (``Conversations.left_waiting``); last, the SDK ``handler`` closes every task it holds open, which
+        ends the streams still subscribed to one."""
         self.draining = True
         context = call_context(OPERATOR)
 
@@ -106,7 +133,20 @@ class Lifecycle:
                 tg.start_soon(runner.drain, CANCEL_GRACE + 1)
             if subagents is not None:
                 tg.start_soon(subagents.close)
-        await conversations.close_all(DRAIN_TIMEOUT)
+        assert self.runtime is not None
+        began, live = anyio.current_time(), self.runtime.sessions()
+        with anyio.move_on_after(DRAIN_TIMEOUT):
+            await self.runtime.drain(0, leave_waiting=conversations.left_waiting())
+        left = sum(1 for s in live if not s.closed)
+        log.info(
+            "drain: closed %d of %d live agent session(s) in %.2f s",
+            len(live) - left,
+            len(live),
+            anyio.current_time() - began,
+        )
+        # every task's SDK ActiveTask closes: a stream still subscribed to a task (SubscribeToTask on a run's task
+        # the drain checkpointed) ends now, not at uvicorn's graceful timeout with an error line
+        await handler.aclose()
 
 
 __all__ = ["DRAIN_TIMEOUT", "Draining", "Lifecycle"]

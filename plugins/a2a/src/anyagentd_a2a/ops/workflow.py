@@ -147,8 +147,9 @@ class WorkflowRun(Op):
 
 async def run_progress(runner: Any, record: RunRecord) -> AsyncIterator[Progress]:
     """The progress of the run ``record`` as a task shows it, from now to its end: its start, text, questions
-    (input_required) and step changes, then its terminal state. Used by ``workflow.run`` and by the daemon to
-    refollow a run's open task after a restart."""
+    (input_required) and step changes, then its terminal state — none when the runner stops driving the run
+    before its end (the drain checkpoints it: its task keeps its state, INPUT_REQUIRED while an ``ask`` step
+    waits). Used by ``workflow.run`` and by the daemon to refollow a run's open task after a restart."""
     async with runner.follow(record.id) as changes:
         # read with no await since subscribing: an ask the run waits on now came before, and sends no change any
         # more (the task would read WORKING for ever); any later change is in ``changes``
@@ -174,6 +175,8 @@ async def run_progress(runner: Any, record: RunRecord) -> AsyncIterator[Progress
     from ..tasks.state import from_run, progress_of  # imports a2a-sdk: by a run, never with the op table
 
     final = await runner.get(record.id)
+    if final.status not in RUN_TERMINAL:
+        return  # the runner stopped driving it (the drain checkpointed it): its task stays as it stands
     state = progress_of(from_run(final.status))
     text = f"run {final.id} {final.status}" + (f": {final.error}" if final.error else "")
     yield Progress(
