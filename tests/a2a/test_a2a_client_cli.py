@@ -319,6 +319,11 @@ def test_refusals_and_bad_arguments_are_one_line(a2a_daemon: Any, tmp_path: Path
         "status refused: -31401",
         f"sign in with `anyagentd a2a login {daemon.url}`",
     )
+    one_line(  # the daemon's own refusal, as `op` prints it (it was the SDK's "HTTP Error 401: Client error …")
+        cli(tmp_path, "send", daemon.url, "hi", "--token", "wrong-token"),
+        f"{daemon.url} refused the message: -31401: unknown bearer token",
+        f"sign in with `anyagentd a2a login {daemon.url}`",
+    )
     for argv, needle in (
         (["--arg", "limit"], "--arg 'limit' is not KEY=VALUE"),
         (["--arg", "=5"], "--arg '=5' is not KEY=VALUE"),
@@ -369,6 +374,11 @@ def test_the_answer_hint_is_a_command_that_answers(a2a_daemon: Any, tmp_path: Pa
     )
     assert pasted.returncode == 0 and "You allowed it." in pasted.stdout, pasted.stderr
     assert f"task {task_id}: completed" in pasted.stderr
+    # the answer, sent with --task-id alone, joined the task's history in the task's context (the SDK gave a
+    # taskId-only message a context of its own, which the history showed)
+    stored = daemon.rpc("GetTask", {"id": task_id}, token=OPERATOR).json()["result"]
+    answers = [m for m in stored["history"] if m["role"] == "ROLE_USER" and m["parts"][0].get("text") == "allow"]
+    assert answers and all(m["contextId"] == stored["contextId"] for m in answers), stored["history"]
 
     # the token from the environment (or from login): the command needs no --token
     by_env = cli(tmp_path, "send", daemon.url, "write hello.txt", env={"ANYAGENTD_A2A_TOKEN": OPERATOR})

@@ -240,7 +240,20 @@ def _headers(token: str | None, *, command: bool = False) -> dict[str, str]:
 
 
 def _said(err: BaseException) -> str:
-    """An SDK error's first line (the SDK raises many kinds; a person or a log needs one line)."""
+    """An SDK error's first line (the SDK raises many kinds; a person or a log needs one line). Where the daemon
+    refused the request with an HTTP status and a JSON-RPC error body (the front's refusals: 401 -31401, 429
+    -31429, …), that error's ``code: message``, as the other subcommands print it: the SDK keeps only the status."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, httpx.HTTPStatusError):
+            try:
+                error = seen.response.json().get("error")
+            except (ValueError, AttributeError, httpx.HTTPError):
+                error = None
+            if isinstance(error, dict) and "code" in error and error.get("message"):
+                return f"{error['code']}: {error['message']}"
+            break
+        seen = seen.__cause__ or seen.__context__
     return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
 

@@ -56,11 +56,13 @@ class SendChecks:
         (-32005), file URLs we will not fetch (-32602), a message naming the caller's own task while it runs and
         waits for no input (-32004: the SDK would hold it until the task stops, then drop it), a task a restart left
         unanswerable (-32004), or a task that has ended (-32004, the SDK's own refusal: :meth:`_refuse_ended`).
-        ``None``: the send goes on. A taskId-only message to a parked task gets the task's contextId (``params`` is
-        completed)."""
+        ``None``: the send goes on. A taskId-only message to the caller's own task gets the task's contextId
+        (``params`` is completed): the SDK would give it a fresh one, which its history would then show."""
         message = params.get("message")
         task_id = message.get("taskId") if isinstance(message, dict) else None
         run = self.conversations.runs.get(task_id) if isinstance(task_id, str) else None
+        if run is not None and owns(principal, run.conversation.owner) and not message.get("contextId"):
+            message["contextId"] = run.context_id  # the SDK would give a taskId-only message a context of its own
         if run is not None and run.request is None and owns(principal, run.conversation.owner):
             return rpc_error(
                 request_id,
@@ -92,6 +94,8 @@ class SendChecks:
             refused = self._refuse_unresumable(request_id, task_id, task) if task is not None else None
             if refused is not None:
                 return refused
+            if task is not None and isinstance(message, dict) and not message.get("contextId"):
+                message["contextId"] = task.context_id
         configuration = params.get("configuration")
         modes = configuration.get("acceptedOutputModes") if isinstance(configuration, dict) else None
         if isinstance(modes, list) and modes and not accepts_our_output(modes):
