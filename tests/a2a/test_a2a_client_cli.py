@@ -319,6 +319,13 @@ def test_refusals_and_bad_arguments_are_one_line(a2a_daemon: Any, tmp_path: Path
         "status refused: -31401",
         f"sign in with `anyagentd a2a login {daemon.url}`",
     )
+    for argv in (["send", daemon.url, "hi"], ["status", daemon.url], ["tasks", daemon.url]):
+        # a token no header can carry: one line, nothing sent (it was a UnicodeEncodeError traceback)
+        one_line(cli(tmp_path, *argv, "--token", "wrøng"), "the token holds a character a bearer token cannot")
+    one_line(  # a JSON-RPC error in an HTTP 200 names its code, as `op` prints it
+        cli(tmp_path, "send", daemon.url, "allow", "--task-id", "no-such-task", "--token", OPERATOR),
+        f"{daemon.url} refused the message: -32001: ",
+    )
     one_line(  # the daemon's own refusal, as `op` prints it (it was the SDK's "HTTP Error 401: Client error …")
         cli(tmp_path, "send", daemon.url, "hi", "--token", "wrong-token"),
         f"{daemon.url} refused the message: -31401: unknown bearer token",

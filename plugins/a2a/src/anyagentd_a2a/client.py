@@ -231,8 +231,16 @@ def _oauth_error(response: httpx.Response) -> str:
 
 
 def _headers(token: str | None, *, command: bool = False) -> dict[str, str]:
+    """The request headers: ``A2A-Version``, the bearer ``token`` and, with ``command``, the extension. Raises
+    :class:`ClientError` for a token no ``Authorization`` header can carry (RFC 6750 §2.1: visible ASCII, no
+    spaces), before anything is sent."""
     headers = {"A2A-Version": "1.0"}
     if token:
+        if not all("!" <= c <= "~" for c in token):
+            raise ClientError(
+                "the token holds a character a bearer token cannot (a space, a control or non-ASCII character: "
+                "RFC 6750 allows visible ASCII only); check --token or ANYAGENTD_A2A_TOKEN"
+            )
         headers["Authorization"] = f"Bearer {token}"
     if command:
         headers["A2A-Extensions"] = COMMAND_URI
@@ -243,6 +251,11 @@ def _said(err: BaseException) -> str:
     """An SDK error's first line (the SDK raises many kinds; a person or a log needs one line). Where the daemon
     refused the request with an HTTP status and a JSON-RPC error body (the front's refusals: 401 -31401, 429
     -31429, …), that error's ``code: message``, as the other subcommands print it: the SDK keeps only the status."""
+    from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP
+
+    code = JSON_RPC_ERROR_CODE_MAP.get(type(err))  # a JSON-RPC error in an HTTP 200, raised as the SDK's class
+    if code is not None:
+        return f"{code}: {(str(err).strip().splitlines() or [type(err).__name__])[0]}"
     seen: BaseException | None = err
     while seen is not None:
         if isinstance(seen, httpx.HTTPStatusError):

@@ -35,6 +35,13 @@ DRAIN_TIMEOUT = 20.0
 """Seconds the drain gives the live agents' sessions, all closing at once, after the running tasks are cancelled."""
 
 
+def _closing_on_purpose(record: logging.LogRecord) -> bool:
+    """A logging filter for the SDK's event queues while the drain closes them: their "Events may be lost" and
+    "Cannot wait for event dispatch" warnings (a2a-sdk 1.3.0, ``EventQueueSource.close(immediate=True)``) say
+    nothing then — every task's state is stored, its run checkpointed — and read as trouble at every shutdown."""
+    return record.levelno != logging.WARNING or "Dispatcher task" not in record.getMessage()
+
+
 class Draining(Protocol):
     """What reads whether the instance drains (the front, ``/readyz``): a :class:`Lifecycle` is one."""
 
@@ -146,7 +153,12 @@ class Lifecycle:
         )
         # every task's SDK ActiveTask closes: a stream still subscribed to a task (SubscribeToTask on a run's task
         # the drain checkpointed) ends now, not at uvicorn's graceful timeout with an error line
-        await handler.aclose()
+        queues = logging.getLogger("a2a.server.events.event_queue_v2")
+        queues.addFilter(_closing_on_purpose)
+        try:
+            await handler.aclose()
+        finally:
+            queues.removeFilter(_closing_on_purpose)
 
 
 __all__ = ["DRAIN_TIMEOUT", "Draining", "Lifecycle"]
