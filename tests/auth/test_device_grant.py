@@ -5,11 +5,12 @@ whole grant over HTTP against a real daemon is in tests/a2a_command/."""
 from __future__ import annotations
 
 import re
-import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from anyagentd_a2a.auth.device import GRANT_TYPE, ApprovalRefused, DeviceGrant, OAuthError, normalize_user_code
@@ -26,8 +27,20 @@ class Clock:
         return self.now
 
 
+STORE_URL: dict[str, str] = {}
+"""The device sessions' database of the running test (:func:`_sessions_on_each_database`)."""
+
+
+@pytest.fixture(autouse=True)
+def _sessions_on_each_database(database_url: str) -> Iterator[None]:
+    """Every test here runs once with the device sessions on SQLite, once on PostgreSQL (``database_url``)."""
+    STORE_URL["url"] = database_url
+    yield
+    STORE_URL.clear()
+
+
 async def grant_for(tmp: Path, clock: Clock | None = None, **kwargs: Any) -> tuple[DeviceGrant, AuthSessions]:
-    engine = create_async_engine(f"sqlite+aiosqlite:///{tmp / 'auth.db'}")
+    engine = create_async_engine(STORE_URL["url"])
     sessions = await AuthSessions(engine).open()
     clock = clock or Clock()
     grant = DeviceGrant(
@@ -101,7 +114,8 @@ async def test_the_token_endpoint_errors_in_order_then_single_use(tmp_path: Path
     session = await sessions.lookup(token)
     assert session is not None and session.principal == "user:bob" and session.role == "user"
     # only the hash is stored
-    rows = sqlite3.connect(tmp_path / "auth.db").execute("select * from agentd_auth_sessions").fetchall()
+    async with sessions.engine.connect() as conn:
+        rows = (await conn.execute(text("select * from agentd_auth_sessions"))).all()
     assert token not in repr(rows)
     second = grant.authorize("cli", None, None)
     again = await grant.approve(second["user_code"], "bob", None, "operator")

@@ -21,8 +21,8 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-async def test_session_tokens_after_the_configured_bearers(tmp_path: Path) -> None:
-    engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'a.db'}")
+async def test_session_tokens_after_the_configured_bearers(tmp_path: Path, database_url: str) -> None:
+    engine = create_async_engine(database_url)  # SQLite, then PostgreSQL
     sessions = await AuthSessions(engine).open()
     user, _ = await sessions.issue(
         kind="device",

@@ -134,12 +134,12 @@ async def test_a_bearer_is_needed(tmp_path: Path) -> None:
             assert result.is_error and "needs the bearer" in text_of(result)
 
 
-async def test_records_survive_a_restart(tmp_path: Path) -> None:
+async def test_records_survive_a_restart(tmp_path: Path, database_url: str) -> None:
     from sqlalchemy.ext.asyncio import create_async_engine
 
     from anyagentd_a2a.subagents.store import SubagentStore
 
-    url = f"sqlite+aiosqlite:///{tmp_path / 'state.db'}"
+    url = database_url  # SQLite, then PostgreSQL
     slow = {"turns": [[{"Sleep": 10000}]]}
     engine = create_async_engine(url)
     store = await SubagentStore(engine).open()

@@ -4,7 +4,7 @@ answered, and a restart that resumes a waiting run without running its done step
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -56,12 +56,24 @@ class Harness:
         )
 
 
+STORE_URL: dict[str, str] = {}
+"""The run store's URL of the running test (:func:`_store_on_each_database`), by test id."""
+
+
+@pytest.fixture(autouse=True)
+def _store_on_each_database(database_url: str) -> Iterator[None]:
+    """Every test here runs once with the run store on SQLite, once on PostgreSQL (``database_url``)."""
+    STORE_URL["url"] = database_url
+    yield
+    STORE_URL.clear()
+
+
 @asynccontextmanager
 async def daemon(tmp: Path, harness: Harness) -> AsyncIterator[tuple[Runtime, RunStore, WorkflowRunner]]:
-    """A runtime, the store on ``tmp/runs.db`` and a serving runner; leaving it stops them as a dying daemon
+    """A runtime, the run store (on the test's database, :func:`_store_on_each_database`) and a serving runner; leaving it stops them as a dying daemon
     would (the runner's tasks cancelled, nothing checkpointed)."""
     async with Runtime(mock_script=harness.script) as runtime:
-        store = await RunStore(f"sqlite+aiosqlite:///{tmp / 'runs.db'}").open()
+        store = await RunStore(STORE_URL["url"]).open()
         try:
             async with anyio.create_task_group() as tg:
                 runner = harness.runner(runtime, store)

@@ -5,6 +5,10 @@
 keyword arguments go to the constructor), stopped at teardown. When a test fails, the requests each of
 its servers received are summarised in the report under "model server requests".
 
+``postgres_url`` is the URL of a new, empty database on a real PostgreSQL server on loopback, one server per test
+session (``postgres_server``; :mod:`anyagentd_testing.postgres`); ``database_url`` runs a test once on SQLite and
+once on that PostgreSQL.
+
 ``work`` is an empty directory (``tmp_path / "work"``) to open a session in, apart from the ``home`` a test may
 make beside it. A project's own ``work`` fixture takes precedence over this one.
 
@@ -75,6 +79,34 @@ def scripted_agent(
         return start
 
     return make
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Any]:
+    """A real PostgreSQL server on loopback for the whole test session (:mod:`anyagentd_testing.postgres`: one per
+    xdist worker), stopped at its end."""
+    from .postgres import start
+
+    server = start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: Any) -> str:
+    """The SQLAlchemy URL (``postgresql+asyncpg://…``) of a new, empty database on :func:`postgres_server`."""
+    return str(postgres_server.database())
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store's SQLAlchemy URL, once per database the daemon supports: a new SQLite file in ``tmp_path``, then a new
+    database on the session's PostgreSQL server (:func:`postgres_url`) — the same test on both."""
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'store.db'}"
+    return str(request.getfixturevalue("postgres_url"))
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ import anyio
 from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
 from a2a.server.id_generator import IDGenerator, IDGeneratorContext
+from a2a.server.models import TaskMixin
 from a2a.server.tasks import DatabasePushNotificationConfigStore, DatabaseTaskStore
 from a2a.types import (
     ListTasksRequest,
@@ -62,9 +63,11 @@ from sqlalchemy import (
     func,
     inspect,
     select,
+    text,
     tuple_,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from .config import missing_sqlite_directory
 from .limits import bound_history
@@ -192,6 +195,38 @@ class _Live:
     lock: anyio.Lock = field(default_factory=anyio.Lock)
 
 
+class _TaskBase(DeclarativeBase):
+    pass
+
+
+class WideTaskModel(TaskMixin, _TaskBase):
+    """The SDK's task row (``a2a.server.models.TaskMixin``, table ``tasks``) with ``context_id`` as TEXT: the SDK's
+    column is ``VARCHAR(36)``, which PostgreSQL enforces, and a contextId is the client's to choose (A2A 1.0 bounds
+    it nowhere). Task ids stay the SDK's: the daemon makes them (UUIDs). SQLite keeps any length either way."""
+
+    __tablename__ = "tasks"
+    context_id: Mapped[str] = mapped_column(Text, nullable=False)
+
+
+async def widen_to_text(engine: AsyncEngine, table: str, column: str) -> None:
+    """On PostgreSQL, make ``table.column`` TEXT if it is a bounded VARCHAR (a database an older daemon created);
+    nothing on SQLite, whose columns keep any length. Raises what the driver raises."""
+    if engine.dialect.name != "postgresql":
+        return
+    async with engine.begin() as conn:
+        length = (
+            await conn.execute(
+                text(
+                    "SELECT character_maximum_length FROM information_schema.columns "
+                    "WHERE table_schema = current_schema() AND table_name = :table AND column_name = :column"
+                ),
+                {"table": table, "column": column},
+            )
+        ).scalar()
+        if length is not None:
+            await conn.execute(text(f'ALTER TABLE "{table}" ALTER COLUMN "{column}" TYPE TEXT'))
+
+
 class PrincipalTaskStore(DatabaseTaskStore):
     """Tasks owned by the principal that created them; the operator sees (and may act on) all of them. Updates
     between a task's durable points are written behind (see the module docstring); run :meth:`flush_behind` in the
@@ -199,6 +234,7 @@ class PrincipalTaskStore(DatabaseTaskStore):
 
     def __init__(self, engine: AsyncEngine, *, flush_delay: float = FLUSH_DELAY, history_kept: int = 100) -> None:
         super().__init__(engine, create_table=True, owner_resolver=_owner)
+        self.task_model = WideTaskModel  # type: ignore[assignment]  # contextIds of any length (PostgreSQL)
         self.flush_delay = flush_delay
         self.history_kept = history_kept  # messages of a task's history kept (``a2a.limits.task_history``)
         self._live: dict[str, _Live] = {}
@@ -207,6 +243,12 @@ class PrincipalTaskStore(DatabaseTaskStore):
         self._indexed = False  # the index :meth:`prune` reads by is created (if missing) by its first call
         self.task_ids = _FreshIds(self)
         """The SDK's task-id generator (``SimpleRequestContextBuilder(task_id_generator=…)``)."""
+
+    async def initialize(self) -> None:
+        """Create the table if missing (the SDK's), then widen an older PostgreSQL table's ``context_id``
+        (:class:`WideTaskModel`). Raises what the driver raises."""
+        await super().initialize()
+        await widen_to_text(self.engine, self.task_model.__tablename__, "context_id")
 
     def new_task_id(self) -> str:
         """A new task id (a UUID) that reads as absent, without a query, until it is saved."""
@@ -561,7 +603,7 @@ conversations_table = Table(
     "anyagentd_conversations",
     _metadata,
     Column("owner", String(255), primary_key=True),
-    Column("context_id", String(255), primary_key=True),
+    Column("context_id", Text, primary_key=True),  # the client's to choose, of any length (PostgreSQL enforces)
     Column("agent", String(255), nullable=False),
     Column("resume_token", Text, nullable=True),
     Column("updated", DateTime, nullable=False),
@@ -589,8 +631,10 @@ class ConversationTable:
         return {(r[0], r[1]) for r in rows}
 
     async def initialize(self) -> None:
+        """Create the table if missing; widen an older PostgreSQL table's ``context_id`` to TEXT."""
         async with self.engine.begin() as conn:
             await conn.run_sync(_metadata.create_all)
+        await widen_to_text(self.engine, conversations_table.name, "context_id")
 
     async def resume_token(self, owner: str, context_id: str, agent: str) -> str | None:
         async with self.engine.connect() as conn:
