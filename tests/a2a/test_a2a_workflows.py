@@ -514,3 +514,24 @@ def test_sigterm_keeps_an_ask_steps_task_waiting_and_ends_its_subscribers_stream
     wait_state(again, task["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE)
     answer(again, task["id"], "allow")
     wait_state(again, task["id"], "TASK_STATE_COMPLETED", token=ALICE)
+
+
+def test_a_run_started_on_a_paused_instance_says_so(a2a_daemon: Any) -> None:
+    """A run started while the operator has paused the instance waits, and its task says why — as a conversation's
+    queued prompt does ("The instance is paused by the operator (…)"); it said only "run … started" (found by a
+    fresh-eyes trial). Resumed, the run goes on."""
+    daemon = a2a_daemon(config=config(), env=ENV, mock="hello")
+    paused = command(daemon, "admin.pause", token=OPERATOR, reason="deploy in progress").json()
+    assert "result" in paused, paused
+    task = start_run(daemon, ALICE, issue="#9")
+    expected = "The instance is paused by the operator (deploy in progress); this run starts when it is resumed."
+    deadline = time.monotonic() + 20
+    while True:
+        got = daemon.rpc("GetTask", {"id": task["id"]}, token=ALICE).json()["result"]
+        texts = [p.get("text") for p in got["status"].get("message", {}).get("parts", [])]
+        if expected in texts or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert expected in texts and got["status"]["state"] == "TASK_STATE_WORKING", got["status"]
+    assert "result" in command(daemon, "admin.resume", token=OPERATOR).json()
+    wait_run(daemon, got["metadata"]["run"], "suspended")  # its agent step ran; it now waits for `go`

@@ -209,7 +209,7 @@ async def build_services(
             workflows,
             work_root=settings.state_dir / "runs",
             default_agent=settings.agent_ref,
-            held=lambda: lifecycle.paused,
+            held=lifecycle.pause_note,
         )
         runner.subagents = subagents  # for subagent steps, recovered ones included
         await tg.start(runner.serve)

@@ -157,6 +157,10 @@ async def run_progress(runner: Any, record: RunRecord) -> AsyncIterator[Progress
         yield Progress("working", text=f"run {record.id} started", data={"run": record.id, "status": record.status})
         if asked is not None:
             yield _asking(record.id, asked["step"], asked)
+        elif record.status == "pending" and (paused := runner.held()):
+            # nothing starts while the instance is paused: say so, as a queued conversation prompt does
+            text = f"The instance is {paused}; this run starts when it is resumed."
+            yield Progress("working", text=text, data={"run": record.id, "status": record.status})
         async for current, change in changes:
             kind = change.get("type")
             if kind == "text":

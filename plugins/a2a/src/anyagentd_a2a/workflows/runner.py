@@ -82,8 +82,8 @@ class WorkflowRunner:
 
     Takes ``runtime``, ``store`` (opened), ``workflows`` (by name), ``work_root`` (per-run working directories
     are ``work_root/<run id>`` unless a step names ``dir``), ``default_agent`` (the ``[agent].name`` of the
-    configuration), ``listener`` (see :data:`Listener`) and ``held`` (whether the instance is paused: nothing
-    new starts). Call :meth:`serve` in a task group before anything else.
+    configuration), ``listener`` (see :data:`Listener`) and ``held`` (how the instance is paused — its pause
+    note, ``"paused by the operator (<reason>)"`` — while nothing new starts; ``None`` when it is not). Call :meth:`serve` in a task group before anything else.
     """
 
     def __init__(
@@ -95,7 +95,7 @@ class WorkflowRunner:
         work_root: Path,
         default_agent: Any = "mock",
         listener: Listener | None = None,
-        held: Callable[[], bool] = lambda: False,
+        held: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.runtime = runtime
         self.store = store
