@@ -68,7 +68,7 @@ def test_a_message_to_an_ended_task_is_refused_as_before_and_leaks_nothing(a2a_d
     assert refused(daemon, "SendMessage", {"message": message(task_id)}) == expected
     assert refused(daemon, "SendMessage", {"message": message(task_id, contextId=context_id)}) == expected
     assert refused(daemon, "SendStreamingMessage", {"message": message(task_id)}) == expected
-    # the real CLI: refused, exit 1, naming the SDK's message
+    # the real CLI: refused, exit 1, naming the code and the SDK's message
     cli = subprocess.run(
         [ANYAGENTD, "a2a", "send", daemon.url, "again", "--task-id", task_id],
         capture_output=True,
@@ -76,7 +76,7 @@ def test_a_message_to_an_ended_task_is_refused_as_before_and_leaks_nothing(a2a_d
         timeout=60,
     )
     assert cli.returncode == 1, (cli.stdout, cli.stderr)
-    assert f"refused the message: {expected['message']}" in cli.stderr, cli.stderr
+    assert f"refused the message: {expected['code']}: {expected['message']}" in cli.stderr, cli.stderr
     # the SDK's own earlier refusals still come first (observed before the fix, both -32602)
     other = refused(daemon, "SendMessage", {"message": message(task_id, contextId="another")})
     assert other["code"] == -32602 and other["data"][0]["reason"] == "INVALID_PARAMS", other
