@@ -91,7 +91,8 @@ def test_check_config_exits_2_naming_the_key(tmp_path: Path) -> None:
 
 def test_a_store_that_cannot_be_opened_is_one_line_naming_it_with_its_password_hidden(tmp_path: Path) -> None:
     cases = {  # a2a.store -> what the line says; each refused by --check-config too, before anything is served
-        "postgresql+asyncpg://anyagentd:hunter2@127.0.0.1:1/tasks": "its driver is not installed (pip install asyncpg)",
+        # (asyncpg is installed for the PostgreSQL tests: the missing driver here is psycopg's)
+        "postgresql+psycopg_async://anyagentd:hunter2@127.0.0.1:1/tasks": "its driver is not installed (pip install psycopg)",
         "mysql+aiomysql://anyagentd:hunter2@db/tasks": "its driver is not installed (pip install aiomysql)",
         "postgresql://anyagentd:hunter2@db/tasks": "'postgresql' is not an async driver",
         "tasks.db": "not a database URL",
