@@ -126,3 +126,48 @@ def wait_pushed(task_id: str, state: str, timeout: float = 20.0) -> list[str]:
         time.sleep(0.05)
     assert state in pushed_states(task_id), pushed_states(task_id)
     return pushed_states(task_id)
+
+
+COMMAND_URI = "https://agentd.dev/a2a/ext/command"
+"""The command extension's URI (``agentd-command.schema.json``)."""
+
+
+def command_message(op: str, **args: Any) -> dict[str, Any]:
+    """A SendMessage ``message`` carrying the command ``op`` with ``args`` (proto3 JSON, marked with the extension)."""
+    import uuid
+
+    return {
+        "messageId": str(uuid.uuid4()),
+        "role": "ROLE_USER",
+        "extensions": [COMMAND_URI],
+        "parts": [{"data": {"agentd": {"op": op, **args}}, "mediaType": "application/json"}],
+    }
+
+
+def wait_for(check: Any, what: str, timeout: float = 30.0) -> Any:
+    """``check()``'s value once it is truthy, polled; fails saying ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            assert value, what
+            return value
+        time.sleep(0.05)
+
+
+def read_stream(url: str, body: dict[str, Any], headers: dict[str, str], into: dict[str, Any]) -> None:
+    """POST the JSON-RPC ``body`` to ``url`` and read its SSE stream: every frame's JSON-RPC body into
+    ``into["frames"]`` as it comes, ``into["status"]`` the HTTP status, ``into["ended"]`` once the stream ended,
+    ``into["error"]`` if it broke (a read waits 60 s at most). For a thread: the caller waits on ``into``."""
+    import httpx
+
+    frames: list[dict[str, Any]] = into.setdefault("frames", [])
+    try:
+        with httpx.stream("POST", url, json=body, headers=headers, timeout=60) as response:
+            into["status"] = response.status_code
+            for line in response.iter_lines():
+                if line.startswith("data: "):
+                    frames.append(json.loads(line.removeprefix("data: ")))
+        into["ended"] = True
+    except httpx.HTTPError as err:
+        into["error"] = repr(err)

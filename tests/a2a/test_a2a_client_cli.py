@@ -140,6 +140,18 @@ def hint_of(stderr: str) -> str:
     return line.split("): ", 1)[1]
 
 
+def paste(hint: str, tmp_path: Path, token: str) -> subprocess.CompletedProcess[str]:
+    """Run the hint's command as a person pasting it into bash would, the token in ``ANYAGENTD_A2A_TOKEN``."""
+    return subprocess.run(
+        ["bash", "-c", hint.replace("anyagentd", shlex.quote(ANYAGENTD), 1)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=client_env(tmp_path, ANYAGENTD_A2A_TOKEN=token),
+    )
+
+
 # -- op, status: message and task ops ----------------------------------------------------------------------------
 
 
@@ -285,14 +297,7 @@ def test_a_task_op_that_waits_for_input_names_the_command_that_answers_it(a2a_da
     assert hint == f'anyagentd a2a send {daemon.url} allow --task-id {task_id} --token "$ANYAGENTD_A2A_TOKEN"'
     assert "answer (allow, always or deny): " in asked.stderr
     assert "set ANYAGENTD_A2A_TOKEN" in asked.stderr  # what the pasted command needs, the token never shown
-    pasted = subprocess.run(
-        ["bash", "-c", hint.replace("anyagentd", shlex.quote(ANYAGENTD), 1)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-        env=client_env(tmp_path, ANYAGENTD_A2A_TOKEN=OPERATOR),
-    )
+    pasted = paste(hint, tmp_path, OPERATOR)
     # the daemon answers the answer with the task as it stood (working); send follows it to its end
     assert pasted.returncode == 0 and f"task {task_id}: completed" in pasted.stderr, pasted.stderr
     assert [r["status"] for r in runs_of(daemon)] == ["completed"]
@@ -371,14 +376,7 @@ def test_the_answer_hint_is_a_command_that_answers(a2a_daemon: Any, tmp_path: Pa
     hint = hint_of(asked.stderr)
     task_id = asked.stderr.split("task ")[1].split(":")[0]
     assert hint == f'anyagentd a2a send {daemon.url} allow --task-id {task_id} --token "$ANYAGENTD_A2A_TOKEN"'
-    pasted = subprocess.run(
-        ["bash", "-c", hint.replace("anyagentd", shlex.quote(ANYAGENTD), 1)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-        env=client_env(tmp_path, ANYAGENTD_A2A_TOKEN=OPERATOR),
-    )
+    pasted = paste(hint, tmp_path, OPERATOR)
     assert pasted.returncode == 0 and "You allowed it." in pasted.stdout, pasted.stderr
     assert f"task {task_id}: completed" in pasted.stderr
     # the answer, sent with --task-id alone, joined the task's history in the task's context (the SDK gave a
@@ -413,14 +411,7 @@ def test_after_a_wrong_answer_the_hint_still_offers_the_requests_answers(a2a_dae
         assert "answer (allow, always or deny): " in wrong.stderr, wrong.stderr  # the request's answers, as at first
         hint = hint_of(wrong.stderr)
         assert hint == f'anyagentd a2a send {daemon.url} allow --task-id {task_id} --token "$ANYAGENTD_A2A_TOKEN"'
-        pasted = subprocess.run(
-            ["bash", "-c", hint.replace("anyagentd", shlex.quote(ANYAGENTD), 1)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=tmp_path,
-            env=client_env(tmp_path, **token),
-        )
+        pasted = paste(hint, tmp_path, OPERATOR)
         assert pasted.returncode == 0 and f"task {task_id}: completed" in pasted.stderr, pasted.stderr
         if asked is run:  # the run's result, as `op` prints it (it printed the status line "run … completed")
             assert "You allowed it." in json.loads(pasted.stdout), pasted.stdout

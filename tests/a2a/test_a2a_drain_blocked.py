@@ -13,20 +13,17 @@ import signal
 import subprocess
 import threading
 import time
-import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from a2a_helpers import ANYAGENTD, wait_state
+from a2a_helpers import ANYAGENTD, COMMAND_URI, command_message, read_stream, wait_for, wait_state
 
 pytestmark = pytest.mark.timeout(180)
 
 OPERATOR, ALICE = "op-secret-d4a1", "alice-secret-d4a2"
 ENV = {"OP_T": OPERATOR, "ALICE_T": ALICE}
-URI = "https://agentd.dev/a2a/ext/command"
 CONFIG = """
 [a2a]
 bearer = "{{secret:OP_T}}"
@@ -48,19 +45,10 @@ output = "{{steps.go.output}}"
 """
 
 
-def message(op: str, **args: Any) -> dict[str, Any]:
-    return {
-        "messageId": str(uuid.uuid4()),
-        "role": "ROLE_USER",
-        "extensions": [URI],
-        "parts": [{"data": {"agentd": {"op": op, **args}}, "mediaType": "application/json"}],
-    }
-
-
 def command(daemon: Any, op: str, token: str = ALICE, **args: Any) -> dict[str, Any]:
     """The JSON-RPC reply body to a unary SendMessage of the command ``op``."""
     return daemon.rpc(
-        "SendMessage", {"message": message(op, **args)}, token=token, headers={"A2A-Extensions": URI}
+        "SendMessage", {"message": command_message(op, **args)}, token=token, headers={"A2A-Extensions": COMMAND_URI}
     ).json()
 
 
@@ -68,18 +56,8 @@ def runs_of(daemon: Any) -> list[dict[str, Any]]:
     return command(daemon, "workflow.status")["result"]["message"]["parts"][0]["data"]["runs"]
 
 
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            assert value, what
-            return value
-        time.sleep(0.05)
-
-
 def headers(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}", "A2A-Version": "1.0", "A2A-Extensions": URI}
+    return {"Authorization": f"Bearer {token}", "A2A-Version": "1.0", "A2A-Extensions": COMMAND_URI}
 
 
 def blocked_unary(url: str, into: dict[str, Any]) -> None:
@@ -88,7 +66,7 @@ def blocked_unary(url: str, into: dict[str, Any]) -> None:
         "jsonrpc": "2.0",
         "id": "unary",
         "method": "SendMessage",
-        "params": {"message": message("workflow.run", workflow="pipe")},
+        "params": {"message": command_message("workflow.run", workflow="pipe")},
     }
     try:
         response = httpx.post(url + "/", json=body, headers=headers(ALICE), timeout=60)
@@ -103,18 +81,9 @@ def blocked_stream(url: str, into: dict[str, Any]) -> None:
         "jsonrpc": "2.0",
         "id": "stream",
         "method": "SendStreamingMessage",
-        "params": {"message": message("workflow.run", workflow="pipe")},
+        "params": {"message": command_message("workflow.run", workflow="pipe")},
     }
-    frames: list[dict[str, Any]] = into.setdefault("frames", [])
-    try:
-        with httpx.stream("POST", url + "/", json=body, headers=headers(ALICE), timeout=60) as response:
-            into["status"] = response.status_code
-            for line in response.iter_lines():
-                if line.startswith("data: "):
-                    frames.append(json.loads(line.removeprefix("data: ")))
-        into["ended"] = True
-    except httpx.HTTPError as err:
-        into["error"] = repr(err)
+    read_stream(url + "/", body, headers(ALICE), into)
 
 
 def test_sigterm_answers_blocked_task_ops_with_the_task_as_it_stands(a2a_daemon: Any, tmp_path: Path) -> None:
@@ -233,9 +202,7 @@ def test_the_drain_answers_a_request_serving_a_task_ops_task() -> None:
         events = Events()
         async with anyio.create_task_group() as tg:
             ops = OpTasks(None, tg.start_soon, lifecycle.drain_requested)
-            prepared = PreparedOp(
-                "t1", "c1", OPERATOR_PRINCIPAL, {"op": "x"}, "application/json", "urn:x", progress=forever()
-            )
+            prepared = PreparedOp("t1", "c1", OPERATOR_PRINCIPAL, {"op": "x"}, progress=forever())
             with anyio.fail_after(5):
                 served = anyio.Event()
 

@@ -4,22 +4,19 @@ restart resumed; a message to a run's task that waits for no answer is refused b
 
 from __future__ import annotations
 
-import json
 import signal
 import threading
-import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
+from a2a_helpers import COMMAND_URI, command_message, read_stream, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
 ALICE = "alice-secret-7c1e"
 ENV = {"ALICE_T": ALICE}
-URI = "https://agentd.dev/a2a/ext/command"
 CONFIG = """
 [[a2a.principals]]
 id = "alice"
@@ -40,17 +37,8 @@ output = "{{steps.go.output}}"
 """
 
 
-def message(op: str, **args: Any) -> dict[str, Any]:
-    return {
-        "messageId": str(uuid.uuid4()),
-        "role": "ROLE_USER",
-        "extensions": [URI],
-        "parts": [{"data": {"agentd": {"op": op, **args}}, "mediaType": "application/json"}],
-    }
-
-
 def headers() -> dict[str, str]:
-    return {"Authorization": f"Bearer {ALICE}", "A2A-Version": "1.0", "A2A-Extensions": URI}
+    return {"Authorization": f"Bearer {ALICE}", "A2A-Version": "1.0", "A2A-Extensions": COMMAND_URI}
 
 
 def rpc(daemon: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -63,38 +51,20 @@ def start_run(daemon: Any) -> dict[str, Any]:
     reply = rpc(
         daemon,
         "SendMessage",
-        {"message": message("workflow.run", workflow="pipe"), "configuration": {"returnImmediately": True}},
+        {"message": command_message("workflow.run", workflow="pipe"), "configuration": {"returnImmediately": True}},
     )
     return reply["result"]["task"]
 
 
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            assert value, what
-            return value
-        time.sleep(0.05)
-
-
 def suspended(daemon: Any) -> list[dict[str, Any]]:
-    reply = rpc(daemon, "SendMessage", {"message": message("workflow.status")})
+    reply = rpc(daemon, "SendMessage", {"message": command_message("workflow.status")})
     return [r for r in reply["result"]["message"]["parts"][0]["data"]["runs"] if r["status"] == "suspended"]
 
 
 def subscribe(daemon: Any, task_id: str, into: dict[str, Any]) -> None:
-    """SubscribeToTask: every frame's JSON-RPC result until the stream ends (a read waits 30 s at most)."""
+    """SubscribeToTask: every frame's JSON-RPC body into ``into["frames"]`` until the stream ends."""
     body = {"jsonrpc": "2.0", "id": "sub", "method": "SubscribeToTask", "params": {"id": task_id}}
-    frames: list[dict[str, Any]] = into.setdefault("frames", [])
-    try:
-        with httpx.stream("POST", daemon.url + "/", json=body, headers=headers(), timeout=30) as response:
-            for line in response.iter_lines():
-                if line.startswith("data: "):
-                    frames.append(json.loads(line.removeprefix("data: ")))
-        into["ended"] = True
-    except httpx.HTTPError as err:
-        into["error"] = repr(err)
+    read_stream(daemon.url + "/", body, headers(), into)
 
 
 def signal_and_follow(daemon: Any, task_id: str) -> list[dict[str, Any]]:
@@ -105,7 +75,7 @@ def signal_and_follow(daemon: Any, task_id: str) -> list[dict[str, Any]]:
     reader.start()
     wait_for(lambda: got.get("frames") or got.get("error"), "the subscription's first frame")
     assert "error" not in got, got
-    signalled = rpc(daemon, "SendMessage", {"message": message("workflow.signal", name="go", payload={"n": 1})})
+    signalled = rpc(daemon, "SendMessage", {"message": command_message("workflow.signal", name="go", payload={"n": 1})})
     assert "result" in signalled, signalled
     reader.join(timeout=60)
     assert got.get("ended") and "error" not in got, got

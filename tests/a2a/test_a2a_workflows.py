@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 import signal
 import time
+from functools import partial
 from typing import Any
 
 import pytest
 from a2a.types import Task, TaskState
-from a2a_helpers import PushReceiver, push_receiver, pushed_states, wait_pushed, wait_state
+from a2a_helpers import PushReceiver, push_receiver, pushed_states, read_stream, wait_pushed, wait_state
 from google.protobuf.json_format import ParseDict
 from test_a2a_commands import ALICE, BOB, ENV, OPERATOR, command, reason, result_of, task_result, validate_result
 
@@ -469,25 +470,13 @@ def test_sigterm_keeps_an_ask_steps_task_waiting_and_ends_its_subscribers_stream
     import sqlite3
     import threading
 
-    import httpx
-
     daemon = a2a_daemon(config=config(), env=ENV, mock="permission")
     task = start_run(daemon, ALICE, workflow="asking")
     wait_state(daemon, task["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE)
     got: dict[str, Any] = {"frames": []}
-
-    def subscribe() -> None:
-        body = {"jsonrpc": "2.0", "id": "sub", "method": "SubscribeToTask", "params": {"id": task["id"]}}
-        hdrs = {"Authorization": f"Bearer {ALICE}", "A2A-Version": "1.0"}
-        try:
-            with httpx.stream("POST", daemon.url + "/", json=body, headers=hdrs, timeout=60) as response:
-                for line in response.iter_lines():
-                    if line.startswith("data: "):
-                        got["frames"].append(json.loads(line.removeprefix("data: ")))
-            got["ended"] = True
-        except httpx.HTTPError as err:
-            got["error"] = repr(err)
-
+    body = {"jsonrpc": "2.0", "id": "sub", "method": "SubscribeToTask", "params": {"id": task["id"]}}
+    hdrs = {"Authorization": f"Bearer {ALICE}", "A2A-Version": "1.0"}
+    subscribe = partial(read_stream, daemon.url + "/", body, hdrs, got)
     reader = threading.Thread(target=subscribe, daemon=True)
     reader.start()
     deadline = time.monotonic() + 30

@@ -14,7 +14,6 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -33,13 +32,12 @@ from anyagentd.ops import (
 )
 
 from ..observe.audit import audit, audited
-from ..tasks.optasks import PreparedOp
+from ..tasks.optasks import PreparedOp, data_part, result_json
 from .envelope import (
     COMMAND_URI,
     ERROR_DOMAIN,
     INVALID_PARAMS,
     PERMISSION_DENIED,
-    RESULT_MEDIA_TYPE,
     TASK_NOT_FOUND,
     Command,
     CommandRefusal,
@@ -71,10 +69,6 @@ def _audit_refusal(refusal: CommandRefusal, table: OpTable, principal: Principal
         audit(op.name, principal.id, "refused", args=attempted_arguments(op, refusal.envelope), reason=refusal.reason)
 
 
-def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def refusal_of(err: OpError, op: str) -> CommandRefusal:
     """An op's own refusal as the JSON-RPC error ``docs/commands.md`` gives it."""
     if isinstance(err, TargetNotFound):
@@ -88,14 +82,6 @@ def refusal_of(err: OpError, op: str) -> CommandRefusal:
     if isinstance(err, InvalidOpState):
         return CommandRefusal(INVALID_PARAMS, "INVALID_STATE", err.message, metadata={"op": op})
     return CommandRefusal(-32603, err.reason, err.message, metadata={"op": op})
-
-
-def _json(value: BaseModel | None) -> Any:
-    return None if value is None else value.model_dump(mode="json", by_alias=True)
-
-
-def data_part(value: Any) -> dict[str, Any]:
-    return {"data": value, "mediaType": RESULT_MEDIA_TYPE}
 
 
 class CommandDispatcher:
@@ -171,7 +157,7 @@ class CommandDispatcher:
                     "messageId": str(uuid.uuid4()),
                     "contextId": context_id,
                     "role": "ROLE_AGENT",
-                    "parts": [data_part(_json(outcome))],
+                    "parts": [data_part(result_json(outcome))],
                     "extensions": [COMMAND_URI],
                 }
             }
@@ -191,8 +177,6 @@ class CommandDispatcher:
             context_id=context_id,
             principal=principal,
             metadata={"op": op, "extension": COMMAND_URI},
-            result_media_type=RESULT_MEDIA_TYPE,
-            extension=COMMAND_URI,
             result=None if isinstance(outcome, AsyncIterator) else outcome,
             progress=outcome if isinstance(outcome, AsyncIterator) else None,
         )

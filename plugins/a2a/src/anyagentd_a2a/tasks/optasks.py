@@ -32,6 +32,7 @@ from pydantic import BaseModel
 from anyagentd.ops import Principal, Progress
 
 from ..calls import HANDOFF
+from ..command.extension import COMMAND_URI, RESULT_MEDIA_TYPE
 from ..translate import wire_part
 from .state import PAUSED, TERMINAL, WORKING, from_progress, move, name, progress_of
 
@@ -70,8 +71,6 @@ class PreparedOp:
     context_id: str
     principal: Principal
     metadata: dict[str, Any]
-    result_media_type: str
-    extension: str
     result: BaseModel | None = None
     progress: AsyncIterator[Progress] | None = None
 
@@ -90,8 +89,25 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _json(value: BaseModel | None) -> Any:
+def result_json(value: BaseModel | None) -> Any:
+    """An op's result model as JSON (its aliases; ``None`` for none)."""
     return None if value is None else value.model_dump(mode="json", by_alias=True)
+
+
+def data_part(value: Any) -> dict[str, Any]:
+    """A DataPart (proto3 JSON) of the command extension: ``value`` as ``application/json``."""
+    return {"data": value, "mediaType": RESULT_MEDIA_TYPE}
+
+
+def result_artifact(task_id: str, result: BaseModel | None) -> dict[str, Any]:
+    """A task op's result as its task's artifact ``<taskId>.result`` (proto3 JSON; ``extensions`` naming the
+    command URI), as the command schema gives it."""
+    return {
+        "artifactId": f"{task_id}.result",
+        "name": f"{task_id}.result",
+        "parts": [data_part(result_json(result))],
+        "extensions": [COMMAND_URI],
+    }
 
 
 class OpTask:
@@ -112,8 +128,6 @@ class OpTask:
         self.context_id = prepared.context_id
         self.principal = prepared.principal
         self.metadata = dict(prepared.metadata)
-        self.result_media_type = prepared.result_media_type
-        self.extension = prepared.extension
         self.progress = prepared.progress
         self.runs = runs
         self.released = released
@@ -252,7 +266,7 @@ class OpTask:
         if isinstance(step, EventProgress) and step.event is not None:
             parts.append(MessageToDict(wire_part(step.event)))
         if step.data is not None:
-            parts.append({"data": step.data, "mediaType": self.result_media_type})
+            parts.append(data_part(step.data))
             self.last_data = step.data
         status: dict[str, Any] = {"state": name(state), "timestamp": now()}
         if parts:
@@ -281,12 +295,7 @@ class OpTask:
                 "taskId": self.task_id,
                 "contextId": self.context_id,
                 "lastChunk": True,
-                "artifact": {
-                    "artifactId": f"{self.task_id}.result",
-                    "name": f"{self.task_id}.result",
-                    "parts": [{"data": _json(result), "mediaType": self.result_media_type}],
-                    "extensions": [self.extension],
-                },
+                "artifact": result_artifact(self.task_id, result),
             },
             TaskArtifactUpdateEvent(),
         )
@@ -359,14 +368,7 @@ class OpTasks:
             "status": {"state": name(from_progress("completed" if completed else "working")), "timestamp": now()},
         }
         if completed and prepared.result is not None:
-            task["artifacts"] = [
-                {
-                    "artifactId": f"{prepared.task_id}.result",
-                    "name": f"{prepared.task_id}.result",
-                    "parts": [{"data": _json(prepared.result), "mediaType": prepared.result_media_type}],
-                    "extensions": [prepared.extension],
-                }
-            ]
+            task["artifacts"] = [result_artifact(prepared.task_id, prepared.result)]
         parsed = ParseDict(task, Task())
         if message is not None:
             first = Message()

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from a2a.server.agent_execution import RequestContext
 
 from ..calls import HANDOFF, call_context
-from ..command.envelope import COMMAND_URI, RESULT_MEDIA_TYPE
+from ..command.extension import COMMAND_URI
 from ..principals import OPERATOR, Principal
 from .optasks import PreparedOp
 from .state import OPEN
@@ -58,8 +58,6 @@ class RunTasks:
                     context_id=task.context_id,
                     principal=owner,
                     metadata={"op": op, "extension": COMMAND_URI, "run": record.id},
-                    result_media_type=RESULT_MEDIA_TYPE,
-                    extension=COMMAND_URI,
                     progress=run_progress(self.runner, record),
                 )
                 tg.start_soon(self._follow, prepared)
