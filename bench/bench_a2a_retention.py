@@ -55,7 +55,7 @@ async def churn(
     from a2a.types import Artifact, ListTasksRequest, Message, Part, Role, Task, TaskState, TaskStatus
 
     from anyagentd_a2a.config import RetentionSection
-    from anyagentd_a2a.retention import Retention
+    from anyagentd_a2a.retention import RetainedAgent, Retention
     from anyagentd_a2a.store import ConversationTable, PrincipalTaskStore, _Owner, engine_for
 
     db = work / "a2a.db"
@@ -108,7 +108,7 @@ async def churn(
                 # the daemon's prune with the age moved by how far the simulated clock is behind the real one
                 behind = int(time.time() - at)
                 section = RetentionSection(tasks=f"{age + behind}s")
-                await Retention(lambda section=section: section, work, store, table).prune()
+                await Retention(lambda section=section: section, work, [RetainedAgent(store, table, work)]).prune()
                 next_prune = at + interval
             if n in checkpoints:
                 times = []

@@ -22,6 +22,7 @@ from anyagentd_testing.agents import agent_bin, clean_environ
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+PLUGIN_README = ROOT / "plugins" / "a2a" / "README.md"
 BLOCK = re.compile(r"<!-- walkthrough: (?P<name>[\w-]+) -->\n```sh\n(?P<body>.*?)```", re.S)
 PID = re.compile(r"ANYAGENTD_MODEL_SERVER_PID=(\d+)")
 PASSED_ON = {
@@ -41,17 +42,20 @@ PASSED_PREFIXES = ("PIP_", "npm_config_")
 pytestmark = pytest.mark.timeout(420)
 
 
-def walkthroughs() -> dict[str, str]:
-    """The README's marked shell blocks by name, in README order."""
-    return {m["name"]: m["body"] for m in BLOCK.finditer(README.read_text(encoding="utf-8"))}
+def walkthroughs(readme: Path = README) -> dict[str, str]:
+    """The README's (or ``readme``'s) marked shell blocks by name, in their order."""
+    return {m["name"]: m["body"] for m in BLOCK.finditer(readme.read_text(encoding="utf-8"))}
 
 
-def run_bash(script: str, cwd: Path, answers: str, timeout: float = 300) -> tuple[int, str, str]:
-    """Run ``script`` with ``bash -e`` in ``cwd`` (a bare PATH, no agent variables), ``answers`` on stdin; returns
-    (status, stdout, stderr). Model servers the script detached are stopped afterwards, whatever happened."""
+def run_bash(
+    script: str, cwd: Path, answers: str, timeout: float = 300, path: str = "/usr/bin:/bin"
+) -> tuple[int, str, str]:
+    """Run ``script`` with ``bash -e`` in ``cwd`` (a bare PATH, or ``path``; no agent variables), ``answers`` on
+    stdin; returns (status, stdout, stderr). Model servers the script detached are stopped afterwards, whatever
+    happened."""
     env = clean_environ(
         {
-            "PATH": "/usr/bin:/bin",
+            "PATH": path,
             "HOME": str(cwd / "no-home"),
             "TERM": "dumb",
             "NO_COLOR": "1",
@@ -104,7 +108,18 @@ def clone(tmp_path: Path) -> Path:
 
 def test_the_walkthroughs_are_marked_in_order() -> None:
     blocks = walkthroughs()
-    assert list(blocks) == ["quick-start", "a2a", "a2a-operate", "setup", "shell", "claude", "codex", "acp", "opencode"]
+    assert list(blocks) == [
+        "quick-start",
+        "a2a",
+        "a2a-operate",
+        "a2a-agents",
+        "setup",
+        "shell",
+        "claude",
+        "codex",
+        "acp",
+        "opencode",
+    ]
     setup = blocks["setup"]
     for distribution in (
         "./core",
@@ -162,7 +177,8 @@ def test_python_api_example_runs_as_written(tmp_path: Path) -> None:
 
 def test_a2a_walkthrough_runs_as_written(clone: Path) -> None:
     """The A2A block: the daemon on the embedded mock, a conversation message and a ``status`` command by curl; then
-    the operator's block: a configuration with an operator bearer checked, readiness, a send, a scrape, a drain."""
+    the operator's block: a configuration with an operator bearer checked, readiness, a send, a scrape, a drain;
+    then the block of two agents on one daemon: the listing, a send to each with ``--agent``, one agent's status."""
     import json
 
     status, out, err = run_bash(walkthroughs()["a2a"], clone, "")
@@ -185,3 +201,61 @@ def test_a2a_walkthrough_runs_as_written(clone: Path) -> None:
     assert sum(counts.values()) == 1.0  # the one task sent, in no other state
     log = [json.loads(line) for line in (clone / "ops.log").read_text().splitlines()]
     assert log[-1]["msg"] == "stopped"  # the drain ran to its end (exit 0 is the block's own `wait %1`)
+
+    # two agents on one daemon (issue 27), on the same clone: each reached by its id, the root serving the first
+    status, out, err = run_bash(walkthroughs()["a2a-agents"], clone, "")
+    assert status == 0, f"stdout:\n{out[-2000:]}\nstderr:\n{err[-3000:]}"
+    listing, hello, writer, *shown = out.splitlines()
+    listed = json.loads(listing)
+    assert listed["default"] == "hello"
+    assert [(a["id"], a["name"], a["default"]) for a in listed["agents"]] == [
+        ("hello", "mock", True),
+        ("writer", "mock", False),
+    ]
+    for agent in listed["agents"]:
+        assert agent["card"] == agent["url"] + "/.well-known/agent-card.json"
+        assert agent["url"].endswith("/agents/" + agent["id"]) and agent["state"] == "serving"
+    assert listed["agents"][0]["description"] == "Says hello"
+    assert hello.startswith("Hello! I am the scripted agent.")  # hello's script
+    assert "You allowed it." in writer  # writer's script, its permission allowed by approval = "auto"
+    assert err.count(": completed (contextId ") == 2
+    writers = json.loads("\n".join(shown))
+    assert len(writers["conversations"]) == 1 and writers["conversations"][0]["plan"] == "2/2 done"  # writer's only
+    assert [(a["id"], a["liveAgents"]) for a in writers["values"]["agents"]] == [("hello", 1), ("writer", 1)]
+    log = [json.loads(line) for line in (clone / "agents.log").read_text().splitlines()]
+    assert log[-1]["msg"] == "stopped"
+
+
+def test_the_plugin_readmes_agents_block_runs_as_written(tmp_path: Path) -> None:
+    """plugins/a2a/README.md's block of two agents ("Several agents"), in a fresh directory with this environment's
+    ``anyagentd`` on the PATH as the plugin README assumes: the configuration checked, the listing, a send to each
+    agent with ``--agent``, one agent's status, that agent drained alone while the default one serves on."""
+    import json
+
+    assert list(walkthroughs(PLUGIN_README)) == ["agents"]
+    bin_dir = Path(sys.executable).parent
+    assert (bin_dir / "anyagentd").is_file()
+    status, out, err = run_bash(walkthroughs(PLUGIN_README)["agents"], tmp_path, "", path=f"{bin_dir}:/usr/bin:/bin")
+    assert status == 0, f"stdout:\n{out[-2000:]}\nstderr:\n{err[-3000:]}"
+    assert err.startswith("agents.toml: ok\n"), err
+    listing, hello, writer, rest = out.split("\n", 3)
+    listed = json.loads(listing)
+    assert listed["default"] == "hello"
+    assert [(a["id"], a["default"], a["state"]) for a in listed["agents"]] == [
+        ("hello", True, "serving"),
+        ("writer", False, "serving"),
+    ]
+    assert hello.startswith("Hello! I am the scripted agent.") and "You allowed it." in writer
+    decoder = json.JSONDecoder()
+    shown, end = decoder.raw_decode(rest)
+    assert len(shown["conversations"]) == 1 and shown["conversations"][0]["plan"] == "2/2 done"  # writer's only
+    assert [a["id"] for a in shown["values"]["agents"]] == ["hello", "writer"]
+    drained, end2 = decoder.raw_decode(rest, end + 1)
+    assert drained == {"ok": True, "state": "draining", "reason": "operator request"}
+    refused, served = rest[end2:].strip().splitlines()
+    assert refused == "exit 1: agent 'writer' is draining"
+    assert "-32603: agent 'writer' is draining: no new messages" in err
+    assert served.startswith("Hello! I am the scripted agent.")  # the root: the default agent, not drained
+    assert err.count(": completed (contextId ") == 4  # three sends and the drain's task
+    log = [json.loads(line) for line in (tmp_path / "agents.log").read_text().splitlines()]
+    assert log[-1]["msg"] == "stopped"

@@ -29,13 +29,13 @@ def self_signed(directory: Path, cert_name: str = "cert.pem", key_name: str = "k
 
 
 def wait_state(
-    daemon: Any, task_id: str, state: str, timeout: float = 20.0, token: str | None = None
+    daemon: Any, task_id: str, state: str, timeout: float = 20.0, token: str | None = None, agent: str | None = None
 ) -> dict[str, Any]:
-    """Poll GetTask (as ``token``'s principal) until the task is in ``state``; returns it (fails with the last one
-    seen)."""
+    """Poll GetTask (as ``token``'s principal, on ``agent``'s path: the root without one) until the task is in
+    ``state``; returns it (fails with the last one seen)."""
     deadline = time.monotonic() + timeout
     while True:
-        got = daemon.rpc("GetTask", {"id": task_id}, token=token).json()["result"]
+        got = daemon.rpc("GetTask", {"id": task_id}, token=token, agent=agent).json()["result"]
         if got["status"]["state"] == state or time.monotonic() > deadline:
             assert got["status"]["state"] == state, got
             return got

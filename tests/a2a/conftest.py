@@ -42,14 +42,17 @@ class Daemon:
         token: str | None = None,
         headers: dict[str, str] | None = None,
         request_id: Any = 1,
+        agent: str | None = None,
     ) -> httpx.Response:
-        """One raw JSON-RPC POST with A2A-Version 1.0 (``headers`` override)."""
+        """One raw JSON-RPC POST with A2A-Version 1.0 (``headers`` override), to the root or to ``agent``'s path
+        (``/agents/{agent}/``)."""
         sent = {"Content-Type": "application/json", "A2A-Version": "1.0"}
         if token:
             sent["Authorization"] = f"Bearer {token}"
         sent.update(headers or {})
         body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}}
-        return httpx.post(self.url + "/", json=body, headers=sent, timeout=60)
+        path = f"/agents/{agent}/" if agent else "/"
+        return httpx.post(self.url + path, json=body, headers=sent, timeout=60)
 
     def send_text(
         self,
@@ -58,6 +61,7 @@ class Daemon:
         token: str | None = None,
         context_id: str | None = None,
         task_id: str | None = None,
+        agent: str | None = None,
         **params: Any,
     ) -> dict[str, Any]:
         message: dict[str, Any] = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
@@ -65,7 +69,7 @@ class Daemon:
             message["contextId"] = context_id
         if task_id:
             message["taskId"] = task_id
-        response = self.rpc("SendMessage", {"message": message, **params}, token=token)
+        response = self.rpc("SendMessage", {"message": message, **params}, token=token, agent=agent)
         body = response.json()
         assert "result" in body, body
         return body["result"]["task"]

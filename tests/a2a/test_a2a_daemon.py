@@ -348,7 +348,7 @@ async def test_sends_are_refused_while_draining_and_reads_still_served() -> None
     from starlette.routing import Route
 
     from anyagentd_a2a.config import default_config
-    from anyagentd_a2a.front import Front
+    from anyagentd_a2a.front import Endpoint, Front
     from anyagentd_a2a.lifecycle import Lifecycle
     from anyagentd_a2a.principals import Identities
 
@@ -361,14 +361,14 @@ async def test_sends_are_refused_while_draining_and_reads_still_served() -> None
     lifecycle = Lifecycle()
     lifecycle.request_drain("SIGTERM")
     front = Front(
-        Identities(default_config()),
-        dispatch,
-        {"SendMessage", "GetTask"},
-        lifecycle=lifecycle,
-        supported_extensions=set(),
-        realm="anyagentd",
+        Identities(default_config()), {"SendMessage", "GetTask"}, supported_extensions=set(), realm="anyagentd"
     )
-    app = Starlette(routes=[Route("/", front.handle, methods=["POST"])])
+    endpoint = Endpoint("mock", dispatch, lifecycle, "http://127.0.0.1")
+
+    async def post(request: Any) -> Any:
+        return await front.handle(request, endpoint)
+
+    app = Starlette(routes=[Route("/", post, methods=["POST"])])
     transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         headers = {"A2A-Version": "1.0"}

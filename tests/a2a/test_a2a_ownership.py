@@ -120,10 +120,14 @@ def test_the_command_face_declares_every_service_the_ops_read() -> None:
     assert read - declared == set(), "ops read these off the face without CommandFace declaring them"
 
 
-def test_the_instance_has_everything_the_face_declares() -> None:
-    instance = Instance(None, None, None, None, LogRing(stream=None))  # type: ignore[arg-type]  # nothing here reads them
+def test_each_paths_face_has_everything_the_face_declares() -> None:
+    from anyagentd_a2a.agentface import AgentFace
+
+    instance = Instance(None, None, LogRing(stream=None))  # type: ignore[arg-type]  # nothing here reads them
+    face = AgentFace(instance, None, None, None, None, None)  # type: ignore[arg-type]
     declared = set(CommandFace.__annotations__) | {n for n in vars(CommandFace) if not n.startswith("_")}
-    missing = {n for n in declared if n not in vars(instance) and not hasattr(Instance, n)}
+    missing = {n for n in declared if n not in vars(face) and not hasattr(AgentFace, n)}
     assert missing == set()
+    assert face.runner is None and face.workflows == {}
     assert instance.runner is None and instance.subagents is None and instance.workflows == {}
     assert instance.device_grant is None and instance.auth_sessions is None

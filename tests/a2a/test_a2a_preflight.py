@@ -4,6 +4,8 @@ traceback — a store directory that does not exist, an agent whose adapter is n
 an executable, a missing ``agent.dir``, workflow steps naming uninstalled agents or ``kind = "subagent"`` with
 subagents off, a workflow command shadowed by an op, ``[subagents] enabled`` without the ``Http`` MCP transport,
 ``0.0.0.0`` without ``a2a.url``; a grant that matches no op is a warning (exit 0, and the start serves, logging it).
+Each agent of ``[[agents]]`` is checked at its own key (``agents.1.name``, ``agents.0.dir``), and a principal's
+``agents`` pattern that matches no configured agent is a warning.
 Before, ``--check-config`` said ok to every one of them (issue 26), and the README's own Configuration block with it.
 """
 
@@ -114,6 +116,30 @@ CASES: dict[str, tuple[str, dict[str, str], str, str]] = {
         "{tmp}/no-such-work does not exist",
     ),
     "agent-dir-a-file": ('[agent]\ndir = "{tmp}/plain"\n', {}, "agent.dir", "{tmp}/plain is not a directory"),
+    "agents-entry-not-installed": (
+        '[[agents]]\nid = "a"\n[[agents]]\nid = "b"\nname = "claude"\n',
+        {"ANYAGENTD_DISABLE_PLUGINS": "claude"},
+        "agents.1.name",
+        "the adapter for 'claude' is not installed; install it with: pip install",
+    ),
+    "agents-entry-acp-path-missing": (
+        '[[agents]]\nid = "a"\n[[agents]]\nid = "b"\nname = { acp = { name = "x", path = "{tmp}/no-such-agent" } }\n',
+        {},
+        "agents.1.name.acp.path",
+        "{tmp}/no-such-agent does not exist",
+    ),
+    "agents-entry-dir-missing": (
+        '[[agents]]\nid = "a"\ndir = "{tmp}/no-such-work"\n[[agents]]\nid = "b"\n',
+        {},
+        "agents.0.dir",
+        "{tmp}/no-such-work does not exist",
+    ),
+    "agents-entry-mock-script": (
+        '[[agents]]\nid = "a"\n[[agents]]\nid = "b"\nmock_script = "no-such-example"\n',
+        {},
+        "agents.1.mock_script",
+        "no script file 'no-such-example'",
+    ),
     "step-agent-not-installed": (
         '[[workflows]]\nname = "fix"\n[workflows.steps.a]\nkind = "agent"\nagent = "codex"\nprompt = "go"\n',
         {"ANYAGENTD_DISABLE_PLUGINS": "codex"},
@@ -219,6 +245,42 @@ def test_a_grant_that_matches_no_op_is_a_warning_and_the_daemon_serves(a2a_daemo
     assert [entry["level"] for entry in logged] == ["warning"] * 3, daemon.stderr
     assert "'wokflow.*' matches no installed op" in logged[0]["msg"]
     assert daemon.send_text("hi", token="alice-token")["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_check_config_names_each_agents_errors_and_an_agents_pattern_that_reaches_none(tmp_path: Path) -> None:
+    """Every agent of ``[[agents]]`` is checked at its own key, each error a line; a principal's ``agents`` pattern
+    that matches no configured agent id is a warning naming it (the check says ok)."""
+    config = tmp_path / "agentd.toml"
+    config.write_text(
+        f'[[agents]]\nid = "a"\ndir = "{tmp_path}/no-such-work"\n[[agents]]\nid = "b"\nname = "no-such-agent"\n'
+        f'[[agents]]\nid = "c"\ndir = "{tmp_path}/plain"\n'
+    )
+    (tmp_path / "plain").write_text("not a directory\n")
+    checked = run_cli("--check-config", str(config))
+    assert checked.returncode == 2 and "Traceback" not in checked.stderr
+    assert [line.split(": ")[2] for line in checked.stderr.strip().splitlines()] == [
+        "agents.0.dir",
+        "agents.1.name",
+        "agents.2.dir",
+    ], checked.stderr
+    config.write_text(
+        '[[agents]]\nid = "claude"\n[[agents]]\nid = "codex-x"\n'
+        '[[a2a.principals]]\nid = "alice"\nbearer = "{{secret:ALICE}}"\nagents = ["claude", "gemini", "codex-*"]\n'
+        '[[a2a.principals]]\nid = "bob"\nbearer = "{{secret:BOB}}"\nagents = ["Claude"]\n'
+    )
+    checked = run_cli("--check-config", str(config), env={"ALICE": "alice-token", "BOB": "bob-token"})
+    assert checked.returncode == 0 and "Traceback" not in checked.stderr, checked.stderr
+    assert checked.stderr.strip().splitlines() == [
+        "anyagentd a2a: warning: a2a.principals.0.agents.1: 'gemini' matches no configured agent "
+        "(agents: claude, codex-x)",
+        "anyagentd a2a: warning: a2a.principals.1.agents.0: 'Claude' matches no configured agent "
+        "(agents: claude, codex-x)",
+        f"{config}: ok",
+    ], checked.stderr
+    # the shorthand's agent is reached by its id (its name made an id)
+    config.write_text('[[a2a.principals]]\nid = "alice"\nbearer = "{{secret:ALICE}}"\nagents = ["mock"]\n')
+    checked = run_cli("--check-config", str(config), env={"ALICE": "alice-token"})
+    assert checked.returncode == 0 and checked.stderr.strip().splitlines() == [f"{config}: ok"], checked.stderr
 
 
 def readme_configuration() -> str:

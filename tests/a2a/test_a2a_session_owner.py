@@ -50,7 +50,7 @@ async def _conversation_sessions(tmp_path: Path, *, subagent_tools: bool) -> dic
 
                 tools = SubagentMcpServer(SubagentManager(runtime, SubagentLimits(), work_root=tmp_path / "subagents"))
                 tools.url = "http://127.0.0.1:9/mcp"  # never reached: the mock takes no Http MCP server
-            sessions = ConversationSessions(settings, runtime, table, tg.start_soon, tools)
+            sessions = ConversationSessions(settings.default, settings, runtime, table, tg.start_soon, tools)
             conversations = Conversations(state, sessions=sessions, start_pump=tg.start_soon)
             alice = await conversations.conversation("user:alice", "ctx-1").session_for()
             bob = await conversations.conversation("user:bob", "ctx-1").session_for()
@@ -118,11 +118,16 @@ def test_the_daemon_and_the_instance_import_no_circle() -> None:
 
 def test_the_instance_is_given_typed_parts_of_the_daemon_never_the_daemon() -> None:
     """Rewritten with issue 25 item 4: the daemon no longer satisfies an ``InstanceHost`` protocol over itself;
-    the instance is given the settings, the lifecycle latches, the runtime and the conversations."""
+    the instance is given the settings, the lifecycle latches and the log ring (issue 27: each path's face is given
+    its agent's runtime and conversations)."""
     import inspect
 
     from anyagentd_a2a.instance import Instance
 
     parameters = inspect.signature(Instance).parameters.values()
-    assert [p.annotation for p in parameters][:5] == ["Settings", "Lifecycle", "Runtime", "Conversations", "LogRing"]
+    assert [p.annotation for p in parameters][:3] == ["Settings", "Lifecycle", "LogRing"]
+    from anyagentd_a2a.agentface import AgentFace
+
+    face = [p.annotation for p in inspect.signature(AgentFace).parameters.values()]
+    assert face == ["Instance", "AgentSpec", "Runtime", "Conversations", "Control", "Agents"]
     assert not any("Daemon" in str(p.annotation) for p in parameters)

@@ -17,7 +17,13 @@ from anyagentd_testing.imports import imports_of, package_modules
 
 PACKAGE = Path(anyagentd_a2a.__file__).resolve().parent
 DAEMON = PACKAGE / "daemon.py"
-ASSEMBLY = {"anyagentd_a2a.daemon", "anyagentd_a2a.services", "anyagentd_a2a.app", "anyagentd_a2a.reload"}
+ASSEMBLY = {
+    "anyagentd_a2a.daemon",
+    "anyagentd_a2a.services",
+    "anyagentd_a2a.agent_services",
+    "anyagentd_a2a.app",
+    "anyagentd_a2a.reload",
+}
 """The modules that assemble the daemon; ``anyagentd_a2a.cli`` runs it (``anyagentd a2a``), above them all."""
 
 

@@ -48,3 +48,35 @@ def test_a_path_in_the_public_url_is_served_with_and_without_it(a2a_daemon: Any)
     assert sent.returncode == 0, sent.stderr
     listed = daemon.rpc("ListTasks", {}, token=OP).json()["result"]["tasks"]
     assert len(listed) == 2 and {t["status"]["state"] for t in listed} == {"TASK_STATE_COMPLETED"}
+
+
+def test_the_agents_paths_are_served_under_the_public_urls_path(a2a_daemon: Any, tmp_path: Any) -> None:
+    """Issue 27: with ``a2a.url`` naming a path, every agent's card, listing and endpoint are under it; the cards'
+    interfaces and the device grant's URLs name the daemon's public URL, with its path."""
+    port = free_port()
+    public = f"http://127.0.0.1:{port}/a2a"
+    config = (
+        f'[a2a]\nbearer = "{{{{secret:OP}}}}"\nurl = "{public}"\n[a2a.device_grant]\nenabled = true\n'
+        '[[agents]]\nid = "a"\nname = "mock"\nmock_script = "hello"\n'
+        '[[agents]]\nid = "b"\nname = "mock"\nmock_script = "hello"\n'
+    )
+    a2a_daemon(config=config, env={"OP": OP}, listen=f"127.0.0.1:{port}")
+    listing = httpx.get(f"{public}/agents", timeout=30).json()
+    assert [r["url"] for r in listing["agents"]] == [f"{public}/agents/a", f"{public}/agents/b"]
+    card = httpx.get(listing["agents"][1]["card"], timeout=30).json()
+    assert card["supportedInterfaces"][0]["url"] == f"{public}/agents/b"
+    flows = card["securitySchemes"]["device"]["oauth2SecurityScheme"]["flows"]["deviceCode"]
+    assert flows["tokenUrl"] == f"{public}/oauth2/token"  # the daemon's route, not the agent's path
+    sent = subprocess.run(
+        [ANYAGENTD, "a2a", "send", public, "hi", "--agent", "b", "--token", OP],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert sent.returncode == 0, sent.stderr
+    assert "Hello! I am the scripted agent." in sent.stdout
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
+    headers = {"Authorization": f"Bearer {OP}", "A2A-Version": "1.0"}
+    on_b = httpx.post(f"{public}/agents/b/", json=body, headers=headers, timeout=30).json()["result"]["tasks"]
+    on_a = httpx.post(f"{public}/agents/a", json=body, headers=headers, timeout=30).json()["result"].get("tasks", [])
+    assert len(on_b) == 1 and on_a == []

@@ -2,9 +2,10 @@
 every request passes, outermost first — the request observation (access log, metrics), the path prefix of
 ``a2a.url``, the Host gate, the CORS gate.
 
-Routes: the card, the command extension's schema, the device grant's (with ``[a2a.device_grant]``),
-``/healthz`` and ``/readyz``, ``/metrics`` (with ``[a2a.metrics] enabled``: else the Prometheus client is never
-imported) and ``POST /`` (the front).
+Routes: every served agent's card and endpoint (:mod:`.routing`: under ``/agents/{id}/``, the default agent's at
+the root too, and ``GET /agents``), the command extension's schema, the device grant's (with
+``[a2a.device_grant]``), ``/healthz`` and ``/readyz``, ``/metrics`` (with ``[a2a.metrics] enabled``: else the
+Prometheus client is never imported).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from urllib.parse import urlsplit
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from .card import card_route, schema_route
+from .card import schema_route
 from .front import CorsGate, HostGate
 from .pathprefix import PathPrefix, prefix_of
+from .routing import AgentRoutes
 
 if TYPE_CHECKING:
     from .services import Services
@@ -35,8 +37,8 @@ class App:
 def build_app(services: Services) -> App:
     """The app serving ``services`` (see the module docstring). With metrics on, the conversations' token usage is
     counted by them (``Conversations.on_usage``)."""
-    settings, instance, front = services.settings, services.instance, services.front
-    routes = [card_route(services.card), schema_route()]
+    settings, instance, front, agents = services.settings, services.instance, services.front, services.agents
+    routes = [*AgentRoutes(agents, front, services.public_url).routes(), schema_route()]
     if instance.device_grant is not None and instance.auth_sessions is not None:
         from .auth.routes import device_routes
 
@@ -53,7 +55,7 @@ def build_app(services: Services) -> App:
     from .observe.health import health_routes
     from .observe.requests import RequestObservation
 
-    tasks = services.stores.tasks
+    tasks = agents.default.store
     routes.extend(
         health_routes(services.stores.engine, services.lifecycle, table=tasks.task_model.__tablename__)
     )  # /healthz, /readyz
@@ -63,16 +65,16 @@ def build_app(services: Services) -> App:
 
         metrics = Metrics(
             front=front,
-            count_tasks=tasks.count_by_state,
-            pool=services.conversations,
+            count_tasks=agents.count_by_state,
+            pool=services.pool,
             runs=services.stores.runs,
             sessions=instance.auth_sessions,
             subagents=instance.subagents,
         )
-        services.conversations.on_usage = metrics.usage
+        for agent in agents:
+            agent.conversations.on_usage = metrics.usage
         routes.append(Route("/metrics", metrics.scrape, methods=["GET"]))
         sinks.append(metrics)
-    routes.append(Route("/", front.handle, methods=["POST"]))
     app = Starlette(routes=routes)
     app.router.redirect_slashes = False
     cors = CorsGate(app, settings.loaded.config.a2a.cors_origins)

@@ -50,6 +50,7 @@ class PrincipalContextBuilder(DefaultServerCallContextBuilder):
     def build(self, request: Request) -> Any:
         context = super().build(request)
         context.state["principal"] = request.state.principal
+        context.state["interface_url"] = getattr(request.state, "interface_url", None)  # the extended card's
         handoff = getattr(request.state, "handoff", None)
         if handoff is not None:  # what the front's intercept handed on for this request (a task op that ran)
             context.state[HANDOFF] = handoff

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,7 @@ from .translate import OUTPUT_MODES
 if TYPE_CHECKING:
     from anyagentd.ops import OpTable
 
+    from .agentspec import AgentSpec
     from .instance import Instance
 
 CARD_PATH = "/.well-known/agent-card.json"
@@ -51,15 +53,41 @@ SCHEMA_PATH = "/a2a/ext/command/schema.json"
 
 
 def build_card(
-    loaded: Loaded, url: str, *, ops: list[tuple[str, str]] = (), schema_url: str | None = None
+    loaded: Loaded,
+    url: str,
+    *,
+    ops: list[tuple[str, str]] = (),
+    schema_url: str | None = None,
+    spec: AgentSpec | None = None,
+    daemon_url: str | None = None,
 ) -> AgentCard:
-    """The public card; ``ops`` (``[(op, reply)]``) are the command-extension ops this instance serves (reserved
-    ones never), ``schema_url`` where the daemon serves the extension's schema."""
+    """The public card of the agent ``spec`` (``None``: the configuration's default agent) at ``url`` (its
+    JSON-RPC interface; no ``tenant``: one card per agent, each at its own path); ``ops`` (``[(op, reply)]``) are
+    the command-extension ops this instance serves (reserved ones never), ``schema_url`` where the daemon serves
+    the extension's schema; ``daemon_url`` (default ``url``) is where the daemon-wide routes are (the device
+    grant's)."""
     config = loaded.config
-    agent = config.agent.label()
+    if spec is None:
+        from .agentspec import agent_specs, default_of
+
+        spec = default_of(agent_specs(config, None))
+    agent = spec.label
+    base = (daemon_url or url).rstrip("/")
+    skills = [
+        AgentSkill(id=s.id, name=s.name, description=s.description, tags=list(s.tags), examples=list(s.examples))
+        for s in spec.skills
+    ] or [
+        AgentSkill(
+            id=agent,
+            name=agent,
+            tags=["coding", "agent"],
+            description=f"A conversation with the coding agent {agent!r} in its working directory.",
+        )
+    ]
     card = AgentCard(
-        name=f"anyagentd {agent}",
-        description=f"Coding agent {agent!r} driven by anyagentd: each contextId is one conversation with the agent, "
+        name=f"anyagentd {spec.id}",
+        description=spec.description
+        or f"Coding agent {agent!r} driven by anyagentd: each contextId is one conversation with the agent, "
         "each message one prompt run as a task.",
         version=__version__,
         supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")],
@@ -77,19 +105,12 @@ def build_card(
         ),
         default_input_modes=["text/plain", "application/json", "application/octet-stream"],
         default_output_modes=list(OUTPUT_MODES),
-        skills=[
-            AgentSkill(
-                id=agent,
-                name=agent,
-                tags=["coding", "agent"],
-                description=f"A conversation with the coding agent {agent!r} in its working directory.",
-            )
-        ],
+        skills=skills,
     )
     card.capabilities.extensions[0].params.update(
         {
             "dataPartKey": "agentd",
-            "schema": schema_url or f"{url}{SCHEMA_PATH}",
+            "schema": schema_url or f"{base}{SCHEMA_PATH}",
             "ops": [{"op": name, "reply": reply} for name, reply in ops],
         }
     )
@@ -101,7 +122,6 @@ def build_card(
         )
         card.security_requirements.append(SecurityRequirement(schemes={"bearer": StringList()}))
     if config.a2a.device_grant.enabled:
-        base = url.rstrip("/")
         flow = DeviceCodeOAuthFlow(
             device_authorization_url=f"{base}/oauth2/device_authorization",
             token_url=f"{base}/oauth2/token",
@@ -154,6 +174,9 @@ class CallerCard:
         workflow-declared commands and the paths ``admin.set`` accepts."""
         principal = context.state.get("principal")
         extended = await extend_for_caller(card, context)
+        interface_url = context.state.get("interface_url")
+        if interface_url:  # the root and the default agent's path share one handler: each shows its own URL
+            extended.supported_interfaces[0].url = interface_url
         if principal is not None:
             params = extended.capabilities.extensions[0].params
             ops = self.ops.listed(self.instance.switches(), principal)
@@ -196,12 +219,18 @@ def card_json(card: AgentCard) -> dict[str, Any]:
 
 
 def card_route(card: AgentCard, *, modified: datetime | None = None) -> Any:
-    """The Starlette route for ``GET /.well-known/agent-card.json``: :func:`card_json`, a weak ``ETag`` (sha256 of
-    the JSON), ``Cache-Control`` :data:`CARD_CACHE_CONTROL` and ``Last-Modified`` (``modified``, default now: the
-    card is built once per start); ``If-None-Match`` or ``If-Modified-Since`` that still hold get 304."""
+    """The Starlette route for ``GET /.well-known/agent-card.json``: :func:`card_responder` of ``card``."""
+    from starlette.routing import Route
+
+    return Route(CARD_PATH, card_responder(card, modified=modified), methods=["GET"])
+
+
+def card_responder(card: AgentCard, *, modified: datetime | None = None) -> Callable[[Any], Awaitable[Any]]:
+    """The answer to a ``GET`` of ``card``: :func:`card_json`, a weak ``ETag`` (sha256 of the JSON),
+    ``Cache-Control`` :data:`CARD_CACHE_CONTROL` and ``Last-Modified`` (``modified``, default now: the card is
+    built once per start); ``If-None-Match`` or ``If-Modified-Since`` that still hold get 304."""
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
-    from starlette.routing import Route
 
     body = card_json(card)
     etag = 'W/"' + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32] + '"'
@@ -227,4 +256,4 @@ def card_route(card: AgentCard, *, modified: datetime | None = None) -> Any:
             return Response(status_code=304, headers=headers)
         return JSONResponse(body, headers=headers)
 
-    return Route(CARD_PATH, serve, methods=["GET"])
+    return serve

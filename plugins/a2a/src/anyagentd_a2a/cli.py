@@ -1,6 +1,7 @@
 """``anyagentd a2a``: serve the configured agent over A2A, or check a configuration file; and, as subcommands,
 the client side for people: ``login URL`` (the device grant), ``send URL TEXT``, ``status URL``, ``op URL OP``
-(any command op), ``tasks URL`` and ``runs URL`` (listings), each with ``--token`` and ``--cacert``.
+(any command op), ``tasks URL`` and ``runs URL`` (listings), each with ``--token`` and ``--cacert``, and all but
+``login`` (one device-grant issuer per daemon) with ``--agent ID``: that agent of the daemon, else its default one.
 
 Exit codes of the daemon: 0 after a drain (SIGTERM/SIGINT), 2 for a configuration that cannot be served (one line
 on stderr naming the key: :func:`.config.parse`, then :func:`.preflight.preflight`, whose warnings are logged), 1
@@ -176,6 +177,11 @@ CACERT_OPTION = click.option(
     help="Verify the daemon's TLS certificate against the CA certificates in this PEM file "
     "only (default: $ANYAGENTD_A2A_CACERT, else the system's trust store).",
 )
+AGENT_OPTION = click.option(
+    "--agent",
+    metavar="ID",
+    help="Talk to this agent of the daemon (GET URL/agents lists them); default: the daemon's default agent.",
+)
 
 
 def _fail(err: Exception, cacert: str | None = None) -> NoReturn:
@@ -234,8 +240,8 @@ def _print_json(value: Any) -> None:
 def _stopped(ctx: click.Context, url: str, task: dict[str, Any]) -> None:
     """Say where ``task`` stopped, on stderr: ``task ID: state (contextId …)``; for one that failed, was cancelled
     or rejected, its status message (why) unless it was the text printed; for one that waits for input, also
-    the command that answers it (the answers it takes; ``--token``/``--cacert`` kept when typed on this command
-    line, the token itself never printed), then exit 2. Its question is the caller's to print, on stdout."""
+    the command that answers it (the answers it takes; ``--agent`` kept, ``--token``/``--cacert`` kept when typed
+    on this command line, the token itself never printed), then exit 2. Its question is the caller's to print, on stdout."""
     import shlex
 
     from .client import answer_hint, question_text, task_state, task_text
@@ -255,7 +261,7 @@ def _stopped(ctx: click.Context, url: str, task: dict[str, Any]) -> None:
         extra += f" --cacert {shlex.quote(ctx.params['cacert'])}"
     if _given(ctx, "token"):
         extra += ' --token "$ANYAGENTD_A2A_TOKEN"'
-    click.echo(answer_hint(url, task, extra=extra), err=True)
+    click.echo(answer_hint(url, task, extra=extra, agent=ctx.params.get("agent")), err=True)
     if _given(ctx, "token"):
         click.echo("(the token given with --token is not printed: set ANYAGENTD_A2A_TOKEN to it first)", err=True)
     sys.exit(2)
@@ -293,6 +299,7 @@ def login(url: str, scope: str, cacert: str | None) -> None:
 @click.argument("text")
 @click.option("--context-id", metavar="ID", help="Continue this conversation (printed on stderr after each send).")
 @click.option("--task-id", metavar="ID", help="Answer this task, one that waits for input (input_required).")
+@AGENT_OPTION
 @TOKEN_OPTION
 @CACERT_OPTION
 @click.pass_context
@@ -302,6 +309,7 @@ def send(
     text: str,
     context_id: str | None,
     task_id: str | None,
+    agent: str | None,
     token: str | None,
     cacert: str | None,
 ) -> None:
@@ -314,7 +322,10 @@ def send(
     from .structjson import whole_numbers
 
     state, task = _run(
-        lambda: run_send(url, text, _token(url, token), context_id=context_id, task_id=task_id, cacert=cacert), cacert
+        lambda: run_send(
+            url, text, _token(url, token), context_id=context_id, task_id=task_id, cacert=cacert, agent=agent
+        ),
+        cacert,
     )
     result = task_result(task) if state == "TASK_STATE_COMPLETED" and "op" in (task.get("metadata") or {}) else None
     if result is not None:  # a command's task answered to its end (a workflow run's ask step): its result, as `op`
@@ -330,14 +341,15 @@ def send(
 
 @a2a.command(short_help="The status op, as JSON.")
 @click.argument("url")
+@AGENT_OPTION
 @TOKEN_OPTION
 @CACERT_OPTION
-def status(url: str, token: str | None, cacert: str | None) -> None:
-    """The daemon's ``status`` (the command extension's op) at URL, as JSON on stdout: keys in the daemon's order,
-    whole numbers as integers."""
+def status(url: str, agent: str | None, token: str | None, cacert: str | None) -> None:
+    """The daemon's ``status`` (the command extension's op) at URL (of its agent ID with --agent), as JSON on
+    stdout: keys in the daemon's order, whole numbers as integers."""
     from .client import run_op
 
-    reply = _run(lambda: run_op(url, "status", _token(url, token), cacert=cacert), cacert)
+    reply = _run(lambda: run_op(url, "status", _token(url, token), cacert=cacert, agent=agent), cacert)
     _print_json(reply.result)
 
 
@@ -395,6 +407,7 @@ def _no_constant(name: str) -> Any:
     '"5"), else taken as text.',
 )
 @click.option("--args", "args_json", metavar="JSON", help="All the arguments as one JSON object (not with --arg).")
+@AGENT_OPTION
 @TOKEN_OPTION
 @CACERT_OPTION
 @click.pass_context
@@ -404,6 +417,7 @@ def op_command(
     op_name: str,
     pairs: tuple[str, ...],
     args_json: str | None,
+    agent: str | None,
     token: str | None,
     cacert: str | None,
 ) -> None:
@@ -419,7 +433,7 @@ def op_command(
         args = _op_args(pairs, args_json)
     except ClientError as err:
         _fail(err)
-    reply = _run(lambda: run_op(url, op_name, _token(url, token), args, cacert=cacert), cacert)
+    reply = _run(lambda: run_op(url, op_name, _token(url, token), args, cacert=cacert, agent=agent), cacert)
     if reply.task is None:  # a message op
         _print_json(reply.result)
         return
@@ -471,6 +485,7 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
 )
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most this many tasks.")
 @click.option("--json", "as_json", is_flag=True, help="Print the tasks (A2A Task JSON, no history) as a JSON array.")
+@AGENT_OPTION
 @TOKEN_OPTION
 @CACERT_OPTION
 def tasks(
@@ -479,11 +494,12 @@ def tasks(
     state: str | None,
     limit: int,
     as_json: bool,
+    agent: str | None,
     token: str | None,
     cacert: str | None,
 ) -> None:
-    """List your tasks at URL (ListTasks; the operator sees everyone's), newest first: id, context, state and
-    last update, as a table on stdout, or JSON with --json."""
+    """List your tasks at URL (ListTasks; the operator sees everyone's; with --agent, that agent's tasks), newest
+    first: id, context, state and last update, as a table on stdout, or JSON with --json."""
     from .client import ClientError, list_tasks, task_state
     from .tasks.state import labels  # the states' owner (imported here: a2a.types is heavy for every CLI start)
 
@@ -494,7 +510,9 @@ def tasks(
             _fail(ClientError(f"--state {state!r} is not a task state: {', '.join(labels())}"))
         wanted = f"TASK_STATE_{key.upper()}"
     found = _run(
-        lambda: list_tasks(url, _token(url, token), context_id=context_id, state=wanted, limit=limit, cacert=cacert),
+        lambda: list_tasks(
+            url, _token(url, token), context_id=context_id, state=wanted, limit=limit, cacert=cacert, agent=agent
+        ),
         cacert,
     )
     if as_json:
@@ -521,14 +539,15 @@ def tasks(
 @a2a.command(short_help="List the workflow runs.")
 @click.argument("url")
 @click.option("--json", "as_json", is_flag=True, help="Print the runs ({run, workflow, status, output, error}) as JSON")
+@AGENT_OPTION
 @TOKEN_OPTION
 @CACERT_OPTION
-def runs(url: str, as_json: bool, token: str | None, cacert: str | None) -> None:
+def runs(url: str, as_json: bool, agent: str | None, token: str | None, cacert: str | None) -> None:
     """List the workflow runs at URL that you started (the operator: every run) — the ``workflow.status`` op: run
     id, workflow, status and error, as a table on stdout, or JSON with --json (outputs included)."""
     from .client import list_runs
 
-    found = _run(lambda: list_runs(url, _token(url, token), cacert=cacert), cacert)
+    found = _run(lambda: list_runs(url, _token(url, token), cacert=cacert, agent=agent), cacert)
     if as_json:
         _print_json(found)
         return

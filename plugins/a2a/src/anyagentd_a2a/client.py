@@ -16,13 +16,17 @@ older one refused it). Results still pass :func:`~.structjson.whole_numbers`: wh
 task store (GetTask, ListTasks) went through a ``Struct`` there.
 
 ``cacert`` everywhere: verify the daemon's TLS certificate against the CA certificates in that PEM file only (the
-default: the system's trust store, as httpx has it).
+default: the system's trust store, as httpx has it). ``agent`` everywhere a daemon is talked to: that agent of the
+daemon (:func:`agent_url`: its card and endpoint under ``URL/agents/ID``; ``GET URL/agents`` lists them), else the
+daemon's default agent at ``URL`` itself. The daemon's URL stays what names it to a person and keys its stored token
+(one device-grant issuer per daemon, whichever agent is talked to).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import ssl
 import stat
@@ -49,6 +53,93 @@ class ClientError(Exception):
 
 class UntrustedCertificate(ClientError):
     """The daemon's TLS certificate failed verification (against the ``cacert`` given, or the default trust store)."""
+
+
+AGENT_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
+"""What an agent id is (whole string): lowercase letters, digits and ``-``, 1 to 32 of them, not starting with ``-``."""
+
+
+class BadAgentId(ClientError):
+    """An agent id that cannot name an agent of a daemon (:data:`AGENT_ID`): refused before anything is sent."""
+
+
+class AgentNotFound(ClientError):
+    """The daemon at ``url`` serves no agent ``agent`` (its HTTP 404 ``AGENT_NOT_FOUND``); ``agents``: the ids it
+    does serve, as it listed them (``None`` when it did not say). ``str()``: ``no agent 'x' at URL (its agents: a,
+    b)``."""
+
+    def __init__(self, url: str, agent: str, agents: list[str] | None = None) -> None:
+        self.url, self.agent, self.agents = _key(url), agent, agents
+        listed = f"its agents: {', '.join(agents)}" if agents else f"GET {_key(url)}/agents lists them"
+        super().__init__(f"no agent {agent!r} at {_key(url)} ({listed})")
+
+
+def agent_url(url: str, agent: str | None) -> str:
+    """Where the daemon at ``url`` serves ``agent``: ``URL/agents/ID`` (its card under it at
+    ``/.well-known/agent-card.json``, its JSON-RPC endpoint at it); ``url`` unchanged without ``agent`` (the
+    daemon's default agent). Raises :class:`BadAgentId` for an id that is not one (:data:`AGENT_ID`)."""
+    if agent is None:
+        return url
+    if not AGENT_ID.fullmatch(agent):
+        raise BadAgentId(
+            f"{agent!r} is not an agent id (lowercase letters, digits and '-', at most 32, not starting with '-'); "
+            f"GET {_key(url)}/agents lists the daemon's agents"
+        )
+    return f"{_key(url)}/agents/{agent}"
+
+
+def _agent_missing(url: str, agent: str | None, body: Any) -> AgentNotFound | None:
+    """The :class:`AgentNotFound` a daemon's 404 ``body`` says, when it says ``AGENT_NOT_FOUND``: a GET's
+    ``{"error": {"reason", "agent", "agents"}}`` or a POST's JSON-RPC error whose ``ErrorInfo`` has that reason
+    (``metadata.agent``; no list of agents in it). ``None`` for any other body."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return None
+    if error.get("reason") == "AGENT_NOT_FOUND":
+        listed = error.get("agents")
+        agents = [str(a) for a in listed] if isinstance(listed, list) else None
+        return AgentNotFound(url, str(error.get("agent") or agent), agents)
+    data = error.get("data")
+    details = data if isinstance(data, list) else [data]
+    for detail in details:
+        if isinstance(detail, dict) and detail.get("reason") == "AGENT_NOT_FOUND":
+            metadata = detail.get("metadata")
+            named = metadata.get("agent") if isinstance(metadata, dict) else None
+            return AgentNotFound(url, str(named or agent))
+    return None
+
+
+def _answered_missing(
+    url: str, agent: str | None, err: BaseException | None, *, card: bool = True
+) -> AgentNotFound | None:
+    """The :class:`AgentNotFound` an HTTP 404 wrapped in ``err`` (as the SDK and httpx chain them) says, if any: one
+    whose body says ``AGENT_NOT_FOUND``, or, for the ``card`` of ``agent``, any 404 (a daemon that serves agents
+    under ``/agents`` only since it serves several answers the path of no agent so; one from before, not)."""
+    status = _found(err, httpx.HTTPStatusError)
+    if agent is None or not isinstance(status, httpx.HTTPStatusError) or status.response.status_code != 404:
+        return None
+    try:
+        body = status.response.json()
+    except (ValueError, httpx.HTTPError):
+        body = None
+    missing = _agent_missing(url, agent, body)
+    return missing if missing is not None or not card else AgentNotFound(url, agent)
+
+
+async def _listed_agents(http: httpx.AsyncClient, url: str) -> list[str] | None:
+    """The agent ids ``GET URL/agents`` lists; ``None`` when it cannot be read (best effort, for a message)."""
+    try:
+        listed = (await http.get(f"{_key(url)}/agents", timeout=10)).json().get("agents")
+        return [str(a["id"]) for a in listed if isinstance(a, dict) and a.get("id")] or None
+    except Exception:  # noqa: BLE001 - only a message's detail
+        return None
+
+
+async def _with_agents(http: httpx.AsyncClient, missing: AgentNotFound) -> AgentNotFound:
+    """``missing`` naming the daemon's agents (a POST's 404 does not list them: ``GET URL/agents`` does)."""
+    if missing.agents:
+        return missing
+    return AgentNotFound(missing.url, missing.agent, await _listed_agents(http, missing.url))
 
 
 class OpRefused(ClientError):
@@ -105,8 +196,12 @@ def _found(err: BaseException | None, kind: type[BaseException]) -> BaseExceptio
     return None
 
 
-def _unreachable(url: str, err: BaseException) -> ClientError:
-    """The one line for a daemon whose card could not be read: an untrusted certificate says so, naming why."""
+def _unreachable(url: str, err: BaseException, agent: str | None = None) -> ClientError:
+    """The one line for a daemon whose card (of ``agent``, else its default agent's) could not be read: an untrusted
+    certificate says so, naming why; a daemon that serves no such agent says so (:class:`AgentNotFound`)."""
+    missing = _answered_missing(url, agent, err)
+    if missing is not None:
+        return missing
     cert = _found(err, ssl.SSLCertVerificationError)
     if cert is not None:
         why = getattr(cert, "verify_message", "") or _said(cert)
@@ -114,7 +209,7 @@ def _unreachable(url: str, err: BaseException) -> ClientError:
     transport = _found(err, httpx.TransportError)
     if transport is not None:  # refused, unresolvable, timed out: the SDK's wrapping adds nothing for a person
         return ClientError(f"cannot reach {_key(url)}: {_said(transport) or type(transport).__name__}")
-    return ClientError(f"cannot reach an A2A agent at {url}: {_said(err)}")
+    return ClientError(f"cannot reach an A2A agent at {agent_url(url, agent)}: {_said(err)}")
 
 
 def credentials_path(env: dict[str, str] | None = None) -> Path:
@@ -283,22 +378,30 @@ def _transport_failed(err: BaseException) -> bool:
 
 @asynccontextmanager
 async def connect(
-    url: str, token: str | None, *, command: bool = False, timeout: float = 600.0, cacert: str | Path | None = None
+    url: str,
+    token: str | None,
+    *,
+    command: bool = False,
+    timeout: float = 600.0,
+    cacert: str | Path | None = None,
+    agent: str | None = None,
 ) -> AsyncIterator[Any]:
-    """The official a2a-sdk client (unary sends) of the agent at ``url``, built from its card, presenting
-    ``token``; with ``command`` every request activates the command extension (the ``A2A-Extensions`` header).
-    ``timeout``: seconds one request may take (10 s to connect); ``cacert``: see :func:`tls_verify`. Raises
-    :class:`ClientError` when the card cannot be read."""
+    """The official a2a-sdk client (unary sends) of the agent at ``url`` (its ``agent``: :func:`agent_url`), built
+    from its card with the SDK's stock ``ClientFactory.create_from_url``, presenting ``token``; with ``command``
+    every request activates the command extension (the ``A2A-Extensions`` header). ``timeout``: seconds one request
+    may take (10 s to connect); ``cacert``: see :func:`tls_verify`. Raises :class:`ClientError` when the card cannot
+    be read (:class:`AgentNotFound`: the daemon serves no ``agent``)."""
     from a2a.client import ClientConfig, ClientFactory
 
+    target = agent_url(url, agent)
     headers = _headers(token, command=command)
     async with httpx.AsyncClient(
         headers=headers, timeout=httpx.Timeout(timeout, connect=10), verify=tls_verify(cacert)
     ) as http:
         try:
-            client = await ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create_from_url(url)
+            client = await ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create_from_url(target)
         except Exception as err:  # noqa: BLE001 - the SDK raises many kinds; the person needs one line
-            raise _unreachable(url, err) from None
+            raise _unreachable(url, err, agent) from None
         yield client
 
 
@@ -327,13 +430,15 @@ async def send(
     immediately: bool = False,
     cacert: str | Path | None = None,
     poll: float = 1.0,
+    agent: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Send ``text`` as a message with the a2a-sdk client (unary; in the conversation ``context_id``, carrying
     ``metadata``); returns ``(state, task_json)`` of the task it ran as, once it ended or waits for input (with
     ``immediately``: as it stands at once). ``task_id`` continues that task: the answer to one that waits for
     input (A2A 1.0 "Multi-turn interactions", the message's ``taskId``). A reply whose task has not stopped yet
     (:data:`STOPPED`; a daemon answering an ``ask`` step's answer with the task as it stood) is followed with
-    GetTask every ``poll`` seconds until it has. ``cacert``: see :func:`tls_verify`. Raises :class:`ClientError`."""
+    GetTask every ``poll`` seconds until it has. ``cacert``: see :func:`tls_verify`; ``agent``: that agent of the
+    daemon (:func:`agent_url`). Raises :class:`ClientError`."""
     import anyio
     from a2a.types import GetTaskRequest, Message, Part, Role
     from google.protobuf.json_format import MessageToDict, ParseDict
@@ -346,10 +451,14 @@ async def send(
         message.task_id = task_id
     if metadata:
         message.metadata.CopyFrom(ParseDict(metadata, Struct()))
-    async with connect(url, token, cacert=cacert) as client:
+    async with connect(url, token, cacert=cacert, agent=agent) as client:
         try:
             payload = await _send_one(client, message, immediately=immediately)
         except Exception as err:  # noqa: BLE001
+            missing = _answered_missing(url, agent, err, card=False)
+            if missing is not None:  # the agent went away between its card and the message
+                async with httpx.AsyncClient(headers=_headers(token), verify=tls_verify(cacert)) as http:
+                    raise await _with_agents(http, missing) from None
             said = _said(err)
             if _transport_failed(err):  # the daemon went away (or never answered): it refused nothing
                 raise ClientError(f"lost the connection to {url} before its answer: {said}") from None
@@ -420,11 +529,12 @@ async def command(
     *,
     timeout: float = 60.0,
     cacert: str | Path | None = None,
+    agent: str | None = None,
 ) -> dict[str, Any]:
     """:func:`run_op` for callers that want one document: a ``message`` op's result, or a ``task`` op's Task
     (proto3 JSON, as last read). ``timeout``: seconds a message op may take. Raises :class:`ClientError`
     (unreachable, or refused: :class:`OpRefused`)."""
-    reply = await run_op(url, op, token, args, cacert=cacert, timeout=timeout)
+    reply = await run_op(url, op, token, args, cacert=cacert, timeout=timeout, agent=agent)
     return reply.result if reply.task is None else reply.task
 
 
@@ -469,12 +579,15 @@ class OpReply:
 
 
 class Session:
-    """JSON-RPC 2.0 requests to one A2A agent: ``http`` (headers, credential and TLS verification set) posting to
-    ``endpoint`` (the JSON-RPC interface its card names). Replies are parsed as the agent wrote them (key order
-    kept, ``1`` an int); a JSON-RPC error is :class:`OpRefused`. Made by :func:`session`."""
+    """JSON-RPC 2.0 requests to one A2A agent (the daemon at ``url``, its ``agent`` or its default one): ``http``
+    (headers, credential and TLS verification set) posting to ``endpoint`` (the JSON-RPC interface its card
+    names). Replies are parsed as the agent wrote them (key order kept, ``1`` an int); a JSON-RPC error is
+    :class:`OpRefused` (:class:`AgentNotFound` when the daemon serves no ``agent``). Made by :func:`session`."""
 
-    def __init__(self, url: str, http: httpx.AsyncClient, endpoint: str, ops: dict[str, str]) -> None:
-        self.url, self.http, self.endpoint = url, http, endpoint
+    def __init__(
+        self, url: str, http: httpx.AsyncClient, endpoint: str, ops: dict[str, str], agent: str | None = None
+    ) -> None:
+        self.url, self.http, self.endpoint, self.agent = url, http, endpoint, agent
         self.ops = ops
         """What the card's command extension lists: op → reply kind (``message`` / ``task``)."""
 
@@ -500,6 +613,9 @@ class Session:
             reply = response.json()
         except ValueError:
             reply = None
+        missing = _agent_missing(self.url, self.agent, reply) if response.status_code == 404 and self.agent else None
+        if missing is not None:
+            raise await _with_agents(self.http, missing)
         if isinstance(reply, dict) and isinstance(reply.get("error"), dict):
             unauthenticated = response.status_code == 401 or reply["error"].get("code") == -31401
             hint = f"; sign in with `anyagentd a2a login {_key(self.url)}`" if unauthenticated else ""
@@ -541,9 +657,10 @@ class Session:
                 raise
             except ClientError as err:  # the daemon went away (a drain answers with the task as it stands)
                 shown = task_state(task).removeprefix("TASK_STATE_").lower() or "open"
+                listing = f"anyagentd a2a tasks {shlex.quote(_key(self.url))}" + _agent_option(self.agent)
                 raise ClientError(
                     f"{op}: task {task['id']} was still {shown} when {_key(self.url)} stopped answering ({err}); "
-                    "the daemon keeps it: read it with `anyagentd a2a tasks` once the daemon is back"
+                    f"the daemon keeps it: read it with `{listing}` once the daemon is back"
                 ) from None
         task = whole_numbers(task)
         return OpReply("task", task_result(task), task)
@@ -589,26 +706,33 @@ def _card_ops(card: Any) -> dict[str, str]:
 
 @asynccontextmanager
 async def session(
-    url: str, token: str | None, *, cacert: str | Path | None = None, timeout: float = 60.0
+    url: str,
+    token: str | None,
+    *,
+    cacert: str | Path | None = None,
+    timeout: float = 60.0,
+    agent: str | None = None,
 ) -> AsyncIterator[Session]:
-    """A :class:`Session` with the agent at ``url``: its card read with the a2a-sdk's resolver, every request
-    carrying ``token``, ``A2A-Version: 1.0`` and the command extension's activation (``A2A-Extensions``), the
-    certificate verified per ``cacert`` (:func:`tls_verify`); ``timeout``: seconds a request may take by default
-    (10 s to connect). Raises :class:`ClientError` when the card cannot be read or names no JSON-RPC interface."""
+    """A :class:`Session` with the agent at ``url`` (its ``agent``: :func:`agent_url`; else its default agent): its
+    card read with the a2a-sdk's resolver, every request carrying ``token``, ``A2A-Version: 1.0`` and the command
+    extension's activation (``A2A-Extensions``), the certificate verified per ``cacert`` (:func:`tls_verify`);
+    ``timeout``: seconds a request may take by default (10 s to connect). Raises :class:`ClientError` when the card
+    cannot be read (:class:`AgentNotFound`: the daemon serves no ``agent``) or names no JSON-RPC interface."""
     from a2a.client import A2ACardResolver
 
+    target = agent_url(url, agent)
     headers = _headers(token, command=True)
     async with httpx.AsyncClient(
         headers=headers, timeout=httpx.Timeout(timeout, connect=10), verify=tls_verify(cacert)
     ) as http:
         try:
-            card = await A2ACardResolver(http, url).get_agent_card()
+            card = await A2ACardResolver(http, target).get_agent_card()
         except Exception as err:  # noqa: BLE001 - the SDK raises many kinds; the person needs one line
-            raise _unreachable(url, err) from None
+            raise _unreachable(url, err, agent) from None
         endpoint = next((i.url for i in card.supported_interfaces if i.protocol_binding == "JSONRPC"), "")
         if not endpoint:
-            raise ClientError(f"{_key(url)} serves no JSON-RPC interface (its agent card lists none)")
-        yield Session(url, http, endpoint, _card_ops(card))
+            raise ClientError(f"{_key(target)} serves no JSON-RPC interface (its agent card lists none)")
+        yield Session(url, http, endpoint, _card_ops(card), agent)
 
 
 async def run_op(
@@ -619,10 +743,11 @@ async def run_op(
     *,
     cacert: str | Path | None = None,
     timeout: float = 60.0,
+    agent: str | None = None,
 ) -> OpReply:
-    """:meth:`Session.op` on a :func:`session` made for this one op. Raises :class:`ClientError` (unreachable,
-    or refused: :class:`OpRefused`)."""
-    async with session(url, token, cacert=cacert, timeout=timeout) as daemon:
+    """:meth:`Session.op` on a :func:`session` made for this one op (of ``agent``, else the daemon's default
+    agent). Raises :class:`ClientError` (unreachable, or refused: :class:`OpRefused`)."""
+    async with session(url, token, cacert=cacert, timeout=timeout, agent=agent) as daemon:
         return await daemon.op(op, args)
 
 
@@ -634,16 +759,21 @@ async def list_tasks(
     state: str | None = None,
     limit: int = 50,
     cacert: str | Path | None = None,
+    agent: str | None = None,
 ) -> list[dict[str, Any]]:
-    """:meth:`Session.tasks` on a :func:`session` of ``url``. Raises :class:`ClientError`."""
-    async with session(url, token, cacert=cacert) as daemon:
+    """:meth:`Session.tasks` on a :func:`session` of ``url`` (its ``agent``'s tasks, else its default agent's).
+    Raises :class:`ClientError`."""
+    async with session(url, token, cacert=cacert, agent=agent) as daemon:
         return await daemon.tasks(context_id=context_id, state=state, limit=limit)
 
 
-async def list_runs(url: str, token: str | None, *, cacert: str | Path | None = None) -> list[dict[str, Any]]:
-    """The workflow runs the caller may see (the operator: every run): the ``workflow.status`` op without ``run``,
-    each ``{run, workflow, status, output, error}``. Raises :class:`ClientError`."""
-    reply = await run_op(url, "workflow.status", token, cacert=cacert)
+async def list_runs(
+    url: str, token: str | None, *, cacert: str | Path | None = None, agent: str | None = None
+) -> list[dict[str, Any]]:
+    """The workflow runs the caller may see (the operator: every run): the ``workflow.status`` op (of ``agent``,
+    else the daemon's default agent) without ``run``, each ``{run, workflow, status, output, error}``. Raises
+    :class:`ClientError`."""
+    reply = await run_op(url, "workflow.status", token, cacert=cacert, agent=agent)
     runs = reply.result.get("runs") if isinstance(reply.result, dict) else None
     return runs if isinstance(runs, list) else []
 
@@ -686,15 +816,21 @@ def _request_in(message: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def answer_hint(url: str, task: dict[str, Any], *, extra: str = "") -> str:
+def _agent_option(agent: str | None) -> str:
+    """`` --agent ID`` for a command a person pastes to talk to ``agent`` again; ``""`` without one."""
+    return f" --agent {shlex.quote(agent)}" if agent else ""
+
+
+def answer_hint(url: str, task: dict[str, Any], *, extra: str = "", agent: str | None = None) -> str:
     """One line for a person whose task waits for input: which answers it takes and the command that gives one,
-    ready to paste: ``answer (allow, always or deny): anyagentd a2a send URL allow --task-id ID`` + ``extra``
-    (options to keep, e.g. ``--cacert FILE``; already shell-quoted). The words are the request's: a permission's
-    offered allow/always/deny, a question's choice labels (and free text where allowed)."""
+    ready to paste: ``answer (allow, always or deny): anyagentd a2a send URL allow --task-id ID`` (`` --agent ID``
+    for a task of that ``agent``) + ``extra`` (options to keep, e.g. ``--cacert FILE``; already shell-quoted). The
+    words are the request's: a permission's offered allow/always/deny, a question's choice labels (and free text
+    where allowed)."""
 
     def command(answer: str) -> str:
-        task_id = shlex.quote(str(task.get("id")))
-        return f"anyagentd a2a send {shlex.quote(_key(url))} {answer} --task-id {task_id}{extra}"
+        task_id, kept = shlex.quote(str(task.get("id"))), _agent_option(agent) + extra
+        return f"anyagentd a2a send {shlex.quote(_key(url))} {answer} --task-id {task_id}{kept}"
 
     request = open_request(task) or {}
     if "Permission" in request:
@@ -722,12 +858,16 @@ def _or(words: list[str]) -> str:
 
 
 __all__ = [
+    "AGENT_ID",
     "STOPPED",
+    "AgentNotFound",
+    "BadAgentId",
     "ClientError",
     "OpRefused",
     "OpReply",
     "Session",
     "UntrustedCertificate",
+    "agent_url",
     "answer_hint",
     "command",
     "command_with",

@@ -29,6 +29,9 @@ from pydantic import (
     Field,
     SecretStr,
     StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
     ValidationError,
     field_validator,
     model_validator,
@@ -182,13 +185,66 @@ class AcpAgent(_Strict):
     args: list[str] = Field(default_factory=list)
 
 
-class AgentSection(_Strict):
-    """``[agent]``: which agent every conversation runs, where, and how permissions are answered."""
+AGENT_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+"""An agent's id (``[[agents]] id``): its sub-path ``/agents/<id>``, lower-case letters, digits and ``-``, at most
+32 characters, not starting with ``-``."""
 
+
+def _agent_id(value: str | None) -> str | None:
+    """``id`` of ``[agent]`` / ``[[agents]]``: ``None`` (given nowhere) or an id :data:`AGENT_ID` matches; else
+    ``ValueError`` with one line (pydantic names the key)."""
+    if value is not None and not AGENT_ID.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not an agent id: lower-case letters, digits and '-', at most 32 characters, "
+            "starting with a letter or a digit (it is the agent's sub-path /agents/<id>)"
+        )
+    return value
+
+
+class SkillSection(_Strict):
+    """``[[agents.skills]]``: one skill the agent's card lists (A2A ``AgentSkill``): ``id``, ``name``,
+    ``description``, ``tags`` and ``examples``."""
+
+    id: Annotated[str, Field(min_length=1)]
+    name: Annotated[str, Field(min_length=1)]
+    description: str = ""
+    tags: list[str] = Field(default_factory=list)
+    examples: list[str] = Field(default_factory=list)
+
+
+class AgentPoolSection(_Strict):
+    """``[agents.pool]``: one agent's own bounds beside the daemon-wide ``[a2a.pool]``. ``max_live``: its live
+    agents at most (0, the default: no cap of its own, only the daemon's); ``idle_close``: seconds one of its
+    conversations' agents stays open with no live task (``None``, the default: ``[a2a.pool] idle_close``)."""
+
+    max_live: Annotated[int, Field(ge=0)] = 0
+    idle_close: Annotated[float, Field(ge=0)] | None = None
+
+
+OptionValue = StrictStr | StrictInt | StrictFloat | StrictBool
+"""A value of ``[agents.options]``: what ``Runtime.open(configure=…)`` takes (a string, a number, a boolean)."""
+
+
+class AgentSection(_Strict):
+    """``[agent]`` (the one-agent shorthand) or one ``[[agents]]`` entry: which agent its conversations run, where,
+    and how permissions are answered. ``id``: its sub-path ``/agents/<id>`` (required in ``[[agents]]``; in
+    ``[agent]`` it defaults to the agent's name made an id, :func:`.agentspec.slug`); ``default``: whether the root
+    serves it (at most one; else the first); ``description`` and ``skills``: its card's; ``options``: passed as
+    ``configure=`` to ``Runtime.open`` (``model`` and any option ``anyagentd probe`` lists); ``pool``: its own
+    bounds (:class:`AgentPoolSection`)."""
+
+    id: str | None = None
     name: str | dict[Literal["acp"], AcpAgent] = "mock"
     dir: str = "."
     approval: Literal["ask", "auto"] = "ask"
     mock_script: str | None = None
+    default: StrictBool = False
+    description: str | None = None
+    skills: list[SkillSection] = Field(default_factory=list)
+    options: dict[str, OptionValue] = Field(default_factory=dict)
+    pool: AgentPoolSection = AgentPoolSection()
+
+    _check_id = field_validator("id")(_agent_id)
 
     def agent_ref(self) -> Any:
         """The ``AgentRef`` the runtime opens: a catalog id or ``{"acp": {...}}``."""
@@ -231,13 +287,17 @@ def _rate(value: Any) -> Any:
 class PrincipalSection(_Strict):
     """``[[a2a.principals]]``: a caller known by its bearer. ``grants`` are op patterns of the command extension
     (``*``, ``workflow.*``, ``workflow.run:<glob>``; none by default: the role's floors apply); ``methods`` are the
-    A2A methods it may call (patterns, ``*`` by default, e.g. ``["Get*", "List*"]`` for a reader)."""
+    A2A methods it may call (patterns, ``*`` by default, e.g. ``["Get*", "List*"]`` for a reader); ``agents`` the
+    agents it may reach (patterns of ``[[agents]]`` ids, ``*`` by default, e.g. ``["claude", "codex-*"]``)."""
 
     id: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")]
     role: Literal["user", "agent"] = "user"
     bearer: str
     grants: list[str] = Field(default_factory=list)
     methods: list[str] = Field(default_factory=lambda: ["*"])
+    agents: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] = Field(
+        default_factory=lambda: ["*"]
+    )
     rate: Rate = Rate(requests=120, seconds=60.0)
 
     _check_bearer = field_validator("bearer", mode="before")(_reference)
@@ -540,13 +600,52 @@ class A2ASection(_Strict):
 
 
 class Config(_Strict):
-    """The whole file: ``[agent]``, ``[a2a]``, ``[subagents]`` and the ``[[workflows]]`` (validated by
-    :func:`anyagentd_a2a.workflows.definition.load_workflows`; errors name the workflow, step and key)."""
+    """The whole file: the agents (``[[agents]]``, or ``[agent]``: the one-agent shorthand, one entry; not both),
+    ``[a2a]``, ``[subagents]`` and the ``[[workflows]]`` (validated by
+    :func:`anyagentd_a2a.workflows.definition.load_workflows`; errors name the workflow, step and key). Of the
+    ``[[agents]]``, each needs an ``id``, no two the same, and at most one is ``default = true``
+    (:class:`ConfigError` naming ``agents``, ``agents.N.id`` or ``agents.N.default``, every one found)."""
 
     agent: AgentSection = AgentSection()
+    agents: list[AgentSection] = Field(default_factory=list)
     a2a: A2ASection = A2ASection()
     subagents: SubagentsSection = SubagentsSection()
     workflows: list[dict[str, Any]] = Field(default_factory=list)
+
+    def entries(self) -> list[tuple[str, AgentSection]]:
+        """The agents as configured, each with its key prefix as written: ``[("agent", agent)]`` for the shorthand,
+        else ``[("agents.0", …), ("agents.1", …)]`` in the file's order."""
+        if self.agents:
+            return [(f"agents.{n}", entry) for n, entry in enumerate(self.agents)]
+        return [("agent", self.agent)]
+
+    @model_validator(mode="after")
+    def _agents(self) -> Config:
+        if not self.agents:
+            return self
+        if "agent" in self.model_fields_set:
+            raise ConfigError(
+                "agents",
+                "[agent] and [[agents]] are both given: [agent] is the one-agent shorthand; move it into [[agents]]",
+            )
+        errors: list[ConfigError] = []
+        seen: set[str] = set()
+        default: str | None = None
+        for n, entry in enumerate(self.agents):
+            if entry.id is None:
+                errors.append(ConfigError(f"agents.{n}.id", "required: the agent's sub-path /agents/<id>"))
+            elif entry.id in seen:
+                errors.append(ConfigError(f"agents.{n}.id", f"{entry.id!r} is configured twice"))
+            else:
+                seen.add(entry.id)
+            if entry.default and default is not None:
+                errors.append(ConfigError(f"agents.{n}.default", f"{default!r} is the default already"))
+            elif entry.default:
+                default = entry.id or f"agents.{n}"
+        if errors:
+            first, *others = errors
+            raise ConfigError(first.key, first.message, also=tuple(others))
+        return self
 
     @model_validator(mode="after")
     def _definitions(self) -> Config:

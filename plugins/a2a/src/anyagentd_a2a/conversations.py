@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -38,10 +37,10 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 
-from anyagentd.adapters.lineage import guardian_pid
 from anyagentd.errors import AnyagentError, ResumeFailed
 from anyagentd.model import PromptOrigin, kind_tag
 
+from .pool import DEFAULT_LIMITS, Pool, PoolLimits, process_tree_rss
 from .tasks.state import PARK, PAUSED, TERMINAL, from_stop, move, on_drain
 from .translate import (
     DELIVERY_MEDIA_TYPE,
@@ -508,42 +507,6 @@ def _final_text(run: TaskRun, stop: Any) -> str:
     return f"The turn failed: {stop.message}"
 
 
-MIB = 1024 * 1024
-
-
-def process_tree_rss(root: int | None = None) -> int:
-    """Resident memory, in bytes, of every descendant process of ``root`` (default: this process), read from
-    ``/proc/<pid>/stat`` (field 24, in pages); 0 where /proc is not there. The root's own memory is not counted,
-    nor the lineage guardian's (:func:`anyagentd.adapters.lineage.guardian_pid`: a child of anyagentd, started
-    with the first agent and living on after the last closed, about 9 MiB): what is summed is the agents' (and
-    their children's)."""
-    root = os.getpid() if root is None else root
-    helper = guardian_pid()
-    parents: dict[int, int] = {}
-    rss: dict[int, int] = {}
-    try:
-        entries = [e for e in os.listdir("/proc") if e.isdigit()]
-    except OSError:
-        return 0
-    for entry in entries:
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                fields = stat.read().rpartition(b")")[2].split()
-        except OSError:
-            continue  # gone meanwhile
-        parents[int(entry)] = int(fields[1])
-        rss[int(entry)] = int(fields[21])
-    children: dict[int, list[int]] = {}
-    for pid, ppid in parents.items():
-        children.setdefault(ppid, []).append(pid)
-    total, stack = 0, [pid for pid in children.get(root, []) if pid != helper]
-    while stack:
-        pid = stack.pop()
-        total += rss.get(pid, 0)
-        stack.extend(children.get(pid, []))
-    return total * os.sysconf("SC_PAGE_SIZE")
-
-
 class AgentSessions(Protocol):
     """The engine sessions of the conversations (:class:`~.sessions.ConversationSessions` is the daemon's)."""
 
@@ -555,27 +518,20 @@ class AgentSessions(Protocol):
         """Store ``token`` (when there is one) as the conversation's resume token."""
 
 
-@dataclass(frozen=True)
-class PoolLimits:
-    """Bounds on live agents (``[a2a.pool]``): ``idle_close`` seconds with no live task before a conversation's
-    agent is closed (0: never), ``max_live`` agents at most (0: no cap), ``max_rss_mb`` MiB of the agents' process
-    tree at most (``None``: no bound)."""
-
-    idle_close: float = 900.0
-    max_live: int = 0
-    max_rss_mb: int | None = None
-
-
 class Conversations:
-    """Every conversation of the daemon, keyed (owner, contextId), and every live run, keyed by task id.
+    """Every conversation of one agent, keyed (owner, contextId), and every live run, keyed by task id.
 
     ``sessions`` (:class:`AgentSessions`, which knows the runtime and the agent) opens a conversation's engine
     session and stores its resume tokens; ``start_pump(fn, session)`` runs a pump in the daemon's task
     group; ``paused()`` says how the instance is paused
     (``"paused by the operator (maintenance)"``), ``None`` while it is not — a prompt queued then waits for the
-    resume, and its task says so rather than name a queue. ``limits`` bound the live agents: past
-    ``max_live`` (or ``max_rss_mb``, measured by ``rss()`` in bytes) the least recently used idle conversation is
-    closed before another opens."""
+    resume, and its task says so rather than name a queue. ``limits`` are the agent's own: ``max_live`` caps its
+    live agents (0: no cap of its own), ``idle_close`` closes its idle ones (:meth:`reap_idle`). ``pool`` is the
+    daemon's :class:`~.pool.Pool` over every agent (``[a2a.pool]``: past its ``max_live`` or ``max_rss_mb`` any
+    agent's least recently used idle conversation is closed before another opens); without one this makes a private
+    pool of ``limits`` and ``rss`` (bytes of the agents' process tree) with itself its only member — a one-agent
+    daemon, whose bounds are then both its own and the daemon's. ``agent`` (its id, when the daemon serves several)
+    is named in its log lines."""
 
     def __init__(
         self,
@@ -583,24 +539,37 @@ class Conversations:
         *,
         sessions: AgentSessions,
         start_pump: Callable[..., None],
-        limits: PoolLimits = PoolLimits(),
+        limits: PoolLimits = DEFAULT_LIMITS,
         rss: Callable[[], int] = process_tree_rss,
         paused: Callable[[], str | None] = lambda: None,
+        pool: Pool | None = None,
+        agent: str = "",
     ) -> None:
         self.state_dir = state_dir
         self.paused = paused
         self.sessions = sessions
         self.start_pump = start_pump
         self.limits = limits
-        self.rss = rss
+        self.agent = agent
         self.conversations: dict[tuple[str, str], Conversation] = {}
         self.runs: dict[str, TaskRun] = {}
         self.opening: set[Conversation] = set()  # reserved a place in the pool, session not yet open
         self.evictions = 0
         self.idle_closes = 0
+        self.pool = pool if pool is not None else Pool(limits, rss)
+        self.pool.join(self)
         self.on_usage: Callable[[Any, dict[str, Any]], None] | None = None
         """Told every ``ContextUsage`` event (its kind and extensions): the metrics' token counts."""
-        self._room = anyio.Lock()
+
+    @property
+    def tag(self) -> str:
+        """What its log lines begin with: ``"agent <id>: "``, or nothing for an agent with no id."""
+        return f"agent {self.agent}: " if self.agent else ""
+
+    @property
+    def rss(self) -> Callable[[], int]:
+        """The pool's measure of the agents' process tree, in bytes."""
+        return self.pool.rss
 
     def keys(self) -> set[tuple[str, str]]:
         """The (owner, contextId) of every conversation in memory (a copy), live session or not: a message's
@@ -629,53 +598,16 @@ class Conversations:
         return [c for c in self.conversations.values() if c.live]
 
     def values(self) -> dict[str, Any]:
-        """The pool as ``status`` shows it (``values``): live agents, the cap, their tree's RSS in bytes, evictions
-        and idle closes since start."""
-        return {
-            "liveAgents": len(self.live()),
-            "maxLive": self.limits.max_live,
-            "agentRssBytes": self.rss(),
-            "maxRssBytes": (self.limits.max_rss_mb or 0) * MIB,
-            "evictions": self.evictions,
-            "idleCloses": self.idle_closes,
-            "idleCloseSeconds": self.limits.idle_close,
-        }
-
-    def _over(self, live: int) -> str | None:
-        limits = self.limits
-        if limits.max_live and live >= limits.max_live:
-            return f"{live} live agents, cap {limits.max_live}"
-        if limits.max_rss_mb and live and self.rss() > limits.max_rss_mb * MIB:
-            return f"agents' RSS over {limits.max_rss_mb} MiB"
-        return None
+        """The pool as ``status`` shows it (``values``, :meth:`.pool.Pool.values_of`): this agent's live agents, the
+        cap that holds it, the agents' tree RSS in bytes, its evictions and idle closes since start."""
+        return self.pool.values_of(self)
 
     async def make_room(self, opening: Conversation) -> None:
-        """Reserve ``opening`` a place among the live agents, first closing least-recently-used idle conversations
-        while the pool is at its cap; when every live one is busy it opens past the cap (saying so in the log)
-        rather than fail a message. The caller discards ``opening`` from :attr:`opening` once its session is
-        open."""
-        async with self._room:
-            while True:
-                live = [c for c in self.live() if c is not opening]
-                why = self._over(len(live) + len(self.opening))
-                if why is None:
-                    break
-                idle = [c for c in live if c.idle]
-                if not idle:
-                    log.warning("pool: %s and none idle; opening conversation %s past the cap", why, opening.context_id)
-                    break
-                # one whose agent resumes loses nothing: the least recently used of those first
-                victim = min(idle, key=lambda c: (not c.resumable, c.last_active))
-                self.evictions += 1
-                log.info("pool: %s; evicting the least recently used conversation %s", why, victim.context_id)
-                if not victim.resumable:
-                    log.warning(
-                        "pool: the agent of conversation %s cannot resume; its next message starts a fresh "
-                        "agent conversation",
-                        victim.context_id,
-                    )
-                await victim.session.close()
-            self.opening.add(opening)
+        """Reserve ``opening`` a place among the live agents (:meth:`.pool.Pool.make_room`: least recently used idle
+        conversations are closed while this agent's cap or the daemon's is reached; when none is idle it opens past
+        the cap, saying so in the log, rather than fail a message). The caller discards ``opening`` from
+        :attr:`opening` once its session is open."""
+        await self.pool.make_room(self, opening)
 
     def conversation(self, owner: str, context_id: str) -> Conversation:
         key = (owner, context_id)
@@ -711,12 +643,13 @@ class Conversations:
                 if not conversation.kept_open_said:
                     conversation.kept_open_said = True
                     log.info(
-                        "conversation %s is idle, but its agent cannot resume: its session stays open (the "
+                        "%sconversation %s is idle, but its agent cannot resume: its session stays open (the "
                         "pool's cap still bounds it)",
+                        self.tag,
                         conversation.context_id,
                     )
                 continue
-            log.info("closing the idle session of conversation %s", conversation.context_id)
+            log.info("%sclosing the idle session of conversation %s", self.tag, conversation.context_id)
             self.idle_closes += 1
             await session.close()
 

@@ -26,7 +26,6 @@ import uvicorn
 
 from anyagentd import startup
 from anyagentd.listen import listening_socket
-from anyagentd.runtime import Runtime
 
 from .app import build_app
 from .config import Loaded, split_host_port
@@ -34,7 +33,7 @@ from .lifecycle import Lifecycle
 from .logring import LogRing, RingHandler, SecretRedactor
 from .logs import redact_stderr, setup_logging
 from .reload import Reload
-from .services import Services, Stores, build_services, open_stores, tell_interrupted
+from .services import Runtimes, Services, Stores, build_services, open_runtimes, open_stores, tell_interrupted
 from .settings import Options, Settings
 
 log = logging.getLogger("anyagentd.a2a")
@@ -78,9 +77,9 @@ class Daemon:
             ring_handler = RingHandler(ring)
             logging.getLogger().addHandler(ring_handler)
             with self._bind() as sock:
-                async with Runtime(mock_script=settings.mock_script, plugins=settings.options.plugins) as runtime:
-                    settings.check_agent(runtime)
-                    await self._serve(stores, Lifecycle(runtime), runtime, ring, sock)
+                async with open_runtimes(settings) as runtimes:
+                    settings.check_agents(runtimes.shared)
+                    await self._serve(stores, Lifecycle(runtimes.shared), runtimes, ring, sock)
             logging.getLogger().removeHandler(ring_handler)
         log.info("stopped")
         return 0
@@ -95,14 +94,14 @@ class Daemon:
         return sock
 
     async def _serve(
-        self, stores: Stores, lifecycle: Lifecycle, runtime: Runtime, ring: LogRing, sock: socket.socket
+        self, stores: Stores, lifecycle: Lifecycle, runtimes: Runtimes, ring: LogRing, sock: socket.socket
     ) -> None:
         """Build the services and the app in one task group, start uvicorn on ``sock`` with the signal handlers,
         the drain, the announcement and the background loops beside it; once uvicorn stops (drained), close the
         SDK's handler and the push client and end the group."""
         tls = self.settings.loaded.config.a2a.tls
         async with anyio.create_task_group() as tg:
-            services = await build_services(self.settings, lifecycle, stores, runtime, ring, self.url, tg)
+            services = await build_services(self.settings, lifecycle, stores, runtimes, ring, self.url, tg)
             tell_interrupted(services, tg)  # failed by this start: the SDK pushes only what it serves
             app = build_app(services)
             if services.run_tasks is not None:
@@ -123,13 +122,16 @@ class Daemon:
             tg.start_soon(self._signals, lifecycle, Reload(services, app.cors, tg.start_soon))
             tg.start_soon(self._drain_on_request, server, services)
             tg.start_soon(self._announce, server)
-            tg.start_soon(services.conversations.reap_idle)
-            tg.start_soon(stores.tasks.flush_behind)
+            for agent in services.agents:
+                tg.start_soon(agent.conversations.reap_idle)
+                tg.start_soon(agent.store.flush_behind)
+            tg.start_soon(lifecycle.serve, list(services.agents))  # an agent's own drain (admin.drain on its path)
             tg.start_soon(services.retention.serve)  # a prune now, then every [a2a.retention] interval
             await server.serve(sockets=[sock])
             if not lifecycle.draining:
                 await _drain(services)
-            await services.handler.aclose()
+            for agent in services.agents:
+                await agent.handler.aclose()
             if services.push_http is not None:
                 await services.push_http.aclose()
             tg.cancel_scope.cancel()
@@ -139,7 +141,8 @@ class Daemon:
         startup.done()  # the daemon has started: what it built is frozen out of the collector's sight
         sys.stdout.write(json.dumps({"listening": self.url}) + "\n")
         sys.stdout.flush()
-        log.info("listening on %s (agent %s in %s)", self.url, self.settings.agent_label, self.settings.agent_dir)
+        for spec in self.settings.specs:
+            log.info("listening on %s (agent %s: %s in %s)", self.url, spec.id, spec.label, spec.dir)
 
     async def _signals(self, lifecycle: Lifecycle, reload: Reload) -> None:
         """SIGHUP reloads (:meth:`.reload.Reload.on_signal`); SIGTERM or SIGINT latches the drain and ends."""
@@ -160,10 +163,10 @@ class Daemon:
 
 
 async def _drain(services: Services) -> None:
-    """The drain (:meth:`.lifecycle.Lifecycle.drain`) of the services' conversations, through their SDK handler,
-    with the workflow runner and the subagent manager as configured."""
+    """The drain (:meth:`.lifecycle.Lifecycle.drain`) of every served agent's conversations, through their SDK
+    handlers, with the workflow runner and the subagent manager as configured."""
     instance = services.instance
-    await services.lifecycle.drain(services.conversations, services.handler, instance.runner, instance.subagents)
+    await services.lifecycle.drain(services.agents, instance.runner, instance.subagents, services.front)
 
 
 async def serve(loaded: Loaded, options: Options) -> int:

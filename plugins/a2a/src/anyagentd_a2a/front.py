@@ -1,4 +1,5 @@
-"""The front pipeline: what runs before the SDK's JSON-RPC dispatcher, in the order of
+"""The front pipeline: what runs before the SDK's JSON-RPC dispatcher of the agent a POST is for (its
+:class:`Endpoint`: ``/agents/{id}/``, or the root for the default agent, :mod:`.routing`), in the order of
 ``docs/commands.md`` (the listener). Each refusal is plain JSON-RPC/HTTP and nothing behind it runs (no task is
 created, no agent started).
 
@@ -15,8 +16,10 @@ as soon as it passes it: :func:`.limits.read_body`) → JSON-RPC envelope (-3270
 wrong jsonrpc / no method; -32602 params not an object, or holding a number no double holds, such as
 ``1e400``, named by its field: :mod:`.structjson`) → ``A2A-Version`` 1.0 or 1.0.x (-32009
 VERSION_NOT_SUPPORTED) → per-principal rate (429) → exact method route (-32601) → extension negotiation
-(activated URIs echoed in ``A2A-Extensions``) → method authorization (403, -31403) → while draining, sends
-refused (-32603 DRAINING) → message limits, for every send (-32602 LIMIT_EXCEEDED naming
+(activated URIs echoed in ``A2A-Extensions``) → method authorization (403, -31403) → agent reach (403, -31403
+PERMISSION_DENIED naming the agent: the principal's ``agents`` patterns do not match the path's agent) → tenant
+(-32602 naming ``tenant`` when ``params.tenant`` names another agent than the path's: A2A 1.0's tenant, which the
+cards never set) → while the path's agent (or the daemon) drains, sends refused (-32603 DRAINING) → message limits, for every send (-32602 LIMIT_EXCEEDED naming
 ``a2a.limits.message_parts`` or ``a2a.limits.part_bytes``: :func:`.limits.message_refusal`) → an empty message,
 for a send naming no ``taskId`` (-32602 EMPTY_MESSAGE naming ``message.parts``: no text, data or file, so no
 prompt — :func:`.limits.empty_message_refusal`, by the rule ``prompt_of`` refuses by,
@@ -36,8 +39,10 @@ import logging
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
@@ -128,42 +133,61 @@ class Interceptor(Protocol):
         request's ``handoff`` (``request.state.handoff``: the call-context builder gives it to the SDK's side)."""
 
 
-class Front:
-    """The Starlette endpoint for ``POST /``: the checks above, then ``dispatch(request)`` (the SDK's dispatcher).
+@dataclass(frozen=True)
+class Endpoint:
+    """One path the front serves (``/agents/{id}/``, or ``/`` for the default agent): ``agent`` (the id of the agent
+    it serves: principals' ``agents`` patterns and a request's ``tenant`` are checked against it), ``dispatch`` (the
+    SDK's JSON-RPC dispatcher of that agent), ``admission`` (whether its sends are refused: draining),
+    ``check_send`` (the refusal of a send, if any; commands have their own, in order, after these) and
+    ``intercept`` (what the daemon answers itself on that path: commands), ``interface_url`` (the URL its cards
+    show as their JSON-RPC interface)."""
 
-    ``lifecycle.draining`` says whether sends are refused; ``supported_extensions`` are the URIs that can be
-    activated; ``check_send.check(principal, request_id, params)`` returns the refusal of a send, if any (commands
-    have their own, in order, after these); ``intercept.intercept(principal, request_id, method, params,
-    activated)`` answers what the daemon serves itself (commands, and the tasks of workflow runs), or ``None`` to
-    pass on to the SDK. The principal is left in ``request.state.principal`` for the call-context builder. The
-    limits and the trusted proxies are those of the configuration ``identities`` holds (:attr:`settings`), so a
-    reload that replaces it applies them."""
+    agent: str
+    dispatch: Callable[[Request], Any]
+    admission: Draining
+    interface_url: str
+    check_send: SendCheck | None = None
+    intercept: Interceptor | None = None
+
+
+class Front:
+    """The Starlette endpoint of every agent's path: the checks above, then the :class:`Endpoint`'s ``dispatch``
+    (the SDK's dispatcher of that agent).
+
+    ``methods`` are the JSON-RPC methods routed; ``supported_extensions`` are the URIs that can be activated. The
+    principal is left in ``request.state.principal`` for the call-context builder, the interface URL in
+    ``request.state.interface_url`` (the extended card's). The limits and the trusted proxies are those of the
+    configuration ``identities`` holds (:attr:`settings`), so a reload that replaces it applies them; the limiter,
+    the rate buckets and the identities are the daemon's, shared by every agent."""
 
     def __init__(
         self,
         identities: Identities,
-        dispatch: Callable[[Request], Any],
         methods: set[str],
         *,
-        lifecycle: Draining,
         supported_extensions: set[str],
         realm: str,
-        check_send: SendCheck | None = None,
-        intercept: Interceptor | None = None,
         spawn: Callable[..., Any] | None = None,
     ) -> None:
         self.spawn = spawn
-        self.check_send = check_send
-        self.intercept = intercept
         self.identities = identities
-        self.dispatch = dispatch
         self.methods = methods
-        self.lifecycle = lifecycle
         self.supported_extensions = supported_extensions
         self.realm = realm
         self.rates = RateLimits()
         self.failed = TokenBucket(FAILED_CREDENTIAL_BURST, FAILED_CREDENTIAL_REFILL_SECONDS)
         self._proxies: tuple[Loaded | None, list[Network]] = (None, [])
+        self._unary = 0  # requests in hand that answer once (not a stream)
+        self._settled = anyio.Event()
+        self._settled.set()
+
+    async def settled(self, timeout: float) -> None:
+        """Return once no request the front took in is still waiting for its one answer (streams left out: the
+        drain ends those), or after ``timeout`` seconds: the drain waits for this before the SDK's handlers close
+        (an ``admin.drain`` ran in the front before the SDK made its task; closing the handlers first refused that
+        task, and the request that asked for the drain got HTTP 500)."""
+        with anyio.move_on_after(timeout):
+            await self._settled.wait()
 
     @property
     def settings(self) -> A2ASection:
@@ -187,9 +211,32 @@ class Front:
             self._proxies = (self.identities.loaded, proxies)
         return client_address(peer, request.headers.getlist("x-forwarded-for"), proxies)
 
-    async def handle(self, request: Request) -> Response:
-        request.state.rpc = True  # a POST / the front answers: what the metrics count (.observe.requests)
-        checked = await self._check(request)
+    async def handle(self, request: Request, endpoint: Endpoint) -> Response:
+        """The answer to the JSON-RPC ``request`` posted to ``endpoint``'s path: the first refusal of the pipeline
+        (the module docstring), else what the endpoint's intercept or the SDK's dispatcher answers."""
+        self._unary += 1
+        self._settled = anyio.Event() if self._settled.is_set() else self._settled
+        counted = True
+        try:
+            response = await self._handle(request, endpoint)
+            if "text/event-stream" in response.headers.get("content-type", ""):
+                counted = False  # a stream: the drain ends it
+                self._done()
+            return response
+        finally:
+            if counted:
+                self._done()
+
+    def _done(self) -> None:
+        self._unary -= 1
+        if self._unary == 0:
+            self._settled.set()
+
+    async def _handle(self, request: Request, endpoint: Endpoint) -> Response:
+        request.state.rpc = True  # a POST the front answers: what the metrics count (.observe.requests)
+        request.state.agent = endpoint.agent  # the access log's
+        request.state.interface_url = endpoint.interface_url  # the extended card's (.calls)
+        checked = await self._check(request, endpoint)
         if isinstance(checked, Response):
             source = self.source_of(request)
             log.info(
@@ -205,13 +252,15 @@ class Front:
         params = envelope.get("params") or {}
         request.state.handoff = None
         answered = None
-        if self.intercept is not None:  # what the daemon answers itself (commands), or hands on to the SDK
-            answered = await self.intercept.intercept(principal, envelope["id"], envelope["method"], params, activated)
+        if endpoint.intercept is not None:  # what the daemon answers itself (commands), or hands on to the SDK
+            answered = await endpoint.intercept.intercept(
+                principal, envelope["id"], envelope["method"], params, activated
+            )
         if isinstance(answered, Response):
             response = answered
         else:
             request.state.handoff = answered
-            response = await self._dispatch(request, principal, envelope)
+            response = await self._dispatch(request, principal, envelope, endpoint.dispatch)
         if activated:
             response.headers["A2A-Extensions"] = ", ".join(activated)
         streaming = "text/event-stream" in response.headers.get("content-type", "")
@@ -261,7 +310,9 @@ class Front:
                 None, -31401, str(err), status=401, headers={"WWW-Authenticate": f'Bearer realm="{self.realm}"'}
             )
 
-    async def _dispatch(self, request: Request, principal: Principal, envelope: dict[str, Any]) -> Response:
+    async def _dispatch(
+        self, request: Request, principal: Principal, envelope: dict[str, Any], dispatch: Callable[[Request], Any]
+    ) -> Response:
         """The SDK's answer; a blocking ``SendMessage`` of a device session answers 401 as soon as the session is
         revoked, while the send itself goes on in the background (what the principal owns is kept)."""
         params = envelope.get("params") or {}
@@ -274,18 +325,20 @@ class Front:
             or envelope["method"] != "SendMessage"
             or not blocking
         ):
-            return await self.dispatch(request)
+            return await dispatch(request)
         from .auth.revocable import unless_revoked
 
         return await unless_revoked(
-            lambda: self.dispatch(request),
+            lambda: dispatch(request),
             self.identities.sessions.revoked_event(principal.session),
             spawn=self.spawn,
             request_id=envelope["id"],
             realm=self.realm,
         )
 
-    async def _check(self, request: Request) -> Response | tuple[Principal, list[str], dict[str, Any]]:
+    async def _check(
+        self, request: Request, endpoint: Endpoint
+    ) -> Response | tuple[Principal, list[str], dict[str, Any]]:
         """Every step of the pipeline in order: the first refusal, or (principal, activated extension URIs, the
         JSON-RPC envelope). A command's own refusals come after these (:mod:`.command.envelope`)."""
         settings = self.settings
@@ -352,11 +405,31 @@ class Front:
                 reason="PERMISSION_DENIED",
                 domain=AGENTD_DOMAIN,
             )
-        if method in SEND_METHODS and self.lifecycle.draining:
+        if not principal.reaches(endpoint.agent):
             return rpc_error(
-                request_id, -32603, "the daemon is draining: no new messages", reason="DRAINING", domain=AGENTD_DOMAIN
+                request_id,
+                -31403,
+                f"{principal.id} may not reach agent {endpoint.agent!r}",
+                status=403,
+                reason="PERMISSION_DENIED",
+                domain=AGENTD_DOMAIN,
+                metadata={"agent": endpoint.agent},
             )
         params = envelope.get("params") or {}
+        tenant = params.get("tenant")
+        if isinstance(tenant, str) and tenant and tenant != endpoint.agent:
+            return invalid_params(
+                request_id,
+                [("tenant", f"this URL serves agent {endpoint.agent!r}; agent {tenant!r} is at /agents/{tenant}")],
+            )
+        if method in SEND_METHODS and endpoint.admission.draining:
+            return rpc_error(
+                request_id,
+                -32603,
+                f"{endpoint.admission.drain_note}: no new messages",
+                reason="DRAINING",
+                domain=AGENTD_DOMAIN,
+            )
         if method in SEND_METHODS:
             refused = message_refusal(request_id, params, settings.limits)
             if refused is None:
@@ -367,9 +440,9 @@ class Front:
         if command:  # the access log's op (.observe.requests); the command's checks come later
             first = command_parts(params["message"])[0]
             request.state.op = first.get("op") if isinstance(first, dict) else None
-        if method in SEND_METHODS and self.check_send is not None and not command:
+        if method in SEND_METHODS and endpoint.check_send is not None and not command:
             before = json.dumps(params, sort_keys=True)
-            refused = await self.check_send.check(principal, request_id, params)
+            refused = await endpoint.check_send.check(principal, request_id, params)
             if refused is not None:
                 return refused
             if json.dumps(params, sort_keys=True) != before:  # the send check completed the message (contextId)

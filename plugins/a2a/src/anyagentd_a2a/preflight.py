@@ -23,13 +23,15 @@ Errors:
   16 bytes are not ``SQLite format 3\\0``);
 - ``a2a.url``: ``a2a.listen`` on an unspecified address (``0.0.0.0``, ``::``) without ``a2a.url``: the card would
   advertise an address no client can use, and the Host gate would answer every remote client 421;
-- ``agent.name``: no installed adapter drives that catalog id (:func:`anyagentd.discovery.no_adapter_message`,
+- ``agent.name`` (of the ``[agent]`` shorthand; ``agents.N.name`` of each ``[[agents]]`` entry, and so for every
+  agent key below): no installed adapter drives that catalog id (:func:`anyagentd.discovery.no_adapter_message`,
   with the distribution to install for a first-party agent); for ``{acp = …}``, no ACP adapter installed, or
   (``agent.name.acp.path``) a path that is not an executable file (a bare name: not found on ``PATH``);
 - ``agent.dir``: does not exist, or is not a directory;
-- ``agent.mock_script`` (``--mock`` when given, which wins over it): a script the scripted agent ``mock`` cannot
-  load — neither a file nor a shipped example's name, not a valid script (:func:`anyagentd.mock.script.load_script`,
-  what the mock adapter runs when the runtime is made: the start fails on it whatever ``agent.name`` says);
+- ``agent.mock_script`` (``--mock`` when given, which wins over every agent's): a script the scripted agent
+  ``mock`` cannot load — neither a file nor a shipped example's name, not a valid script
+  (:func:`anyagentd.mock.script.load_script`, what the mock adapter runs when the runtime is made: the start fails
+  on it whatever ``agent.name`` says);
 - ``subagents.enabled``: no MCP transport plugin for ``Http`` installed (the subagent tools reach the agent as an
   ``Http`` MCP server; without the plugin the agent is opened without them and answers "No such tool
   available"); ``subagents.instances.N.name``: a child instance named like an installed agent;
@@ -43,7 +45,7 @@ forgets every task, conversation and run; ``agent.name`` and ``workflows.W.steps
 adapter is installed but whose CLI is not found on this machine (with its install hint): the daemon serves, and
 every message to that agent fails until the CLI is installed; ``a2a.principals.N.grants.M``, a grant pattern that
 matches no installed op, only ops no grant reaches (operator-floor and reserved ops), or — ``workflow.run:<glob>``
-— no configured workflow.
+— no configured workflow; ``a2a.principals.N.agents.M``, an ``agents`` pattern that matches no configured agent id.
 """
 
 from __future__ import annotations
@@ -121,12 +123,19 @@ def preflight(loaded: Loaded, plugins: Plugins, *, mock_script: str | None = Non
     known = installed_agents(plugins)
     acp = any(getattr(a, "acp_ref", False) for a in plugins.adapters().values())
     catalog: dict[str, str] = {}  # the catalog agents named, each with the first key naming it
-    _agent(config.agent.name, "agent.name", known, acp, found, catalog=catalog)
-    _directory(config.agent.dir, found)
-    _mock_script(mock_script, config.agent.mock_script, plugins, found)
+    entries = config.entries()
+    for key, entry in entries:
+        _agent(entry.name, f"{key}.name", known, acp, found, catalog=catalog)
+        _directory(entry.dir, f"{key}.dir", found)
+    if mock_script is not None:  # --mock is every agent's script: checked once
+        _mock_script("--mock", mock_script, plugins, found)
+    else:
+        for key, entry in entries:
+            _mock_script(f"{key}.mock_script", entry.mock_script, plugins, found)
     _subagents(loaded, plugins, known, found)
     workflows = _workflows(loaded, plugins, known, acp, found, catalog)
     _grants(loaded, plugins, workflows, found)
+    _principal_agents(loaded, found)
     _installed(catalog, plugins, found)
     return found
 
@@ -254,18 +263,19 @@ def _executable(path: str, key: str, found: Findings) -> None:
         found.error(key, f"{full} is not an executable file")
 
 
-def _directory(value: str, found: Findings) -> None:
+def _directory(value: str, key: str, found: Findings) -> None:
+    """An agent's ``dir`` (``key``: ``agent.dir``, ``agents.N.dir``) must be a directory that exists."""
     path = Path(value).expanduser()
     if not path.exists():
-        found.error("agent.dir", f"{path} does not exist (every conversation's session runs there)")
+        found.error(key, f"{path} does not exist (every conversation's session runs there)")
     elif not path.is_dir():
-        found.error("agent.dir", f"{path} is not a directory")
+        found.error(key, f"{path} is not a directory")
 
 
-def _mock_script(given: str | None, configured: str | None, plugins: Plugins, found: Findings) -> None:
-    """The script the ``mock`` adapter would load at start (``--mock`` wins over ``agent.mock_script``), loaded
-    by the adapter's own function; nothing when neither names one or the mock adapter is not installed."""
-    key, source = ("--mock", given) if given is not None else ("agent.mock_script", configured)
+def _mock_script(key: str, source: str | None, plugins: Plugins, found: Findings) -> None:
+    """The script the ``mock`` adapter would load at start (``source``: ``--mock``, which wins over every agent's
+    ``mock_script``, or one agent's; ``key`` names it), loaded by the adapter's own function; nothing when it names
+    none or the mock adapter is not installed."""
     if source is None or "mock" not in plugins.adapters():
         return
     from anyagentd.errors import AnyagentError
@@ -367,3 +377,18 @@ def _grants(loaded: Loaded, plugins: Plugins, workflows: list[str], found: Findi
             ):
                 among = f"workflows: {', '.join(workflows)}" if workflows else "no [[workflows]] are configured"
                 found.warn(key, f"{grant!r} matches no configured workflow ({among})")
+
+
+def _principal_agents(loaded: Loaded, found: Findings) -> None:
+    """A principal's ``agents`` pattern that matches no configured agent id is a warning: the principal is served,
+    the pattern reaches nothing (``a2a.principals.N.agents.M``)."""
+    from .agentspec import entry_ids
+
+    ids = [agent_id for _, agent_id, _ in entry_ids(loaded.config)]
+    for n, principal in enumerate(loaded.config.a2a.principals):
+        for m, pattern in enumerate(principal.agents):
+            if not any(fnmatchcase(agent_id, pattern) for agent_id in ids):
+                found.warn(
+                    f"a2a.principals.{n}.agents.{m}",
+                    f"{pattern!r} matches no configured agent (agents: {', '.join(ids)})",
+                )

@@ -28,16 +28,23 @@ class Principal(CorePrincipal):
     """An authenticated caller: core's :class:`~anyagentd.ops.Principal` (``id``, the owner of its tasks and
     conversations; ``role``; ``grants``, the op patterns the command extension checks) plus what the listener
     checks itself: ``methods`` (A2A method-name patterns it may call, ``*`` by default) and its ``rate``;
-    ``session`` is the sid of the device session it signed in with (``None`` for configured credentials)."""
+    ``session`` is the sid of the device session it signed in with (``None`` for configured credentials);
+    ``agents``: patterns of the agent ids it may reach (``*`` by default, and for a device session)."""
 
     methods: tuple[str, ...] = ("*",)
     rate: Rate | None = None
     session: str | None = None
+    agents: tuple[str, ...] = ("*",)
 
     def may(self, method: str) -> bool:
         """Whether a ``methods`` pattern (``fnmatch``, case-sensitive) covers the A2A ``method``; the operator may
         call anything."""
         return self.is_operator or any(fnmatch.fnmatchcase(method, g) for g in self.methods)
+
+    def reaches(self, agent_id: str) -> bool:
+        """Whether an ``agents`` pattern (``fnmatch``, case-sensitive) covers the agent ``agent_id``; the operator
+        reaches every agent."""
+        return self.is_operator or any(fnmatch.fnmatchcase(agent_id, p) for p in self.agents)
 
 
 OPERATOR = Principal("operator", "operator")
@@ -84,6 +91,7 @@ class Identities:
                 tuple(section.grants),
                 tuple(section.methods),
                 section.rate,
+                agents=tuple(section.agents),
             )
             self._bearers.append((secrets.principals[section.id].get_secret_value().encode(), principal))
         host, _ = split_host_port(self.loaded.config.a2a.listen)

@@ -2,8 +2,9 @@
 
 What a running daemon can take is applied — the credentials and ``[[a2a.principals]]``, ``cors_origins``,
 ``trusted_proxies``, ``introspection``, ``access_log``, ``[a2a.retention]``, ``[a2a.limits]`` (the front's), the
-scrape token, ``agent.approval``, ``[[subagents.parents]]`` and the ``[[workflows]]``; a change to a key read once
-at the start (:data:`START_ONLY`) is named in a warning and takes effect at the next start.
+scrape token, each agent's ``approval``, ``[[subagents.parents]]`` and the ``[[workflows]]``; a change to a key read
+once at the start (an agent's other keys, :func:`agent_changes`; :data:`START_ONLY`) is named in a warning and takes
+effect at the next start.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .config import ConfigError, Loaded, load, with_listen
+from .config import AgentSection, Config, ConfigError, Loaded, load, with_listen
 from .principals import Identities
 
 if TYPE_CHECKING:
@@ -22,9 +23,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("anyagentd.a2a")
 
 START_ONLY = (
-    "agent.name",
-    "agent.dir",
-    "agent.mock_script",
     "a2a.listen",
     "a2a.url",
     "a2a.tls",
@@ -41,10 +39,39 @@ START_ONLY = (
     "subagents.timeout",
     "subagents.instances",
 )
-"""The configuration keys read once at the start — the agent and its runtime, the listener and the card (url, TLS),
-the stores, the push sender, the pool, the device grant, the /metrics route, the task store's history bound, the
-subagent manager and its child instances (their bearers resolved): a SIGHUP that changes one says it takes effect
-at the next start (:meth:`Reload.reload`)."""
+"""The configuration keys read once at the start — the listener and the card (url, TLS), the stores, the push
+sender, the pool, the device grant, the /metrics route, the task store's history bound, the subagent manager and
+its child instances (their bearers resolved): a SIGHUP that changes one says it takes effect at the next start
+(:meth:`Reload.reload`). The agents are read once too, all but their ``approval``: :func:`agent_changes`."""
+
+
+def agent_changes(started: Config, loaded: Config) -> list[str]:
+    """The keys of the agents' start-only changes from ``started`` to ``loaded`` (every key of an agent but
+    ``approval``, which a reload applies), compared entry by entry in order: ``<key>.<field>`` for a changed field
+    of an agent that keeps its id and place (``agent.dir``, ``agents.1.options``; ``agent.name`` too, though the
+    shorthand's id follows its name), ``<key>`` for an agent added, removed, moved or given another id
+    (``agents.2``). The shorthand ``[agent]`` and an ``[[agents]]`` entry with the same id and values are the same
+    agent. Empty: nothing changed."""
+    from .agentspec import entry_ids
+
+    def dumped(entry: AgentSection, agent_id: str) -> dict[str, Any]:
+        return {**entry.model_dump(exclude={"approval"}), "id": agent_id or entry.id}
+
+    before, after = entry_ids(started), entry_ids(loaded)
+    changed: list[str] = []
+    for n in range(max(len(before), len(after))):
+        if n >= len(after) or n >= len(before):
+            changed.append((after if n < len(after) else before)[n][0])
+            continue
+        (was_key, was_id, was), (key, now_id, now) = before[n], after[n]
+        if was_key == key == "agent":  # the shorthand's id follows its name: the name is what changed
+            was_id = now_id = ""
+        elif was_id != now_id:
+            changed.append(key)
+            continue
+        old, new = dumped(was, was_id), dumped(now, now_id)
+        changed += [f"{key}.{name}" for name in new if new[name] != old[name]]
+    return changed
 
 
 class Reload:
@@ -75,11 +102,11 @@ class Reload:
 
     def reload(self) -> None:
         """SIGHUP: read ``--config`` again and apply what can be applied to a running daemon — the credentials and
-        ``[[a2a.principals]]``, ``cors_origins``, ``trusted_proxies``, ``introspection``, ``access_log``,
-        ``[a2a.retention]``, ``[a2a.limits]`` (the front's), the scrape token, ``agent.approval``,
-        ``[[subagents.parents]]`` and the ``[[workflows]]``; a change to any key read once at the start
-        (:data:`START_ONLY`) from the configuration the daemon started with is named in one warning: it takes
-        effect at the next start. A file the start would refuse is refused, and the running configuration kept."""
+        ``[[a2a.principals]]`` (their ``agents`` too), ``cors_origins``, ``trusted_proxies``, ``introspection``,
+        ``access_log``, ``[a2a.retention]``, ``[a2a.limits]`` (the front's), the scrape token, each agent's
+        ``approval``, ``[[subagents.parents]]`` and the ``[[workflows]]``; a change to any key read once at the
+        start (the agents' other keys, :func:`agent_changes`, and :data:`START_ONLY`) from the configuration the
+        daemon started with is named in one warning: it takes effect at the next start. A file the start would refuse is refused, and the running configuration kept."""
         services = self.services
         settings = services.settings
         path = settings.options.config_path
@@ -106,7 +133,8 @@ class Reload:
 
         # compared with what runs: the configuration the daemon started with (a change undone is no change)
         started = settings.started_with
-        changed = [key for key in START_ONLY if value(loaded.config, key) != value(started.config, key)]
+        changed = agent_changes(started.config, loaded.config)
+        changed += [key for key in START_ONLY if value(loaded.config, key) != value(started.config, key)]
         if "subagents.instances" not in changed and loaded.secrets.instances != started.secrets.instances:
             changed.append("subagents.instances")  # a bearer file's new content
         if changed:
@@ -118,8 +146,10 @@ class Reload:
         settings.replace(loaded)  # admin.set values last until here
         services.front.identities = Identities(loaded, services.instance.auth_sessions)
         self.cors.origins = set(loaded.config.a2a.cors_origins)
-        # tasks started from now on report to the parents configured now
-        services.executor.parents = settings.parents(self.spawn)
+        # tasks started from now on, on every agent, report to the parents configured now
+        parents = settings.parents(self.spawn)
+        for agent in services.agents:
+            agent.executor.parents = parents
         log.info("SIGHUP: configuration reloaded from %s", path)
 
     def _reload_workflows(self, loaded: Loaded) -> None:
@@ -139,4 +169,4 @@ class Reload:
         log.info("SIGHUP: workflows %s", said or "unchanged")
 
 
-__all__ = ["START_ONLY", "Reload"]
+__all__ = ["START_ONLY", "Reload", "agent_changes"]

@@ -12,13 +12,11 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.server.tasks import BasePushNotificationSender
-from a2a.types import AgentCard, TaskStatusUpdateEvent
 from a2a.utils.push_url_validator import validate_push_notification_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -26,21 +24,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from anyagentd.ops import OpTable
 from anyagentd.runtime import Runtime
 
-from .calls import PrincipalContextBuilder
-from .card import SCHEMA_PATH, CallerCard, build_card
-from .command.dispatch import CommandDispatcher
+from .agents import Agents, AgentStore
 from .command.envelope import COMMAND_URI
-from .conversations import Conversations
-from .executor import ConversationExecutor
 from .front import Front
 from .instance import Instance
-from .intercept import Intercept
 from .lifecycle import Lifecycle
 from .logring import LogRing
+from .pool import Pool
 from .principals import Identities
 from .push import OnDemandClient
-from .sendchecks import SendChecks
-from .sessions import ConversationSessions
+from .scopes import AgentScopes
 from .settings import Settings, pool_limits, seconds
 from .store import (
     FLUSH_DELAY,
@@ -52,8 +45,6 @@ from .store import (
     engine_for,
     fail_interrupted,
 )
-from .tasks.feed import TaskFeed
-from .tasks.optasks import OpTasks, PreparedIds
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -69,56 +60,99 @@ log = logging.getLogger("anyagentd.a2a")
 
 @dataclass
 class Stores:
-    """The daemon's database, open: ``engine`` (SQLAlchemy's), ``tasks`` (the SDK's task store, per principal),
-    ``table`` (the conversations' resume tokens), ``runs`` (the workflow runs' store; ``None`` without workflows);
-    what the start found of the last process — ``interrupted`` (the status update of every task it failed, for
-    their push subscribers) and ``parked`` (the tasks left waiting for input: task id → (owner, contextId))."""
+    """The daemon's database, open: ``engine`` (SQLAlchemy's), ``scopes`` (which agent holds which tables),
+    ``agents`` (each served agent's :class:`AgentStore`, by id, in configuration order), ``runs`` (the workflow
+    runs' store; ``None`` without workflows)."""
 
     engine: AsyncEngine
-    tasks: PrincipalTaskStore
-    table: ConversationTable
+    scopes: AgentScopes
+    agents: dict[str, AgentStore]
     runs: RunStore | None
-    interrupted: list[TaskStatusUpdateEvent] = field(default_factory=list)
-    parked: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @asynccontextmanager
 async def open_stores(settings: Settings) -> AsyncIterator[Stores]:
-    """Open the store (a task a dead process left open gets what :func:`.tasks.state.on_restart` decides) for the
-    body; at its end the task updates still written behind are flushed and the engine disposed of (a flush that
-    fails is logged: a restart reads those tasks as interrupted). Raises ``StoreUnavailable`` (the task store
-    cannot be opened: unreachable, refused, unwritable, its SQLite directory missing)."""
+    """Open the store for the body: every served agent's scope claimed (:meth:`.scopes.AgentScopes.claim`: the
+    default agent keeps the tables of a database written before agents had ids), its task table and
+    conversations table made if missing, and each task a dead process left open given what
+    :func:`.tasks.state.on_restart` decides. At its end the task updates still written behind are flushed and the
+    engine disposed of (a flush that fails is logged: a restart reads those tasks as interrupted). Raises
+    ``StoreUnavailable`` (the task store cannot be opened: unreachable, refused, unwritable, its SQLite directory
+    missing)."""
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     url = settings.store_url
     check_sqlite_directory(url)
     engine = engine_for(url)
-    store = PrincipalTaskStore(
-        engine,
-        flush_delay=seconds("ANYAGENTD_A2A_FLUSH_DELAY", FLUSH_DELAY),
-        history_kept=settings.loaded.config.a2a.limits.task_history,
-    )
+    agents: dict[str, AgentStore] = {}
     try:
         try:
-            await store.initialize()
-            table = ConversationTable(engine)
-            await table.initialize()
-            resumable = await table.resumable(settings.agent_label)
+            scopes = AgentScopes(engine, settings.state_dir)
+            claimed = await scopes.claim([s.id for s in settings.specs], settings.default.id)
             runs = await _open_runs(settings, engine)
-            failed, parked = await fail_interrupted(store, resumable, await runs.task_ids() if runs else set())
+            run_tasks = await runs.task_ids() if runs else set()
+            for spec in settings.specs:
+                scope = claimed[spec.id]
+                store = PrincipalTaskStore(
+                    engine,
+                    table=scope.tasks_table,
+                    flush_delay=seconds("ANYAGENTD_A2A_FLUSH_DELAY", FLUSH_DELAY),
+                    history_kept=settings.loaded.config.a2a.limits.task_history,
+                )
+                agents[spec.id] = AgentStore(scope, store, ConversationTable(engine, scope.conversations_table))
+                await store.initialize()
+                await agents[spec.id].table.initialize()
+                resumable = await agents[spec.id].table.resumable(spec.label)
+                failed, parked = await fail_interrupted(store, resumable, run_tasks)
+                agents[spec.id].interrupted, agents[spec.id].parked = failed, parked
+                if failed:
+                    log.warning(
+                        "agent %s: marked %d task(s) FAILED: they were running when the daemon last stopped",
+                        spec.id,
+                        len(failed),
+                    )
+                if parked:
+                    log.info(
+                        "agent %s: %d task(s) still wait for input: their answers resume the agent's conversation",
+                        spec.id,
+                        len(parked),
+                    )
         except (OSError, SQLAlchemyError) as err:  # unreachable, refused, unwritable: not the listener
             raise StoreUnavailable(engine.url.render_as_string(hide_password=True), err) from None
-        if failed:
-            log.warning("marked %d task(s) FAILED: they were running when the daemon last stopped", len(failed))
-        if parked:
-            log.info("%d task(s) still wait for input: their answers resume the agent's conversation", len(parked))
-        yield Stores(engine, store, table, runs, failed, parked)
+        yield Stores(engine, scopes, agents, runs)
     finally:
         try:
-            await store.flush()  # the updates still written behind
+            for agent in agents.values():
+                await agent.tasks.flush()  # the updates still written behind
         except Exception as err:  # noqa: BLE001 - the stop goes on: a restart reads those tasks as interrupted
             log.error("writing the running tasks' last updates failed: %s", type(err).__name__)
         finally:
             await engine.dispose()
+
+
+@dataclass
+class Runtimes:
+    """The engine's runtimes of one daemon: ``shared`` runs the workflow steps and the subagents, ``agents`` holds
+    each served agent's own (by id: its pause is that agent's alone, its ``mock_script`` its own)."""
+
+    shared: Runtime
+    agents: dict[str, Runtime]
+
+
+@asynccontextmanager
+async def open_runtimes(settings: Settings) -> AsyncIterator[Runtimes]:
+    """The daemon's :class:`Runtimes` for the body, over one plugin set (``settings.options.plugins``, else loaded
+    once here); each closes at its end (its sessions too)."""
+    from contextlib import AsyncExitStack
+
+    from anyagentd.plugins import Plugins
+
+    plugins = settings.options.plugins or Plugins()
+    async with AsyncExitStack() as stack:
+        shared = await stack.enter_async_context(Runtime(mock_script=settings.default.mock_script, plugins=plugins))
+        agents = {}
+        for spec in settings.specs:
+            agents[spec.id] = await stack.enter_async_context(Runtime(mock_script=spec.mock_script, plugins=plugins))
+        yield Runtimes(shared, agents)
 
 
 async def _open_runs(settings: Settings, engine: AsyncEngine) -> RunStore | None:
@@ -135,49 +169,54 @@ async def _open_runs(settings: Settings, engine: AsyncEngine) -> RunStore | None
 @dataclass
 class Services:
     """Everything one running daemon serves with, built by :func:`build_services`: its ``settings`` and
-    ``lifecycle`` latches, the ``stores``, the engine's ``runtime``, the log ``ring``, the listener's ``url`` and
-    the ``public_url`` (``a2a.url``, else the listener's), the ``ops`` table, the ``instance`` the ops act on (it
-    holds the workflow runner, the subagent manager, the device grant and its sessions, as configured), the
-    ``conversations``, the task ``feed``, the public ``card``, the SDK's ``executor`` and request ``handler``, the
-    push client ``push_http`` (``None`` with push off), the command ``dispatcher``, the workflow runs' tasks
-    ``run_tasks`` (``None`` without workflows), the ``front`` of ``POST /`` and the ``retention`` prune."""
+    ``lifecycle`` latches, the ``stores``, the engine's ``runtimes``, the log ``ring``, the listener's ``url`` and
+    the ``public_url`` (``a2a.url``, else the listener's), the ``ops`` table, the daemon-wide ``instance`` (it holds
+    the workflow runner, the subagent manager, the device grant and its sessions, as configured), the served
+    ``agents`` (each with its conversations, card, SDK handler and front endpoint), the daemon-wide live-agent
+    ``pool``, the push client ``push_http`` (``None`` with push off), the workflow runs' tasks ``run_tasks``
+    (``None`` without workflows), the ``front`` every agent's path passes and the ``retention`` prune."""
 
     settings: Settings
     lifecycle: Lifecycle
     stores: Stores
-    runtime: Runtime
+    runtimes: Runtimes
     ring: LogRing
     url: str
     public_url: str
     ops: OpTable
     instance: Instance
-    conversations: Conversations
-    feed: TaskFeed
-    card: AgentCard
-    executor: ConversationExecutor
-    handler: DefaultRequestHandler
+    agents: Agents
+    pool: Pool
     push_http: OnDemandClient | None
-    dispatcher: CommandDispatcher
     run_tasks: RunTasks | None
     front: Front
     retention: Retention
+
+    @property
+    def runtime(self) -> Runtime:
+        """The shared runtime (workflow steps, subagents; its plugins are every runtime's)."""
+        return self.runtimes.shared
 
 
 async def build_services(
     settings: Settings,
     lifecycle: Lifecycle,
     stores: Stores,
-    runtime: Runtime,
+    runtimes: Runtimes,
     ring: LogRing,
     url: str,
     tg: TaskGroup,
 ) -> Services:
-    """Build every service of the daemon listening at ``url`` on ``runtime``, the long-lived ones started in ``tg``
-    (the daemon's task group): subagents first (a workflow's subagent steps use them), then the workflow runner
-    (which resumes the stored runs as it starts), then the conversations, the instance, the card, the SDK's
-    handler, the command dispatcher and the front. Raises what opening a configured service's store raises."""
+    """Build every service of the daemon listening at ``url``, the long-lived ones started in ``tg`` (the daemon's
+    task group): subagents first (a workflow's subagent steps use them), then the workflow runner (which resumes
+    the stored runs as it starts) on the shared runtime, then the instance, the push sender, each served agent
+    (:func:`.agent_services.build_agent`, on its own runtime) and the front. Raises what opening a configured
+    service's store raises."""
+    from .agent_services import AgentParts, build_agent
+
     config = settings.loaded.config
     public_url = config.a2a.url or url
+    runtime = runtimes.shared
     ops = runtime.plugins.op_table()
     workflows = {}
     if config.workflows:
@@ -208,33 +247,20 @@ async def build_services(
             stores.runs,
             workflows,
             work_root=settings.state_dir / "runs",
-            default_agent=settings.agent_ref,
+            default_agent=settings.default.ref,
             held=lifecycle.pause_note,
         )
         runner.subagents = subagents  # for subagent steps, recovered ones included
         await tg.start(runner.serve)
-    sessions = ConversationSessions(settings, runtime, stores.table, tg.start_soon, tools)
-    conversations = Conversations(
-        settings.state_dir,
-        sessions=sessions,
-        start_pump=tg.start_soon,
-        limits=pool_limits(settings.loaded),
-        paused=lifecycle.pause_note,
-    )
     instance = Instance(
         settings,
         lifecycle,
-        runtime,
-        conversations,
         ring,
         runner=runner,
         workflows=workflows,
         subagents=subagents,
         device_grant=device_grant,
         auth_sessions=auth_sessions,
-    )
-    card = build_card(
-        settings.loaded, public_url, ops=ops.listed(instance.switches()), schema_url=f"{public_url}{SCHEMA_PATH}"
     )
     push = config.a2a.push
     push_store = sender = http = validator = None
@@ -243,66 +269,53 @@ async def build_services(
         validator = None if push.allow_private else validate_push_notification_url
         http = OnDemandClient(timeout=10.0)  # made by the first push: its TLS context is not the start's
         sender = BasePushNotificationSender(http, push_store, push_url_validator=validator)
-    feed = TaskFeed(stores.tasks, sender)
-    op_tasks = OpTasks(runner, tg.start_soon, lifecycle.drain_requested)
-    executor = ConversationExecutor(
-        conversations,
-        allow_private_urls=push.allow_private,
-        parked=stores.parked,
-        parents=settings.parents(tg.start_soon),
-        tasks_of=stores.tasks.tasks_of,
-        ops=op_tasks,
+    front = Front(
+        Identities(settings.loaded, auth_sessions),
+        set(JsonRpcDispatcher.METHOD_TO_MODEL),
+        supported_extensions={COMMAND_URI},
+        realm="anyagentd",
+        spawn=tg.start_soon,
     )
-    handler = DefaultRequestHandler(
-        executor,
-        stores.tasks,
-        card,
-        push_config_store=push_store,
+    agents = Agents()
+    pool = Pool(pool_limits(settings.loaded))
+    parts = AgentParts(
+        settings=settings,
+        instance=instance,
+        lifecycle=lifecycle,
+        ops=ops,
+        agents=agents,
+        pool=pool,
+        public_url=public_url,
+        push_store=push_store,
         push_sender=sender,
-        extended_agent_card=card,
-        extended_card_modifier=CallerCard(ops, instance),
-        push_url_validator=validator,
-        # new ids read absent, no query
-        request_context_builder=PreparedIds(task_id_generator=stores.tasks.task_ids),
+        push_validator=validator,
+        parents=settings.parents(tg.start_soon),
+        tools=tools,
+        spawn=tg.start_soon,
     )
-    dispatcher = CommandDispatcher(ops, instance, switches=instance.switches, new_task_id=stores.tasks.new_task_id)
+    for spec in settings.specs:
+        agents.add(build_agent(spec, runtimes.agents[spec.id], stores.agents[spec.id], parts))
     run_tasks = None
     if runner is not None:
         from .tasks.runs import RunTasks
 
-        run_tasks = RunTasks(runner, handler, feed)
-    rpc = JsonRpcDispatcher(handler, context_builder=PrincipalContextBuilder())
-    front = Front(
-        Identities(settings.loaded, auth_sessions),
-        rpc.handle_requests,
-        set(rpc.METHOD_TO_MODEL),
-        lifecycle=lifecycle,
-        supported_extensions={COMMAND_URI},
-        realm="anyagentd",
-        check_send=SendChecks(conversations, stores.parked, op_tasks, feed, card.default_output_modes, settings),
-        intercept=Intercept(dispatcher),
-        spawn=tg.start_soon,
-    )
+        run_tasks = RunTasks(runner, agents)
     return Services(
         settings=settings,
         lifecycle=lifecycle,
         stores=stores,
-        runtime=runtime,
+        runtimes=runtimes,
         ring=ring,
         url=url,
         public_url=public_url,
         ops=ops,
         instance=instance,
-        conversations=conversations,
-        feed=feed,
-        card=card,
-        executor=executor,
-        handler=handler,
+        agents=agents,
+        pool=pool,
         push_http=http,
-        dispatcher=dispatcher,
         run_tasks=run_tasks,
         front=front,
-        retention=_retention(settings, stores, conversations, instance),
+        retention=_retention(settings, stores, agents, instance),
     )
 
 
@@ -342,10 +355,11 @@ async def _start_subagents(
     return manager, tools
 
 
-def _retention(settings: Settings, stores: Stores, conversations: Conversations, instance: Instance) -> Retention:
-    """The :class:`.retention.Retention` over this daemon's stores: the tasks and conversations always, the runs'
-    with workflows configured, the device sessions with the grant on, the subagent records with subagents on."""
-    from .retention import Retention
+def _retention(settings: Settings, stores: Stores, agents: Agents, instance: Instance) -> Retention:
+    """The :class:`.retention.Retention` over this daemon's stores: every agent's tasks, conversations and files
+    always, the runs' with workflows configured, the device sessions with the grant on, the subagent records with
+    subagents on."""
+    from .retention import RetainedAgent, Retention
 
     subagents = None
     if settings.loaded.config.subagents.enabled:
@@ -355,9 +369,8 @@ def _retention(settings: Settings, stores: Stores, conversations: Conversations,
     return Retention(
         lambda: settings.loaded.config.a2a.retention,
         settings.state_dir,
-        stores.tasks,
-        stores.table,
-        pool=conversations,
+        [RetainedAgent(a.store, a.table, stores.agents[a.id].scope.files_root, a.conversations, a.id) for a in agents],
+        task_tables=stores.scopes.task_tables,
         runs=stores.runs,
         sessions=instance.auth_sessions,
         subagents=subagents,
@@ -366,11 +379,13 @@ def _retention(settings: Settings, stores: Stores, conversations: Conversations,
 
 
 def tell_interrupted(services: Services, tg: TaskGroup) -> None:
-    """Tell the push subscribers of every task this start failed (:attr:`Stores.interrupted`) its FAILED status,
-    in ``tg``: the SDK pushes only what it serves. Once: the list is emptied."""
-    for event in services.stores.interrupted:
-        tg.start_soon(services.feed.tell, event)
-    services.stores.interrupted = []
+    """Tell the push subscribers of every task this start failed (:attr:`AgentStore.interrupted`) its FAILED
+    status, in ``tg``: the SDK pushes only what it serves. Once: the lists are emptied."""
+    for agent in services.agents:
+        store = services.stores.agents[agent.id]
+        for event in store.interrupted:
+            tg.start_soon(agent.feed.tell, event)
+        store.interrupted = []
 
 
-__all__ = ["Services", "Stores", "build_services", "open_stores", "tell_interrupted"]
+__all__ = ["Runtimes", "Services", "Stores", "build_services", "open_runtimes", "open_stores", "tell_interrupted"]

@@ -14,6 +14,7 @@ from anyagentd.errors import ResumeFailed
 if TYPE_CHECKING:
     from anyagentd.runtime import Runtime
 
+    from .agentspec import AgentSpec
     from .conversations import Conversation, Opening
     from .settings import Settings
     from .store import ConversationTable
@@ -23,19 +24,21 @@ log = logging.getLogger("anyagentd.a2a")
 
 
 class ConversationSessions:
-    """Opens the conversations' sessions of ``settings``' agent (in its directory, with ``agent.approval`` as in
-    force when a session opens) on ``runtime``; ``table`` stores their resume tokens, written in the background
-    through ``spawn`` (a task group's ``start_soon``); ``tools``, with ``[subagents] enabled``, is the subagent MCP
-    server each session is given."""
+    """Opens the conversations' sessions of the served agent ``spec`` (in its directory, with its options as
+    ``configure``, and its ``approval`` in ``settings`` as in force when a session opens) on ``runtime``; ``table``
+    (the agent's) stores their resume tokens, written in the background through ``spawn`` (a task group's
+    ``start_soon``); ``tools``, with ``[subagents] enabled``, is the subagent MCP server each session is given."""
 
     def __init__(
         self,
+        spec: AgentSpec,
         settings: Settings,
         runtime: Runtime,
         table: ConversationTable,
         spawn: Callable[..., Any],
         tools: SubagentMcpServer | None = None,
     ) -> None:
+        self.spec = spec
         self.settings = settings
         self.runtime = runtime
         self.table = table
@@ -50,12 +53,12 @@ class ConversationSessions:
         (``never_saved`` when the agent has no saved session under the token); ``"fresh"`` (a replay,
         :meth:`.executor.ConversationExecutor._answer_parked`): afresh without trying the token, the caller saying
         so. The new session's token is stored. Raises what ``Runtime.open`` raises."""
-        settings = self.settings
-        approval = "AutoApprove" if settings.approval == "auto" else "Ask"
+        spec = self.spec
+        approval = "AutoApprove" if self.settings.approval_of(spec.id) == "auto" else "Ask"
         token = None
         if opening != "fresh":
-            token = await self.table.resume_token(conversation.owner, conversation.context_id, settings.agent_label)
-        settings.agent_dir.mkdir(parents=True, exist_ok=True)
+            token = await self.table.resume_token(conversation.owner, conversation.context_id, spec.label)
+        spec.dir.mkdir(parents=True, exist_ok=True)
         if opening == "require_resume" and not token:
             raise ResumeFailed("no resume token is stored for this conversation")
         failed: ResumeFailed | None = None
@@ -86,15 +89,17 @@ class ConversationSessions:
         """The conversation's agent session, opened with ``owner=`` the conversation's owner (the runtime's
         ``sessions(owner=…)`` selects it); with ``[subagents] enabled`` it gets the subagent MCP server, its
         bearer speaking for the conversation's owner (withdrawn when the session closes)."""
-        settings = self.settings
+        spec = self.spec
+        if spec.options:
+            options["configure"] = dict(spec.options)
         if self.tools is None:
-            return await self.runtime.open(settings.agent_ref, settings.agent_dir, owner=conversation.owner, **options)
+            return await self.runtime.open(spec.ref, spec.dir, owner=conversation.owner, **options)
         from .subagents.mcp_server import Caller
 
         return await self.tools.open_with_tools(
             self.runtime,
-            settings.agent_ref,
-            settings.agent_dir,
+            spec.ref,
+            spec.dir,
             Caller(owner=conversation.owner),
             spawn=self.spawn,
             owner=conversation.owner,
@@ -109,9 +114,7 @@ class ConversationSessions:
         """Store ``token`` (when there is one) as the conversation's resume token for this agent, in the
         background."""
         if token:
-            self.spawn(
-                self.table.remember, conversation.owner, conversation.context_id, self.settings.agent_label, token
-            )
+            self.spawn(self.table.remember, conversation.owner, conversation.context_id, self.spec.label, token)
 
 
 __all__ = ["ConversationSessions"]

@@ -1,6 +1,6 @@
 """What one daemon runs with: the command line's :class:`Options`, the loaded configuration a SIGHUP reload
-replaces, the ``admin.set`` overrides that last until then, and what the start derives from them once (the agent,
-its directory, the state dir, the listen address, the task store's URL).
+replaces, the ``admin.set`` overrides that last until then, and what the start derives from them once (the agents,
+their directories, the state dir, the listen address, the task store's URL).
 
 Every service reads the configuration in force through one :class:`Settings` (``settings.loaded``, read when
 used), so a reload that replaces it reaches them all; the keys read once at the start are what
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .agentspec import AgentSpec, agent_specs, default_of, entry_ids
 from .config import ConfigError, Loaded, parent_key
 from .conversations import PoolLimits
 
@@ -62,6 +63,12 @@ def pool_limits(loaded: Loaded) -> PoolLimits:
     )
 
 
+def agent_idle_close(spec: AgentSpec, loaded: Loaded) -> float:
+    """Seconds ``spec``'s conversations' agents stay open with no live task: its own ``[agents.pool] idle_close``,
+    else ``[a2a.pool]``'s (:func:`pool_limits`, the environment's override included)."""
+    return spec.idle_close if spec.idle_close is not None else pool_limits(loaded).idle_close
+
+
 def default_state_dir() -> Path:
     """``$XDG_STATE_HOME/anyagentd/a2a`` (``~/.local/state/anyagentd/a2a`` without it)."""
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
@@ -72,9 +79,9 @@ class Settings:
     """The configuration one daemon runs with. ``loaded`` is the configuration in force (a SIGHUP reload replaces
     it, :meth:`replace`); ``started_with`` the one the daemon started with (what the keys read once at the start
     keep, whatever reloads); ``overrides`` the values ``admin.set`` changed (path → value) until the next reload.
-    The agent (``agent_ref``, ``agent_label``, ``agent_dir``, ``mock_script``: ``--mock`` wins over the file),
-    ``listen`` (``--listen`` wins) and ``state_dir`` (``--state-dir``, else :func:`default_state_dir`; resolved)
-    are read once, at construction."""
+    The agents (``specs``: :func:`.agentspec.agent_specs`, ``--mock`` winning over every entry's script;
+    ``default``: the one the root serves, :func:`.agentspec.default_of`), ``listen`` (``--listen`` wins) and
+    ``state_dir`` (``--state-dir``, else :func:`default_state_dir`; resolved) are read once, at construction."""
 
     def __init__(self, loaded: Loaded, options: Options) -> None:
         self.loaded = loaded
@@ -83,21 +90,32 @@ class Settings:
         self.overrides: dict[str, Any] = {}
         self.listen = options.listen or loaded.config.a2a.listen
         self.state_dir = (options.state_dir or default_state_dir()).expanduser().resolve()
-        agent = loaded.config.agent
-        self.agent_ref = agent.agent_ref()
-        self.agent_label = agent.label()
-        self.agent_dir = Path(agent.dir).expanduser().resolve()
-        self.mock_script = options.mock_script or agent.mock_script
+        self.specs: tuple[AgentSpec, ...] = agent_specs(loaded.config, options.mock_script)
+        self.default: AgentSpec = default_of(self.specs)
+
+    def spec(self, agent_id: str) -> AgentSpec:
+        """The served agent whose id is ``agent_id``; raises ``KeyError`` (naming it) for no such agent."""
+        for spec in self.specs:
+            if spec.id == agent_id:
+                return spec
+        raise KeyError(agent_id)
+
+    def approval_of(self, agent_id: str) -> str:
+        """The approval in force (``"ask"`` or ``"auto"``) for the served agent ``agent_id``: ``admin.set``'s value
+        (``agents.<id>.approval``: ``admin.set agent.approval`` on that agent's path), else the configuration in
+        force's entry with that id (a reload applies it), else what it started with (an agent a reload removed
+        keeps serving as started). Raises ``KeyError`` for an agent not served."""
+        started = self.spec(agent_id)
+        override = self.overrides.get(f"agents.{agent_id}.approval")
+        if override is not None:
+            return override
+        entry = next((e for _, i, e in entry_ids(self.loaded.config) if i == agent_id), None)
+        return entry.approval if entry is not None else started.approval
 
     @property
     def store_url(self) -> str:
         """The task store's SQLAlchemy URL: ``a2a.store``, else ``a2a.db`` in the state dir."""
         return self.loaded.config.a2a.store or f"sqlite+aiosqlite:///{self.state_dir / 'a2a.db'}"
-
-    @property
-    def approval(self) -> str:
-        """``agent.approval`` in force (``"ask"`` or ``"auto"``): ``admin.set``'s value, else the configuration's."""
-        return self.overrides.get("agent.approval", self.loaded.config.agent.approval)
 
     @property
     def introspection(self) -> bool:
@@ -109,16 +127,18 @@ class Settings:
         self.loaded = loaded
         self.overrides.clear()
 
-    def check_agent(self, runtime: Runtime) -> None:
-        """Raise ``ConfigError`` unless an installed plugin of ``runtime`` drives the configured agent (``agent.name``)
-        and no child instance (``subagents.instances``) is named like an installed agent."""
+    def check_agents(self, runtime: Runtime) -> None:
+        """Raise ``ConfigError`` unless an installed plugin of ``runtime`` drives every served agent (its key's
+        ``name``: ``agent.name``, ``agents.N.name``; the first that fails) and no child instance
+        (``subagents.instances``) is named like an installed agent."""
         known = {p.id for p, _ in runtime.plugins.profiles()}
         known |= {i.id for a in runtime.adapters.values() for i in a.pinned_installations()}
-        if isinstance(self.agent_ref, str) and self.agent_ref not in known:
-            raise ConfigError(
-                "agent.name",
-                f"no installed plugin drives an agent named {self.agent_ref!r} (known: {', '.join(sorted(known))})",
-            )
+        for spec in self.specs:
+            if isinstance(spec.ref, str) and spec.ref not in known:
+                raise ConfigError(
+                    f"{spec.key}.name",
+                    f"no installed plugin drives an agent named {spec.ref!r} (known: {', '.join(sorted(known))})",
+                )
         for n, child in enumerate(self.loaded.config.subagents.instances):
             if child.name in known:  # a spawn by that name would reach the child, never the local agent
                 raise ConfigError(
@@ -160,4 +180,4 @@ class Settings:
         return Parents([Parent(p.url, secrets[parent_key(p.url)], p.principal) for p in configured], spawn=spawn)
 
 
-__all__ = ["Options", "Settings", "default_state_dir", "pool_limits", "seconds"]
+__all__ = ["Options", "Settings", "agent_idle_close", "default_state_dir", "pool_limits", "seconds"]

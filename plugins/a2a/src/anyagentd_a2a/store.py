@@ -1,6 +1,9 @@
 """Durable state on SQLAlchemy (SQLite through aiosqlite by default): the SDK's task store, scoped per principal,
 plus this daemon's conversation table (the agent's resume token per (owner, contextId)).
 
+Each served agent has its own task table and its own conversation table on the one database (which ones:
+:mod:`.scopes`); a store object reads and writes its own table only, so nothing of one agent's is another's.
+
 - :class:`PrincipalTaskStore` — ``DatabaseTaskStore`` whose owner is the caller's principal id; the operator reads
   every task, and a save by the operator keeps the task's owner. The durable points of a task (its first save — it
   was accepted —, INPUT_REQUIRED/AUTH_REQUIRED, a terminal state) are written before ``save`` returns; the updates
@@ -10,7 +13,8 @@ plus this daemon's conversation table (the agent's resume token per (owner, cont
   the SDK's id generator) reads as absent without a query until its first save. :meth:`~PrincipalTaskStore.prune`
   deletes terminal tasks older than an age (``[a2a.retention]``, :mod:`.retention`).
 - :class:`PushConfigStore` — the SDK's database push-config store that knows which tasks have configs, so the
-  push sender's look-up on every task event queries only for those.
+  push sender's look-up on every task event queries only for those; one table for every agent, whose orphans
+  :func:`prune_push_configs` deletes against every agent's task table.
 - :func:`fail_interrupted` — at start-up, every task a process that died left open gets what
   :func:`.tasks.state.on_restart` decides: kept (a run's task), parked (waiting for input, its conversation
   resumable) or marked FAILED with the message saying why.
@@ -21,6 +25,7 @@ plus this daemon's conversation table (the agent's resume token per (owner, cont
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import logging
 import uuid
@@ -28,7 +33,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from a2a.auth.user import User
@@ -90,7 +95,8 @@ PRUNE_BATCH = 500
 a statement)."""
 
 PUSH_TABLE = "push_notification_configs"
-"""The SDK's push-config table (:class:`PushConfigStore`'s default name), pruned with the tasks."""
+"""The SDK's push-config table (:class:`PushConfigStore`'s default name), pruned after the tasks
+(:func:`prune_push_configs`)."""
 
 _UPSERT_DIALECTS = frozenset({"sqlite", "postgresql"})
 """Dialects whose INSERT takes ``ON CONFLICT … DO UPDATE``. Each one's ``insert`` is imported on its first upsert:
@@ -208,6 +214,53 @@ class WideTaskModel(TaskMixin, _TaskBase):
     context_id: Mapped[str] = mapped_column(Text, nullable=False)
 
 
+LEGACY_TASKS = "tasks"
+"""The task table of the one-agent daemon (the SDK's default name), kept by the agent that holds the legacy scope
+(:mod:`.scopes`)."""
+
+MAX_NAME = 63
+"""The longest identifier PostgreSQL keeps (SQLAlchemy refuses a longer explicit index name)."""
+
+_task_models: dict[str, type[TaskMixin]] = {LEGACY_TASKS: WideTaskModel}
+
+
+def _bounded(name: str) -> str:
+    """``name`` itself when PostgreSQL keeps it whole, else its head and a digest of all of it (still unique)."""
+    if len(name) <= MAX_NAME:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+    return f"{name[: MAX_NAME - len(digest) - 1]}_{digest}"
+
+
+def task_model(table: str) -> type[TaskMixin]:
+    """The task row of ``table``: :class:`WideTaskModel` for ``tasks``, else the same columns (``TaskMixin``,
+    ``context_id`` TEXT) mapped on a declarative base of its own, made once per name and process (the SDK's
+    ``create_task_model`` maps every table on its one shared base: a second model warns, a second one of the same
+    name raises). Its indexes are named ``idx_<table>_owner`` (the SDK's (owner, last_updated)) and
+    ``ix_<table>_id`` (the SDK's): SQLite's index names are one namespace for the whole file, so each table's are
+    its own, and none collides with another table's name or index."""
+    model = _task_models.get(table)
+    if model is None:
+
+        class _Base(DeclarativeBase):
+            pass
+
+        class _Model(TaskMixin, _Base):
+            __tablename__ = table
+            __table_args__ = (Index(_bounded(f"idx_{table}_owner"), "owner", "last_updated"),)
+            context_id: Mapped[str] = mapped_column(Text, nullable=False)
+
+        _Model.__name__ = _Model.__qualname__ = f"TaskModel_{table}"
+        model = _task_models[table] = _Model
+    return model
+
+
+def updated_index(table: str) -> str:
+    """The name of the index :meth:`PrincipalTaskStore.prune` reads ``table`` by (its ``last_updated``):
+    ``anyagentd_tasks_last_updated`` for the legacy ``tasks``, ``idx_<table>_updated`` for another."""
+    return "anyagentd_tasks_last_updated" if table == LEGACY_TASKS else _bounded(f"idx_{table}_updated")
+
+
 async def widen_to_text(engine: AsyncEngine, table: str, column: str) -> None:
     """On PostgreSQL, make ``table.column`` TEXT if it is a bounded VARCHAR (a database an older daemon created);
     nothing on SQLite, whose columns keep any length. Raises what the driver raises."""
@@ -230,11 +283,21 @@ async def widen_to_text(engine: AsyncEngine, table: str, column: str) -> None:
 class PrincipalTaskStore(DatabaseTaskStore):
     """Tasks owned by the principal that created them; the operator sees (and may act on) all of them. Updates
     between a task's durable points are written behind (see the module docstring); run :meth:`flush_behind` in the
-    daemon's task group and :meth:`flush` before the engine is disposed."""
+    daemon's task group and :meth:`flush` before the engine is disposed. ``table`` names the task table: each
+    served agent has its own (:mod:`.scopes`), and two stores on one engine never see each other's tasks."""
 
-    def __init__(self, engine: AsyncEngine, *, flush_delay: float = FLUSH_DELAY, history_kept: int = 100) -> None:
-        super().__init__(engine, create_table=True, owner_resolver=_owner)
-        self.task_model = WideTaskModel  # type: ignore[assignment]  # contextIds of any length (PostgreSQL)
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        table: str = LEGACY_TASKS,
+        flush_delay: float = FLUSH_DELAY,
+        history_kept: int = 100,
+    ) -> None:
+        super().__init__(engine, create_table=True, owner_resolver=_owner)  # the SDK's model, replaced here:
+        self.task_model = task_model(table)  # type: ignore[assignment]  # contextIds of any length (PostgreSQL)
+        self.table_name = table
+        """The table of this store's tasks (one per served agent, :mod:`.scopes`)."""
         self.flush_delay = flush_delay
         self.history_kept = history_kept  # messages of a task's history kept (``a2a.limits.task_history``)
         self._live: dict[str, _Live] = {}
@@ -243,6 +306,11 @@ class PrincipalTaskStore(DatabaseTaskStore):
         self._indexed = False  # the index :meth:`prune` reads by is created (if missing) by its first call
         self.task_ids = _FreshIds(self)
         """The SDK's task-id generator (``SimpleRequestContextBuilder(task_id_generator=…)``)."""
+
+    @property
+    def task_table(self) -> Table:
+        """This store's task table (SQLAlchemy Core's), for the queries that join it."""
+        return cast(Table, self.task_model.__table__)
 
     async def initialize(self) -> None:
         """Create the table if missing (the SDK's), then widen an older PostgreSQL table's ``context_id``
@@ -257,6 +325,18 @@ class PrincipalTaskStore(DatabaseTaskStore):
         if len(self._fresh) > FRESH_IDS:
             self._fresh.popitem(last=False)
         return task_id
+
+    async def has(self, task_id: str) -> bool:
+        """Whether this store holds ``task_id`` (saved by this process or stored), whoever owns it: an id it handed
+        out and never saved is absent without a query. Raises what the driver raises."""
+        if task_id in self._live:
+            return True
+        if task_id in self._fresh:
+            return False
+        await self._ensure_initialized()
+        async with self.engine.connect() as conn:
+            found = await conn.execute(select(self.task_model.id).where(self.task_model.id == task_id))
+            return found.first() is not None
 
     async def _owner_of(self, task_id: str) -> str | None:
         await self._ensure_initialized()
@@ -338,7 +418,7 @@ class PrincipalTaskStore(DatabaseTaskStore):
             for attr in inspect(self.task_model).column_attrs
             for column in attr.columns
         }
-        await upsert(self.engine, self.task_model.__table__, ("id",), values)
+        await upsert(self.engine, self.task_table, ("id",), values)
 
     async def flush(self) -> None:
         """Write every update waiting to be written behind (and wait for the writes under way); a task whose write
@@ -400,8 +480,8 @@ class PrincipalTaskStore(DatabaseTaskStore):
 
     async def prune(self, older_than: float, keep: Set[str] = frozenset()) -> int:
         """Delete every terminal task (:data:`.tasks.state.TERMINAL`) last updated more than ``older_than`` seconds
-        ago, except the ids in ``keep`` (the tasks of runs that have not ended), and the push configs of tasks no
-        longer stored; returns how many tasks went. The candidates are read by ``last_updated`` (indexed here: the
+        ago, except the ids in ``keep`` (the tasks of runs that have not ended); returns how many tasks went (the
+        push configs of tasks no longer stored go by :func:`prune_push_configs`, once for every agent's table). The candidates are read by ``last_updated`` (indexed here: the
         SDK indexes it only after ``owner``) and the state, :data:`PRUNE_BATCH` ids at a time in id order, and each
         batch less ``keep`` is one DELETE in its own transaction (so ``keep`` is never a statement's literal list,
         and a writer waits for one batch, not the whole prune); a task that is not terminal is never touched.
@@ -415,7 +495,7 @@ class PrincipalTaskStore(DatabaseTaskStore):
             async with self.engine.begin() as conn:
                 # on a table of its own: one added to the SDK's shared model would go into every create_all
                 table = Table(model.__tablename__, MetaData(), Column("last_updated", DateTime))
-                index = Index("anyagentd_tasks_last_updated", table.c.last_updated)
+                index = Index(updated_index(model.__tablename__), table.c.last_updated)
                 await conn.run_sync(lambda sync: index.create(sync, checkfirst=True))
             self._indexed = True
         gone, after = 0, ""
@@ -436,10 +516,6 @@ class PrincipalTaskStore(DatabaseTaskStore):
             if len(ids) < PRUNE_BATCH:
                 break
             after = ids[-1]
-        async with self.engine.begin() as conn:
-            if await conn.run_sync(lambda sync: inspect(sync).has_table(PUSH_TABLE)):
-                push = Table(PUSH_TABLE, MetaData(), Column("task_id", String(36)))
-                await conn.execute(delete(push).where(push.c.task_id.not_in(select(model.id))))
         return gone
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
@@ -526,6 +602,26 @@ class PushConfigStore(DatabasePushNotificationConfigStore):
             (await self._task_ids()).discard(task_id)
 
 
+async def prune_push_configs(engine: AsyncEngine, task_tables: Sequence[str]) -> int:
+    """Delete the push configs (:data:`PUSH_TABLE`, one table for every agent) whose task is in none of
+    ``task_tables`` (every agent's task table, configured now or not: :meth:`.scopes.AgentScopes.task_tables`);
+    returns how many went. A table of ``task_tables`` that does not exist holds no task; when none exists, or
+    ``task_tables`` is empty, nothing is deleted (nothing says which tasks are stored). One statement in one
+    transaction. Raises what the driver raises."""
+
+    def present(sync: Any) -> tuple[bool, list[str]]:
+        found = inspect(sync)
+        return found.has_table(PUSH_TABLE), [name for name in task_tables if found.has_table(name)]
+
+    async with engine.begin() as conn:
+        has_push, tables = await conn.run_sync(present)
+        if not has_push or not tables:
+            return 0
+        push = Table(PUSH_TABLE, MetaData(), Column("task_id", String(36)))
+        stored = [select(Table(name, MetaData(), Column("id", String(36))).c.id) for name in tables]
+        return (await conn.execute(delete(push).where(*(push.c.task_id.not_in(ids) for ids in stored)))).rowcount
+
+
 class _Owner(User):
     """The call context's user, standing for a task's owner when the operator reads or writes it."""
 
@@ -598,33 +694,45 @@ async def fail_interrupted(
     return failed, parked
 
 
+LEGACY_CONVERSATIONS = "anyagentd_conversations"
+"""The conversation table of the one-agent daemon, kept by the agent that holds the legacy scope (:mod:`.scopes`)."""
+
+
+def conversation_table(name: str, metadata: MetaData | None = None) -> Table:
+    """The resume-token table ``name``: one row per (owner, contextId), the agent that drives it, its token and
+    when it was last written (on ``metadata``, else a new one of its own)."""
+    return Table(
+        name,
+        MetaData() if metadata is None else metadata,
+        Column("owner", String(255), primary_key=True),
+        Column("context_id", Text, primary_key=True),  # the client's to choose, of any length (PostgreSQL enforces)
+        Column("agent", String(255), nullable=False),
+        Column("resume_token", Text, nullable=True),
+        Column("updated", DateTime, nullable=False),
+    )
+
+
 _metadata = MetaData()
-conversations_table = Table(
-    "anyagentd_conversations",
-    _metadata,
-    Column("owner", String(255), primary_key=True),
-    Column("context_id", Text, primary_key=True),  # the client's to choose, of any length (PostgreSQL enforces)
-    Column("agent", String(255), nullable=False),
-    Column("resume_token", Text, nullable=True),
-    Column("updated", DateTime, nullable=False),
-)
+conversations_table = conversation_table(LEGACY_CONVERSATIONS, _metadata)
+"""The legacy agent's table (:data:`LEGACY_CONVERSATIONS`); another agent's is :attr:`ConversationTable.table`."""
 
 
 class ConversationTable:
-    """Resume tokens: one row per (owner, contextId), holding the agent that drives it and its resume token."""
+    """Resume tokens: one row per (owner, contextId), holding the agent that drives it and its resume token. ``name``
+    is the table: each served agent has its own (:mod:`.scopes`), so one agent's conversations are never
+    another's."""
 
-    table = conversations_table
-
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, name: str = LEGACY_CONVERSATIONS) -> None:
         self.engine = engine
+        self.table = conversations_table if name == LEGACY_CONVERSATIONS else conversation_table(name)
 
     async def resumable(self, agent: str) -> set[tuple[str, str]]:
         """Every (owner, contextId) of ``agent`` with a resume token stored."""
         async with self.engine.connect() as conn:
             rows = (
                 await conn.execute(
-                    select(conversations_table.c.owner, conversations_table.c.context_id).where(
-                        conversations_table.c.agent == agent, conversations_table.c.resume_token.is_not(None)
+                    select(self.table.c.owner, self.table.c.context_id).where(
+                        self.table.c.agent == agent, self.table.c.resume_token.is_not(None)
                     )
                 )
             ).all()
@@ -633,17 +741,17 @@ class ConversationTable:
     async def initialize(self) -> None:
         """Create the table if missing; widen an older PostgreSQL table's ``context_id`` to TEXT."""
         async with self.engine.begin() as conn:
-            await conn.run_sync(_metadata.create_all)
-        await widen_to_text(self.engine, conversations_table.name, "context_id")
+            await conn.run_sync(lambda sync: self.table.create(sync, checkfirst=True))
+        await widen_to_text(self.engine, self.table.name, "context_id")
 
     async def resume_token(self, owner: str, context_id: str, agent: str) -> str | None:
         async with self.engine.connect() as conn:
             row = (
                 await conn.execute(
-                    select(conversations_table.c.resume_token).where(
-                        conversations_table.c.owner == owner,
-                        conversations_table.c.context_id == context_id,
-                        conversations_table.c.agent == agent,
+                    select(self.table.c.resume_token).where(
+                        self.table.c.owner == owner,
+                        self.table.c.context_id == context_id,
+                        self.table.c.agent == agent,
                     )
                 )
             ).first()
@@ -657,7 +765,7 @@ class ConversationTable:
         in memory); returns their (owner, contextId) pairs, for their files to go too. Raises what the driver
         raises."""
         cutoff = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=older_than)
-        table = conversations_table
+        table = self.table
         orphan = ~exists().where(tasks.c.owner == table.c.owner, tasks.c.context_id == table.c.context_id)
         async with self.engine.begin() as conn:
             rows = (
@@ -690,11 +798,13 @@ class ConversationTable:
         of that conversation, written by :func:`upsert` (its agent, token and time replaced)."""
         now = datetime.now(UTC).replace(tzinfo=None)
         values = {"owner": owner, "context_id": context_id, "agent": agent, "resume_token": token, "updated": now}
-        await upsert(self.engine, conversations_table, ("owner", "context_id"), values)
+        await upsert(self.engine, self.table, ("owner", "context_id"), values)
 
 
 __all__ = [
     "FLUSH_DELAY",
+    "LEGACY_CONVERSATIONS",
+    "LEGACY_TASKS",
     "ConversationTable",
     "PrincipalTaskStore",
     "PushConfigStore",
@@ -702,5 +812,7 @@ __all__ = [
     "check_sqlite_directory",
     "engine_for",
     "fail_interrupted",
+    "prune_push_configs",
+    "task_model",
     "upsert",
 ]

@@ -18,18 +18,18 @@ from .state import OPEN
 if TYPE_CHECKING:
     from a2a.server.request_handlers import DefaultRequestHandler
 
+    from ..agents import Agents
     from ..workflows.runner import WorkflowRunner
-    from .feed import TaskFeed
 
 
 class RunTasks:
-    """The tasks of ``runner``'s runs after a restart: ``feed`` reads them as stored, ``handler`` (the SDK's
-    request handler) serves them."""
+    """The tasks of ``runner``'s runs after a restart, each served by the agent whose task table holds it (a run's
+    task is made by the agent whose path ``workflow.run`` was sent to): its ``feed`` reads it as stored, its
+    ``handler`` (the SDK's request handler) serves it."""
 
-    def __init__(self, runner: WorkflowRunner, handler: DefaultRequestHandler, feed: TaskFeed) -> None:
+    def __init__(self, runner: WorkflowRunner, agents: Agents) -> None:
         self.runner = runner
-        self.handler = handler
-        self.feed = feed
+        self.agents = agents
 
     async def follow_resumed(self) -> None:
         """After a restart: the task of every run whose task is still open follows the run again — a resumed run
@@ -45,8 +45,9 @@ class RunTasks:
             for record in await self.runner.store.list():
                 if not record.task_id:
                     continue
-                task = await self.feed.get(record.task_id, OPERATOR)
-                if task is None or task.status.state not in OPEN:
+                agent = await self.agents.holding(record.task_id)
+                task = None if agent is None else await agent.feed.get(record.task_id, OPERATOR)
+                if agent is None or task is None or task.status.state not in OPEN:
                     continue  # the task already shows the run's end (a run ended at recovery is brought up to date)
                 owner_id = record.principal or OPERATOR.id
                 owner = OPERATOR if owner_id == OPERATOR.id else Principal(owner_id, owner_id.split(":", 1)[0])
@@ -60,12 +61,12 @@ class RunTasks:
                     metadata={"op": op, "extension": COMMAND_URI, "run": record.id},
                     progress=run_progress(self.runner, record),
                 )
-                tg.start_soon(self._follow, prepared)
+                tg.start_soon(self._follow, agent.handler, prepared)
 
-    async def _follow(self, prepared: PreparedOp) -> None:
+    async def _follow(self, handler: DefaultRequestHandler, prepared: PreparedOp) -> None:
         context = call_context(prepared.principal)
         context.state[HANDOFF] = prepared
-        registry = self.handler._active_task_registry  # noqa: SLF001 - see follow_resumed
+        registry = handler._active_task_registry  # noqa: SLF001 - see follow_resumed
         active = await registry.get_or_create(prepared.task_id, call_context=context, create_task_if_missing=False)
         request = RequestContext(call_context=context, task_id=prepared.task_id, context_id=prepared.context_id)
         async for _ in active.subscribe(request=request):
