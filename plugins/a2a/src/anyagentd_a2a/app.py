@@ -5,7 +5,8 @@ every request passes, outermost first — the request observation (access log, m
 Routes: every served agent's card and endpoint (:mod:`.routing`: under ``/agents/{id}/``, the default agent's at
 the root too, and ``GET /agents``), the command extension's schema, the device grant's (with
 ``[a2a.device_grant]``), ``/healthz`` and ``/readyz``, ``/metrics`` (with ``[a2a.metrics] enabled``: else the
-Prometheus client is never imported).
+Prometheus client is never imported), the web console's ``/console/`` (:mod:`.console`, when
+:meth:`~.config.A2ASection.console_enabled`).
 """
 
 from __future__ import annotations
@@ -75,10 +76,15 @@ def build_app(services: Services) -> App:
             agent.conversations.on_usage = metrics.usage
         routes.append(Route("/metrics", metrics.scrape, methods=["GET"]))
         sinks.append(metrics)
+    if settings.loaded.config.a2a.console_enabled():
+        from .console import console_routes
+
+        routes.extend(console_routes())
     app = Starlette(routes=routes)
     app.router.redirect_slashes = False
-    cors = CorsGate(app, settings.loaded.config.a2a.cors_origins)
-    public_host = urlsplit(services.public_url).hostname
+    public = urlsplit(services.public_url)
+    cors = CorsGate(app, settings.loaded.config.a2a.cors_origins, public_origin=f"{public.scheme}://{public.netloc}")
+    public_host = public.hostname
     served: Any = HostGate(cors, {public_host} if public_host else set())
     prefix = prefix_of(services.public_url)
     if prefix:  # a2a.url names a path: served with it and without it (.pathprefix)

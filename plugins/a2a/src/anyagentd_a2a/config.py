@@ -535,6 +535,14 @@ class MetricsSection(_Strict):
     _check_token = field_validator("token", mode="before")(_reference)
 
 
+class ConsoleSection(_Strict):
+    """``[a2a.console]``: the web console at ``/console/`` (:mod:`.console`). ``enabled``: true serves it, false
+    does not; unset (the default) serves it when the listener is loopback and not otherwise
+    (:meth:`A2ASection.console_enabled`)."""
+
+    enabled: bool | None = None
+
+
 def _proxy(value: str) -> str:
     """A ``trusted_proxies`` entry, checked by :func:`.proxies.parse_proxy` (an error names the entry's index)."""
     from .proxies import parse_proxy
@@ -562,6 +570,7 @@ class A2ASection(_Strict):
     pool: PoolSection = PoolSection()
     limits: LimitsSection = LimitsSection()
     metrics: MetricsSection = MetricsSection()
+    console: ConsoleSection = ConsoleSection()
     retention: RetentionSection = RetentionSection()
     tls: TlsSection | None = None
     principals: list[PrincipalSection] = Field(default_factory=list)
@@ -589,6 +598,13 @@ class A2ASection(_Strict):
             if not re.match(r"^https?://[^/\s]+$", origin):
                 raise ValueError(f"{origin!r} is not an exact origin (scheme://host[:port], no path)")
         return value
+
+    def console_enabled(self) -> bool:
+        """Whether the web console is served: ``[a2a.console] enabled`` when set, else whether ``listen`` is a
+        loopback address."""
+        if self.console.enabled is not None:
+            return self.console.enabled
+        return is_loopback(split_host_port(self.listen)[0])
 
     @model_validator(mode="after")
     def _unique_principals(self) -> A2ASection:

@@ -143,6 +143,10 @@ class Daemon:
         sys.stdout.flush()
         for spec in self.settings.specs:
             log.info("listening on %s (agent %s: %s in %s)", self.url, spec.id, spec.label, spec.dir)
+        if self.settings.loaded.config.a2a.console_enabled():
+            from .console import console_url
+
+            log.info("console: %s", console_url(self.settings.loaded.config.a2a.url or self.url))
 
     async def _signals(self, lifecycle: Lifecycle, reload: Reload) -> None:
         """SIGHUP reloads (:meth:`.reload.Reload.on_signal`); SIGTERM or SIGINT latches the drain and ends."""

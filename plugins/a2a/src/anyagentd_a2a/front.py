@@ -41,6 +41,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit
 
 import anyio
 from starlette.requests import Request
@@ -457,7 +458,10 @@ class Front:
         """The caller's principal from its evidence (:meth:`.principals.Identities.authenticate`: configured bearers
         compared in constant time, then device sessions, then the implicit loopback operator — whose peer is
         ``source``, and who needs a loopback ``Host``); raises :class:`~.principals.Unauthenticated`."""
-        principal = await self.identities.authenticate(authorization, source, request.headers.get("origin"))
+        origin = request.headers.get("origin")
+        if request.scope.get("state", {}).get("same_origin") and self.settings.console_enabled():
+            origin = None  # the console's own page: no other site's page can send this Origin (:func:`same_origin`)
+        principal = await self.identities.authenticate(authorization, source, origin)
         if authorization is None and not request.scope.get("state", {}).get("loopback_host", True):
             raise Unauthenticated("a bearer token is required (the Host is not a loopback name)", bad_credential=False)
         return principal
@@ -522,13 +526,30 @@ class HostGate:
         await self.app(scope, receive, send)
 
 
+def same_origin(scope: dict[str, Any], origin: str, public_origin: str | None) -> bool:
+    """Whether ``origin`` is the origin of the request itself: ``scheme://Host`` of ``scope`` (its scheme, or the
+    public URL's ``public_origin`` behind a proxy that ends TLS), compared without case. A browser sends it on every
+    POST of a page this daemon served (the console, :mod:`.console`); the Host gate in front has already refused a
+    Host that is neither loopback nor the public URL's, so no other site's page can have it."""
+    host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
+    if not host:
+        return False
+    wanted, host = origin.strip().lower(), host.strip().lower()
+    if wanted == f"{scope.get('scheme', 'http')}://{host}":
+        return True
+    return public_origin is not None and wanted == public_origin.lower() and urlsplit(wanted).netloc == host
+
+
 class CorsGate:
     """Pure ASGI layer: a request whose ``Origin`` is not one of ``origins`` (exact match) gets 403 with an empty
-    body; an allowed origin gets ``Access-Control-Allow-Origin`` on its response and preflights are answered."""
+    body; an allowed origin gets ``Access-Control-Allow-Origin`` on its response and preflights are answered. A
+    same-origin request (:func:`same_origin`: the console's own) passes without CORS headers and is marked
+    ``scope["state"]["same_origin"]`` for the identity step."""
 
-    def __init__(self, app: Any, origins: list[str]) -> None:
+    def __init__(self, app: Any, origins: list[str], public_origin: str | None = None) -> None:
         self.app = app
         self.origins = set(origins)
+        self.public_origin = public_origin
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -536,6 +557,10 @@ class CorsGate:
             return
         origin = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"origin"), None)
         if origin is None:
+            await self.app(scope, receive, send)
+            return
+        if origin not in self.origins and same_origin(scope, origin, self.public_origin):
+            scope.setdefault("state", {})["same_origin"] = True
             await self.app(scope, receive, send)
             return
         if origin not in self.origins:

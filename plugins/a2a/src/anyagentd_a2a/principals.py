@@ -4,7 +4,8 @@ Behaviour from ``docs/commands.md#principals-and-roles``: roles operator, user, 
 ``<role>:<id>``. Evidence order: a bearer (the operator bearer, compared in constant time, then each principal's,
 then a device-session token's session; an unknown bearer is refused and never falls through) → the implicit
 operator, only when the listener is loopback, no credential of any kind is configured, the peer is loopback and no
-``Origin`` header came → else nobody (401).
+``Origin`` header came (the front passes none for a same-origin request of the daemon's own console page,
+:func:`.front.same_origin`) → else nobody (401).
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ START_ONLY = (
     "a2a.pool",
     "a2a.device_grant",
     "a2a.metrics.enabled",
+    "a2a.console.enabled",
     "a2a.limits.task_history",
     "subagents.enabled",
     "subagents.agents",
@@ -40,7 +41,7 @@ START_ONLY = (
     "subagents.instances",
 )
 """The configuration keys read once at the start — the listener and the card (url, TLS), the stores, the push
-sender, the pool, the device grant, the /metrics route, the task store's history bound, the subagent manager and
+sender, the pool, the device grant, the /metrics route, the console's route, the task store's history bound, the subagent manager and
 its child instances (their bearers resolved): a SIGHUP that changes one says it takes effect at the next start
 (:meth:`Reload.reload`). The agents are read once too, all but their ``approval``: :func:`agent_changes`."""
 

@@ -1,0 +1,14 @@
+"""The web console: static pages the daemon serves at ``/console/`` (:mod:`.routes`), shipped in this package
+(``static/``: no build step, the front-end libraries vendored with their licences, ``static/vendor/VENDORED.md``).
+
+The pages hold no secret and talk to the daemon only through its own same-origin A2A endpoints (``GET /agents``,
+``ListTasks``, ``GetTask``, ``SubscribeToTask``, ``SendMessage`` — an answer with ``taskId``, a command op), with
+the bearer the person pasted, kept in the page's session storage; so who sees what is exactly what A2A and the
+command extension allow that principal, and the console adds no route that reads or changes anything.
+"""
+
+from __future__ import annotations
+
+from .routes import CONSOLE_PATH, console_routes, console_url
+
+__all__ = ["CONSOLE_PATH", "console_routes", "console_url"]

@@ -1,0 +1,91 @@
+"""The console's routes: ``GET /console`` (a redirect to ``/console/``), ``GET /console/`` (``static/index.html``)
+and ``GET /console/static/{path}`` (a file of ``static/``; nothing outside it, 404 otherwise).
+
+Every answer carries :data:`SECURITY_HEADERS`: a Content-Security-Policy that lets the page load only its own
+scripts and styles and connect only to its own origin (no inline script, no frame, no form, no base URL),
+``X-Content-Type-Options: nosniff`` and ``Referrer-Policy: no-referrer``; and ``Cache-Control: no-cache`` (a
+browser revalidates, so a daemon upgraded serves its own pages). The files are read from the package at each
+request: small, and an editable install serves what is on disk.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+from importlib import resources
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+CONSOLE_PATH = "/console/"
+
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+)
+"""The console's Content-Security-Policy."""
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html", ".svg": "image/svg+xml"}
+
+
+def console_url(public_url: str) -> str:
+    """The console's URL under the daemon's ``public_url``."""
+    return public_url.rstrip("/") + CONSOLE_PATH
+
+
+def _static() -> Any:
+    return resources.files(__package__) / "static"
+
+
+def _file(parts: list[str]) -> Response:
+    """The file ``static/<parts…>`` with :data:`SECURITY_HEADERS`, or 404 for a path that names no file there (an
+    empty, ``.`` or ``..`` segment, or one starting with a dot, names none)."""
+    if not parts or any(not p or p.startswith(".") or "\\" in p for p in parts):
+        return _not_found()
+    node = _static()
+    for part in parts:
+        node = node / part
+    if not node.is_file():
+        return _not_found()
+    suffix = "." + parts[-1].rpartition(".")[2] if "." in parts[-1] else ""
+    media = _TYPES.get(suffix) or mimetypes.guess_type(parts[-1])[0] or "application/octet-stream"
+    if media.startswith("text/"):
+        media += "; charset=utf-8"
+    return Response(node.read_bytes(), headers={**SECURITY_HEADERS, "Content-Type": media})
+
+
+def _not_found() -> Response:
+    return PlainTextResponse("Not found.\n", status_code=404, headers=SECURITY_HEADERS)
+
+
+async def _index(request: Request) -> Response:
+    return _file(["index.html"])
+
+
+async def _asset(request: Request) -> Response:
+    return _file(request.path_params["path"].split("/"))
+
+
+async def _bare(request: Request) -> Response:
+    # relative: under a2a.url's path prefix too (/prefix/console → /prefix/console/)
+    return RedirectResponse("console/", status_code=308, headers=SECURITY_HEADERS)
+
+
+def console_routes() -> list[Route]:
+    """The routes of the module docstring."""
+    return [
+        Route("/console", _bare, methods=["GET"]),
+        Route(CONSOLE_PATH, _index, methods=["GET"]),
+        Route(CONSOLE_PATH + "static/{path:path}", _asset, methods=["GET"]),
+    ]
+
+
+__all__ = ["CONSOLE_PATH", "CSP", "SECURITY_HEADERS", "console_routes", "console_url"]

@@ -1,0 +1,80 @@
+// The console's shell: who the daemon takes this page for, the navigation, and hash routing to the pages —
+// #/ (overview), #/waiting, #/task/{agent}/{task id}.
+//
+// Signing in: the page first asks as it is (a bearer from sessionStorage, or none). On a loopback daemon without
+// credentials the daemon's implicit operator answers a same-origin page without any token; otherwise a 401 shows
+// the sign-in page.
+
+import { listAgents, token, whoami } from "./api.js";
+import { html, render, useEffect, useState } from "./html.js";
+import { Conversation } from "./pages/conversation.js";
+import { Overview } from "./pages/overview.js";
+import { SignIn } from "./pages/signin.js";
+import { WaitingPage } from "./pages/waiting.js";
+
+function route() {
+  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  if (parts[0] === "waiting") return { page: "waiting" };
+  if (parts[0] === "task" && parts[1] && parts[2]) return { page: "task", agent: parts[1], taskId: parts[2] };
+  return { page: "overview" };
+}
+
+function useRoute() {
+  const [current, setCurrent] = useState(route());
+  useEffect(() => {
+    const changed = () => setCurrent(route());
+    addEventListener("hashchange", changed);
+    return () => removeEventListener("hashchange", changed);
+  }, []);
+  return current;
+}
+
+function Header({ principal, current, onSignOut }) {
+  const link = (href, page, label) =>
+    html`<a href=${href} class=${current.page === page ? "current" : ""} id=${`nav-${page}`}>${label}</a>`;
+  return html`<header class="top">
+    <h1>anyagentd</h1>
+    <nav>${link("#/", "overview", "Overview")} ${link("#/waiting", "waiting", "Waiting for a person")}</nav>
+    <span class="who" id="principal">${principal}</span>
+    ${token.get() && html`<button id="sign-out" onClick=${onSignOut}>Sign out</button>`}
+  </header>`;
+}
+
+function App() {
+  const [session, setSession] = useState({ phase: "checking", principal: null, reason: null });
+  const current = useRoute();
+  const check = async () => {
+    setSession({ phase: "checking", principal: null, reason: null });
+    try {
+      const listing = await listAgents();
+      const principal = await whoami(listing.default);
+      setSession({ phase: "ready", principal: principal || "signed in", reason: null });
+    } catch (err) {
+      if (err.status === 401) {
+        const refused = token.get() !== null;
+        token.clear();
+        setSession({ phase: "signin", principal: null, reason: refused ? "That token was refused." : null });
+      } else {
+        setSession({ phase: "error", principal: null, reason: err.message });
+      }
+    }
+  };
+  useEffect(() => {
+    check();
+  }, []);
+  const signOut = () => {
+    token.clear();
+    check();
+  };
+  if (session.phase === "checking") return html`<p class="loading">Connecting to the daemon…</p>`;
+  if (session.phase === "signin") return html`<${SignIn} reason=${session.reason} onSignedIn=${check} />`;
+  if (session.phase === "error") return html`<main><p class="error">${session.reason}</p></main>`;
+  let page;
+  if (current.page === "waiting") page = html`<${WaitingPage} />`;
+  else if (current.page === "task")
+    page = html`<${Conversation} key=${current.agent + "/" + current.taskId} ...${current} />`;
+  else page = html`<${Overview} />`;
+  return html`<${Header} principal=${session.principal} current=${current} onSignOut=${signOut} />${page}`;
+}
+
+render(html`<${App} />`, document.getElementById("app"));
