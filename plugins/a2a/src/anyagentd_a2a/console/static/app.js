@@ -7,6 +7,7 @@
 
 import { listAgents, token, whoami } from "./api.js";
 import { html, render, useEffect, useState } from "./html.js";
+import { AdminLink, AdminPage } from "./pages/admin.js";
 import { Conversation } from "./pages/conversation.js";
 import { Overview } from "./pages/overview.js";
 import { SignIn } from "./pages/signin.js";
@@ -15,6 +16,7 @@ import { WaitingPage } from "./pages/waiting.js";
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   if (parts[0] === "waiting") return { page: "waiting" };
+  if (parts[0] === "admin") return { page: "admin" };
   if (parts[0] === "task" && parts[1] && parts[2]) return { page: "task", agent: parts[1], taskId: parts[2] };
   return { page: "overview" };
 }
@@ -34,7 +36,7 @@ function Header({ principal, current, onSignOut }) {
     html`<a href=${href} class=${current.page === page ? "current" : ""} id=${`nav-${page}`}>${label}</a>`;
   return html`<header class="top">
     <h1>anyagentd</h1>
-    <nav>${link("#/", "overview", "Overview")} ${link("#/waiting", "waiting", "Waiting for a person")}</nav>
+    <nav>${link("#/", "overview", "Overview")} ${link("#/waiting", "waiting", "Waiting for a person")} <${AdminLink} current=${current} /></nav>
     <span class="who" id="principal">${principal}</span>
     ${token.get() && html`<button id="sign-out" onClick=${onSignOut}>Sign out</button>`}
   </header>`;
@@ -71,6 +73,7 @@ function App() {
   if (session.phase === "error") return html`<main><p class="error">${session.reason}</p></main>`;
   let page;
   if (current.page === "waiting") page = html`<${WaitingPage} />`;
+  else if (current.page === "admin") page = html`<${AdminPage} principal=${session.principal} />`;
   else if (current.page === "task")
     page = html`<${Conversation} key=${current.agent + "/" + current.taskId} ...${current} />`;
   else page = html`<${Overview} />`;
