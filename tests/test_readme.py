@@ -113,6 +113,7 @@ def test_the_walkthroughs_are_marked_in_order() -> None:
         "a2a",
         "a2a-operate",
         "a2a-agents",
+        "console",
         "setup",
         "shell",
         "claude",
@@ -224,6 +225,62 @@ def test_a2a_walkthrough_runs_as_written(clone: Path) -> None:
     assert [(a["id"], a["liveAgents"]) for a in writers["values"]["agents"]] == [("hello", 1), ("writer", 1)]
     log = [json.loads(line) for line in (clone / "agents.log").read_text().splitlines()]
     assert log[-1]["msg"] == "stopped"
+
+
+CONSOLE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+)
+BROWSE = """#!/bin/sh
+curl -sS -D "$(dirname "$0")/opened" -o "$(dirname "$0")/page.html" "$1"
+"""
+"""What the console walkthrough's ``webbrowser`` opens the URL with (``BROWSER``): the answer's headers and body,
+kept in files beside it."""
+
+
+def test_the_console_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    """The console block: the daemon started on the scripted permission agent, the console's URL read from its log
+    and opened (``BROWSER`` names a script that fetches it with curl): the page answers 200 with the console's
+    Content-Security-Policy. Then the daemon, left running by the block as a person leaves it, is stopped (SIGTERM
+    to the block's process group) and its log ends with ``stopped``. Run in a fresh directory whose ``.venv`` is
+    this environment's."""
+    import json
+    import time
+
+    (tmp_path / ".venv").symlink_to(Path(sys.executable).parents[1])
+    browse = tmp_path / "browse"
+    browse.write_text(BROWSE)
+    browse.chmod(0o755)
+    env = clean_environ(
+        {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "no-home"), "BROWSER": str(browse)},
+        base={k: v for k, v in os.environ.items() if k in PASSED_ON or k == "PYTHONPATH"},
+    )
+    with (tmp_path / ".stdout").open("w") as out, (tmp_path / ".stderr").open("w") as err:
+        block = subprocess.Popen(
+            ["bash", "-e", "-c", walkthroughs()["console"]],
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+    try:
+        status = block.wait(timeout=60)
+        assert status == 0, (tmp_path / ".stderr").read_text()[-3000:]
+        logged = [json.loads(line)["msg"] for line in (tmp_path / "console.log").read_text().splitlines()]
+        url = next(m for m in logged if m.startswith("console: ")).removeprefix("console: ")
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/console/")
+        opened = (tmp_path / "opened").read_text().lower().splitlines()
+        assert opened[0].startswith("http/1.1 200"), opened
+        assert f"content-security-policy: {CONSOLE_CSP.lower()}" in opened
+        assert '<script type="module" src="static/app.js">' in (tmp_path / "page.html").read_text()
+    finally:
+        os.killpg(block.pid, signal.SIGTERM)  # the daemon the block left running (its job is in the group)
+    deadline = time.monotonic() + 30
+    while "stopped" not in (tmp_path / "console.log").read_text():
+        assert time.monotonic() < deadline, "the daemon did not stop"
+        time.sleep(0.05)
 
 
 def test_the_plugin_readmes_agents_block_runs_as_written(tmp_path: Path) -> None:
