@@ -1,5 +1,5 @@
 // The console's shell: who the daemon takes this page for, the navigation, and hash routing to the pages —
-// #/ (overview), #/waiting, #/task/{agent}/{task id}.
+// #/ (overview), #/waiting, #/task/{agent}/{task id}, #/runs, #/run/{run id}, #/subagents.
 //
 // Signing in: the page first asks as it is (a bearer from sessionStorage, or none). On a loopback daemon without
 // credentials the daemon's implicit operator answers a same-origin page without any token; otherwise a 401 shows
@@ -10,12 +10,17 @@ import { html, render, useEffect, useState } from "./html.js";
 import { AdminLink, AdminPage } from "./pages/admin.js";
 import { Conversation } from "./pages/conversation.js";
 import { Overview } from "./pages/overview.js";
+import { RunPage, RunsPage } from "./pages/runs.js";
 import { SignIn } from "./pages/signin.js";
+import { SubagentsPage } from "./pages/subagents.js";
 import { WaitingPage } from "./pages/waiting.js";
 
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   if (parts[0] === "waiting") return { page: "waiting" };
+  if (parts[0] === "runs") return { page: "runs" };
+  if (parts[0] === "run" && parts[1]) return { page: "runs", runId: parts[1] };
+  if (parts[0] === "subagents") return { page: "subagents" };
   if (parts[0] === "admin") return { page: "admin" };
   if (parts[0] === "task" && parts[1] && parts[2]) return { page: "task", agent: parts[1], taskId: parts[2] };
   return { page: "overview" };
@@ -36,7 +41,7 @@ function Header({ principal, current, onSignOut }) {
     html`<a href=${href} class=${current.page === page ? "current" : ""} id=${`nav-${page}`}>${label}</a>`;
   return html`<header class="top">
     <h1>anyagentd</h1>
-    <nav>${link("#/", "overview", "Overview")} ${link("#/waiting", "waiting", "Waiting for a person")} <${AdminLink} current=${current} /></nav>
+    <nav>${link("#/", "overview", "Overview")} ${link("#/waiting", "waiting", "Waiting for a person")} ${link("#/runs", "runs", "Workflow runs")} ${link("#/subagents", "subagents", "Subagents")} <${AdminLink} current=${current} /></nav>
     <span class="who" id="principal">${principal}</span>
     ${token.get() && html`<button id="sign-out" onClick=${onSignOut}>Sign out</button>`}
   </header>`;
@@ -74,6 +79,9 @@ function App() {
   let page;
   if (current.page === "waiting") page = html`<${WaitingPage} />`;
   else if (current.page === "admin") page = html`<${AdminPage} principal=${session.principal} />`;
+  else if (current.page === "runs" && current.runId) page = html`<${RunPage} key=${current.runId} runId=${current.runId} />`;
+  else if (current.page === "runs") page = html`<${RunsPage} />`;
+  else if (current.page === "subagents") page = html`<${SubagentsPage} />`;
   else if (current.page === "task")
     page = html`<${Conversation} key=${current.agent + "/" + current.taskId} ...${current} />`;
   else page = html`<${Overview} />`;
