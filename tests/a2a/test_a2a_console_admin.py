@@ -18,9 +18,11 @@ from typing import Any
 
 import httpx
 import pytest
+import test_a2a_console as first_slice
 from test_a2a_commands import command, reason, result_of, task_result
-from test_a2a_console import browser, page, screenshot  # noqa: F401 - the fixtures, shared
 from test_a2a_device_grant import code_pair, poll
+
+browser, page, screenshot = first_slice.browser, first_slice.page, first_slice.screenshot  # its fixtures
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -215,4 +217,3 @@ def test_a_device_sign_in_refused_on_the_page_says_so(a2a_daemon: Any, page: Any
     page.locator("#device-error", has_text="The operator refused this sign-in.").wait_for()
     page.locator("#device-start").wait_for()
     assert page.evaluate("sessionStorage.getItem('anyagentd.console.token')") is None
-
