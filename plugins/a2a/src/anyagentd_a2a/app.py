@@ -5,8 +5,8 @@ every request passes, outermost first — the request observation (access log, m
 Routes: every served agent's card and endpoint (:mod:`.routing`: under ``/agents/{id}/``, the default agent's at
 the root too, and ``GET /agents``), the command extension's schema, the device grant's (with
 ``[a2a.device_grant]``), ``/healthz`` and ``/readyz``, ``/metrics`` (with ``[a2a.metrics] enabled``: else the
-Prometheus client is never imported), the web console's ``/console/`` (:mod:`.console`, when
-:meth:`~.config.A2ASection.console_enabled`).
+Prometheus client is never imported), the web console's ``/console/`` and its push stream of task changes
+(:mod:`.console`, when :meth:`~.config.A2ASection.console_enabled`).
 """
 
 from __future__ import annotations
@@ -77,9 +77,12 @@ def build_app(services: Services) -> App:
         routes.append(Route("/metrics", metrics.scrape, methods=["GET"]))
         sinks.append(metrics)
     if settings.loaded.config.a2a.console_enabled():
-        from .console import console_routes
+        from .console import TaskEvents, console_routes
 
-        routes.extend(console_routes())
+        events = TaskEvents()  # the console's push stream, told every task each agent's store saves
+        for agent in agents:
+            agent.store.on_saved = events.saved(agent.id)
+        routes.extend(console_routes(front, events, services.lifecycle.drain_requested))
     app = Starlette(routes=routes)
     app.router.redirect_slashes = False
     public = urlsplit(services.public_url)

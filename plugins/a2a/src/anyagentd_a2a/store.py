@@ -30,7 +30,7 @@ import importlib
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -306,6 +306,9 @@ class PrincipalTaskStore(DatabaseTaskStore):
         self._indexed = False  # the index :meth:`prune` reads by is created (if missing) by its first call
         self.task_ids = _FreshIds(self)
         """The SDK's task-id generator (``SimpleRequestContextBuilder(task_id_generator=…)``)."""
+        self.on_saved: Callable[[Task, str], None] | None = None
+        """Told every task :meth:`save` recorded (written, or held to write behind) and the owner it is saved for:
+        the console's push stream (:class:`.console.events.TaskEvents`)."""
 
     @property
     def task_table(self) -> Table:
@@ -382,10 +385,12 @@ class PrincipalTaskStore(DatabaseTaskStore):
         live.unwritten.CopyFrom(task)  # the SDK goes on changing its object in place
         if not durable:
             self._pending.set()
-            return
-        await self._write(live)
-        if live.unwritten is None and task.status.state in DURABLE_STATES and self._live.get(task.id) is live:
-            del self._live[task.id]  # written where it stops or waits: nothing more to hold
+        else:
+            await self._write(live)
+            if live.unwritten is None and task.status.state in DURABLE_STATES and self._live.get(task.id) is live:
+                del self._live[task.id]  # written where it stops or waits: nothing more to hold
+        if self.on_saved is not None:
+            self.on_saved(task, _owner(context))
 
     async def _write(self, live: _Live) -> None:
         """Write ``live``'s latest unwritten version (one writer per task at a time, so the last version wins)."""

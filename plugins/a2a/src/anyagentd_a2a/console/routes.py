@@ -1,5 +1,6 @@
 """The console's routes: ``GET /console`` (a redirect to ``/console/``), ``GET /console/`` (``static/index.html``)
-and ``GET /console/static/{path}`` (a file of ``static/``; nothing outside it, 404 otherwise).
+and ``GET /console/static/{path}`` (a file of ``static/``; nothing outside it, 404 otherwise); with the daemon's
+front, ``GET /console/events`` (:mod:`.events`: the task changes the caller may see, pushed).
 
 Every answer carries :data:`SECURITY_HEADERS`: a Content-Security-Policy that lets the page load only its own
 scripts and styles and connect only to its own origin (no inline script, no frame, no form, no base URL),
@@ -11,12 +12,18 @@ request: small, and an editable install serves what is on disk.
 from __future__ import annotations
 
 import mimetypes
+from collections.abc import Awaitable, Callable
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
+
+if TYPE_CHECKING:
+    from ..front import Front
+    from .events import TaskEvents
 
 CONSOLE_PATH = "/console/"
 
@@ -79,13 +86,25 @@ async def _bare(request: Request) -> Response:
     return RedirectResponse("console/", status_code=308, headers=SECURITY_HEADERS)
 
 
-def console_routes() -> list[Route]:
-    """The routes of the module docstring."""
-    return [
+def console_routes(
+    front: Front | None = None, events: TaskEvents | None = None, drained: Callable[[], Awaitable[None]] | None = None
+) -> list[Route]:
+    """The routes of the module docstring, and with ``front`` and ``events`` the push stream ``GET
+    /console/events`` (:mod:`.events`; it ends when ``drained`` returns: the daemon drains)."""
+    routes = [
         Route("/console", _bare, methods=["GET"]),
         Route(CONSOLE_PATH, _index, methods=["GET"]),
         Route(CONSOLE_PATH + "static/{path:path}", _asset, methods=["GET"]),
     ]
+    if front is not None and events is not None:
+        from .events import events_route
+
+        routes.append(events_route(front, events, drained or _never, SECURITY_HEADERS))
+    return routes
+
+
+async def _never() -> None:
+    await anyio.Event().wait()
 
 
 __all__ = ["CONSOLE_PATH", "CSP", "SECURITY_HEADERS", "console_routes", "console_url"]

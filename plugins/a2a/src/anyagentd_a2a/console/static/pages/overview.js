@@ -1,12 +1,15 @@
 // Overview: every agent GET /agents lists, with its state and — from the `status` command op on its path — its
 // live agents and pool bound, paused/draining, uptime, conversations and tokens; its tasks by state (ListTasks);
-// and the latest tasks of every agent, each a link to its live conversation.
+// and the latest tasks of every agent, each a link to its live conversation. Live: loaded when the push stream
+// connects or resyncs, and again on each task change it tells (events.js; changes that come during a load are
+// followed by one more load, not one per change).
 
 import { command, listAgents, listTasks } from "../api.js";
+import { useLive } from "../events.js";
 import { html } from "../html.js";
-import { usePoll } from "../poll.js";
 
-const REFRESH_MS = 5000;
+/** Any task change: load again (the counts, the figures and the latest tasks all move with it). */
+const reload = () => null;
 
 function duration(ms) {
   const s = Math.floor(ms / 1000);
@@ -66,7 +69,7 @@ function AgentCard({ row }) {
 }
 
 export function Overview() {
-  const { value, error, loaded } = usePoll(load, REFRESH_MS);
+  const { value, error, loaded, live } = useLive(load, reload);
   if (!loaded) return html`<main><p class="loading">Loading…</p></main>`;
   const rows = value || [];
   const latest = rows
@@ -74,7 +77,7 @@ export function Overview() {
     .sort((a, b) => String(b.task.status.timestamp).localeCompare(String(a.task.status.timestamp)))
     .slice(0, 20);
   return html`<main>
-    <h2>Overview</h2>
+    <h2>Overview <span class="badge live-state" data-live=${String(live)}>${live ? "live" : "reconnecting"}</span></h2>
     ${error && html`<p class="error">${error.message}</p>`}
     <div class="grid">${rows.map((row) => html`<${AgentCard} row=${row} />`)}</div>
     <div class="panel">

@@ -1,13 +1,13 @@
-// Waiting for a person: every task in TASK_STATE_INPUT_REQUIRED on every agent (ListTasks filtered by state), each
-// with the agent's request as its status message carries it, answerable from here (RequestView).
+// Waiting for a person: every task in TASK_STATE_INPUT_REQUIRED on every agent, each with the agent's request as
+// its status message carries it, answerable from here (RequestView). Live: listed (ListTasks filtered by state) when
+// the push stream connects or resyncs, then kept by its task changes (events.js) — a task that starts waiting
+// appears with the request the change carries, one that moves on goes.
 
 import { listAgents, listTasks } from "../api.js";
+import { stamp, useLive } from "../events.js";
 import { html } from "../html.js";
-import { usePoll } from "../poll.js";
 import { RequestView } from "../request.js";
 import { INPUT_REQUIRED, textOf, waitingRequest } from "../wire.js";
-
-const REFRESH_MS = 2000;
 
 async function load() {
   const listing = await listAgents();
@@ -18,6 +18,19 @@ async function load() {
     }),
   );
   return pages.flat();
+}
+
+/** The rows after task change `frame`: the task added or updated while it waits for input, else removed; a change
+ * older than the row's status is ignored (a listing can be newer than changes queued before it). */
+function apply(rows, frame) {
+  const listed = rows || [];
+  const at = listed.findIndex((r) => r.agent === frame.agent && r.task.id === frame.id);
+  if (at >= 0 && stamp(frame.timestamp) < stamp(listed[at].task.status.timestamp)) return listed;
+  const rest = listed.filter((_, i) => i !== at);
+  if (frame.state !== INPUT_REQUIRED) return at >= 0 ? rest : listed;
+  const status = { state: frame.state, timestamp: frame.timestamp, message: frame.message };
+  const row = { agent: frame.agent, task: { id: frame.id, contextId: frame.contextId, status } };
+  return [row, ...rest];
 }
 
 /** One key per request a task waits on: a second request of the same task gets fresh controls. */
@@ -42,11 +55,11 @@ function Waiting({ agent, task }) {
 }
 
 export function WaitingPage() {
-  const { value, error, loaded } = usePoll(load, REFRESH_MS);
+  const { value, error, loaded, live } = useLive(load, apply);
   if (!loaded) return html`<main><p class="loading">Loading…</p></main>`;
   const rows = value || [];
   return html`<main>
-    <h2>Waiting for a person</h2>
+    <h2>Waiting for a person <span class="badge live-state" data-live=${String(live)}>${live ? "live" : "reconnecting"}</span></h2>
     ${error && html`<p class="error">${error.message}</p>`}
     ${rows.length === 0
       ? html`<p class="muted nothing-waiting">No agent is waiting for an answer.</p>`
