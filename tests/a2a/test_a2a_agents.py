@@ -285,3 +285,63 @@ def test_admin_drain_of_an_idle_daemon_is_answered_before_the_daemon_exits(a2a_d
     task = op_result(daemon, "admin.drain", reason="upgrade")
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert daemon.wait() == 0
+
+
+def test_after_one_agent_drained_the_root_pause_holds_the_others_and_its_path_still_answers_status(
+    a2a_daemon: Any, tmp_path: Path
+) -> None:
+    """Found by the fresh-eyes trial: the root's admin.pause answered OP_FAILED (Draining) yet paused the other
+    agents; and the drained agent's path refused even the operator's status."""
+    daemon = a2a_daemon(config=two_agents(tmp_path))
+    op_result(daemon, "admin.drain", "a", reason="retire a")
+    paused = op_result(daemon, "admin.pause", reason="all")
+    assert paused["status"]["state"] == "TASK_STATE_COMPLETED", paused
+    assert {r["id"]: r["state"] for r in httpx.get(daemon.url + "/agents").json()["agents"]} == {
+        "a": "draining",
+        "b": "paused",
+    }
+    resumed = op_result(daemon, "admin.resume")
+    assert resumed["status"]["state"] == "TASK_STATE_COMPLETED", resumed
+    status = op_result(daemon, "status", "a")
+    assert status["draining"] is True and status["model"] == "mock"
+    refused = daemon.rpc(
+        "SendMessage", {"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}, agent="a"
+    ).json()
+    assert refused["error"]["data"][0]["reason"] == "DRAINING"  # a conversation's send still is refused
+
+
+def test_a_get_of_an_agents_endpoint_is_404_for_no_agent_and_405_for_one(a2a_daemon: Any, tmp_path: Path) -> None:
+    daemon = a2a_daemon(config=two_agents(tmp_path))
+    for path in ("/agents/nope", "/agents/nope/"):
+        got = httpx.get(daemon.url + path)
+        assert got.status_code == 404 and got.json()["error"]["agent"] == "nope"
+    got = httpx.get(daemon.url + "/agents/a/")
+    assert got.status_code == 405 and got.headers["allow"] == "POST"
+    assert got.json()["error"]["message"].endswith(f"{daemon.url}/agents/a/.well-known/agent-card.json")
+    refused = daemon.rpc("ListTasks", {"tenant": "nope"}, agent="b").json()["error"]
+    assert "/agents/nope" not in refused["message"] and "GET /agents" in refused["message"]
+
+
+def test_the_client_reads_an_agents_own_url_as_its_daemon_and_that_agent(a2a_daemon: Any, tmp_path: Path) -> None:
+    import subprocess
+
+    from a2a_helpers import ANYAGENTD
+
+    daemon = a2a_daemon(config=two_agents(tmp_path))
+    sent = subprocess.run(
+        [ANYAGENTD, "a2a", "send", f"{daemon.url}/agents/a", "hi"], capture_output=True, text=True, timeout=60
+    )
+    assert sent.returncode == 0 and sent.stdout.strip() == "I am A", sent.stderr
+    both = subprocess.run(
+        [ANYAGENTD, "a2a", "send", f"{daemon.url}/agents/a/", "hi", "--agent", "b"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert both.returncode == 1 and len(both.stderr.strip().splitlines()) == 1
+    assert "'a'" in both.stderr and "'b'" in both.stderr
+    missing = subprocess.run(
+        [ANYAGENTD, "a2a", "status", f"{daemon.url}/agents/zzz"], capture_output=True, text=True, timeout=60
+    )
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == f"anyagentd a2a: no agent 'zzz' at {daemon.url} (its agents: a, b)"

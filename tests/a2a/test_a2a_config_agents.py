@@ -352,3 +352,63 @@ def test_check_config_of_two_agents_says_ok_or_names_each_error(tmp_path: Path) 
         f"{ERROR}agents.2.id: 'a' is configured twice",
         f"{ERROR}agents.2.default: 'a' is the default already",
     ], checked.stderr
+
+
+# -- found by the fresh-eyes trial ---------------------------------------------------------------------------------
+
+
+def test_a_reserved_id_and_an_empty_agents_list_are_refused() -> None:
+    """``last-updated`` would name its task table like the old task table's index: it passed --check-config and the
+    start then failed with a traceback. ``agents = []`` served the embedded mock agent, which no file named."""
+    assert refused({"agents": [{"id": "last-updated"}]}) == [
+        "agents.0.id: 'last-updated' is reserved; give the agent another id"
+    ]
+    assert refused({"agents": []}) == [
+        "agents: no agent is configured: give at least one [[agents]] table (or [agent])"
+    ]
+    assert slug("Last Updated") == "last-updated-agent"  # the shorthand's id never takes it either
+
+
+def test_the_config_op_shows_each_agents_approval_by_its_id_and_no_shorthand(tmp_path: Path) -> None:
+    """A reload that reordered the agents showed each approval at the other agent's place; a file of
+    ``[[agents]]`` only showed an ``[agent]`` that was not configured."""
+    from anyagentd_a2a.instance import Instance
+    from anyagentd_a2a.logring import LogRing
+
+    started = parse({"agents": [{"id": "writer", "approval": "auto"}, {"id": "hello"}]}, env={})
+    settings = Settings(started, Options(state_dir=tmp_path))
+    instance = Instance(settings, None, LogRing(stream=None))  # type: ignore[arg-type]
+    shown = instance.redacted_config()
+    assert "agent" not in shown
+    assert [(a["id"], a["approval"]) for a in shown["agents"]] == [("writer", "auto"), ("hello", "ask")]
+    settings.replace(parse({"agents": [{"id": "hello", "approval": "auto"}, {"id": "writer"}]}, env={}))
+    shown = instance.redacted_config()
+    assert [(a["id"], a["approval"]) for a in shown["agents"]] == [("hello", "auto"), ("writer", "ask")]
+    assert [(a["id"], settings.approval_of(a["id"])) for a in shown["agents"]] == [("hello", "auto"), ("writer", "ask")]
+    assert (
+        "agent"
+        in Instance(
+            Settings(parse({}, env={}), Options(state_dir=tmp_path)), None, LogRing(stream=None)
+        ).redacted_config()
+    )  # type: ignore[arg-type]
+
+
+def test_an_option_the_agent_does_not_list_stops_the_start_naming_its_key(tmp_path: Path) -> None:
+    """``[agents.options]`` reached the agent only when a session opened: every message failed with "unknown
+    option". The start probes each agent with options (``anyagentd probe``) and refuses in one line."""
+    config = tmp_path / "agentd.toml"
+    config.write_text(
+        '[a2a]\nlisten = "127.0.0.1:0"\n[[agents]]\nid = "solo"\nname = "mock"\nmock_script = "hello"\n'
+        '[agents.options]\nmodel = "fancy-1"\n'
+    )
+    started = run_cli("--config", str(config), "--state-dir", str(tmp_path / "state"))
+    assert started.returncode != 0 and "Traceback" not in started.stderr
+    assert f"{ERROR}agents.0.options.model: mock has no option 'model'" in started.stderr, started.stderr
+    config.write_text(
+        '[a2a]\nlisten = "127.0.0.1:0"\n[[agents]]\nid = "solo"\nname = "mock"\nmock_script = "model-option"\n'
+        '[agents.options]\nmodel = "huge"\n'
+    )
+    started = run_cli("--config", str(config), "--state-dir", str(tmp_path / "state"))
+    assert f"{ERROR}agents.0.options.model: \"huge\" does not fit mock's option 'model'" in started.stderr, (
+        started.stderr
+    )

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .config import RESERVED_IDS
+
 if TYPE_CHECKING:
     from .config import AgentSection, Config, Loaded, SkillSection
 
@@ -62,9 +64,9 @@ _OUTSIDE = re.compile(r"[^a-z0-9-]+")
 def slug(label: str) -> str:
     """``label`` made an agent id: lower-case, each run of characters outside ``[a-z0-9-]`` one ``-``, trimmed of
     ``-``, at most :data:`ID_CHARACTERS` characters; ``"agent"`` when nothing is left (``"Gemini CLI"`` →
-    ``gemini-cli``, ``mock`` → ``mock``)."""
-    made = _OUTSIDE.sub("-", label.lower()).strip("-")[:ID_CHARACTERS].strip("-")
-    return made or "agent"
+    ``gemini-cli``, ``mock`` → ``mock``; a reserved id, :data:`.config.RESERVED_IDS`, gets ``-agent``)."""
+    made = _OUTSIDE.sub("-", label.lower()).strip("-")[:ID_CHARACTERS].strip("-") or "agent"
+    return made if made not in RESERVED_IDS else f"{made}-agent"
 
 
 def entry_id(entry: AgentSection) -> str:

@@ -55,7 +55,7 @@ def _preflight(loaded: Any, mock_script: str | None) -> Any:
     "config_path",
     metavar="FILE",
     type=click.Path(dir_okay=False),
-    help="TOML configuration ([agent], [a2a]); default: the embedded mock agent on loopback.",
+    help="TOML configuration ([agent] or [[agents]], [a2a]); default: the embedded mock agent on loopback.",
 )
 @click.option(
     "--check-config",
@@ -87,8 +87,8 @@ def a2a(
     mock_script: str | None,
     state_dir: Path | None,
 ) -> None:
-    """Serve the configured agent over A2A 1.0 (JSON-RPC over HTTP); or sign in to one and talk to it (the
-    subcommands)."""
+    """Serve the configured agents over A2A 1.0 (JSON-RPC over HTTP), each at /agents/ID and the default at the
+    root; or sign in to a daemon and talk to its agents (the subcommands)."""
     if ctx.invoked_subcommand is not None:
         return
     from .config import ConfigError, default_config, load, with_listen
@@ -209,6 +209,25 @@ def _token(url: str, given: str | None) -> str | None:
     return given or load_token(url)
 
 
+def _agent_url(command: Any) -> Any:
+    """The client command ``command`` with its ``url`` and ``agent`` read as :func:`.client.split_agent` reads them:
+    an agent's own URL (``URL/agents/ID``) is its daemon's URL with ``--agent ID``. A URL and an ``--agent`` that
+    name two agents are one line and exit 1."""
+    import functools
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        from .client import ClientError, split_agent
+
+        try:
+            kwargs["url"], kwargs["agent"] = split_agent(kwargs["url"], kwargs.get("agent"))
+        except ClientError as err:
+            _fail(err, kwargs.get("cacert"))
+        return command(*args, **kwargs)
+
+    return run
+
+
 def _run(call: Any, cacert: str | None) -> Any:
     """``anyio.run(call)``; a :class:`ClientError` is one line and exit 1, Ctrl-C exit 130."""
     import anyio
@@ -303,6 +322,7 @@ def login(url: str, scope: str, cacert: str | None) -> None:
 @TOKEN_OPTION
 @CACERT_OPTION
 @click.pass_context
+@_agent_url
 def send(
     ctx: click.Context,
     url: str,
@@ -344,6 +364,7 @@ def send(
 @AGENT_OPTION
 @TOKEN_OPTION
 @CACERT_OPTION
+@_agent_url
 def status(url: str, agent: str | None, token: str | None, cacert: str | None) -> None:
     """The daemon's ``status`` (the command extension's op) at URL (of its agent ID with --agent), as JSON on
     stdout: keys in the daemon's order, whole numbers as integers."""
@@ -411,6 +432,7 @@ def _no_constant(name: str) -> Any:
 @TOKEN_OPTION
 @CACERT_OPTION
 @click.pass_context
+@_agent_url
 def op_command(
     ctx: click.Context,
     url: str,
@@ -488,6 +510,7 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
 @AGENT_OPTION
 @TOKEN_OPTION
 @CACERT_OPTION
+@_agent_url
 def tasks(
     url: str,
     context_id: str | None,
@@ -542,6 +565,7 @@ def tasks(
 @AGENT_OPTION
 @TOKEN_OPTION
 @CACERT_OPTION
+@_agent_url
 def runs(url: str, as_json: bool, agent: str | None, token: str | None, cacert: str | None) -> None:
     """List the workflow runs at URL that you started (the operator: every run) — the ``workflow.status`` op: run
     id, workflow, status and error, as a table on stdout, or JSON with --json (outputs included)."""

@@ -37,6 +37,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -86,6 +87,27 @@ def agent_url(url: str, agent: str | None) -> str:
             f"GET {_key(url)}/agents lists the daemon's agents"
         )
     return f"{_key(url)}/agents/{agent}"
+
+
+_AGENT_PATH = re.compile(r"^(?P<prefix>.*)/agents/(?P<agent>[^/]+)/?$")
+
+
+def split_agent(url: str, agent: str | None) -> tuple[str, str | None]:
+    """``(daemon URL, agent)`` for a URL the user gave with ``--agent ID`` or not: an agent's own URL
+    (``URL/agents/ID``, as ``GET /agents`` lists it) is its daemon's URL and that agent, so the token, the messages
+    and the listing of agents use the daemon's URL. Raises :class:`ClientError` when the URL names one agent and
+    ``agent`` another."""
+    parts = urlsplit(url)
+    found = _AGENT_PATH.match(parts.path)
+    if found is None:
+        return url, agent
+    named = found["agent"]
+    if agent is not None and agent != named:
+        raise ClientError(
+            f"{url} is agent {named!r}'s URL and --agent names {agent!r}: give the daemon's URL with --agent, "
+            "or the agent's URL alone"
+        )
+    return urlunsplit((parts.scheme, parts.netloc, found["prefix"], "", "")), named
 
 
 def _agent_missing(url: str, agent: str | None, body: Any) -> AgentNotFound | None:

@@ -188,16 +188,21 @@ class AcpAgent(_Strict):
 AGENT_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 """An agent's id (``[[agents]] id``): its sub-path ``/agents/<id>``, lower-case letters, digits and ``-``, at most
 32 characters, not starting with ``-``."""
+RESERVED_IDS = frozenset({"last-updated"})
+"""Ids no agent may take: ``last-updated`` would name its task table ``anyagentd_tasks_last_updated``, the name of
+the index of the task table written before agents had ids (SQLite names tables and indexes in one namespace)."""
 
 
 def _agent_id(value: str | None) -> str | None:
-    """``id`` of ``[agent]`` / ``[[agents]]``: ``None`` (given nowhere) or an id :data:`AGENT_ID` matches; else
-    ``ValueError`` with one line (pydantic names the key)."""
+    """``id`` of ``[agent]`` / ``[[agents]]``: ``None`` (given nowhere) or an id :data:`AGENT_ID` matches that is
+    not :data:`RESERVED_IDS`; else ``ValueError`` with one line (pydantic names the key)."""
     if value is not None and not AGENT_ID.fullmatch(value):
         raise ValueError(
             f"{value!r} is not an agent id: lower-case letters, digits and '-', at most 32 characters, "
             "starting with a letter or a digit (it is the agent's sub-path /agents/<id>)"
         )
+    if value in RESERVED_IDS:
+        raise ValueError(f"{value!r} is reserved; give the agent another id")
     return value
 
 
@@ -637,6 +642,8 @@ class Config(_Strict):
 
     @model_validator(mode="after")
     def _agents(self) -> Config:
+        if "agents" in self.model_fields_set and not self.agents:
+            raise ConfigError("agents", "no agent is configured: give at least one [[agents]] table (or [agent])")
         if not self.agents:
             return self
         if "agent" in self.model_fields_set:

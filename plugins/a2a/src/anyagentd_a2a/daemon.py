@@ -79,6 +79,7 @@ class Daemon:
             with self._bind() as sock:
                 async with open_runtimes(settings) as runtimes:
                     settings.check_agents(runtimes.shared)
+                    await settings.check_options(runtimes.agents)
                     await self._serve(stores, Lifecycle(runtimes.shared), runtimes, ring, sock)
             logging.getLogger().removeHandler(ring_handler)
         log.info("stopped")

@@ -421,9 +421,18 @@ class Front:
         if isinstance(tenant, str) and tenant and tenant != endpoint.agent:
             return invalid_params(
                 request_id,
-                [("tenant", f"this URL serves agent {endpoint.agent!r}; agent {tenant!r} is at /agents/{tenant}")],
+                [
+                    (
+                        "tenant",
+                        f"this URL serves agent {endpoint.agent!r}, not {tenant!r}: each agent has its own URL "
+                        "(GET /agents lists them), and no card names a tenant",
+                    )
+                ],
             )
-        if method in SEND_METHODS and endpoint.admission.draining:
+        command = method in SEND_METHODS and is_command(params)
+        # an agent drained on its own stays drained until the restart: the operator's ops on its path (status,
+        # config) still answer; while the daemon drains, every send is refused
+        if method in SEND_METHODS and endpoint.admission.draining and (endpoint.admission.by_daemon or not command):
             return rpc_error(
                 request_id,
                 -32603,
@@ -437,7 +446,6 @@ class Front:
                 refused = empty_message_refusal(request_id, params)
             if refused is not None:
                 return refused
-        command = method in SEND_METHODS and is_command(params)
         if command:  # the access log's op (.observe.requests); the command's checks come later
             first = command_parts(params["message"])[0]
             request.state.op = first.get("op") if isinstance(first, dict) else None

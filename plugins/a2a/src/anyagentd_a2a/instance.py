@@ -75,15 +75,26 @@ class Instance:
 
     def redacted_config(self) -> dict[str, Any]:
         """The effective configuration: credential fields hold their references (secrets are resolved apart,
-        never into the configuration), with ``admin.set`` overrides applied — each agent's ``approval`` as in force,
-        ``--mock`` as each agent's ``mock_script``."""
+        never into the configuration), with ``admin.set`` overrides applied — each served agent's ``approval`` as
+        in force, ``--mock`` as each agent's ``mock_script``. With ``[[agents]]`` there is no ``agent`` key (the
+        shorthand is not configured)."""
+        from .agentspec import entry_id
+
         settings = self.settings
-        config = settings.loaded.config.model_dump(mode="json")
-        entries = config["agents"] if config.get("agents") else [config["agent"]]
-        for entry, spec in zip(entries, settings.specs, strict=False):
-            entry["approval"] = settings.approval_of(spec.id)
+        loaded = settings.loaded.config
+        config = loaded.model_dump(mode="json")
+        served = {spec.id for spec in settings.specs}
+        if loaded.agents:
+            del config["agent"]
+            entries = list(zip(loaded.agents, config["agents"], strict=True))
+        else:
+            entries = [(loaded.agent, config["agent"])]
+        for entry, shown in entries:
+            agent = entry_id(entry)
+            if agent in served:  # an agent a reload added is not served until the next start
+                shown["approval"] = settings.approval_of(agent)
             if settings.options.mock_script is not None:  # --mock on the command line wins over the file
-                entry["mock_script"] = str(settings.options.mock_script)
+                shown["mock_script"] = str(settings.options.mock_script)
         config["a2a"]["introspection"] = self.introspection
         return config
 

@@ -57,6 +57,10 @@ class Draining(Protocol):
     @property
     def drain_note(self) -> str: ...
 
+    @property
+    def by_daemon(self) -> bool:
+        """Whether the drain is the daemon's (every send refused, commands too), not one agent's own."""
+
 
 class AgentAdmission:
     """The admission of one served agent (``agent``: its id) over its ``runtime``: the operator's pause of it and
@@ -95,8 +99,8 @@ class AgentAdmission:
     def release(self, reason: str, *, by_daemon: bool = False) -> None:
         """Refuse this agent's sends and release its waiting replies (:meth:`drain_requested`), without asking for
         its own drain: what the daemon's drain does to every agent (``by_daemon``)."""
+        self.by_daemon = self.by_daemon or by_daemon  # the daemon's drain after this agent's own: every send refused
         if not self._released.is_set():
-            self.by_daemon = by_daemon
             self.drain_reason = reason
             self._released.set()
 
@@ -227,6 +231,7 @@ class Lifecycle:
                 admission.release(reason, by_daemon=True)
 
     drain_note = "the daemon is draining"
+    by_daemon = True
 
     async def drain_requested(self) -> None:
         """Return once :meth:`request_drain` was called (at once if it was): what the drain task awaits."""
@@ -244,21 +249,23 @@ class Lifecycle:
         return self._pause_reason if self.paused else None
 
     def pause(self, reason: str) -> None:
-        """Pause every agent and the shared runtime (``Runtime.pause``; raises ``Draining`` while draining),
-        saying ``reason``."""
+        """Pause the shared runtime and every agent not draining (``Runtime.pause``; raises ``Draining`` while the
+        daemon drains, before anything is paused), saying ``reason``. An agent drained on its own stays drained."""
         assert self.runtime is not None
-        for admission in self.admissions:
-            admission.pause(reason)
         self.runtime.pause()
+        for admission in self.admissions:
+            if not admission.draining:
+                admission.pause(reason)
         self._pause_reason = reason
 
     def resume(self) -> None:
-        """Resume every agent and the shared runtime (``Runtime.resume``: every held prompt goes on, in order;
-        raises ``Draining`` while draining)."""
+        """Resume the shared runtime and every agent not draining (``Runtime.resume``: every held prompt goes on,
+        in order; raises ``Draining`` while the daemon drains, before anything is resumed)."""
         assert self.runtime is not None
-        for admission in self.admissions:
-            admission.resume()
         self.runtime.resume()
+        for admission in self.admissions:
+            if not admission.draining:
+                admission.resume()
         self._pause_reason = None
 
     def pause_note(self) -> str | None:

@@ -88,6 +88,8 @@ class AgentRoutes:
             Route(AGENTS + "/{agent}" + CARD_PATH, self.card, methods=["GET"]),
             Route(AGENTS + "/{agent}", self.post, methods=["POST"]),
             Route(AGENTS + "/{agent}/", self.post, methods=["POST"]),
+            Route(AGENTS + "/{agent}", self.get, methods=["GET"]),
+            Route(AGENTS + "/{agent}/", self.get, methods=["GET"]),
         ]
 
     def _endpoint(self, request: Request) -> Endpoint | Response:
@@ -105,6 +107,19 @@ class AgentRoutes:
         if isinstance(endpoint, Response):
             return endpoint
         return await self.front.handle(request, endpoint)
+
+    async def get(self, request: Request) -> Response:
+        """``GET /agents/{id}``: 404 (:func:`agent_not_found`) for an agent not served; else 405 saying where the
+        agent's card is (its endpoint answers JSON-RPC POSTs only)."""
+        agent_id = request.path_params["agent"]
+        if self.agents.get(agent_id) is None:
+            return agent_not_found(request, agent_id, self.agents.ids())
+        message = f"POST JSON-RPC requests here; the agent's card is at {card_url(self.public_url, agent_id)}"
+        return JSONResponse(
+            {"error": {"reason": "METHOD_NOT_ALLOWED", "message": message, "agent": agent_id}},
+            status_code=405,
+            headers={"Allow": "POST"},
+        )
 
     async def card(self, request: Request) -> Any:
         agent_id = request.path_params["agent"]

@@ -21,7 +21,6 @@ Nothing here creates the agents' own tables: their stores do (``PrincipalTaskSto
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,19 +30,15 @@ from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, func, in
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from .config import AGENT_ID, RESERVED_IDS
 from .store import LEGACY_CONVERSATIONS, LEGACY_TASKS
 
 log = logging.getLogger("anyagentd.a2a")
 
 REGISTRY = "anyagentd_agents"
 """The registry table: which tables and files directory belong to which agent id."""
-AGENT_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
-"""An agent id as a table name takes it: lower-case letters, digits and ``-``, at most 32 characters."""
 LEGACY_FILES = "."
 """``files_dir`` of the legacy scope: the state dir itself (its ``conversations/``)."""
-RESERVED = frozenset({"anyagentd_tasks_last_updated"})
-"""Table names an id may not make: the legacy task table's index (SQLite names tables and indexes in one
-namespace)."""
 CLAIM_ATTEMPTS = 3
 """Tries of a claim that lost a race with another daemon's on the same database (its rows read again)."""
 
@@ -78,11 +73,11 @@ class Scope:
 
 def table_suffix(agent: str) -> str:
     """``agent`` as its tables' suffix (``-`` written ``_``); raises ``ValueError`` for an id that is not
-    :data:`AGENT_ID` or would make a :data:`RESERVED` name."""
+    :data:`.config.AGENT_ID` or is one of :data:`.config.RESERVED_IDS` (the configuration refuses both)."""
     if not AGENT_ID.fullmatch(agent):
         raise ValueError(f"agent id {agent!r}: lower-case letters, digits and '-', at most 32 characters")
     suffix = agent.replace("-", "_")
-    if f"anyagentd_tasks_{suffix}" in RESERVED:
+    if agent in RESERVED_IDS:
         raise ValueError(f"agent id {agent!r} is reserved")
     return suffix
 
@@ -133,7 +128,13 @@ class AgentScopes:
                 tasks, conversations, files = LEGACY_TASKS, LEGACY_CONVERSATIONS, LEGACY_FILES
                 legacy_held = True
                 if await _has_rows(conn, LEGACY_TASKS):
-                    log.info("agent %r takes the tasks and conversations stored before it (the one-agent scope)", agent)
+                    # once per database, never undone by a later change of default: say it where it is seen
+                    log.warning(
+                        "agent %r, the default, takes the tasks and conversations stored before agents had ids; they "
+                        "stay its own (docs/operating.md, moving from [agent] to [[agents]]: the agent [agent] served "
+                        "keeps them when its id is its name and it is the default at this first start)",
+                        agent,
+                    )
             else:
                 suffix = suffixes[agent]
                 tasks, conversations = f"anyagentd_tasks_{suffix}", f"anyagentd_conversations_{suffix}"

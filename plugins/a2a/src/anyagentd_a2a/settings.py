@@ -146,6 +146,36 @@ class Settings:
                     f"{child.name!r} is an installed agent here; a child instance needs another name",
                 )
 
+    async def check_options(self, runtimes: dict[str, Runtime]) -> None:
+        """Raise ``ConfigError`` naming ``<key>.options.<id>`` for an option of a served agent (``[agents.options]``)
+        that its agent does not list, or a value the option does not take (``Runtime.probe``: what
+        ``anyagentd probe`` shows; ``runtimes`` by agent id). Agents with no options are not probed; one the probe
+        cannot reach (not installed, not signed in) is left to its first session, which says why."""
+        import json
+
+        from anyagentd.errors import AnyagentError
+
+        for spec in self.specs:
+            if not spec.options:
+                continue
+            try:
+                details = await runtimes[spec.id].probe(spec.ref)
+            except AnyagentError:
+                continue
+            for option_id, value in spec.options.items():
+                option = details.option(option_id)
+                listed = ", ".join(o.id for o in details.config_options) or "none"
+                if option is None:
+                    raise ConfigError(
+                        f"{spec.key}.options.{option_id}",
+                        f"{spec.label} has no option {option_id!r} (its options: {listed}; anyagentd probe lists them)",
+                    )
+                if not option.accepts(value):
+                    raise ConfigError(
+                        f"{spec.key}.options.{option_id}",
+                        f"{json.dumps(value)} does not fit {spec.label}'s option {option_id!r}",
+                    )
+
     def secret_references(self) -> dict[str, str]:
         """Each resolved credential's value → the reference it was configured as (for redaction)."""
         loaded = self.loaded
