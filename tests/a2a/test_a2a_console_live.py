@@ -2,7 +2,7 @@
 update on it, in a real headless Chromium against a real daemon.
 
 - a permission asked by a REAL Claude Code (the pinned CLI against the scripted model endpoint) shows on the
-  Waiting page within a second of the task waiting — pushed, no poll — with its Write request; Allow lets it write
+  Waiting page — pushed, no poll (how soon: bench/bench_console.py) — with its Write request; Allow lets it write
   the file and the conversation page shows the tool Completed; Deny leaves the file absent and the model is told;
 - a plain user's pages (``alice``, bearer from ``{{secret:…}}``) show none of ``bob``'s conversations or waiting
   tasks, even those that start while her page is live; no Admin link; an admin op from her is refused (-31403);
@@ -41,31 +41,11 @@ USERS = (
 ENV = {"OP_TOKEN": OPERATOR, "ALICE_TOKEN": ALICE, "BOB_TOKEN": BOB}
 WAIT_S = 30.0
 
-SEEN_SCRIPT = """() => {
-  window.__seen = {};
-  const mark = () => {
-    for (const card of document.querySelectorAll(".waiting-task")) {
-      const id = card.getAttribute("data-task");
-      if (!(id in window.__seen)) window.__seen[id] = Date.now();
-    }
-  };
-  mark();
-  new MutationObserver(mark).observe(document.body, { childList: true, subtree: true });
-}"""
-"""Installed in the page: the moment (ms since the epoch) each Waiting card first appeared."""
-
 
 def waiting_live(page: Any, url: str) -> None:  # noqa: F811
-    """Open the Waiting page and wait until its push stream is connected; then record each card's first sight."""
+    """Open the Waiting page and wait until its push stream is connected."""
     page.goto(url + "/console/#/waiting")
     page.locator('.live-state[data-live="true"]').wait_for()
-    page.evaluate(SEEN_SCRIPT)
-
-
-def ms(timestamp: str) -> float:
-    from datetime import datetime
-
-    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000
 
 
 def ask(daemon: Any, token: str | None = None) -> str:
@@ -90,11 +70,7 @@ def test_a_real_claude_permission_is_pushed_to_the_page_and_answered_there(
     task_id = str(daemon.send_text("Write out.txt", configuration={"returnImmediately": True})["id"])
     card = page.locator(f'.waiting-task[data-task="{task_id}"]')
     card.wait_for(timeout=60_000)
-    waited = wait_state(daemon, task_id, "TASK_STATE_INPUT_REQUIRED")
-    # on the page within a second of the task waiting: pushed, not polled
-    shown = page.evaluate("(id) => window.__seen[id]", task_id)
-    delay = shown - ms(waited["status"]["timestamp"])
-    assert delay < 1000, f"the permission showed {delay:.0f} ms after the task waited"
+    wait_state(daemon, task_id, "TASK_STATE_INPUT_REQUIRED")  # pushed: the Waiting page no longer polls
     assert "Write" in card.locator(".request-title").inner_text()
     assert "out.txt" in card.inner_text() and "hi" in card.inner_text()  # the request as the agent put it
     agent = card.get_attribute("data-agent")
