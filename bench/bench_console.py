@@ -12,7 +12,8 @@ every page before its own (Playwright's init script) watches the DOM and stamps,
 - **Page load** (target 300 ms): from navigation start (``performance.timeOrigin``) to the overview rendered with
   the agent's figures (the ``status`` op answered: ``.agent .live-agents`` on screen), and to the shell (the
   header naming the principal). **cold**: a fresh browser context each time (empty cache); **warm**: a reload in
-  the same context (the files revalidated: ``Cache-Control: no-cache``). Median, min and max of N.
+  the same context (the page and the console's modules revalidated by ETag, ``Cache-Control: no-cache``; the
+  vendored libraries reused from the cache). Median, min and max of N.
 - **Event → screen** (target 250 ms): the daemon's own time of the event (the task status's ``timestamp``, set by
   the daemon when it emitted the update; the same machine's wall clock as the browser's) to the frame that shows it:
   **conversation**: a task's conversation page open (live over ``SubscribeToTask``), the permission answered over

@@ -234,6 +234,33 @@ def test_every_console_response_carries_the_policy_and_no_secret(a2a_daemon: Any
     assert redirect.status_code == 308 and redirect.headers["location"] == "console/"
 
 
+def test_the_page_preloads_its_whole_module_graph_and_is_cached_with_validators(a2a_daemon: Any) -> None:
+    """Page load: ``index.html`` names every module of ``static/`` (``app.js`` as its script, the rest as
+    ``modulepreload``: fetched at once, not import level by import level); every file carries an ETag and answers a
+    matching ``If-None-Match`` with 304 and no body, the policy headers kept; the page and the console's own modules
+    are revalidated each time (``no-cache``), the vendored libraries may be reused for a day."""
+    daemon = a2a_daemon()
+    index = httpx.get(daemon.url + "/console/", timeout=30)
+    static = Path(__file__).resolve().parents[2] / "plugins/a2a/src/anyagentd_a2a/console/static"
+    on_disk = {p.relative_to(static).as_posix() for p in static.rglob("*.js")}
+    preloaded = set(re.findall(r'<link rel="modulepreload" href="static/([^"]+)">', index.text))
+    assert preloaded | {"app.js"} == on_disk and "app.js" not in preloaded
+    for path, cache in (
+        ("/console/", "no-cache"),
+        ("/console/static/app.js", "no-cache"),
+        ("/console/static/pages/conversations.js", "no-cache"),
+        ("/console/static/vendor/preact.module.js", "max-age=86400"),
+    ):
+        first = httpx.get(daemon.url + path, timeout=30)
+        etag = first.headers["etag"]
+        assert first.status_code == 200 and first.headers["cache-control"] == cache and etag.startswith('"'), path
+        again = httpx.get(daemon.url + path, headers={"If-None-Match": f'"other", {etag}'}, timeout=30)
+        assert again.status_code == 304 and again.content == b"" and again.headers["etag"] == etag, path
+        assert again.headers["content-security-policy"] == CSP and again.headers["cache-control"] == cache, path
+        stale = httpx.get(daemon.url + path, headers={"If-None-Match": '"stale"'}, timeout=30)
+        assert stale.status_code == 200 and stale.content == first.content, path
+
+
 def test_the_console_is_off_when_disabled_and_its_url_logged_when_on(a2a_daemon: Any) -> None:
     """``[a2a.console] enabled = false`` serves no page and takes no same-origin request for the operator; on (the
     loopback default) the daemon logs the console's URL at start."""

@@ -4,13 +4,19 @@ front, ``GET /console/events`` (:mod:`.events`: the task changes the caller may 
 
 Every answer carries :data:`SECURITY_HEADERS`: a Content-Security-Policy that lets the page load only its own
 scripts and styles and connect only to its own origin (no inline script, no frame, no form, no base URL),
-``X-Content-Type-Options: nosniff`` and ``Referrer-Policy: no-referrer``; and ``Cache-Control: no-cache`` (a
-browser revalidates, so a daemon upgraded serves its own pages). The files are read from the package at each
-request: small, and an editable install serves what is on disk.
+``X-Content-Type-Options: nosniff`` and ``Referrer-Policy: no-referrer``.
+
+Caching: every file carries a strong ``ETag`` (a hash of its bytes) and a request whose ``If-None-Match`` names it
+gets ``304 Not Modified`` without the body. ``index.html`` and the console's own modules are ``Cache-Control:
+no-cache`` (a browser revalidates each time, so a daemon upgraded serves its own pages at once); the vendored
+libraries (``static/vendor/``, changed only by a release) may be reused for :data:`VENDOR_MAX_AGE` seconds without
+asking. A file is read again when its size or modification time changes (an editable install serves what is on
+disk); its bytes and hash are kept in memory otherwise (the whole directory is a few tens of KiB).
 """
 
 from __future__ import annotations
 
+import hashlib
 import mimetypes
 from collections.abc import Awaitable, Callable
 from importlib import resources
@@ -40,6 +46,12 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-cache",
 }
 
+VENDOR_MAX_AGE = 86400
+"""How long a browser may reuse a vendored library (``static/vendor/``) without revalidating it."""
+
+_cache: dict[tuple[str, ...], tuple[tuple[int, int], bytes, str]] = {}
+"""Per file of ``static/``: (size, mtime_ns) when read, its bytes and its ETag."""
+
 _TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html", ".svg": "image/svg+xml"}
 
 
@@ -52,9 +64,29 @@ def _static() -> Any:
     return resources.files(__package__) / "static"
 
 
-def _file(parts: list[str]) -> Response:
-    """The file ``static/<parts…>`` with :data:`SECURITY_HEADERS`, or 404 for a path that names no file there (an
-    empty, ``.`` or ``..`` segment, or one starting with a dot, names none)."""
+def _read(parts: list[str], node: Any) -> tuple[bytes, str]:
+    """The bytes of ``node`` (the file ``static/<parts…>``) and their ETag, from :data:`_cache` while the file's
+    size and modification time are unchanged."""
+    key = tuple(parts)
+    try:
+        st = node.stat()  # a pathlib.Path for a package on disk (every install the daemon ships as)
+        version = (st.st_size, st.st_mtime_ns)
+    except (AttributeError, OSError):
+        version = None
+    cached = _cache.get(key)
+    if version is not None and cached is not None and cached[0] == version:
+        return cached[1], cached[2]
+    body = node.read_bytes()
+    etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+    if version is not None:
+        _cache[key] = (version, body, etag)
+    return body, etag
+
+
+def _file(parts: list[str], request: Request) -> Response:
+    """The file ``static/<parts…>`` with :data:`SECURITY_HEADERS` and its ETag (304 when the request's
+    ``If-None-Match`` names it), or 404 for a path that names no file there (an empty, ``.`` or ``..`` segment, or
+    one starting with a dot, names none)."""
     if not parts or any(not p or p.startswith(".") or "\\" in p for p in parts):
         return _not_found()
     node = _static()
@@ -62,11 +94,17 @@ def _file(parts: list[str]) -> Response:
         node = node / part
     if not node.is_file():
         return _not_found()
+    body, etag = _read(parts, node)
+    headers = {**SECURITY_HEADERS, "ETag": etag}
+    if parts[0] == "vendor":
+        headers["Cache-Control"] = f"max-age={VENDOR_MAX_AGE}"
+    if etag in {t.strip() for t in request.headers.get("if-none-match", "").split(",")}:
+        return Response(status_code=304, headers=headers)
     suffix = "." + parts[-1].rpartition(".")[2] if "." in parts[-1] else ""
     media = _TYPES.get(suffix) or mimetypes.guess_type(parts[-1])[0] or "application/octet-stream"
     if media.startswith("text/"):
         media += "; charset=utf-8"
-    return Response(node.read_bytes(), headers={**SECURITY_HEADERS, "Content-Type": media})
+    return Response(body, headers={**headers, "Content-Type": media})
 
 
 def _not_found() -> Response:
@@ -74,11 +112,11 @@ def _not_found() -> Response:
 
 
 async def _index(request: Request) -> Response:
-    return _file(["index.html"])
+    return _file(["index.html"], request)
 
 
 async def _asset(request: Request) -> Response:
-    return _file(request.path_params["path"].split("/"))
+    return _file(request.path_params["path"].split("/"), request)
 
 
 async def _bare(request: Request) -> Response:
@@ -107,4 +145,4 @@ async def _never() -> None:
     await anyio.Event().wait()
 
 
-__all__ = ["CONSOLE_PATH", "CSP", "SECURITY_HEADERS", "console_routes", "console_url"]
+__all__ = ["CONSOLE_PATH", "CSP", "SECURITY_HEADERS", "VENDOR_MAX_AGE", "console_routes", "console_url"]

@@ -55,7 +55,7 @@ function errorOf(status, body) {
 }
 
 async function post(agent, method, params, extra = {}) {
-  return fetch(agentEndpoint(agent), {
+  return fetch(agent === null ? ROOT.href : agentEndpoint(agent), {
     method: "POST",
     headers: headers(extra),
     body: JSON.stringify({ jsonrpc: "2.0", id: nextId++, method, params }),
@@ -64,7 +64,7 @@ async function post(agent, method, params, extra = {}) {
   });
 }
 
-/** The `result` of JSON-RPC `method` on agent `agent`; throws RpcError. */
+/** The `result` of JSON-RPC `method` on agent `agent` (null: the root, the default agent's); throws RpcError. */
 export async function rpc(agent, method, params = {}, extra = {}) {
   const response = await post(agent, method, params, extra);
   let body = null;
@@ -77,15 +77,52 @@ export async function rpc(agent, method, params = {}, extra = {}) {
   return body.result;
 }
 
-/** GET /agents: {default, agents: [{id, name, description, default, state, url, card}]}. */
-export async function listAgents() {
-  const response = await fetch(new URL("agents", ROOT).href, { credentials: "omit", cache: "no-store" });
-  if (!response.ok) throw new RpcError(`GET /agents: HTTP ${response.status}`, { status: response.status });
-  return response.json();
+let listing = null;
+
+/** GET /agents: {default, agents: [{id, name, description, default, state, url, card}]}. Calls made while one is
+ * under way share its answer (the shell and the first page ask at once); a call after it ended asks again. */
+export function listAgents() {
+  if (listing) return listing;
+  listing = (async () => {
+    const response = await fetch(new URL("agents", ROOT).href, { credentials: "omit", cache: "no-store" });
+    if (!response.ok) throw new RpcError(`GET /agents: HTTP ${response.status}`, { status: response.status });
+    return response.json();
+  })();
+  const asked = listing;
+  asked.then(
+    () => listing === asked && (listing = null),
+    () => listing === asked && (listing = null),
+  );
+  return asked;
 }
 
-/** Who the daemon takes this page for: the principal id the extended card names (null when it names none). */
-export async function whoami(agent) {
+const early = new Map();
+const EARLY_MS = 5000;
+
+/** Start a page's first load (`start()`) now, alongside the shell's own requests, for the page to `claim(key)`
+ * when it is shown: the page's figures are asked for at once instead of after the shell is in. */
+export function prefetch(key, start) {
+  const started = start();
+  started.catch(() => {}); // the page sees the error when it claims it
+  early.set(key, { started, at: performance.now() });
+}
+
+/** The load `prefetch(key, …)` started, once (null when none, already claimed, or started over EARLY_MS ago: the
+ * page was not shown then, and loads afresh). */
+export function claim(key) {
+  const ahead = early.get(key);
+  early.delete(key);
+  return ahead && performance.now() - ahead.at < EARLY_MS ? ahead.started : null;
+}
+
+/** Forget every load started ahead (the shell did not get in: signed out, refused). */
+export function forgetPrefetched() {
+  early.clear();
+}
+
+/** Who the daemon takes this page for: the principal id the extended card names (null when it names none); the
+ * root's card (the default agent's, asked without waiting for GET /agents) unless `agent` is given. */
+export async function whoami(agent = null) {
   const card = await rpc(agent, "GetExtendedAgentCard", {});
   const extensions = (card.capabilities && card.capabilities.extensions) || [];
   const command = extensions.find((e) => e.uri === COMMAND_URI);

@@ -1,23 +1,30 @@
 // The console's shell: who the daemon takes this page for, the navigation, and hash routing to the pages —
-// #/ (overview), #/waiting, #/task/{agent}/{task id}, #/runs, #/run/{run id}, #/subagents.
+// #/ (overview), #/conversations, #/waiting, #/task/{agent}/{task id}, #/runs, #/run/{run id}, #/subagents.
 //
 // Signing in: the page first asks as it is (a bearer from sessionStorage, or none). On a loopback daemon without
 // credentials the daemon's implicit operator answers a same-origin page without any token; otherwise a 401 shows
-// the sign-in page.
+// the sign-in page. GET /agents and the caller's card (the root's) are asked at once, and the shown page's first
+// load (overview, conversations, waiting) starts with them, not after (api.js `prefetch`; GET /agents asked once
+// for both).
 
-import { listAgents, token, whoami } from "./api.js";
+import { forgetPrefetched, listAgents, prefetch, token, whoami } from "./api.js";
 import { html, render, useEffect, useState } from "./html.js";
 import { AdminLink, AdminPage } from "./pages/admin.js";
 import { Conversation } from "./pages/conversation.js";
-import { Overview } from "./pages/overview.js";
+import { ConversationsPage, load as conversationsLoad } from "./pages/conversations.js";
+import { Overview, load as overviewLoad } from "./pages/overview.js";
 import { RunPage, RunsPage } from "./pages/runs.js";
 import { SignIn } from "./pages/signin.js";
 import { SubagentsPage } from "./pages/subagents.js";
-import { WaitingPage } from "./pages/waiting.js";
+import { WaitingPage, load as waitingLoad } from "./pages/waiting.js";
+
+/** The pages whose first load may start with the session's check. */
+const AHEAD = { overview: overviewLoad, conversations: conversationsLoad, waiting: waitingLoad };
 
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   if (parts[0] === "waiting") return { page: "waiting" };
+  if (parts[0] === "conversations") return { page: "conversations" };
   if (parts[0] === "runs") return { page: "runs" };
   if (parts[0] === "run" && parts[1]) return { page: "runs", runId: parts[1] };
   if (parts[0] === "subagents") return { page: "subagents" };
@@ -41,7 +48,7 @@ function Header({ principal, current, onSignOut }) {
     html`<a href=${href} class=${current.page === page ? "current" : ""} id=${`nav-${page}`}>${label}</a>`;
   return html`<header class="top">
     <h1>anyagentd</h1>
-    <nav>${link("#/", "overview", "Overview")} ${link("#/waiting", "waiting", "Waiting for a person")} ${link("#/runs", "runs", "Workflow runs")} ${link("#/subagents", "subagents", "Subagents")} <${AdminLink} current=${current} /></nav>
+    <nav>${link("#/", "overview", "Overview")} ${link("#/conversations", "conversations", "Conversations")} ${link("#/waiting", "waiting", "Waiting for a person")} ${link("#/runs", "runs", "Workflow runs")} ${link("#/subagents", "subagents", "Subagents")} <${AdminLink} current=${current} /></nav>
     <span class="who" id="principal">${principal}</span>
     ${token.get() && html`<button id="sign-out" onClick=${onSignOut}>Sign out</button>`}
   </header>`;
@@ -52,11 +59,14 @@ function App() {
   const current = useRoute();
   const check = async () => {
     setSession({ phase: "checking", principal: null, reason: null });
+    const listed = listAgents();
+    const page = route().page;
+    if (AHEAD[page]) prefetch(page, AHEAD[page]);
     try {
-      const listing = await listAgents();
-      const principal = await whoami(listing.default);
+      const [, principal] = await Promise.all([listed, whoami()]);
       setSession({ phase: "ready", principal: principal || "signed in", reason: null });
     } catch (err) {
+      forgetPrefetched();
       if (err.status === 401) {
         const refused = token.get() !== null;
         token.clear();
@@ -78,6 +88,7 @@ function App() {
   if (session.phase === "error") return html`<main><p class="error">${session.reason}</p></main>`;
   let page;
   if (current.page === "waiting") page = html`<${WaitingPage} />`;
+  else if (current.page === "conversations") page = html`<${ConversationsPage} />`;
   else if (current.page === "admin") page = html`<${AdminPage} principal=${session.principal} />`;
   else if (current.page === "runs" && current.runId) page = html`<${RunPage} key=${current.runId} runId=${current.runId} />`;
   else if (current.page === "runs") page = html`<${RunsPage} />`;

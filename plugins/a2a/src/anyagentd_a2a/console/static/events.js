@@ -3,12 +3,15 @@
 // {type: "hello"} on connect, {type: "task", agent, id, contextId, state, timestamp, message?} per change the
 // principal may see, {type: "resync"} when this page fell behind and must list again.
 //
-// `useLive(load, apply)` keeps a page's value live: `load()` (ListTasks and the like) on every hello and resync,
-// then `apply(value, frame)` for each task change — a new value, or null to load again. Frames that arrive while a
-// load is under way are applied on top of its result, in order, once it is in. The stream reconnects after an
-// error (the next hello resyncs), and stops on 401 (signed out or the session revoked).
+// `useLive(load, apply, key)` keeps a page's value live: `load()` (ListTasks and the like) at once when the page is
+// shown (the load app.js started ahead under `key`, if any: api.js `prefetch`), then again on every hello and
+// resync — the stream's changes are complete only from its hello on, so the first load is shown as soon as it is in
+// and the hello's load makes it exact — then `apply(value, frame)` for each task change — a new value, or null to
+// load again. Frames that arrive while a load is under way are applied on top of its result, in order, once it is
+// in. The stream reconnects after an error (the next hello resyncs), and stops on 401 (signed out or the session
+// revoked).
 
-import { RpcError, token } from "./api.js";
+import { RpcError, claim, token } from "./api.js";
 import { useEffect, useState } from "./html.js";
 
 const EVENTS = new URL("events", document.baseURI).href;
@@ -59,7 +62,7 @@ export function stamp(timestamp) {
 }
 
 /** {value, error, loaded, live}: see the module comment. */
-export function useLive(load, apply) {
+export function useLive(load, apply, key = null) {
   const [state, setState] = useState({ value: null, error: null, loaded: false, live: false });
   useEffect(() => {
     const abort = new AbortController();
@@ -70,6 +73,7 @@ export function useLive(load, apply) {
     const show = (change) => {
       if (!abort.signal.aborted) setState((s) => ({ ...s, ...change }));
     };
+    let first = true;
     const resync = async () => {
       if (loading) {
         again = true;
@@ -77,8 +81,10 @@ export function useLive(load, apply) {
       }
       loading = true;
       pending = [];
+      const ahead = first && key !== null ? claim(key) : null;
+      first = false;
       try {
-        let fresh = await load();
+        let fresh = await (ahead || load());
         for (const frame of pending) {
           const next = apply(fresh, frame);
           if (next === null) again = true; // the change may be newer than the listing: list again
@@ -114,6 +120,7 @@ export function useLive(load, apply) {
         }
       }
     };
+    resync(); // at once, while the stream connects: its hello loads again
     (async () => {
       let attempt = 0;
       while (!abort.signal.aborted) {

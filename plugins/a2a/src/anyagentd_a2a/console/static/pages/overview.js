@@ -1,8 +1,9 @@
 // Overview: every agent GET /agents lists, with its state and — from the `status` command op on its path — its
 // live agents and pool bound, paused/draining, uptime, conversations and tokens; its tasks by state (ListTasks);
-// and the latest tasks of every agent, each a link to its live conversation. Live: loaded when the push stream
-// connects or resyncs, and again on each task change it tells (events.js; changes that come during a load are
-// followed by one more load, not one per change).
+// and the latest tasks of every agent, each a link to its live conversation. Live: loaded at once (app.js may have
+// started it with the shell's own requests), again when the push stream connects or resyncs, and again on each
+// task change it tells (events.js; changes that come during a load are followed by one more load, not one per
+// change).
 
 import { command, listAgents, listTasks } from "../api.js";
 import { useLive } from "../events.js";
@@ -33,7 +34,8 @@ async function loadAgent(agent) {
   };
 }
 
-async function load() {
+/** The page's listing (app.js may start it ahead: api.js `prefetch`). */
+export async function load() {
   const listing = await listAgents();
   return Promise.all(listing.agents.map(loadAgent));
 }
@@ -69,7 +71,7 @@ function AgentCard({ row }) {
 }
 
 export function Overview() {
-  const { value, error, loaded, live } = useLive(load, reload);
+  const { value, error, loaded, live } = useLive(load, reload, "overview");
   if (!loaded) return html`<main><p class="loading">Loading…</p></main>`;
   const rows = value || [];
   const latest = rows

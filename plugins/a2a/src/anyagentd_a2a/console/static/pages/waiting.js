@@ -1,7 +1,7 @@
 // Waiting for a person: every task in TASK_STATE_INPUT_REQUIRED on every agent, each with the agent's request as
-// its status message carries it, answerable from here (RequestView). Live: listed (ListTasks filtered by state) when
-// the push stream connects or resyncs, then kept by its task changes (events.js) — a task that starts waiting
-// appears with the request the change carries, one that moves on goes.
+// its status message carries it, answerable from here (RequestView). Live: listed (ListTasks filtered by state) at
+// once and again when the push stream connects or resyncs, then kept by its task changes (events.js) — a task that
+// starts waiting appears with the request the change carries, one that moves on goes.
 
 import { listAgents, listTasks } from "../api.js";
 import { stamp, useLive } from "../events.js";
@@ -9,7 +9,8 @@ import { html } from "../html.js";
 import { RequestView } from "../request.js";
 import { INPUT_REQUIRED, textOf, waitingRequest } from "../wire.js";
 
-async function load() {
+/** The page's listing (app.js may start it ahead: api.js `prefetch`). */
+export async function load() {
   const listing = await listAgents();
   const pages = await Promise.all(
     listing.agents.map(async (agent) => {
@@ -55,7 +56,7 @@ function Waiting({ agent, task }) {
 }
 
 export function WaitingPage() {
-  const { value, error, loaded, live } = useLive(load, apply);
+  const { value, error, loaded, live } = useLive(load, apply, "waiting");
   if (!loaded) return html`<main><p class="loading">Loading…</p></main>`;
   const rows = value || [];
   return html`<main>
