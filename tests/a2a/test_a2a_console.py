@@ -18,6 +18,7 @@ out of git) for a reviewer. Every wait is for a condition (an element, a task st
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import threading
@@ -159,13 +160,32 @@ def test_a_conversation_streams_live_and_is_answered_in_place(a2a_daemon: Any, p
 # ------------------------------------------------------------------------------------ overview
 
 
-def test_the_overview_lists_every_agent_with_its_figures(a2a_daemon: Any, page: Any) -> None:
+def costly_script(path: Path) -> Path:
+    """A mock script of two turns whose session reports a running cost: $0.25, then $0.50."""
+    turns = [
+        [
+            {"Emit": {"TextDelta": {"message_id": f"m{n}", "text": "spent"}}},
+            {"Emit": {"ContextUsage": {"used_tokens": 100 * n, "cost_usd": 0.25 * n}}},
+            {"End": {"Completed": {"source": "Protocol"}}},
+        ]
+        for n in (1, 2)
+    ]
+    path.write_text(json.dumps({"turns": turns}))
+    return path
+
+
+def test_the_overview_lists_every_agent_with_its_figures(a2a_daemon: Any, page: Any, tmp_path: Path) -> None:
     config = (
         '[[agents]]\nid = "alpha"\nname = "mock"\nmock_script = "permission"\n'
-        '[[agents]]\nid = "beta"\nname = "mock"\nmock_script = "hello"\ndefault = true\n'
+        f'[[agents]]\nid = "beta"\nname = "mock"\nmock_script = "{costly_script(tmp_path / "cost.json")}"\n'
+        "default = true\n"
     )
     daemon = a2a_daemon(config=config)
     waiting_task(daemon, agent="alpha")
+    first = daemon.send_text("one", agent="beta")
+    wait_state(daemon, first["id"], "TASK_STATE_COMPLETED", agent="beta")
+    second = daemon.send_text("two", agent="beta", context_id=first["contextId"])
+    wait_state(daemon, second["id"], "TASK_STATE_COMPLETED", agent="beta")
     page.goto(daemon.url + "/console/")
     for agent in ("alpha", "beta"):
         page.locator(f'.agent[data-agent="{agent}"] .live-agents').wait_for()
@@ -173,6 +193,8 @@ def test_the_overview_lists_every_agent_with_its_figures(a2a_daemon: Any, page: 
     assert re.search(r"live agents\s*1 of \d+", alpha.inner_text()), alpha.inner_text()
     alpha.locator(".task-counts").get_by_text("input required 1").wait_for()
     assert "default" in page.locator('.agent[data-agent="beta"] h3').inner_text()
+    # what beta's conversation spent so far: its session's running cost, counted once ($0.25, then $0.50 in all)
+    assert page.locator('.agent[data-agent="beta"] .cost').inner_text() == "$0.5000"
     assert page.locator("#principal").inner_text() == "operator"  # the implicit loopback operator, no token
     page.locator("table.tasks a").first.wait_for()
     screenshot(page, "overview")

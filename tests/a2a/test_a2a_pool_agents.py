@@ -175,8 +175,8 @@ async def test_values_per_agent_and_totals(tmp_path: Path) -> None:
         await opened(a, name, at)
     await opened(b, "b1", at=4)
     await b.close_idle(0)  # b1's agent resumes: closed
-    assert a.values() == pool.values_of(a)
-    assert a.values() == {
+    assert a.values() == {**pool.values_of(a), "tokensIn": 0, "tokensOut": 0, "costUsd": 0.0}  # and what it spent
+    assert pool.values_of(a) == {
         "liveAgents": 2,
         "maxLive": 2,  # its own cap, lower than the daemon's
         "agentRssBytes": 123,
@@ -185,7 +185,7 @@ async def test_values_per_agent_and_totals(tmp_path: Path) -> None:
         "idleCloses": 0,
         "idleCloseSeconds": 30,
     }
-    assert b.values() == {
+    assert pool.values_of(b) == {
         "liveAgents": 0,
         "maxLive": 5,  # no cap of its own: the daemon's
         "agentRssBytes": 123,
@@ -221,7 +221,7 @@ async def test_without_a_pool_the_conversations_are_their_own_daemon(tmp_path: P
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
         "pool: 1 live agents, cap 1 and none idle; opening conversation z past the cap"
     ]
-    assert alone.values() == {
+    assert alone.pool.values_of(alone) == {
         "liveAgents": 2,
         "maxLive": 1,
         "agentRssBytes": 7,

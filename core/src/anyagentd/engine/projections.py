@@ -375,12 +375,10 @@ class Projections:
             usage.window_tokens = kind.window_tokens
         if kind.cost_usd is not None:
             usage.cost_usd = kind.cost_usd
-        tokens = extensions.get(TOKENS_EXTENSION) if extensions else None
-        if isinstance(tokens, dict):
-            for name, attr in (("in", "tokens_in"), ("out", "tokens_out")):
-                value = tokens.get(name)
-                if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-                    setattr(usage, attr, (getattr(usage, attr) or 0) + value)
+        reported = reported_tokens(extensions)
+        if reported is not None:
+            usage.tokens_in = (usage.tokens_in or 0) + reported[0]
+            usage.tokens_out = (usage.tokens_out or 0) + reported[1]
 
     def _turn_ended(self, kind: TurnEnded, turn_info: TurnContext | None, extensions: dict[str, Any] | None) -> None:
         self.turn_id = None
@@ -389,4 +387,15 @@ class Projections:
         self.phase = "idle"
 
 
-__all__ = ["Entry", "Projections", "TOKENS_EXTENSION", "Usage"]
+def reported_tokens(extensions: dict[str, Any] | None) -> tuple[int, int] | None:
+    """``(in, out)``: the tokens a ``ContextUsage`` event's :data:`TOKENS_EXTENSION` reports since the previous
+    report (a missing or malformed count is 0); ``None`` when the event carries no such extension. Pure."""
+    tokens = extensions.get(TOKENS_EXTENSION) if extensions else None
+    if not isinstance(tokens, dict):
+        return None
+    counts = [tokens.get(name) for name in ("in", "out")]
+    in_, out = (v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0 for v in counts)
+    return in_, out
+
+
+__all__ = ["Entry", "Projections", "TOKENS_EXTENSION", "Usage", "reported_tokens"]

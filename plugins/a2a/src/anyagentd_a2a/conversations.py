@@ -37,6 +37,7 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 
+from anyagentd.engine.projections import reported_tokens
 from anyagentd.errors import AnyagentError, ResumeFailed
 from anyagentd.model import PromptOrigin, kind_tag
 
@@ -204,6 +205,7 @@ class Conversation:
         # failed, a replay): a request parked from before the restart can no longer reach the agent that asked it
         self.went_fresh = False
         self.kept_open_said = False  # the log said once that this idle session stays open (its agent cannot resume)
+        self.cost_usd = 0.0  # the running total its agent's session last reported (ContextUsage.cost_usd)
         self._inflight: TaskRun | None = None
         self._by_prompt: dict[str, TaskRun] = {}
         self._by_turn: dict[str, TaskRun] = {}
@@ -379,8 +381,10 @@ class Conversation:
         if tag == "SessionUpdated":
             self.host.sessions.remember(self, kind.value.resume_token)
             return
-        if tag == "ContextUsage" and self.host.on_usage is not None:
-            self.host.on_usage(kind, event.extensions)
+        if tag == "ContextUsage":
+            self.host.spent.count(self, kind, event.extensions)
+            if self.host.on_usage is not None:
+                self.host.on_usage(kind, event.extensions)
         turn = event.turn_info
         if turn is None:
             return
@@ -518,6 +522,32 @@ class AgentSessions(Protocol):
         """Store ``token`` (when there is one) as the conversation's resume token."""
 
 
+class Spent:
+    """What one agent's conversations spent since the daemon started, from their ``ContextUsage`` events: the tokens
+    read and written (the ``anyagentd/tokens`` extension's ``in``/``out``, counts since the previous report) and the
+    cost in US dollars (``cost_usd``: a running total per agent session, so each report adds what it grew by; a
+    smaller one is a new session's, counted whole). O(1) per event."""
+
+    def __init__(self) -> None:
+        self.tokens_in = 0
+        self.tokens_out = 0
+        self.cost_usd = 0.0
+
+    def count(self, conversation: Conversation, usage: Any, extensions: dict[str, Any] | None) -> None:
+        reported = reported_tokens(extensions)
+        if reported is not None:
+            self.tokens_in += reported[0]
+            self.tokens_out += reported[1]
+        cost = usage.cost_usd
+        if cost is not None and cost >= 0:
+            grew = cost - conversation.cost_usd if cost >= conversation.cost_usd else cost
+            self.cost_usd += grew
+            conversation.cost_usd = cost
+
+    def values(self) -> dict[str, Any]:
+        return {"tokensIn": self.tokens_in, "tokensOut": self.tokens_out, "costUsd": round(self.cost_usd, 6)}
+
+
 class Conversations:
     """Every conversation of one agent, keyed (owner, contextId), and every live run, keyed by task id.
 
@@ -558,6 +588,7 @@ class Conversations:
         self.idle_closes = 0
         self.pool = pool if pool is not None else Pool(limits, rss)
         self.pool.join(self)
+        self.spent = Spent()
         self.on_usage: Callable[[Any, dict[str, Any]], None] | None = None
         """Told every ``ContextUsage`` event (its kind and extensions): the metrics' token counts."""
 
@@ -599,8 +630,9 @@ class Conversations:
 
     def values(self) -> dict[str, Any]:
         """The pool as ``status`` shows it (``values``, :meth:`.pool.Pool.values_of`): this agent's live agents, the
-        cap that holds it, the agents' tree RSS in bytes, its evictions and idle closes since start."""
-        return self.pool.values_of(self)
+        cap that holds it, the agents' tree RSS in bytes, its evictions and idle closes since start; and what its
+        conversations spent since start (:class:`Spent`: ``tokensIn``, ``tokensOut``, ``costUsd``)."""
+        return {**self.pool.values_of(self), **self.spent.values()}
 
     async def make_room(self, opening: Conversation) -> None:
         """Reserve ``opening`` a place among the live agents (:meth:`.pool.Pool.make_room`: least recently used idle

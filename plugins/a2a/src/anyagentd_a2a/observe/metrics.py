@@ -35,7 +35,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from anyagentd.engine.projections import TOKENS_EXTENSION
+from anyagentd.engine.projections import reported_tokens
 
 from ..front import rpc_error
 from ..principals import SCRAPER, bearer_of
@@ -141,12 +141,10 @@ class Metrics:
         ``context_tokens``, the ``anyagentd/tokens`` extension's non-negative integers ``in`` / ``out`` into
         ``tokens_total``."""
         self.context.observe(kind.used_tokens)
-        tokens = extensions.get(TOKENS_EXTENSION) if extensions else None
-        if isinstance(tokens, dict):
-            for direction in ("in", "out"):
-                value = tokens.get(direction)
-                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                    self.tokens.labels(direction).inc(value)
+        reported = reported_tokens(extensions)
+        for direction, value in zip(("in", "out"), reported or (), strict=False):
+            if value > 0:
+                self.tokens.labels(direction).inc(value)
 
     # -- the scrape -----------------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 // Overview: every agent GET /agents lists, with its state and — from the `status` command op on its path — its
-// live agents and pool bound, paused/draining, uptime, conversations and tokens; its tasks by state (ListTasks);
+// live agents and pool bound, paused/draining, uptime, conversations, and the tokens and cost its conversations spent
+// since the daemon started (the operator's `values`); its tasks by state (ListTasks);
 // and the latest tasks of every agent, each a link to its live conversation. Live: loaded at once (app.js may have
 // started it with the shell's own requests), again when the push stream connects or resyncs, and again on each
 // task change it tells (events.js; changes that come during a load are followed by one more load, not one per
@@ -45,7 +46,7 @@ function AgentCard({ row }) {
   const values = (status && status.values) || {};
   const counts = {};
   for (const task of (tasks && tasks.tasks) || []) counts[task.status.state] = (counts[task.status.state] || 0) + 1;
-  const tokens = ((status && status.activity) || []).reduce((n, a) => n + a.tokens_in + a.tokens_out, 0);
+  const spent = "costUsd" in values;
   return html`<div class="panel agent" data-agent=${agent.id}>
     <h3>${agent.id} <span class=${`badge ${agent.state}`}>${agent.state}</span>
       ${agent.default && html` <span class="badge">default</span>`}</h3>
@@ -58,7 +59,8 @@ function AgentCard({ row }) {
       <dt>uptime</dt><dd>${duration(status.uptime_ms)}</dd>
       <dt>conversations</dt><dd>${(status.conversations || []).length}</dd>
       <dt>workflow runs</dt><dd>${(status.runs || []).length}</dd>
-      <dt>tokens (live turns)</dt><dd>${tokens}</dd>
+      ${spent && html`<dt>tokens so far</dt><dd class="tokens">${values.tokensIn} in, ${values.tokensOut} out</dd>`}
+      ${spent && html`<dt>cost so far</dt><dd class="cost">$${values.costUsd.toFixed(4)}</dd>`}
     </dl>`}
     ${row.statusError && html`<p class="error">status: ${row.statusError}</p>`}
     ${tasks &&
