@@ -115,8 +115,8 @@ async def test_a_database_the_one_agent_daemon_wrote_opens_with_its_rows_under_t
     caplog.set_level(logging.INFO, "anyagentd.a2a")
     scopes = AgentScopes(engine, tmp_path)
     claimed = await scopes.claim(["codex", "claude"], default="claude")
-    taken = [r for r in caplog.records if "stored before it" in r.getMessage()]
-    assert len(taken) == 1 and "'claude'" in taken[0].getMessage()
+    taken = [r for r in caplog.records if "stored before agents had ids" in r.getMessage()]
+    assert len(taken) == 1 and "'claude'" in taken[0].getMessage() and taken[0].levelno == logging.WARNING
     claude, claude_rows = await open_store(engine, claimed["claude"])
     codex, codex_rows = await open_store(engine, claimed["codex"])
     assert (await claude.get("before", ALICE)).id == "before"
@@ -125,7 +125,9 @@ async def test_a_database_the_one_agent_daemon_wrote_opens_with_its_rows_under_t
     assert await codex_rows.resume_token("alice", "ctx", "claude") is None
     caplog.clear()
     await scopes.claim(["codex", "claude"], default="codex")
-    assert not [r for r in caplog.records if "stored before it" in r.getMessage()], "said once, when it happened"
+    assert not [r for r in caplog.records if "stored before agents had ids" in r.getMessage()], (
+        "said once, when it happened"
+    )
 
 
 async def test_two_agents_stores_on_one_engine_never_see_each_others_tasks(engine: Any, tmp_path: Path) -> None:
