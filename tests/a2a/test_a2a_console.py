@@ -113,6 +113,9 @@ def test_a_waiting_permission_is_answered_from_the_waiting_page(
     ]
     if button == "AllowOnce":
         screenshot(page, "waiting")
+    # the card's line reads with its spaces ("task 1a2b3c4d · asks permission · since …")
+    line = card.locator(".muted").first.inner_text()
+    assert re.search(rf"task {task_id[:8]} · asks permission · since \S", line), line
     card.locator(f'button[data-option="{button}"]').click()
     done = wait_state(daemon, task_id, "TASK_STATE_COMPLETED")
     assert said in final_text(done)
@@ -254,6 +257,33 @@ def test_every_console_response_carries_the_policy_and_no_secret(a2a_daemon: Any
         assert httpx.get(daemon.url + outside, timeout=30).status_code == 404, outside
     redirect = httpx.get(daemon.url + "/console", timeout=30)
     assert redirect.status_code == 308 and redirect.headers["location"] == "console/"
+
+
+def test_every_console_answer_carries_the_security_headers(a2a_daemon: Any) -> None:
+    """Not only the files: the redirect, a 304, the push stream's 401 (no credential, a wrong one, one in the URL),
+    the router's own 404 and 405 — every answer under /console carries the policy headers."""
+    daemon = a2a_daemon(config='[a2a]\nbearer = "{{secret:CONSOLE_TOKEN}}"\n', env={"CONSOLE_TOKEN": TOKEN})
+    etag = httpx.get(daemon.url + "/console/static/app.js", timeout=30).headers["etag"]
+    asked = [
+        ("GET", "/console/", {}, 200),
+        ("GET", "/console/static/app.js", {"If-None-Match": etag}, 304),
+        ("GET", "/console", {}, 308),
+        ("GET", "/console/events", {}, 401),
+        ("GET", "/console/events", {"Authorization": "Bearer not-the-token"}, 401),
+        ("GET", f"/console/events?token={TOKEN}", {}, 401),
+        ("GET", "/console/static/nope.js", {}, 404),
+        ("GET", "/console/nope", {}, 404),
+        ("POST", "/console/", {}, 405),
+        ("POST", "/console/static/app.js", {}, 405),
+        ("POST", "/console/events", {}, 405),
+    ]
+    for method, path, headers, status in asked:
+        response = httpx.request(method, daemon.url + path, headers=headers, timeout=30)
+        assert response.status_code == status, (method, path, response.status_code)
+        assert response.headers.get("content-security-policy") == CSP, (method, path)
+        assert response.headers.get("x-content-type-options") == "nosniff", (method, path)
+        assert response.headers.get("referrer-policy") == "no-referrer", (method, path)
+        assert response.headers.get("cache-control"), (method, path)
 
 
 def test_the_page_preloads_its_whole_module_graph_and_is_cached_with_validators(a2a_daemon: Any) -> None:

@@ -164,6 +164,14 @@ def test_a_runs_steps_update_live_and_a_signal_from_the_page_advances_it(a2a_dae
     page.locator('.run-status[data-status="completed"]').wait_for(timeout=LIVE_MS)
     assert HELLO in page.locator(".run-output").inner_text()
     assert page.locator(".send-signal").count() == 0 and page.locator("#run-cancel").count() == 0
+    # the steps keep the workflow's order once the run has ended (read back from the store), on the page and in
+    # run.get, and a page opened afresh on the ended run shows them so too
+    order = ["write", "go", "later", "done"]
+    assert list(run_get(daemon, run)["steps"]) == order
+    assert page.locator(".step").evaluate_all("rows => rows.map((r) => r.dataset.step)") == order
+    page.reload()
+    step(page, "done", "done").wait_for()
+    assert page.locator(".step").evaluate_all("rows => rows.map((r) => r.dataset.step)") == order
     wait_state(daemon, task_id, "TASK_STATE_COMPLETED")
     screenshot(page, "run-completed")
 

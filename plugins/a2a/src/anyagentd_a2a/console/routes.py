@@ -2,7 +2,10 @@
 and ``GET /console/static/{path}`` (a file of ``static/``; nothing outside it, 404 otherwise); with the daemon's
 front, ``GET /console/events`` (:mod:`.events`: the task changes the caller may see, pushed).
 
-Every answer carries :data:`SECURITY_HEADERS`: a Content-Security-Policy that lets the page load only its own
+Every answer under ``/console`` carries :data:`SECURITY_HEADERS` — the files, the redirect, the push stream and its
+refusals (401, 403, 429), and the router's own 404 and 405 alike: the routes are served behind one route
+(:class:`ConsoleRoutes`) that matches every ``/console`` path and adds the headers an answer lacks. They are a
+Content-Security-Policy that lets the page load only its own
 scripts and styles and connect only to its own origin (no inline script, no frame, no form, no base URL),
 ``X-Content-Type-Options: nosniff`` and ``Referrer-Policy: no-referrer``.
 
@@ -23,9 +26,13 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from starlette._utils import get_route_path
+from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Match, NoMatchFound, Route, Router
+from starlette.types import Message, Receive, Scope, Send
 
 if TYPE_CHECKING:
     from ..front import Front
@@ -124,12 +131,46 @@ async def _bare(request: Request) -> Response:
     return RedirectResponse("console/", status_code=308, headers=SECURITY_HEADERS)
 
 
+class ConsoleRoutes(BaseRoute):
+    """One route for every ``/console`` path (``/console`` and ``/console/…``): its own router serves ``routes``
+    (its 404 and 405 included), and every answer's start gets each of :data:`SECURITY_HEADERS` it does not set
+    itself (a vendored file's ``Cache-Control`` and the stream's ``no-store`` stay)."""
+
+    def __init__(self, routes: list[BaseRoute]) -> None:
+        self.router = Router(routes=routes, redirect_slashes=False)
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope["type"] == "http":
+            path = get_route_path(scope)
+            if path == CONSOLE_PATH.rstrip("/") or path.startswith(CONSOLE_PATH):
+                return Match.FULL, {}
+        return Match.NONE, {}
+
+    def url_path_for(self, name: str, /, **path_params: Any) -> Any:
+        raise NoMatchFound(name, path_params)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    if name not in headers:
+                        headers[name] = value
+            await send(message)
+
+        try:
+            await self.router(scope, receive, send_secured)
+        except HTTPException as refused:  # the router's 404 and 405, raised for the app's handler: answered here
+            answer = PlainTextResponse(refused.detail, status_code=refused.status_code, headers=refused.headers)
+            await answer(scope, receive, send_secured)
+
+
 def console_routes(
     front: Front | None = None, events: TaskEvents | None = None, drained: Callable[[], Awaitable[None]] | None = None
-) -> list[Route]:
-    """The routes of the module docstring, and with ``front`` and ``events`` the push stream ``GET
-    /console/events`` (:mod:`.events`; it ends when ``drained`` returns: the daemon drains)."""
-    routes = [
+) -> list[BaseRoute]:
+    """The routes of the module docstring (one :class:`ConsoleRoutes`), and with ``front`` and ``events`` the push
+    stream ``GET /console/events`` (:mod:`.events`; it ends when ``drained`` returns: the daemon drains)."""
+    routes: list[BaseRoute] = [
         Route("/console", _bare, methods=["GET"]),
         Route(CONSOLE_PATH, _index, methods=["GET"]),
         Route(CONSOLE_PATH + "static/{path:path}", _asset, methods=["GET"]),
@@ -138,11 +179,11 @@ def console_routes(
         from .events import events_route
 
         routes.append(events_route(front, events, drained or _never, SECURITY_HEADERS))
-    return routes
+    return [ConsoleRoutes(routes)]
 
 
 async def _never() -> None:
     await anyio.Event().wait()
 
 
-__all__ = ["CONSOLE_PATH", "CSP", "SECURITY_HEADERS", "VENDOR_MAX_AGE", "console_routes", "console_url"]
+__all__ = ["CONSOLE_PATH", "ConsoleRoutes", "CSP", "SECURITY_HEADERS", "VENDOR_MAX_AGE", "console_routes", "console_url"]

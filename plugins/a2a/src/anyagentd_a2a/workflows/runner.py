@@ -206,7 +206,17 @@ class WorkflowRunner:
 
     async def get(self, run_id: str) -> RunRecord | None:
         live = self._live.get(run_id)
-        return live.record if live is not None else await self.store.get(run_id)
+        return live.record if live is not None else self._in_order(await self.store.get(run_id))
+
+    def _in_order(self, record: RunRecord | None) -> RunRecord | None:
+        """``record`` (read from the store, whose steps come in its key order) with its steps in its workflow's
+        order, as a live run has them; steps the definition no longer names follow, in the store's order."""
+        workflow = self.workflows.get(record.workflow) if record is not None else None
+        if record is None or workflow is None:
+            return record
+        ordered = {step_id: record.steps[step_id] for step_id in workflow.steps if step_id in record.steps}
+        record.steps = {**ordered, **record.steps}
+        return record
 
     async def cancel(self, run_id: str, reason: str | None = None) -> RunRecord:
         """Cancel a run: running steps are cancelled (their sessions closed), pending ones never start; returns
@@ -318,7 +328,7 @@ class WorkflowRunner:
         if live is not None:
             await live.done.wait()
             return live.record
-        record = await self.store.get(run_id)
+        record = self._in_order(await self.store.get(run_id))
         if record is None:
             raise RunNotFound(run_id)
         return record

@@ -9,6 +9,9 @@
 // The bearer the person pasted lives in sessionStorage (gone with the tab) and travels only in the Authorization
 // header, never in a URL. Paths are relative to the page (/console/ → ../agents), so a daemon served under a path
 // prefix works too.
+//
+// A 401 to a request that carried the stored bearer (revoked, expired, or never valid) clears it and tells the
+// shell (`onRefused`): the page goes back to the sign-in page saying the token was refused, whatever asked.
 
 export const COMMAND_URI = "https://agentd.dev/a2a/ext/command";
 const TOKEN_KEY = "anyagentd.console.token";
@@ -32,6 +35,24 @@ export const token = {
   set: (value) => sessionStorage.setItem(TOKEN_KEY, value),
   clear: () => sessionStorage.removeItem(TOKEN_KEY),
 };
+
+let onRefusedListener = null;
+
+/** Call `listener()` whenever the daemon refuses the stored bearer (after it is cleared); the shell's. */
+export function onRefused(listener) {
+  onRefusedListener = listener;
+}
+
+/** After an answer of HTTP `status` to a request sent with bearer `sent` (null: none): true when the daemon
+ * refused that bearer (401) — then it is cleared (unless another was stored since) and the shell told. */
+export function refusedBearer(status, sent) {
+  if (status !== 401 || !sent) return false;
+  if (token.get() === sent) {
+    token.clear();
+    if (onRefusedListener) onRefusedListener();
+  }
+  return true;
+}
 
 function headers(extra = {}) {
   const sent = { "Content-Type": "application/json", "A2A-Version": "1.0", ...extra };
@@ -66,14 +87,19 @@ async function post(agent, method, params, extra = {}) {
 
 /** The `result` of JSON-RPC `method` on agent `agent` (null: the root, the default agent's); throws RpcError. */
 export async function rpc(agent, method, params = {}, extra = {}) {
+  const sent = token.get();
   const response = await post(agent, method, params, extra);
   let body = null;
   try {
     body = await response.json();
-  } catch {
-    throw new RpcError(`HTTP ${response.status}`, { status: response.status });
+  } catch {}
+  if (!response.ok || !body || body.error) {
+    const error = body
+      ? errorOf(response.status, body)
+      : new RpcError(`HTTP ${response.status}`, { status: response.status });
+    error.refusedBearer = refusedBearer(response.status, sent);
+    throw error;
   }
-  if (!response.ok || body.error) throw errorOf(response.status, body);
   return body.result;
 }
 
@@ -120,13 +146,14 @@ export function forgetPrefetched() {
   early.clear();
 }
 
-/** Who the daemon takes this page for: the principal id the extended card names (null when it names none); the
- * root's card (the default agent's, asked without waiting for GET /agents) unless `agent` is given. */
+/** Who the daemon takes this page for: {principal, role} as the extended card names them (null when it names
+ * none); the root's card (the default agent's, asked without waiting for GET /agents) unless `agent` is given. */
 export async function whoami(agent = null) {
   const card = await rpc(agent, "GetExtendedAgentCard", {});
   const extensions = (card.capabilities && card.capabilities.extensions) || [];
   const command = extensions.find((e) => e.uri === COMMAND_URI);
-  return (command && command.params && command.params.principal) || null;
+  const params = (command && command.params) || {};
+  return { principal: params.principal || null, role: params.role || null };
 }
 
 function message(parts, extra = {}) {
@@ -166,6 +193,7 @@ export async function listTasks(agent, { state = null, pageSize = 50 } = {}) {
 /** SubscribeToTask on `taskId`: calls `onResult` with each streamed result ({task} first, then {statusUpdate} and
  * {artifactUpdate}) until the stream ends or `signal` aborts it. Throws RpcError when the daemon refuses. */
 export async function subscribe(agent, taskId, onResult, signal) {
+  const sent = token.get();
   const response = await fetch(agentEndpoint(agent), {
     method: "POST",
     headers: headers({ Accept: "text/event-stream" }),
@@ -180,7 +208,9 @@ export async function subscribe(agent, taskId, onResult, signal) {
     try {
       body = await response.json();
     } catch {}
-    throw errorOf(response.status, body);
+    const error = errorOf(response.status, body);
+    error.refusedBearer = refusedBearer(response.status, sent);
+    throw error;
   }
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffered = "";

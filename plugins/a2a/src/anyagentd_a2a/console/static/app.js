@@ -3,11 +3,14 @@
 //
 // Signing in: the page first asks as it is (a bearer from sessionStorage, or none). On a loopback daemon without
 // credentials the daemon's implicit operator answers a same-origin page without any token; otherwise a 401 shows
-// the sign-in page. GET /agents and the caller's card (the root's) are asked at once, and the shown page's first
+// the sign-in page. A bearer the daemon refuses later (a session revoked, say: a 401 to any request that carried
+// it) is cleared and the sign-in page shown again, saying so (api.js `onRefused`), as on a first load with a bad
+// one. The caller's role (the card's) decides the Admin link and page: the operator's alone. GET /agents and the
+// caller's card (the root's) are asked at once, and the shown page's first
 // load (overview, conversations, waiting) starts with them, not after (api.js `prefetch`; GET /agents asked once
 // for both).
 
-import { forgetPrefetched, listAgents, prefetch, token, whoami } from "./api.js";
+import { forgetPrefetched, listAgents, onRefused, prefetch, token, whoami } from "./api.js";
 import { html, render, useEffect, useState } from "./html.js";
 import { AdminLink, AdminPage } from "./pages/admin.js";
 import { Conversation } from "./pages/conversation.js";
@@ -20,6 +23,7 @@ import { WaitingPage, load as waitingLoad } from "./pages/waiting.js";
 
 /** The pages whose first load may start with the session's check. */
 const AHEAD = { overview: overviewLoad, conversations: conversationsLoad, waiting: waitingLoad };
+const REFUSED = "That token was refused.";
 
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
@@ -43,40 +47,45 @@ function useRoute() {
   return current;
 }
 
-function Header({ principal, current, onSignOut }) {
+function Header({ principal, role, current, onSignOut }) {
   const link = (href, page, label) =>
     html`<a href=${href} class=${current.page === page ? "current" : ""} id=${`nav-${page}`}>${label}</a>`;
   return html`<header class="top">
     <h1>anyagentd</h1>
-    <nav>${link("#/", "overview", "Overview")} ${link("#/conversations", "conversations", "Conversations")} ${link("#/waiting", "waiting", "Waiting for a person")} ${link("#/runs", "runs", "Workflow runs")} ${link("#/subagents", "subagents", "Subagents")} <${AdminLink} current=${current} /></nav>
+    <nav>${link("#/", "overview", "Overview")} ${link("#/conversations", "conversations", "Conversations")} ${link("#/waiting", "waiting", "Waiting for a person")} ${link("#/runs", "runs", "Workflow runs")} ${link("#/subagents", "subagents", "Subagents")} <${AdminLink} role=${role} current=${current} /></nav>
     <span class="who" id="principal">${principal}</span>
     ${token.get() && html`<button id="sign-out" onClick=${onSignOut}>Sign out</button>`}
   </header>`;
 }
 
 function App() {
-  const [session, setSession] = useState({ phase: "checking", principal: null, reason: null });
+  const [session, setSession] = useState({ phase: "checking", principal: null, role: null, reason: null });
   const current = useRoute();
   const check = async () => {
-    setSession({ phase: "checking", principal: null, reason: null });
+    setSession({ phase: "checking", principal: null, role: null, reason: null });
     const listed = listAgents();
     const page = route().page;
     if (AHEAD[page]) prefetch(page, AHEAD[page]);
     try {
-      const [, principal] = await Promise.all([listed, whoami()]);
-      setSession({ phase: "ready", principal: principal || "signed in", reason: null });
+      const [, who] = await Promise.all([listed, whoami()]);
+      setSession({ phase: "ready", principal: who.principal || "signed in", role: who.role, reason: null });
     } catch (err) {
       forgetPrefetched();
       if (err.status === 401) {
-        const refused = token.get() !== null;
+        const refused = Boolean(err.refusedBearer) || token.get() !== null;
         token.clear();
-        setSession({ phase: "signin", principal: null, reason: refused ? "That token was refused." : null });
+        setSession({ phase: "signin", principal: null, role: null, reason: refused ? REFUSED : null });
       } else {
-        setSession({ phase: "error", principal: null, reason: err.message });
+        setSession({ phase: "error", principal: null, role: null, reason: err.message });
       }
     }
   };
   useEffect(() => {
+    // the stored bearer refused by any request (api.js has cleared it): back to the sign-in page
+    onRefused(() => {
+      forgetPrefetched();
+      setSession({ phase: "signin", principal: null, role: null, reason: REFUSED });
+    });
     check();
   }, []);
   const signOut = () => {
@@ -89,14 +98,14 @@ function App() {
   let page;
   if (current.page === "waiting") page = html`<${WaitingPage} />`;
   else if (current.page === "conversations") page = html`<${ConversationsPage} />`;
-  else if (current.page === "admin") page = html`<${AdminPage} principal=${session.principal} />`;
+  else if (current.page === "admin") page = html`<${AdminPage} principal=${session.principal} role=${session.role} />`;
   else if (current.page === "runs" && current.runId) page = html`<${RunPage} key=${current.runId} runId=${current.runId} />`;
   else if (current.page === "runs") page = html`<${RunsPage} />`;
   else if (current.page === "subagents") page = html`<${SubagentsPage} />`;
   else if (current.page === "task")
     page = html`<${Conversation} key=${current.agent + "/" + current.taskId} ...${current} />`;
   else page = html`<${Overview} />`;
-  return html`<${Header} principal=${session.principal} current=${current} onSignOut=${signOut} />${page}`;
+  return html`<${Header} principal=${session.principal} role=${session.role} current=${current} onSignOut=${signOut} />${page}`;
 }
 
 render(html`<${App} />`, document.getElementById("app"));

@@ -9,9 +9,9 @@
 // and the hello's load makes it exact — then `apply(value, frame)` for each task change — a new value, or null to
 // load again. Frames that arrive while a load is under way are applied on top of its result, in order, once it is
 // in. The stream reconnects after an error (the next hello resyncs), and stops on 401 (signed out or the session
-// revoked).
+// revoked: api.js `refusedBearer` takes the page back to the sign-in page).
 
-import { RpcError, claim, token } from "./api.js";
+import { RpcError, claim, refusedBearer, token } from "./api.js";
 import { useEffect, useState } from "./html.js";
 
 const EVENTS = new URL("events", document.baseURI).href;
@@ -30,10 +30,12 @@ export async function readEvents(onFrame, signal) {
       body = await response.json();
     } catch {}
     const error = body && body.error;
-    throw new RpcError(error ? error.message : `GET /console/events: HTTP ${response.status}`, {
+    const refused = new RpcError(error ? error.message : `GET /console/events: HTTP ${response.status}`, {
       status: response.status,
       code: error ? error.code : null,
     });
+    refused.refusedBearer = refusedBearer(response.status, bearer); // the shell signs out
+    throw refused;
   }
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffered = "";

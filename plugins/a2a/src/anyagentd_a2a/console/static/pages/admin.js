@@ -4,98 +4,30 @@
 // (auth.device.pending, approve as a name, deny), and the signed-in sessions (auth.sessions) with revocation
 // (auth.sessions.revoke).
 //
-// The daemon is the only gate: a principal who is not the operator and opens #/admin sees the page's notice and the
-// daemon's refusals (PERMISSION_DENIED), and every action of theirs is refused the same way.
+// The daemon is the gate (every op here is the operator's: anyone else's is refused, PERMISSION_DENIED); the page
+// follows it: a principal who is not the operator (the role the shell read from the extended card) and opens
+// #/admin by hand sees a notice only — no control, no request.
 
-import { COMMAND_URI, RpcError, command, listAgents, rpc, token } from "../api.js";
-import { html, useEffect, useState } from "../html.js";
+import { command, listAgents } from "../api.js";
+import { html, useState } from "../html.js";
 import { usePoll } from "../poll.js";
 
 const REFRESH_MS = 3000;
-const ROOT = new URL("../", document.baseURI);
 /** The agent id that stands for the root (the daemon: every agent) in this page's rows. */
 const ALL = "";
 
-// ------------------------------------------------------------------------------------------------ who is this
+// ------------------------------------------------------------------------------------------------ the link
 
-let roleOf = { bearer: undefined, role: null };
-
-/** The role the daemon gives this page ("operator", "user", …), from the default agent's extended card; one
- * request per bearer, shared by the nav link and the page. */
-export function role() {
-  const bearer = token.get();
-  if (roleOf.bearer !== bearer) {
-    const asked = (async () => {
-      const listing = await listAgents();
-      const card = await rpc(listing.default, "GetExtendedAgentCard", {});
-      const extensions = (card.capabilities && card.capabilities.extensions) || [];
-      const ext = extensions.find((e) => e.uri === COMMAND_URI);
-      return (ext && ext.params && ext.params.role) || null;
-    })();
-    asked.catch(() => (roleOf = { bearer: undefined, role: null }));
-    roleOf = { bearer, role: asked };
-  }
-  return roleOf.role;
-}
-
-function useRole() {
-  const [value, setValue] = useState(undefined);
-  useEffect(() => {
-    let live = true;
-    role().then(
-      (r) => live && setValue(r),
-      () => live && setValue(null),
-    );
-    return () => (live = false);
-  }, []);
-  return value;
-}
-
-/** The Admin link of the navigation: rendered for the operator only. */
-export function AdminLink({ current }) {
-  const r = useRole();
-  if (r !== "operator") return null;
+/** The Admin link of the navigation: rendered for the operator only (`role`: the shell's, from the card). */
+export function AdminLink({ role, current }) {
+  if (role !== "operator") return null;
   return html`<a href="#/admin" class=${current.page === "admin" ? "current" : ""} id="nav-admin">Admin</a>`;
 }
 
 // ------------------------------------------------------------------------------------------------ ops
 
 /** Command op `op` at the root (the daemon as a whole): the result document, as api.command gives an agent's. */
-async function rootCommand(op, args = {}) {
-  const headers = { "Content-Type": "application/json", "A2A-Version": "1.0", "A2A-Extensions": COMMAND_URI };
-  const bearer = token.get();
-  if (bearer) headers.Authorization = `Bearer ${bearer}`;
-  const message = {
-    messageId: crypto.randomUUID(),
-    role: "ROLE_USER",
-    parts: [{ data: { agentd: { op, ...args } }, mediaType: "application/json" }],
-    extensions: [COMMAND_URI],
-  };
-  const response = await fetch(ROOT.href, {
-    method: "POST",
-    headers,
-    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "SendMessage", params: { message } }),
-    credentials: "omit",
-    cache: "no-store",
-  });
-  let body = null;
-  try {
-    body = await response.json();
-  } catch {}
-  if (!response.ok || !body || body.error) {
-    const error = (body && body.error) || {};
-    const info = (error.data || []).find((d) => String(d["@type"] || "").endsWith("ErrorInfo"));
-    throw new RpcError(error.message || `HTTP ${response.status}`, {
-      status: response.status,
-      code: error.code ?? null,
-      reason: info ? info.reason : null,
-    });
-  }
-  const result = body.result;
-  if (result.message) return result.message.parts[0].data;
-  const artifact = (result.task.artifacts || [])[0];
-  return artifact ? artifact.parts[0].data : null;
-}
+const rootCommand = (op, args = {}) => command(null, op, args);
 
 /** Op `op` on agent `agent`'s path, or at the root when `agent` is ALL. */
 const opOn = (agent, op, args = {}) => (agent === ALL ? rootCommand(op, args) : command(agent, op, args));
@@ -299,18 +231,23 @@ function Sessions({ sessions, reload }) {
   </div>`;
 }
 
-export function AdminPage({ principal }) {
+export function AdminPage({ principal, role }) {
+  if (role !== "operator")
+    return html`<main class="admin">
+      <h2>Admin</h2>
+      <p class="error" id="not-operator">This page is the operator's: the daemon refuses its actions to${" "}
+        ${principal}.</p>
+    </main>`;
+  return html`<${OperatorAdmin} />`;
+}
+
+function OperatorAdmin() {
   const [nonce, setNonce] = useState(0);
   const reload = () => setNonce((n) => n + 1);
-  const r = useRole();
   const { value, error, loaded } = usePoll(load, REFRESH_MS, [nonce]);
   if (!loaded) return html`<main><p class="loading">Loading…</p></main>`;
   return html`<main class="admin">
     <h2>Admin</h2>
-    ${r !== undefined &&
-    r !== "operator" &&
-    html`<p class="error" id="not-operator">This page is the operator's: the daemon refuses its actions to
-      ${principal}.</p>`}
     ${error && html`<p class="error">${error.message}</p>`}
     ${value &&
     html`<${Agents} agents=${value.agents} status=${value.status} reload=${reload} />

@@ -1,5 +1,6 @@
 // Conversations: every conversation the caller may see on every agent, one row each — principal, contextId, agent,
-// phase, last activity, tokens — filterable here (agent, principal, phase, text in the contextId), each row a link
+// phase, last activity, est. tokens (the `status` op's estimate of its transcript's size, not the tokens the agent
+// reported: the overview's) — filterable here (agent, principal, phase, text in the contextId), each row a link
 // to its live conversation (#/task/{agent}/{latest task id}).
 //
 // Built per agent from the `status` op (its `conversations`: contextId, principal, turns, est_tokens, updated) and
@@ -13,6 +14,9 @@ import { command, listAgents, listTasks } from "../api.js";
 import { stamp, useLive } from "../events.js";
 import { html, useState } from "../html.js";
 import { short } from "./overview.js";
+
+/** What the tokens column is: the `status` op's `est_tokens`, not what the agent reported (the overview's). */
+const EST_TOKENS = "an estimate of the conversation's transcript size in tokens (not the tokens the agent reported)";
 
 const RUNNING = new Set(["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"]);
 
@@ -126,7 +130,7 @@ export function ConversationsPage() {
     ${rows.length === 0
       ? html`<p class="muted no-conversations">No conversation yet.</p>`
       : html`<table class="conversations">
-          <tr><th>principal</th><th>contextId</th><th>agent</th><th>phase</th><th>last activity</th><th>tokens</th><th>turns</th></tr>
+          <tr><th>principal</th><th>contextId</th><th>agent</th><th>phase</th><th>last activity</th><th title=${EST_TOKENS}>est. tokens</th><th>turns</th></tr>
           ${shown.map(
             (r) => html`<tr class="conversation" key=${r.agent + "/" + (r.principal || "") + "/" + r.contextId}
                 data-agent=${r.agent} data-context=${r.contextId} data-principal=${r.principal || ""} data-state=${r.state || ""}>
@@ -137,7 +141,7 @@ export function ConversationsPage() {
               <td class="agent">${r.agent}</td>
               <td>${r.state ? html`<span class=${`badge ${r.state}`}>${short(r.state)}</span>` : html`<span class="muted">—</span>`}</td>
               <td class="muted">${when(lastActivity(r))}</td>
-              <td class="tokens">${r.tokens ?? ""}</td>
+              <td class="tokens" title=${EST_TOKENS}>${r.tokens ?? ""}</td>
               <td>${r.turns ?? ""}</td>
             </tr>`,
           )}

@@ -1,5 +1,5 @@
 // Overview: every agent GET /agents lists, with its state and — from the `status` command op on its path — its
-// live agents and pool bound, paused/draining, uptime, conversations, and the tokens and cost its conversations spent
+// live agents and pool bound (the operator's `values`: absent for anyone else, and then not shown), paused/draining, uptime, conversations, and the tokens and cost its conversations spent
 // since the daemon started (the operator's `values`); its tasks by state (ListTasks);
 // and the latest tasks of every agent, each a link to its live conversation. Live: loaded at once (app.js may have
 // started it with the shell's own requests), again when the push stream connects or resyncs, and again on each
@@ -53,7 +53,8 @@ function AgentCard({ row }) {
     <div class="muted">${agent.name}</div>
     ${status &&
     html`<dl class="figures">
-      <dt>live agents</dt><dd class="live-agents">${values.liveAgents} of ${values.maxLive}</dd>
+      ${"liveAgents" in values &&
+      html`<dt>live agents</dt><dd class="live-agents">${values.liveAgents} of ${values.maxLive}</dd>`}
       <dt>paused</dt><dd>${status.paused ? "yes" : "no"}</dd>
       <dt>draining</dt><dd>${status.draining ? "yes" : "no"}</dd>
       <dt>uptime</dt><dd>${duration(status.uptime_ms)}</dd>

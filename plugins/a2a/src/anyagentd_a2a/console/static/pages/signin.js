@@ -116,7 +116,7 @@ function DeviceSignIn({ onSignedIn }) {
     <h3>Or sign in with a device code</h3>
     ${flow.error && html`<p class="error" id="device-error">${flow.error}</p>`}
     ${flow.phase === "waiting"
-      ? html`<p>Give this code to an operator of this daemon, who approves it (on the console's Admin page, or
+      ? html`<p>Give this code to an operator of this daemon, who approves it (on the console's Admin page, or${" "}
             <code>auth.device.approve</code>):</p>
           <p class="user-code"><code id="user-code">${flow.pair.user_code}</code></p>
           <p class="muted" id="device-waiting">Waiting for the approval…</p>

@@ -45,8 +45,8 @@ function Waiting({ agent, task }) {
   const link = `#/task/${encodeURIComponent(agent)}/${encodeURIComponent(task.id)}`;
   return html`<div class="panel request waiting-task" data-task=${task.id} data-agent=${agent}>
     <div class="muted">
-      agent <strong>${agent}</strong> · task <a href=${link}><code>${task.id.slice(0, 8)}</code></a>
-      · ${request ? (request.Permission ? "asks permission" : "asks") : "waits for input"}
+      agent <strong>${agent}</strong> · task <a href=${link}><code>${task.id.slice(0, 8)}</code></a>${" "}
+      · ${request ? (request.Permission ? "asks permission" : "asks") : "waits for input"}${" "}
       · since ${task.status.timestamp || "?"}
     </div>
     ${request
