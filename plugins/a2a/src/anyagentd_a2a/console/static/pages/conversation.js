@@ -3,7 +3,7 @@
 // in place. A task already ended cannot be subscribed to: its GetTask is shown instead.
 
 import { rpc, subscribe } from "../api.js";
-import { html, useEffect, useState } from "../html.js";
+import { html, useEffect, useRef, useState } from "../html.js";
 import { RequestView } from "../request.js";
 import { TERMINAL, Transcript, waitingRequest } from "../wire.js";
 import { short } from "./overview.js";
@@ -43,15 +43,20 @@ function Entry({ entry }) {
       return html`<div class="entry usage">context ${u.used_tokens} of ${u.window_tokens} tokens${cost}</div>`;
     }
     default:
+      if (entry.answered !== undefined) {
+        return html`<div class="entry event answer" data-request=${entry.answered}>${entry.text}</div>`;
+      }
       return html`<div class="entry event">${entry.text}</div>`;
   }
 }
 
 export function Conversation({ agent, taskId }) {
   const [view, setView] = useState({ entries: [], task: null, live: false, error: null });
+  const current = useRef(null); // the transcript shown, for an answer sent from this page
   useEffect(() => {
     const abort = new AbortController();
     const transcript = new Transcript();
+    current.current = transcript;
     let task = null;
     const show = (live) => setView({ entries: transcript.entries, task, live, error: null });
     const onResult = (result) => {
@@ -109,7 +114,18 @@ export function Conversation({ agent, taskId }) {
     <div class="transcript">${entries.map((entry) => html`<${Entry} entry=${entry} />`)}</div>
     ${request &&
     html`<div class="panel request">
-      <${RequestView} key=${`${task.id}:${opened.id}`} agent=${agent} task=${task} request=${request} />
+      <${RequestView}
+        key=${`${task.id}:${opened.id}`}
+        agent=${agent}
+        task=${task}
+        request=${request}
+        onAnswered=${(value) => {
+          const transcript = current.current;
+          if (!transcript) return;
+          transcript.answered(opened.id, value); // the stream says the request closed, never what was answered
+          setView((v) => ({ ...v, entries: transcript.entries }));
+        }}
+      />
     </div>`}
   </main>`;
 }
