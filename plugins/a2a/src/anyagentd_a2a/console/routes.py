@@ -186,4 +186,12 @@ async def _never() -> None:
     await anyio.Event().wait()
 
 
-__all__ = ["CONSOLE_PATH", "ConsoleRoutes", "CSP", "SECURITY_HEADERS", "VENDOR_MAX_AGE", "console_routes", "console_url"]
+__all__ = [
+    "CONSOLE_PATH",
+    "ConsoleRoutes",
+    "CSP",
+    "SECURITY_HEADERS",
+    "VENDOR_MAX_AGE",
+    "console_routes",
+    "console_url",
+]
