@@ -62,19 +62,57 @@ class Draining(Protocol):
         """Whether the drain is the daemon's (every send refused, commands too), not one agent's own."""
 
 
-class AgentAdmission:
+class RuntimePause:
+    """The operator's pause of one ``runtime`` (``None``: nothing to pause, as in a probe's test): ``paused`` is the
+    runtime's own admission (``Runtime.pause``/``resume``: the engine holds every new prompt), the reason is kept
+    here. One owner of the pause for an agent (:class:`AgentAdmission`) and for the daemon (:class:`Lifecycle`)."""
+
+    def __init__(self, runtime: Runtime | None) -> None:
+        self.runtime = runtime
+        self._pause_reason: str | None = None
+
+    @property
+    def paused(self) -> bool:
+        """Whether the runtime's admission is ``paused`` (``admin.pause``)."""
+        return self.runtime is not None and self.runtime.admission == "paused"
+
+    @property
+    def paused_for(self) -> str | None:
+        """The operator's reason while paused, else ``None``."""
+        return self._pause_reason if self.paused else None
+
+    def pause(self, reason: str) -> None:
+        """Pause the runtime (``Runtime.pause``: nothing new starts; raises ``Draining`` while it drains), saying
+        ``reason``."""
+        assert self.runtime is not None
+        self.runtime.pause()
+        self._pause_reason = reason
+
+    def resume(self) -> None:
+        """Resume the runtime (``Runtime.resume``: every held prompt goes on, in order; raises ``Draining`` while it
+        drains)."""
+        assert self.runtime is not None
+        self.runtime.resume()
+        self._pause_reason = None
+
+    def pause_note(self) -> str | None:
+        """How it is paused, for a task or run that waits for the resume: ``"paused by the operator (<reason>)"``
+        (only the operator pauses: ``admin.pause``); ``None`` while it is not paused."""
+        return None if self.paused_for is None else f"paused by the operator ({self.paused_for})"
+
+
+class AgentAdmission(RuntimePause):
     """The admission of one served agent (``agent``: its id) over its ``runtime``: the operator's pause of it and
     its drain latch, which ``daemon``'s (the :class:`Lifecycle`) releases too. ``draining``: its sends are refused
     (:meth:`request_drain` of this agent, or the daemon's); ``drain_reason``: what asked for it."""
 
     def __init__(self, agent: str, runtime: Runtime, daemon: Lifecycle) -> None:
+        super().__init__(runtime)
         self.agent = agent
-        self.runtime = runtime
         self.drain_reason: str | None = None
         self.drained = False
         """Set once :meth:`drain` has closed this agent's sessions."""
         self.by_daemon = False  # released by the daemon's drain, not this agent's own
-        self._pause_reason: str | None = None
         self._asked = anyio.Event()  # this agent's own drain (admin.drain on its path)
         self._released = anyio.Event()  # its own drain or the daemon's
         daemon.admissions.append(self)
@@ -114,36 +152,9 @@ class AgentAdmission:
         await self._asked.wait()
 
     @property
-    def paused(self) -> bool:
-        """Whether the runtime's admission is ``paused`` (``admin.pause``; the engine holds every new prompt)."""
-        return self.runtime.admission == "paused"
-
-    @property
-    def paused_for(self) -> str | None:
-        """The operator's reason while the agent is paused, else ``None``."""
-        return self._pause_reason if self.paused else None
-
-    @property
     def state(self) -> str:
         """``"draining"``, ``"paused"`` or ``"serving"`` (``GET /agents``, ``status.values.agents``)."""
         return "draining" if self.draining else "paused" if self.paused else "serving"
-
-    def pause(self, reason: str) -> None:
-        """Pause the runtime (``Runtime.pause``: nothing new starts; raises ``Draining`` while draining), saying
-        ``reason``."""
-        self.runtime.pause()
-        self._pause_reason = reason
-
-    def resume(self) -> None:
-        """Resume the runtime (``Runtime.resume``: every held prompt goes on, in order; raises ``Draining`` while
-        draining)."""
-        self.runtime.resume()
-        self._pause_reason = None
-
-    def pause_note(self) -> str | None:
-        """How the agent is paused, for a task that waits for the resume: ``"paused by the operator (<reason>)"``
-        (only the operator pauses it: ``admin.pause``); ``None`` while it is not paused."""
-        return None if self.paused_for is None else f"paused by the operator ({self.paused_for})"
 
     async def drain(self, conversations: Conversations, handler: DefaultRequestHandler) -> None:
         """Refuse this agent's sends, do to every live conversation task what :func:`.tasks.state.on_drain`
@@ -204,18 +215,17 @@ class Drained(Protocol):
     def handler(self) -> DefaultRequestHandler: ...
 
 
-class Lifecycle:
+class Lifecycle(RuntimePause):
     """The admission of one daemon: ``runtime`` is the shared one that runs workflow steps and subagents (``None``
     only where nothing pauses or drains agents, as in a probe's test); ``admissions`` every served agent's
     (:class:`AgentAdmission` adds itself). ``draining``: the daemon drains, every agent's sends are refused (set by
     :meth:`request_drain`); ``drain_reason``: what asked for it (``SIGTERM``, ``admin.drain``'s reason)."""
 
     def __init__(self, runtime: Runtime | None = None) -> None:
-        self.runtime = runtime
+        super().__init__(runtime)
         self.admissions: list[AgentAdmission] = []
         self.draining = False
         self.drain_reason: str | None = None
-        self._pause_reason: str | None = None
         self._drain_requested = anyio.Event()
 
     def request_drain(self, reason: str) -> None:
@@ -237,41 +247,21 @@ class Lifecycle:
         """Return once :meth:`request_drain` was called (at once if it was): what the drain task awaits."""
         await self._drain_requested.wait()
 
-    @property
-    def paused(self) -> bool:
-        """Whether the daemon is paused as a whole (``admin.pause`` at the root: the shared runtime holds every new
-        workflow step and subagent, every agent its prompts)."""
-        return self.runtime is not None and self.runtime.admission == "paused"
-
-    @property
-    def paused_for(self) -> str | None:
-        """The operator's reason while the daemon is paused, else ``None``."""
-        return self._pause_reason if self.paused else None
-
     def pause(self, reason: str) -> None:
         """Pause the shared runtime and every agent not draining (``Runtime.pause``; raises ``Draining`` while the
         daemon drains, before anything is paused), saying ``reason``. An agent drained on its own stays drained."""
-        assert self.runtime is not None
-        self.runtime.pause()
+        super().pause(reason)
         for admission in self.admissions:
             if not admission.draining:
                 admission.pause(reason)
-        self._pause_reason = reason
 
     def resume(self) -> None:
         """Resume the shared runtime and every agent not draining (``Runtime.resume``: every held prompt goes on,
         in order; raises ``Draining`` while the daemon drains, before anything is resumed)."""
-        assert self.runtime is not None
-        self.runtime.resume()
+        super().resume()
         for admission in self.admissions:
             if not admission.draining:
                 admission.resume()
-        self._pause_reason = None
-
-    def pause_note(self) -> str | None:
-        """How the daemon is paused, for a held workflow run: ``"paused by the operator (<reason>)"``; ``None``
-        while it is not paused."""
-        return None if self.paused_for is None else f"paused by the operator ({self.paused_for})"
 
     async def serve(self, agents: Iterable[Drained]) -> None:
         """Drain each agent whose own drain is asked for (``admin.drain`` on its path), as it is asked; once every
@@ -330,4 +320,13 @@ class Lifecycle:
             queues.removeFilter(_closing_on_purpose)
 
 
-__all__ = ["DRAIN_TIMEOUT", "SETTLE_TIMEOUT", "AgentAdmission", "Drained", "Draining", "Lifecycle", "Settling"]
+__all__ = [
+    "DRAIN_TIMEOUT",
+    "SETTLE_TIMEOUT",
+    "AgentAdmission",
+    "RuntimePause",
+    "Drained",
+    "Draining",
+    "Lifecycle",
+    "Settling",
+]

@@ -212,6 +212,15 @@ export async function subscribe(agent, taskId, onResult, signal) {
     error.refusedBearer = refusedBearer(response.status, sent);
     throw error;
   }
+  for await (const body of sseData(response)) {
+    if (body.error) throw errorOf(200, body);
+    onResult(body.result);
+  }
+}
+
+/** Each server-sent event's `data` of `response`'s body, parsed as JSON, as it arrives (events with no data are
+ * skipped; the lines of one event's data are joined by newlines, as the SSE standard says). */
+export async function* sseData(response) {
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffered = "";
   for (;;) {
@@ -227,10 +236,7 @@ export async function subscribe(agent, taskId, onResult, signal) {
         .filter((line) => line.startsWith("data:"))
         .map((line) => line.slice(5).trimStart())
         .join("\n");
-      if (!data) continue;
-      const body = JSON.parse(data);
-      if (body.error) throw errorOf(200, body);
-      onResult(body.result);
+      if (data) yield JSON.parse(data);
     }
   }
 }

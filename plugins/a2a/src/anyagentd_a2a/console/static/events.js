@@ -11,7 +11,7 @@
 // in. The stream reconnects after an error (the next hello resyncs), and stops on 401 (signed out or the session
 // revoked: api.js `refusedBearer` takes the page back to the sign-in page).
 
-import { RpcError, claim, refusedBearer, token } from "./api.js";
+import { RpcError, claim, refusedBearer, sseData, token } from "./api.js";
 import { useEffect, useState } from "./html.js";
 
 const EVENTS = new URL("events", document.baseURI).href;
@@ -37,24 +37,7 @@ export async function readEvents(onFrame, signal) {
     refused.refusedBearer = refusedBearer(response.status, bearer); // the shell signs out
     throw refused;
   }
-  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-  let buffered = "";
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return;
-    buffered = (buffered + value).replace(/\r\n/g, "\n");
-    let end;
-    while ((end = buffered.indexOf("\n\n")) >= 0) {
-      const frame = buffered.slice(0, end);
-      buffered = buffered.slice(end + 2);
-      const data = frame
-        .split("\n")
-        .filter((line) => line.startsWith("data:"))
-        .map((line) => line.slice(5).trimStart())
-        .join("\n");
-      if (data) onFrame(JSON.parse(data));
-    }
-  }
+  for await (const frame of sseData(response)) onFrame(frame);
 }
 
 /** When a frame or a listed task says its status was set (ms since the epoch; 0 when it does not say). */
