@@ -147,3 +147,21 @@ def a2a_daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
         if daemon.process.poll() is None:
             daemon.process.send_signal(signal.SIGKILL)
             daemon.process.wait(timeout=10)
+
+
+def temporal_engine(temporal: dict[str, str], heartbeat: float = 3) -> str:
+    """The ``[workflow_engine]`` table of the ``temporal`` engine on ``temporal`` (the ``temporal`` fixture's server
+    and namespace), agent steps interrupted after ``heartbeat`` seconds without a heartbeat."""
+    return (
+        f'\n[workflow_engine]\nkind = "temporal"\naddress = "{temporal["address"]}"\n'
+        f'namespace = "{temporal["namespace"]}"\nheartbeat = {heartbeat}\n'
+    )
+
+
+@pytest.fixture(params=["local", "temporal"])
+def workflow_engine(request: pytest.FixtureRequest) -> str:
+    """Each workflow engine in turn, as the configuration's ``[workflow_engine]`` table: ``""`` (the embedded
+    ``local`` default), then ``temporal`` on the session's Temporal dev server, in a namespace of the test's own."""
+    if request.param == "local":
+        return ""
+    return temporal_engine(request.getfixturevalue("temporal"))

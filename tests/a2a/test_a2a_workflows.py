@@ -61,10 +61,17 @@ approval = "ask"
 """
 
 
-def config() -> str:
+ASKING = WORKFLOWS[WORKFLOWS.index('[[workflows]]\nname = "asking"') :]
+
+
+def config(engine: str = "") -> str:
+    """The daemon's configuration with :data:`WORKFLOWS` on ``engine`` (a ``[workflow_engine]`` table, the
+    ``workflow_engine`` fixture's; ``""``: the local engine). On Temporal the ``asking`` workflow is left out: an
+    ``ask`` step needs the local engine (the configuration is refused otherwise)."""
     from test_a2a_commands import CONFIG
 
-    return CONFIG.replace("[a2a]\n", "[a2a]\nintrospection = true\n") + WORKFLOWS
+    flows = WORKFLOWS.replace(ASKING, "") if engine else WORKFLOWS
+    return CONFIG.replace("[a2a]\n", "[a2a]\nintrospection = true\n") + flows + engine
 
 
 def start_run(daemon: Any, token: str, workflow: str = "pipe", **inputs: Any) -> dict[str, Any]:
@@ -108,8 +115,8 @@ def wait_run(daemon: Any, run: str, status: str, token: str = OPERATOR) -> dict[
         time.sleep(0.05)
 
 
-def test_a_run_is_a_task_resumed_by_a_signal(a2a_daemon: Any) -> None:
-    daemon = a2a_daemon(config=config(), env=ENV, mock="hello")
+def test_a_run_is_a_task_resumed_by_a_signal(a2a_daemon: Any, workflow_engine: str) -> None:
+    daemon = a2a_daemon(config=config(workflow_engine), env=ENV, mock="hello")
     task = start_run(daemon, ALICE, issue="#7")
     assert task["status"]["state"] == "TASK_STATE_WORKING" and task["metadata"]["op"] == "workflow.run:pipe"
     run = run_of(daemon, task, ALICE)
@@ -120,7 +127,9 @@ def test_a_run_is_a_task_resumed_by_a_signal(a2a_daemon: Any) -> None:
     listed = result_of(command(daemon, "workflow.status", token=ALICE), "workflow.status")["runs"]
     assert [r["run"] for r in listed] == [run] and listed[0]["status"] == "suspended"
     status = result_of(command(daemon, "status", token=ALICE), "status")
-    assert status["workflows"] == [{"name": "asking"}, {"name": "ops-only"}, {"name": "pipe"}]
+    assert status["workflows"] == [
+        {"name": n} for n in ("asking", "ops-only", "pipe") if n != "asking" or not workflow_engine
+    ]
     [mine] = status["runs"]
     assert mine["id"] == run and mine["task"] == task["id"] and mine["steps"] == {"write": 1, "go": 1, "done": 0}
     assert result_of(command(daemon, "status", token=BOB), "status")["runs"] == []
@@ -140,9 +149,11 @@ def test_a_run_is_a_task_resumed_by_a_signal(a2a_daemon: Any) -> None:
     assert final["steps"]["go"]["output"] == {"signal": "go", "payload": {"ok": 1}, "from": "user:alice"}
 
 
-def test_a_runs_task_tells_its_push_subscribers_every_state(a2a_daemon: Any) -> None:
+def test_a_runs_task_tells_its_push_subscribers_every_state(a2a_daemon: Any, workflow_engine: str) -> None:
     with push_receiver() as receiver:
-        daemon = a2a_daemon(config=config() + "[a2a.push]\nallow_private = true\n", env=ENV, mock="hello")
+        daemon = a2a_daemon(
+            config=config(workflow_engine) + "[a2a.push]\nallow_private = true\n", env=ENV, mock="hello"
+        )
         task = start_run(daemon, ALICE, issue="#9")
         run = run_of(daemon, task, ALICE)
         wait_run(daemon, run, "suspended", ALICE)
@@ -156,8 +167,8 @@ def test_a_runs_task_tells_its_push_subscribers_every_state(a2a_daemon: Any) -> 
         assert pushed_states(task["id"]).count("TASK_STATE_COMPLETED") == 1
 
 
-def test_permission_and_commands(a2a_daemon: Any) -> None:
-    daemon = a2a_daemon(config=config(), env=ENV, mock="hello")
+def test_permission_and_commands(a2a_daemon: Any, workflow_engine: str) -> None:
+    daemon = a2a_daemon(config=config(workflow_engine), env=ENV, mock="hello")
     # a workflow the caller may not run is PERMISSION_DENIED, whether or not it exists
     for name in ("ops-only", "no-such-workflow"):
         response = command(daemon, "workflow.run", token=BOB, workflow=name)
@@ -279,10 +290,10 @@ def test_a_runs_task_history_holds_its_status_messages(a2a_daemon: Any) -> None:
     assert [t for t in texts if t in ("perhaps", "allow")] == ["perhaps", "allow"], texts
 
 
-def test_cancelling_an_ended_run_is_refused(a2a_daemon: Any) -> None:
+def test_cancelling_an_ended_run_is_refused(a2a_daemon: Any, workflow_engine: str) -> None:
     """Issue 25: ``workflow.cancel`` (and ``admin.cancel``) of a run that has ended is refused as ``admin.pause`` of
     it is: -32602 INVALID_STATE, creating no task; it used to answer success."""
-    daemon = a2a_daemon(config=config(), env=ENV, mock="hello")
+    daemon = a2a_daemon(config=config(workflow_engine), env=ENV, mock="hello")
     task = start_run(daemon, OPERATOR, workflow="ops-only")
     run = wait_state(daemon, task["id"], "TASK_STATE_COMPLETED", token=OPERATOR)["metadata"]["run"]
     before = listed(daemon)
@@ -293,14 +304,14 @@ def test_cancelling_an_ended_run_is_refused(a2a_daemon: Any) -> None:
     assert reason(command(daemon, "workflow.cancel", token=OPERATOR, run="ops-only-nope")) == (-32001, "NOT_FOUND")
 
 
-def test_kill_9_while_waiting_then_the_run_completes_without_rerunning(a2a_daemon: Any) -> None:
-    daemon = a2a_daemon(config=config(), env=ENV, mock="hello")
+def test_kill_9_while_waiting_then_the_run_completes_without_rerunning(a2a_daemon: Any, workflow_engine: str) -> None:
+    daemon = a2a_daemon(config=config(workflow_engine), env=ENV, mock="hello")
     task = start_run(daemon, ALICE, issue="#8")
     run = run_of(daemon, task, ALICE)
     before = wait_run(daemon, run, "suspended")
     daemon.process.send_signal(signal.SIGKILL)
     daemon.process.wait(timeout=10)
-    again = a2a_daemon(config=config(), env=ENV, mock="hello", state_dir=daemon.state_dir)
+    again = a2a_daemon(config=config(workflow_engine), env=ENV, mock="hello", state_dir=daemon.state_dir)
     resumed = wait_run(again, run, "suspended")
     assert resumed["steps"]["write"]["attempt"] == 1
     assert resumed["steps"]["write"]["started"] == before["steps"]["write"]["started"], "done steps never run again"
@@ -326,8 +337,8 @@ def test_kill_9_while_waiting_then_the_run_completes_without_rerunning(a2a_daemo
     assert reason(command(again, "admin.pause", token=OPERATOR, run=run2)) == (-32602, "INVALID_STATE")
 
 
-def test_an_instance_pause_holds_new_runs(a2a_daemon: Any) -> None:
-    daemon = a2a_daemon(config=config(), env=ENV, mock="hello")
+def test_an_instance_pause_holds_new_runs(a2a_daemon: Any, workflow_engine: str) -> None:
+    daemon = a2a_daemon(config=config(workflow_engine), env=ENV, mock="hello")
     task_result(command(daemon, "admin.pause", token=OPERATOR), "admin.pause")
     task = start_run(daemon, ALICE, issue="#11")
     run = run_of(daemon, task, ALICE)
@@ -338,7 +349,7 @@ def test_an_instance_pause_holds_new_runs(a2a_daemon: Any) -> None:
     assert wait_run(daemon, run, "suspended")["steps"]["write"]["status"] == "done"
 
 
-def test_a_subagent_step(a2a_daemon: Any) -> None:
+def test_a_subagent_step(a2a_daemon: Any, workflow_engine: str) -> None:
     flows = """
 [subagents]
 enabled = true
@@ -363,7 +374,9 @@ output = "{{steps.ask.output.result}}"
     from test_a2a_commands import CONFIG
 
     daemon = a2a_daemon(
-        config=CONFIG.replace("[a2a]\n", "[a2a]\nintrospection = true\n") + flows, env=ENV, mock="hello"
+        config=CONFIG.replace("[a2a]\n", "[a2a]\nintrospection = true\n") + flows + workflow_engine,
+        env=ENV,
+        mock="hello",
     )
     task = start_run(daemon, ALICE, workflow="delegate")
     done = wait_state(daemon, task["id"], "TASK_STATE_COMPLETED", token=ALICE, timeout=60)
@@ -383,7 +396,9 @@ output = "{{steps.ask.output.result}}"
     assert reason(command(daemon, "subagent.status", token=BOB, handle=handle)) == (-32001, "NOT_FOUND")
 
 
-def test_kill_9_mid_step_without_retry_fails_the_run_and_its_task(a2a_daemon: Any, tmp_path: Any) -> None:
+def test_kill_9_mid_step_without_retry_fails_the_run_and_its_task(
+    a2a_daemon: Any, tmp_path: Any, workflow_engine: str
+) -> None:
     import json as _json
 
     slow = tmp_path / "slow.json"
@@ -400,7 +415,7 @@ def test_kill_9_mid_step_without_retry_fails_the_run_and_its_task(a2a_daemon: An
             }
         )
     )
-    daemon = a2a_daemon(config=config(), env=ENV, mock=str(slow))
+    daemon = a2a_daemon(config=config(workflow_engine), env=ENV, mock=str(slow))
     task = start_run(daemon, ALICE, issue="#12")
     run = run_of(daemon, task, ALICE)
     deadline = time.monotonic() + 20
@@ -412,7 +427,7 @@ def test_kill_9_mid_step_without_retry_fails_the_run_and_its_task(a2a_daemon: An
         time.sleep(0.05)
     daemon.process.send_signal(signal.SIGKILL)
     daemon.process.wait(timeout=10)
-    again = a2a_daemon(config=config(), env=ENV, mock="hello", state_dir=daemon.state_dir)
+    again = a2a_daemon(config=config(workflow_engine), env=ENV, mock="hello", state_dir=daemon.state_dir)
     failed = wait_run(again, run, "failed")
     assert failed["steps"]["write"]["error"] == "interrupted" and "interrupted" in failed["error"]
     assert failed["steps"]["go"]["status"] == "skipped" and failed["steps"]["done"]["status"] == "skipped"
@@ -505,11 +520,11 @@ def test_sigterm_keeps_an_ask_steps_task_waiting_and_ends_its_subscribers_stream
     wait_state(again, task["id"], "TASK_STATE_COMPLETED", token=ALICE)
 
 
-def test_a_run_started_on_a_paused_instance_says_so(a2a_daemon: Any) -> None:
+def test_a_run_started_on_a_paused_instance_says_so(a2a_daemon: Any, workflow_engine: str) -> None:
     """A run started while the operator has paused the instance waits, and its task says why — as a conversation's
     queued prompt does ("The instance is paused by the operator (…)"); it said only "run … started" (found by a
     fresh-eyes trial). Resumed, the run goes on."""
-    daemon = a2a_daemon(config=config(), env=ENV, mock="hello")
+    daemon = a2a_daemon(config=config(workflow_engine), env=ENV, mock="hello")
     paused = command(daemon, "admin.pause", token=OPERATOR, reason="deploy in progress").json()
     assert "result" in paused, paused
     task = start_run(daemon, ALICE, issue="#9")

@@ -100,6 +100,25 @@ def postgres_url(postgres_server: Any) -> str:
     return str(postgres_server.database())
 
 
+@pytest.fixture(scope="session")
+def temporal_server() -> Iterator[Any]:
+    """A real Temporal dev server on loopback for the whole test session (:mod:`anyagentd_testing.temporal`: one per
+    xdist worker), stopped at its end."""
+    from .temporal import start
+
+    server = start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def temporal(temporal_server: Any) -> dict[str, str]:
+    """``{"address", "namespace"}``: :func:`temporal_server` and a new namespace on it (a test sees its runs only)."""
+    return {"address": temporal_server.address, "namespace": temporal_server.namespace()}
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A store's SQLAlchemy URL, once per database the daemon supports: a new SQLite file in ``tmp_path``, then a new

@@ -620,6 +620,32 @@ class A2ASection(_Strict):
         return self
 
 
+class WorkflowEngineSection(_Strict):
+    """``[workflow_engine]``: which engine drives the ``[[workflows]]`` (a TOML file cannot hold both
+    ``[[workflows]]`` and ``[workflows.engine]``, hence its own table). ``kind``: an installed engine, found in the
+    entry-point group ``anyagentd_a2a.workflow_engines`` (``local``, the embedded default: runs on this daemon,
+    committed to its store; ``temporal``: ``pip install 'anyagentd-a2a[temporal]'``, see ``docs/scaling-out.md``).
+    For ``temporal``: ``address`` (``host:port`` of the Temporal frontend), ``namespace``, ``task_queue_prefix``
+    (the runs' queue is ``<prefix>-runs``, an agent's ``<prefix>-agent-<name>``), ``hosts`` (the agents whose steps
+    this daemon runs; default: the agents of its ``[[agents]]``), ``heartbeat`` (seconds an agent step may go without
+    a heartbeat before it counts as interrupted), ``work_root`` (where runs' working directories are made; default:
+    the state directory's ``runs``; several daemons hosting one agent on one machine share it so a step resumed by
+    another daemon finds its files)."""
+
+    kind: Annotated[str, Field(min_length=1)] = "local"
+    address: Annotated[str, Field(min_length=1)] = "127.0.0.1:7233"
+    namespace: Annotated[str, Field(min_length=1)] = "default"
+    task_queue_prefix: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] = "anyagentd"
+    hosts: list[Annotated[str, Field(min_length=1)]] | None = None
+    heartbeat: Annotated[float, Field(gt=0)] = 10.0
+    work_root: str | None = None
+
+    @field_validator("heartbeat", mode="before")
+    @classmethod
+    def _seconds(cls, value: Any) -> Any:
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 class Config(_Strict):
     """The whole file: the agents (``[[agents]]``, or ``[agent]``: the one-agent shorthand, one entry; not both),
     ``[a2a]``, ``[subagents]`` and the ``[[workflows]]`` (validated by
@@ -632,6 +658,7 @@ class Config(_Strict):
     a2a: A2ASection = A2ASection()
     subagents: SubagentsSection = SubagentsSection()
     workflows: list[dict[str, Any]] = Field(default_factory=list)
+    workflow_engine: WorkflowEngineSection = WorkflowEngineSection()
 
     def entries(self) -> list[tuple[str, AgentSection]]:
         """The agents as configured, each with its key prefix as written: ``[("agent", agent)]`` for the shorthand,

@@ -13,7 +13,8 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.server.tasks import BasePushNotificationSender
@@ -21,11 +22,13 @@ from a2a.utils.push_url_validator import validate_push_notification_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from anyagentd.errors import InvalidConfiguration
 from anyagentd.ops import OpTable
 from anyagentd.runtime import Runtime
 
 from .agents import Agents, AgentStore
 from .command.envelope import COMMAND_URI
+from .config import ConfigError
 from .front import Front
 from .instance import Instance
 from .lifecycle import Lifecycle
@@ -198,6 +201,45 @@ class Services:
         return self.runtimes.shared
 
 
+def _workflow_runner(
+    settings: Settings, runtime: Runtime, store: RunStore, workflows: dict[str, Any], lifecycle: Lifecycle
+) -> Any:
+    """The runner of the configured workflow engine (:mod:`.workflows.engines`): the local one, or an installed
+    plugin's, given the ``[workflow_engine]`` table and the agents this daemon hosts (``hosts``, else its
+    ``[[agents]]``). Raises ``ConfigError`` naming ``workflow_engine.kind`` (no such engine installed) or the key
+    an engine refuses."""
+    import inspect
+
+    from .workflows.engines import UnknownEngine, engine_class
+
+    section = settings.loaded.config.workflow_engine
+    try:
+        cls = engine_class(section.kind)
+    except UnknownEngine as err:
+        raise ConfigError("workflow_engine.kind", str(err)) from None
+    work_root = Path(section.work_root).expanduser() if section.work_root else settings.state_dir / "runs"
+    extra: dict[str, Any] = {}
+    accepts = inspect.signature(cls).parameters
+    if "options" in accepts:
+        options = section.model_dump(exclude={"kind", "hosts", "work_root"})
+        options["max_concurrent"] = settings.loaded.config.a2a.pool.max_live or None
+        extra["options"] = options
+    if "hosts" in accepts:
+        extra["hosts"] = section.hosts if section.hosts is not None else sorted({s.label for s in settings.specs})
+    try:
+        return cls(
+            runtime,
+            store,
+            workflows,
+            work_root=work_root,
+            default_agent=settings.default.ref,
+            held=lifecycle.pause_note,
+            **extra,
+        )
+    except InvalidConfiguration as err:
+        raise ConfigError("workflows", err.message) from None
+
+
 async def build_services(
     settings: Settings,
     lifecycle: Lifecycle,
@@ -239,17 +281,8 @@ async def build_services(
     subagents, tools = await _start_subagents(settings, stores, runtime, public_url, tg)
     runner = None
     if workflows:
-        from .workflows.runner import WorkflowRunner
-
         assert stores.runs is not None  # opened with the workflows configured (open_stores)
-        runner = WorkflowRunner(
-            runtime,
-            stores.runs,
-            workflows,
-            work_root=settings.state_dir / "runs",
-            default_agent=settings.default.ref,
-            held=lifecycle.pause_note,
-        )
+        runner = _workflow_runner(settings, runtime, stores.runs, workflows, lifecycle)
         runner.subagents = subagents  # for subagent steps, recovered ones included
         await tg.start(runner.serve)
     instance = Instance(

@@ -11,9 +11,7 @@ run that had not ended (:func:`.state.recover`).
 
 from __future__ import annotations
 
-import json
 import math
-import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -29,26 +27,15 @@ from ulid import ULID
 from anyagentd.errors import AnyagentError
 from anyagentd.model import AnswerPermission, AnswerQuestion, kind_tag
 
+from . import interpreter
 from .definition import Step, Workflow
-from .state import (
-    RunFlags,
-    StepState,
-    after_failure,
-    move,
-    ready,
-    recover,
-    run_status,
-    to_skip,
-    waiting,
-)
+from .interpreter import Outcome, conclude, outcome_of_turn, render_value, run_output, settle
+from .state import RunFlags, StepState, move, ready, recover, run_status, to_skip, waiting
 from .store import RunRecord, RunStore
-from .template import references, render
+from .template import render
 
 Listener = Callable[[RunRecord, dict[str, Any]], Awaitable[None]]
 """Called after each committed change with the run and ``{"type": "status" | "step" | "text" | "input", ...}``."""
-
-
-_ONE_REF = re.compile(r"\s*\{\{[^{}]*\}\}\s*")
 
 
 def now_ms() -> int:
@@ -362,7 +349,7 @@ class WorkflowRunner:
             if record.terminal and record.finished is None:
                 record.finished = record.updated
                 if record.status == "completed" and record.output is None:
-                    record.output = self._run_output(live)
+                    record.output = run_output(live.workflow, record.steps)
             await self.store.save(record, steps)
         await self._tell(record, change)
         if status_changed and change.get("type") != "status":
@@ -374,13 +361,7 @@ class WorkflowRunner:
             async with anyio.create_task_group() as steps_tg:
                 while True:
                     live.wake = anyio.Event()
-                    skipped = {
-                        s: move(record.steps[s], "skipped", finished=now_ms()) for s in to_skip(workflow, record.steps)
-                    }
-                    if record.flags.cancelled:
-                        for step_id, state in record.steps.items():
-                            if state.status == "pending":
-                                skipped[step_id] = move(state, "cancelled", finished=now_ms())
+                    skipped = settle(workflow, record.steps, record.flags, now_ms())
                     if skipped:
                         await self._commit(live, skipped, {"type": "step", "steps": sorted(skipped)})
                     if record.terminal and not live.scopes:
@@ -414,11 +395,6 @@ class WorkflowRunner:
             live.done.set()
             for send in self._followers.pop(record.id, []):
                 send.close()
-
-    def _run_output(self, live: _Live) -> Any:
-        finish = [s for s in live.workflow.order() if live.workflow.steps[s].kind == "finish"]
-        last = finish[-1] if finish else live.workflow.order()[-1]
-        return live.record.steps[last].output
 
     async def _step(self, live: _Live, step_id: str, scope: anyio.CancelScope) -> None:
         step = live.workflow.steps[step_id]
@@ -463,76 +439,46 @@ class WorkflowRunner:
                 )
                 await self._commit(live, {step_id: state}, {"type": "step", "steps": [step_id]})
             timeout = math.inf if step.timeout is None else max(0.0, step.timeout - (now_ms() - started) / 1000)
-            outcome: tuple[str, Any, str | None]
+            outcome: Outcome
             with anyio.move_on_after(timeout) as deadline:
                 try:
                     outcome = await self._do(live, step_id, step)
                 except (AnyagentError, KeyError, ValueError, OSError) as err:
                     message = getattr(err, "message", None) or str(err)
-                    outcome = ("failed", None, f"{type(err).__name__}: {message}")
+                    outcome = Outcome("failed", None, f"{type(err).__name__}: {message}")
             if deadline.cancelled_caught:
-                outcome = ("timeout", None, f"timed out after {step.timeout:g} s")
-            status, output, error = outcome
-            state = live.record.steps[step_id]
-            if status == "done":
-                await self._commit(
-                    live,
-                    {step_id: move(state, "done", output=output, finished=now_ms(), wait=None)},
-                    {"type": "step", "steps": [step_id]},
-                )
-                return
-            if status == "refused":
+                outcome = Outcome("timeout", None, f"timed out after {step.timeout:g} s")
+            concluded = conclude(step_id, live.record.steps[step_id], step, outcome, now_ms())
+            if concluded.refused:
                 live.record.flags = replace(live.record.flags, refused=True)
-                live.record.error = error
-                await self._commit(
-                    live,
-                    {step_id: move(state, "failed", error=error, finished=now_ms(), wait=None)},
-                    {"type": "step", "steps": [step_id]},
-                )
-                return
-            if status == "cancelled":
-                await self._commit(
-                    live,
-                    {step_id: move(state, "cancelled", error=error, finished=now_ms(), wait=None)},
-                    {"type": "step", "steps": [step_id]},
-                )
-                return
-            after = after_failure(state, step.retry.max, status, error or status, now_ms())  # type: ignore[arg-type]
-            if output is not None:
-                after = replace(after, output=output)  # what the failed attempt left to find (a subagent's handle)
-            if after.status != "pending":
-                live.record.error = f"step {step_id}: {error}"
-            await self._commit(live, {step_id: after}, {"type": "step", "steps": [step_id]})
-            if after.status != "pending":
+                live.record.error = outcome.error
+            elif concluded.error is not None:
+                live.record.error = concluded.error
+            await self._commit(live, {step_id: concluded.state}, {"type": "step", "steps": [step_id]})
+            if not concluded.retry:
                 return
             await anyio.sleep(step.retry.backoff)
 
     def _scope(self, live: _Live) -> dict[str, Any]:
         record = live.record
-        return {
-            "inputs": record.inputs,
-            "run": {"id": record.id, "workflow": record.workflow},
-            "steps": {
-                s: {"output": st.output, "status": st.status, "error": st.error} for s, st in record.steps.items()
-            },
-        }
+        return interpreter.scope(record.id, record.workflow, record.inputs, record.steps)
 
-    async def _do(self, live: _Live, step_id: str, step: Step) -> tuple[str, Any, str | None]:
+    async def _do(self, live: _Live, step_id: str, step: Step) -> Outcome:
         if step.kind == "finish":
-            return "done", _render_value(step.output or "", self._scope(live)), None
+            return Outcome("done", render_value(step.output or "", self._scope(live)))
         if step.kind == "wait":
             return await self._wait(live, step_id, step)
         if step.kind == "subagent":
             return await self._subagent(live, step)
         return await self._agent(live, step_id, step)
 
-    async def _subagent(self, live: _Live, step: Step) -> tuple[str, Any, str | None]:
+    async def _subagent(self, live: _Live, step: Step) -> Outcome:
         """A subagent of the run's owner: ``sync`` and ``warm`` wait for its first result, ``async``/``detached``
         end the step at once. The output names the subagent in every mode: ``{"handle", "result"}`` (sync, warm:
         a warm one stays alive after the step) or ``{"handle"}``; a step whose subagent ended otherwise fails with
         ``{"handle"}`` as its output (``docs/commands.md#workflows``)."""
         if self.subagents is None:
-            return "failed", None, "subagents are not enabled ([subagents] enabled = true)"
+            return Outcome("failed", None, "subagents are not enabled ([subagents] enabled = true)")
         from ..subagents.errors import SubagentRefused
         from ..subagents.state import answered
 
@@ -541,14 +487,15 @@ class WorkflowRunner:
         try:
             record = await self.subagents.spawn(owner, step.agent, instruction, step.mode, parent=live.record.id)
         except SubagentRefused as err:
-            return "failed", None, f"subagent refused: {err}"
+            return Outcome("failed", None, f"subagent refused: {err}")
         if step.mode in ("sync", "warm"):
             if not answered(step.mode, record.status):
-                return "failed", {"handle": record.handle}, f"subagent {record.handle} {record.status}: {record.error}"
-            return "done", {"handle": record.handle, "result": record.result}, None
-        return "done", {"handle": record.handle}, None
+                error = f"subagent {record.handle} {record.status}: {record.error}"
+                return Outcome("failed", {"handle": record.handle}, error)
+            return Outcome("done", {"handle": record.handle, "result": record.result})
+        return Outcome("done", {"handle": record.handle})
 
-    async def _wait(self, live: _Live, step_id: str, step: Step) -> tuple[str, Any, str | None]:
+    async def _wait(self, live: _Live, step_id: str, step: Step) -> Outcome:
         event, box = live.signals.setdefault(step_id, (anyio.Event(), []))
         state = live.record.steps[step_id]
         if state.status != "suspended":
@@ -561,9 +508,9 @@ class WorkflowRunner:
                 live, {step_id: move(state, "suspended", wait=wait)}, {"type": "step", "steps": [step_id]}
             )
         await event.wait()
-        return "done", box[0], None
+        return Outcome("done", box[0])
 
-    async def _agent(self, live: _Live, step_id: str, step: Step) -> tuple[str, Any, str | None]:
+    async def _agent(self, live: _Live, step_id: str, step: Step) -> Outcome:
         record = live.record
         prompt = render(step.prompt or "", self._scope(live))
         directory = Path(step.dir) if step.dir else self.work_root / record.id
@@ -598,64 +545,13 @@ class WorkflowRunner:
                             live, {step_id: move(state, "running", wait=None)}, {"type": "step", "steps": [step_id]}
                         )
                 elif tag == "TurnEnded":
-                    return self._outcome(event.kind.stop, "".join(parts), step)
-            return "failed", None, "the agent's session ended before its turn did"
+                    stop = event.kind.stop
+                    message = getattr(stop, "message", None) if not isinstance(stop, str) else None
+                    return outcome_of_turn(kind_tag(stop), message, "".join(parts), step)
+            return Outcome("failed", None, "the agent's session ended before its turn did")
         finally:
             with anyio.CancelScope(shield=True):
                 await session.close()
-
-    @staticmethod
-    def _outcome(stop: Any, text: str, step: Step) -> tuple[str, Any, str | None]:
-        tag = kind_tag(stop)
-        if tag == "Completed":
-            if step.output == "json":
-                try:
-                    value = _json_output(text)
-                except ValueError as err:
-                    return "failed", None, f"the output is not JSON: {err}"
-                if step.output_schema is not None:
-                    problem = _schema_problem(value, step.output_schema)
-                    if problem:
-                        return "failed", None, f"the output does not fit output_schema: {problem}"
-                return "done", value, None
-            return "done", text, None
-        if tag == "Refused":
-            return "refused", None, "the agent refused the prompt"
-        if tag == "Cancelled":
-            return "cancelled", None, "the agent's turn was cancelled"
-        message = getattr(stop, "message", None) if not isinstance(stop, str) else None
-        return "failed", None, f"the agent's turn ended {tag}" + (f": {message}" if message else "")
-
-
-def _render_value(text: str, scope: dict[str, Any]) -> Any:
-    """A template that is exactly one reference keeps its value's type (a JSON output stays JSON)."""
-    refs = references(text)
-    if len(refs) == 1 and _ONE_REF.fullmatch(text):
-        node: Any = scope
-        for key in refs[0]:
-            if not isinstance(node, dict) or key not in node:  # a field of a string output: missing, as render says
-                raise KeyError(".".join(refs[0]))
-            node = node[key]
-        return node
-    return render(text, scope)
-
-
-def _json_output(text: str) -> Any:
-    body = text.strip()
-    if body.startswith("```"):
-        body = body.split("\n", 1)[1] if "\n" in body else ""
-        body = body.rsplit("```", 1)[0]
-    return json.loads(body)
-
-
-def _schema_problem(value: Any, schema: dict[str, Any]) -> str | None:
-    import jsonschema
-
-    try:
-        jsonschema.validate(value, schema)
-    except jsonschema.ValidationError as err:
-        return err.message
-    return None
 
 
 __all__ = ["Listener", "RunNotFound", "RunStateRefused", "WorkflowRunner"]

@@ -1,0 +1,549 @@
+"""The ``temporal`` workflow engine: the runner the A2A face's ops use (the same methods as the local
+:class:`~anyagentd_a2a.workflows.runner.WorkflowRunner`), with runs as Temporal workflows
+(:class:`.workflow.RunWorkflow`) and steps as activities on the task queues of the agents this daemon hosts.
+
+One daemon's part (:class:`TemporalRunner`):
+
+- a worker on the runs' queue (``<prefix>-runs``): every daemon runs the workflows' code, and commits each
+  transition to the run store (:class:`StepActivities.commit`, a local activity) — the store is shared when the
+  daemons share one database, so ``run.get``, ``workflow.status`` and ``GetTask`` of a run's task read the same
+  through any of them;
+- a worker per hosted agent (``<prefix>-agent-<name>``: the agents of its ``[[agents]]``, or ``[workflow_engine]
+  hosts``), running agent turns and subagent steps on this daemon's runtime, at most ``max_concurrent`` at once
+  (``[a2a.pool] max_live`` when set);
+- requests (:meth:`TemporalRunner.start`, ``signal``, ``cancel``, ``pause``, ``resume``) go to Temporal by the
+  run's workflow id, which is the run id; ``get`` reads the store and, for a run that has not ended, the
+  workflow's ``state`` query.
+
+A follower (:meth:`TemporalRunner.follow`, the run's A2A task) gets this daemon's commits and agent text as they
+happen and another daemon's commits from the store (read every :data:`FOLLOW_POLL` seconds while followed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+from ulid import ULID
+
+from anyagentd.errors import AnyagentError
+from anyagentd.model import kind_tag
+from anyagentd_a2a.workflows.definition import Workflow
+from anyagentd_a2a.workflows.runner import RunNotFound, RunStateRefused, now_ms
+from anyagentd_a2a.workflows.state import RUN_TERMINAL, RunFlags, StepState
+from anyagentd_a2a.workflows.store import RunRecord, RunStore
+
+from .codec import record_json, record_of
+from .workflow import (
+    AGENT_TURN,
+    COMMIT,
+    DRAINED,
+    SUBAGENT,
+    RunWorkflow,
+    agent_name,
+    agent_queue,
+    refusals,
+    runs_queue,
+)
+
+log = logging.getLogger("anyagentd.a2a.temporal")
+
+FOLLOW_POLL = 0.25
+"""Seconds between a followed run's reads of the store (another daemon's commits reach a follower this late)."""
+HEARTBEAT = 10.0
+"""Default seconds of an agent step's heartbeat timeout: a daemon that died mid-step is known this late."""
+
+
+class EngineUnavailable(AnyagentError):
+    """The Temporal server at ``[workflow_engine] address`` cannot be reached (the daemon does not start)."""
+
+    code = "EngineUnavailable"
+
+
+class Followers:
+    """The changes of runs as this daemon sees them, to each follower: ``(record, change)`` per stream, at most
+    1000 behind (a follower that falls further behind loses the oldest; a run never waits for it)."""
+
+    def __init__(self) -> None:
+        self.streams: dict[str, list[MemoryObjectSendStream[tuple[RunRecord, dict[str, Any]]]]] = {}
+        self.seen: dict[str, int] = {}  # run id -> the ``updated`` of the last record told
+
+    def tell(self, record: RunRecord, change: dict[str, Any]) -> None:
+        if change.get("type") != "text":
+            self.seen[record.id] = max(self.seen.get(record.id, 0), record.updated)
+        for send in list(self.streams.get(record.id, [])):
+            try:
+                send.send_nowait((record, change))
+            except anyio.WouldBlock:
+                pass
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                self.streams[record.id].remove(send)
+
+
+def _changed_steps(old: RunRecord | None, new: RunRecord) -> list[str]:
+    if old is None:
+        return list(new.steps)
+    return [s for s, state in new.steps.items() if old.steps.get(s) != state]
+
+
+class StepActivities:
+    """This daemon's activities: ``commit`` (a run's transition into the store, then to this daemon's followers),
+    ``agent_turn`` and ``subagent`` (a step's work on this daemon's runtime). Takes the runtime, the run store, the
+    followers, the runs' working-directory root, the pause note of the instance (``held``: while it is not
+    ``None`` no step starts here) and the heartbeat interval in seconds."""
+
+    def __init__(
+        self,
+        runtime: Any,
+        store: RunStore,
+        followers: Followers,
+        work_root: Path,
+        held: Callable[[], str | None],
+        heartbeat: float,
+    ) -> None:
+        self.runtime = runtime
+        self.store = store
+        self.followers = followers
+        self.work_root = work_root
+        self.held = held
+        self.heartbeat = heartbeat
+        self.subagents: Any = None
+
+    @activity.defn(name=COMMIT)
+    async def commit(self, payload: dict[str, Any]) -> None:
+        """Write the run and the steps ``payload["steps"]`` names in one transaction (the store's ``save``), then
+        tell this daemon's followers ``payload["change"]``."""
+        record = record_of(payload["run"])
+        changed = {s: record.steps[s] for s in payload["steps"]}
+        await self.store.save(record, changed)
+        self.followers.tell(record, payload["change"])
+        if payload["change"].get("type") != "status" and record.status in RUN_TERMINAL:
+            self.followers.tell(record, {"type": "status"})
+
+    @activity.defn(name=AGENT_TURN)
+    async def agent_turn(self, args: dict[str, Any]) -> dict[str, Any]:
+        """One attempt of an agent step: open a session on ``args["agent"]`` in the step's directory (resuming
+        ``args["resume"]`` when the previous attempt left a token), send the prompt, collect the top-level text
+        until ``TurnEnded``, close the session. Returns ``{"stop", "message", "text", "resume"}``, or ``{"error"}``
+        for a failure of the agent (never retried by Temporal: the step's policy decides). Heartbeats the resume
+        token; raises ``ApplicationError(type="Drained")`` when this daemon's worker shuts down mid-turn."""
+        token: str | None = args.get("resume")
+        run_id, step_id = args["run"], args["step"]
+        async with anyio.create_task_group() as beats:
+            beats.start_soon(self._beat, lambda: token)
+            try:
+                while self.held() is not None:  # the instance is paused: nothing new starts here
+                    await anyio.sleep(0.5)
+                directory = Path(args["dir"]) if args.get("dir") else self.work_root / run_id
+                directory.mkdir(parents=True, exist_ok=True)
+                mode = "AutoApprove" if args.get("approval") == "auto" else "Ask"
+                session = await self._open(args["agent"], directory, mode, token)
+                try:
+                    token = session.info().resume_token or token
+                    activity.heartbeat(token)
+                    parts: list[str] = []
+                    await session.prompt(args["prompt"])
+                    async for event in session.events():
+                        if event.tag == "TextDelta" and event.turn_info is not None:
+                            if event.turn_info.parent_tool_id is None:
+                                parts.append(event.kind.text)
+                                await self._tell_text(run_id, step_id, event.kind.text)
+                        elif event.tag == "TurnEnded":
+                            stop = event.kind.stop
+                            message = getattr(stop, "message", None) if not isinstance(stop, str) else None
+                            token = session.info().resume_token or token
+                            return {"stop": kind_tag(stop), "message": message, "text": "".join(parts), "resume": token}
+                    return {"error": "the agent's session ended before its turn did", "resume": token}
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await session.close()
+            except asyncio.CancelledError:
+                if activity.is_worker_shutdown():
+                    raise ApplicationError("the daemon drains", token, type=DRAINED, non_retryable=True) from None
+                raise
+            except (AnyagentError, KeyError, ValueError, OSError) as err:
+                message = getattr(err, "message", None) or str(err)
+                return {"error": f"{type(err).__name__}: {message}", "resume": token}
+            finally:
+                beats.cancel_scope.cancel()
+
+    async def _open(self, agent: Any, directory: Path, mode: str, token: str | None) -> Any:
+        from anyagentd.errors import ResumeFailed
+
+        if token:
+            try:
+                return await self.runtime.open(agent, directory, permission_mode=mode, resume=token)
+            except ResumeFailed as err:
+                log.warning("resuming the step's session failed (%s): starting a new one", err.message)
+        return await self.runtime.open(agent, directory, permission_mode=mode)
+
+    async def _beat(self, token: Callable[[], str | None]) -> None:
+        while True:
+            activity.heartbeat(token())
+            await anyio.sleep(self.heartbeat / 3)
+
+    async def _tell_text(self, run_id: str, step_id: str, text: str) -> None:
+        if not self.followers.streams.get(run_id):
+            return
+        record = await self.store.get(run_id)
+        if record is not None:
+            self.followers.tell(record, {"type": "text", "step": step_id, "text": text})
+
+    @activity.defn(name=SUBAGENT)
+    async def subagent(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A ``subagent`` step on this daemon's subagent manager: ``{"status", "output", "error"}`` as the local
+        runner's step (``docs/commands.md#workflows``)."""
+        if self.subagents is None:
+            return {"status": "failed", "error": "subagents are not enabled ([subagents] enabled = true)"}
+        from anyagentd_a2a.subagents.errors import SubagentRefused
+        from anyagentd_a2a.subagents.state import answered
+
+        try:
+            record = await self.subagents.spawn(
+                args["owner"], args["agent"], args["instruction"], args["mode"], parent=args["run"]
+            )
+        except SubagentRefused as err:
+            return {"status": "failed", "error": f"subagent refused: {err}"}
+        if args["mode"] in ("sync", "warm"):
+            if not answered(args["mode"], record.status):
+                error = f"subagent {record.handle} {record.status}: {record.error}"
+                return {"status": "failed", "output": {"handle": record.handle}, "error": error}
+            return {"status": "done", "output": {"handle": record.handle, "result": record.result}}
+        return {"status": "done", "output": {"handle": record.handle}}
+
+
+class TemporalRunner:
+    """The runner of the ``temporal`` engine (the local runner's methods). Takes what the local runner takes —
+    ``runtime``, ``store`` (opened), ``workflows``, ``work_root``, ``default_agent``, ``held`` — and ``options``:
+    the ``[workflow_engine]`` table (``address``, ``namespace``, ``task_queue_prefix``, ``heartbeat`` seconds,
+    ``max_concurrent``) and ``hosts`` (the names of the agents whose steps this daemon runs). Raises
+    ``InvalidConfiguration`` for a workflow the engine cannot run (:func:`.workflow.refusals`)."""
+
+    def __init__(
+        self,
+        runtime: Any,
+        store: RunStore,
+        workflows: dict[str, Workflow],
+        *,
+        work_root: Path,
+        default_agent: Any = "mock",
+        held: Callable[[], str | None] = lambda: None,
+        options: dict[str, Any] | None = None,
+        hosts: list[str] | None = None,
+    ) -> None:
+        from anyagentd.errors import InvalidConfiguration
+
+        problems = refusals(workflows)
+        if problems:
+            raise InvalidConfiguration("; ".join(problems))
+        options = dict(options or {})
+        self.runtime = runtime
+        self.store = store
+        self.workflows = workflows
+        self.work_root = Path(work_root)
+        self.default_agent = default_agent
+        self.held = held
+        self.address = str(options.get("address", "127.0.0.1:7233"))
+        self.namespace = str(options.get("namespace", "default"))
+        self.prefix = str(options.get("task_queue_prefix", "anyagentd"))
+        self.heartbeat = float(options.get("heartbeat", HEARTBEAT))
+        self.max_concurrent = int(options.get("max_concurrent") or 100)
+        self.hosts = sorted({agent_name(h) for h in (hosts or [])})
+        self.followers = Followers()
+        self.activities = StepActivities(runtime, store, self.followers, self.work_root, held, self.heartbeat)
+        self.client: Any = None
+        self._workers: list[Any] = []
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    @property
+    def subagents(self) -> Any:
+        return self.activities.subagents
+
+    @subagents.setter
+    def subagents(self, value: Any) -> None:
+        self.activities.subagents = value
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Connect to Temporal and run this daemon's workers until cancelled. Raises :class:`EngineUnavailable`
+        when the server cannot be reached."""
+        from temporalio.client import Client
+        from temporalio.worker import Worker
+
+        try:
+            self.client = await Client.connect(self.address, namespace=self.namespace)
+        except RuntimeError as err:
+            raise EngineUnavailable(f"Temporal at {self.address} (namespace {self.namespace}): {err}") from None
+        acts = self.activities
+        self._workers = [
+            Worker(
+                self.client,
+                task_queue=runs_queue(self.prefix),
+                workflows=[RunWorkflow],
+                activities=[acts.commit],
+            )
+        ]
+        for name in self.hosts:
+            self._workers.append(
+                Worker(
+                    self.client,
+                    task_queue=agent_queue(self.prefix, name),
+                    activities=[acts.agent_turn, acts.subagent],
+                    max_concurrent_activities=self.max_concurrent,
+                    graceful_shutdown_timeout=timedelta(0),
+                )
+            )
+        log.info(
+            "workflows on Temporal at %s (namespace %s): runs on %s, steps of %s",
+            self.address,
+            self.namespace,
+            runs_queue(self.prefix),
+            ", ".join(self.hosts) or "no agent",
+        )
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            for worker in self._workers:
+                tg.start_soon(worker.run)
+            await self.recover()
+            task_status.started()
+
+    async def recover(self) -> list[str]:
+        """Start the workflow of every stored run that has none yet (created while the instance was paused, or by a
+        daemon that stopped between committing the run and starting it); Temporal keeps every started run going
+        whichever daemon stopped. Returns the ids started. Nothing starts while the instance is paused."""
+        from temporalio.exceptions import WorkflowAlreadyStartedError
+
+        if self.held() is not None:
+            return []
+        started = []
+        for record in await self.store.list(non_terminal=True):
+            if record.status != "pending" or any(s.attempt for s in record.steps.values()):
+                continue
+            workflow = self.workflows.get(record.workflow)
+            if workflow is None:
+                continue
+            try:
+                await self._start_workflow(record, workflow)
+            except WorkflowAlreadyStartedError:
+                continue
+            started.append(record.id)
+        return started
+
+    def wake_all(self) -> None:
+        """After the instance is resumed: start the runs held while it was paused (:meth:`recover`); a held step
+        of a started run waits in its activity and reads ``held`` again."""
+        if self._tg is not None:
+            self._tg.start_soon(self.recover)
+
+    async def drain(self, timeout: float) -> None:
+        """Stop this daemon's workers: a running step is handed back to Temporal (``Drained``: it starts again on
+        a host of its agent, its attempt not counted); waits stay waiting in Temporal."""
+        with anyio.move_on_after(timeout):
+            for worker in self._workers:
+                if worker.is_running:
+                    await worker.shutdown()
+
+    def redefine(self, workflows: dict[str, Workflow]) -> dict[str, list[str]]:
+        """Take ``workflows`` for the runs started from now on (a started run keeps the definition it started
+        with: it is in its workflow's input). Returns ``{"added", "changed", "removed"}`` names, sorted."""
+        old, self.workflows = self.workflows, dict(workflows)
+        return {
+            "added": sorted(set(workflows) - set(old)),
+            "removed": sorted(set(old) - set(workflows)),
+            "changed": sorted(n for n in set(old) & set(workflows) if old[n] != workflows[n]),
+        }
+
+    # ------------------------------------------------------------------------------------------ requests
+
+    async def start(
+        self, workflow_name: str, inputs: dict[str, Any], principal: str | None, task_id: str | None = None
+    ) -> RunRecord:
+        """Create the run (committed first), then its Temporal workflow (id: the run id) — unless the instance is
+        paused: the run then waits, ``pending``, and starts when it is resumed (:meth:`wake_all`)."""
+        workflow = self.workflows[workflow_name]
+        at = now_ms()
+        record = RunRecord(
+            id=f"{workflow.name}-{ULID()}",
+            workflow=workflow.name,
+            principal=principal,
+            task_id=task_id,
+            status="pending",
+            inputs=dict(inputs),
+            output=None,
+            error=None,
+            flags=RunFlags(),
+            tokens=0,
+            created=at,
+            updated=at,
+            finished=None,
+            steps={step_id: StepState() for step_id in workflow.steps},
+        )
+        await self.store.create(record)
+        if self.held() is None:
+            await self._start_workflow(record, workflow)
+        return record
+
+    async def _start_workflow(self, record: RunRecord, workflow: Workflow) -> None:
+        default = self.default_agent.model_dump() if hasattr(self.default_agent, "model_dump") else self.default_agent
+        await self._client().start_workflow(
+            RunWorkflow.run,
+            {
+                "run": record_json(record),
+                "workflow": workflow.model_dump(mode="json"),
+                "prefix": self.prefix,
+                "default_agent": default,
+                "heartbeat": self.heartbeat,
+            },
+            id=record.id,
+            task_queue=runs_queue(self.prefix),
+        )
+
+    async def get(self, run_id: str) -> RunRecord | None:
+        """The run: as stored, or — while it has not ended — as its workflow's ``state`` query answers (a
+        transition it is committing shows already)."""
+        record = self._in_order(await self.store.get(run_id))
+        if record is None or record.terminal:
+            return record
+        try:
+            with anyio.fail_after(5):
+                state = await self._client().get_workflow_handle(run_id).query("state")
+        except Exception as err:  # noqa: BLE001 - no worker answers (every daemon down): the store's copy
+            log.debug("the state query of run %s failed (%s): read from the store", run_id, type(err).__name__)
+            return record
+        return self._in_order(record_of(state))
+
+    def _in_order(self, record: RunRecord | None) -> RunRecord | None:
+        workflow = self.workflows.get(record.workflow) if record is not None else None
+        if record is None or workflow is None:
+            return record
+        ordered = {step_id: record.steps[step_id] for step_id in workflow.steps if step_id in record.steps}
+        record.steps = {**ordered, **record.steps}
+        return record
+
+    async def _live(self, run_id: str, what: str) -> RunRecord:
+        record = await self.store.get(run_id)
+        if record is None:
+            raise RunNotFound(run_id)
+        if record.terminal:
+            raise RunStateRefused(f"cannot {what} a run that has ended")
+        return record
+
+    async def cancel(self, run_id: str, reason: str | None = None) -> RunRecord:
+        """Cancel a run (its running steps' activities are cancelled and their sessions closed); returns once it
+        has ended. :class:`RunNotFound`, or :class:`RunStateRefused` for a run that has ended."""
+        await self._live(run_id, "cancel")
+        handle = self._client().get_workflow_handle(run_id)
+        await handle.signal("cancel", reason)
+        return record_of(await handle.result())
+
+    async def pause(self, run_id: str) -> RunRecord:
+        record = await self._live(run_id, "pause")
+        await self._client().get_workflow_handle(run_id).signal("pause")
+        record.flags = replace(record.flags, paused=True)
+        return record
+
+    async def resume(self, run_id: str) -> RunRecord:
+        record = await self.get(run_id)
+        if record is None:
+            raise RunNotFound(run_id)
+        if record.terminal or not record.flags.paused:
+            raise RunStateRefused(f"run {run_id} is not paused")
+        await self._client().get_workflow_handle(run_id).signal("resume")
+        record.flags = replace(record.flags, paused=False)
+        return record
+
+    async def signal(
+        self, name: str, payload: Any, sender: str, *, owner: str | None, run_id: str | None = None
+    ) -> int:
+        """Deliver signal ``name`` to every run of ``owner`` (every run for ``None``; ``run_id`` only when given)
+        with a wait step suspended on it; returns how many steps were resolved."""
+        delivered = 0
+        for record in await self.store.list(principal=owner, non_terminal=True):
+            if run_id is not None and record.id != run_id:
+                continue
+            live = await self.get(record.id) or record
+            steps = [
+                s
+                for s, state in live.steps.items()
+                if state.status == "suspended" and (state.wait or {}).get("signal") == name
+            ]
+            if not steps:
+                continue
+            for step_id in steps:
+                await self.store.add_signal(record.id, step_id, name, payload, sender, now_ms())
+            await self._client().get_workflow_handle(record.id).signal("signal", args=[name, payload, sender])
+            delivered += len(steps)
+        return delivered
+
+    async def answer(self, run_id: str, answer: Any) -> bool:
+        """``False``: no step of a Temporal run asks (``ask`` steps need the local engine)."""
+        return False
+
+    def awaiting_input(self, run_id: str) -> dict[str, Any] | None:
+        return None
+
+    @asynccontextmanager
+    async def follow(self, run_id: str) -> AsyncIterator[MemoryObjectReceiveStream[tuple[RunRecord, dict[str, Any]]]]:
+        """Every change of run ``run_id`` from now on, as ``(record, change)``, until the run ends: this daemon's
+        commits and agent text at once, another daemon's commits from the store."""
+        send, receive = anyio.create_memory_object_stream[tuple[RunRecord, dict[str, Any]]](1000)
+        self.followers.streams.setdefault(run_id, []).append(send)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._poll, run_id, send)
+                try:
+                    yield receive
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            streams = self.followers.streams.get(run_id, [])
+            if send in streams:
+                streams.remove(send)
+            if not streams:
+                self.followers.streams.pop(run_id, None)
+                self.followers.seen.pop(run_id, None)
+            send.close()
+            receive.close()
+
+    async def _poll(self, run_id: str, send: MemoryObjectSendStream[tuple[RunRecord, dict[str, Any]]]) -> None:
+        last = await self.store.get(run_id)
+        if last is None or last.terminal:
+            send.close()
+            return
+        while True:
+            await anyio.sleep(FOLLOW_POLL)
+            record = await self.store.get(run_id)
+            if record is None:
+                send.close()
+                return
+            if record.updated > self.followers.seen.get(run_id, last.updated):
+                changed = _changed_steps(last, record)
+                self.followers.tell(record, {"type": "step", "steps": changed} if changed else {"type": "status"})
+            last = record
+            if record.terminal:
+                send.close()
+                return
+
+    async def wait(self, run_id: str) -> RunRecord:
+        """Wait until the run ends; returns its record."""
+        if await self.store.get(run_id) is None:
+            raise RunNotFound(run_id)
+        return record_of(await self._client().get_workflow_handle(run_id).result())
+
+    def _client(self) -> Any:
+        assert self.client is not None, "start TemporalRunner.serve first"
+        return self.client
+
+
+__all__ = ["EngineUnavailable", "Followers", "StepActivities", "TemporalRunner"]
