@@ -149,19 +149,28 @@ def a2a_daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
             daemon.process.wait(timeout=10)
 
 
-def temporal_engine(temporal: dict[str, str], heartbeat: float = 3) -> str:
+def temporal_engine(
+    temporal: dict[str, str], heartbeat: float = 3, hosts: list[str] | None = None, work_root: Path | None = None
+) -> str:
     """The ``[workflow_engine]`` table of the ``temporal`` engine on ``temporal`` (the ``temporal`` fixture's server
-    and namespace), agent steps interrupted after ``heartbeat`` seconds without a heartbeat."""
-    return (
+    and namespace), agent steps interrupted after ``heartbeat`` seconds without a heartbeat; ``hosts``: the agents
+    whose steps the daemon runs (default: its ``[[agents]]``), ``work_root``: the runs' directories."""
+    table = (
         f'\n[workflow_engine]\nkind = "temporal"\naddress = "{temporal["address"]}"\n'
         f'namespace = "{temporal["namespace"]}"\nheartbeat = {heartbeat}\n'
     )
+    if hosts is not None:
+        table += f"hosts = {json.dumps(hosts)}\n"
+    if work_root is not None:
+        table += f"work_root = {json.dumps(str(work_root))}\n"
+    return table
 
 
 @pytest.fixture(params=["local", "temporal"])
 def workflow_engine(request: pytest.FixtureRequest) -> str:
     """Each workflow engine in turn, as the configuration's ``[workflow_engine]`` table: ``""`` (the embedded
-    ``local`` default), then ``temporal`` on the session's Temporal dev server, in a namespace of the test's own."""
+    ``local`` default), then ``temporal`` on the session's Temporal dev server, in a namespace of the test's own,
+    the daemon hosting the steps of ``mock``, ``claude`` and ``codex``."""
     if request.param == "local":
         return ""
-    return temporal_engine(request.getfixturevalue("temporal"))
+    return temporal_engine(request.getfixturevalue("temporal"), hosts=["mock", "claude", "codex"])

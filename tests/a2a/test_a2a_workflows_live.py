@@ -113,9 +113,11 @@ def agent_processes(directory: str) -> list[int]:
     return found
 
 
-def test_claude_writes_codex_reviews_and_kill_9_twice(agents: Any, a2a_daemon: Any, tmp_path: Path) -> None:
+def test_claude_writes_codex_reviews_and_kill_9_twice(
+    agents: Any, a2a_daemon: Any, tmp_path: Path, workflow_engine: str
+) -> None:
     claude_server, codex_server = agents(codex_delay=4)
-    config = CONFIG.replace("[a2a]\n", "[a2a]\nintrospection = true\n") + WORKFLOW
+    config = CONFIG.replace("[a2a]\n", "[a2a]\nintrospection = true\n") + WORKFLOW + workflow_engine
     state = tmp_path / "state"
     daemon = a2a_daemon(config=config, env=ENV, state_dir=state)
     task = start_run(daemon, ALICE, workflow="write-and-review")
@@ -149,9 +151,11 @@ def test_claude_writes_codex_reviews_and_kill_9_twice(agents: Any, a2a_daemon: A
     assert len(claude_server.requests) == claude_requests
 
 
-def test_cancel_mid_step_leaves_no_agent_process(agents: Any, a2a_daemon: Any, tmp_path: Path) -> None:
+def test_cancel_mid_step_leaves_no_agent_process(
+    agents: Any, a2a_daemon: Any, tmp_path: Path, workflow_engine: str
+) -> None:
     agents(codex_delay=30)
-    config = CONFIG + WORKFLOW
+    config = CONFIG + WORKFLOW + workflow_engine
     state = tmp_path / "state"
     daemon = a2a_daemon(config=config, env=ENV, state_dir=state)
     task = start_run(daemon, ALICE, workflow="write-and-review")
