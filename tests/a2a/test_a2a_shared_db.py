@@ -211,3 +211,31 @@ def test_a_killed_daemons_workflow_run_is_taken_over_and_completed_by_a_signal(
     assert final["steps"]["write"]["started"] == before["steps"]["write"]["started"], "the done step never ran again"
     assert all(step["attempt"] <= 1 for step in final["steps"].values()), final["steps"]
     assert final["steps"]["go"]["output"]["signal"] == "go"
+
+
+@pytest.mark.anyio
+async def test_a_saved_task_has_its_holder_and_a_gone_tasks_holder_is_pruned(postgres_url: str) -> None:
+    from a2a.types import Task, TaskState, TaskStatus
+    from sqlalchemy import select
+
+    from anyagentd_a2a.members import holders_table, prune_holders
+    from anyagentd_a2a.store import PrincipalTaskStore
+
+    engine = engine_for(postgres_url)
+    alice = call_context(Principal("alice", "user"))
+    try:
+        members = Membership(engine, home="h:/x", lease=60)
+        await members.join()
+        store = PrincipalTaskStore(engine)
+        store.members = members
+        await store.initialize()
+        task_id = "7d0c6a5e-0000-4000-8000-000000000009"
+        await store.save(Task(id=task_id, context_id="c", status=TaskStatus(state=TaskState.TASK_STATE_WORKING)), alice)
+        assert await members.held_by(TASK, members.instance) == [task_id]
+        assert await prune_holders(engine, ["tasks"]) == 0  # its task is stored
+        await store.delete(task_id, alice)
+        assert await prune_holders(engine, ["tasks"]) == 1
+        async with engine.connect() as conn:
+            assert (await conn.execute(select(holders_table))).all() == []
+    finally:
+        await engine.dispose()

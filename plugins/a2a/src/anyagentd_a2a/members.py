@@ -291,6 +291,39 @@ class Membership:
         return {item for (k, item) in self.claimed if k == kind}
 
 
+async def prune_holders(engine: AsyncEngine, task_tables: Sequence[str]) -> int:
+    """Delete the holder rows whose work is gone: a task in none of ``task_tables`` (every agent's task table,
+    :meth:`.scopes.AgentScopes.task_tables`), a run not in the runs table; returns how many went. A kind whose
+    tables do not exist (or ``task_tables`` empty) is left alone: nothing says which items are stored. One
+    transaction. Raises what the driver raises."""
+    runs_table = "agentd_runs"
+
+    def present(sync: Any) -> tuple[bool, list[str], bool]:
+        from sqlalchemy import inspect
+
+        found = inspect(sync)
+        return (
+            found.has_table(holders_table.name),
+            [t for t in task_tables if found.has_table(t)],
+            found.has_table(runs_table),
+        )
+
+    async with engine.begin() as conn:
+        has_holders, tables, has_runs = await conn.run_sync(present)
+        if not has_holders:
+            return 0
+        gone = 0
+        if tables:
+            stored = [select(Table(name, MetaData(), Column("id", String(36))).c.id) for name in tables]
+            orphan = [holders_table.c.item.not_in(ids) for ids in stored]
+            gone += (await conn.execute(delete(holders_table).where(holders_table.c.kind == TASK, *orphan))).rowcount
+        if has_runs:
+            runs = select(Table(runs_table, MetaData(), Column("id", String(128))).c.id)
+            orphan_run = holders_table.c.item.not_in(runs)
+            gone += (await conn.execute(delete(holders_table).where(holders_table.c.kind == RUN, orphan_run))).rowcount
+        return gone
+
+
 def _holder_row(kind: str, item: str) -> Any:
     return update(holders_table).where(holders_table.c.kind == kind, holders_table.c.item == item)
 
@@ -326,4 +359,5 @@ __all__ = [
     "home_of",
     "may_recover",
     "members_table",
+    "prune_holders",
 ]
