@@ -32,6 +32,7 @@ from .config import Loaded, split_host_port
 from .lifecycle import Lifecycle
 from .logring import LogRing, RingHandler, SecretRedactor
 from .logs import redact_stderr, setup_logging
+from .members import RUN, TASK
 from .reload import Reload
 from .services import Runtimes, Services, Stores, build_services, open_runtimes, open_stores, tell_interrupted
 from .settings import Options, Settings
@@ -105,8 +106,12 @@ class Daemon:
             services = await build_services(self.settings, lifecycle, stores, runtimes, ring, self.url, tg)
             tell_interrupted(services, tg)  # failed by this start: the SDK pushes only what it serves
             app = build_app(services)
-            if services.run_tasks is not None:
-                tg.start_soon(services.run_tasks.follow_resumed)
+            if services.run_tasks is not None:  # the runs this start claimed (another live daemon follows its own)
+                claimed = stores.members
+                tg.start_soon(
+                    services.run_tasks.follow_resumed, claimed.claimed_items(RUN), claimed.claimed_items(TASK)
+                )
+            tg.start_soon(services.takeover.serve)  # the lease renewed, dead members' work taken over
             # proxy_headers off: uvicorn would take X-Forwarded-For from any loopback peer and rewrite the client
             # address before the front sees it; the front trusts only [a2a] trusted_proxies (.proxies)
             config = uvicorn.Config(

@@ -42,6 +42,7 @@ from sqlalchemy import select
 
 from .config import RetentionSection
 from .conversations import conversation_dir
+from .members import prune_holders
 from .store import prune_push_configs
 
 if TYPE_CHECKING:
@@ -163,13 +164,15 @@ class Retention:
         return {"tasks": await agent.tasks.prune(age, await keep.ids())}
 
     async def _prune_push_configs(self, _age: int) -> dict[str, int]:
-        """The push configs whose task is in no registered agent's task table (no count of their own)."""
+        """The push configs whose task is in no registered agent's task table, and the holder rows whose task or
+        run is gone (:func:`.members.prune_holders`; no count of their own)."""
         tables = self.task_tables
         if tables is None:
             tables = [agent.tasks.table_name for agent in self.agents]
         elif callable(tables):
             tables = await tables()
         await prune_push_configs(self.agents[0].tasks.engine, list(tables))
+        await prune_holders(self.agents[0].tasks.engine, list(tables))  # whose task or run is gone (.members)
         return {}
 
     async def _prune_conversations(self, agent: RetainedAgent, age: int) -> dict[str, int]:

@@ -33,6 +33,7 @@ from .front import Front
 from .instance import Instance
 from .lifecycle import Lifecycle
 from .logring import LogRing
+from .members import LEASE, LEASE_ENV, TASK, Membership, home_of
 from .pool import Pool
 from .principals import Identities
 from .push import OnDemandClient
@@ -47,7 +48,9 @@ from .store import (
     check_sqlite_directory,
     engine_for,
     fail_interrupted,
+    open_task_ids,
 )
+from .takeover import Takeover
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -65,33 +68,48 @@ log = logging.getLogger("anyagentd.a2a")
 class Stores:
     """The daemon's database, open: ``engine`` (SQLAlchemy's), ``scopes`` (which agent holds which tables),
     ``agents`` (each served agent's :class:`AgentStore`, by id, in configuration order), ``runs`` (the workflow
-    runs' store; ``None`` without workflows)."""
+    runs' store; ``None`` without workflows), ``members`` (this daemon's membership of the database, joined:
+    :mod:`.members`)."""
 
     engine: AsyncEngine
     scopes: AgentScopes
     agents: dict[str, AgentStore]
     runs: RunStore | None
+    members: Membership
 
 
 @asynccontextmanager
 async def open_stores(settings: Settings) -> AsyncIterator[Stores]:
-    """Open the store for the body: every served agent's scope claimed (:meth:`.scopes.AgentScopes.claim`: the
-    default agent keeps the tables of a database written before agents had ids), its task table and
-    conversations table made if missing, and each task a dead process left open given what
-    :func:`.tasks.state.on_restart` decides. At its end the task updates still written behind are flushed and the
-    engine disposed of (a flush that fails is logged: a restart reads those tasks as interrupted). Raises
-    ``StoreUnavailable`` (the task store cannot be opened: unreachable, refused, unwritable, its SQLite directory
-    missing)."""
+    """Open the store for the body: this daemon joins the database's members (:mod:`.members`; lease
+    :data:`.members.LEASE`, env ``ANYAGENTD_A2A_MEMBER_LEASE``), every served agent's scope claimed
+    (:meth:`.scopes.AgentScopes.claim`: the default agent keeps the tables of a database written before agents had
+    ids), its task table and conversations table made if missing, and each open task a dead process left — one
+    this daemon claims (:meth:`.members.Membership.claim`: its holder dead, gone or unknown; another live
+    daemon's tasks are its own) — given what :func:`.tasks.state.on_restart` decides. At its end the task updates
+    still written behind are flushed, the daemon leaves the members and the engine is disposed of (a flush that
+    fails is logged: a restart reads those tasks as interrupted). Raises ``StoreUnavailable`` (the task store
+    cannot be opened: unreachable, refused, unwritable, its SQLite directory missing)."""
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     url = settings.store_url
     check_sqlite_directory(url)
     engine = engine_for(url)
     agents: dict[str, AgentStore] = {}
+    members = Membership(
+        engine,
+        home=home_of(settings.state_dir),
+        lease=seconds(LEASE_ENV, LEASE),
+        exclusive=url.startswith("sqlite"),
+    )
+    joined = False
     try:
         try:
+            await members.join(settings.loaded.config.a2a.url or None)
+            joined = True
             scopes = AgentScopes(engine, settings.state_dir)
             claimed = await scopes.claim([s.id for s in settings.specs], settings.default.id)
             runs = await _open_runs(settings, engine)
+            if runs is not None:
+                runs.members = members  # before the runner recovers: it resumes the runs it claims
             run_tasks = await runs.task_ids() if runs else set()
             for spec in settings.specs:
                 scope = claimed[spec.id]
@@ -102,10 +120,12 @@ async def open_stores(settings: Settings) -> AsyncIterator[Stores]:
                     history_kept=settings.loaded.config.a2a.limits.task_history,
                 )
                 agents[spec.id] = AgentStore(scope, store, ConversationTable(engine, scope.conversations_table))
+                store.members = members
                 await store.initialize()
                 await agents[spec.id].table.initialize()
                 resumable = await agents[spec.id].table.resumable(spec.label)
-                failed, parked = await fail_interrupted(store, resumable, run_tasks)
+                mine = await members.claim(TASK, await open_task_ids(store))
+                failed, parked = await fail_interrupted(store, resumable, run_tasks, only=mine)
                 agents[spec.id].interrupted, agents[spec.id].parked = failed, parked
                 if failed:
                     log.warning(
@@ -121,7 +141,7 @@ async def open_stores(settings: Settings) -> AsyncIterator[Stores]:
                     )
         except (OSError, SQLAlchemyError) as err:  # unreachable, refused, unwritable: not the listener
             raise StoreUnavailable(engine.url.render_as_string(hide_password=True), err) from None
-        yield Stores(engine, scopes, agents, runs)
+        yield Stores(engine, scopes, agents, runs, members)
     finally:
         try:
             for agent in agents.values():
@@ -129,7 +149,13 @@ async def open_stores(settings: Settings) -> AsyncIterator[Stores]:
         except Exception as err:  # noqa: BLE001 - the stop goes on: a restart reads those tasks as interrupted
             log.error("writing the running tasks' last updates failed: %s", type(err).__name__)
         finally:
-            await engine.dispose()
+            try:
+                if joined:
+                    await members.leave()
+            except Exception as err:  # noqa: BLE001 - its lease runs out: the others find it dead
+                log.error("leaving the database's members failed: %s", type(err).__name__)
+            finally:
+                await engine.dispose()
 
 
 @dataclass
@@ -177,7 +203,8 @@ class Services:
     the workflow runner, the subagent manager, the device grant and its sessions, as configured), the served
     ``agents`` (each with its conversations, card, SDK handler and front endpoint), the daemon-wide live-agent
     ``pool``, the push client ``push_http`` (``None`` with push off), the workflow runs' tasks ``run_tasks``
-    (``None`` without workflows), the ``front`` every agent's path passes and the ``retention`` prune."""
+    (``None`` without workflows), the ``front`` every agent's path passes, the ``retention`` prune and the
+    ``takeover`` (the lease renewed, dead members' work taken over: :mod:`.takeover`)."""
 
     settings: Settings
     lifecycle: Lifecycle
@@ -194,6 +221,7 @@ class Services:
     run_tasks: RunTasks | None
     front: Front
     retention: Retention
+    takeover: Takeover
 
     @property
     def runtime(self) -> Runtime:
@@ -258,6 +286,7 @@ async def build_services(
 
     config = settings.loaded.config
     public_url = config.a2a.url or url
+    await stores.members.announce(public_url)
     runtime = runtimes.shared
     ops = runtime.plugins.op_table()
     workflows = {}
@@ -349,6 +378,16 @@ async def build_services(
         run_tasks=run_tasks,
         front=front,
         retention=_retention(settings, stores, agents, instance),
+        takeover=Takeover(
+            stores.members,
+            agents,
+            stores.agents,
+            runner,
+            run_tasks,
+            push_store,
+            tg.start_soon,
+            draining=lambda: lifecycle.draining,
+        ),
     )
 
 

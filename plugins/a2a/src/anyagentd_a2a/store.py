@@ -33,7 +33,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from a2a.auth.user import User
@@ -76,6 +76,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from .config import missing_sqlite_directory
 from .limits import bound_history
+from .members import TASK
 from .principals import OPERATOR
 from .structjson import finite
 from .tasks.state import FAILED, PAUSED, TERMINAL, StateError, move, name, of_name, on_restart
@@ -109,6 +110,9 @@ def _dialect_insert(dialect: str) -> Any:
         return None
     return importlib.import_module(f"sqlalchemy.dialects.{dialect}").insert
 
+
+if TYPE_CHECKING:
+    from .members import Membership
 
 log = logging.getLogger("anyagentd.a2a")
 
@@ -306,6 +310,10 @@ class PrincipalTaskStore(DatabaseTaskStore):
         self._indexed = False  # the index :meth:`prune` reads by is created (if missing) by its first call
         self.task_ids = _FreshIds(self)
         """The SDK's task-id generator (``SimpleRequestContextBuilder(task_id_generator=…)``)."""
+        self.members: Membership | None = None
+        """This daemon's membership (:mod:`.members`): a task's holder row is written before its first row, so
+        another daemon on the database never takes a task this one serves. ``None``: no holders written."""
+        self._held: OrderedDict[str, None] = OrderedDict()  # ids whose holder row this process wrote
         self.on_saved: Callable[[Task, str], None] | None = None
         """Told every task :meth:`save` recorded (written, or held to write behind) and the owner it is saved for:
         the console's push stream (:class:`.console.events.TaskEvents`)."""
@@ -418,6 +426,11 @@ class PrincipalTaskStore(DatabaseTaskStore):
                 "task %s holds %d number(s) JSON cannot write (NaN, infinity): stored as null", task.id, finite(task)
             )
             row = self._to_orm(task, _owner(context))
+        if self.members is not None and task.id not in self._held:
+            await self.members.hold(TASK, task.id)  # before the task's row: no row of it is ever without a holder
+            self._held[task.id] = None
+            if len(self._held) > FRESH_IDS:
+                self._held.popitem(last=False)  # forgotten: its next write records the holder again
         values = {
             column.name: getattr(row, attr.key)
             for attr in inspect(self.task_model).column_attrs
@@ -578,6 +591,20 @@ class PushConfigStore(DatabasePushNotificationConfigStore):
         self._with_configs: set[str] | None = None
         self._first_read = anyio.Lock()
 
+    async def initialize(self) -> None:
+        """Create the table if missing (the SDK's), then widen its ``task_id`` to TEXT on PostgreSQL (the SDK's is
+        VARCHAR(36), which PostgreSQL enforces; an op's or another daemon's task id may be longer). Raises what the
+        driver raises."""
+        if self._initialized:
+            return
+        await super().initialize()
+        await widen_to_text(self.engine, self.config_model.__tablename__, "task_id")
+
+    def reread(self) -> None:
+        """Forget the set of task ids with configs: the next look-up reads it again (another daemon on the database
+        wrote configs of the tasks this one takes over, :mod:`.members`)."""
+        self._with_configs = None
+
     async def _task_ids(self) -> set[str]:
         if self._with_configs is None:
             # one first read: concurrent first look-ups (a fresh daemon's first task ops at once) each ran the
@@ -646,20 +673,50 @@ def _as_owner(context: ServerCallContext, owner: str) -> ServerCallContext:
     return context.model_copy(update={"user": _Owner(owner)})
 
 
+async def open_task_ids(store: PrincipalTaskStore, among: Sequence[str] | None = None) -> list[str]:
+    """The ids of ``store``'s stored tasks that are not in a terminal state (:data:`.tasks.state.TERMINAL`; a task
+    with no state we know counts as open) — of ``among`` only when given, read :data:`PRUNE_BATCH` at a time: the
+    work a daemon may claim (:meth:`.members.Membership.claim`). Raises what the driver raises."""
+    await store._ensure_initialized()
+    model = store.task_model
+    state = model.status["state"].as_string()
+    still_open = state.is_(None) | state.not_in(sorted(name(s) for s in TERMINAL))
+    async with store.engine.connect() as conn:
+        if among is None:
+            return list((await conn.execute(select(model.id).where(still_open))).scalars())
+        found: list[str] = []
+        for start in range(0, len(among), PRUNE_BATCH):
+            batch = list(among[start : start + PRUNE_BATCH])
+            found += (await conn.execute(select(model.id).where(still_open, model.id.in_(batch)))).scalars()
+        return found
+
+
 async def fail_interrupted(
-    store: PrincipalTaskStore, resumable: Set[tuple[str, str]] = frozenset(), run_tasks: Set[str] = frozenset()
+    store: PrincipalTaskStore,
+    resumable: Set[tuple[str, str]] = frozenset(),
+    run_tasks: Set[str] = frozenset(),
+    only: Set[str] | None = None,
 ) -> tuple[list[TaskStatusUpdateEvent], dict[str, tuple[str, str]]]:
-    """Do to every stored task what :func:`.tasks.state.on_restart` decides for it (its owner kept): ``run_tasks``
-    are the ids of the tasks workflow runs run under, ``resumable`` the (owner, contextId) pairs with a resume
-    token stored. A task to fail gets its decision's message as its status (the message before it moves to the
-    history); one to park or keep is left as it is. Returns (the status update of every task failed, for its push
-    subscribers; the parked tasks: task id → (owner, contextId))."""
+    """Do to every stored task — of ``only`` when given: the tasks this daemon claimed (:mod:`.members`), another
+    live daemon's being its own — what :func:`.tasks.state.on_restart` decides for it (its owner kept):
+    ``run_tasks`` are the ids of the tasks workflow runs run under, ``resumable`` the (owner, contextId) pairs with
+    a resume token stored. A task to fail gets its decision's message as its status (the message before it moves
+    to the history); one to park or keep is left as it is. Returns (the status update of every task failed, for
+    its push subscribers; the parked tasks: task id → (owner, contextId))."""
     await store._ensure_initialized()
     model = store.task_model
     failed: list[TaskStatusUpdateEvent] = []
     parked: dict[str, tuple[str, str]] = {}
+    if only is not None and not only:
+        return failed, parked
     async with store.async_session_maker.begin() as session:
-        rows = (await session.execute(select(model))).scalars().all()
+        if only is None:
+            rows = list((await session.execute(select(model))).scalars().all())
+        else:
+            ids, rows = sorted(only), []
+            for start in range(0, len(ids), PRUNE_BATCH):
+                chosen = select(model).where(model.id.in_(ids[start : start + PRUNE_BATCH]))
+                rows += (await session.execute(chosen)).scalars().all()
         for row in rows:
             status = dict(row.status or {})
             try:
@@ -817,6 +874,7 @@ __all__ = [
     "check_sqlite_directory",
     "engine_for",
     "fail_interrupted",
+    "open_task_ids",
     "prune_push_configs",
     "task_model",
     "upsert",

@@ -5,6 +5,7 @@ its ``ask`` step and a CancelTask of it take the same path as before the restart
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from a2a.server.agent_execution import RequestContext
@@ -31,19 +32,21 @@ class RunTasks:
         self.runner = runner
         self.agents = agents
 
-    async def follow_resumed(self) -> None:
-        """After a restart: the task of every run whose task is still open follows the run again — a resumed run
-        to its end, a run that ended during recovery (a step interrupted with no retry left) at once — going on
-        from the stored task (its history kept). Each is followed in its own SDK ``ActiveTask``, started by a
-        request with no message (a2a-sdk 1.3.0 has no public way to start a task's producer without a send: the
-        registry is the handler's ``_active_task_registry``)."""
+    async def follow_resumed(self, runs: Collection[str] | None = None, tasks: Collection[str] = ()) -> None:
+        """After a restart or a takeover: the task of every run of ``runs`` or whose task is of ``tasks`` (the ids
+        of the runs and tasks this daemon claimed, :mod:`..members`: another live daemon follows its own; ``None``:
+        every stored run) whose task is still open follows the run again — a resumed run to its end, a run that ended during
+        recovery (a step interrupted with no retry left) at once — going on from the stored task (its history
+        kept). Each is followed in its own SDK ``ActiveTask``, started by a request with no message (a2a-sdk 1.3.0
+        has no public way to start a task's producer without a send: the registry is the handler's
+        ``_active_task_registry``)."""
         from anyio import create_task_group
 
         from ..ops.workflow import run_progress
 
         async with create_task_group() as tg:
             for record in await self.runner.store.list():
-                if not record.task_id:
+                if not record.task_id or (runs is not None and record.id not in runs and record.task_id not in tasks):
                     continue
                 agent = await self.agents.holding(record.task_id)
                 task = None if agent is None else await agent.feed.get(record.task_id, OPERATOR)

@@ -109,9 +109,10 @@ class WorkflowRunner:
             await anyio.sleep_forever()
 
     async def recover(self) -> list[str]:
-        """Resume every stored run that had not ended; returns their ids."""
+        """Resume every stored run that had not ended and this daemon claims (its holder dead, gone or unknown:
+        :meth:`.store.RunStore.list` with ``claim``); returns their ids."""
         resumed = []
-        for record in await self.store.list(non_terminal=True):
+        for record in await self.store.list(non_terminal=True, claim=True):
             workflow = self.workflows.get(record.workflow)
             if workflow is None:
                 record.status, record.error, record.finished = "failed", "workflow no longer defined", now_ms()

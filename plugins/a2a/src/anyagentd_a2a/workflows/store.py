@@ -12,13 +12,17 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Index, Integer, String, Text, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from ..members import RUN
 from .state import RUN_TERMINAL, RunFlags, StepState
+
+if TYPE_CHECKING:
+    from ..members import Membership
 
 
 class _Base(DeclarativeBase):
@@ -112,6 +116,9 @@ class RunStore:
         self.engine: AsyncEngine = engine
         self._sessions = async_sessionmaker(self.engine, expire_on_commit=False)
         self._indexed = False
+        self.members: Membership | None = None
+        """This daemon's membership (:mod:`..members`): a run is created with this daemon as its holder, and
+        :meth:`list` with ``claim`` takes the runs a dead or gone daemon held. ``None``: every run is this one's."""
 
     async def open(self) -> RunStore:
         async with self.engine.begin() as conn:
@@ -133,6 +140,8 @@ class RunStore:
             tx.add(_run_row(record))
             for step_id, state in record.steps.items():
                 tx.add(_step_row(record.id, step_id, state))
+            if self.members is not None:  # in the run's transaction: no run is ever without its holder
+                await self.members.hold(RUN, record.id, await tx.connection())
 
     async def save(self, record: RunRecord, changed_steps: dict[str, StepState] | None = None) -> None:
         """Write the run's fields and the ``changed_steps`` (default: every step) in one transaction."""
@@ -156,14 +165,30 @@ class RunStore:
             steps = (await session.execute(select(StepRow).where(StepRow.run_id == run_id))).scalars().all()
             return _record(row, steps)
 
-    async def list(self, *, principal: str | None = None, non_terminal: bool = False) -> list[RunRecord]:
-        """Runs, oldest first; only ``principal``'s when given; only those not ended with ``non_terminal``."""
+    async def list(
+        self, *, principal: str | None = None, non_terminal: bool = False, claim: bool = False
+    ) -> list[RunRecord]:
+        """Runs, oldest first; only ``principal``'s when given; only those not ended with ``non_terminal``; with
+        ``claim`` (and :attr:`members`), only those of them this daemon took, their holder dead, gone or unknown
+        (:meth:`..members.Membership.claim`: another live daemon's runs are its own)."""
+        claimed: set[str] | None = None
+        if claim and self.members is not None:
+            async with self._sessions() as session:
+                query = select(RunRow.id).where(RunRow.status.not_in(sorted(RUN_TERMINAL)))
+                if principal is not None:
+                    query = query.where(RunRow.principal == principal)
+                candidates = list((await session.execute(query)).scalars())
+            claimed = await self.members.claim(RUN, candidates) if candidates else set()
+            if not claimed:
+                return []
         async with self._sessions() as session:
             query = select(RunRow).order_by(RunRow.created, RunRow.id)
             if principal is not None:
                 query = query.where(RunRow.principal == principal)
             if non_terminal:
                 query = query.where(RunRow.status.not_in(sorted(RUN_TERMINAL)))
+            if claimed is not None:
+                query = query.where(RunRow.id.in_(sorted(claimed)))
             rows = (await session.execute(query)).scalars().all()
             if not rows:
                 return []
