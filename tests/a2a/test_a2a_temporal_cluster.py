@@ -117,14 +117,15 @@ def test_a_daemon_killed_mid_step_its_runs_complete_on_the_other(
 ) -> None:
     server = claude(SLOW_NOTE)
     engine = temporal_engine(temporal, heartbeat=3, hosts=["claude"], work_root=tmp_path / "runs")
-    first = a2a_daemon(config=config(postgres_url, engine), env=ENV)
+    env = {**ENV, "ANYAGENTD_A2A_MEMBER_LEASE": "1.5"}  # a dead daemon's tasks are taken over this soon
+    first = a2a_daemon(config=config(postgres_url, engine), env=env)
     tasks = [start_run(first, ALICE, workflow="note") for _ in range(2)]
     runs = [run_of(first, task, ALICE) for task in tasks]
     # both steps are in flight on the first daemon (the only host so far): their model calls are logged, their
     # prompts in their sessions' transcripts
     wait_until(lambda: all(turns_of(server, run) for run in runs), 120, "the first daemon's steps to call the model")
     wait_until(lambda: all(transcribed(tmp_path / "home", run) for run in runs), 60, "the transcripts")
-    second = a2a_daemon(config=config(postgres_url, engine), env=ENV)
+    second = a2a_daemon(config=config(postgres_url, engine), env=env)
     tasks += [start_run(second, ALICE, workflow="note") for _ in range(2)]
     runs += [run_of(second, task, ALICE) for task in tasks[2:]]
     kill_machine(first)
@@ -144,10 +145,10 @@ def test_a_daemon_killed_mid_step_its_runs_complete_on_the_other(
             assert [c["turn"] for c in calls] == [0, 1], calls
         elif write["attempt"] == 1:
             assert len(calls) == 1, calls  # ran exactly once
-        else:  # the killed daemon took it too before it died: interrupted, and resumed
-            assert write["attempt"] == 2 and [c["turn"] for c in calls] == [0, 1], calls
-    # the runs' tasks read as their runs, through the survivor
-    for task in tasks[2:]:
+        else:  # the killed daemon had taken it too: resumed, or started again if it died before the model call
+            assert write["attempt"] == 2 and [c["turn"] for c in calls] in ([0, 1], [0]), calls
+    # the runs' tasks read as their runs, through the survivor: the dead daemon's too (the survivor took them over)
+    for task in tasks:
         wait_state(second, task["id"], "TASK_STATE_COMPLETED", token=ALICE, timeout=60)
 
 

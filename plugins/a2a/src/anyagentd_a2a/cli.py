@@ -134,7 +134,8 @@ def a2a(
     from .store import StoreUnavailable
 
     try:
-        code = anyio.run(
+        code = _one_error(
+            anyio.run,
             serve,
             loaded,
             Options(
@@ -159,6 +160,25 @@ def a2a(
         click.echo(f"anyagentd a2a: {err.kind}: {err.message}", err=True)
         sys.exit(1)
     sys.exit(code)
+
+
+def _one_error(call: Any, *args: Any) -> Any:
+    """``call(*args)``; an exception group (a start-up failure inside the daemon's task group) holding one error is
+    raised as that error, so the caller's typed handlers give the person one line."""
+    try:
+        return call(*args)
+    except BaseExceptionGroup as group:
+        leaves: list[BaseException] = []
+        todo: list[BaseException] = [group]
+        while todo:
+            item = todo.pop()
+            if isinstance(item, BaseExceptionGroup):
+                todo.extend(item.exceptions)
+            else:
+                leaves.append(item)
+        if len(leaves) == 1 and isinstance(leaves[0], Exception):
+            raise leaves[0] from None
+        raise
 
 
 # -- the client side for people -------------------------------------------------------------------------------

@@ -67,8 +67,6 @@ HEARTBEAT = 10.0
 class EngineUnavailable(AnyagentError):
     """The Temporal server at ``[workflow_engine] address`` cannot be reached (the daemon does not start)."""
 
-    code = "EngineUnavailable"
-
 
 class Followers:
     """The changes of runs as this daemon sees them, to each follower: ``(record, change)`` per stream, at most
@@ -284,7 +282,10 @@ class TemporalRunner:
         try:
             self.client = await Client.connect(self.address, namespace=self.namespace)
         except RuntimeError as err:
-            raise EngineUnavailable(f"Temporal at {self.address} (namespace {self.namespace}): {err}") from None
+            reason = str(err).split("(", 1)[0].strip().rstrip(":")  # the SDK's first words, not its transport dump
+            raise EngineUnavailable(
+                f"Temporal at {self.address} (namespace {self.namespace}) cannot be reached: {reason}"
+            ) from None
         acts = self.activities
         self._workers = [
             Worker(
