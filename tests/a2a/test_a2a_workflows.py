@@ -61,17 +61,12 @@ approval = "ask"
 """
 
 
-ASKING = WORKFLOWS[WORKFLOWS.index('[[workflows]]\nname = "asking"') :]
-
-
 def config(engine: str = "") -> str:
     """The daemon's configuration with :data:`WORKFLOWS` on ``engine`` (a ``[workflow_engine]`` table, the
-    ``workflow_engine`` fixture's; ``""``: the local engine). On Temporal the ``asking`` workflow is left out: an
-    ``ask`` step needs the local engine (the configuration is refused otherwise)."""
+    ``workflow_engine`` fixture's; ``""``: the local engine)."""
     from test_a2a_commands import CONFIG
 
-    flows = WORKFLOWS.replace(ASKING, "") if engine else WORKFLOWS
-    return CONFIG.replace("[a2a]\n", "[a2a]\nintrospection = true\n") + flows + engine
+    return CONFIG.replace("[a2a]\n", "[a2a]\nintrospection = true\n") + WORKFLOWS + engine
 
 
 def start_run(daemon: Any, token: str, workflow: str = "pipe", **inputs: Any) -> dict[str, Any]:
@@ -127,9 +122,7 @@ def test_a_run_is_a_task_resumed_by_a_signal(a2a_daemon: Any, workflow_engine: s
     listed = result_of(command(daemon, "workflow.status", token=ALICE), "workflow.status")["runs"]
     assert [r["run"] for r in listed] == [run] and listed[0]["status"] == "suspended"
     status = result_of(command(daemon, "status", token=ALICE), "status")
-    assert status["workflows"] == [
-        {"name": n} for n in ("asking", "ops-only", "pipe") if n != "asking" or not workflow_engine
-    ]
+    assert status["workflows"] == [{"name": "asking"}, {"name": "ops-only"}, {"name": "pipe"}]
     [mine] = status["runs"]
     assert mine["id"] == run and mine["task"] == task["id"] and mine["steps"] == {"write": 1, "go": 1, "done": 0}
     assert result_of(command(daemon, "status", token=BOB), "status")["runs"] == []
@@ -221,11 +214,11 @@ def listed(daemon: Any) -> list[str]:
     return [t["id"] for t in daemon.rpc("ListTasks", {}, token=OPERATOR).json()["result"].get("tasks", [])]
 
 
-def test_an_ask_steps_task_shows_the_request_as_a_conversation_does(a2a_daemon: Any) -> None:
+def test_an_ask_steps_task_shows_the_request_as_a_conversation_does(a2a_daemon: Any, workflow_engine: str) -> None:
     """Issue 25: a run's waiting task's status message is what a conversation's is — a line for a person (the step,
     then :func:`request_text`'s words) and the ``RequestOpened`` event part (the wire's JSON as text) — before the
     run's DataPart; it used to carry only "step a waits for an answer" and the DataPart."""
-    daemon = a2a_daemon(config=config(), env=ENV, mock="permission")
+    daemon = a2a_daemon(config=config(workflow_engine), env=ENV, mock="permission")
     task = start_run(daemon, ALICE, workflow="asking")
     waiting = wait_state(daemon, task["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE)
     text, event, data = waiting["status"]["message"]["parts"]
@@ -239,12 +232,12 @@ def test_an_ask_steps_task_shows_the_request_as_a_conversation_does(a2a_daemon: 
     assert data["data"]["run"] == waiting["metadata"]["run"] and data["data"]["step"] == "a"
 
 
-def test_a_wrong_answer_keeps_a_runs_task_waiting(a2a_daemon: Any) -> None:
+def test_a_wrong_answer_keeps_a_runs_task_waiting(a2a_daemon: Any, workflow_engine: str) -> None:
     """Issue 25: a wrong answer to a run's waiting task keeps it INPUT_REQUIRED with a status saying what is expected,
     as a conversation task's does (it was a -32602 error: rewritten to the one behaviour); nothing else changes —
     no task is created, the run still waits — and the next right answer advances it. Another principal's answer
     is "no such task"; CancelTask of a running run's task cancels the run."""
-    daemon = a2a_daemon(config=config(), env=ENV, mock="permission")
+    daemon = a2a_daemon(config=config(workflow_engine), env=ENV, mock="permission")
     task = start_run(daemon, ALICE, workflow="asking")
     waiting = wait_state(daemon, task["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE)
     run, before = waiting["metadata"]["run"], listed(daemon)
@@ -272,11 +265,11 @@ def test_a_wrong_answer_keeps_a_runs_task_waiting(a2a_daemon: Any) -> None:
     assert task_of_cancel.id == second["id"] and task_of_cancel.status.state == TaskState.TASK_STATE_CANCELED
 
 
-def test_a_runs_task_history_holds_its_status_messages(a2a_daemon: Any) -> None:
+def test_a_runs_task_history_holds_its_status_messages(a2a_daemon: Any, workflow_engine: str) -> None:
     """Issue 25: each status message of a run's task moves into its history at the next update (the SDK's
     TaskManager rule, as for a conversation task), and the answers sent to it land there too; the history used
     to hold only the first message."""
-    daemon = a2a_daemon(config=config(), env=ENV, mock="permission")
+    daemon = a2a_daemon(config=config(workflow_engine), env=ENV, mock="permission")
     task = start_run(daemon, ALICE, workflow="asking")
     run = wait_state(daemon, task["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE)["metadata"]["run"]
     answer(daemon, task["id"], "perhaps")

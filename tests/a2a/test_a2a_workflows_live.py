@@ -176,11 +176,17 @@ def test_cancel_mid_step_leaves_no_agent_process(
     assert agent_processes(marker) == [], "the cancelled step's agent process is gone"
 
 
-def test_an_ask_step_on_claude_is_answered_over_a2a(claude: Any, a2a_daemon: Any, tmp_path: Path) -> None:
+def test_an_ask_step_on_claude_is_answered_over_a2a(
+    claude: Any, a2a_daemon: Any, tmp_path: Path, workflow_engine: str
+) -> None:
     claude(CLAUDE_SCRIPT)
-    config = CONFIG + WORKFLOW.replace(
-        'prompt = "Create change.txt saying fixed."\napproval = "auto"',
-        'prompt = "Create change.txt saying fixed."\napproval = "ask"',
+    config = (
+        CONFIG
+        + WORKFLOW.replace(
+            'prompt = "Create change.txt saying fixed."\napproval = "auto"',
+            'prompt = "Create change.txt saying fixed."\napproval = "ask"',
+        )
+        + workflow_engine
     )
     state = tmp_path / "state"
     daemon = a2a_daemon(config=config, env=ENV, state_dir=state)

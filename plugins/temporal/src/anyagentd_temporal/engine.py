@@ -32,6 +32,7 @@ from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pydantic_core import to_jsonable_python
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from ulid import ULID
@@ -52,7 +53,6 @@ from .workflow import (
     RunWorkflow,
     agent_name,
     agent_queue,
-    refusals,
     runs_queue,
 )
 
@@ -60,6 +60,8 @@ log = logging.getLogger("anyagentd.a2a.temporal")
 
 FOLLOW_POLL = 0.25
 """Seconds between a followed run's reads of the store (another daemon's commits reach a follower this late)."""
+SIGNAL_CONCURRENCY = 16
+"""Runs one ``workflow.signal`` delivers to at once (each is a store write and a Temporal signal)."""
 HEARTBEAT = 10.0
 """Default seconds of an agent step's heartbeat timeout: a daemon that died mid-step is known this late."""
 
@@ -75,10 +77,13 @@ class Followers:
     def __init__(self) -> None:
         self.streams: dict[str, list[MemoryObjectSendStream[tuple[RunRecord, dict[str, Any]]]]] = {}
         self.seen: dict[str, int] = {}  # run id -> the ``updated`` of the last record told
+        self.latest: dict[str, RunRecord] = {}  # run id -> the newest record seen of a followed run
 
     def tell(self, record: RunRecord, change: dict[str, Any]) -> None:
-        if change.get("type") != "text":
-            self.seen[record.id] = max(self.seen.get(record.id, 0), record.updated)
+        if change.get("type") != "text" and record.updated >= self.seen.get(record.id, 0):
+            self.seen[record.id] = record.updated
+            if record.id in self.streams:
+                self.latest[record.id] = record
         for send in list(self.streams.get(record.id, [])):
             try:
                 send.send_nowait((record, change))
@@ -86,6 +91,14 @@ class Followers:
                 pass
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 self.streams[record.id].remove(send)
+
+
+def _asking(record: RunRecord) -> dict[str, Any] | None:
+    for step_id, state in record.steps.items():
+        wait = state.wait or {}
+        if state.status == "suspended" and wait.get("on") == "input":
+            return {"step": step_id, "request": wait.get("request"), "event": wait.get("event")}
+    return None
 
 
 def _changed_steps(old: RunRecord | None, new: RunRecord) -> list[str]:
@@ -116,6 +129,7 @@ class StepActivities:
         self.held = held
         self.heartbeat = heartbeat
         self.subagents: Any = None
+        self.client: Any = None  # the runner's Temporal client, once connected
 
     @activity.defn(name=COMMIT)
     async def commit(self, payload: dict[str, Any]) -> None:
@@ -137,6 +151,7 @@ class StepActivities:
         token; raises ``ApplicationError(type="Drained")`` when this daemon's worker shuts down mid-turn."""
         token: str | None = args.get("resume")
         run_id, step_id = args["run"], args["step"]
+        asked: dict[str, str] = {}  # the open request's id, while one is open
         async with anyio.create_task_group() as beats:
             beats.start_soon(self._beat, lambda: token)
             try:
@@ -156,6 +171,15 @@ class StepActivities:
                             if event.turn_info.parent_tool_id is None:
                                 parts.append(event.kind.text)
                                 await self._tell_text(run_id, step_id, event.kind.text)
+                        elif event.tag == "RequestOpened":
+                            request = event.kind.value
+                            asked["id"] = request.value.id
+                            ask = {"request": request.model_dump(mode="json"), "event": to_jsonable_python(event)}
+                            await self._signal(run_id, "asked", step_id, ask)
+                            beats.start_soon(self._give_answer, session, run_id, step_id, asked)
+                        elif event.tag == "RequestClosed" and asked:
+                            asked.clear()
+                            await self._signal(run_id, "answered", step_id)
                         elif event.tag == "TurnEnded":
                             stop = event.kind.stop
                             message = getattr(stop, "message", None) if not isinstance(stop, str) else None
@@ -184,6 +208,27 @@ class StepActivities:
             except ResumeFailed as err:
                 log.warning("resuming the step's session failed (%s): starting a new one", err.message)
         return await self.runtime.open(agent, directory, permission_mode=mode)
+
+    async def _signal(self, run_id: str, name: str, *args: Any) -> None:
+        assert self.client is not None
+        await self.client.get_workflow_handle(run_id).signal(name, args=list(args))
+
+    async def _give_answer(self, session: Any, run_id: str, step_id: str, asked: dict[str, str]) -> None:
+        """While the step's request is open: read the run's ``answer`` query (every :data:`FOLLOW_POLL` s) and give
+        the answer found to the session. An answer the session refuses leaves the request open (logged)."""
+        from anyagentd.model import ANSWER
+
+        request_id = asked.get("id")
+        handle = self.client.get_workflow_handle(run_id)
+        while asked.get("id") == request_id:
+            value = await handle.query("answer", step_id)
+            if value is not None:
+                try:
+                    await session.answer(request_id, ANSWER.validate_python(value))
+                    return
+                except (AnyagentError, ValueError) as err:
+                    log.warning("run %s, step %s: the answer was refused: %s", run_id, step_id, err)
+            await anyio.sleep(FOLLOW_POLL)
 
     async def _beat(self, token: Callable[[], str | None]) -> None:
         while True:
@@ -224,8 +269,7 @@ class TemporalRunner:
     """The runner of the ``temporal`` engine (the local runner's methods). Takes what the local runner takes —
     ``runtime``, ``store`` (opened), ``workflows``, ``work_root``, ``default_agent``, ``held`` — and ``options``:
     the ``[workflow_engine]`` table (``address``, ``namespace``, ``task_queue_prefix``, ``heartbeat`` seconds,
-    ``max_concurrent``) and ``hosts`` (the names of the agents whose steps this daemon runs). Raises
-    ``InvalidConfiguration`` for a workflow the engine cannot run (:func:`.workflow.refusals`)."""
+    ``max_concurrent``) and ``hosts`` (the names of the agents whose steps this daemon runs)."""
 
     def __init__(
         self,
@@ -239,11 +283,6 @@ class TemporalRunner:
         options: dict[str, Any] | None = None,
         hosts: list[str] | None = None,
     ) -> None:
-        from anyagentd.errors import InvalidConfiguration
-
-        problems = refusals(workflows)
-        if problems:
-            raise InvalidConfiguration("; ".join(problems))
         options = dict(options or {})
         self.runtime = runtime
         self.store = store
@@ -281,6 +320,7 @@ class TemporalRunner:
 
         try:
             self.client = await Client.connect(self.address, namespace=self.namespace)
+            self.activities.client = self.client
         except RuntimeError as err:
             reason = str(err).split("(", 1)[0].strip().rstrip(":")  # the SDK's first words, not its transport dump
             raise EngineUnavailable(
@@ -469,30 +509,51 @@ class TemporalRunner:
     ) -> int:
         """Deliver signal ``name`` to every run of ``owner`` (every run for ``None``; ``run_id`` only when given)
         with a wait step suspended on it; returns how many steps were resolved."""
-        delivered = 0
+        targets: list[tuple[str, list[str]]] = []
         for record in await self.store.list(principal=owner, non_terminal=True):
             if run_id is not None and record.id != run_id:
                 continue
-            live = await self.get(record.id) or record
+            # the store holds a wait step's "suspended" before the workflow waits (committed first)
             steps = [
                 s
-                for s, state in live.steps.items()
+                for s, state in record.steps.items()
                 if state.status == "suspended" and (state.wait or {}).get("signal") == name
             ]
-            if not steps:
-                continue
-            for step_id in steps:
-                await self.store.add_signal(record.id, step_id, name, payload, sender, now_ms())
-            await self._client().get_workflow_handle(record.id).signal("signal", args=[name, payload, sender])
-            delivered += len(steps)
-        return delivered
+            if steps:
+                targets.append((record.id, steps))
+        limit = anyio.Semaphore(SIGNAL_CONCURRENCY)
+
+        async def deliver(target: str, steps: list[str]) -> None:
+            async with limit:
+                for step_id in steps:
+                    await self.store.add_signal(target, step_id, name, payload, sender, now_ms())
+                await self._client().get_workflow_handle(target).signal("signal", args=[name, payload, sender])
+
+        async with anyio.create_task_group() as tg:
+            for target, steps in targets:
+                tg.start_soon(deliver, target, steps)
+        return sum(len(steps) for _, steps in targets)
 
     async def answer(self, run_id: str, answer: Any) -> bool:
-        """``False``: no step of a Temporal run asks (``ask`` steps need the local engine)."""
-        return False
+        """Answer the open request of the run's ``ask`` step (the ``answer`` signal; the daemon running the step
+        gives it to its agent); ``False`` when nothing waits for one."""
+        from anyagentd.model import ANSWER
+
+        waiting = self.awaiting_input(run_id)
+        if waiting is None:
+            record = await self.get(run_id)
+            waiting = _asking(record) if record is not None else None
+        if waiting is None:
+            return False
+        value = ANSWER.dump_python(answer, mode="json")
+        await self._client().get_workflow_handle(run_id).signal("answer", args=[waiting["step"], value])
+        return True
 
     def awaiting_input(self, run_id: str) -> dict[str, Any] | None:
-        return None
+        """The request an ``ask`` step of the followed run waits on, or ``None``: ``{"step", "request", "event"}``
+        (the newest record this daemon has seen of it: a run it follows)."""
+        record = self.followers.latest.get(run_id)
+        return _asking(record) if record is not None else None
 
     @asynccontextmanager
     async def follow(self, run_id: str) -> AsyncIterator[MemoryObjectReceiveStream[tuple[RunRecord, dict[str, Any]]]]:
@@ -500,6 +561,9 @@ class TemporalRunner:
         commits and agent text at once, another daemon's commits from the store."""
         send, receive = anyio.create_memory_object_stream[tuple[RunRecord, dict[str, Any]]](1000)
         self.followers.streams.setdefault(run_id, []).append(send)
+        current = await self.store.get(run_id)
+        if current is not None:
+            self.followers.latest.setdefault(run_id, current)  # what awaiting_input reads from now on
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._poll, run_id, send)
@@ -514,6 +578,7 @@ class TemporalRunner:
             if not streams:
                 self.followers.streams.pop(run_id, None)
                 self.followers.seen.pop(run_id, None)
+                self.followers.latest.pop(run_id, None)
             send.close()
             receive.close()
 

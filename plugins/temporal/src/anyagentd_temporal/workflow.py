@@ -18,8 +18,10 @@ sandbox. What differs from the local runner is only where a transition is made d
   cancels its activity and waits until the activity has closed the agent's session (no agent process is left);
 - the ``state`` query answers the run as the workflow holds it.
 
-``ask`` steps (an agent step with ``approval = "ask"``) need the local engine: the agent's question lives in the
-session of the daemon running the step (refused when the configuration is loaded, :func:`refusals`).
+- an ``ask`` step's question lives in the agent session of the daemon running the step: its activity signals it
+  (``asked``: the request and the wire's ``RequestOpened`` event), the workflow commits the step ``suspended`` on
+  ``input``; an answer, sent through any daemon, is the ``answer`` signal, which the activity reads through the
+  ``answer`` query and gives its session; ``answered`` (the request closed) puts the step back to ``running``.
 """
 
 from __future__ import annotations
@@ -81,17 +83,6 @@ def runs_queue(prefix: str) -> str:
     return f"{prefix}-runs"
 
 
-def refusals(workflows: dict[str, Workflow]) -> list[str]:
-    """What the Temporal engine cannot run in ``workflows``: ``workflows.<name>.steps.<id>.approval`` for each agent
-    step that asks (its question lives in one daemon's session), as sentences."""
-    return [
-        f'workflows.{name}.steps.{step_id}.approval: "ask" needs [workflow_engine] kind = "local"'
-        for name, definition in workflows.items()
-        for step_id, step in definition.steps.items()
-        if step.kind == "agent" and step.approval == "ask"
-    ]
-
-
 @workflow.defn(name=WORKFLOW_NAME, sandboxed=True)
 class RunWorkflow:
     """One run. Its input (:meth:`run`): ``{"run": record JSON (codec.record_json), "workflow": the definition's
@@ -108,6 +99,8 @@ class RunWorkflow:
         self.resume: dict[str, str] = {}  # agent step -> the resume token its last attempt heartbeated
         self.dirty = False
         self.options: dict[str, Any] = {}
+        self.asking: dict[str, dict[str, Any] | None] = {}  # step -> its open request (None: closed), to commit
+        self.answers: dict[str, Any] = {}  # step -> the answer (the wire's Answer JSON) its activity has to give
 
     # ------------------------------------------------------------------------------------------- handlers
 
@@ -123,6 +116,29 @@ class RunWorkflow:
             if state.status == "suspended" and (state.wait or {}).get("signal") == name:
                 self.delivered.setdefault(step_id, {"signal": name, "payload": payload, "from": sender})
         self.dirty = True
+
+    @workflow.signal(name="asked")
+    def asked(self, step_id: str, ask: dict[str, Any]) -> None:
+        """The step's agent asks: ``{"request": the wire's Request JSON, "event": its RequestOpened event}``."""
+        self.asking[step_id] = ask
+        self.dirty = True
+
+    @workflow.signal(name="answered")
+    def answered(self, step_id: str) -> None:
+        """The step's request closed (answered, or the turn went on without it)."""
+        self.asking[step_id] = None
+        self.answers.pop(step_id, None)
+        self.dirty = True
+
+    @workflow.signal(name="answer")
+    def answer(self, step_id: str, answer: Any) -> None:
+        """An answer to the step's open request, for its activity to give (:meth:`pending_answer`)."""
+        if (self.steps[step_id].wait or {}).get("on") == "input":
+            self.answers[step_id] = answer
+
+    @workflow.query(name="answer")
+    def pending_answer(self, step_id: str) -> Any:
+        return self.answers.get(step_id)
 
     @workflow.signal(name="cancel")
     def cancel(self, reason: str | None) -> None:
@@ -171,6 +187,7 @@ class RunWorkflow:
                 await self._commit(ended, {"type": "step", "steps": sorted(ended)})
             elif run_status(self.steps, self.flags) != self.record["status"]:  # paused or resumed by a signal
                 await self._commit({}, {"type": "status"})
+            await self._questions()
             if self.record["status"] in RUN_TERMINAL and not self.tasks:
                 return
             for step_id in ready(definition, self.steps, self.flags):
@@ -180,6 +197,19 @@ class RunWorkflow:
                 if self.record["status"] in RUN_TERMINAL:
                     return
             await workflow.wait_condition(lambda: self.dirty)
+
+    async def _questions(self) -> None:
+        """Commit what the ``asked`` and ``answered`` signals told of ``ask`` steps: ``suspended`` on ``input`` while
+        a request is open, ``running`` again once it closed (a step that has ended meanwhile is left alone)."""
+        while self.asking:
+            step_id, ask = next(iter(self.asking.items()))
+            del self.asking[step_id]
+            state = self.steps[step_id]
+            if ask is not None and state.status == "running":
+                wait = {"on": "input", "request": ask["request"], "event": ask["event"]}
+                await self._commit({step_id: move(state, "suspended", wait=wait)}, {"type": "input", "step": step_id})
+            elif ask is None and state.status == "suspended":
+                await self._commit({step_id: move(state, "running", wait=None)}, {"type": "step", "steps": [step_id]})
 
     async def _step(self, step_id: str, step: Step) -> None:
         try:
@@ -347,6 +377,5 @@ __all__ = [
     "RunWorkflow",
     "agent_name",
     "agent_queue",
-    "refusals",
     "runs_queue",
 ]

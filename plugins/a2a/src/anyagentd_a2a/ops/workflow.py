@@ -96,7 +96,7 @@ def run_json(record: RunRecord) -> dict[str, Any]:
             "workflow": record.workflow,
             "status": record.status,
             "start": "workflow.run",
-            "steps": {step_id: state.to_json() for step_id, state in record.steps.items()},
+            "steps": {step_id: _step_json(state) for step_id, state in record.steps.items()},
             "tokens": record.tokens,
             "created": record.created,
             "updated": record.updated,
@@ -109,6 +109,15 @@ def run_json(record: RunRecord) -> dict[str, Any]:
         },
         RUN_TRUNCATE_BYTES,
     )
+
+
+def _step_json(state: Any) -> dict[str, Any]:
+    """A step as ``run.get`` shows it: its state, without the wire event a Temporal run's ``ask`` step keeps in its
+    wait for the task's status message (the local engine keeps it in memory): the same on both engines."""
+    step = state.to_json()
+    if isinstance(step.get("wait"), dict) and "event" in step["wait"]:
+        step["wait"] = {k: v for k, v in step["wait"].items() if k != "event"}
+    return step
 
 
 class RunArgs(ArgsModel):
