@@ -80,7 +80,10 @@ class Followers:
         self.latest: dict[str, RunRecord] = {}  # run id -> the newest record seen of a followed run
 
     def tell(self, record: RunRecord, change: dict[str, Any]) -> None:
-        if change.get("type") != "text" and record.updated >= self.seen.get(record.id, 0):
+        """Send ``(record, change)`` to the run's followers; a record of the run's end ends their streams."""
+        if change.get("type") != "text":
+            if record.updated < self.seen.get(record.id, 0):
+                return  # older than what they were told (another daemon's commit read late)
             self.seen[record.id] = record.updated
             if record.id in self.streams:
                 self.latest[record.id] = record
@@ -90,7 +93,20 @@ class Followers:
             except anyio.WouldBlock:
                 pass
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                self.streams[record.id].remove(send)
+                self.drop(record.id, send)
+            if record.terminal and change.get("type") != "text":
+                send.close()
+
+    def drop(self, run_id: str, send: MemoryObjectSendStream[tuple[RunRecord, dict[str, Any]]]) -> None:
+        """Forget the stream ``send`` of run ``run_id`` (and the run, once no stream follows it); closes it."""
+        streams = self.streams.get(run_id, [])
+        if send in streams:
+            streams.remove(send)
+        if not streams:
+            self.streams.pop(run_id, None)
+            self.seen.pop(run_id, None)
+            self.latest.pop(run_id, None)
+        send.close()
 
 
 def _asking(record: RunRecord) -> dict[str, Any] | None:
@@ -236,9 +252,7 @@ class StepActivities:
             await anyio.sleep(self.heartbeat / 3)
 
     async def _tell_text(self, run_id: str, step_id: str, text: str) -> None:
-        if not self.followers.streams.get(run_id):
-            return
-        record = await self.store.get(run_id)
+        record = self.followers.latest.get(run_id)  # followed here: the newest record, for the change's reader
         if record is not None:
             self.followers.tell(record, {"type": "text", "step": step_id, "text": text})
 
@@ -356,6 +370,7 @@ class TemporalRunner:
             self._tg = tg
             for worker in self._workers:
                 tg.start_soon(worker.run)
+            tg.start_soon(self._watch)
             await self.recover()
             task_status.started()
 
@@ -558,48 +573,39 @@ class TemporalRunner:
     @asynccontextmanager
     async def follow(self, run_id: str) -> AsyncIterator[MemoryObjectReceiveStream[tuple[RunRecord, dict[str, Any]]]]:
         """Every change of run ``run_id`` from now on, as ``(record, change)``, until the run ends: this daemon's
-        commits and agent text at once, another daemon's commits from the store."""
+        commits and agent text at once, another daemon's commits from the store (:meth:`_watch`). The stream ends
+        with the run (at once for a run that has ended or does not exist)."""
         send, receive = anyio.create_memory_object_stream[tuple[RunRecord, dict[str, Any]]](1000)
-        self.followers.streams.setdefault(run_id, []).append(send)
         current = await self.store.get(run_id)
-        if current is not None:
-            self.followers.latest.setdefault(run_id, current)  # what awaiting_input reads from now on
-        try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._poll, run_id, send)
-                try:
-                    yield receive
-                finally:
-                    tg.cancel_scope.cancel()
-        finally:
-            streams = self.followers.streams.get(run_id, [])
-            if send in streams:
-                streams.remove(send)
-            if not streams:
-                self.followers.streams.pop(run_id, None)
-                self.followers.seen.pop(run_id, None)
-                self.followers.latest.pop(run_id, None)
+        if current is None or current.terminal:
             send.close()
+        else:
+            self.followers.streams.setdefault(run_id, []).append(send)
+            self.followers.latest.setdefault(run_id, current)  # what awaiting_input reads from now on
+            self.followers.seen.setdefault(run_id, current.updated)
+        try:
+            yield receive
+        finally:
+            self.followers.drop(run_id, send)
             receive.close()
 
-    async def _poll(self, run_id: str, send: MemoryObjectSendStream[tuple[RunRecord, dict[str, Any]]]) -> None:
-        last = await self.store.get(run_id)
-        if last is None or last.terminal:
-            send.close()
-            return
+    async def _watch(self) -> None:
+        """Until cancelled, every :data:`FOLLOW_POLL` seconds while any run is followed: one query for when each
+        followed run was last written, then the runs written since they were last told (by another daemon's commit)
+        read and told as a step change (the steps that differ) or a status change."""
         while True:
             await anyio.sleep(FOLLOW_POLL)
-            record = await self.store.get(run_id)
-            if record is None:
-                send.close()
-                return
-            if record.updated > self.followers.seen.get(run_id, last.updated):
-                changed = _changed_steps(last, record)
+            followed = list(self.followers.streams)
+            if not followed:
+                continue
+            for run_id, updated in (await self.store.updated_of(followed)).items():
+                if updated <= self.followers.seen.get(run_id, 0):
+                    continue
+                record = await self.store.get(run_id)
+                if record is None:
+                    continue
+                changed = _changed_steps(self.followers.latest.get(run_id), record)
                 self.followers.tell(record, {"type": "step", "steps": changed} if changed else {"type": "status"})
-            last = record
-            if record.terminal:
-                send.close()
-                return
 
     async def wait(self, run_id: str) -> RunRecord:
         """Wait until the run ends; returns its record."""

@@ -120,12 +120,16 @@ class RunWorkflow:
     @workflow.signal(name="asked")
     def asked(self, step_id: str, ask: dict[str, Any]) -> None:
         """The step's agent asks: ``{"request": the wire's Request JSON, "event": its RequestOpened event}``."""
+        if step_id not in self.steps:
+            return
         self.asking[step_id] = ask
         self.dirty = True
 
     @workflow.signal(name="answered")
     def answered(self, step_id: str) -> None:
         """The step's request closed (answered, or the turn went on without it)."""
+        if step_id not in self.steps:
+            return
         self.asking[step_id] = None
         self.answers.pop(step_id, None)
         self.dirty = True
@@ -133,7 +137,8 @@ class RunWorkflow:
     @workflow.signal(name="answer")
     def answer(self, step_id: str, answer: Any) -> None:
         """An answer to the step's open request, for its activity to give (:meth:`pending_answer`)."""
-        if (self.steps[step_id].wait or {}).get("on") == "input":
+        state = self.steps.get(step_id)
+        if state is not None and (state.wait or {}).get("on") == "input":
             self.answers[step_id] = answer
 
     @workflow.query(name="answer")

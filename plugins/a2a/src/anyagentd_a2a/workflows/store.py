@@ -199,6 +199,16 @@ class RunStore:
                 by_run.setdefault(step.run_id, []).append(step)
             return [_record(r, by_run.get(r.id, [])) for r in rows]
 
+    async def updated_of(self, run_ids: list[str]) -> dict[str, int]:
+        """When each of ``run_ids`` was last written (``updated``, epoch ms), in one query; a run not stored is
+        absent. What a follower of runs another process drives polls (the Temporal engine)."""
+        found: dict[str, int] = {}
+        async with self._sessions() as session:
+            for chunk in (run_ids[i : i + 500] for i in range(0, len(run_ids), 500)):  # SQLite's parameter limit
+                rows = await session.execute(select(RunRow.id, RunRow.updated).where(RunRow.id.in_(chunk)))
+                found.update({run_id: updated for run_id, updated in rows.all()})
+        return found
+
     async def task_ids(self) -> set[str]:
         """The id of every task a stored run runs under (the daemon's restart keeps those tasks: their runs follow
         them)."""
