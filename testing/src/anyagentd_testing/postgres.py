@@ -39,6 +39,17 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def stop_server(process: subprocess.Popen[bytes], directory: Path) -> None:
+    """End a test server: SIGTERM, SIGKILL after 30 s; then remove its ``directory``."""
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 @dataclass
 class Server:
     """A running server: ``port`` on 127.0.0.1, its ``directory`` (data and socket), ``process``."""
@@ -54,13 +65,7 @@ class Server:
         return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}/{name}"
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        stop_server(self.process, self.directory)
 
 
 def _as_server_user(argv: list[str]) -> list[str]:

@@ -81,17 +81,22 @@ def scripted_agent(
     return make
 
 
+def _for_the_session(start: Callable[[], Any]) -> Iterator[Any]:
+    """A server ``start()`` made, yielded to the session and stopped at its end (its ``stop()``)."""
+    server = start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[Any]:
     """A real PostgreSQL server on loopback for the whole test session (:mod:`anyagentd_testing.postgres`: one per
     xdist worker), stopped at its end."""
     from .postgres import start
 
-    server = start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from _for_the_session(start)
 
 
 @pytest.fixture
@@ -106,11 +111,7 @@ def temporal_server() -> Iterator[Any]:
     xdist worker), stopped at its end."""
     from .temporal import start
 
-    server = start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from _for_the_session(start)
 
 
 @pytest.fixture

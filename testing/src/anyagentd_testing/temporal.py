@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .postgres import _free_port
+from .postgres import _free_port, stop_server
 
 STARTUP = 90.0
 """Seconds the server may take to answer (a loaded CI machine)."""
@@ -52,13 +52,7 @@ class Server:
         return name
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        stop_server(self.process, self.directory)
 
 
 async def _answers(address: str) -> bool:

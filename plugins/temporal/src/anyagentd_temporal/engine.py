@@ -35,13 +35,20 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from pydantic_core import to_jsonable_python
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
-from ulid import ULID
 
 from anyagentd.errors import AnyagentError
 from anyagentd.model import kind_tag
 from anyagentd_a2a.workflows.definition import Workflow
-from anyagentd_a2a.workflows.runner import RunNotFound, RunStateRefused, now_ms
-from anyagentd_a2a.workflows.state import RUN_TERMINAL, RunFlags, StepState
+from anyagentd_a2a.workflows.runner import (
+    RunNotFound,
+    RunStateRefused,
+    definitions_changed,
+    in_order,
+    new_run,
+    now_ms,
+    subagent_step,
+)
+from anyagentd_a2a.workflows.state import RUN_TERMINAL
 from anyagentd_a2a.workflows.store import RunRecord, RunStore
 
 from .codec import record_json, record_of
@@ -258,25 +265,12 @@ class StepActivities:
 
     @activity.defn(name=SUBAGENT)
     async def subagent(self, args: dict[str, Any]) -> dict[str, Any]:
-        """A ``subagent`` step on this daemon's subagent manager: ``{"status", "output", "error"}`` as the local
-        runner's step (``docs/commands.md#workflows``)."""
-        if self.subagents is None:
-            return {"status": "failed", "error": "subagents are not enabled ([subagents] enabled = true)"}
-        from anyagentd_a2a.subagents.errors import SubagentRefused
-        from anyagentd_a2a.subagents.state import answered
-
-        try:
-            record = await self.subagents.spawn(
-                args["owner"], args["agent"], args["instruction"], args["mode"], parent=args["run"]
-            )
-        except SubagentRefused as err:
-            return {"status": "failed", "error": f"subagent refused: {err}"}
-        if args["mode"] in ("sync", "warm"):
-            if not answered(args["mode"], record.status):
-                error = f"subagent {record.handle} {record.status}: {record.error}"
-                return {"status": "failed", "output": {"handle": record.handle}, "error": error}
-            return {"status": "done", "output": {"handle": record.handle, "result": record.result}}
-        return {"status": "done", "output": {"handle": record.handle}}
+        """A ``subagent`` step on this daemon's subagent manager (:func:`~anyagentd_a2a.workflows.runner.subagent_step`,
+        as the local engine's): ``{"status", "output", "error"}``."""
+        outcome = await subagent_step(
+            self.subagents, args["owner"], args["agent"], args["instruction"], args["mode"], args["run"]
+        )
+        return {"status": outcome.status, "output": outcome.output, "error": outcome.error}
 
 
 class TemporalRunner:
@@ -414,11 +408,7 @@ class TemporalRunner:
         """Take ``workflows`` for the runs started from now on (a started run keeps the definition it started
         with: it is in its workflow's input). Returns ``{"added", "changed", "removed"}`` names, sorted."""
         old, self.workflows = self.workflows, dict(workflows)
-        return {
-            "added": sorted(set(workflows) - set(old)),
-            "removed": sorted(set(old) - set(workflows)),
-            "changed": sorted(n for n in set(old) & set(workflows) if old[n] != workflows[n]),
-        }
+        return definitions_changed(old, self.workflows)
 
     # ------------------------------------------------------------------------------------------ requests
 
@@ -428,23 +418,7 @@ class TemporalRunner:
         """Create the run (committed first), then its Temporal workflow (id: the run id) — unless the instance is
         paused: the run then waits, ``pending``, and starts when it is resumed (:meth:`wake_all`)."""
         workflow = self.workflows[workflow_name]
-        at = now_ms()
-        record = RunRecord(
-            id=f"{workflow.name}-{ULID()}",
-            workflow=workflow.name,
-            principal=principal,
-            task_id=task_id,
-            status="pending",
-            inputs=dict(inputs),
-            output=None,
-            error=None,
-            flags=RunFlags(),
-            tokens=0,
-            created=at,
-            updated=at,
-            finished=None,
-            steps={step_id: StepState() for step_id in workflow.steps},
-        )
+        record = new_run(workflow, inputs, principal, task_id)
         await self.store.create(record)
         if self.held() is None:
             await self._start_workflow(record, workflow)
@@ -468,7 +442,7 @@ class TemporalRunner:
     async def get(self, run_id: str) -> RunRecord | None:
         """The run: as stored, or — while it has not ended — as its workflow's ``state`` query answers (a
         transition it is committing shows already)."""
-        record = self._in_order(await self.store.get(run_id))
+        record = in_order(self.workflows, await self.store.get(run_id))
         if record is None or record.terminal:
             return record
         try:
@@ -477,15 +451,7 @@ class TemporalRunner:
         except Exception as err:  # noqa: BLE001 - no worker answers (every daemon down): the store's copy
             log.debug("the state query of run %s failed (%s): read from the store", run_id, type(err).__name__)
             return record
-        return self._in_order(record_of(state))
-
-    def _in_order(self, record: RunRecord | None) -> RunRecord | None:
-        workflow = self.workflows.get(record.workflow) if record is not None else None
-        if record is None or workflow is None:
-            return record
-        ordered = {step_id: record.steps[step_id] for step_id in workflow.steps if step_id in record.steps}
-        record.steps = {**ordered, **record.steps}
-        return record
+        return in_order(self.workflows, record_of(state))
 
     async def _live(self, run_id: str, what: str) -> RunRecord:
         record = await self.store.get(run_id)

@@ -158,11 +158,7 @@ class WorkflowRunner:
         a stored run recovered at the next start is driven by the definition configured then. Returns the names
         ``{"added": [...], "changed": [...], "removed": [...]}`` (each sorted)."""
         old, self.workflows = self.workflows, dict(workflows)
-        return {
-            "added": sorted(set(workflows) - set(old)),
-            "removed": sorted(set(old) - set(workflows)),
-            "changed": sorted(n for n in set(old) & set(workflows) if old[n] != workflows[n]),
-        }
+        return definitions_changed(old, self.workflows)
 
     # ------------------------------------------------------------------------------------------ requests
 
@@ -171,40 +167,14 @@ class WorkflowRunner:
     ) -> RunRecord:
         """Create and launch a run (committed first). The caller has checked permission and inputs."""
         workflow = self.workflows[workflow_name]
-        at = now_ms()
-        record = RunRecord(
-            id=f"{workflow.name}-{ULID()}",
-            workflow=workflow.name,
-            principal=principal,
-            task_id=task_id,
-            status="pending",
-            inputs=dict(inputs),
-            output=None,
-            error=None,
-            flags=RunFlags(),
-            tokens=0,
-            created=at,
-            updated=at,
-            finished=None,
-            steps={step_id: StepState() for step_id in workflow.steps},
-        )
+        record = new_run(workflow, inputs, principal, task_id)
         await self.store.create(record)
         self._launch(record, workflow)
         return record
 
     async def get(self, run_id: str) -> RunRecord | None:
         live = self._live.get(run_id)
-        return live.record if live is not None else self._in_order(await self.store.get(run_id))
-
-    def _in_order(self, record: RunRecord | None) -> RunRecord | None:
-        """``record`` (read from the store, whose steps come in its key order) with its steps in its workflow's
-        order, as a live run has them; steps the definition no longer names follow, in the store's order."""
-        workflow = self.workflows.get(record.workflow) if record is not None else None
-        if record is None or workflow is None:
-            return record
-        ordered = {step_id: record.steps[step_id] for step_id in workflow.steps if step_id in record.steps}
-        record.steps = {**ordered, **record.steps}
-        return record
+        return live.record if live is not None else in_order(self.workflows, await self.store.get(run_id))
 
     async def cancel(self, run_id: str, reason: str | None = None) -> RunRecord:
         """Cancel a run: running steps are cancelled (their sessions closed), pending ones never start; returns
@@ -316,7 +286,7 @@ class WorkflowRunner:
         if live is not None:
             await live.done.wait()
             return live.record
-        record = self._in_order(await self.store.get(run_id))
+        record = in_order(self.workflows, await self.store.get(run_id))
         if record is None:
             raise RunNotFound(run_id)
         return record
@@ -474,27 +444,9 @@ class WorkflowRunner:
         return await self._agent(live, step_id, step)
 
     async def _subagent(self, live: _Live, step: Step) -> Outcome:
-        """A subagent of the run's owner: ``sync`` and ``warm`` wait for its first result, ``async``/``detached``
-        end the step at once. The output names the subagent in every mode: ``{"handle", "result"}`` (sync, warm:
-        a warm one stays alive after the step) or ``{"handle"}``; a step whose subagent ended otherwise fails with
-        ``{"handle"}`` as its output (``docs/commands.md#workflows``)."""
-        if self.subagents is None:
-            return Outcome("failed", None, "subagents are not enabled ([subagents] enabled = true)")
-        from ..subagents.errors import SubagentRefused
-        from ..subagents.state import answered
-
         instruction = render(step.instruction or "", self._scope(live))
         owner = live.record.principal or "operator"
-        try:
-            record = await self.subagents.spawn(owner, step.agent, instruction, step.mode, parent=live.record.id)
-        except SubagentRefused as err:
-            return Outcome("failed", None, f"subagent refused: {err}")
-        if step.mode in ("sync", "warm"):
-            if not answered(step.mode, record.status):
-                error = f"subagent {record.handle} {record.status}: {record.error}"
-                return Outcome("failed", {"handle": record.handle}, error)
-            return Outcome("done", {"handle": record.handle, "result": record.result})
-        return Outcome("done", {"handle": record.handle})
+        return await subagent_step(self.subagents, owner, step.agent, instruction, step.mode, live.record.id)
 
     async def _wait(self, live: _Live, step_id: str, step: Step) -> Outcome:
         event, box = live.signals.setdefault(step_id, (anyio.Event(), []))
@@ -555,4 +507,78 @@ class WorkflowRunner:
                 await session.close()
 
 
-__all__ = ["Listener", "RunNotFound", "RunStateRefused", "WorkflowRunner"]
+def new_run(workflow: Workflow, inputs: dict[str, Any], principal: str | None, task_id: str | None) -> RunRecord:
+    """A new run of ``workflow`` (not stored yet): id ``<workflow>-<ULID>``, ``pending``, every step pending."""
+    at = now_ms()
+    return RunRecord(
+        id=f"{workflow.name}-{ULID()}",
+        workflow=workflow.name,
+        principal=principal,
+        task_id=task_id,
+        status="pending",
+        inputs=dict(inputs),
+        output=None,
+        error=None,
+        flags=RunFlags(),
+        tokens=0,
+        created=at,
+        updated=at,
+        finished=None,
+        steps={step_id: StepState() for step_id in workflow.steps},
+    )
+
+
+def in_order(workflows: dict[str, Workflow], record: RunRecord | None) -> RunRecord | None:
+    """``record`` (read from the store, whose steps come in its key order) with its steps in its workflow's order,
+    as a live run has them; steps the definition no longer names follow, in the store's order."""
+    workflow = workflows.get(record.workflow) if record is not None else None
+    if record is None or workflow is None:
+        return record
+    ordered = {step_id: record.steps[step_id] for step_id in workflow.steps if step_id in record.steps}
+    record.steps = {**ordered, **record.steps}
+    return record
+
+
+def definitions_changed(old: dict[str, Workflow], new: dict[str, Workflow]) -> dict[str, list[str]]:
+    """The workflow names a reload ``added``, ``removed`` and ``changed`` (each sorted)."""
+    return {
+        "added": sorted(set(new) - set(old)),
+        "removed": sorted(set(old) - set(new)),
+        "changed": sorted(n for n in set(old) & set(new) if old[n] != new[n]),
+    }
+
+
+async def subagent_step(subagents: Any, owner: str, agent: Any, instruction: str, mode: str, parent: str) -> Outcome:
+    """A ``subagent`` step: a subagent of the run's ``owner`` on ``subagents`` (the daemon's manager; ``None``:
+    the step fails saying how to enable them). ``sync`` and ``warm`` wait for its first result, ``async`` and
+    ``detached`` end the step at once. The output names the subagent in every mode: ``{"handle", "result"}``
+    (sync, warm: a warm one stays alive after the step) or ``{"handle"}``; a step whose subagent ended otherwise
+    fails with ``{"handle"}`` as its output (``docs/commands.md#workflows``)."""
+    if subagents is None:
+        return Outcome("failed", None, "subagents are not enabled ([subagents] enabled = true)")
+    from ..subagents.errors import SubagentRefused
+    from ..subagents.state import answered
+
+    try:
+        record = await subagents.spawn(owner, agent, instruction, mode, parent=parent)
+    except SubagentRefused as err:
+        return Outcome("failed", None, f"subagent refused: {err}")
+    if mode in ("sync", "warm"):
+        if not answered(mode, record.status):
+            return Outcome(
+                "failed", {"handle": record.handle}, f"subagent {record.handle} {record.status}: {record.error}"
+            )
+        return Outcome("done", {"handle": record.handle, "result": record.result})
+    return Outcome("done", {"handle": record.handle})
+
+
+__all__ = [
+    "Listener",
+    "RunNotFound",
+    "RunStateRefused",
+    "WorkflowRunner",
+    "definitions_changed",
+    "in_order",
+    "new_run",
+    "subagent_step",
+]
