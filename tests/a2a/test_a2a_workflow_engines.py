@@ -27,6 +27,7 @@ FINISH = '[[workflows]]\nname = "x"\n[workflows.steps.a]\nkind = "finish"\noutpu
 
 
 def start_fails(tmp_path: Path, toml: str) -> subprocess.CompletedProcess[str]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "config.toml"
     path.write_text(toml)
     argv = [ANYAGENTD, "a2a", "--listen", "127.0.0.1:0", "--state-dir", str(tmp_path / "state"), "--config", str(path)]
@@ -114,3 +115,149 @@ def test_settle_skips_down_the_graph() -> None:
     fresh = {"a": StepState(), "b": StepState(), "c": StepState()}
     cancelled = settle(chain, fresh, RunFlags(cancelled=True), 5)
     assert {s: v.status for s, v in cancelled.items()} == {"a": "cancelled", "b": "cancelled", "c": "cancelled"}
+
+
+def test_a_sighup_names_a_changed_engine_for_the_next_start(
+    a2a_daemon: Any, temporal: dict[str, str], tmp_path: Path
+) -> None:
+    """The engine's connection and workers are made at the start: a reload that changes ``[workflow_engine]`` says
+    so and keeps the engine it runs (its runs go on)."""
+    import signal as signals
+    import time
+
+    daemon = a2a_daemon(config=config(temporal_engine(temporal, hosts=["mock"])), env=ENV, mock="hello")
+    [path] = sorted(tmp_path.glob("config*.toml"))
+    path.write_text(config(temporal_engine(temporal, heartbeat=7, hosts=["mock"])))
+    daemon.process.send_signal(signals.SIGHUP)
+    deadline = time.monotonic() + 30
+    said: list[str] = []
+    while not said and time.monotonic() < deadline:
+        said = [line for line in list(daemon.stderr) if "SIGHUP: changes to" in line]
+        time.sleep(0.05)
+    assert said and "workflow_engine take effect at the next start" in said[0], said
+    task = start_run(daemon, ALICE, issue="#2")  # the engine it started with still runs its runs
+    run = run_of(daemon, task, ALICE)
+    from test_a2a_workflows import wait_run
+
+    wait_run(daemon, run, "suspended")
+
+
+SLOW = {
+    "turns": [
+        [
+            {"Emit": {"TextDelta": {"message_id": "m", "text": "slowly"}}},
+            {"Sleep": 60000},
+            {"End": {"Completed": {"source": "Protocol"}}},
+        ]
+    ]
+}
+
+
+def task_text(daemon: Any, task_id: str) -> str:
+    got = daemon.rpc("GetTask", {"id": task_id}, token=ALICE).json()["result"]
+    return " ".join(p.get("text", "") for p in got["status"].get("message", {}).get("parts", []))
+
+
+def test_a_drain_mid_step_hands_the_step_back(a2a_daemon: Any, workflow_engine: str, tmp_path: Path) -> None:
+    """SIGTERM while an agent step's turn is under way: the step is handed back, its attempt not counted, and the
+    run completes after the restart with the step run once more (attempt 1) — on both engines. (On Temporal the
+    hand-back was an exception group the workflow did not know: the step failed "unhandled errors in a TaskGroup",
+    found by a fresh-eyes trial.)"""
+    import json
+    import signal as signals
+    import time
+
+    from test_a2a_workflows import HELLO, wait_run
+
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps(SLOW))
+    daemon = a2a_daemon(config=config(workflow_engine), env=ENV, mock=str(slow))
+    task = start_run(daemon, ALICE, issue="#3")
+    run = run_of(daemon, task, ALICE)
+    deadline = time.monotonic() + 60
+    while "slowly" not in task_text(daemon, task["id"]):  # the agent's turn is under way
+        assert time.monotonic() < deadline, "the step's turn never started"
+        time.sleep(0.05)
+    daemon.signal(signals.SIGTERM)
+    assert daemon.wait(timeout=60) == 0
+    again = a2a_daemon(config=config(workflow_engine), env=ENV, mock="hello", state_dir=daemon.state_dir)
+    done = wait_run(again, run, "suspended")
+    assert done["steps"]["write"]["attempt"] == 1 and done["steps"]["write"]["output"] == HELLO, done
+
+
+def test_a_temporal_that_does_not_answer_refuses_workflow_run_leaving_nothing(a2a_daemon: Any) -> None:
+    """Temporal stops answering: ``workflow.run`` fails saying so (naming the server), creates no task and leaves no
+    run behind — a refused run used to stay ``pending`` and run, taskless, once Temporal was back (found by a
+    fresh-eyes trial)."""
+    from test_a2a_commands import OPERATOR, command, result_of
+
+    from anyagentd_testing.temporal import start
+
+    server = start()
+    try:
+        engine = temporal_engine({"address": server.address, "namespace": "default"}, hosts=["mock"])
+        daemon = a2a_daemon(config=config(engine), env=ENV, mock="hello")
+        server.process.terminate()
+        server.process.wait(timeout=30)
+        refused = command(daemon, "workflow.run", token=ALICE, workflow="pipe", inputs={"issue": "#4"}).json()
+        message = refused["error"]["message"]
+        assert message.startswith(f"the workflow engine (Temporal at {server.address}) does not answer"), refused
+        assert daemon.rpc("ListTasks", {}, token=OPERATOR).json()["result"].get("tasks", []) == []
+        assert result_of(command(daemon, "workflow.status", token=OPERATOR), "workflow.status")["runs"] == []
+    finally:
+        server.stop()
+
+
+def test_a_bad_address_or_namespace_is_one_line(tmp_path: Path, temporal: dict[str, str]) -> None:
+    done = start_fails(tmp_path, FINISH + '[workflow_engine]\nkind = "temporal"\naddress = "not a host"\n')
+    [line] = people_lines(done.stderr)
+    assert done.returncode == 1 and line.startswith("anyagentd a2a: EngineUnavailable: Temporal at not a host"), line
+    missing = FINISH + temporal_engine({"address": temporal["address"], "namespace": "nosuchns"})
+    done = start_fails(tmp_path / "2", missing)
+    assert done.returncode == 1 and people_lines(done.stderr) == [
+        f"anyagentd a2a: EngineUnavailable: Temporal at {temporal['address']} (namespace nosuchns): the namespace "
+        "does not exist (temporal operator namespace create nosuchns)"
+    ], done.stderr
+
+
+def test_check_config_checks_the_engine_as_the_start_does(tmp_path: Path) -> None:
+    """``--check-config`` refuses an engine not installed (it said ok, found by a fresh-eyes trial), warns of hosts
+    no installed adapter drives and of Temporal keys the local engine ignores, and takes durations."""
+    path = tmp_path / "engine.toml"
+
+    def check(table: str) -> subprocess.CompletedProcess[str]:
+        path.write_text(FINISH + table)
+        argv = [ANYAGENTD, "a2a", "--check-config", str(path)]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+    done = check('[workflow_engine]\nkind = "temporl"\n')
+    assert done.returncode == 2 and "workflow_engine.kind: no workflow engine 'temporl' is installed" in done.stderr
+    done = check('[workflow_engine]\nkind = "temporal"\nhosts = ["nosuchagent"]\nheartbeat = "10s"\n')
+    assert done.returncode == 0, done.stderr
+    assert "workflow_engine.hosts: 'nosuchagent' is no agent this machine drives" in done.stderr, done.stderr
+    done = check('[workflow_engine]\naddress = "10.0.0.1:7233"\n')
+    assert done.returncode == 0 and 'workflow_engine.address: only kind = "temporal" reads it' in done.stderr
+
+
+def test_a_paused_daemon_leaves_its_agents_steps_to_the_others(
+    a2a_daemon: Any, temporal: dict[str, str], postgres_url: str
+) -> None:
+    """Two daemons on one Temporal and one PostgreSQL, the first paused: runs started through the second complete
+    (the paused one hands each step it is offered back instead of sitting on it, found by a fresh-eyes trial), a run
+    started through the paused one waits ``pending`` and starts when it is resumed."""
+    from test_a2a_commands import CONFIG, OPERATOR, command
+    from test_a2a_workflows import WORKFLOWS, wait_run
+
+    flows = CONFIG.replace("[a2a]\n", f'[a2a]\nintrospection = true\nstore = "{postgres_url}"\n') + WORKFLOWS
+    engine = temporal_engine(temporal, hosts=["mock"])
+    env = {**ENV, "ANYAGENTD_A2A_MEMBER_LEASE": "3"}
+    paused = a2a_daemon(config=flows + engine, env=env, mock="hello")
+    assert "result" in command(paused, "admin.pause", token=OPERATOR, reason="maintenance").json()
+    other = a2a_daemon(config=flows + engine, env=env, mock="hello")
+    runs = [run_of(other, start_run(other, ALICE, issue=f"#{n}"), ALICE) for n in range(3)]
+    for run in runs:
+        assert wait_run(other, run, "suspended")["steps"]["write"]["status"] == "done"
+    held = run_of(paused, start_run(paused, ALICE, issue="#9"), ALICE)
+    assert wait_run(other, held, "pending")["steps"]["write"]["attempt"] == 0
+    assert "result" in command(paused, "admin.resume", token=OPERATOR).json()
+    assert wait_run(other, held, "suspended")["steps"]["write"]["status"] == "done"

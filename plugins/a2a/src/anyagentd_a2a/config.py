@@ -627,8 +627,8 @@ class WorkflowEngineSection(_Strict):
     committed to its store; ``temporal``: ``pip install 'anyagentd-a2a[temporal]'``, see ``docs/scaling-out.md``).
     For ``temporal``: ``address`` (``host:port`` of the Temporal frontend), ``namespace``, ``task_queue_prefix``
     (the runs' queue is ``<prefix>-runs``, an agent's ``<prefix>-agent-<name>``), ``hosts`` (the agents whose steps
-    this daemon runs; default: the agents of its ``[[agents]]``), ``heartbeat`` (seconds an agent step may go without
-    a heartbeat before it counts as interrupted), ``work_root`` (where runs' working directories are made; default:
+    this daemon runs; default: the agents of its ``[[agents]]``), ``heartbeat`` (seconds, or a duration such as
+    ``"10s"``, an agent step may go without a heartbeat before it counts as interrupted), ``work_root`` (where runs' working directories are made; default:
     the state directory's ``runs``; several daemons hosting one agent on one machine share it so a step resumed by
     another daemon finds its files)."""
 
@@ -643,7 +643,10 @@ class WorkflowEngineSection(_Strict):
     @field_validator("heartbeat", mode="before")
     @classmethod
     def _seconds(cls, value: Any) -> Any:
-        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+        """A number of seconds or a duration string (``"10s"``), as a step's ``timeout``."""
+        from .workflows.definition import parse_duration
+
+        return parse_duration(value) if not isinstance(value, float) else value
 
 
 class Config(_Strict):

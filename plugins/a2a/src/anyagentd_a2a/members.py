@@ -37,6 +37,8 @@ from sqlalchemy import Column, DateTime, Index, MetaData, String, Table, Text, d
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from ulid import ULID
 
+from .upsert import dialect_insert
+
 log = logging.getLogger("anyagentd.a2a")
 
 LEASE = 15.0
@@ -218,10 +220,9 @@ class Membership:
             async with self.engine.begin() as own:
                 await self.hold(kind, item, own)
             return
-        from .store import _dialect_insert  # here: the store imports this module
 
         values = {"kind": kind, "item": item, "instance": self.instance}
-        insert = _dialect_insert(conn.dialect.name)
+        insert = dialect_insert(conn.dialect.name)
         if insert is not None:
             statement = insert(holders_table).values(values)
             await conn.execute(
@@ -330,9 +331,8 @@ def _holder_row(kind: str, item: str) -> Any:
 
 async def _insert_absent(conn: AsyncConnection, kind: str, item: str, instance: str) -> bool:
     """Insert ``item``'s holder row unless one exists (another member's claim won); whether it was inserted."""
-    from .store import _dialect_insert  # here: the store imports this module
 
-    insert = _dialect_insert(conn.dialect.name)
+    insert = dialect_insert(conn.dialect.name)
     values = {"kind": kind, "item": item, "instance": instance}
     if insert is not None:
         done = await conn.execute(insert(holders_table).values(values).on_conflict_do_nothing())

@@ -134,6 +134,7 @@ def preflight(loaded: Loaded, plugins: Plugins, *, mock_script: str | None = Non
             _mock_script(f"{key}.mock_script", entry.mock_script, plugins, found)
     _subagents(loaded, plugins, known, found)
     workflows = _workflows(loaded, plugins, known, acp, found, catalog)
+    _engine(loaded, known, found)
     _grants(loaded, plugins, workflows, found)
     _principal_agents(loaded, found)
     _installed(catalog, plugins, found)
@@ -346,6 +347,31 @@ def _workflows(
                         f"{name!r} may not be spawned here: subagents.agents is {list(section.agents)}",
                     )
     return list(workflows)
+
+
+def _engine(loaded: Loaded, known: set[str], found: Findings) -> None:
+    """``[workflow_engine]``: its ``kind`` an installed engine (:mod:`.workflows.engines`), its ``hosts`` agents
+    this machine drives (one it cannot would leave that agent's steps to other daemons, said as a warning), and
+    no key of another kind's (``address`` and the rest are the Temporal engine's: ignored by ``local``)."""
+    from .workflows.engines import UnknownEngine, engine_class
+
+    section = loaded.config.workflow_engine
+    try:
+        engine_class(section.kind)
+    except UnknownEngine as err:
+        found.error("workflow_engine.kind", str(err))
+        return
+    if section.kind == "local":
+        for key in sorted(section.model_fields_set - {"kind"}):
+            found.warn(f"workflow_engine.{key}", 'only kind = "temporal" reads it: the local engine ignores it')
+        return
+    for host in section.hosts or ():
+        if host not in known:
+            found.warn(
+                "workflow_engine.hosts",
+                f"{host!r} is no agent this machine drives (installed: {', '.join(sorted(known))}): this daemon "
+                "runs none of its steps",
+            )
 
 
 def _grants(loaded: Loaded, plugins: Plugins, workflows: list[str], found: Findings) -> None:

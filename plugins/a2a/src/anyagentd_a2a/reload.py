@@ -39,10 +39,11 @@ START_ONLY = (
     "subagents.depth",
     "subagents.timeout",
     "subagents.instances",
+    "workflow_engine",
 )
 """The configuration keys read once at the start — the listener and the card (url, TLS), the stores, the push
 sender, the pool, the device grant, the /metrics route, the console's route, the task store's history bound, the subagent manager and
-its child instances (their bearers resolved): a SIGHUP that changes one says it takes effect at the next start
+its child instances (their bearers resolved), the workflow engine (its connection and workers): a SIGHUP that changes one says it takes effect at the next start
 (:meth:`Reload.reload`). The agents are read once too, all but their ``approval``: :func:`agent_changes`."""
 
 

@@ -26,7 +26,6 @@ Each served agent has its own task table and its own conversation table on the o
 from __future__ import annotations
 
 import hashlib
-import importlib
 import logging
 import uuid
 from collections import OrderedDict
@@ -80,6 +79,7 @@ from .members import TASK
 from .principals import OPERATOR
 from .structjson import finite
 from .tasks.state import FAILED, PAUSED, TERMINAL, StateError, move, name, of_name, on_restart
+from .upsert import dialect_insert
 
 DURABLE_STATES = TERMINAL | PAUSED
 """States a save writes before it returns (besides a task's first save): where a task stops, or waits for an answer."""
@@ -98,18 +98,6 @@ a statement)."""
 PUSH_TABLE = "push_notification_configs"
 """The SDK's push-config table (:class:`PushConfigStore`'s default name), pruned after the tasks
 (:func:`prune_push_configs`)."""
-
-_UPSERT_DIALECTS = frozenset({"sqlite", "postgresql"})
-"""Dialects whose INSERT takes ``ON CONFLICT … DO UPDATE``. Each one's ``insert`` is imported on its first upsert:
-SQLAlchemy's PostgreSQL dialect alone costs a SQLite daemon ~65 ms of its start (issue 17, target 4)."""
-
-
-def _dialect_insert(dialect: str) -> Any:
-    """``sqlalchemy.dialects.<dialect>.insert`` for a dialect of :data:`_UPSERT_DIALECTS`, else None."""
-    if dialect not in _UPSERT_DIALECTS:
-        return None
-    return importlib.import_module(f"sqlalchemy.dialects.{dialect}").insert
-
 
 if TYPE_CHECKING:
     from .members import Membership
@@ -174,11 +162,11 @@ async def upsert(engine: AsyncEngine, table: Table, key: Sequence[str], values: 
     databases an UPDATE of the keyed row, then an INSERT when none matched. Raises what the driver raises
     (SQLAlchemy's ``DBAPIError`` family)."""
     async with engine.begin() as conn:
-        dialect_insert = _dialect_insert(conn.dialect.name)
-        if dialect_insert is None:
+        insert_of = dialect_insert(conn.dialect.name)
+        if insert_of is None:
             await _update_or_insert(conn, table, key, values)
             return
-        insert = dialect_insert(table).values(dict(values))
+        insert = insert_of(table).values(dict(values))
         changed = {name: insert.excluded[name] for name in values if name not in key}
         await conn.execute(insert.on_conflict_do_update(index_elements=list(key), set_=changed))
 

@@ -64,16 +64,24 @@ class Takeover:
     draining: Callable[[], bool] = lambda: False
 
     async def serve(self) -> None:
-        """Until cancelled: every heartbeat (:attr:`.members.Membership.heartbeat`) renew the lease, then
-        :meth:`sweep` (unless draining). A failure is logged and tried again at the next heartbeat."""
+        """Until cancelled: every heartbeat (:attr:`.members.Membership.heartbeat`) renew the lease, and — in a loop
+        of its own, so that a slow takeover (a workflow engine that does not answer) never delays a renewal past the
+        lease — :meth:`sweep` (unless draining). A failure is logged and tried again at the next heartbeat."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._every_heartbeat, self.members.renew, "renewing the lease")
+            tg.start_soon(self._every_heartbeat, self._sweep_unless_draining, "taking over dead members' work")
+
+    async def _every_heartbeat(self, step: Callable[[], Any], what: str) -> None:
         while True:
             await anyio.sleep(self.members.heartbeat)
             try:
-                await self.members.renew()
-                if not self.draining():
-                    await self.sweep()
+                await step()
             except Exception as err:  # noqa: BLE001 - the database may be back at the next heartbeat
-                log.warning("renewing the lease or taking over dead members' work failed: %s", err)
+                log.warning("%s failed: %s", what, err)
+
+    async def _sweep_unless_draining(self) -> None:
+        if not self.draining():
+            await self.sweep()
 
     async def sweep(self) -> dict[str, Taken]:
         """Take over the work of every member dead now (see the module docstring); returns what was taken, by dead

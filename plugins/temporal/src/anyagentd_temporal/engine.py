@@ -38,7 +38,9 @@ from temporalio.exceptions import ApplicationError
 
 from anyagentd.errors import AnyagentError
 from anyagentd.model import kind_tag
+from anyagentd_a2a.members import RUN
 from anyagentd_a2a.workflows.definition import Workflow
+from anyagentd_a2a.workflows.runner import EngineUnavailable as RunEngineUnavailable
 from anyagentd_a2a.workflows.runner import (
     RunNotFound,
     RunStateRefused,
@@ -49,13 +51,14 @@ from anyagentd_a2a.workflows.runner import (
     subagent_step,
 )
 from anyagentd_a2a.workflows.state import RUN_TERMINAL
-from anyagentd_a2a.workflows.store import RunRecord, RunStore
+from anyagentd_a2a.workflows.store import RunMissing, RunRecord, RunStore
 
 from .codec import record_json, record_of
 from .workflow import (
     AGENT_TURN,
     COMMIT,
     DRAINED,
+    HELD,
     SUBAGENT,
     RunWorkflow,
     agent_name,
@@ -65,6 +68,9 @@ from .workflow import (
 
 log = logging.getLogger("anyagentd.a2a.temporal")
 
+RPC_TIMEOUT = 10.0
+"""Seconds one request to Temporal may take before the op that made it fails (the client retries within it)."""
+RPC_SECONDS = timedelta(seconds=RPC_TIMEOUT)
 FOLLOW_POLL = 0.25
 """Seconds between a followed run's reads of the store (another daemon's commits reach a follower this late)."""
 SIGNAL_CONCURRENCY = 16
@@ -75,6 +81,56 @@ HEARTBEAT = 10.0
 
 class EngineUnavailable(AnyagentError):
     """The Temporal server at ``[workflow_engine] address`` cannot be reached (the daemon does not start)."""
+
+
+def _core_runtime() -> Any:
+    """Temporal's core runtime with its (Rust) log lines forwarded to Python's ``logging`` (the daemon's JSON lines,
+    redacted as every line) instead of written raw to stderr; warnings and up."""
+    from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+
+    forwarding = LogForwardingConfig(logger=logging.getLogger("anyagentd.a2a.temporal.core"))
+    filtered = TelemetryFilter(core_level="WARN", other_level="ERROR")
+    return Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(filter=filtered, forwarding=forwarding)))
+
+
+async def connect(address: str, namespace: str) -> Any:
+    """A Temporal client of ``namespace`` at ``address`` (``host:port``), the namespace checked to exist. Raises
+    :class:`EngineUnavailable`, one sentence: the server does not answer, the address is not one, or the namespace
+    does not exist (with the command that creates it)."""
+    from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+    from temporalio.client import Client
+    from temporalio.service import RPCError, RPCStatusCode
+
+    where = f"Temporal at {address} (namespace {namespace})"
+    try:
+        client = await Client.connect(address, namespace=namespace, runtime=_core_runtime())
+    except (RuntimeError, ValueError) as err:
+        reason = str(err).split("(", 1)[0].strip().rstrip(":")  # the SDK's first words, not its transport dump
+        raise EngineUnavailable(f"{where} cannot be reached: {reason}") from None
+    try:
+        request = DescribeNamespaceRequest(namespace=namespace)
+        await client.workflow_service.describe_namespace(request, timeout=timedelta(seconds=RPC_TIMEOUT))
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise EngineUnavailable(
+                f"{where}: the namespace does not exist (temporal operator namespace create {namespace})"
+            ) from None
+        raise EngineUnavailable(f"{where} does not answer: {err.message}") from None
+    return client
+
+
+@asynccontextmanager
+async def reaching(address: str) -> AsyncIterator[None]:
+    """Turn a Temporal RPC failure in the body into :class:`~anyagentd_a2a.workflows.runner.EngineUnavailable`
+    naming the server (the op that met it fails saying so; it changed nothing)."""
+    from temporalio.service import RPCError
+
+    try:
+        yield
+    except RPCError as err:
+        raise RunEngineUnavailable(
+            f"the workflow engine (Temporal at {address}) does not answer: {err.message}"
+        ) from None
 
 
 class Followers:
@@ -160,7 +216,13 @@ class StepActivities:
         tell this daemon's followers ``payload["change"]``."""
         record = record_of(payload["run"])
         changed = {s: record.steps[s] for s in payload["steps"]}
-        await self.store.save(record, changed)
+        try:
+            await self.store.save(record, changed)
+        except RunMissing as err:
+            log.error(
+                "%s: every daemon of one Temporal namespace and task queue prefix must share one [a2a] store", err
+            )
+            raise ApplicationError(str(err), type="RunMissing", non_retryable=True) from None
         self.followers.tell(record, payload["change"])
         if payload["change"].get("type") != "status" and record.status in RUN_TERMINAL:
             self.followers.tell(record, {"type": "status"})
@@ -171,56 +233,65 @@ class StepActivities:
         ``args["resume"]`` when the previous attempt left a token), send the prompt, collect the top-level text
         until ``TurnEnded``, close the session. Returns ``{"stop", "message", "text", "resume"}``, or ``{"error"}``
         for a failure of the agent (never retried by Temporal: the step's policy decides). Heartbeats the resume
-        token; raises ``ApplicationError(type="Drained")`` when this daemon's worker shuts down mid-turn."""
-        token: str | None = args.get("resume")
+        token. Hands the attempt back, its attempt not counted, with ``ApplicationError`` of type ``Drained`` when
+        this daemon's worker shuts down mid-turn, and of type ``Held`` when the instance is paused (nothing new
+        starts here; another host of the agent may take it)."""
+        turn = {"token": args.get("resume")}
+        if self.held() is not None:
+            raise ApplicationError("the daemon is paused", turn["token"], type=HELD, non_retryable=True)
+        helpers = [asyncio.ensure_future(self._beat(lambda: turn["token"]))]  # plain tasks: nothing wraps an error
+        try:
+            return await self._turn(args, turn, helpers)
+        except asyncio.CancelledError:
+            if activity.is_worker_shutdown():
+                raise ApplicationError("the daemon drains", turn["token"], type=DRAINED, non_retryable=True) from None
+            raise
+        finally:
+            for helper in helpers:
+                helper.cancel()
+
+    async def _turn(
+        self, args: dict[str, Any], turn: dict[str, Any], helpers: list[asyncio.Future[Any]]
+    ) -> dict[str, Any]:
         run_id, step_id = args["run"], args["step"]
         asked: dict[str, str] = {}  # the open request's id, while one is open
-        async with anyio.create_task_group() as beats:
-            beats.start_soon(self._beat, lambda: token)
+        try:
+            directory = Path(args["dir"]) if args.get("dir") else self.work_root / run_id
+            directory.mkdir(parents=True, exist_ok=True)
+            mode = "AutoApprove" if args.get("approval") == "auto" else "Ask"
+            session = await self._open(args["agent"], directory, mode, turn["token"])
             try:
-                while self.held() is not None:  # the instance is paused: nothing new starts here
-                    await anyio.sleep(0.5)
-                directory = Path(args["dir"]) if args.get("dir") else self.work_root / run_id
-                directory.mkdir(parents=True, exist_ok=True)
-                mode = "AutoApprove" if args.get("approval") == "auto" else "Ask"
-                session = await self._open(args["agent"], directory, mode, token)
-                try:
-                    token = session.info().resume_token or token
-                    activity.heartbeat(token)
-                    parts: list[str] = []
-                    await session.prompt(args["prompt"])
-                    async for event in session.events():
-                        if event.tag == "TextDelta" and event.turn_info is not None:
-                            if event.turn_info.parent_tool_id is None:
-                                parts.append(event.kind.text)
-                                await self._tell_text(run_id, step_id, event.kind.text)
-                        elif event.tag == "RequestOpened":
-                            request = event.kind.value
-                            asked["id"] = request.value.id
-                            ask = {"request": request.model_dump(mode="json"), "event": to_jsonable_python(event)}
-                            await self._signal(run_id, "asked", step_id, ask)
-                            beats.start_soon(self._give_answer, session, run_id, step_id, asked)
-                        elif event.tag == "RequestClosed" and asked:
-                            asked.clear()
-                            await self._signal(run_id, "answered", step_id)
-                        elif event.tag == "TurnEnded":
-                            stop = event.kind.stop
-                            message = getattr(stop, "message", None) if not isinstance(stop, str) else None
-                            token = session.info().resume_token or token
-                            return {"stop": kind_tag(stop), "message": message, "text": "".join(parts), "resume": token}
-                    return {"error": "the agent's session ended before its turn did", "resume": token}
-                finally:
-                    with anyio.CancelScope(shield=True):
-                        await session.close()
-            except asyncio.CancelledError:
-                if activity.is_worker_shutdown():
-                    raise ApplicationError("the daemon drains", token, type=DRAINED, non_retryable=True) from None
-                raise
-            except (AnyagentError, KeyError, ValueError, OSError) as err:
-                message = getattr(err, "message", None) or str(err)
-                return {"error": f"{type(err).__name__}: {message}", "resume": token}
+                turn["token"] = session.info().resume_token or turn["token"]
+                activity.heartbeat(turn["token"])
+                parts: list[str] = []
+                await session.prompt(args["prompt"])
+                async for event in session.events():
+                    if event.tag == "TextDelta" and event.turn_info is not None:
+                        if event.turn_info.parent_tool_id is None:
+                            parts.append(event.kind.text)
+                            await self._tell_text(run_id, step_id, event.kind.text)
+                    elif event.tag == "RequestOpened":
+                        request = event.kind.value
+                        asked["id"] = request.value.id
+                        ask = {"request": request.model_dump(mode="json"), "event": to_jsonable_python(event)}
+                        await self._signal(run_id, "asked", step_id, ask)
+                        helpers.append(asyncio.ensure_future(self._give_answer(session, run_id, step_id, asked)))
+                    elif event.tag == "RequestClosed" and asked:
+                        asked.clear()
+                        await self._signal(run_id, "answered", step_id)
+                    elif event.tag == "TurnEnded":
+                        stop = event.kind.stop
+                        message = getattr(stop, "message", None) if not isinstance(stop, str) else None
+                        turn["token"] = session.info().resume_token or turn["token"]
+                        text = "".join(parts)
+                        return {"stop": kind_tag(stop), "message": message, "text": text, "resume": turn["token"]}
+                return {"error": "the agent's session ended before its turn did", "resume": turn["token"]}
             finally:
-                beats.cancel_scope.cancel()
+                with anyio.CancelScope(shield=True):
+                    await session.close()
+        except (AnyagentError, KeyError, ValueError, OSError) as err:
+            message = getattr(err, "message", None) or str(err)
+            return {"error": f"{type(err).__name__}: {message}", "resume": turn["token"]}
 
     async def _open(self, agent: Any, directory: Path, mode: str, token: str | None) -> Any:
         from anyagentd.errors import ResumeFailed
@@ -323,17 +394,10 @@ class TemporalRunner:
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Connect to Temporal and run this daemon's workers until cancelled. Raises :class:`EngineUnavailable`
         when the server cannot be reached."""
-        from temporalio.client import Client
         from temporalio.worker import Worker
 
-        try:
-            self.client = await Client.connect(self.address, namespace=self.namespace)
-            self.activities.client = self.client
-        except RuntimeError as err:
-            reason = str(err).split("(", 1)[0].strip().rstrip(":")  # the SDK's first words, not its transport dump
-            raise EngineUnavailable(
-                f"Temporal at {self.address} (namespace {self.namespace}) cannot be reached: {reason}"
-            ) from None
+        self.client = await connect(self.address, self.namespace)
+        self.activities.client = self.client
         acts = self.activities
         self._workers = [
             Worker(
@@ -369,24 +433,36 @@ class TemporalRunner:
             task_status.started()
 
     async def recover(self) -> list[str]:
-        """Start the workflow of every stored run that has none yet (created while the instance was paused, or by a
-        daemon that stopped between committing the run and starting it); Temporal keeps every started run going
-        whichever daemon stopped. Returns the ids started. Nothing starts while the instance is paused."""
+        """Start the workflow of every stored run this daemon holds (or takes over: its holder dead or unknown,
+        :meth:`~anyagentd_a2a.members.Membership.claim`) that has none yet — created while the instance was paused,
+        or by a daemon that stopped between committing the run and starting it; Temporal keeps every started run
+        going whichever daemon stopped. Returns the ids started. Nothing starts while the instance is paused, and
+        nothing is started while Temporal does not answer (logged; tried again at the next call)."""
         from temporalio.exceptions import WorkflowAlreadyStartedError
 
         if self.held() is not None:
             return []
+        waiting = [
+            record
+            for record in await self.store.list(non_terminal=True)
+            if record.status == "pending"
+            and not any(s.attempt for s in record.steps.values())
+            and record.workflow in self.workflows
+        ]
+        members = self.store.members
+        if members is not None and waiting:
+            mine = set(await members.held_by(RUN, members.instance))
+            mine |= await members.claim(RUN, [r.id for r in waiting if r.id not in mine])
+            waiting = [r for r in waiting if r.id in mine]
         started = []
-        for record in await self.store.list(non_terminal=True):
-            if record.status != "pending" or any(s.attempt for s in record.steps.values()):
-                continue
-            workflow = self.workflows.get(record.workflow)
-            if workflow is None:
-                continue
+        for record in waiting:
             try:
-                await self._start_workflow(record, workflow)
+                await self._start_workflow(record, self.workflows[record.workflow])
             except WorkflowAlreadyStartedError:
                 continue
+            except RunEngineUnavailable as err:
+                log.warning("starting the runs held back: %s", err.message)
+                break
             started.append(record.id)
         return started
 
@@ -421,23 +497,29 @@ class TemporalRunner:
         record = new_run(workflow, inputs, principal, task_id)
         await self.store.create(record)
         if self.held() is None:
-            await self._start_workflow(record, workflow)
+            try:
+                await self._start_workflow(record, workflow)
+            except RunEngineUnavailable:
+                await self.store.delete(record.id)  # refused: nothing is left to run later
+                raise
         return record
 
     async def _start_workflow(self, record: RunRecord, workflow: Workflow) -> None:
         default = self.default_agent.model_dump() if hasattr(self.default_agent, "model_dump") else self.default_agent
-        await self._client().start_workflow(
-            RunWorkflow.run,
-            {
-                "run": record_json(record),
-                "workflow": workflow.model_dump(mode="json"),
-                "prefix": self.prefix,
-                "default_agent": default,
-                "heartbeat": self.heartbeat,
-            },
-            id=record.id,
-            task_queue=runs_queue(self.prefix),
-        )
+        async with reaching(self.address):
+            await self._client().start_workflow(
+                RunWorkflow.run,
+                {
+                    "run": record_json(record),
+                    "workflow": workflow.model_dump(mode="json"),
+                    "prefix": self.prefix,
+                    "default_agent": default,
+                    "heartbeat": self.heartbeat,
+                },
+                id=record.id,
+                task_queue=runs_queue(self.prefix),
+                rpc_timeout=RPC_SECONDS,
+            )
 
     async def get(self, run_id: str) -> RunRecord | None:
         """The run: as stored, or — while it has not ended — as its workflow's ``state`` query answers (a
@@ -466,12 +548,14 @@ class TemporalRunner:
         has ended. :class:`RunNotFound`, or :class:`RunStateRefused` for a run that has ended."""
         await self._live(run_id, "cancel")
         handle = self._client().get_workflow_handle(run_id)
-        await handle.signal("cancel", reason)
+        async with reaching(self.address):
+            await handle.signal("cancel", reason, rpc_timeout=RPC_SECONDS)
         return record_of(await handle.result())
 
     async def pause(self, run_id: str) -> RunRecord:
         record = await self._live(run_id, "pause")
-        await self._client().get_workflow_handle(run_id).signal("pause")
+        async with reaching(self.address):
+            await self._client().get_workflow_handle(run_id).signal("pause", rpc_timeout=RPC_SECONDS)
         record.flags = replace(record.flags, paused=True)
         return record
 
@@ -481,7 +565,8 @@ class TemporalRunner:
             raise RunNotFound(run_id)
         if record.terminal or not record.flags.paused:
             raise RunStateRefused(f"run {run_id} is not paused")
-        await self._client().get_workflow_handle(run_id).signal("resume")
+        async with reaching(self.address):
+            await self._client().get_workflow_handle(run_id).signal("resume", rpc_timeout=RPC_SECONDS)
         record.flags = replace(record.flags, paused=False)
         return record
 
@@ -503,17 +588,28 @@ class TemporalRunner:
             if steps:
                 targets.append((record.id, steps))
         limit = anyio.Semaphore(SIGNAL_CONCURRENCY)
+        delivered: list[int] = []
+        missed: list[RunEngineUnavailable] = []
 
         async def deliver(target: str, steps: list[str]) -> None:
             async with limit:
+                try:
+                    async with reaching(self.address):
+                        handle = self._client().get_workflow_handle(target)
+                        await handle.signal("signal", args=[name, payload, sender], rpc_timeout=RPC_SECONDS)
+                except RunEngineUnavailable as err:
+                    missed.append(err)
+                    return
                 for step_id in steps:
                     await self.store.add_signal(target, step_id, name, payload, sender, now_ms())
-                await self._client().get_workflow_handle(target).signal("signal", args=[name, payload, sender])
+                delivered.append(len(steps))
 
         async with anyio.create_task_group() as tg:
             for target, steps in targets:
                 tg.start_soon(deliver, target, steps)
-        return sum(len(steps) for _, steps in targets)
+        if missed:
+            raise RunEngineUnavailable(f"{missed[0].message} (delivered to {len(delivered)} of {len(targets)} runs)")
+        return sum(delivered)
 
     async def answer(self, run_id: str, answer: Any) -> bool:
         """Answer the open request of the run's ``ask`` step (the ``answer`` signal; the daemon running the step
@@ -527,7 +623,9 @@ class TemporalRunner:
         if waiting is None:
             return False
         value = ANSWER.dump_python(answer, mode="json")
-        await self._client().get_workflow_handle(run_id).signal("answer", args=[waiting["step"], value])
+        async with reaching(self.address):
+            handle = self._client().get_workflow_handle(run_id)
+            await handle.signal("answer", args=[waiting["step"], value], rpc_timeout=RPC_SECONDS)
         return True
 
     def awaiting_input(self, run_id: str) -> dict[str, Any] | None:

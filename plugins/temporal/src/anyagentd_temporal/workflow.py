@@ -58,6 +58,10 @@ SUBAGENT = "anyagentd.subagent"
 COMMIT = "anyagentd.commit"
 DRAINED = "Drained"
 """The error type an activity raises when its daemon drains: the step starts again, its attempt not counted."""
+HELD = "Held"
+"""The error type an activity raises on a paused daemon: the step starts again after :data:`HELD_AGAIN` seconds (on
+any host of its agent), its attempt not counted."""
+HELD_AGAIN = 5.0
 INTERRUPTED = "interrupted"
 """A step's error when its daemon stopped heartbeating mid-step (the local engine's word for a restart's)."""
 NO_TIMEOUT = timedelta(days=30)
@@ -312,9 +316,11 @@ class RunWorkflow:
             )
         except ActivityError as err:
             cause = err.cause
-            if isinstance(cause, ApplicationError) and cause.type == DRAINED:
+            if isinstance(cause, ApplicationError) and cause.type in (DRAINED, HELD):
                 if cause.details and cause.details[0]:
                     self.resume[step_id] = str(cause.details[0])
+                if cause.type == HELD:
+                    await workflow.sleep(HELD_AGAIN)  # not at once: a paused host would take it straight back
                 return None
             if isinstance(cause, ActivityTimeout):
                 if cause.last_heartbeat_details and cause.last_heartbeat_details[0]:
@@ -377,6 +383,7 @@ __all__ = [
     "AGENT_TURN",
     "COMMIT",
     "DRAINED",
+    "HELD",
     "SUBAGENT",
     "WORKFLOW_NAME",
     "RunWorkflow",

@@ -26,6 +26,7 @@ from ulid import ULID
 
 from anyagentd.errors import AnyagentError
 from anyagentd.model import AnswerPermission, AnswerQuestion, kind_tag
+from anyagentd.ops import OpError
 
 from . import interpreter
 from .definition import Step, Workflow
@@ -48,6 +49,11 @@ class RunNotFound(LookupError):
 
 class RunStateRefused(ValueError):
     """A request the run's state refuses (pausing a terminal run, resuming one not paused)."""
+
+
+class EngineUnavailable(OpError):
+    """The workflow engine cannot take the request now (a ``temporal`` engine whose server does not answer): the
+    request changed nothing; the message names the engine and why. An op that meets it fails with it (OP_FAILED)."""
 
 
 @dataclass
@@ -573,6 +579,7 @@ async def subagent_step(subagents: Any, owner: str, agent: Any, instruction: str
 
 
 __all__ = [
+    "EngineUnavailable",
     "Listener",
     "RunNotFound",
     "RunStateRefused",

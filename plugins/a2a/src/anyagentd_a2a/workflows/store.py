@@ -103,6 +103,10 @@ class RunRecord:
         return self.status in RUN_TERMINAL
 
 
+class RunMissing(LookupError):
+    """A write for a run the store does not hold."""
+
+
 class RunStore:
     """Runs, steps and signals behind one async engine. Use :meth:`open` (creates the tables), then the methods;
     :meth:`close` disposes the engine. Takes the daemon's engine (:func:`anyagentd_a2a.store.engine_for`: SQLite
@@ -144,12 +148,24 @@ class RunStore:
                 await self.members.hold(RUN, record.id, await tx.connection())
 
     async def save(self, record: RunRecord, changed_steps: dict[str, StepState] | None = None) -> None:
-        """Write the run's fields and the ``changed_steps`` (default: every step) in one transaction."""
+        """Write the run's fields and the ``changed_steps`` (default: every step) in one transaction. Raises
+        :class:`RunMissing` (nothing written) when the store holds no such run: a run created in another database
+        (daemons sharing one Temporal namespace that do not share one store)."""
         steps = record.steps if changed_steps is None else changed_steps
         async with self._tx() as tx:
-            await tx.execute(update(RunRow).where(RunRow.id == record.id).values(**_run_values(record)))
+            written = await tx.execute(update(RunRow).where(RunRow.id == record.id).values(**_run_values(record)))
+            if not written.rowcount:  # type: ignore[attr-defined]
+                raise RunMissing(f"run {record.id} is not in this store ({self.engine.url.render_as_string()})")
             for step_id, state in steps.items():
                 await tx.merge(_step_row(record.id, step_id, state))
+
+    async def delete(self, run_id: str) -> None:
+        """Remove a run that never started (its engine refused it), with its steps and signals, in one transaction:
+        a refused ``workflow.run`` leaves nothing behind."""
+        async with self._tx() as tx:
+            await tx.execute(delete(StepRow).where(StepRow.run_id == run_id))
+            await tx.execute(delete(SignalRow).where(SignalRow.run_id == run_id))
+            await tx.execute(delete(RunRow).where(RunRow.id == run_id))
 
     async def add_signal(self, run_id: str, step_id: str, name: str, payload: Any, sender: str, at: int) -> None:
         async with self._tx() as tx:
@@ -335,4 +351,4 @@ def _json_safe(value: Any) -> Any:
         return str(value)
 
 
-__all__ = ["RunRecord", "RunStore"]
+__all__ = ["RunMissing", "RunRecord", "RunStore"]
