@@ -27,6 +27,7 @@ import uvicorn
 from anyagentd import startup
 from anyagentd.listen import listening_socket
 
+from . import sdkimports  # noqa: F401  # first: httpx without its CLI (rich, pygments), before the SDK imports it
 from .app import build_app
 from .config import Loaded, split_host_port
 from .lifecycle import Lifecycle
