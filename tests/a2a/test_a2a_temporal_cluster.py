@@ -149,6 +149,11 @@ def test_a_daemon_killed_mid_step_its_runs_complete_on_the_other(
             assert [c["turn"] for c in calls] == [0], calls  # ran exactly once
         else:  # the killed daemon had taken it, and died before its model call: started again on the survivor
             assert write["attempt"] == 2 and [c["turn"] for c in calls] == [0], calls
+    # one store: every run and task reads the same through the survivor, whichever daemon started it
+    listed = result_of(command(second, "workflow.status", token=ALICE), "workflow.status")["runs"]
+    assert sorted(r["run"] for r in listed) == sorted(runs) and {r["status"] for r in listed} == {"completed"}
+    tasks_listed = second.rpc("ListTasks", {}, token=ALICE).json()["result"]["tasks"]
+    assert {t["id"] for t in tasks} <= {t["id"] for t in tasks_listed}
     # the runs' tasks read as their runs, through the survivor: the dead daemon's too (the survivor took them over)
     for task in tasks:
         wait_state(second, task["id"], "TASK_STATE_COMPLETED", token=ALICE, timeout=60)
