@@ -40,8 +40,8 @@ from anyagentd.errors import AnyagentError
 from anyagentd.model import kind_tag
 from anyagentd_a2a.members import RUN
 from anyagentd_a2a.workflows.definition import Workflow
-from anyagentd_a2a.workflows.runner import EngineUnavailable as RunEngineUnavailable
 from anyagentd_a2a.workflows.runner import (
+    EngineUnavailable,
     RunNotFound,
     RunStateRefused,
     definitions_changed,
@@ -77,10 +77,6 @@ SIGNAL_CONCURRENCY = 16
 """Runs one ``workflow.signal`` delivers to at once (each is a store write and a Temporal signal)."""
 HEARTBEAT = 10.0
 """Default seconds of an agent step's heartbeat timeout: a daemon that died mid-step is known this late."""
-
-
-class EngineUnavailable(AnyagentError):
-    """The Temporal server at ``[workflow_engine] address`` cannot be reached (the daemon does not start)."""
 
 
 def _core_runtime() -> Any:
@@ -121,16 +117,13 @@ async def connect(address: str, namespace: str) -> Any:
 
 @asynccontextmanager
 async def reaching(address: str) -> AsyncIterator[None]:
-    """Turn a Temporal RPC failure in the body into :class:`~anyagentd_a2a.workflows.runner.EngineUnavailable`
-    naming the server (the op that met it fails saying so; it changed nothing)."""
+    """Turn a Temporal RPC failure in the body into :class:`EngineUnavailable` naming the server (the op that met it fails saying so; it changed nothing)."""
     from temporalio.service import RPCError
 
     try:
         yield
     except RPCError as err:
-        raise RunEngineUnavailable(
-            f"the workflow engine (Temporal at {address}) does not answer: {err.message}"
-        ) from None
+        raise EngineUnavailable(f"the workflow engine (Temporal at {address}) does not answer: {err.message}") from None
 
 
 class Followers:
@@ -460,7 +453,7 @@ class TemporalRunner:
                 await self._start_workflow(record, self.workflows[record.workflow])
             except WorkflowAlreadyStartedError:
                 continue
-            except RunEngineUnavailable as err:
+            except EngineUnavailable as err:
                 log.warning("starting the runs held back: %s", err.message)
                 break
             started.append(record.id)
@@ -499,7 +492,7 @@ class TemporalRunner:
         if self.held() is None:
             try:
                 await self._start_workflow(record, workflow)
-            except RunEngineUnavailable:
+            except EngineUnavailable:
                 await self.store.delete(record.id)  # refused: nothing is left to run later
                 raise
         return record
@@ -589,7 +582,7 @@ class TemporalRunner:
                 targets.append((record.id, steps))
         limit = anyio.Semaphore(SIGNAL_CONCURRENCY)
         delivered: list[int] = []
-        missed: list[RunEngineUnavailable] = []
+        missed: list[EngineUnavailable] = []
 
         async def deliver(target: str, steps: list[str]) -> None:
             async with limit:
@@ -597,7 +590,7 @@ class TemporalRunner:
                     async with reaching(self.address):
                         handle = self._client().get_workflow_handle(target)
                         await handle.signal("signal", args=[name, payload, sender], rpc_timeout=RPC_SECONDS)
-                except RunEngineUnavailable as err:
+                except EngineUnavailable as err:
                     missed.append(err)
                     return
                 for step_id in steps:
@@ -608,7 +601,7 @@ class TemporalRunner:
             for target, steps in targets:
                 tg.start_soon(deliver, target, steps)
         if missed:
-            raise RunEngineUnavailable(f"{missed[0].message} (delivered to {len(delivered)} of {len(targets)} runs)")
+            raise EngineUnavailable(f"{missed[0].message} (delivered to {len(delivered)} of {len(targets)} runs)")
         return sum(delivered)
 
     async def answer(self, run_id: str, answer: Any) -> bool:
@@ -682,4 +675,4 @@ class TemporalRunner:
         return self.client
 
 
-__all__ = ["EngineUnavailable", "Followers", "StepActivities", "TemporalRunner"]
+__all__ = ["Followers", "StepActivities", "TemporalRunner", "connect"]

@@ -51,9 +51,11 @@ class RunStateRefused(ValueError):
     """A request the run's state refuses (pausing a terminal run, resuming one not paused)."""
 
 
-class EngineUnavailable(OpError):
-    """The workflow engine cannot take the request now (a ``temporal`` engine whose server does not answer): the
-    request changed nothing; the message names the engine and why. An op that meets it fails with it (OP_FAILED)."""
+class EngineUnavailable(AnyagentError, OpError):
+    """The workflow engine cannot be reached (a ``temporal`` engine whose server does not answer, whose address is
+    not one, whose namespace does not exist): the message names the engine and why. At the start the daemon does
+    not start (one line at the CLI, as every typed error); later, the op that met it fails with it (OP_FAILED) and
+    changed nothing."""
 
 
 @dataclass
