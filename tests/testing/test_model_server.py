@@ -478,7 +478,7 @@ def test_cli_serves_until_interrupted(tmp_path):
         )
         assert reply.json()["content"][0]["text"] == "from the cli"
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(10) == 0
+        assert proc.wait(120) == 0  # a bound, not a measure: a loaded machine can take its time to stop
     finally:
         proc.kill()
         proc.wait()

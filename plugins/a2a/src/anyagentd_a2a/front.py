@@ -61,6 +61,7 @@ from .principals import (
     Unauthenticated,
 )
 from .proxies import Network, client_address, parse_proxy
+from .settings import seconds
 
 if TYPE_CHECKING:
     from .lifecycle import Draining
@@ -176,7 +177,9 @@ class Front:
         self.supported_extensions = supported_extensions
         self.realm = realm
         self.rates = RateLimits()
-        self.failed = TokenBucket(FAILED_CREDENTIAL_BURST, FAILED_CREDENTIAL_REFILL_SECONDS)
+        # the refill is an environment variable too, so that a test on a loaded machine sees no refill mid-count
+        refill = seconds("ANYAGENTD_A2A_FAILED_CREDENTIAL_REFILL", FAILED_CREDENTIAL_REFILL_SECONDS)
+        self.failed = TokenBucket(FAILED_CREDENTIAL_BURST, refill)
         self._proxies: tuple[Loaded | None, list[Network]] = (None, [])
         self._unary = 0  # requests in hand that answer once (not a stream)
         self._settled = anyio.Event()
