@@ -210,3 +210,36 @@ def test_a_daemon_hosting_only_codex_never_runs_a_claude_step(
     assert unused_claude.main_requests() == [], "the Codex host never ran a Claude step"
     assert unused_codex.main_requests() == [], "the Claude host never ran a Codex step"
     assert run_get(claude_host, run)["status"] == "completed"  # one store: read through either
+
+
+def test_a_runs_task_is_answered_cancelled_and_followed_through_any_daemon(
+    a2a_daemon: Any, temporal: dict[str, str], postgres_url: str
+) -> None:
+    """Two daemons on one Temporal and one PostgreSQL; the second alone hosts the agent. A run started through the
+    first has its question asked on the second: its task (followed by the first) reads INPUT_REQUIRED whichever
+    daemon ran the workflow code; an answer sent through the second, which does not follow the task, reaches the
+    agent; and once the first stops cleanly, the second follows its run tasks to their end (each was a defect a
+    fresh-eyes trial found)."""
+    import signal as signals
+
+    from test_a2a_workflows import WORKFLOWS, answer, wait_run
+
+    flows = CONFIG.replace("[a2a]\n", f'[a2a]\nintrospection = true\nstore = "{postgres_url}"\n') + WORKFLOWS
+    env = {**ENV, "ANYAGENTD_A2A_MEMBER_LEASE": "1.5"}
+    first = a2a_daemon(config=flows + temporal_engine(temporal, hosts=[]), env=env, mock="permission")
+    second = a2a_daemon(config=flows + temporal_engine(temporal, hosts=["mock"]), env=env, mock="permission")
+
+    asking = start_run(first, ALICE, workflow="asking")
+    waiting = wait_state(first, asking["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE, timeout=60)
+    assert waiting["status"]["message"]["parts"][0]["text"].startswith("step a waits for an answer")
+    answer(second, asking["id"], "allow")  # through the daemon that does not follow the task
+    wait_state(first, asking["id"], "TASK_STATE_COMPLETED", token=ALICE, timeout=60)
+
+    piped = start_run(first, ALICE, workflow="pipe", issue="#5")
+    run = run_of(first, piped, ALICE)
+    wait_run(second, run, "suspended")
+    first.signal(signals.SIGTERM)
+    assert first.wait(timeout=60) == 0
+    wait_until(lambda: any("stopped (it left the database): took over" in line for line in second.stderr), 60, "it")
+    assert command(second, "workflow.signal", token=ALICE, name="go").json()["result"]
+    wait_state(second, piped["id"], "TASK_STATE_COMPLETED", token=ALICE, timeout=60)

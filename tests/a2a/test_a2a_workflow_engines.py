@@ -209,9 +209,9 @@ def test_a_temporal_that_does_not_answer_refuses_workflow_run_leaving_nothing(a2
 
 
 def test_a_bad_address_or_namespace_is_one_line(tmp_path: Path, temporal: dict[str, str]) -> None:
-    done = start_fails(tmp_path, FINISH + '[workflow_engine]\nkind = "temporal"\naddress = "not a host"\n')
+    done = start_fails(tmp_path, FINISH + '[workflow_engine]\nkind = "temporal"\naddress = "127.0.0.1:1"\n')
     [line] = people_lines(done.stderr)
-    assert done.returncode == 1 and line.startswith("anyagentd a2a: EngineUnavailable: Temporal at not a host"), line
+    assert done.returncode == 1 and line.startswith("anyagentd a2a: EngineUnavailable: Temporal at 127.0.0.1:1"), line
     missing = FINISH + temporal_engine({"address": temporal["address"], "namespace": "nosuchns"})
     done = start_fails(tmp_path / "2", missing)
     assert done.returncode == 1 and people_lines(done.stderr) == [
@@ -235,6 +235,8 @@ def test_check_config_checks_the_engine_as_the_start_does(tmp_path: Path) -> Non
     done = check('[workflow_engine]\nkind = "temporal"\nhosts = ["nosuchagent"]\nheartbeat = "10s"\n')
     assert done.returncode == 0, done.stderr
     assert "workflow_engine.hosts: 'nosuchagent' is no agent this machine drives" in done.stderr, done.stderr
+    done = check('[workflow_engine]\nkind = "temporal"\naddress = "nohost:notaport"\n')
+    assert done.returncode == 2 and "workflow_engine.address" in done.stderr, done.stderr
     done = check('[workflow_engine]\naddress = "10.0.0.1:7233"\n')
     assert done.returncode == 0 and 'workflow_engine.address: only kind = "temporal" reads it' in done.stderr
 

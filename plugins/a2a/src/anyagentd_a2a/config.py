@@ -633,7 +633,7 @@ class WorkflowEngineSection(_Strict):
     another daemon finds its files)."""
 
     kind: Annotated[str, Field(min_length=1)] = "local"
-    address: Annotated[str, Field(min_length=1)] = "127.0.0.1:7233"
+    address: Annotated[str, Field(pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}$")] = "127.0.0.1:7233"
     namespace: Annotated[str, Field(min_length=1)] = "default"
     task_queue_prefix: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] = "anyagentd"
     hosts: list[Annotated[str, Field(min_length=1)]] | None = None

@@ -203,6 +203,23 @@ class Membership:
         rows = await self.members()
         return dead_members(rows, _now(), self.lease, me=self.instance, home=self.home, exclusive=self.exclusive)
 
+    async def gone(self) -> list[Member]:
+        """The members that left (a clean stop deletes its row) while still holding tasks: every instance named by
+        a task's holder row that has no member row, as a :class:`Member` with no URL, seen at the epoch."""
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                select(holders_table.c.instance)
+                .where(
+                    holders_table.c.kind == TASK,
+                    holders_table.c.instance.is_not(None),
+                    holders_table.c.instance.not_in(select(members_table.c.instance)),
+                )
+                .distinct()
+            )
+            instances = sorted(r[0] for r in rows)
+        epoch = datetime.fromtimestamp(0, UTC)
+        return [Member(instance, None, "", epoch, epoch) for instance in instances]
+
     async def forget(self, member: Member) -> bool:
         """Delete dead ``member``'s row unless it renewed its lease since it was read; whether it was deleted."""
         async with self.engine.begin() as conn:

@@ -62,6 +62,8 @@ class Takeover:
     push_store: PushConfigStore | None
     spawn: Callable[..., Any]
     draining: Callable[[], bool] = lambda: False
+    swept: set[str] = field(default_factory=set)
+    """The members gone (stopped cleanly) whose tasks this daemon has taken once."""
 
     async def serve(self) -> None:
         """Until cancelled: every heartbeat (:attr:`.members.Membership.heartbeat`) renew the lease, and — in a loop
@@ -84,11 +86,13 @@ class Takeover:
             await self.sweep()
 
     async def sweep(self) -> dict[str, Taken]:
-        """Take over the work of every member dead now (see the module docstring); returns what was taken, by dead
-        member id (a run no live member held and no dead one either — left by a clean stop, or written before
+        """Take over the work of every member dead now, and the open tasks of every member that left (stopped
+        cleanly: a drained daemon's run tasks are followed here to their runs' end); see the module docstring.
+        Returns what was taken, by member id (a run no live member held and no dead one either — left by a clean stop, or written before
         holders existed — is counted under ``""``). Raises what the driver raises."""
         dead = await self.members.dead()
-        taken = {member.instance: await self._tasks_of(member) for member in dead}
+        gone = [m for m in await self.members.gone() if m.instance not in self.swept]
+        taken = {member.instance: await self._tasks_of(member) for member in [*dead, *gone]}
         if self.runner is not None:
             resumed = await self.runner.recover()
             for run_id in resumed:
@@ -112,6 +116,19 @@ class Takeover:
                 done.kept,
                 len(done.runs),
             )
+        for member in gone:  # its tasks are taken once: any later one is another daemon's to take
+            self.swept.add(member.instance)
+            done = taken[member.instance]
+            if done.tasks:
+                log.info(
+                    "member %s stopped (it left the database): took over %d task(s) (%d failed, %d parked, %d kept "
+                    "with their runs)",
+                    member.instance,
+                    done.tasks,
+                    done.failed,
+                    done.parked,
+                    done.kept,
+                )
         if "" in taken:
             log.info("resumed %d run(s) no live member held: %s", len(taken[""].runs), ", ".join(taken[""].runs))
         return taken

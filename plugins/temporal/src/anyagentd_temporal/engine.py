@@ -173,10 +173,16 @@ def _asking(record: RunRecord) -> dict[str, Any] | None:
     return None
 
 
-def _changed_steps(old: RunRecord | None, new: RunRecord) -> list[str]:
-    if old is None:
-        return list(new.steps)
-    return [s for s, state in new.steps.items() if old.steps.get(s) != state]
+def change_of(old: RunRecord | None, new: RunRecord) -> dict[str, Any]:
+    """What a follower is told of ``new``, read from the store, after ``old`` (the last record it was told; ``None``:
+    none): ``{"type": "input", "step"}`` when a step has just started waiting for an answer (the change the daemon
+    that committed it tells its own followers: the run's task then reads INPUT_REQUIRED, wherever the workflow
+    code ran), else ``{"type": "step", "steps"}`` naming the steps that differ, else ``{"type": "status"}``."""
+    changed = [s for s, state in new.steps.items() if old is None or old.steps.get(s) != state]
+    asking = _asking(new)
+    if asking is not None and asking["step"] in changed:
+        return {"type": "input", "step": asking["step"]}
+    return {"type": "step", "steps": changed} if changed else {"type": "status"}
 
 
 class StepActivities:
@@ -609,10 +615,7 @@ class TemporalRunner:
         gives it to its agent); ``False`` when nothing waits for one."""
         from anyagentd.model import ANSWER
 
-        waiting = self.awaiting_input(run_id)
-        if waiting is None:
-            record = await self.get(run_id)
-            waiting = _asking(record) if record is not None else None
+        waiting = await self.asked(run_id)
         if waiting is None:
             return False
         value = ANSWER.dump_python(answer, mode="json")
@@ -620,6 +623,15 @@ class TemporalRunner:
             handle = self._client().get_workflow_handle(run_id)
             await handle.signal("answer", args=[waiting["step"], value], rpc_timeout=RPC_SECONDS)
         return True
+
+    async def asked(self, run_id: str) -> dict[str, Any] | None:
+        """The request the run's ``ask`` step waits on (as :meth:`awaiting_input`), for a run this daemon may not
+        follow: read from the store."""
+        waiting = self.awaiting_input(run_id)
+        if waiting is None:
+            record = await self.store.get(run_id)
+            waiting = _asking(record) if record is not None else None
+        return waiting
 
     def awaiting_input(self, run_id: str) -> dict[str, Any] | None:
         """The request an ``ask`` step of the followed run waits on, or ``None``: ``{"step", "request", "event"}``
@@ -649,7 +661,7 @@ class TemporalRunner:
     async def _watch(self) -> None:
         """Until cancelled, every :data:`FOLLOW_POLL` seconds while any run is followed: one query for when each
         followed run was last written, then the runs written since they were last told (by another daemon's commit)
-        read and told as a step change (the steps that differ) or a status change."""
+        read and told as the change it is (:func:`change_of`)."""
         while True:
             await anyio.sleep(FOLLOW_POLL)
             followed = list(self.followers.streams)
@@ -661,8 +673,7 @@ class TemporalRunner:
                 record = await self.store.get(run_id)
                 if record is None:
                     continue
-                changed = _changed_steps(self.followers.latest.get(run_id), record)
-                self.followers.tell(record, {"type": "step", "steps": changed} if changed else {"type": "status"})
+                self.followers.tell(record, change_of(self.followers.latest.get(run_id), record))
 
     async def wait(self, run_id: str) -> RunRecord:
         """Wait until the run ends; returns its record."""

@@ -80,6 +80,8 @@ class RunControl(Protocol):
 
     def awaiting_input(self, run_id: str) -> dict[str, Any] | None: ...
 
+    async def asked(self, run_id: str) -> dict[str, Any] | None: ...
+
     async def answer(self, run_id: str, answer: Any) -> bool: ...
 
     async def cancel(self, run_id: str, reason: str) -> Any: ...
@@ -334,6 +336,23 @@ class OpTasks:
 
     def get(self, task_id: str) -> OpTask | None:
         return self.open.get(task_id)
+
+    async def answer_held_elsewhere(self, run_id: str, context: RequestContext) -> None:
+        """A message to the task of run ``run_id`` that another daemon follows (several daemons, one store): an
+        answer to the question the run waits on goes to the runner, which reaches the daemon whose agent asked
+        (the ``temporal`` engine; the local engine answers only the runs it drives); the task itself is written by
+        the daemon that follows it. Something that is not an answer changes nothing."""
+        from anyagentd.model import REQUEST
+
+        from ..translate import answer_of
+
+        waiting = await self.runs.asked(run_id) if self.runs is not None else None
+        if waiting is None or context.message is None:
+            return
+        answer = answer_of(context.message, REQUEST.validate_python(waiting["request"]))
+        if not isinstance(answer, str):
+            assert self.runs is not None
+            await self.runs.answer(run_id, answer)
 
     def _forget(self, task_id: str) -> None:
         self.open.pop(task_id, None)

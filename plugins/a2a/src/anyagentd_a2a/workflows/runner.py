@@ -248,6 +248,10 @@ class WorkflowRunner:
         await session.answer(request_id, answer)
         return True
 
+    async def asked(self, run_id: str) -> dict[str, Any] | None:
+        """:meth:`awaiting_input`, for a caller that may await (the engines' common method)."""
+        return self.awaiting_input(run_id)
+
     def awaiting_input(self, run_id: str) -> dict[str, Any] | None:
         """The request an ``ask`` step of the run waits on, or ``None``: ``{"step", "request", "event"}``, the
         request and the ``RequestOpened`` event that opened it as the wire's JSON."""
