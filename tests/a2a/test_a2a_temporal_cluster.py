@@ -218,7 +218,8 @@ def test_a_runs_task_is_answered_cancelled_and_followed_through_any_daemon(
     """Two daemons on one Temporal and one PostgreSQL; the second alone hosts the agent. A run started through the
     first has its question asked on the second: its task (followed by the first) reads INPUT_REQUIRED whichever
     daemon ran the workflow code; an answer sent through the second, which does not follow the task, reaches the
-    agent; and once the first stops cleanly, the second follows its run tasks to their end (each was a defect a
+    agent; CancelTask through it cancels the run itself (the SDK used to record the task CANCELED and leave the run
+    going); and once the first stops cleanly, the second follows its run tasks to their end (each was a defect a
     fresh-eyes trial found)."""
     import signal as signals
 
@@ -234,6 +235,12 @@ def test_a_runs_task_is_answered_cancelled_and_followed_through_any_daemon(
     assert waiting["status"]["message"]["parts"][0]["text"].startswith("step a waits for an answer")
     answer(second, asking["id"], "allow")  # through the daemon that does not follow the task
     wait_state(first, asking["id"], "TASK_STATE_COMPLETED", token=ALICE, timeout=60)
+
+    cancelled = start_run(first, ALICE, workflow="asking")
+    run = wait_state(first, cancelled["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE, timeout=60)["metadata"]["run"]
+    assert "result" in second.rpc("CancelTask", {"id": cancelled["id"]}, token=ALICE).json()
+    assert wait_run(second, run, "cancelled")["status"] == "cancelled"  # the run itself, not only its task
+    wait_state(first, cancelled["id"], "TASK_STATE_CANCELED", token=ALICE, timeout=60)
 
     piped = start_run(first, ALICE, workflow="pipe", issue="#5")
     run = run_of(first, piped, ALICE)

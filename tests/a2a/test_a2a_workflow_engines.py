@@ -187,7 +187,7 @@ def test_a_drain_mid_step_hands_the_step_back(a2a_daemon: Any, workflow_engine: 
 
 def test_a_temporal_that_does_not_answer_refuses_workflow_run_leaving_nothing(a2a_daemon: Any) -> None:
     """Temporal stops answering: ``workflow.run`` fails saying so (naming the server), creates no task and leaves no
-    run behind — a refused run used to stay ``pending`` and run, taskless, once Temporal was back (found by a
+    run behind, and CancelTask of a run's task is refused leaving the task as it was — a refused run used to stay ``pending`` and run, taskless, once Temporal was back (found by a
     fresh-eyes trial)."""
     from test_a2a_commands import OPERATOR, command, result_of
 
@@ -197,13 +197,27 @@ def test_a_temporal_that_does_not_answer_refuses_workflow_run_leaving_nothing(a2
     try:
         engine = temporal_engine({"address": server.address, "namespace": "default"}, hosts=["mock"])
         daemon = a2a_daemon(config=config(engine), env=ENV, mock="hello")
+        waiting = start_run(daemon, ALICE, issue="#6")
+        from test_a2a_workflows import wait_run
+
+        run = run_of(daemon, waiting, ALICE)
+        wait_run(daemon, run, "suspended")
         server.process.terminate()
         server.process.wait(timeout=30)
+        # CancelTask of the waiting run's task is refused, and its task is left as it was (it used to read FAILED)
+        refused_cancel = daemon.rpc("CancelTask", {"id": waiting["id"]}, token=ALICE).json()
+        assert "the run was not cancelled: the workflow engine (Temporal at" in refused_cancel["error"]["message"]
+        assert daemon.rpc("GetTask", {"id": waiting["id"]}, token=ALICE).json()["result"]["status"]["state"] == (
+            "TASK_STATE_WORKING"
+        )
         refused = command(daemon, "workflow.run", token=ALICE, workflow="pipe", inputs={"issue": "#4"}).json()
         message = refused["error"]["message"]
         assert message.startswith(f"the workflow engine (Temporal at {server.address}) does not answer"), refused
-        assert daemon.rpc("ListTasks", {}, token=OPERATOR).json()["result"].get("tasks", []) == []
-        assert result_of(command(daemon, "workflow.status", token=OPERATOR), "workflow.status")["runs"] == []
+        listed = daemon.rpc("ListTasks", {}, token=OPERATOR).json()["result"].get("tasks", [])
+        assert [t["id"] for t in listed] == [waiting["id"]]  # the refused run made none
+        assert [
+            r["run"] for r in result_of(command(daemon, "workflow.status", token=OPERATOR), "workflow.status")["runs"]
+        ] == [run]
     finally:
         server.stop()
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 
 from .agentface import AgentFace
@@ -27,6 +26,7 @@ from .sendchecks import SendChecks
 from .sessions import ConversationSessions
 from .settings import agent_idle_close
 from .tasks.feed import TaskFeed
+from .tasks.handler import RunCancelHandler
 from .tasks.optasks import OpTasks, PreparedIds
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ def build_agent(spec: AgentSpec, runtime: Runtime, store: AgentStore, parts: Age
         tasks_of=store.tasks.tasks_of,
         ops=op_tasks,
     )
-    handler = DefaultRequestHandler(
+    handler = RunCancelHandler(
         executor,
         store.tasks,
         card,
@@ -109,6 +109,7 @@ def build_agent(spec: AgentSpec, runtime: Runtime, store: AgentStore, parts: Age
         push_url_validator=parts.push_validator,
         # new ids read absent, no query
         request_context_builder=PreparedIds(task_id_generator=store.tasks.task_ids),
+        runs=instance.runner,
     )
     rpc = JsonRpcDispatcher(handler, context_builder=PrincipalContextBuilder())
     check_send = SendChecks(conversations, store.parked, op_tasks, feed, card.default_output_modes, settings)

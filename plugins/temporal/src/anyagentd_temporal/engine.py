@@ -379,6 +379,7 @@ class TemporalRunner:
         self.client: Any = None
         self._workers: list[Any] = []
         self._tg: anyio.abc.TaskGroup | None = None
+        self._starting: set[str] = set()  # runs :meth:`start` is starting now
 
     @property
     def subagents(self) -> Any:
@@ -447,6 +448,7 @@ class TemporalRunner:
             if record.status == "pending"
             and not any(s.attempt for s in record.steps.values())
             and record.workflow in self.workflows
+            and record.id not in self._starting
         ]
         members = self.store.members
         if members is not None and waiting:
@@ -494,13 +496,17 @@ class TemporalRunner:
         paused: the run then waits, ``pending``, and starts when it is resumed (:meth:`wake_all`)."""
         workflow = self.workflows[workflow_name]
         record = new_run(workflow, inputs, principal, task_id)
-        await self.store.create(record)
-        if self.held() is None:
-            try:
-                await self._start_workflow(record, workflow)
-            except EngineUnavailable:
-                await self.store.delete(record.id)  # refused: nothing is left to run later
-                raise
+        self._starting.add(record.id)  # not the recovery's to start (:meth:`recover`)
+        try:
+            await self.store.create(record)
+            if self.held() is None:
+                try:
+                    await self._start_workflow(record, workflow)
+                except EngineUnavailable:
+                    await self.store.delete(record.id)  # refused: nothing is left to run later
+                    raise
+        finally:
+            self._starting.discard(record.id)
         return record
 
     async def _start_workflow(self, record: RunRecord, workflow: Workflow) -> None:
