@@ -277,3 +277,30 @@ def test_a_paused_daemon_leaves_its_agents_steps_to_the_others(
     assert wait_run(other, held, "pending")["steps"]["write"]["attempt"] == 0
     assert "result" in command(paused, "admin.resume", token=OPERATOR).json()
     assert wait_run(other, held, "suspended")["steps"]["write"]["status"] == "done"
+
+
+def test_a_cancel_through_a_daemon_whose_local_engine_does_not_drive_the_run_is_refused(
+    a2a_daemon: Any, postgres_url: str
+) -> None:
+    """Two daemons on one PostgreSQL with the local engine: a run is driven by the daemon it started on. CancelTask of
+    its task through the other is refused naming the run (the SDK used to record the task CANCELED while the run went
+    on), and changes nothing; through its own daemon it cancels the run."""
+    from test_a2a_commands import CONFIG
+    from test_a2a_workflows import WORKFLOWS, wait_run
+
+    flows = CONFIG.replace("[a2a]\n", f'[a2a]\nintrospection = true\nstore = "{postgres_url}"\n') + WORKFLOWS
+    first = a2a_daemon(config=flows, env=ENV, mock="hello")
+    other = a2a_daemon(config=flows, env=ENV, mock="hello")
+    task = start_run(first, ALICE, issue="#7")
+    run = run_of(first, task, ALICE)
+    wait_run(first, run, "suspended")
+    refused = other.rpc("CancelTask", {"id": task["id"]}, token=ALICE).json()
+    assert (
+        refused["error"]["code"] == -32002 and f"run {run} is driven by another daemon" in refused["error"]["message"]
+    )
+    assert wait_run(first, run, "suspended")["status"] == "suspended"
+    assert other.rpc("GetTask", {"id": task["id"]}, token=ALICE).json()["result"]["status"]["state"] == (
+        "TASK_STATE_WORKING"
+    )
+    assert "result" in first.rpc("CancelTask", {"id": task["id"]}, token=ALICE).json()
+    assert wait_run(first, run, "cancelled")["status"] == "cancelled"

@@ -5,7 +5,8 @@ another replica holds it records CANCELED in the store at once (``_cancel_remote
 raises gets its task marked FAILED. A run's task is the run's view, so neither may happen before the run is
 cancelled: :class:`RunCancelHandler` asks the workflow runner to cancel the run (the ``temporal`` engine reaches it
 from any daemon; the local engine the runs it drives), then lets the SDK record the task's end. A runner that cannot
-be reached refuses the CancelTask (-32603, the engine named) and changes nothing.
+be reached refuses the CancelTask (-32603, the engine named), and so does a daemon whose local engine does not drive
+the run (-32002, naming the run: another daemon sharing the database does); either changes nothing.
 """
 
 from __future__ import annotations
@@ -52,8 +53,16 @@ class RunCancelHandler(DefaultRequestHandler):
         principal = context.state.get("principal")
         try:
             await self.runs.cancel(run_id, f"cancelled by {getattr(principal, 'id', '?')} (CancelTask)")
-        except (RunStateRefused, RunNotFound):
-            return  # ended meanwhile, or a run this daemon's runner does not drive: the SDK records the task's end
+        except RunNotFound:
+            return
+        except RunStateRefused:
+            record = await self.runs.get(run_id)
+            if record is not None and not record.terminal:  # driven by another daemon's local runner
+                raise TaskNotCancelableError(
+                    message=f"run {run_id} is driven by another daemon (the local workflow engine): cancel it "
+                    "through that daemon"
+                ) from None
+            return  # ended meanwhile: the SDK records the task's end
         except EngineUnavailable as err:
             raise InternalError(message=f"the run was not cancelled: {err.message}") from None
 

@@ -86,6 +86,8 @@ class RunControl(Protocol):
 
     async def cancel(self, run_id: str, reason: str) -> Any: ...
 
+    async def get(self, run_id: str) -> Any: ...
+
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
