@@ -217,8 +217,8 @@ def test_a_runs_task_is_answered_cancelled_and_followed_through_any_daemon(
 ) -> None:
     """Two daemons on one Temporal and one PostgreSQL; the second alone hosts the agent. A run started through the
     first has its question asked on the second: its task (followed by the first) reads INPUT_REQUIRED whichever
-    daemon ran the workflow code; an answer sent through the second, which does not follow the task, reaches the
-    agent; CancelTask through it cancels the run itself (the SDK used to record the task CANCELED and leave the run
+    daemon ran the workflow code (its question reaches the first from the store); an answer sent through the second,
+    which does not follow the task, is refused naming the first, and through the first it reaches the agent; CancelTask through it cancels the run itself (the SDK used to record the task CANCELED and leave the run
     going); and once the first stops cleanly, the second follows its run tasks to their end (each was a defect a
     fresh-eyes trial found)."""
     import signal as signals
@@ -233,8 +233,14 @@ def test_a_runs_task_is_answered_cancelled_and_followed_through_any_daemon(
     asking = start_run(first, ALICE, workflow="asking")
     waiting = wait_state(first, asking["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE, timeout=60)
     assert waiting["status"]["message"]["parts"][0]["text"].startswith("step a waits for an answer")
-    answer(second, asking["id"], "allow")  # through the daemon that does not follow the task
-    wait_state(first, asking["id"], "TASK_STATE_COMPLETED", token=ALICE, timeout=60)
+    # through the daemon that does not follow the task: refused, naming the one that does (its reply and the task's
+    # history would lose the answer to the follower's next write); nothing changes
+    refused = answer(second, asking["id"], "allow")
+    assert refused["error"]["code"] == -32004 and first.url in refused["error"]["message"], refused
+    assert wait_state(first, asking["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE)["status"] == waiting["status"]
+    answered = answer(first, asking["id"], "allow")
+    done = wait_state(first, asking["id"], "TASK_STATE_COMPLETED", token=ALICE, timeout=60)
+    assert "allow" in [p.get("text") for m in done["history"] for p in m["parts"]], answered  # kept in its history
 
     cancelled = start_run(first, ALICE, workflow="asking")
     run = wait_state(first, cancelled["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE, timeout=60)["metadata"]["run"]

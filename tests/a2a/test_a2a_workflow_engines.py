@@ -304,3 +304,28 @@ def test_a_cancel_through_a_daemon_whose_local_engine_does_not_drive_the_run_is_
     )
     assert "result" in first.rpc("CancelTask", {"id": task["id"]}, token=ALICE).json()
     assert wait_run(first, run, "cancelled")["status"] == "cancelled"
+
+
+def test_an_answer_while_temporal_does_not_answer_keeps_the_question(a2a_daemon: Any) -> None:
+    """An answer to a run's question while Temporal does not answer did not reach the agent: the task keeps
+    waiting, its status saying so (the task used to read FAILED, its run still waiting)."""
+    from test_a2a_workflows import answer
+
+    from anyagentd_testing.temporal import start
+
+    server = start()
+    try:
+        engine = temporal_engine({"address": server.address, "namespace": "default"}, hosts=["mock"])
+        daemon = a2a_daemon(config=config(engine), env=ENV, mock="permission")
+        task = start_run(daemon, ALICE, workflow="asking")
+        wait_state(daemon, task["id"], "TASK_STATE_INPUT_REQUIRED", token=ALICE, timeout=60)
+        server.process.terminate()
+        server.process.wait(timeout=30)
+        kept = answer(daemon, task["id"], "allow")["result"]["task"]
+        assert kept["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", kept
+        text = kept["status"]["message"]["parts"][0]["text"]
+        assert text.startswith("The answer did not reach the agent: the workflow engine (Temporal at"), text
+        stored = daemon.rpc("GetTask", {"id": task["id"]}, token=ALICE).json()["result"]
+        assert stored["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    finally:
+        server.stop()

@@ -139,9 +139,7 @@ class ConversationExecutor(AgentExecutor):
             await source.answer(context, event_queue)
             return
         if "op" in task.metadata:
-            if "run" in task.metadata and self.ops is not None:  # a run's task another daemon follows
-                await self.ops.answer_held_elsewhere(str(task.metadata["run"]), context)
-            return  # an op's task whose writer has ended, or is another daemon's: as stored
+            return  # an op's task whose writer has ended (or not yet started again after a restart): as stored
         run = self.conversations.runs.get(task.id)
         if run is None and task.id in self.parked:
             await self._answer_parked(task, context, event_queue)

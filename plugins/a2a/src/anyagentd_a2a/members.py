@@ -203,6 +203,26 @@ class Membership:
         rows = await self.members()
         return dead_members(rows, _now(), self.lease, me=self.instance, home=self.home, exclusive=self.exclusive)
 
+    async def holder_of(self, kind: str, item: str) -> tuple[str, str | None] | None:
+        """``item``'s holder: its instance id and, for a member still in the table, its public URL (``None``
+        without one); ``None`` when no row names a holder."""
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    select(holders_table.c.instance, members_table.c.url)
+                    .select_from(
+                        holders_table.outerjoin(members_table, members_table.c.instance == holders_table.c.instance)
+                    )
+                    .where(holders_table.c.kind == kind, holders_table.c.item == item)
+                )
+            ).first()
+        return None if row is None or row[0] is None else (row[0], row[1])
+
+    async def release(self, kind: str, item: str) -> None:
+        """Forget ``item``'s holder row (an item that never came to be: a run its engine refused)."""
+        async with self.engine.begin() as conn:
+            await conn.execute(delete(holders_table).where(holders_table.c.kind == kind, holders_table.c.item == item))
+
     async def gone(self) -> list[Member]:
         """The members that left (a clean stop deletes its row) while still holding tasks: every instance named by
         a task's holder row that has no member row, as a :class:`Member` with no URL, seen at the epoch."""

@@ -92,6 +92,8 @@ class SendChecks:
         if isinstance(task_id, str) and run is None and parked is None and source is None:
             task = await self.feed.get(task_id, principal)
             refused = self._refuse_unresumable(request_id, task_id, task) if task is not None else None
+            if refused is None and task is not None:
+                refused = await self._refuse_followed_elsewhere(request_id, task_id, task)
             if refused is not None:
                 return refused
             if task is not None and isinstance(message, dict) and not message.get("contextId"):
@@ -109,6 +111,28 @@ class SendChecks:
         if violations:
             return invalid_params(request_id, violations)
         return await self._refuse_ended(request_id, params, task) if task is not None else None
+
+    async def _refuse_followed_elsewhere(self, request_id: Any, task_id: str, task: Task) -> Response | None:
+        """-32004 for a message to an open task of a workflow run that another daemon sharing the database follows
+        (its holder): only that daemon writes the task, so an answer sent here would reach the run while this
+        daemon's copy of the task, with the answer in its history, lost to the follower's next write. The message
+        names that daemon's URL where known."""
+        from .members import TASK
+
+        if "run" not in task.metadata or task.status.state in TERMINAL:
+            return None
+        members = self.feed.store.members
+        holder = await members.holder_of(TASK, task_id) if members is not None else None
+        if members is None or holder is None or holder[0] == members.instance:
+            return None  # this daemon's own (its follower about to start again after a restart): as ever
+        where = holder[1]
+        return rpc_error(
+            request_id,
+            -32004,
+            f"task {task_id} is followed by another daemon sharing this database: send the message to "
+            + (where or "the daemon that started its run"),
+            reason="UNSUPPORTED_OPERATION",
+        )
 
     @staticmethod
     def _refuse_unresumable(request_id: Any, task_id: str, task: Task) -> Response | None:

@@ -179,7 +179,21 @@ class OpTask:
             return
         seen = self.stops
         assert self.runs is not None and self.run_id is not None
-        if await self.runs.answer(self.run_id, answer):
+        from ..workflows.runner import EngineUnavailable
+
+        try:
+            answered = await self.runs.answer(self.run_id, answer)
+        except EngineUnavailable as err:  # nothing reached the agent: the task keeps waiting, saying why
+            async with self._lock:
+                await self._put(
+                    Progress(
+                        "input_required",
+                        text=f"The answer did not reach the agent: {err.message}. "
+                        f"Send it again. {request_text(request)}",
+                    )
+                )
+            return
+        if answered:
             with anyio.move_on_after(ANSWER_WAIT):  # the writer stores the step's next state once the agent has it
                 await self._until_stopped(seen)
 
@@ -338,23 +352,6 @@ class OpTasks:
 
     def get(self, task_id: str) -> OpTask | None:
         return self.open.get(task_id)
-
-    async def answer_held_elsewhere(self, run_id: str, context: RequestContext) -> None:
-        """A message to the task of run ``run_id`` that another daemon follows (several daemons, one store): an
-        answer to the question the run waits on goes to the runner, which reaches the daemon whose agent asked
-        (the ``temporal`` engine; the local engine answers only the runs it drives); the task itself is written by
-        the daemon that follows it. Something that is not an answer changes nothing."""
-        from anyagentd.model import REQUEST
-
-        from ..translate import answer_of
-
-        waiting = await self.runs.asked(run_id) if self.runs is not None else None
-        if waiting is None or context.message is None:
-            return
-        answer = answer_of(context.message, REQUEST.validate_python(waiting["request"]))
-        if not isinstance(answer, str):
-            assert self.runs is not None
-            await self.runs.answer(run_id, answer)
 
     def _forget(self, task_id: str) -> None:
         self.open.pop(task_id, None)

@@ -166,6 +166,8 @@ class RunStore:
             await tx.execute(delete(StepRow).where(StepRow.run_id == run_id))
             await tx.execute(delete(SignalRow).where(SignalRow.run_id == run_id))
             await tx.execute(delete(RunRow).where(RunRow.id == run_id))
+        if self.members is not None:
+            await self.members.release(RUN, run_id)
 
     async def add_signal(self, run_id: str, step_id: str, name: str, payload: Any, sender: str, at: int) -> None:
         async with self._tx() as tx:
