@@ -121,7 +121,7 @@ def test_a_daemon_killed_mid_step_its_runs_complete_on_the_other(
     server = model_server(NOTE)  # the second daemon's Claude
     home = tmp_path / "home"
     engine = temporal_engine(temporal, heartbeat=3, hosts=["claude"], work_root=tmp_path / "runs")
-    env = {**ENV, "ANYAGENTD_A2A_MEMBER_LEASE": "1.5"}  # a dead daemon's tasks are taken over this soon
+    env = {**ENV, "ANYAGENTD_A2A_MEMBER_LEASE": "5"}  # a dead daemon's tasks are taken over this soon
     first = a2a_daemon(config=config(postgres_url, engine), env=env)
     tasks = [start_run(first, ALICE, workflow="note") for _ in range(2)]
     runs = [run_of(first, task, ALICE) for task in tasks]
@@ -226,7 +226,7 @@ def test_a_runs_task_is_answered_cancelled_and_followed_through_any_daemon(
     from test_a2a_workflows import WORKFLOWS, answer, wait_run
 
     flows = CONFIG.replace("[a2a]\n", f'[a2a]\nintrospection = true\nstore = "{postgres_url}"\n') + WORKFLOWS
-    env = {**ENV, "ANYAGENTD_A2A_MEMBER_LEASE": "1.5"}
+    env = {**ENV, "ANYAGENTD_A2A_MEMBER_LEASE": "5"}
     first = a2a_daemon(config=flows + temporal_engine(temporal, hosts=[]), env=env, mock="permission")
     second = a2a_daemon(config=flows + temporal_engine(temporal, hosts=["mock"]), env=env, mock="permission")
 

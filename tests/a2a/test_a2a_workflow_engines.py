@@ -281,7 +281,7 @@ def test_a_paused_daemon_leaves_its_agents_steps_to_the_others(
 
     flows = CONFIG.replace("[a2a]\n", f'[a2a]\nintrospection = true\nstore = "{postgres_url}"\n') + WORKFLOWS
     engine = temporal_engine(temporal, hosts=["mock"])
-    env = {**ENV, "ANYAGENTD_A2A_MEMBER_LEASE": "3"}
+    env = {**ENV, "ANYAGENTD_A2A_MEMBER_LEASE": "5"}
     paused = a2a_daemon(config=flows + engine, env=env, mock="hello")
     assert "result" in command(paused, "admin.pause", token=OPERATOR, reason="maintenance").json()
     other = a2a_daemon(config=flows + engine, env=env, mock="hello")
