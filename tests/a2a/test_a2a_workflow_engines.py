@@ -234,21 +234,6 @@ def test_a_bad_address_or_namespace_is_one_line(tmp_path: Path, temporal: dict[s
     ], done.stderr
 
 
-def wait_until_status(daemon: Any, run: str, status: str, timeout: float) -> dict[str, Any]:
-    """``run.get`` of ``run`` once it reads ``status`` (``timeout`` seconds at most, a bound, not a measure)."""
-    import time
-
-    from test_a2a_commands import OPERATOR, command, result_of
-
-    deadline = time.monotonic() + timeout
-    while True:
-        got = result_of(command(daemon, "run.get", token=OPERATOR, run=run), "run.get")["run"]
-        if got["status"] == status:
-            return got
-        assert time.monotonic() < deadline, got
-        time.sleep(0.1)
-
-
 def test_check_config_checks_the_engine_as_the_start_does(tmp_path: Path) -> None:
     """``--check-config`` refuses an engine not installed (it said ok, found by a fresh-eyes trial), warns of hosts
     no installed adapter drives and of Temporal keys the local engine ignores, and takes durations."""
@@ -287,7 +272,7 @@ def test_a_paused_daemon_leaves_its_agents_steps_to_the_others(
     other = a2a_daemon(config=flows + engine, env=env, mock="hello")
     runs = [run_of(other, start_run(other, ALICE, issue=f"#{n}"), ALICE) for n in range(3)]
     for run in runs:  # a step the paused daemon is offered comes back 5 s later, to either: give it a few rounds
-        assert wait_until_status(other, run, "suspended", 180)["steps"]["write"]["status"] == "done"
+        assert wait_run(other, run, "suspended", timeout=180)["steps"]["write"]["status"] == "done"
     held = run_of(paused, start_run(paused, ALICE, issue="#9"), ALICE)
     assert wait_run(other, held, "pending")["steps"]["write"]["attempt"] == 0
     assert "result" in command(paused, "admin.resume", token=OPERATOR).json()

@@ -100,8 +100,9 @@ def run_of(daemon: Any, task: dict[str, Any], token: str) -> str:
     raise AssertionError(f"the task never named its run: {got}")
 
 
-def wait_run(daemon: Any, run: str, status: str, token: str = OPERATOR) -> dict[str, Any]:
-    deadline = time.monotonic() + 20
+def wait_run(daemon: Any, run: str, status: str, token: str = OPERATOR, timeout: float = 20) -> dict[str, Any]:
+    """``run.get`` of ``run`` once it reads ``status`` (``timeout`` seconds at most: a bound, not a measure)."""
+    deadline = time.monotonic() + timeout
     while True:
         got = result_of(command(daemon, "run.get", token=token, run=run), "run.get")["run"]
         if got["status"] == status or time.monotonic() > deadline:

@@ -105,7 +105,7 @@ async def connect(address: str, namespace: str) -> Any:
         raise EngineUnavailable(f"{where} cannot be reached: {reason}") from None
     try:
         request = DescribeNamespaceRequest(namespace=namespace)
-        await client.workflow_service.describe_namespace(request, timeout=timedelta(seconds=RPC_TIMEOUT))
+        await client.workflow_service.describe_namespace(request, timeout=RPC_SECONDS)
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise EngineUnavailable(
