@@ -85,6 +85,8 @@ class Plugins:
         self.pm = pluggy.PluginManager("anyagentd")
         self.pm.add_hookspecs(hookspecs)
         self._records: list[PluginRecord] = []
+        # Records whose distribution name and version are not read yet (see :meth:`_load`).
+        self._unread: list[tuple[PluginRecord, importlib.metadata.Distribution]] = []
         self._op_families: list[importlib.metadata.EntryPoint] = []  # found at start, loaded by the first ops()
         if os.environ.get("ANYAGENTD_TRACE_PLUGINS"):
             self.pm.trace.root.setwriter(lambda text: sys.stderr.write(f"anyagentd plugins: {text}"))
@@ -114,10 +116,13 @@ class Plugins:
                     self._load(ep)
 
     def _load(self, ep: importlib.metadata.EntryPoint) -> None:
+        # The record's distribution name and version are read when the records are (:attr:`records`): each read of
+        # ``Distribution.name`` or ``.version`` parses the distribution's METADATA again, which for ten plugins was
+        # ~4.5 ms of every start, `serve` included, that only `anyagentd plugins` shows (issue 31, bench/README.md).
+        self.register(ep.load(), name=ep.name)
         dist = getattr(ep, "dist", None)
-        self.register(
-            ep.load(), name=ep.name, distribution=dist.name if dist else None, version=dist.version if dist else None
-        )
+        if dist is not None:
+            self._unread.append((self._records[-1], dist))
 
     def _load_op_families(self) -> None:
         """Load the ``anyagentd.ops`` entry points found at start (once), with the same checks as at start."""
@@ -134,8 +139,13 @@ class Plugins:
 
     @property
     def records(self) -> list[PluginRecord]:
-        """Every plugin, loaded (op families included), in loading order."""
+        """Every plugin, loaded (op families included), in loading order, with its distribution's name and version
+        (read here, once: one METADATA parse per plugin)."""
         self._load_op_families()
+        unread, self._unread = self._unread, []
+        for record, dist in unread:
+            metadata = dist.metadata
+            record.distribution, record.version = metadata["Name"], metadata["Version"]
         return self._records
 
     def register(
