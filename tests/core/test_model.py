@@ -786,3 +786,30 @@ def test_unknown_tag_error_names_the_tag() -> None:
     with pytest.raises(ValidationError) as info:
         model.EVENT_KIND.validate_python({"Bogus": {}})
     assert "Bogus" in str(info.value)
+
+
+def _pydantic_models(*modules: Any) -> list[type[BaseModel]]:
+    return [
+        obj
+        for module in modules
+        for obj in vars(module).values()
+        if isinstance(obj, type) and issubclass(obj, BaseModel) and obj.__module__ == module.__name__
+    ]
+
+
+def test_list_fields_default_to_a_new_list_not_the_builtin() -> None:
+    # pydantic reads a default factory's signature when it builds a schema; the builtin `list`'s is parsed with
+    # tokenize (~3 ms the first time in a process): core's list fields use `model.new_list` (issue 31).
+    from anyagentd.mock import script
+
+    models = _pydantic_models(model, wire, script)
+    factories = {
+        f"{cls.__name__}.{name}": field.default_factory
+        for cls in models
+        for name, field in cls.model_fields.items()
+        if field.default_factory is not None
+    }
+    assert factories["SessionOptions.mcp_servers"] is model.new_list and factories["Script.turns"] is model.new_list
+    assert [name for name, factory in factories.items() if factory is list] == []
+    first, second = model.AgentDetails(), model.AgentDetails()
+    assert first.commands == [] and first.commands is not second.commands  # a new list per instance, as `list`

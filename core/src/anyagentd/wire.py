@@ -32,7 +32,7 @@ from pydantic_core import to_jsonable_python
 from .adapters.process import OversizedLine
 from .errors import AnyagentError, BadFrame, ProtocolFailed, SessionClosed, UnknownSession
 from .hard_exit import hard_exit
-from .model import AgentRef, Answer, ConfigValue, RollbackScope, SessionOptions, kind_tag
+from .model import AgentRef, Answer, ConfigValue, RollbackScope, SessionOptions, kind_tag, new_list
 from .runtime import Runtime
 from .stdio import ProtocolOutput, claim_stdout, hello_line
 from .text import clip, find_surrogate, sanitize
@@ -94,7 +94,7 @@ class Generate(Open):
 class Prompt(_SessionCmd):
     cmd: Literal["prompt"]
     text: str
-    attachments: list[str] = Field(default_factory=list)
+    attachments: list[str] = Field(default_factory=new_list)
 
 
 class Dequeue(_SessionCmd):

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args
 from pydantic import Discriminator, Field, PlainValidator, Tag, TypeAdapter, ValidationError
 
 from ..errors import InvalidConfiguration
-from ..model import EVENT_KIND, ConfigOption, EventKind, Model, SlashCommand, StopReason
+from ..model import EVENT_KIND, ConfigOption, EventKind, Model, SlashCommand, StopReason, new_list
 from ..tagged import NewtypeVariant, Variant, _tag_of, tagged_union
 
 if TYPE_CHECKING:
@@ -101,8 +101,8 @@ class AwaitBranch(Variant):
     branch it chose (``allow`` for an allowed permission or an answered question, ``deny`` for a denial)."""
 
     TAG = "AwaitAnswer"
-    allow: list[Step] = Field(default_factory=list)
-    deny: list[Step] = Field(default_factory=list)
+    allow: list[Step] = Field(default_factory=new_list)
+    deny: list[Step] = Field(default_factory=new_list)
 
 
 STEP_TAGS = ("Emit", "EmitWith", "AwaitAnswer", "Die", "End", "Sleep", "Repeat")
@@ -137,9 +137,9 @@ Step = Annotated[
 
 
 class Script(Model):
-    turns: list[list[Step]] = Field(default_factory=list)
-    options: list[ConfigOption] = Field(default_factory=list)
-    commands: list[SlashCommand] = Field(default_factory=list)
+    turns: list[list[Step]] = Field(default_factory=new_list)
+    options: list[ConfigOption] = Field(default_factory=new_list)
+    commands: list[SlashCommand] = Field(default_factory=new_list)
     steer: bool = False
     steer_rejects: bool = False
     deterministic: bool = True
