@@ -4,10 +4,13 @@ name the place in the script."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from wire_client import child_env
 
 from anyagentd.errors import InvalidConfiguration
 from anyagentd.mock.script import load_script
@@ -150,6 +153,21 @@ def test_current_follows_configuration_over_the_wire(wire: Any, tmp_path: Path) 
             {"turns": [[{"EmitWith": {"event": {"ContextUsage": {}}}}]]},
             "turns[0][0].EmitWith.event.ContextUsage.used_tokens: missing (required)",
         ),
+        (
+            {"turns": [[{"A": 1, "B": 2}]]},
+            "turns[0][0]: expected an object with one key naming the variant, or a bare name",
+        ),
+        (
+            {"turns": [[{"Repeat": {"times": -1, "steps": [{"Repeat": {"times": 1, "steps": ["Bogus"]}}]}}]]},
+            "turns[0][0].Repeat.times: Input should be greater than or equal to 0 (got -1); "
+            "turns[0][0].Repeat.steps[0].Repeat.steps[0]: unknown step 'Bogus' (expected one of Emit, EmitWith, "
+            "AwaitAnswer, Die, End, Sleep, Repeat)",
+        ),
+        (
+            {"turns": [[{"AwaitAnswer": {"allow": [{"End": "Bogus"}]}}]]},
+            "turns[0][0].AwaitAnswer.allow[0].End: unknown kind 'Bogus' (expected one of Cancelled, Refused, "
+            "Completed, Failed)",
+        ),
     ],
 )
 def test_script_errors_name_the_place(script: dict[str, Any], expected: str) -> None:
@@ -204,3 +222,18 @@ async def test_emit_with_puts_the_extensions_on_the_event(tmp_path: Path) -> Non
         assert tokens == [{"anyagentd/tokens": {"in": 40, "out": 10}}] * 2
         assert (session.projections.usage.tokens_in, session.projections.usage.tokens_out) == (80, 20)
         await session.close()
+
+
+def test_a_script_builds_the_schemas_of_the_steps_it_uses_only() -> None:
+    # Each step is validated by its own kind (issue 31: the union of every kind of step, two of them recursive, was
+    # most of the first `open`'s script schema): the `hello` example plays Emit and End steps only.
+    code = (
+        "from anyagentd.mock import script\n"
+        "script.load_script('hello')\n"
+        "built = sorted(script._STEP_ADAPTERS)\n"
+        "print(built, script.Repeat.__pydantic_complete__, script.AwaitBranch.__pydantic_complete__)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60, env=child_env()
+    )
+    assert out.stdout.strip() == "['Emit', 'End'] False False"
