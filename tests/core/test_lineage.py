@@ -188,6 +188,22 @@ def test_the_subreaper_can_be_declined(setting: str | None, expected: str) -> No
     assert out.strip() == expected
 
 
+def test_ctypes_loads_with_the_first_spawn_not_at_import() -> None:
+    # ctypes is ~1.5 ms of every start that only a spawn needs (issue 31): importing the process module, a
+    # Runtime and the scripted agent load none of it; the preexec_fn's prctl is looked up in this process.
+    code = (
+        "import sys\n"
+        "from anyagentd.adapters import lineage, process\n"
+        "from anyagentd.runtime import Runtime\n"
+        "Runtime()\n"
+        "before = 'ctypes' in sys.modules\n"
+        "preexec = lineage.die_with_parent()\n"
+        "print(before, 'ctypes' in sys.modules, callable(preexec))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout
+    assert out.strip() == "False True True"
+
+
 PDEATHSIG_PROBE = "import ctypes; v = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(v)); print(v.value)"
 """Prints the process's parent-death signal (``prctl(PR_GET_PDEATHSIG)``)."""
 

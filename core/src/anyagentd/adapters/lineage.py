@@ -32,7 +32,7 @@ anyagentd, is not caught there (a guardian could kill the registered process gro
 
 from __future__ import annotations
 
-import ctypes
+import functools
 import os
 import signal
 import subprocess
@@ -51,8 +51,19 @@ PR_SET_CHILD_SUBREAPER = 36
 
 _PROC = "/proc"
 _LINUX = sys.platform.startswith("linux")
-_libc = ctypes.CDLL(None, use_errno=True) if _LINUX else None  # loaded here: a preexec_fn must not load libraries
 _subreaper = False
+
+
+@functools.cache
+def _libc() -> Any:
+    """The C library through ``ctypes`` (a ``ctypes.CDLL``) on Linux, else ``None``; loaded by the first call, in
+    this process (never in a ``preexec_fn``, which must not load libraries). Not at import: ``ctypes`` is ~1.5 ms
+    of every start, `serve` and the scripted agent included, that only a spawn needs (issue 31, bench/README.md)."""
+    if not _LINUX:
+        return None
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def new_mark() -> str:
@@ -64,10 +75,11 @@ def die_with_parent() -> Callable[[], None] | None:
     """A ``preexec_fn`` that makes the child receive SIGKILL when its parent (the spawning thread) dies; ``None``
     where that does not exist. Runs between fork and exec: it only calls ``prctl`` and checks it was not
     already orphaned."""
-    if _libc is None:
+    libc = _libc()
+    if libc is None:
         return None
     parent = os.getpid()
-    prctl = _libc.prctl
+    prctl = libc.prctl
 
     def preexec() -> None:
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -92,7 +104,7 @@ def die_with_parent_prefix(executable: str, path: str | None) -> list[str] | Non
     ``ENOEXEC``."""
     import shutil
 
-    if _libc is None:
+    if _libc() is None:
         return None
     if not _SETPRIV:
         _SETPRIV.append(shutil.which("setpriv"))
@@ -106,8 +118,8 @@ def become_subreaper() -> bool:
     application embedding anyagentd that does not want the orphans of its other children re-parented to it; what
     agents orphan then escapes to PID 1 unless it carries the lineage mark)."""
     global _subreaper
-    if not _subreaper and _libc is not None and os.environ.get("ANYAGENTD_SUBREAPER", "1") != "0":
-        _subreaper = _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    if not _subreaper and _libc() is not None and os.environ.get("ANYAGENTD_SUBREAPER", "1") != "0":
+        _subreaper = _libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     return _subreaper
 
 
