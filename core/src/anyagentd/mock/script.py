@@ -138,7 +138,7 @@ _STEP_UNION: Any = Annotated[Union[tuple(_STEP_MEMBERS.values())], Discriminator
 _ANY_STEP: TypeAdapter[Any] = TypeAdapter(_STEP_UNION, config=ConfigDict(defer_build=True))
 
 
-def _step(value: Any) -> Any:
+def _step(value: object) -> Any:
     """One step of a turn (``value``: its JSON, or a model), validated with the schema of its own kind of step only.
 
     A script uses a few kinds of step: with the union of all of them (two of them recursive, holding steps) in it,
