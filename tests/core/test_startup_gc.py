@@ -83,7 +83,7 @@ def test_serve_gives_the_collector_back_before_it_serves(tmp_path: Path) -> None
     assert '"ok"' in out.splitlines()[1]
     _started_properly(_reports(err))
     # ~57,000 allocations to done: at issue 17's threshold (50,000) one young collection walked them all before the
-    # first reply (17-30 ms of CPU); now none does
+    # first reply (~10 ms of CPU); now none does
     assert _reports(err)[0]["collections"] == []
 
 
