@@ -143,9 +143,10 @@ def _step(value: object) -> Any:
 
     A script uses a few kinds of step: with the union of all of them (two of them recursive, holding steps) in it,
     the schema of :class:`Script` that the first ``open`` of the mock builds took 8–11 ms; without, 1.3–2.6 ms, and
-    the ``hello`` example's Emit and End steps ~1 ms more (issue 31, bench/README.md). Result and errors are the union's: the kind is a one-member tagged union, so its tag stays in
-    the error's place, and a value whose tag names no kind of step (or that has no tag) is validated by the union
-    itself, which reports it as before. Same way as the ``Emit`` kinds (:func:`_event_kind`)."""
+    the ``hello`` example's Emit and End steps ~1 ms more (issue 31, bench/README.md). Result and errors are the
+    union's: the kind is a one-member tagged union, so its tag stays in the error's place, and a value whose tag
+    names no kind of step (or that has no tag) is validated by the union itself, which reports it as before. Same
+    way as the ``Emit`` kinds (:func:`_event_kind`)."""
     tag = _step_tag(value)
     member = _STEP_MEMBERS.get(tag) if tag is not None else None
     if tag is None or member is None:
