@@ -15,8 +15,10 @@ tree is measured in the same rounds, interleaved, so a load change hits all of t
 2. **Steps**: one fresh process per run does, in order, what the stack floor does (click with ``anyagentd.cli``,
    pydantic's ``BaseModel``, anyio's backend, two small models validated and dumped, one worker-thread call), then
    what ``serve`` adds, step by step (the event model, the mock script module, runtime and engine, the wire, the
-   entry-point scan alone (left out of the sum: ``Plugins()`` scans again), ``Plugins()``, the ``hello`` script, ``Runtime()``, parsing the ``open`` frame,
-   ``Runtime.open``, the reply line), and prints each step's CPU (``time.process_time``), median over the runs.
+   entry-point scan alone (left out of the sum: ``Plugins()`` scans again), ``Plugins()``, the ``hello`` script,
+   ``Runtime()``, parsing the ``open`` frame, ``Runtime.open``, the reply line), and prints each step's CPU
+   (``time.process_time``), median over the runs. The harness never calls ``startup.done``: a collection that
+   ``serve`` would skip can land in a step here.
 
 Bytecode: run with a ``PYTHONPYCACHEPREFIX`` (or without ``PYTHONDONTWRITEBYTECODE``) so every tree loads from
 .pyc files; the first round of each case is a warm-up and is not counted (see bench/README.md, "bytecode").
