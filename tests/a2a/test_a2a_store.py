@@ -261,6 +261,8 @@ async def test_a_write_is_one_upsert_and_reads_back_as_the_sdk_store_reads_it(db
     engine, _, statements = db
     store = PrincipalTaskStore(engine)
     await store.initialize()
+    assert store.writer is not None  # a SQLite file: the store's rows go through its own connection
+    store.writer.trace = statements.append
     full = task("t1", TaskState.TASK_STATE_COMPLETED, "done")
     full.status.timestamp.GetCurrentTime()
     full.status.message.CopyFrom(Message(message_id="m2", role=Role.ROLE_AGENT, parts=[Part(text="bye")]))
@@ -275,6 +277,14 @@ async def test_a_write_is_one_upsert_and_reads_back_as_the_sdk_store_reads_it(db
         await store.save(written, ALICE)
         sql = [s for s in statements[before:] if "tasks" in s]
         assert len(sql) == 1 and sql[0].startswith("INSERT INTO tasks") and "ON CONFLICT (id) DO UPDATE" in sql[0]
+    store.writer = None  # through the engine (another database): the same one statement
+    written.status.state = TaskState.TASK_STATE_FAILED
+    before = len(statements)
+    await store.save(written, ALICE)
+    sql = [s for s in statements[before:] if "tasks" in s]
+    assert len(sql) == 1 and sql[0].startswith("INSERT INTO tasks") and "ON CONFLICT (id) DO UPDATE" in sql[0]
+    written.status.state = TaskState.TASK_STATE_COMPLETED
+    await store.save(written, ALICE)
     plain = DatabaseTaskStore(engine, create_table=False)  # the SDK's own reading of the row
     assert await plain.get("t1", ALICE) == full
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import sqlite3
+import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence, Set
@@ -75,7 +77,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from .config import missing_sqlite_directory
 from .limits import bound_history
-from .members import TASK
+from .members import TASK, holders_table
 from .principals import OPERATOR
 from .structjson import finite
 from .tasks.state import FAILED, PAUSED, TERMINAL, StateError, move, name, of_name, on_restart
@@ -272,6 +274,104 @@ async def widen_to_text(engine: AsyncEngine, table: str, column: str) -> None:
             await conn.execute(text(f'ALTER TABLE "{table}" ALTER COLUMN "{column}" TYPE TEXT'))
 
 
+class SqliteWriter:
+    """A task store's row writes on a SQLite file, each one hop to a worker thread and one transaction.
+
+    Through the async engine a write is about seven round trips to aiosqlite's thread (check-out, cursor, execute,
+    commit, the pool's rollback at check-in…), each a queue put and a wake-up of the event loop, plus building the
+    statement; a turn's two durable writes were most of its CPU (bench/README.md, issue 31). Here the store has one
+    ``sqlite3`` connection of its own to the engine's file (``timeout`` as the engine's busy timeout; WAL is the
+    file's, set by the engine's first connection), used by one thread at a time; a write runs ``BEGIN IMMEDIATE``,
+    its statements and ``COMMIT`` in one call to a worker thread (:func:`anyio.to_thread.run_sync`, which a
+    cancellation waits for: a write is done or rolled back, never left half way). The statements are SQLAlchemy's,
+    compiled once for the engine's dialect, their values put through the columns' own bind processors, so a row is
+    what the engine would write. A failure is raised as SQLAlchemy's ``DBAPIError`` for the driver's error, as
+    the engine raises it. :meth:`close` (at the engine's dispose) closes the connection."""
+
+    def __init__(self, path: str, timeout: float = 30.0) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        self._upserts: dict[tuple[str, tuple[str, ...]], tuple[str, list[tuple[str, Any]]]] = {}
+        self.trace: Callable[[str], None] | None = None
+        """Told each statement's SQL before it runs (tests)."""
+
+    @staticmethod
+    def for_engine(engine: AsyncEngine) -> SqliteWriter | None:
+        """A writer on ``engine``'s database when it is a SQLite file named plainly (no URI, no options), else
+        ``None`` (another database, or an in-memory one, which only the engine's own connection sees)."""
+        url = engine.url
+        database = url.database or ""
+        if engine.dialect.name != "sqlite" or database in ("", ":memory:") or url.query or database.startswith("file:"):
+            return None
+        timeout = 30.0
+        writer = SqliteWriter(database, timeout)
+        from sqlalchemy import event
+
+        event.listen(engine.sync_engine, "engine_disposed", lambda _engine: writer.close())
+        return writer
+
+    def upsert_of(self, dialect: Any, table: Table, key: Sequence[str]) -> tuple[str, list[tuple[str, Any]]]:
+        """The SQL of :func:`upsert` for every column of ``table`` keyed by ``key``, and its parameters in order as
+        (column name, bind processor or None); compiled once per table."""
+        cached = self._upserts.get((table.name, tuple(key)))
+        if cached is None:
+            from sqlalchemy import bindparam
+
+            insert_of = dialect_insert("sqlite")
+            insert = insert_of(table).values({c.name: bindparam(c.name, type_=c.type) for c in table.columns})
+            changed = {c.name: insert.excluded[c.name] for c in table.columns if c.name not in key}
+            compiled = insert.on_conflict_do_update(index_elements=list(key), set_=changed).compile(dialect=dialect)
+            names = list(compiled.positiontup or [])
+            types = {n: table.c[n].type.dialect_impl(dialect) for n in names}
+            cached = (str(compiled), [(n, types[n].bind_processor(dialect)) for n in names])
+            self._upserts[(table.name, tuple(key))] = cached
+        return cached
+
+    @staticmethod
+    def params(order: list[tuple[str, Any]], values: Mapping[str, Any]) -> tuple[Any, ...]:
+        return tuple(values[n] if proc is None else proc(values[n]) for n, proc in order)
+
+    async def run(self, statements: Sequence[tuple[str, tuple[Any, ...]]]) -> None:
+        """Run ``statements`` ((SQL, parameters)) in one transaction on the worker thread."""
+        await anyio.to_thread.run_sync(self._run, statements)
+
+    def _run(self, statements: Sequence[tuple[str, tuple[Any, ...]]]) -> None:
+        with self._lock:
+            if self._conn is None:
+                self._conn = sqlite3.connect(
+                    self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+                )
+            conn = self._conn
+            sql = "BEGIN IMMEDIATE"
+            params: tuple[Any, ...] = ()
+            try:
+                conn.execute(sql)
+                for sql, params in statements:
+                    if self.trace is not None:
+                        self.trace(sql)
+                    conn.execute(sql, params)
+                sql, params = "COMMIT", ()
+                conn.execute(sql)
+            except sqlite3.Error as err:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                from sqlalchemy.exc import DBAPIError
+
+                raise DBAPIError.instance(sql, params, err, sqlite3.Error) from err
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
 class PrincipalTaskStore(DatabaseTaskStore):
     """Tasks owned by the principal that created them; the operator sees (and may act on) all of them. Updates
     between a task's durable points are written behind (see the module docstring); run :meth:`flush_behind` in the
@@ -302,6 +402,8 @@ class PrincipalTaskStore(DatabaseTaskStore):
         """This daemon's membership (:mod:`.members`): a task's holder row is written before its first row, so
         another daemon on the database never takes a task this one serves. ``None``: no holders written."""
         self._held: OrderedDict[str, None] = OrderedDict()  # ids whose holder row this process wrote
+        self.writer = SqliteWriter.for_engine(engine)
+        """The row writes' own connection on a SQLite file (:class:`SqliteWriter`); ``None``: through the engine."""
         self.on_saved: Callable[[Task, str], None] | None = None
         """Told every task :meth:`save` recorded (written, or held to write behind) and the owner it is saved for:
         the console's push stream (:class:`.console.events.TaskEvents`)."""
@@ -414,17 +516,31 @@ class PrincipalTaskStore(DatabaseTaskStore):
                 "task %s holds %d number(s) JSON cannot write (NaN, infinity): stored as null", task.id, finite(task)
             )
             row = self._to_orm(task, _owner(context))
-        if self.members is not None and task.id not in self._held:
-            await self.members.hold(TASK, task.id)  # before the task's row: no row of it is ever without a holder
-            self._held[task.id] = None
-            if len(self._held) > FRESH_IDS:
-                self._held.popitem(last=False)  # forgotten: its next write records the holder again
+        hold = self.members is not None and task.id not in self._held
         values = {
             column.name: getattr(row, attr.key)
             for attr in inspect(self.task_model).column_attrs
             for column in attr.columns
         }
-        await upsert(self.engine, self.task_table, ("id",), values)
+        if self.writer is not None:  # one transaction: the holder row (when due) first, then the task's
+            statements = []
+            if hold:
+                assert self.members is not None
+                holder = {"kind": TASK, "item": task.id, "instance": self.members.instance}
+                sql, order = self.writer.upsert_of(self.engine.dialect, holders_table, ("kind", "item"))
+                statements.append((sql, self.writer.params(order, holder)))
+            sql, order = self.writer.upsert_of(self.engine.dialect, self.task_table, ("id",))
+            statements.append((sql, self.writer.params(order, values)))
+            await self.writer.run(statements)
+        else:
+            if hold:
+                assert self.members is not None
+                await self.members.hold(TASK, task.id)  # before the task's row: no row of it is ever without a holder
+            await upsert(self.engine, self.task_table, ("id",), values)
+        if hold:
+            self._held[task.id] = None
+            if len(self._held) > FRESH_IDS:
+                self._held.popitem(last=False)  # forgotten: its next write records the holder again
 
     async def flush(self) -> None:
         """Write every update waiting to be written behind (and wait for the writes under way); a task whose write
