@@ -31,6 +31,7 @@ from sqlalchemy import event
 
 from anyagentd_a2a.calls import PrincipalUser as _Principal
 from anyagentd_a2a.principals import OPERATOR, Principal
+from anyagentd_a2a.sqlite_writes import _twins, writer_of
 from anyagentd_a2a.store import ConversationTable, PrincipalTaskStore, PushConfigStore, engine_for, fail_interrupted
 from anyagentd_a2a.tasks.state import INTERRUPTED_MESSAGE, UNRESUMABLE_MESSAGE
 
@@ -46,7 +47,10 @@ async def db(tmp_path: Path) -> AsyncIterator[tuple[Any, Path, list[str]]]:
     path = tmp_path / "a2a.db"
     engine = engine_for(f"sqlite+aiosqlite:///{path}")
     statements: list[str] = []
-    event.listen(engine.sync_engine, "before_cursor_execute", lambda _c, _cur, sql, *_: statements.append(sql))
+    twin = writer_of(engine)
+    assert twin is not None  # a SQLite file: row writes go through its twin, in one hop
+    for sync in (engine.sync_engine, twin.engine):
+        event.listen(sync, "before_cursor_execute", lambda _c, _cur, sql, *_: statements.append(sql))
     yield engine, path, statements
     await engine.dispose()
 
@@ -261,8 +265,6 @@ async def test_a_write_is_one_upsert_and_reads_back_as_the_sdk_store_reads_it(db
     engine, _, statements = db
     store = PrincipalTaskStore(engine)
     await store.initialize()
-    assert store.writer is not None  # a SQLite file: the store's rows go through its own connection
-    store.writer.trace = statements.append
     full = task("t1", TaskState.TASK_STATE_COMPLETED, "done")
     full.status.timestamp.GetCurrentTime()
     full.status.message.CopyFrom(Message(message_id="m2", role=Role.ROLE_AGENT, parts=[Part(text="bye")]))
@@ -277,7 +279,7 @@ async def test_a_write_is_one_upsert_and_reads_back_as_the_sdk_store_reads_it(db
         await store.save(written, ALICE)
         sql = [s for s in statements[before:] if "tasks" in s]
         assert len(sql) == 1 and sql[0].startswith("INSERT INTO tasks") and "ON CONFLICT (id) DO UPDATE" in sql[0]
-    store.writer = None  # through the engine (another database): the same one statement
+    _twins.pop(engine.sync_engine)  # through the async engine (another database's path): the same one statement
     written.status.state = TaskState.TASK_STATE_FAILED
     before = len(statements)
     await store.save(written, ALICE)
@@ -287,6 +289,54 @@ async def test_a_write_is_one_upsert_and_reads_back_as_the_sdk_store_reads_it(db
     await store.save(written, ALICE)
     plain = DatabaseTaskStore(engine, create_table=False)  # the SDK's own reading of the row
     assert await plain.get("t1", ALICE) == full
+
+
+@pytest.mark.parametrize(("synchronous", "pragma"), [("normal", 1), ("full", 2)])
+async def test_every_connection_commits_as_store_synchronous_says(
+    tmp_path: Path, synchronous: Any, pragma: int
+) -> None:
+    """``[a2a] store_synchronous``: the async engine's connections and its twin's (the row writes) alike."""
+    from sqlalchemy import text
+
+    engine = engine_for(f"sqlite+aiosqlite:///{tmp_path / 'a2a.db'}", synchronous)
+    twin = writer_of(engine)
+    assert twin is not None
+    try:
+        async with engine.connect() as conn:
+            assert (await conn.execute(text("PRAGMA synchronous"))).scalar() == pragma
+            assert (await conn.execute(text("PRAGMA journal_mode"))).scalar() == "wal"
+        with twin.engine.connect() as conn:
+            assert conn.execute(text("PRAGMA synchronous")).scalar() == pragma
+            assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+    finally:
+        await engine.dispose()
+
+
+async def test_a_twin_write_names_only_the_columns_given_and_rolls_back_whole(db: tuple[Any, Path, list[str]]) -> None:
+    """An upsert of some columns leaves the others as they were; a failing row undoes the rows before it in the
+    same write."""
+    from sqlalchemy import CheckConstraint, Column, Integer, MetaData, String, Table
+    from sqlalchemy.exc import IntegrityError
+
+    from anyagentd_a2a.upsert import upsert, upsert_rows
+
+    engine, path, _ = db
+    table = Table(
+        "t",
+        MetaData(),
+        Column("k", String, primary_key=True),
+        Column("a", String),
+        Column("b", Integer),
+        CheckConstraint("b >= 0"),
+    )
+    async with engine.begin() as conn:
+        await conn.run_sync(table.metadata.create_all)
+    await upsert(engine, table, ("k",), {"k": "x", "a": "first", "b": 1})
+    await upsert(engine, table, ("k",), {"k": "x", "a": "second"})
+    with pytest.raises(IntegrityError, match="CHECK constraint failed"):
+        await upsert_rows(engine, [(table, ("k",), {"k": "y", "a": "new"}), (table, ("k",), {"k": "z", "b": -1})])
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("select k, a, b from t order by k").fetchall() == [("x", "second", 1)]
 
 
 def conversation_rows(path: Path) -> list[tuple[str, str, str, str | None]]:
@@ -346,7 +396,8 @@ async def test_a_remembered_conversation_is_updated_in_place_by_one_upsert_never
 async def test_the_upsert_of_a_database_without_on_conflict_updates_in_place_too(
     db: tuple[Any, Path, list[str]],
 ) -> None:
-    from anyagentd_a2a.store import _update_or_insert, conversations_table
+    from anyagentd_a2a.store import conversations_table
+    from anyagentd_a2a.upsert import _update_or_insert
 
     engine, path, _ = db
     table = ConversationTable(engine)

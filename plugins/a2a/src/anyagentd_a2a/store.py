@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import sqlite3
-import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
@@ -72,16 +70,17 @@ from sqlalchemy import (
     text,
     tuple_,
 )
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from .config import missing_sqlite_directory
 from .limits import bound_history
-from .members import TASK, holders_table
+from .members import TASK
 from .principals import OPERATOR
+from .sqlite_writes import BUSY_TIMEOUT, Synchronous, pragmas, twin
 from .structjson import finite
 from .tasks.state import FAILED, PAUSED, TERMINAL, StateError, move, name, of_name, on_restart
-from .upsert import dialect_insert
+from .upsert import Row, upsert, upsert_rows
 
 DURABLE_STATES = TERMINAL | PAUSED
 """States a save writes before it returns (besides a task's first save): where a task stops, or waits for an answer."""
@@ -133,52 +132,20 @@ def check_sqlite_directory(url: str) -> None:
         )
 
 
-def engine_for(url: str) -> AsyncEngine:
-    """An async engine; SQLite gets WAL and a busy timeout so readers never block the writer for long, on the
-    connections of :mod:`.sqlite_connect` (a shutdown mid-query never leaves a close waiting for ever)."""
+def engine_for(url: str, synchronous: Synchronous = "normal") -> AsyncEngine:
+    """An async engine on ``url``; a SQLite file gets WAL, a busy timeout and ``synchronous``
+    (:func:`.sqlite_writes.pragmas`) on the connections of :mod:`.sqlite_connect` (a shutdown mid-query never leaves
+    a close waiting for ever), and a twin for row writes in one hop (:func:`.sqlite_writes.twin`)."""
     if not url.startswith("sqlite"):
         return create_async_engine(url)
     from sqlalchemy import event
 
     from .sqlite_connect import connect
 
-    engine = create_async_engine(url, connect_args={"timeout": 30, "async_creator_fn": connect})
-
-    @event.listens_for(engine.sync_engine, "connect")
-    def _pragmas(dbapi_conn: Any, _record: Any) -> None:
-        cursor = dbapi_conn.cursor()
-        # before anything writes the header: a new file frees pages at PRAGMA incremental_vacuum (an older
-        # file keeps auto_vacuum NONE and reuses its free pages, .retention)
-        cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA busy_timeout=30000")
-        cursor.close()
-
+    engine = create_async_engine(url, connect_args={"timeout": BUSY_TIMEOUT, "async_creator_fn": connect})
+    event.listen(engine.sync_engine, "connect", pragmas(synchronous))
+    twin(engine, synchronous)
     return engine
-
-
-async def upsert(engine: AsyncEngine, table: Table, key: Sequence[str], values: Mapping[str, Any]) -> None:
-    """Write ``values`` (column name → value, the ``key`` columns and at least one other among them) as ``table``'s
-    row with that key, in one transaction: a new row, or the existing row updated in place — never deleted and
-    inserted again. On SQLite and PostgreSQL that is one ``INSERT … ON CONFLICT (key) DO UPDATE``; on other
-    databases an UPDATE of the keyed row, then an INSERT when none matched. Raises what the driver raises
-    (SQLAlchemy's ``DBAPIError`` family)."""
-    async with engine.begin() as conn:
-        insert_of = dialect_insert(conn.dialect.name)
-        if insert_of is None:
-            await _update_or_insert(conn, table, key, values)
-            return
-        insert = insert_of(table).values(dict(values))
-        changed = {name: insert.excluded[name] for name in values if name not in key}
-        await conn.execute(insert.on_conflict_do_update(index_elements=list(key), set_=changed))
-
-
-async def _update_or_insert(conn: AsyncConnection, table: Table, key: Sequence[str], values: Mapping[str, Any]) -> None:
-    """:func:`upsert` for a database without ``ON CONFLICT``, inside the caller's transaction."""
-    keyed = table.update().where(*(table.c[name] == values[name] for name in key))
-    updated = await conn.execute(keyed.values({name: value for name, value in values.items() if name not in key}))
-    if updated.rowcount == 0:
-        await conn.execute(table.insert().values(dict(values)))
 
 
 def _owner(context: ServerCallContext) -> str:
@@ -274,104 +241,6 @@ async def widen_to_text(engine: AsyncEngine, table: str, column: str) -> None:
             await conn.execute(text(f'ALTER TABLE "{table}" ALTER COLUMN "{column}" TYPE TEXT'))
 
 
-class SqliteWriter:
-    """A task store's row writes on a SQLite file, each one hop to a worker thread and one transaction.
-
-    Through the async engine a write is about seven round trips to aiosqlite's thread (check-out, cursor, execute,
-    commit, the pool's rollback at check-in…), each a queue put and a wake-up of the event loop, plus building the
-    statement; a turn's two durable writes were most of its CPU (bench/README.md, issue 31). Here the store has one
-    ``sqlite3`` connection of its own to the engine's file (``timeout`` as the engine's busy timeout; WAL is the
-    file's, set by the engine's first connection), used by one thread at a time; a write runs ``BEGIN IMMEDIATE``,
-    its statements and ``COMMIT`` in one call to a worker thread (:func:`anyio.to_thread.run_sync`, which a
-    cancellation waits for: a write is done or rolled back, never left half way). The statements are SQLAlchemy's,
-    compiled once for the engine's dialect, their values put through the columns' own bind processors, so a row is
-    what the engine would write. A failure is raised as SQLAlchemy's ``DBAPIError`` for the driver's error, as
-    the engine raises it. :meth:`close` (at the engine's dispose) closes the connection."""
-
-    def __init__(self, path: str, timeout: float = 30.0) -> None:
-        self.path = path
-        self.timeout = timeout
-        self._conn: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
-        self._upserts: dict[tuple[str, tuple[str, ...]], tuple[str, list[tuple[str, Any]]]] = {}
-        self.trace: Callable[[str], None] | None = None
-        """Told each statement's SQL before it runs (tests)."""
-
-    @staticmethod
-    def for_engine(engine: AsyncEngine) -> SqliteWriter | None:
-        """A writer on ``engine``'s database when it is a SQLite file named plainly (no URI, no options), else
-        ``None`` (another database, or an in-memory one, which only the engine's own connection sees)."""
-        url = engine.url
-        database = url.database or ""
-        if engine.dialect.name != "sqlite" or database in ("", ":memory:") or url.query or database.startswith("file:"):
-            return None
-        timeout = 30.0
-        writer = SqliteWriter(database, timeout)
-        from sqlalchemy import event
-
-        event.listen(engine.sync_engine, "engine_disposed", lambda _engine: writer.close())
-        return writer
-
-    def upsert_of(self, dialect: Any, table: Table, key: Sequence[str]) -> tuple[str, list[tuple[str, Any]]]:
-        """The SQL of :func:`upsert` for every column of ``table`` keyed by ``key``, and its parameters in order as
-        (column name, bind processor or None); compiled once per table."""
-        cached = self._upserts.get((table.name, tuple(key)))
-        if cached is None:
-            from sqlalchemy import bindparam
-
-            insert_of = dialect_insert("sqlite")
-            insert = insert_of(table).values({c.name: bindparam(c.name, type_=c.type) for c in table.columns})
-            changed = {c.name: insert.excluded[c.name] for c in table.columns if c.name not in key}
-            compiled = insert.on_conflict_do_update(index_elements=list(key), set_=changed).compile(dialect=dialect)
-            names = list(compiled.positiontup or [])
-            types = {n: table.c[n].type.dialect_impl(dialect) for n in names}
-            cached = (str(compiled), [(n, types[n].bind_processor(dialect)) for n in names])
-            self._upserts[(table.name, tuple(key))] = cached
-        return cached
-
-    @staticmethod
-    def params(order: list[tuple[str, Any]], values: Mapping[str, Any]) -> tuple[Any, ...]:
-        return tuple(values[n] if proc is None else proc(values[n]) for n, proc in order)
-
-    async def run(self, statements: Sequence[tuple[str, tuple[Any, ...]]]) -> None:
-        """Run ``statements`` ((SQL, parameters)) in one transaction on the worker thread."""
-        await anyio.to_thread.run_sync(self._run, statements)
-
-    def _run(self, statements: Sequence[tuple[str, tuple[Any, ...]]]) -> None:
-        with self._lock:
-            if self._conn is None:
-                self._conn = sqlite3.connect(
-                    self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
-                )
-            conn = self._conn
-            sql = "BEGIN IMMEDIATE"
-            params: tuple[Any, ...] = ()
-            try:
-                conn.execute(sql)
-                for sql, params in statements:
-                    if self.trace is not None:
-                        self.trace(sql)
-                    conn.execute(sql, params)
-                sql, params = "COMMIT", ()
-                conn.execute(sql)
-            except sqlite3.Error as err:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                from sqlalchemy.exc import DBAPIError
-
-                raise DBAPIError.instance(sql, params, err, sqlite3.Error) from err
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-
 class PrincipalTaskStore(DatabaseTaskStore):
     """Tasks owned by the principal that created them; the operator sees (and may act on) all of them. Updates
     between a task's durable points are written behind (see the module docstring); run :meth:`flush_behind` in the
@@ -402,8 +271,6 @@ class PrincipalTaskStore(DatabaseTaskStore):
         """This daemon's membership (:mod:`.members`): a task's holder row is written before its first row, so
         another daemon on the database never takes a task this one serves. ``None``: no holders written."""
         self._held: OrderedDict[str, None] = OrderedDict()  # ids whose holder row this process wrote
-        self.writer = SqliteWriter.for_engine(engine)
-        """The row writes' own connection on a SQLite file (:class:`SqliteWriter`); ``None``: through the engine."""
         self.on_saved: Callable[[Task, str], None] | None = None
         """Told every task :meth:`save` recorded (written, or held to write behind) and the owner it is saved for:
         the console's push stream (:class:`.console.events.TaskEvents`)."""
@@ -522,21 +389,12 @@ class PrincipalTaskStore(DatabaseTaskStore):
             for attr in inspect(self.task_model).column_attrs
             for column in attr.columns
         }
-        if self.writer is not None:  # one transaction: the holder row (when due) first, then the task's
-            statements = []
-            if hold:
-                assert self.members is not None
-                holder = {"kind": TASK, "item": task.id, "instance": self.members.instance}
-                sql, order = self.writer.upsert_of(self.engine.dialect, holders_table, ("kind", "item"))
-                statements.append((sql, self.writer.params(order, holder)))
-            sql, order = self.writer.upsert_of(self.engine.dialect, self.task_table, ("id",))
-            statements.append((sql, self.writer.params(order, values)))
-            await self.writer.run(statements)
-        else:
-            if hold:
-                assert self.members is not None
-                await self.members.hold(TASK, task.id)  # before the task's row: no row of it is ever without a holder
-            await upsert(self.engine, self.task_table, ("id",), values)
+        rows: list[Row] = []
+        if hold:  # in the task's first transaction, before its row: no row of a task is ever without a holder
+            assert self.members is not None
+            rows.append(self.members.holder_row(TASK, task.id))
+        rows.append((self.task_table, ("id",), values))
+        await upsert_rows(self.engine, rows)
         if hold:
             self._held[task.id] = None
             if len(self._held) > FRESH_IDS:
