@@ -339,6 +339,39 @@ async def test_a_twin_write_names_only_the_columns_given_and_rolls_back_whole(db
         assert conn.execute("select k, a, b from t order by k").fetchall() == [("x", "second", 1)]
 
 
+async def test_writes_waiting_for_another_process_lock_hold_one_worker_thread(
+    db: tuple[Any, Path, list[str]],
+) -> None:
+    """Another process holds SQLite's write lock: the daemon's 50 waiting writes hold one thread between them, not
+    one each from anyio's shared pool (40 threads), which every other thread hop (``/readyz``'s check) needs; when
+    the lock is released every write lands."""
+    from sqlalchemy import Column, MetaData, String, Table
+
+    from anyagentd_a2a.upsert import upsert
+
+    engine, path, _ = db
+    table = Table("t", MetaData(), Column("k", String, primary_key=True), Column("a", String))
+    async with engine.begin() as conn:
+        await conn.run_sync(table.metadata.create_all)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    borrowed = -1
+    try:
+        async with anyio.create_task_group() as tg:
+            for n in range(50):
+                tg.start_soon(upsert, engine, table, ("k",), {"k": f"k{n}", "a": "x"})
+            await anyio.wait_all_tasks_blocked()
+            borrowed = anyio.to_thread.current_default_thread_limiter().borrowed_tokens
+            other.execute("COMMIT")  # before anything can fail: the writes never wait out their busy timeout
+    finally:
+        if other.in_transaction:
+            other.execute("ROLLBACK")
+        other.close()
+    assert borrowed == 0  # a thread of the shared pool stays free for /readyz's check
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("select count(*) from t").fetchone() == (50,)
+
+
 def conversation_rows(path: Path) -> list[tuple[str, str, str, str | None]]:
     """Every stored conversation as a restart would read it: (owner, contextId, agent, resume token)."""
     with sqlite3.connect(path) as conn:

@@ -8,7 +8,7 @@ synchronous SQLAlchemy engine on the same file; :class:`RowWriter` runs a whole 
 call to a worker thread (:func:`anyio.to_thread.run_sync`, which a cancellation waits for: a write is done or
 rolled back, never left half way). The statements are SQLAlchemy's (one ``INSERT … ON CONFLICT DO UPDATE`` per
 table and key, built once), so a row is what the async engine would write. One connection, used by one thread at
-a time: SQLite has one writer per file anyway. An in-memory database or a ``file:`` URI gets no twin (another
+a time (:meth:`RowWriter.write`): SQLite has one writer per file anyway. An in-memory database or a ``file:`` URI gets no twin (another
 connection would not see the same database); other databases keep the async engine.
 
 **Durability** (``[a2a] store_synchronous``, SQLite's ``PRAGMA synchronous`` on every connection of the daemon):
@@ -22,7 +22,6 @@ server's whole turn.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 from weakref import WeakKeyDictionary
@@ -66,16 +65,20 @@ class RowWriter:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._lock = threading.Lock()
+        self._limiter: anyio.CapacityLimiter | None = None
         self._statements: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Any] = {}
 
     async def write(self, rows: Sequence[Row]) -> None:
         """Upsert ``rows`` in order in one transaction. Raises what SQLAlchemy raises (its ``DBAPIError``
-        family); nothing of ``rows`` is written then."""
-        await anyio.to_thread.run_sync(self._write, rows)
+        family); nothing of ``rows`` is written then. One write at a time: the others wait here, in the event loop,
+        not in a worker thread of anyio's shared pool (40 threads), which a write waiting for SQLite's lock held by
+        another process would otherwise exhaust, and with it every other use of the pool (``/readyz``'s check)."""
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(1)  # made in the event loop, as anyio requires
+        await anyio.to_thread.run_sync(self._write, rows, limiter=self._limiter)
 
     def _write(self, rows: Sequence[Row]) -> None:
-        with self._lock, self.engine.begin() as conn:
+        with self.engine.begin() as conn:
             for table, key, values in rows:
                 conn.execute(self._upsert(table, tuple(key), tuple(values)), dict(values))
 
