@@ -481,11 +481,11 @@ def warm(claude: bool) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--requests", type=int, default=200)
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--warm-only", action="store_true")
-    parser.add_argument("--claude", action="store_true")
+    parser.add_argument("--requests", type=int, default=200, help="sequential turns and throughput requests")
+    parser.add_argument("--concurrency", type=int, default=8, help="clients of the throughput run")
+    parser.add_argument("--quick", action="store_true", help="40 requests, one round, one start per server")
+    parser.add_argument("--warm-only", action="store_true", help="only the warm conversations")
+    parser.add_argument("--claude", action="store_true", help="warm conversations on Claude Code too")
     parser.add_argument("--phases", action="store_true", help="only the per-phase medians (a2a_phases.py)")
     parser.add_argument("--rounds", type=int, help="interleaved rounds of every server (default 3, --quick 1)")
     parser.add_argument("--no-warm", action="store_true", help="skip the warm conversations")
@@ -494,6 +494,10 @@ def main() -> None:
     )
     parser.add_argument("--full-sync", action="store_true", help='also anyagentd with store_synchronous = "full"')
     args = parser.parse_args()
+    if args.rounds is not None and args.rounds < 1:
+        parser.error("--rounds: at least 1")
+    if args.baseline_tree is not None and not (args.baseline_tree / "core/src/anyagentd").is_dir():
+        parser.error(f"--baseline-tree: {args.baseline_tree} is not an anyagentd checkout (no core/src/anyagentd)")
     if args.phases:
         phases(short_reply_script(WARM_SAMPLES * 2))
         return
@@ -544,16 +548,16 @@ def main() -> None:
             )
     results = {name: {k: statistics.median(r[k] for r in rows[name]) for k in rows[name][0]} for name in names}
     status = {k: statistics.median(r[k] for r in status_rows) for k in status_rows[0]}
-    print(
-        f"{'status op':22s}                         p50 {ms(status['p50'])} p90 {ms(status['p90'])}   "
-        f"throughput {status['rate']:7.1f} req/s"
-    )
     for name in names:
         r = results[name]
         print(
             f"{name:22s} listening {ms(r['start'])}   SendMessage p50 {ms(r['p50'])} p90 {ms(r['p90'])}   "
             f"throughput {r['rate']:7.1f} req/s"
         )
+    print(
+        f"{'anyagentd status op':22s}                         p50 {ms(status['p50'])} p90 {ms(status['p90'])}   "
+        f"throughput {status['rate']:7.1f} req/s"
+    )
     per_round = "the median of per-round ratios" if rounds > 1 else "one round"
     print(f"ratios ({per_round}):")
     for mine in [name for name in names if name.startswith("anyagentd")]:
@@ -569,7 +573,7 @@ def main() -> None:
     for name in ("echo (memory)", "echo (sqlite)"):
         other = results[name]
         print(
-            f"  status op / {name} echo: p50 x{status['p50'] / other['p50']:.2f}, "
+            f"  anyagentd status op / {name}: p50 x{status['p50'] / other['p50']:.2f}, "
             f"throughput x{status['rate'] / other['rate']:.2f}"
         )
     serve = cold("import anyagentd.cli")

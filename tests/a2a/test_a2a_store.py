@@ -372,6 +372,23 @@ async def test_writes_waiting_for_another_process_lock_hold_one_worker_thread(
         assert conn.execute("select count(*) from t").fetchone() == (50,)
 
 
+async def test_a_failed_write_names_the_databases_reason_not_its_sql(db: tuple[Any, Path, list[str]]) -> None:
+    """The SDK answers a failed save with the exception's text: a SQLAlchemy error's holds the statement (and, but
+    for ``hide_parameters``, the task's contents). The store raises the SDK's ``InternalError`` with the database's
+    reason; nothing of the task is written."""
+    from a2a.utils.errors import InternalError
+
+    engine, path, _ = db
+    store = PrincipalTaskStore(engine)
+    await store.initialize()
+    with sqlite3.connect(path) as conn:  # a real SQLite failure at the write
+        conn.execute("CREATE TRIGGER full BEFORE INSERT ON tasks BEGIN SELECT RAISE(ABORT, 'disk is full'); END")
+    with pytest.raises(InternalError) as raised:
+        await store.save(task("t1", TaskState.TASK_STATE_SUBMITTED, "secret prompt"), ALICE)
+    assert raised.value.message == "the task store did not write task t1: disk is full"
+    assert on_disk(path, "t1") is None
+
+
 def conversation_rows(path: Path) -> list[tuple[str, str, str, str | None]]:
     """Every stored conversation as a restart would read it: (owner, contextId, agent, resume token)."""
     with sqlite3.connect(path) as conn:

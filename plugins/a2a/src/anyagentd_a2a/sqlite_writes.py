@@ -111,6 +111,7 @@ def twin(engine: AsyncEngine, synchronous: Synchronous) -> None:
 
     sync = create_engine(
         url.set(drivername="sqlite"),
+        hide_parameters=True,  # a failed write's error names no task's contents (logs, replies)
         connect_args={"timeout": BUSY_TIMEOUT, "check_same_thread": False},
         pool_size=1,
         max_overflow=0,

@@ -50,7 +50,7 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
-from a2a.utils.errors import InvalidParamsError
+from a2a.utils.errors import InternalError, InvalidParamsError
 from a2a.utils.task import decode_list_tasks_cursor, encode_list_tasks_cursor
 from google.protobuf.json_format import ParseDict, SerializeToJsonError
 from sqlalchemy import (
@@ -70,6 +70,7 @@ from sqlalchemy import (
     text,
     tuple_,
 )
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -137,12 +138,14 @@ def engine_for(url: str, synchronous: Synchronous = "normal") -> AsyncEngine:
     (:func:`.sqlite_writes.pragmas`) on the connections of :mod:`.sqlite_connect` (a shutdown mid-query never leaves
     a close waiting for ever), and a twin for row writes in one hop (:func:`.sqlite_writes.twin`)."""
     if not url.startswith("sqlite"):
-        return create_async_engine(url)
+        return create_async_engine(url, hide_parameters=True)
     from sqlalchemy import event
 
     from .sqlite_connect import connect
 
-    engine = create_async_engine(url, connect_args={"timeout": BUSY_TIMEOUT, "async_creator_fn": connect})
+    engine = create_async_engine(
+        url, hide_parameters=True, connect_args={"timeout": BUSY_TIMEOUT, "async_creator_fn": connect}
+    )
     event.listen(engine.sync_engine, "connect", pragmas(synchronous))
     twin(engine, synchronous)
     return engine
@@ -374,7 +377,9 @@ class PrincipalTaskStore(DatabaseTaskStore):
         """The SDK's row for ``task`` written by :func:`upsert` keyed by id: one statement on SQLite and PostgreSQL
         (the SDK's ``save`` merges through the ORM: a SELECT, then an INSERT or UPDATE). A number in a ``Struct`` that
         JSON cannot write is stored as null (:func:`.structjson.finite`, ``task`` changed), with a warning: the
-        task is kept, and every later read and listing of the store still answers."""
+        task is kept, and every later read and listing of the store still answers. Raises the SDK's
+        ``InternalError`` naming the database's reason when the write fails (a lock held past the busy timeout, a
+        full disk), logged with the statement."""
         await self._ensure_initialized()
         try:
             row = self._to_orm(task, _owner(context))
@@ -394,7 +399,11 @@ class PrincipalTaskStore(DatabaseTaskStore):
             assert self.members is not None
             rows.append(self.members.holder_row(TASK, task.id))
         rows.append((self.task_table, ("id",), values))
-        await upsert_rows(self.engine, rows)
+        try:
+            await upsert_rows(self.engine, rows)
+        except DBAPIError as err:  # its text holds the SQL: the client gets the database's own reason only
+            log.error("task %s not written: %s", task.id, err)
+            raise InternalError(message=f"the task store did not write task {task.id}: {err.orig}") from None
         if hold:
             self._held[task.id] = None
             if len(self._held) > FRESH_IDS:
