@@ -80,22 +80,34 @@ def stop(proc: subprocess.Popen[str]) -> None:
         proc.kill()
 
 
-def servers(turns: int) -> dict[str, list[str]]:
+def tree_env(tree: Path) -> dict[str, str]:
+    """The environment that runs anyagentd from the checkout ``tree`` (its packages' sources first on PYTHONPATH)."""
+    parts = [tree / "core/src", *sorted(tree.glob("plugins/*/src")), *sorted(tree.glob("adapters/*/src"))]
+    return {"PYTHONPATH": os.pathsep.join(str(p) for p in parts)}
+
+
+def servers(
+    turns: int, baseline: Path | None = None, full_sync: bool = False
+) -> dict[str, tuple[list[str], dict[str, str] | None]]:
+    """name -> (argv, extra environment) of each server; ``baseline`` adds anyagentd run from that checkout,
+    ``full_sync`` anyagentd with ``[a2a] store_synchronous = "full"``."""
     script = short_reply_script(turns)
     anyagentd = str(Path(PY).with_name("anyagentd"))
-    return {
-        "anyagentd": [
-            anyagentd,
-            "a2a",
-            "--listen",
-            "127.0.0.1:0",
-            "--mock",
-            str(script),
-            "--state-dir",
-            str(WORK / f"state-{uuid.uuid4().hex[:6]}"),
-        ],
-        "echo (memory)": [PY, str(HERE / "a2a_echo_server.py"), "--listen", "127.0.0.1:0"],
-        "echo (sqlite)": [
+
+    def daemon(*extra: str) -> list[str]:
+        state = str(WORK / f"state-{uuid.uuid4().hex[:6]}")
+        return [anyagentd, "a2a", "--listen", "127.0.0.1:0", "--mock", str(script), "--state-dir", state, *extra]
+
+    found: dict[str, tuple[list[str], dict[str, str] | None]] = {"anyagentd": (daemon(), None)}
+    if baseline is not None:
+        found[f"anyagentd ({baseline.name})"] = (daemon(), tree_env(baseline))
+    if full_sync:
+        config = WORK / "full-sync.toml"
+        config.write_text('[a2a]\nstore_synchronous = "full"\n')
+        found["anyagentd (full sync)"] = (daemon("--config", str(config)), None)
+    found["echo (memory)"] = ([PY, str(HERE / "a2a_echo_server.py"), "--listen", "127.0.0.1:0"], None)
+    found["echo (sqlite)"] = (
+        [
             PY,
             str(HERE / "a2a_echo_server.py"),
             "--listen",
@@ -103,7 +115,9 @@ def servers(turns: int) -> dict[str, list[str]]:
             "--store",
             f"sqlite:{WORK / f'echo-{uuid.uuid4().hex[:6]}.db'}",
         ],
-    }
+        None,
+    )
+    return found
 
 
 def send(client: httpx.Client, url: str, context_id: str) -> float:
@@ -467,68 +481,99 @@ def warm(claude: bool) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--requests", type=int, default=200)
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--warm-only", action="store_true")
-    parser.add_argument("--claude", action="store_true")
+    parser.add_argument("--requests", type=int, default=200, help="sequential turns and throughput requests")
+    parser.add_argument("--concurrency", type=int, default=8, help="clients of the throughput run")
+    parser.add_argument("--quick", action="store_true", help="40 requests, one round, one start per server")
+    parser.add_argument("--warm-only", action="store_true", help="only the warm conversations")
+    parser.add_argument("--claude", action="store_true", help="warm conversations on Claude Code too")
     parser.add_argument("--phases", action="store_true", help="only the per-phase medians (a2a_phases.py)")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds of every server (default 3, --quick 1)")
+    parser.add_argument("--no-warm", action="store_true", help="skip the warm conversations")
+    parser.add_argument(
+        "--baseline-tree", type=Path, help="also run anyagentd from this checkout (before/after side by side)"
+    )
+    parser.add_argument("--full-sync", action="store_true", help='also anyagentd with store_synchronous = "full"')
     args = parser.parse_args()
+    if args.rounds is not None and args.rounds < 1:
+        parser.error("--rounds: at least 1")
+    if args.baseline_tree is not None and not (args.baseline_tree / "core/src/anyagentd").is_dir():
+        parser.error(f"--baseline-tree: {args.baseline_tree} is not an anyagentd checkout (no core/src/anyagentd)")
     if args.phases:
         phases(short_reply_script(WARM_SAMPLES * 2))
         return
-    warm(args.claude)
+    if not args.no_warm:
+        warm(args.claude)
     if args.warm_only:
         return
     n = 40 if args.quick else args.requests
-    print(f"bench_a2a: {n} requests, concurrency {args.concurrency}, load average {os.getloadavg()[0]:.2f}")
-    results: dict[str, dict[str, float]] = {}
-    for name, argv in servers(turns=n * 2 + args.concurrency * 4).items():
-        startups = []
-        for _ in range(1 if args.quick else 3):
-            proc, url, took = start(argv)
-            startups.append(took)
-            stop(proc)
-        proc, url, _ = start(argv)
-        try:
-            lat = sorted(latency(url, n))
-            rate = throughput(url, n, args.concurrency)
-            if name == "anyagentd":
-                status_lat = sorted(latency(url, n, send_status))
-                status_rate = throughput(url, n, args.concurrency, send_status)
-        finally:
-            stop(proc)
-        results[name] = {
-            "start": statistics.median(startups),
-            "p50": lat[len(lat) // 2],
-            "p90": lat[int(len(lat) * 0.9)],
-            "rate": rate,
-        }
-        if name == "anyagentd":
-            results["status"] = {
-                "p50": status_lat[len(status_lat) // 2],
-                "p90": status_lat[int(len(status_lat) * 0.9)],
-                "rate": status_rate,
-            }
-            print(
-                f"{'status op':14s}                         p50 {ms(status_lat[len(status_lat) // 2])} "
-                f"p90 {ms(status_lat[int(len(status_lat) * 0.9)])}   throughput {status_rate:7.1f} req/s"
+    rounds = args.rounds or (1 if args.quick else 3)
+    print(
+        f"bench_a2a: {n} requests, concurrency {args.concurrency}, {rounds} interleaved round(s), "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
+    chosen = servers(n * 2 + args.concurrency * 4, args.baseline_tree, args.full_sync)
+    names = list(chosen)
+    rows: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    status_rows: list[dict[str, float]] = []
+    for round_ in range(rounds):
+        for name in names[round_ % len(names) :] + names[: round_ % len(names)]:  # the first server rotates
+            argv, env = chosen[name]
+            startups = []
+            for _ in range(1 if args.quick else 3):
+                proc, url, took = start(argv, env)
+                startups.append(took)
+                stop(proc)
+            proc, url, _ = start(argv, env)
+            try:
+                lat = sorted(latency(url, n))
+                rate = throughput(url, n, args.concurrency)
+                if name == "anyagentd":
+                    status_lat = sorted(latency(url, n, send_status))
+                    status_rows.append(
+                        {
+                            "p50": status_lat[len(status_lat) // 2],
+                            "p90": status_lat[int(len(status_lat) * 0.9)],
+                            "rate": throughput(url, n, args.concurrency, send_status),
+                        }
+                    )
+            finally:
+                stop(proc)
+            rows[name].append(
+                {
+                    "start": statistics.median(startups),
+                    "p50": lat[len(lat) // 2],
+                    "p90": lat[int(len(lat) * 0.9)],
+                    "rate": rate,
+                }
             )
+    results = {name: {k: statistics.median(r[k] for r in rows[name]) for k in rows[name][0]} for name in names}
+    status = {k: statistics.median(r[k] for r in status_rows) for k in status_rows[0]}
+    for name in names:
         r = results[name]
         print(
-            f"{name:14s} listening {ms(r['start'])}   SendMessage p50 {ms(r['p50'])} p90 {ms(r['p90'])}   "
+            f"{name:22s} listening {ms(r['start'])}   SendMessage p50 {ms(r['p50'])} p90 {ms(r['p90'])}   "
             f"throughput {r['rate']:7.1f} req/s"
         )
-    base = results["anyagentd"]
+    print(
+        f"{'anyagentd status op':22s}                         p50 {ms(status['p50'])} p90 {ms(status['p90'])}   "
+        f"throughput {status['rate']:7.1f} req/s"
+    )
+    per_round = "the median of per-round ratios" if rounds > 1 else "one round"
+    print(f"ratios ({per_round}):")
+    for mine in [name for name in names if name.startswith("anyagentd")]:
+        for name in ("echo (memory)", "echo (sqlite)"):
+
+            def ratio(key: str, mine: str = mine, name: str = name) -> float:
+                return statistics.median(a[key] / b[key] for a, b in zip(rows[mine], rows[name], strict=True))
+
+            print(
+                f"  {mine} / {name}: listening x{ratio('start'):.2f}, p50 x{ratio('p50'):.2f}, "
+                f"throughput x{ratio('rate'):.2f}"
+            )
     for name in ("echo (memory)", "echo (sqlite)"):
         other = results[name]
         print(
-            f"anyagentd / {name}: listening x{base['start'] / other['start']:.2f}, "
-            f"p50 x{base['p50'] / other['p50']:.2f}, throughput x{base['rate'] / other['rate']:.2f}"
-        )
-        status = results["status"]
-        print(
-            f"status op / {name} echo: p50 x{status['p50'] / other['p50']:.2f}, "
+            f"  anyagentd status op / {name}: p50 x{status['p50'] / other['p50']:.2f}, "
             f"throughput x{status['rate'] / other['rate']:.2f}"
         )
     serve = cold("import anyagentd.cli")

@@ -86,3 +86,39 @@ def test_metrics_and_console_off_load_neither(tmp_path: Path) -> None:
     config.write_text("[a2a.metrics]\nenabled = false\n\n[a2a.console]\nenabled = false\n")
     modules = _loaded_at_listening(tmp_path, "--config", str(config))
     assert _found(modules, NEVER + OFF) == []
+
+
+SPANS = textwrap.dedent(
+    """
+    import json, os, sys
+    if sys.argv[1] == "provider":
+        from opentelemetry import trace
+        from opentelemetry.trace import NoOpTracerProvider
+        trace.set_tracer_provider(NoOpTracerProvider())
+    import anyagentd_a2a.sdkimports
+    import a2a.utils.telemetry as telemetry
+    print(json.dumps([telemetry.otel_enabled, os.environ.get("OTEL_INSTRUMENTATION_A2A_SDK_ENABLED")]))
+    """
+)
+
+
+def spans(env: dict[str, str], how: str = "plain") -> list[object]:
+    """[the a2a-sdk's spans on, the switch's value left in the environment] in a fresh process."""
+    import os
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", SPANS, how], env={**clean, **env}, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_the_sdks_spans_are_off_unless_something_traces() -> None:
+    """No ``OTEL_*`` variable and no tracer provider: the SDK's spans off (~10 % of a mock turn's CPU), the
+    environment as it was; the operator's switch, any ``OTEL_*`` variable or a provider set in the process keep
+    them."""
+    assert spans({}) == [False, None]
+    assert spans({"OTEL_INSTRUMENTATION_A2A_SDK_ENABLED": "true"}) == [True, "true"]
+    assert spans({"OTEL_SERVICE_NAME": "agentd"}) == [True, None]
+    assert spans({}, "provider") == [True, None]

@@ -31,6 +31,7 @@ from sqlalchemy import event
 
 from anyagentd_a2a.calls import PrincipalUser as _Principal
 from anyagentd_a2a.principals import OPERATOR, Principal
+from anyagentd_a2a.sqlite_writes import _twins, writer_of
 from anyagentd_a2a.store import ConversationTable, PrincipalTaskStore, PushConfigStore, engine_for, fail_interrupted
 from anyagentd_a2a.tasks.state import INTERRUPTED_MESSAGE, UNRESUMABLE_MESSAGE
 
@@ -46,7 +47,10 @@ async def db(tmp_path: Path) -> AsyncIterator[tuple[Any, Path, list[str]]]:
     path = tmp_path / "a2a.db"
     engine = engine_for(f"sqlite+aiosqlite:///{path}")
     statements: list[str] = []
-    event.listen(engine.sync_engine, "before_cursor_execute", lambda _c, _cur, sql, *_: statements.append(sql))
+    twin = writer_of(engine)
+    assert twin is not None  # a SQLite file: row writes go through its twin, in one hop
+    for sync in (engine.sync_engine, twin.engine):
+        event.listen(sync, "before_cursor_execute", lambda _c, _cur, sql, *_: statements.append(sql))
     yield engine, path, statements
     await engine.dispose()
 
@@ -275,8 +279,114 @@ async def test_a_write_is_one_upsert_and_reads_back_as_the_sdk_store_reads_it(db
         await store.save(written, ALICE)
         sql = [s for s in statements[before:] if "tasks" in s]
         assert len(sql) == 1 and sql[0].startswith("INSERT INTO tasks") and "ON CONFLICT (id) DO UPDATE" in sql[0]
+    _twins.pop(engine.sync_engine)  # through the async engine (another database's path): the same one statement
+    written.status.state = TaskState.TASK_STATE_FAILED
+    before = len(statements)
+    await store.save(written, ALICE)
+    sql = [s for s in statements[before:] if "tasks" in s]
+    assert len(sql) == 1 and sql[0].startswith("INSERT INTO tasks") and "ON CONFLICT (id) DO UPDATE" in sql[0]
+    written.status.state = TaskState.TASK_STATE_COMPLETED
+    await store.save(written, ALICE)
     plain = DatabaseTaskStore(engine, create_table=False)  # the SDK's own reading of the row
     assert await plain.get("t1", ALICE) == full
+
+
+@pytest.mark.parametrize(("synchronous", "pragma"), [("normal", 1), ("full", 2)])
+async def test_every_connection_commits_as_store_synchronous_says(
+    tmp_path: Path, synchronous: Any, pragma: int
+) -> None:
+    """``[a2a] store_synchronous``: the async engine's connections and its twin's (the row writes) alike."""
+    from sqlalchemy import text
+
+    engine = engine_for(f"sqlite+aiosqlite:///{tmp_path / 'a2a.db'}", synchronous)
+    twin = writer_of(engine)
+    assert twin is not None
+    try:
+        async with engine.connect() as conn:
+            assert (await conn.execute(text("PRAGMA synchronous"))).scalar() == pragma
+            assert (await conn.execute(text("PRAGMA journal_mode"))).scalar() == "wal"
+        with twin.engine.connect() as conn:
+            assert conn.execute(text("PRAGMA synchronous")).scalar() == pragma
+            assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+    finally:
+        await engine.dispose()
+
+
+async def test_a_twin_write_names_only_the_columns_given_and_rolls_back_whole(db: tuple[Any, Path, list[str]]) -> None:
+    """An upsert of some columns leaves the others as they were; a failing row undoes the rows before it in the
+    same write."""
+    from sqlalchemy import CheckConstraint, Column, Integer, MetaData, String, Table
+    from sqlalchemy.exc import IntegrityError
+
+    from anyagentd_a2a.upsert import upsert, upsert_rows
+
+    engine, path, _ = db
+    table = Table(
+        "t",
+        MetaData(),
+        Column("k", String, primary_key=True),
+        Column("a", String),
+        Column("b", Integer),
+        CheckConstraint("b >= 0"),
+    )
+    async with engine.begin() as conn:
+        await conn.run_sync(table.metadata.create_all)
+    await upsert(engine, table, ("k",), {"k": "x", "a": "first", "b": 1})
+    await upsert(engine, table, ("k",), {"k": "x", "a": "second"})
+    with pytest.raises(IntegrityError, match="CHECK constraint failed"):
+        await upsert_rows(engine, [(table, ("k",), {"k": "y", "a": "new"}), (table, ("k",), {"k": "z", "b": -1})])
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("select k, a, b from t order by k").fetchall() == [("x", "second", 1)]
+
+
+async def test_writes_waiting_for_another_process_lock_hold_one_worker_thread(
+    db: tuple[Any, Path, list[str]],
+) -> None:
+    """Another process holds SQLite's write lock: the daemon's 50 waiting writes hold one thread between them, not
+    one each from anyio's shared pool (40 threads), which every other thread hop (``/readyz``'s check) needs; when
+    the lock is released every write lands."""
+    from sqlalchemy import Column, MetaData, String, Table
+
+    from anyagentd_a2a.upsert import upsert
+
+    engine, path, _ = db
+    table = Table("t", MetaData(), Column("k", String, primary_key=True), Column("a", String))
+    async with engine.begin() as conn:
+        await conn.run_sync(table.metadata.create_all)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    borrowed = -1
+    try:
+        async with anyio.create_task_group() as tg:
+            for n in range(50):
+                tg.start_soon(upsert, engine, table, ("k",), {"k": f"k{n}", "a": "x"})
+            await anyio.wait_all_tasks_blocked()
+            borrowed = anyio.to_thread.current_default_thread_limiter().borrowed_tokens
+            other.execute("COMMIT")  # before anything can fail: the writes never wait out their busy timeout
+    finally:
+        if other.in_transaction:
+            other.execute("ROLLBACK")
+        other.close()
+    assert borrowed == 0  # a thread of the shared pool stays free for /readyz's check
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("select count(*) from t").fetchone() == (50,)
+
+
+async def test_a_failed_write_names_the_databases_reason_not_its_sql(db: tuple[Any, Path, list[str]]) -> None:
+    """The SDK answers a failed save with the exception's text: a SQLAlchemy error's holds the statement (and, but
+    for ``hide_parameters``, the task's contents). The store raises the SDK's ``InternalError`` with the database's
+    reason; nothing of the task is written."""
+    from a2a.utils.errors import InternalError
+
+    engine, path, _ = db
+    store = PrincipalTaskStore(engine)
+    await store.initialize()
+    with sqlite3.connect(path) as conn:  # a real SQLite failure at the write
+        conn.execute("CREATE TRIGGER full BEFORE INSERT ON tasks BEGIN SELECT RAISE(ABORT, 'disk is full'); END")
+    with pytest.raises(InternalError) as raised:
+        await store.save(task("t1", TaskState.TASK_STATE_SUBMITTED, "secret prompt"), ALICE)
+    assert raised.value.message == "the task store did not write task t1: disk is full"
+    assert on_disk(path, "t1") is None
 
 
 def conversation_rows(path: Path) -> list[tuple[str, str, str, str | None]]:
@@ -336,7 +446,8 @@ async def test_a_remembered_conversation_is_updated_in_place_by_one_upsert_never
 async def test_the_upsert_of_a_database_without_on_conflict_updates_in_place_too(
     db: tuple[Any, Path, list[str]],
 ) -> None:
-    from anyagentd_a2a.store import _update_or_insert, conversations_table
+    from anyagentd_a2a.store import conversations_table
+    from anyagentd_a2a.upsert import _update_or_insert
 
     engine, path, _ = db
     table = ConversationTable(engine)

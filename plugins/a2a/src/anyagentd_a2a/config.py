@@ -568,6 +568,9 @@ class A2ASection(_Strict):
     cors_origins: list[str] = Field(default_factory=list)
     trusted_proxies: list[Annotated[str, AfterValidator(_proxy)]] = Field(default_factory=list)
     store: str | None = None
+    store_synchronous: Literal["normal", "full"] = "normal"
+    """SQLite's ``PRAGMA synchronous`` for a SQLite store: ``normal`` commits survive the daemon's death, ``full``
+    (an fsync per commit) a power cut too (:mod:`.sqlite_writes`); other databases ignore it."""
     introspection: bool = False
     access_log: bool = True  # one JSON line per HTTP request (.observe.access)
     device_grant: DeviceGrantSection = DeviceGrantSection()

@@ -37,7 +37,7 @@ from sqlalchemy import Column, DateTime, Index, MetaData, String, Table, Text, d
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from ulid import ULID
 
-from .upsert import dialect_insert
+from .upsert import dialect_insert, upsert_rows
 
 log = logging.getLogger("anyagentd.a2a")
 
@@ -250,12 +250,16 @@ class Membership:
             )
         return bool(gone.rowcount)
 
+    def holder_row(self, kind: str, item: str) -> tuple[Table, tuple[str, str], dict[str, str]]:
+        """The holder row recording this member as ``item``'s holder, for :func:`.store.upsert_rows` (a store
+        writes it in the same transaction as the item's first row)."""
+        return holders_table, ("kind", "item"), {"kind": kind, "item": item, "instance": self.instance}
+
     async def hold(self, kind: str, item: str, conn: AsyncConnection | None = None) -> None:
         """Record this member as ``item``'s holder (a new row, or the row taken over), in ``conn``'s transaction
         when given, else in one of its own."""
         if conn is None:
-            async with self.engine.begin() as own:
-                await self.hold(kind, item, own)
+            await upsert_rows(self.engine, [self.holder_row(kind, item)])
             return
 
         values = {"kind": kind, "item": item, "instance": self.instance}

@@ -27,6 +27,7 @@ START_ONLY = (
     "a2a.url",
     "a2a.tls",
     "a2a.store",
+    "a2a.store_synchronous",
     "a2a.push",
     "a2a.pool",
     "a2a.device_grant",

@@ -92,7 +92,7 @@ async def open_stores(settings: Settings) -> AsyncIterator[Stores]:
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     url = settings.store_url
     check_sqlite_directory(url)
-    engine = engine_for(url)
+    engine = engine_for(url, settings.loaded.config.a2a.store_synchronous)
     agents: dict[str, AgentStore] = {}
     members = Membership(
         engine,

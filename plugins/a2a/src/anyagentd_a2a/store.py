@@ -29,7 +29,7 @@ import hashlib
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
@@ -50,7 +50,7 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
-from a2a.utils.errors import InvalidParamsError
+from a2a.utils.errors import InternalError, InvalidParamsError
 from a2a.utils.task import decode_list_tasks_cursor, encode_list_tasks_cursor
 from google.protobuf.json_format import ParseDict, SerializeToJsonError
 from sqlalchemy import (
@@ -70,16 +70,18 @@ from sqlalchemy import (
     text,
     tuple_,
 )
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from .config import missing_sqlite_directory
 from .limits import bound_history
 from .members import TASK
 from .principals import OPERATOR
+from .sqlite_writes import BUSY_TIMEOUT, Synchronous, pragmas, twin
 from .structjson import finite
 from .tasks.state import FAILED, PAUSED, TERMINAL, StateError, move, name, of_name, on_restart
-from .upsert import dialect_insert
+from .upsert import Row, upsert, upsert_rows
 
 DURABLE_STATES = TERMINAL | PAUSED
 """States a save writes before it returns (besides a task's first save): where a task stops, or waits for an answer."""
@@ -131,52 +133,22 @@ def check_sqlite_directory(url: str) -> None:
         )
 
 
-def engine_for(url: str) -> AsyncEngine:
-    """An async engine; SQLite gets WAL and a busy timeout so readers never block the writer for long, on the
-    connections of :mod:`.sqlite_connect` (a shutdown mid-query never leaves a close waiting for ever)."""
+def engine_for(url: str, synchronous: Synchronous = "normal") -> AsyncEngine:
+    """An async engine on ``url``; a SQLite file gets WAL, a busy timeout and ``synchronous``
+    (:func:`.sqlite_writes.pragmas`) on the connections of :mod:`.sqlite_connect` (a shutdown mid-query never leaves
+    a close waiting for ever), and a twin for row writes in one hop (:func:`.sqlite_writes.twin`)."""
     if not url.startswith("sqlite"):
-        return create_async_engine(url)
+        return create_async_engine(url, hide_parameters=True)
     from sqlalchemy import event
 
     from .sqlite_connect import connect
 
-    engine = create_async_engine(url, connect_args={"timeout": 30, "async_creator_fn": connect})
-
-    @event.listens_for(engine.sync_engine, "connect")
-    def _pragmas(dbapi_conn: Any, _record: Any) -> None:
-        cursor = dbapi_conn.cursor()
-        # before anything writes the header: a new file frees pages at PRAGMA incremental_vacuum (an older
-        # file keeps auto_vacuum NONE and reuses its free pages, .retention)
-        cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA busy_timeout=30000")
-        cursor.close()
-
+    engine = create_async_engine(
+        url, hide_parameters=True, connect_args={"timeout": BUSY_TIMEOUT, "async_creator_fn": connect}
+    )
+    event.listen(engine.sync_engine, "connect", pragmas(synchronous))
+    twin(engine, synchronous)
     return engine
-
-
-async def upsert(engine: AsyncEngine, table: Table, key: Sequence[str], values: Mapping[str, Any]) -> None:
-    """Write ``values`` (column name → value, the ``key`` columns and at least one other among them) as ``table``'s
-    row with that key, in one transaction: a new row, or the existing row updated in place — never deleted and
-    inserted again. On SQLite and PostgreSQL that is one ``INSERT … ON CONFLICT (key) DO UPDATE``; on other
-    databases an UPDATE of the keyed row, then an INSERT when none matched. Raises what the driver raises
-    (SQLAlchemy's ``DBAPIError`` family)."""
-    async with engine.begin() as conn:
-        insert_of = dialect_insert(conn.dialect.name)
-        if insert_of is None:
-            await _update_or_insert(conn, table, key, values)
-            return
-        insert = insert_of(table).values(dict(values))
-        changed = {name: insert.excluded[name] for name in values if name not in key}
-        await conn.execute(insert.on_conflict_do_update(index_elements=list(key), set_=changed))
-
-
-async def _update_or_insert(conn: AsyncConnection, table: Table, key: Sequence[str], values: Mapping[str, Any]) -> None:
-    """:func:`upsert` for a database without ``ON CONFLICT``, inside the caller's transaction."""
-    keyed = table.update().where(*(table.c[name] == values[name] for name in key))
-    updated = await conn.execute(keyed.values({name: value for name, value in values.items() if name not in key}))
-    if updated.rowcount == 0:
-        await conn.execute(table.insert().values(dict(values)))
 
 
 def _owner(context: ServerCallContext) -> str:
@@ -405,7 +377,9 @@ class PrincipalTaskStore(DatabaseTaskStore):
         """The SDK's row for ``task`` written by :func:`upsert` keyed by id: one statement on SQLite and PostgreSQL
         (the SDK's ``save`` merges through the ORM: a SELECT, then an INSERT or UPDATE). A number in a ``Struct`` that
         JSON cannot write is stored as null (:func:`.structjson.finite`, ``task`` changed), with a warning: the
-        task is kept, and every later read and listing of the store still answers."""
+        task is kept, and every later read and listing of the store still answers. Raises the SDK's
+        ``InternalError`` naming the database's reason when the write fails (a lock held past the busy timeout, a
+        full disk), logged with the statement."""
         await self._ensure_initialized()
         try:
             row = self._to_orm(task, _owner(context))
@@ -414,17 +388,26 @@ class PrincipalTaskStore(DatabaseTaskStore):
                 "task %s holds %d number(s) JSON cannot write (NaN, infinity): stored as null", task.id, finite(task)
             )
             row = self._to_orm(task, _owner(context))
-        if self.members is not None and task.id not in self._held:
-            await self.members.hold(TASK, task.id)  # before the task's row: no row of it is ever without a holder
-            self._held[task.id] = None
-            if len(self._held) > FRESH_IDS:
-                self._held.popitem(last=False)  # forgotten: its next write records the holder again
+        hold = self.members is not None and task.id not in self._held
         values = {
             column.name: getattr(row, attr.key)
             for attr in inspect(self.task_model).column_attrs
             for column in attr.columns
         }
-        await upsert(self.engine, self.task_table, ("id",), values)
+        rows: list[Row] = []
+        if hold:  # in the task's first transaction, before its row: no row of a task is ever without a holder
+            assert self.members is not None
+            rows.append(self.members.holder_row(TASK, task.id))
+        rows.append((self.task_table, ("id",), values))
+        try:
+            await upsert_rows(self.engine, rows)
+        except DBAPIError as err:  # its text holds the SQL: the client gets the database's own reason only
+            log.error("task %s not written: %s", task.id, err)
+            raise InternalError(message=f"the task store did not write task {task.id}: {err.orig}") from None
+        if hold:
+            self._held[task.id] = None
+            if len(self._held) > FRESH_IDS:
+                self._held.popitem(last=False)  # forgotten: its next write records the holder again
 
     async def flush(self) -> None:
         """Write every update waiting to be written behind (and wait for the writes under way); a task whose write
