@@ -19,7 +19,7 @@ import functools
 import json
 from collections.abc import Callable
 from operator import itemgetter
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, NoReturn, cast
 
 from .engine.event_parts import EventParts
 from .model import (
@@ -81,7 +81,8 @@ def event_line(event: Any) -> bytes:
         return b'{"event":' + event.__pydantic_serializer__.to_json(event) + b"}\n"
 
 
-def _not_flat(event: Any) -> Any:
+def _not_flat(event: object) -> NoReturn:
+    # _flat_event_line's "model" for _flat_lines: an event that is not flat is not this fast path's to write.
     raise _NotFlat
 
 
