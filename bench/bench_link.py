@@ -1,5 +1,5 @@
 """The adapter link alone: ``AdapterLink.emit`` of one ``TextDelta`` and the engine side's ``receive_nowait``, per
-event, the way a flood uses them (64 emits, then the reader drains the 64-report channel).
+event, the way a flood uses them (256 emits, then the reader drains the 256-report channel).
 
 ``.venv/bin/python bench/bench_link.py [--events N]`` prints the CPU time per event (best of 5 rounds). Run it with
 another tree first on ``PYTHONPATH`` (and that tree's venv) for a before/after pair. Asserts nothing.
@@ -15,7 +15,7 @@ import anyio
 from anyagentd.adapters.interface import AdapterLink
 from anyagentd.model import TextDelta
 
-BUFFER = 64  # the engine's default report channel size (EngineSettings.adapter_buffer)
+BUFFER = 256  # the engine's default report channel size (EngineSettings.adapter_buffer; 64 before issue 31)
 
 
 async def _rounds(events: int) -> float:

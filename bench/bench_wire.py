@@ -249,19 +249,33 @@ def have_orjson() -> bool:
 # ------------------------------------------------------------------------------------------------ 1. throughput
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """The user + system CPU time ``pid`` has used so far (``/proc/<pid>/stat``, clock ticks), None without it."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def flood_once(argv: list[str], env: dict[str, str] | None = None, timeout: float = 120.0) -> dict[str, Any]:
     """Spawn ``argv`` (a wire server), open, prompt, read until TurnEnded (or the session's ``closed`` line); time
-    from prompt sent to that line read."""
+    from prompt sent to that line read, and the producer's own CPU time over the same span (``cpu``, None where
+    ``/proc`` has no figure)."""
     proc = spawn(argv, env)
     try:
         with Watchdog(proc, timeout, f"flood through {' '.join(argv[-3:])}"):
             readline(proc)  # hello
             send(proc, {"id": 1, "cmd": "open", "agent": "mock", "dir": WORKDIR})
             read_reply(proc, 1)
+            cpu0 = cpu_seconds(proc.pid)
             t0 = time.perf_counter()
             send(proc, {"id": 2, "cmd": "prompt", "session": "s1", "text": "go"})
             result = read_until_end(proc.stdout)  # type: ignore[arg-type]
+            cpu1 = cpu_seconds(proc.pid)
         result["seconds"] = result.pop("t1") - t0
+        result["cpu"] = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
         return result
     finally:
         finish(proc)
@@ -351,6 +365,19 @@ def bench_throughput(runs: int, quick: bool, whole: bool = False) -> None:
         for name, r in med.items():
             if not name.startswith("baseline"):
                 print(f"  ratio {name} / baseline orjson: {rate(r) / rate(fast):.3f} events/s")
+    # Each producer's own CPU time per event (median over its runs): what the wall rates come to when each process
+    # has a core to itself, so it can be read on a machine too busy for the rates (issue 31).
+    cpu = {
+        name: statistics.median(r["cpu"] / r["events"] for r in rs)
+        for name, rs in results.items()
+        if rs and all(r["cpu"] is not None for r in rs)
+    }
+    if cpu:
+        print("  CPU per event: " + ", ".join(f"{name} {us * 1e6:.2f} us" for name, us in cpu.items()))
+        if "baseline orjson" in cpu:
+            for name, us in cpu.items():
+                if not name.startswith("baseline") and us:
+                    print(f"  CPU ratio baseline orjson / {name}: {cpu['baseline orjson'] / us:.3f}")
     for name, rs in results.items():
         if not name.startswith("baseline"):
             done = sum(r["end"] == "TurnEnded" for r in rs)

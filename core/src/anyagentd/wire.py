@@ -235,13 +235,16 @@ class _Outbox:
     what bounds them is the reader, which reads no command while :attr:`bytes` is over the bound. Event batches
     wait while ``slots`` entries are queued: what a stalled app leaves unread then piles up in the sessions' own
     bounded queues, where the engine notices it (``ConsumerLagged``).
+
+    Whoever waits for a change waits on one event, made by the first waiter after the last change: a change with
+    nobody waiting makes none (when every change made the next one: three per event batch, 1.6 us each; issue 31).
     """
 
     def __init__(self, slots: int) -> None:
         self.bytes = 0  # queued and not yet written
         self._lines: list[bytes] = []
         self._slots = slots
-        self._changed = anyio.Event()
+        self._changed: anyio.Event | None = None  # set at the next change; None while nobody waits
         self._closed = False
 
     def put_nowait(self, line: bytes) -> None:
@@ -251,7 +254,7 @@ class _Outbox:
 
     async def put(self, line: bytes) -> None:
         while len(self._lines) >= self._slots:
-            await self._changed.wait()
+            await self._change()
         self.put_nowait(line)
 
     async def take(self) -> bytes | None:
@@ -260,7 +263,7 @@ class _Outbox:
         while not self._lines:
             if self._closed:
                 return None
-            await self._changed.wait()
+            await self._change()
         data, self._lines = b"".join(self._lines), []
         self._notify()
         return data
@@ -271,15 +274,22 @@ class _Outbox:
 
     async def wait_below(self, bound: int) -> None:
         while self.bytes > bound:
-            await self._changed.wait()
+            await self._change()
 
     def close(self) -> None:
         self._closed = True
         self._notify()
 
+    async def _change(self) -> None:
+        # Wait for the next change (the caller then looks again at what it waits for).
+        if self._changed is None:
+            self._changed = anyio.Event()
+        await self._changed.wait()
+
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
 
 
 class WireServer:

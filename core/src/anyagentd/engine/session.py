@@ -76,7 +76,6 @@ from ..model import (
     Started,
     TurnContext,
     diagnostic,
-    kind_tag,
 )
 from .admission import Admission
 from .event_log import EventLog, Subscription
@@ -532,7 +531,7 @@ class Session:
             return  # the session has ended: nothing more is emitted
         ns = time.time_ns()
         log.append(_new_parts(EventParts, (log.newest_seq + 1, ns, self.id, turn_info, kind, extensions)))
-        self.projections.apply(kind_tag(kind), kind, turn_info, extensions, ns)
+        self.projections.apply(kind, turn_info, extensions, ns)
 
     def _lagged(self, reader: Subscription) -> None:
         # The primary consumer stalled: it gets the events it held, then the error; shut the session down without

@@ -16,7 +16,10 @@ class EngineSettings:
     - ``close_grace``: seconds an agent gets to shut down on close before it is killed (5 s): the connection's
       ``close()`` is bounded by it, and whatever of the agent's processes still runs this long after close began
       the engine kills, whatever ``close()`` did (``Session.close``).
-    - ``adapter_buffer``: reports the adapter→engine channel holds before the adapter waits (64).
+    - ``adapter_buffer``: reports the adapter→engine channel holds before the adapter waits (256: one 64 KiB read
+      of an agent's stdout in a flood, ~250-byte frames, goes through without the adapter waiting; each time it
+      waits costs the engine a round of the event loop, ~30 us; at 64 that was 0.47 us of a flood's ~3.5 us per
+      event, issue 31).
     - ``handshake_timeout``: seconds an adapter may take to connect (30 s). Its default is also the adapters' own
       handshake bound where no engine bounds one, e.g. a probe (``anyagentd.adapters.connection.HANDSHAKE_TIMEOUT``
       names it).
@@ -37,7 +40,7 @@ class EngineSettings:
     quiet_prompted: float = 120.0
     quiet_agent: float = 20.0
     close_grace: float = 5.0
-    adapter_buffer: int = 64
+    adapter_buffer: int = 256
     handshake_timeout: float = 30.0
     cancel_grace: float = 5.0
     log_size: int = 4096

@@ -32,11 +32,12 @@ from ..model import (
 from .script import AwaitBranch, Emit, EmitWith, End, Repeat, Script, Sleep, Step, load_script
 
 MOCK_ID = "mock"
-FRAMES_PER_READ = 64
+FRAMES_PER_READ = 256
 """Frames the scripted agent emits between yields to the event loop: a pipe read's worth. A real adapter yields
-every line of one 64 KiB read of its agent's stdout (``adapters.process``) before it awaits again, hundreds of
-small frames in a flood; 64 is also the report channel's default buffer, past which the mock waits for the engine
-anyway. (It was 16: a flood then paid about 1 us per event in event-loop turns, bench/README.md.)"""
+every line of one 64 KiB read of its agent's stdout (``adapters.process``) before it awaits again: some 250 frames
+of a flood (Claude's and Codex's text deltas are ~250-byte lines); 256 is also the script's default report buffer
+(the engine's ``adapter_buffer``), past which the mock waits for the engine anyway. (It was 16, then 64: each
+yield costs the engine a round of the event loop, ~30 us, so 1.9 us then 0.47 us per event; bench/README.md.)"""
 
 
 def _details(script: Script, configuration: dict[str, ConfigValue] | None = None) -> AgentDetails:

@@ -7,7 +7,7 @@ A script is a JSON object, every field optional::
      "commands": [SlashCommand, ...],      # slash commands it advertises ({"name", "description"})
      "steer": false, "steer_rejects": false,
      "deterministic": true, "deterministic_agent": true,
-     "buffer": 64, "stale_before_ack": false}
+     "buffer": 256, "stale_before_ack": false}
 
 Steps: ``{"Emit": <EventKind>}``, ``{"EmitWith": {"event": <EventKind>, "extensions": {...}}}`` (the event
 with extensions on it), ``"AwaitAnswer"``, ``{"End": <StopReason>}`` (steps after it play at once),
@@ -172,7 +172,7 @@ class Script(Model):
     steer_rejects: bool = False
     deterministic: bool = True
     deterministic_agent: bool = True
-    buffer: int = Field(default=64, ge=1)
+    buffer: int = Field(default=256, ge=1)
     stale_before_ack: bool = False
 
 
