@@ -1,6 +1,7 @@
 """One scripted turn per agent, each driven by anyagentd and by a bare driver of the agent's own protocol.
 
-Run: ``.venv/bin/python bench/bench_agents.py [--agents claude,codex,codex-acp,claude-acp] [--runs N] [--quick]``.
+Run: ``.venv/bin/python bench/bench_agents.py [--agents claude,codex,codex-acp,claude-acp] [--runs N] [--quick]
+[--paths P1,P2,...] [--requests FILE]``.
 Prints figures and ratios, asserts nothing.
 
 Every path talks to the same :class:`ModelServer` (one scripted reply), with a fresh HOME and work dir per run,
@@ -15,9 +16,13 @@ Paths per agent:
 - ``claude``: **bare CLI** (``claude -p --input-format stream-json ...``, the user frame written at spawn, no
   handshake), **anyagentd** (``Runtime.open("claude")``), **bare CLI, no -p** (the same without ``-p``, as the
   SDKs and anyagentd start it), **claude-agent-sdk** (the official SDK's ``query()``
-  with its defaults, which include an empty system prompt) and **sdk claude_code** (the same with
+  with its defaults, which include an empty system prompt), **sdk claude_code** (the same with
   ``system_prompt={"type": "preset", "preset": "claude_code"}``: Claude Code's own system prompt, as the CLI and
-  anyagentd send it, so the same request reaches the model);
+  anyagentd send it) and **sdk same request** (that plus ``permission_prompt_tool_name="stdio"``, which the SDK
+  also sets for a ``can_use_tool`` callback: permission prompts on the control channel, as anyagentd asks for them.
+  Claude Code 2.1.197 then offers the model three more tools, ``AskUserQuestion``, ``EnterPlanMode`` and
+  ``ExitPlanMode``, 11 KB of the request: this path sends the request anyagentd sends, byte for byte but for the
+  session ids and the entry point, ``sdk-py`` against ``sdk-cli``; ``--requests`` keeps the log to check it);
 - ``codex``: **bare app-server** (``codex app-server``: ``initialize``, ``initialized``, ``thread/start``,
   ``turn/start``, notifications until ``turn/completed``) and **anyagentd** (``Runtime.open("codex")``);
 - ``codex-acp``, ``claude-acp``: **bare ACP** (``initialize``, ``session/new``, ``session/prompt`` until its
@@ -35,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -333,9 +339,10 @@ def via_anyagentd(agent: str) -> Callable[[dict[str, str], str], Figures]:
 
 
 # --------------------------------------------------------------------------- claude-agent-sdk
-def via_sdk(system_prompt: Any = None) -> Callable[[dict[str, str], str], Figures]:
+def via_sdk(system_prompt: Any = None, *, permission_prompts: bool = False) -> Callable[[dict[str, str], str], Figures]:
     """The official ``claude_agent_sdk.query()`` with ``cli_path`` = the pinned CLI (spawn, ``initialize`` and its
-    answer, then the user message)."""
+    answer, then the user message); ``permission_prompts``: ``permission_prompt_tool_name="stdio"`` (what the SDK
+    sets for a ``can_use_tool`` callback and anyagentd passes too: ``--permission-prompt-tool stdio``)."""
 
     async def run(env: dict[str, str], cwd: str) -> Figures:
         from claude_agent_sdk import AssistantMessage, ClaudeAgentOptions, ResultMessage, StreamEvent, TextBlock, query
@@ -346,6 +353,7 @@ def via_sdk(system_prompt: Any = None) -> Callable[[dict[str, str], str], Figure
             env=env,
             include_partial_messages=True,
             system_prompt=system_prompt,
+            permission_prompt_tool_name="stdio" if permission_prompts else None,
         )
         clock = Clock()
         async with asyncio.timeout(TIMEOUT):
@@ -416,8 +424,9 @@ def agents() -> dict[str, Agent]:
                 "bare CLI, no -p": lambda env, cwd: bare_claude(env, cwd, print_flag=False),
                 "claude-agent-sdk": via_sdk(),
                 "sdk claude_code": via_sdk({"type": "preset", "preset": "claude_code"}),
+                "sdk same request": via_sdk({"type": "preset", "preset": "claude_code"}, permission_prompts=True),
             },
-            frozenset({"claude-agent-sdk", "sdk claude_code"}),
+            frozenset({"claude-agent-sdk", "sdk claude_code", "sdk same request"}),
         ),
         "codex": Agent(
             "codex",
@@ -450,7 +459,7 @@ def agents() -> dict[str, Agent]:
 SERVE = """
 import json, sys
 from anyagentd_testing.model_server import ModelServer
-server = ModelServer(json.loads(sys.argv[1])).start()
+server = ModelServer(json.loads(sys.argv[1]), log_path=sys.argv[2] or None).start()
 print(server.url, flush=True)
 sys.stdin.read()
 server.stop()
@@ -458,10 +467,14 @@ server.stop()
 
 
 @contextlib.contextmanager
-def model_server() -> Iterator[str]:
-    """The scripted model server in a child process (until stdin closes); yields its URL."""
+def model_server(log_path: str | None = None) -> Iterator[str]:
+    """The scripted model server in a child process (until stdin closes); yields its URL. ``log_path``: a JSONL
+    file it appends every request to (headers and body: ``ModelServer``'s request log)."""
     child = subprocess.Popen(
-        [sys.executable, "-c", SERVE, json.dumps(SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", SERVE, json.dumps(SCRIPT), log_path or ""],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert child.stdout is not None
@@ -559,7 +572,9 @@ def bench_agent(agent: Agent, runs: int, url: str, original_env: dict[str, str])
         " (the same run index: neighbours in time)"
     )
     base = names[0]
-    pairs = [("anyagentd", base)] + [(p, base) for p in names[2:]] + [("anyagentd", p) for p in names[2:]]
+    pairs = [(p, base) for p in names[1:]]
+    if "anyagentd" in names[1:]:
+        pairs += [("anyagentd", p) for p in names[1:] if p != "anyagentd"]
     for x, y in pairs:
         fx, fy = med(results[x], "first"), med(results[y], "first")
         ex, ey = med(results[x], "end"), med(results[y], "end")
@@ -577,12 +592,27 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="one run per path")
     ap.add_argument("--agents", default=",".join(known), help=f"comma-separated, of {', '.join(known)}")
+    ap.add_argument(
+        "--paths",
+        help="comma-separated path names to keep, in this order (the first one an agent has is its baseline), e.g. "
+        "'sdk same request,anyagentd'",
+    )
+    ap.add_argument(
+        "--requests", metavar="FILE", help="append every request the model server gets to FILE (JSONL: headers, body)"
+    )
     args = ap.parse_args()
     runs = 1 if args.quick else args.runs
     chosen = [a.strip() for a in args.agents.split(",") if a.strip()]
     unknown = [a for a in chosen if a not in known]
     if unknown:
         ap.error(f"unknown agent(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    if args.paths:
+        keep = [p.strip() for p in args.paths.split(",") if p.strip()]
+        for name in chosen:
+            paths = {p: known[name].paths[p] for p in keep if p in known[name].paths}
+            if len(paths) < 2:
+                ap.error(f"--paths keeps {len(paths)} of {name}'s paths ({', '.join(known[name].paths)}); need 2")
+            known[name] = dataclasses.replace(known[name], paths=paths)
     original_env = dict(os.environ)
 
     versions = []
@@ -596,7 +626,7 @@ def main() -> None:
     except Exception as e:  # noqa: BLE001
         versions.append(f"claude-agent-sdk unavailable: {e!r}")
     print(f"{'; '.join(versions)}; load average {os.getloadavg()[0]:.2f}")
-    with model_server() as url:
+    with model_server(args.requests) as url:
         for name in chosen:
             bench_agent(known[name], runs, url, original_env)
     print(f"\nload average at the end {os.getloadavg()[0]:.2f}")

@@ -21,7 +21,7 @@ from wire_schema import validate_def
 
 from anyagentd import hookspecs
 from anyagentd.adapters.interface import AgentAdapter, AgentProfile
-from anyagentd.errors import InvalidConfiguration
+from anyagentd.errors import InvalidConfiguration, NotInstalled
 from anyagentd.hookspecs import hookimpl
 from anyagentd.mock import plugin as mock_plugin
 from anyagentd.model import AgentDetails, AgentInstallation, Authenticated, Capabilities
@@ -240,6 +240,36 @@ async def test_third_party_adapter_shows_up_in_discover(tmp_path: Path, clean_pl
         assert report.missing[0].install_hint == "brew i x"
         details = await runtime.probe("fakecli")
         assert details.version == f"fake 1.0 at {exe}"
+
+
+@pytest.mark.anyio
+async def test_an_executable_override_resolves_without_a_worker_thread(
+    tmp_path: Path, clean_plugin_env: pytest.MonkeyPatch
+) -> None:
+    # ANYAGENTD_<ID>_BIN naming an executable is one stat: resolved on the loop (a worker thread's first hop on a
+    # new loop costs more than that); anything else still searches in a worker thread.
+    exe = tmp_path / "fakecli-override"
+    exe.write_text("#!/bin/sh\necho fake\n")
+    exe.chmod(0o755)
+    hops: list[object] = []
+
+    async def counted(func: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(func)
+        return func(*args)
+
+    clean_plugin_env.setattr("anyagentd.runtime.anyio.to_thread.run_sync", counted)
+    plugins = Plugins(load_entry_points=False, extra=[_fake_adapter_module()])
+    env = {"PATH": "", "HOME": str(tmp_path), "ANYAGENTD_NO_LOGIN_SHELL": "1", "ANYAGENTD_FAKECLI_BIN": str(exe)}
+    async with Runtime(plugins=plugins, env=env) as runtime:
+        _, found = await runtime.resolve("fakecli")
+    assert (found.source, found.executable_path) == ("EnvOverride", str(exe))
+    assert hops == []
+
+    exe.chmod(0o644)  # no longer executable: a Warning, then the search, in a worker thread
+    async with Runtime(plugins=plugins, env=env) as runtime:
+        with pytest.raises(NotInstalled):
+            await runtime.resolve("fakecli")
+    assert len(hops) == 1
 
 
 def test_two_adapters_claiming_one_catalog_id_are_refused(clean_plugin_env: pytest.MonkeyPatch) -> None:

@@ -3,7 +3,8 @@
 :func:`discover` takes the catalog (:class:`~anyagentd.adapters.interface.AgentProfile` entries) and returns a
 :class:`~anyagentd.model.DiscoveryReport`. It is synchronous, never starts an agent and never touches the network;
 the only process it may start is the user's login shell, once per process, to learn the PATH that shell sets up.
-Callers on an event loop run it in a worker thread.
+Callers on an event loop run it in a worker thread, unless :func:`overridden` says the override names the executable
+(discovery is one ``stat`` then).
 
 Per profile the first hit wins, in this order (the ``source`` recorded on the installation):
 
@@ -49,6 +50,7 @@ __all__ = [
     "known_location_dirs",
     "login_shell_path",
     "no_adapter_message",
+    "overridden",
     "parse_login_shell_output",
     "path_dirs",
     "uninstalled_adapters",
@@ -137,6 +139,16 @@ def clear_cache() -> None:
     """Forget the cached login-shell PATHs, so the next :func:`discover` asks the shell again."""
     with _login_shell_lock:
         _login_shell_cache.clear()
+
+
+def overridden(profile: AgentProfile, env: Mapping[str, str]) -> bool:
+    """Whether ``env``'s ``ANYAGENTD_<ID>_BIN`` names an executable file for ``profile``: :func:`discover` then stops at
+    its first step (one ``stat``) and searches nothing, starts no login shell."""
+    value = env.get(profile.env_override)
+    if not value:
+        return False
+    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
+    return is_executable(os.path.abspath(_expand_home(value, home)))
 
 
 def is_executable(path: str) -> bool:

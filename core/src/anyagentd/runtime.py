@@ -214,6 +214,11 @@ class Runtime:
         # a login shell that only another agent's search would start). Not kept as the last report.
         profiles = [p for p in owner.profiles if p.id == agent_id]
         env = dict(self.env if self.env is not None else os.environ)
+        if all(discovery.overridden(p, env) for p in profiles):
+            # ANYAGENTD_<ID>_BIN names the executable: discovery is one stat, cheaper here than the hop to a worker
+            # thread (on a new event loop that hop starts the thread: 1-3 ms before the spawn in bench_agents.py's
+            # Claude runs, which give the CLI's path as the SDK's cli_path is given; bench/README.md, issue 31).
+            return discovery.discover(profiles, env=env)
         return await anyio.to_thread.run_sync(lambda: discovery.discover(profiles, env=env))
 
     async def probe(self, agent: AgentRef | dict[str, Any]) -> AgentDetails:
