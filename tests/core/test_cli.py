@@ -364,6 +364,12 @@ def test_bad_mock_script_is_reported(tmp_path: Path) -> None:
             in line
         )
         assert "_tag_of" not in line and "https://" not in line
+    latin = tmp_path / "latin.json"
+    latin.write_bytes(b'\xff\xfe{"turns": []}')  # not UTF-8: a trial's file, a traceback before
+    for command in (["probe", "mock"], ["run", "mock", "hi", "--dir", str(tmp_path)]):
+        result = anyagentd_cli(*command, "--mock", str(latin))
+        (line, *_) = assert_clean_error(result, "InvalidConfiguration", 2)
+        assert f"invalid mock script {latin}: not UTF-8 text: invalid start byte at byte 0" in line
 
 
 # ------------------------------------------------------------------------------------------------ serve

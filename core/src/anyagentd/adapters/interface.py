@@ -12,7 +12,7 @@ requests are open, status). See ``docs/engine.md#the-adapter-contract`` for the 
   Configure, Rollback, Compact, Cancel and Close, each of which must return promptly (send and return; results
   arrive as reports).
 - :class:`AdapterLink` is how a connection reports: events, TurnAck, TurnEnded, Steered, info changes, auth lost,
-  exited. Its ``await``-able methods apply backpressure (a bounded channel, 64 reports by default).
+  exited. Its ``await``-able methods apply backpressure (a bounded channel, 256 reports by default: ``EngineSettings.adapter_buffer``).
 """
 
 from __future__ import annotations
