@@ -217,7 +217,9 @@ def load_script(source: str | Path | dict[str, Any]) -> Script:
     except json.JSONDecodeError as err:
         raise InvalidConfiguration(f"invalid mock script{name}: not JSON: {err}") from None
     except UnicodeDecodeError as err:  # JSON is UTF-8 (RFC 8259 §8.1)
-        raise InvalidConfiguration(f"invalid mock script{name}: not UTF-8 text: {err.reason} at byte {err.start}") from None
+        raise InvalidConfiguration(
+            f"invalid mock script{name}: not UTF-8 text: {err.reason} at byte {err.start}"
+        ) from None
     except ValidationError as err:
         problems = [describe_error(e) for e in err.errors(include_url=False)]
         more = len(problems) - MAX_REPORTED_ERRORS
