@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from a2a_helpers import wait_state
+from a2a_helpers import wait_for, wait_state
+from test_a2a_claude_replay import claude_pids
+
+from anyagentd_testing.events import process_running
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -277,8 +280,12 @@ def test_a_waiting_task_survives_a_restart_and_its_answer_reaches_the_resumed_co
     wait_recorded(tmp_path / "home", "Hello.")
     task = daemon.send_text("Write out.txt" if kind == "permission" else "Ask me a question", context_id="paused")
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task
+    clis = claude_pids(daemon.process.pid)
     daemon.signal(stop)  # killed, or drained: either way the waiting task is kept
     assert daemon.wait() in (0, -signal.SIGKILL)
+    # its CLI dies with it, a moment later (SIGKILL on its parent's death): until then it may still write its
+    # transcript, so what it recorded is read once it is gone (one CI run read "not recorded" a moment too early)
+    wait_for(lambda: not any(process_running(pid) for pid in clis), "the killed daemon's Claude Code gone")
     # Issue 25: the question stays open, as a person left it. A drain answered the CLI's open permission with a
     # denial (the CLI recorded "The user doesn't want to proceed with this tool use…", the resumed CLI sent it to
     # the model), then after the restart told it "The answer is: allow": nothing was written, the task COMPLETED.
