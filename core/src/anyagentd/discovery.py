@@ -96,7 +96,7 @@ def discover(
     """
     env = os.environ if env is None else env
     if home is None:
-        home = Path(env["HOME"]) if env.get("HOME") else Path.home()
+        home = _home(env)
     scan = _Scan(env, home)
     report = DiscoveryReport(agents=list(pinned))
     seen_ids = {agent.id for agent in report.agents}
@@ -144,11 +144,22 @@ def clear_cache() -> None:
 def overridden(profile: AgentProfile, env: Mapping[str, str]) -> bool:
     """Whether ``env``'s ``ANYAGENTD_<ID>_BIN`` names an executable file for ``profile``: :func:`discover` then stops at
     its first step (one ``stat``) and searches nothing, starts no login shell."""
+    named = _override(profile, env, _home(env))
+    return named is not None and is_executable(named[1])
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    """``env``'s ``HOME``, else this user's home."""
+    return Path(env["HOME"]) if env.get("HOME") else Path.home()
+
+
+def _override(profile: AgentProfile, env: Mapping[str, str], home: Path) -> tuple[str, str] | None:
+    """``ANYAGENTD_<ID>_BIN``'s value and the absolute path it names (``~`` expanded against ``home``); ``None`` when
+    it is unset or empty. Whether that path is executable is the caller's question."""
     value = env.get(profile.env_override)
     if not value:
-        return False
-    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
-    return is_executable(os.path.abspath(_expand_home(value, home)))
+        return None
+    return value, os.path.abspath(_expand_home(value, home))
 
 
 def is_executable(path: str) -> bool:
@@ -193,10 +204,10 @@ class _Scan:
 
     def _env_override(self, profile: AgentProfile) -> str | None:
         """Step 1: the executable ``ANYAGENTD_<ID>_BIN`` names; None if unset, empty or not executable (→ Warning)."""
-        value = self.env.get(profile.env_override)
-        if not value:
+        named = _override(profile, self.env, self.home)
+        if named is None:
             return None
-        path = os.path.abspath(_expand_home(value, self.home))
+        value, path = named
         if is_executable(path):
             return path
         self._diagnose("Warning", f"{profile.env_override}={value!r} is not an executable file; ignoring it")
