@@ -37,7 +37,7 @@ from sqlalchemy import Column, DateTime, Index, MetaData, String, Table, Text, d
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from ulid import ULID
 
-from .upsert import dialect_insert, upsert_rows
+from .upsert import dialect_insert, upsert_in, upsert_rows
 
 log = logging.getLogger("anyagentd.a2a")
 
@@ -262,17 +262,7 @@ class Membership:
             await upsert_rows(self.engine, [self.holder_row(kind, item)])
             return
 
-        values = {"kind": kind, "item": item, "instance": self.instance}
-        insert = dialect_insert(conn.dialect.name)
-        if insert is not None:
-            statement = insert(holders_table).values(values)
-            await conn.execute(
-                statement.on_conflict_do_update(index_elements=["kind", "item"], set_={"instance": self.instance})
-            )
-            return
-        taken = await conn.execute(_holder_row(kind, item).values(instance=self.instance))
-        if taken.rowcount == 0:
-            await conn.execute(holders_table.insert().values(values))
+        await upsert_in(conn, [self.holder_row(kind, item)])
 
     async def held_by(self, kind: str, instance: str) -> list[str]:
         """Every ``kind`` item ``instance`` holds."""

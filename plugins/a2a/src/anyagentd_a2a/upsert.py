@@ -43,14 +43,19 @@ async def upsert_rows(engine: AsyncEngine, rows: Sequence[Row]) -> None:
         await writer.write(rows)
         return
     async with engine.begin() as conn:
-        insert_of = dialect_insert(conn.dialect.name)
-        for table, key, values in rows:
-            if insert_of is None:
-                await _update_or_insert(conn, table, key, values)
-                continue
-            insert = insert_of(table).values(dict(values))
-            changed = {name: insert.excluded[name] for name in values if name not in key}
-            await conn.execute(insert.on_conflict_do_update(index_elements=list(key), set_=changed))
+        await upsert_in(conn, rows)
+
+
+async def upsert_in(conn: AsyncConnection, rows: Sequence[Row]) -> None:
+    """:func:`upsert_rows` inside the caller's transaction on ``conn`` (always through the async engine)."""
+    insert_of = dialect_insert(conn.dialect.name)
+    for table, key, values in rows:
+        if insert_of is None:
+            await _update_or_insert(conn, table, key, values)
+            continue
+        insert = insert_of(table).values(dict(values))
+        changed = {name: insert.excluded[name] for name in values if name not in key}
+        await conn.execute(insert.on_conflict_do_update(index_elements=list(key), set_=changed))
 
 
 async def _update_or_insert(conn: AsyncConnection, table: Table, key: Sequence[str], values: Mapping[str, Any]) -> None:
@@ -61,4 +66,4 @@ async def _update_or_insert(conn: AsyncConnection, table: Table, key: Sequence[s
         await conn.execute(table.insert().values(dict(values)))
 
 
-__all__ = ["UPSERT_DIALECTS", "Row", "dialect_insert", "upsert", "upsert_rows"]
+__all__ = ["UPSERT_DIALECTS", "Row", "dialect_insert", "upsert", "upsert_in", "upsert_rows"]
